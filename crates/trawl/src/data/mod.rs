@@ -1,0 +1,5 @@
+//! Vector data: in-memory and memory-mapped matrices, and the vector / ground-truth file formats.
+
+pub mod matrix;
+
+pub use matrix::Matrix;

@@ -1,0 +1,1 @@
+//! Exact k-nearest-neighbour search (ground truth): blocked, multi-threaded, memory bounded.

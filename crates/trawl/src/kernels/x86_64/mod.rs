@@ -1,0 +1,1 @@
+//! x86-64 SIMD kernels, one file per instruction set.

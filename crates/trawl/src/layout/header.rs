@@ -1,0 +1,304 @@
+//! The envelope of every trawl file: magic, format version, payload length and checksums.
+//!
+//! | offset | size | field |
+//! |---:|---:|---|
+//! | 0 | 8 | magic: identifies the file kind, e.g. `TRAWLPQ\0` |
+//! | 8 | 4 | format version of that kind, `u32` little-endian |
+//! | 12 | 4 | reserved, zero |
+//! | 16 | 8 | payload length in bytes, `u64` LE |
+//! | 24 | 4 | CRC-32 (IEEE) of the payload |
+//! | 28 | 4 | CRC-32 of bytes 0..28 (the header itself) |
+//! | 32 | n | payload |
+//!
+//! A file shorter than its header says, a file with bytes after the payload, a wrong magic, an
+//! unknown version and a checksum mismatch are each a distinct [`FileErrorKind`].
+//! Files are written to a temporary name beside the target and renamed into place after an
+//! `fsync`, so a crash never leaves a half-written file under the final name.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Size of the envelope header in bytes.
+pub const HEADER_BYTES: usize = 32;
+
+/// What went wrong reading or writing a trawl file.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {kind}", path.display())]
+pub struct FileError {
+    /// The file concerned.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    pub kind: FileErrorKind,
+}
+
+/// The reason a trawl file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum FileErrorKind {
+    /// The operating system refused (missing file, permissions, disk full). Check the path.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+    /// The file does not start with the expected magic: it is some other file.
+    #[error("not a {expected} file (magic {found:?})")]
+    WrongMagic {
+        /// Human name of the expected kind.
+        expected: &'static str,
+        /// The first bytes found.
+        found: [u8; 8],
+    },
+    /// Written by a newer (or unknown) trawl version: upgrade trawl or rebuild the file.
+    #[error("format version {found} is not supported (this build reads up to {supported})")]
+    UnsupportedVersion {
+        /// Version in the file.
+        found: u32,
+        /// Newest version this build reads.
+        supported: u32,
+    },
+    /// The file is shorter or longer than its header says: it was cut off or appended to.
+    #[error("file is {actual} bytes but its header says {expected}: truncated or damaged")]
+    SizeMismatch {
+        /// Size the header implies.
+        expected: u64,
+        /// Actual size.
+        actual: u64,
+    },
+    /// Stored and computed checksums differ: the file is corrupt. Rebuild it.
+    #[error("checksum mismatch in {what}: the file is corrupt")]
+    Checksum {
+        /// Which part failed.
+        what: &'static str,
+    },
+    /// The payload checksums match but its content is inconsistent (a bug or a forged file).
+    #[error("invalid content: {0}")]
+    Invalid(String),
+}
+
+impl FileError {
+    /// Builds an error for `path`.
+    pub fn new(path: impl Into<PathBuf>, kind: FileErrorKind) -> Self {
+        Self {
+            path: path.into(),
+            kind,
+        }
+    }
+}
+
+/// Streams a payload into an envelope, computing its checksum on the way.
+///
+/// Call [`EnvelopeWriter::finish`] to seal it; dropping it unfinished leaves only a temporary
+/// file behind (removed on drop) and never the target.
+#[derive(Debug)]
+pub struct EnvelopeWriter {
+    path: PathBuf,
+    tmp_path: PathBuf,
+    out: Option<BufWriter<File>>,
+    magic: [u8; 8],
+    version: u32,
+    hasher: crc32fast::Hasher,
+    len: u64,
+}
+
+impl EnvelopeWriter {
+    /// Starts writing a file of kind `magic`, format `version`, at `path`.
+    pub fn create(path: &Path, magic: [u8; 8], version: u32) -> Result<Self, FileError> {
+        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+        tmp_name.push(".tmp");
+        let tmp_path = path.with_file_name(tmp_name);
+        let file = File::create(&tmp_path).map_err(|e| FileError::new(path, e.into()))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        out.write_all(&[0u8; HEADER_BYTES])
+            .map_err(|e| FileError::new(path, e.into()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            tmp_path,
+            out: Some(out),
+            magic,
+            version,
+            hasher: crc32fast::Hasher::new(),
+            len: 0,
+        })
+    }
+
+    /// Appends payload bytes.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), FileError> {
+        let out = self.out.as_mut().ok_or_else(|| {
+            FileError::new(
+                &self.path,
+                FileErrorKind::Invalid("writer already finished".into()),
+            )
+        })?;
+        out.write_all(bytes)
+            .map_err(|e| FileError::new(&self.path, e.into()))?;
+        self.hasher.update(bytes);
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the header, syncs, and renames the file into place.
+    pub fn finish(mut self) -> Result<u64, FileError> {
+        let path = self.path.clone();
+        let err = |e: io::Error| FileError::new(&path, e.into());
+        let out = self.out.take().ok_or_else(|| {
+            FileError::new(
+                &path,
+                FileErrorKind::Invalid("writer already finished".into()),
+            )
+        })?;
+        let mut file = out.into_inner().map_err(|e| err(e.into_error()))?;
+        let header = encode_header(
+            self.magic,
+            self.version,
+            self.len,
+            self.hasher.clone().finalize(),
+        );
+        file.seek(SeekFrom::Start(0)).map_err(err)?;
+        file.write_all(&header).map_err(err)?;
+        file.sync_all().map_err(err)?;
+        std::fs::rename(&self.tmp_path, &self.path).map_err(err)?;
+        Ok(self.len + HEADER_BYTES as u64)
+    }
+}
+
+impl Drop for EnvelopeWriter {
+    fn drop(&mut self) {
+        if self.out.is_some() {
+            self.out = None;
+            let _ = std::fs::remove_file(&self.tmp_path);
+        }
+    }
+}
+
+fn encode_header(magic: [u8; 8], version: u32, len: u64, payload_crc: u32) -> [u8; HEADER_BYTES] {
+    let mut h = [0u8; HEADER_BYTES];
+    h[0..8].copy_from_slice(&magic);
+    h[8..12].copy_from_slice(&version.to_le_bytes());
+    h[16..24].copy_from_slice(&len.to_le_bytes());
+    h[24..28].copy_from_slice(&payload_crc.to_le_bytes());
+    let header_crc = crc32fast::hash(&h[0..28]);
+    h[28..32].copy_from_slice(&header_crc.to_le_bytes());
+    h
+}
+
+/// Reads and verifies a whole trawl file of kind `magic`; returns its version and payload.
+///
+/// `kind_name` names the kind in errors; versions above `max_version` are refused.
+pub fn read_envelope(
+    path: &Path,
+    magic: [u8; 8],
+    kind_name: &'static str,
+    max_version: u32,
+) -> Result<(u32, Vec<u8>), FileError> {
+    let fail = |kind: FileErrorKind| FileError::new(path, kind);
+    let mut file = File::open(path).map_err(|e| fail(e.into()))?;
+    let actual = file.metadata().map_err(|e| fail(e.into()))?.len();
+    let mut h = [0u8; HEADER_BYTES];
+    if actual < HEADER_BYTES as u64 {
+        return Err(fail(FileErrorKind::SizeMismatch {
+            expected: HEADER_BYTES as u64,
+            actual,
+        }));
+    }
+    file.read_exact(&mut h).map_err(|e| fail(e.into()))?;
+    let found: [u8; 8] = h[0..8].try_into().unwrap_or_default();
+    if found != magic {
+        return Err(fail(FileErrorKind::WrongMagic {
+            expected: kind_name,
+            found,
+        }));
+    }
+    let stored_header_crc = u32::from_le_bytes(h[28..32].try_into().unwrap_or_default());
+    if crc32fast::hash(&h[0..28]) != stored_header_crc {
+        return Err(fail(FileErrorKind::Checksum { what: "header" }));
+    }
+    let version = u32::from_le_bytes(h[8..12].try_into().unwrap_or_default());
+    if version == 0 || version > max_version {
+        return Err(fail(FileErrorKind::UnsupportedVersion {
+            found: version,
+            supported: max_version,
+        }));
+    }
+    let len = u64::from_le_bytes(h[16..24].try_into().unwrap_or_default());
+    let expected = len.saturating_add(HEADER_BYTES as u64);
+    if expected != actual {
+        return Err(fail(FileErrorKind::SizeMismatch { expected, actual }));
+    }
+    let len = usize::try_from(len)
+        .map_err(|_| fail(FileErrorKind::Invalid("payload larger than memory".into())))?;
+    let mut payload = vec![0u8; len];
+    file.read_exact(&mut payload).map_err(|e| fail(e.into()))?;
+    let payload_crc = u32::from_le_bytes(h[24..28].try_into().unwrap_or_default());
+    if crc32fast::hash(&payload) != payload_crc {
+        return Err(fail(FileErrorKind::Checksum { what: "payload" }));
+    }
+    Ok((version, payload))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAGIC: [u8; 8] = *b"TRAWLTST";
+
+    fn write(path: &Path, payload: &[u8]) {
+        let mut w = EnvelopeWriter::create(path, MAGIC, 1).unwrap();
+        w.write(payload).unwrap();
+        w.finish().unwrap();
+    }
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        write(&path, b"hello world");
+        let (v, p) = read_envelope(&path, MAGIC, "test", 1).unwrap();
+        assert_eq!(v, 1);
+        assert_eq!(p, b"hello world");
+        assert!(!dir.path().join("f.tmp").exists());
+    }
+
+    #[test]
+    fn every_corruption_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let payload: Vec<u8> = (0..200u8).collect();
+        write(&path, &payload);
+        let good = std::fs::read(&path).unwrap();
+        for i in 0..good.len() {
+            if (12..16).contains(&i) {
+                continue; // reserved bytes are covered by the header checksum too
+            }
+            let mut bad = good.clone();
+            bad[i] ^= 0x40;
+            std::fs::write(&path, &bad).unwrap();
+            assert!(
+                read_envelope(&path, MAGIC, "test", 1).is_err(),
+                "flip at byte {i} not detected"
+            );
+        }
+        for cut in [0, 10, 31, 32, good.len() - 1] {
+            std::fs::write(&path, &good[..cut]).unwrap();
+            let err = read_envelope(&path, MAGIC, "test", 1).unwrap_err();
+            assert!(
+                matches!(err.kind, FileErrorKind::SizeMismatch { .. }),
+                "cut {cut}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_kind_and_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        write(&path, b"x");
+        let err = read_envelope(&path, *b"OTHERKND", "other", 1).unwrap_err();
+        assert!(matches!(err.kind, FileErrorKind::WrongMagic { .. }));
+        let mut w = EnvelopeWriter::create(&path, MAGIC, 7).unwrap();
+        w.write(b"x").unwrap();
+        w.finish().unwrap();
+        let err = read_envelope(&path, MAGIC, "test", 1).unwrap_err();
+        assert!(matches!(
+            err.kind,
+            FileErrorKind::UnsupportedVersion { found: 7, .. }
+        ));
+    }
+}

@@ -1,0 +1,24 @@
+//! trawl: a disk-resident approximate-nearest-neighbour (ANN) vector search engine.
+//!
+//! The crate is organised in layers; each folder depends only on the ones above it in this list
+//! (see `ARCHITECTURE.md` at the repository root):
+//!
+//! - [`kernels`]: element types, metrics, SIMD distances with runtime dispatch, k-means.
+//! - [`data`]: vector and ground-truth file formats, in-memory and memory-mapped matrices.
+//! - [`synth`]: seeded synthetic data (anisotropic Gaussian mixtures).
+//! - [`exact`]: exact k-nearest-neighbour ground truth.
+//! - [`quant`]: vector quantisers (product quantisation).
+//! - [`graph`]: Vamana graph build, robust prune, in-memory search.
+//! - [`layout`]: on-disk file envelopes (magic, version, checksum).
+//! - [`progress`]: progress reporting and cancellation, passed explicitly to long operations.
+
+pub mod data;
+pub mod exact;
+pub mod graph;
+pub mod kernels;
+pub mod layout;
+pub mod progress;
+pub mod quant;
+pub mod synth;
+
+pub use kernels::{DType, Element, Metric};

@@ -1,0 +1,1 @@
+//! Seeded synthetic data: anisotropic Gaussian mixtures and held-out queries.
