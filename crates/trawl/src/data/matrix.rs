@@ -1,14 +1,45 @@
-//! A row-major matrix of vectors.
+//! A row-major matrix of vectors, owned or borrowed zero-copy from a memory-mapped file.
 
-use crate::kernels::Element;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use crate::kernels::{DType, Element};
+
+/// Where the elements of a [`Matrix`] live.
+#[derive(Debug)]
+enum Backing<T> {
+    /// A heap buffer owned by the matrix.
+    Owned(Vec<T>),
+    /// A read-only file mapping; the elements start `offset` bytes into it.
+    Mapped {
+        /// The mapping, shared between clones.
+        mmap: Arc<Mmap>,
+        /// Byte offset of element 0.
+        offset: usize,
+    },
+}
 
 /// `n` vectors of `dim` elements each, stored row-major.
-#[derive(Debug, Clone)]
+///
+/// The elements are either owned (a `Vec<T>`) or borrowed zero-copy from a memory-mapped file
+/// (see [`crate::data::read_matrix`]), so a matrix larger than RAM can be used: the kernel pages
+/// it in on demand. Either way [`Matrix::as_slice`] is a plain slice.
+#[derive(Debug)]
 pub struct Matrix<T: Element> {
-    data: Vec<T>,
+    backing: Backing<T>,
+    /// Start of element 0, valid for `n * dim` reads for the life of `backing`.
+    ptr: NonNull<T>,
     n: usize,
     dim: usize,
 }
+
+// SAFETY: `ptr` points into `backing` (a `Vec<T>` or an `Arc<Mmap>`), which is `Send` when
+// `T: Send`; the matrix only hands out shared references to the elements.
+unsafe impl<T: Element> Send for Matrix<T> {}
+// SAFETY: as above; the elements are never mutated through `&Matrix`.
+unsafe impl<T: Element> Sync for Matrix<T> {}
 
 impl<T: Element> Matrix<T> {
     /// Wraps row-major `data` of `data.len() / dim` rows. Returns `None` when `dim` is zero or
@@ -18,7 +49,35 @@ impl<T: Element> Matrix<T> {
             return None;
         }
         let n = data.len() / dim;
-        Some(Self { data, n, dim })
+        let ptr = NonNull::new(data.as_ptr() as *mut T).unwrap_or(NonNull::dangling());
+        Some(Self {
+            backing: Backing::Owned(data),
+            ptr,
+            n,
+            dim,
+        })
+    }
+
+    /// Borrows `n × dim` elements starting `offset` bytes into `mmap`. Returns `None` when the
+    /// range is out of bounds, `dim` is zero, or the start is not aligned for `T` (the caller
+    /// then copies instead).
+    pub(crate) fn from_mmap(mmap: Arc<Mmap>, offset: usize, n: usize, dim: usize) -> Option<Self> {
+        let bytes = n.checked_mul(dim)?.checked_mul(std::mem::size_of::<T>())?;
+        let end = offset.checked_add(bytes)?;
+        if dim == 0 || end > mmap.len() {
+            return None;
+        }
+        let region = &mmap[offset..end];
+        if region.as_ptr().align_offset(std::mem::align_of::<T>()) != 0 {
+            return None;
+        }
+        let ptr = NonNull::new(region.as_ptr() as *mut T).unwrap_or(NonNull::dangling());
+        Some(Self {
+            backing: Backing::Mapped { mmap, offset },
+            ptr,
+            n,
+            dim,
+        })
     }
 
     /// Number of vectors.
@@ -33,20 +92,164 @@ impl<T: Element> Matrix<T> {
         self.dim
     }
 
+    /// The element type.
+    #[inline]
+    pub fn dtype(&self) -> DType {
+        T::DTYPE
+    }
+
     /// Row `i`. Panics if `i >= n` (an internal invariant, not user input).
     #[inline]
     pub fn row(&self, i: usize) -> &[T] {
-        &self.data[i * self.dim..(i + 1) * self.dim]
+        &self.as_slice()[i * self.dim..(i + 1) * self.dim]
     }
 
     /// All elements, row-major.
     #[inline]
     pub fn as_slice(&self) -> &[T] {
-        &self.data
+        // SAFETY: `ptr` is aligned and points at `n * dim` initialised elements inside
+        // `backing` (checked in `from_vec` / `from_mmap`), which lives as long as `self` and is
+        // never mutated while shared. A `Vec`'s heap buffer does not move when the matrix moves.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.n * self.dim) }
     }
 
     /// Iterator over rows.
     pub fn rows(&self) -> impl ExactSizeIterator<Item = &[T]> + '_ {
-        self.data.chunks_exact(self.dim)
+        self.as_slice().chunks_exact(self.dim)
+    }
+
+    /// Whether the elements are borrowed from a memory-mapped file (zero-copy).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.backing, Backing::Mapped { .. })
+    }
+
+    /// The elements as an owned vector (copies when mapped).
+    pub fn into_vec(self) -> Vec<T> {
+        match self.backing {
+            Backing::Owned(v) => v,
+            Backing::Mapped { .. } => self.as_slice().to_vec(),
+        }
+    }
+
+    /// A copy of rows `start..start + count` (clamped to the matrix).
+    pub fn slice_rows(&self, start: usize, count: usize) -> Matrix<T> {
+        let start = start.min(self.n);
+        let end = start.saturating_add(count).min(self.n);
+        let data = self.as_slice()[start * self.dim..end * self.dim].to_vec();
+        Matrix::from_vec(data, self.dim).unwrap_or_else(|| unreachable!("dim is non-zero"))
+    }
+}
+
+impl<T: Element> Clone for Matrix<T> {
+    fn clone(&self) -> Self {
+        match &self.backing {
+            Backing::Owned(v) => Matrix::from_vec(v.clone(), self.dim)
+                .unwrap_or_else(|| unreachable!("dim is non-zero")),
+            Backing::Mapped { mmap, offset } => Self {
+                backing: Backing::Mapped {
+                    mmap: Arc::clone(mmap),
+                    offset: *offset,
+                },
+                ptr: self.ptr,
+                n: self.n,
+                dim: self.dim,
+            },
+        }
+    }
+}
+
+impl<T: Element> PartialEq for Matrix<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.dim == other.dim && self.n == other.n && self.as_slice() == other.as_slice()
+    }
+}
+
+/// A matrix of any supported element type, for callers that dispatch on the file's type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnyMatrix {
+    /// 32-bit floats.
+    F32(Matrix<f32>),
+    /// Unsigned bytes.
+    U8(Matrix<u8>),
+    /// Signed bytes.
+    I8(Matrix<i8>),
+}
+
+impl AnyMatrix {
+    /// Number of vectors.
+    pub fn n(&self) -> usize {
+        match self {
+            AnyMatrix::F32(m) => m.n(),
+            AnyMatrix::U8(m) => m.n(),
+            AnyMatrix::I8(m) => m.n(),
+        }
+    }
+
+    /// Elements per vector.
+    pub fn dim(&self) -> usize {
+        match self {
+            AnyMatrix::F32(m) => m.dim(),
+            AnyMatrix::U8(m) => m.dim(),
+            AnyMatrix::I8(m) => m.dim(),
+        }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            AnyMatrix::F32(_) => DType::F32,
+            AnyMatrix::U8(_) => DType::U8,
+            AnyMatrix::I8(_) => DType::I8,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_vec_checks_shape() {
+        assert!(Matrix::<f32>::from_vec(vec![0.0; 6], 0).is_none());
+        assert!(Matrix::<f32>::from_vec(vec![0.0; 7], 3).is_none());
+        let m = Matrix::<f32>::from_vec((0..6).map(|x| x as f32).collect(), 3).unwrap();
+        assert_eq!((m.n(), m.dim()), (2, 3));
+        assert_eq!(m.row(1), &[3.0, 4.0, 5.0]);
+        assert_eq!(m.rows().len(), 2);
+        assert!(!m.is_mapped());
+        let c = m.clone();
+        drop(m);
+        assert_eq!(c.row(0), &[0.0, 1.0, 2.0]);
+        assert_eq!(c.slice_rows(1, 10).as_slice(), &[3.0, 4.0, 5.0]);
+    }
+
+    #[test]
+    fn empty_matrix_is_valid() {
+        let m = Matrix::<u8>::from_vec(Vec::new(), 4).unwrap();
+        assert_eq!(m.n(), 0);
+        assert!(m.as_slice().is_empty());
+        assert_eq!(m.rows().len(), 0);
+    }
+
+    #[test]
+    fn mapped_matrix_borrows_and_checks_alignment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m");
+        let vals: Vec<f32> = (0..12).map(|x| x as f32).collect();
+        let mut bytes = vec![0u8; 8];
+        bytes.extend_from_slice(bytemuck::cast_slice(&vals));
+        bytes.push(0);
+        std::fs::write(&path, &bytes).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: the test owns the file and does not modify it while mapped.
+        let mmap = Arc::new(unsafe { Mmap::map(&file) }.unwrap());
+        let m = Matrix::<f32>::from_mmap(Arc::clone(&mmap), 8, 3, 4).unwrap();
+        assert!(m.is_mapped());
+        assert_eq!(m.as_slice(), &vals[..]);
+        assert_eq!(m.as_slice().as_ptr() as usize, mmap.as_ptr() as usize + 8);
+        assert_eq!(m.clone(), m);
+        assert!(Matrix::<f32>::from_mmap(Arc::clone(&mmap), 9, 3, 4).is_none());
+        assert!(Matrix::<f32>::from_mmap(Arc::clone(&mmap), 8, 4, 4).is_none());
+        assert!(Matrix::<u8>::from_mmap(mmap, 9, 4, 12).is_some());
     }
 }
