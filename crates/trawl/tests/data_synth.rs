@@ -115,3 +115,15 @@ fn figures() {
         rayon::current_num_threads()
     );
 }
+
+#[test]
+#[ignore]
+fn time_in_memory() {
+    let big = SynthParams::new(1_000_000, 0, 128, DType::F32, 42);
+    for _ in 0..3 {
+        let t = Instant::now();
+        let (b, _) = generate::<f32>(&big).unwrap();
+        println!("in memory 1M x 128: {:.2} s", t.elapsed().as_secs_f64());
+        drop(b);
+    }
+}

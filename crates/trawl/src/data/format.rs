@@ -8,7 +8,8 @@
 //! | 4 | 4 | `d`, dimension (u32 LE, `1..2³¹`) |
 //! | 8 | n·d·size | row-major elements, little-endian |
 //!
-//! **vecs** (`.fvecs` f32, `.bvecs` u8, `.ivecs` i32 ids; texmex), repeated per row:
+//! **vecs** (`.fvecs` f32, `.bvecs` u8, `.ivecs` i32 ids; texmex; trawl also names i8 rows
+//! `.i8vecs`), repeated per row:
 //!
 //! | offset in row | size | field |
 //! |---:|---:|---|
@@ -68,6 +69,7 @@ impl Format {
             "bin" => (Format::Bin, None),
             "fvecs" => (Format::Vecs, Some(DType::F32)),
             "bvecs" => (Format::Vecs, Some(DType::U8)),
+            "i8vecs" => (Format::Vecs, Some(DType::I8)),
             "npy" => (Format::Npy, None),
             _ => return None,
         })
@@ -80,7 +82,8 @@ impl Format {
             (Format::Bin, DType::U8) => "u8bin",
             (Format::Bin, DType::I8) => "i8bin",
             (Format::Vecs, DType::F32) => "fvecs",
-            (Format::Vecs, _) => "bvecs",
+            (Format::Vecs, DType::U8) => "bvecs",
+            (Format::Vecs, DType::I8) => "i8vecs",
             (Format::Npy, _) => "npy",
         }
     }
@@ -97,7 +100,7 @@ impl FromStr for Format {
     fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "bin" | "fbin" | "u8bin" | "i8bin" => Ok(Format::Bin),
-            "vecs" | "fvecs" | "bvecs" => Ok(Format::Vecs),
+            "vecs" | "fvecs" | "bvecs" | "i8vecs" => Ok(Format::Vecs),
             "npy" => Ok(Format::Npy),
             other => Err(format!(
                 "unknown vector format `{other}` (expected bin, vecs or npy)"
