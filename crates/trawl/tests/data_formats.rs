@@ -326,7 +326,7 @@ fn fvecs_rows_must_share_one_dimension() {
 
 fn npy_bytes(dict: &str, data: &[u8], pad_to: usize) -> Vec<u8> {
     let mut text = dict.to_string();
-    while (10 + text.len() + 1) % pad_to != 0 {
+    while !(10 + text.len() + 1).is_multiple_of(pad_to) {
         text.push(' ');
     }
     text.push('\n');
@@ -374,7 +374,7 @@ fn npy_dtypes_orders_and_versions() {
     // Version 2.0 header (4-byte length) and a data offset that is not 4-byte aligned: the f32
     // reader copies instead of mapping.
     let mut v2 = npy_bytes(&dict("<f4", "False"), &data, 2);
-    if (10 + u16::from_le_bytes([v2[8], v2[9]]) as usize) % 4 == 0 {
+    if (10 + u16::from_le_bytes([v2[8], v2[9]]) as usize).is_multiple_of(4) {
         v2 = npy_bytes(&format!("{} ", dict("<f4", "False")), &data, 2);
     }
     let p = write_bytes(dir.path(), "odd.npy", &v2);

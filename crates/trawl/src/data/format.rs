@@ -349,7 +349,7 @@ fn probe_vecs(
         )));
     }
     let stride = 4 + d as u64 * dtype.size_bytes() as u64;
-    if size % stride != 0 {
+    if !size.is_multiple_of(stride) {
         if scan {
             if let Some((row, found)) = scan_vecs_dims(file, size, d, stride)? {
                 return Err(DataErrorKind::InconsistentDim {

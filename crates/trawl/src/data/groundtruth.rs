@@ -153,7 +153,7 @@ pub fn read_ivecs(path: &Path) -> Result<GroundTruth> {
         ids.extend(chunk[1..].iter().map(|&id| id as u32));
     }
     let row_bytes = 4 * stride as u64;
-    if size % row_bytes != 0 {
+    if !size.is_multiple_of(row_bytes) {
         return Err(fail(DataErrorKind::Truncated {
             expected: size.div_ceil(row_bytes) * row_bytes,
             actual: size,

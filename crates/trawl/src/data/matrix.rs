@@ -45,7 +45,7 @@ impl<T: Element> Matrix<T> {
     /// Wraps row-major `data` of `data.len() / dim` rows. Returns `None` when `dim` is zero or
     /// does not divide the length.
     pub fn from_vec(data: Vec<T>, dim: usize) -> Option<Self> {
-        if dim == 0 || data.len() % dim != 0 {
+        if dim == 0 || !data.len().is_multiple_of(dim) {
             return None;
         }
         let n = data.len() / dim;

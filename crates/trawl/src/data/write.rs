@@ -132,7 +132,7 @@ impl VectorWriter {
                 wanted: T::DTYPE,
             }));
         }
-        if rows.len() % self.dim != 0 {
+        if !rows.len().is_multiple_of(self.dim) {
             return Err(self.fail(DataErrorKind::InvalidInput(format!(
                 "{} elements are not whole rows of dimension {}",
                 rows.len(),
