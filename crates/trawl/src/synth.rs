@@ -101,6 +101,13 @@ impl SynthParams {
         if self.clusters == 0 || self.latent_dim == 0 {
             return bad("clusters and latent_dim must be positive");
         }
+        let model = self.clusters.checked_mul(self.latent_dim + 1);
+        if model
+            .and_then(|m| m.checked_mul(self.dim))
+            .is_none_or(|m| m > 1 << 28)
+        {
+            return bad("clusters × (latent_dim + 1) × dim exceeds 2²⁸ model parameters");
+        }
         if self.n.checked_mul(self.dim).is_none() || self.nq.checked_mul(self.dim).is_none() {
             return bad("n × dim overflows");
         }

@@ -9,7 +9,7 @@ use crate::kernels::DType;
 ///
 /// The message always names the file (`path`) and what is wrong with it (`kind`).
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {kind}", path.display())]
+#[error("{}: {kind}", if path.as_os_str().is_empty() { "vectors".into() } else { path.display().to_string() })]
 pub struct DataError {
     /// The file concerned (empty for in-memory validation).
     pub path: PathBuf,
@@ -98,6 +98,13 @@ impl DataError {
             path: path.into(),
             kind,
         }
+    }
+
+    /// The same error attributed to `path` (e.g. a [`DataErrorKind::NonFinite`] found by
+    /// [`crate::data::validate_finite`] in a matrix read from that file).
+    pub fn in_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path = path.into();
+        self
     }
 
     /// Wraps an I/O error for `path`.
