@@ -468,3 +468,30 @@ fn mapped_matrices_outlive_nothing_and_clone_cheaply() {
     ));
     assert_eq!(read_rows::<f32>(&p, 100, 5).unwrap().n(), 0);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Arbitrary bytes under any name give a value or a typed error, never a panic.
+    #[test]
+    fn garbage_never_panics(
+        bytes in proptest::collection::vec(any::<u8>(), 0..200),
+        ext in prop::sample::select(vec!["fbin", "u8bin", "bin", "fvecs", "bvecs", "npy", "dat", "ivecs"]),
+        npy_prefix in any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut content = if npy_prefix { b"\x93NUMPY\x01\x00".to_vec() } else { Vec::new() };
+        content.extend_from_slice(&bytes);
+        let p = write_bytes(dir.path(), &format!("g.{ext}"), &content);
+        if let Ok(m) = read_matrix_any(&p) {
+            prop_assert!(m.n() > 0 && m.dim() > 0);
+        }
+        let _ = read_matrix::<u8>(&p);
+        let _ = trawl::data::read_ground_truth(&p);
+        if let Ok(r) = VectorReader::<f32>::open(&p) {
+            for block in r.blocks(3) {
+                let _ = block;
+            }
+        }
+    }
+}

@@ -78,8 +78,8 @@ pub fn read_ground_truth(path: &Path) -> Result<GroundTruth> {
         return Err(fail(DataErrorKind::Empty));
     }
     let (nq, k) = (nq as usize, k as usize);
-    let m = (nq * k) as u64; // both < 2³¹, no overflow in u64
-    let full = 8 + 8 * m;
+    let m = nq as u64 * k as u64; // both < 2³¹: m < 2⁶²
+    let full = m.saturating_mul(8).saturating_add(8);
     let ids_only = 8 + 4 * m;
     let with_dists = if size == full {
         true
