@@ -495,3 +495,28 @@ proptest! {
         }
     }
 }
+
+/// An 8 GiB (sparse) file is mapped, not read: only the touched pages are paged in.
+#[test]
+fn files_larger_than_memory_are_mapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("huge.u8bin");
+    let (n, dim) = (1u32 << 20, 8192u32);
+    let f = std::fs::File::create(&p).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[n.to_le_bytes(), dim.to_le_bytes()].concat(), 0)
+        .unwrap();
+    f.set_len(8 + n as u64 * dim as u64).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[7u8; 8192], 8 + (n as u64 - 1) * 8192).unwrap();
+    drop(f);
+    let m = read_matrix::<u8>(&p).unwrap();
+    assert!(m.is_mapped());
+    assert_eq!((m.n(), m.dim()), (n as usize, dim as usize));
+    assert!(m.row(n as usize - 1).iter().all(|&x| x == 7));
+    assert!(m.row(12345).iter().all(|&x| x == 0));
+    let mut r = VectorReader::<u8>::open(&p).unwrap();
+    r.seek_row(n as u64 - 2).unwrap();
+    let tail = r.read_block(10).unwrap().unwrap();
+    assert_eq!(tail.n(), 2);
+    assert_eq!(tail.row(1)[0], 7);
+    assert!(r.read_block(10).unwrap().is_none());
+}
