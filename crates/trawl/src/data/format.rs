@@ -217,8 +217,8 @@ pub fn probe_with(path: &Path, opts: ProbeOptions) -> Result<VectorFileInfo> {
             }
         }
     }
-    if fits.len() > 1 {
-        if let Some(fb) = opts.fallback_dtype {
+    if let Some(fb) = opts.fallback_dtype.filter(|_| fits.len() > 1) {
+        if fits.iter().any(|l| l.dtype == fb) {
             fits.retain(|l| l.dtype == fb);
         }
     }
@@ -230,21 +230,26 @@ pub fn probe_with(path: &Path, opts: ProbeOptions) -> Result<VectorFileInfo> {
                 .map(|i| i.at(path))
                 .map_err(fail)
         }
-        [] => Err(fail(DataErrorKind::Unrecognised(format!(
+        many => Err(fail(unrecognised(size, many))),
+    }
+}
+
+/// The error for a file that fits no layout, or several.
+fn unrecognised(size: u64, fits: &[Layout]) -> DataErrorKind {
+    if fits.is_empty() {
+        return DataErrorKind::Unrecognised(format!(
             "{size} bytes fit neither the bin layout (8-byte header n, d) nor the vecs layout \
              (per-row dimension); name the format explicitly"
-        )))),
-        many => {
-            let names: Vec<String> = many
-                .iter()
-                .map(|l| format!("{} {} ({}×{})", l.format, l.dtype, l.n, l.dim))
-                .collect();
-            Err(fail(DataErrorKind::Unrecognised(format!(
-                "ambiguous: the content fits {}; name the format and element type explicitly",
-                names.join(" or ")
-            ))))
-        }
+        ));
     }
+    let names: Vec<String> = fits
+        .iter()
+        .map(|l| format!("{} {} ({}×{})", l.format, l.dtype, l.n, l.dim))
+        .collect();
+    DataErrorKind::Unrecognised(format!(
+        "ambiguous: the content fits {}; name the format and element type explicitly",
+        names.join(" or ")
+    ))
 }
 
 /// A probed layout, before the path is attached.
