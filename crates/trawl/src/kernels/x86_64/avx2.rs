@@ -153,17 +153,19 @@ fn l2_f32_tf(a: &[f32], b: &[f32]) -> f32 {
         }
         i += 32;
     }
-    let mut k = 0;
-    while i + 8 <= n {
-        // SAFETY: i + 8 <= n <= a.len().
-        let x = unsafe { load1(a, i) };
-        // SAFETY: i + 8 <= n <= b.len().
-        let y = unsafe { load1(b, i) };
-        let d = _mm256_sub_ps(x, y);
-        acc[k] = _mm256_fmadd_ps(d, d, acc[k]);
-        k = (k + 1) & 3;
-        i += 8;
+    // Fewer than 32 left: up to three whole vectors, one per accumulator.
+    for (k, acc) in acc.iter_mut().enumerate().take(3) {
+        let o = i + 8 * k;
+        if o + 8 <= n {
+            // SAFETY: o + 8 <= n <= a.len().
+            let x = unsafe { load1(a, o) };
+            // SAFETY: o + 8 <= n <= b.len().
+            let y = unsafe { load1(b, o) };
+            let d = _mm256_sub_ps(x, y);
+            *acc = _mm256_fmadd_ps(d, d, *acc);
+        }
     }
+    i += (n - i) / 8 * 8;
     let tail: f32 = a[i..n]
         .iter()
         .zip(&b[i..n])
@@ -188,16 +190,18 @@ fn dot_f32_tf(a: &[f32], b: &[f32]) -> f32 {
         }
         i += 32;
     }
-    let mut k = 0;
-    while i + 8 <= n {
-        // SAFETY: i + 8 <= n <= a.len().
-        let x = unsafe { load1(a, i) };
-        // SAFETY: i + 8 <= n <= b.len().
-        let y = unsafe { load1(b, i) };
-        acc[k] = _mm256_fmadd_ps(x, y, acc[k]);
-        k = (k + 1) & 3;
-        i += 8;
+    // Fewer than 32 left: up to three whole vectors, one per accumulator.
+    for (k, acc) in acc.iter_mut().enumerate().take(3) {
+        let o = i + 8 * k;
+        if o + 8 <= n {
+            // SAFETY: o + 8 <= n <= a.len().
+            let x = unsafe { load1(a, o) };
+            // SAFETY: o + 8 <= n <= b.len().
+            let y = unsafe { load1(b, o) };
+            *acc = _mm256_fmadd_ps(x, y, *acc);
+        }
     }
+    i += (n - i) / 8 * 8;
     let tail: f32 = a[i..n].iter().zip(&b[i..n]).map(|(x, y)| x * y).sum();
     hsum4(acc) + tail
 }
@@ -208,18 +212,22 @@ fn dot_norms_f32_tf(a: &[f32], b: &[f32]) -> (f32, f32, f32) {
     let z = _mm256_setzero_ps();
     let (mut ab, mut aa, mut bb) = ([z; 2], [z; 2], [z; 2]);
     let mut i = 0;
-    let mut k = 0;
     while i + 8 <= n {
-        // SAFETY: i + 8 <= n <= a.len().
-        let x = unsafe { load1(a, i) };
-        // SAFETY: i + 8 <= n <= b.len().
-        let y = unsafe { load1(b, i) };
-        ab[k] = _mm256_fmadd_ps(x, y, ab[k]);
-        aa[k] = _mm256_fmadd_ps(x, x, aa[k]);
-        bb[k] = _mm256_fmadd_ps(y, y, bb[k]);
-        k ^= 1;
-        i += 8;
+        for k in 0..2 {
+            let o = i + 8 * k;
+            if o + 8 <= n {
+                // SAFETY: o + 8 <= n <= a.len().
+                let x = unsafe { load1(a, o) };
+                // SAFETY: o + 8 <= n <= b.len().
+                let y = unsafe { load1(b, o) };
+                ab[k] = _mm256_fmadd_ps(x, y, ab[k]);
+                aa[k] = _mm256_fmadd_ps(x, x, aa[k]);
+                bb[k] = _mm256_fmadd_ps(y, y, bb[k]);
+            }
+        }
+        i += 16;
     }
+    i = i.min(n - n % 8);
     let (mut tab, mut taa, mut tbb) = (0f32, 0f32, 0f32);
     for (&x, &y) in a[i..n].iter().zip(&b[i..n]) {
         tab += x * y;
@@ -249,7 +257,16 @@ unsafe fn load_bytes<T: Copy>(s: &[T], i: usize) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn sq_absdiff_u8(x: __m256i, y: __m256i, acc: &mut [__m256i; 2]) {
-    let d = _mm256_or_si256(_mm256_subs_epu8(x, y), _mm256_subs_epu8(y, x));
+    sq_u8(
+        _mm256_sub_epi8(_mm256_max_epu8(x, y), _mm256_min_epu8(x, y)),
+        acc,
+    );
+}
+
+/// Adds the squares of 32 unsigned bytes into two i32 accumulators.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sq_u8(d: __m256i, acc: &mut [__m256i; 2]) {
     let z = _mm256_setzero_si256();
     let lo = _mm256_unpacklo_epi8(d, z);
     let hi = _mm256_unpackhi_epi8(d, z);
@@ -305,10 +322,12 @@ fn l2_u8_tf(a: &[u8], b: &[u8]) -> i64 {
 #[target_feature(enable = "avx2")]
 fn l2_i8_tf(a: &[i8], b: &[i8]) -> i64 {
     let n = a.len().min(b.len());
-    // x ^ 0x80 maps i8 to u8 by adding 128, which preserves differences.
-    let flip = _mm256_set1_epi8(i8::MIN);
+    // max − min of signed bytes is |x − y| in 0..=255, exact as an unsigned byte.
     let (s, i) = int_blocks(a, b, |x, y, acc| {
-        sq_absdiff_u8(_mm256_xor_si256(x, flip), _mm256_xor_si256(y, flip), acc)
+        sq_u8(
+            _mm256_sub_epi8(_mm256_max_epi8(x, y), _mm256_min_epi8(x, y)),
+            acc,
+        )
     });
     s + scalar::l2_i8_exact(&a[i..n], &b[i..n])
 }

@@ -146,16 +146,17 @@ fn l2_f32_tf(a: &[f32], b: &[f32]) -> f32 {
         }
         i += 64;
     }
-    let mut k = 0;
-    while i < n {
-        // SAFETY: i < n <= a.len() and n <= b.len().
-        let x = unsafe { load_masked(a, i, n) };
-        // SAFETY: as above.
-        let y = unsafe { load_masked(b, i, n) };
-        let d = _mm512_sub_ps(x, y);
-        acc[k] = _mm512_fmadd_ps(d, d, acc[k]);
-        k = (k + 1) & 3;
-        i += 16;
+    // Fewer than 64 left: up to four (masked) vectors, one per accumulator.
+    for (k, acc) in acc.iter_mut().enumerate() {
+        let o = i + 16 * k;
+        if o < n {
+            // SAFETY: o < n <= a.len() and n <= b.len().
+            let x = unsafe { load_masked(a, o, n) };
+            // SAFETY: as above.
+            let y = unsafe { load_masked(b, o, n) };
+            let d = _mm512_sub_ps(x, y);
+            *acc = _mm512_fmadd_ps(d, d, *acc);
+        }
     }
     hsum4(acc)
 }
@@ -176,15 +177,16 @@ fn dot_f32_tf(a: &[f32], b: &[f32]) -> f32 {
         }
         i += 64;
     }
-    let mut k = 0;
-    while i < n {
-        // SAFETY: i < n <= a.len() and n <= b.len().
-        let x = unsafe { load_masked(a, i, n) };
-        // SAFETY: as above.
-        let y = unsafe { load_masked(b, i, n) };
-        acc[k] = _mm512_fmadd_ps(x, y, acc[k]);
-        k = (k + 1) & 3;
-        i += 16;
+    // Fewer than 64 left: up to four (masked) vectors, one per accumulator.
+    for (k, acc) in acc.iter_mut().enumerate() {
+        let o = i + 16 * k;
+        if o < n {
+            // SAFETY: o < n <= a.len() and n <= b.len().
+            let x = unsafe { load_masked(a, o, n) };
+            // SAFETY: as above.
+            let y = unsafe { load_masked(b, o, n) };
+            *acc = _mm512_fmadd_ps(x, y, *acc);
+        }
     }
     hsum4(acc)
 }
@@ -195,17 +197,20 @@ fn dot_norms_f32_tf(a: &[f32], b: &[f32]) -> (f32, f32, f32) {
     let z = _mm512_setzero_ps();
     let (mut ab, mut aa, mut bb) = ([z; 2], [z; 2], [z; 2]);
     let mut i = 0;
-    let mut k = 0;
     while i < n {
-        // SAFETY: i < n <= a.len() and n <= b.len().
-        let x = unsafe { load_masked(a, i, n) };
-        // SAFETY: as above.
-        let y = unsafe { load_masked(b, i, n) };
-        ab[k] = _mm512_fmadd_ps(x, y, ab[k]);
-        aa[k] = _mm512_fmadd_ps(x, x, aa[k]);
-        bb[k] = _mm512_fmadd_ps(y, y, bb[k]);
-        k ^= 1;
-        i += 16;
+        for k in 0..2 {
+            let o = i + 16 * k;
+            if o < n {
+                // SAFETY: o < n <= a.len() and n <= b.len().
+                let x = unsafe { load_masked(a, o, n) };
+                // SAFETY: as above.
+                let y = unsafe { load_masked(b, o, n) };
+                ab[k] = _mm512_fmadd_ps(x, y, ab[k]);
+                aa[k] = _mm512_fmadd_ps(x, x, aa[k]);
+                bb[k] = _mm512_fmadd_ps(y, y, bb[k]);
+            }
+        }
+        i += 32;
     }
     let r = |v: [__m512; 2]| _mm512_reduce_add_ps(_mm512_add_ps(v[0], v[1]));
     (r(ab), r(aa), r(bb))
@@ -237,7 +242,16 @@ unsafe fn load_bytes<T: Copy>(s: &[T], i: usize, n: usize) -> __m512i {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 fn sq_absdiff_u8(x: __m512i, y: __m512i, acc: &mut [__m512i; 2]) {
-    let d = _mm512_or_si512(_mm512_subs_epu8(x, y), _mm512_subs_epu8(y, x));
+    sq_u8(
+        _mm512_sub_epi8(_mm512_max_epu8(x, y), _mm512_min_epu8(x, y)),
+        acc,
+    );
+}
+
+/// Adds the squares of 64 unsigned bytes into two i32 accumulators.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn sq_u8(d: __m512i, acc: &mut [__m512i; 2]) {
     let z = _mm512_setzero_si512();
     let lo = _mm512_unpacklo_epi8(d, z);
     let hi = _mm512_unpackhi_epi8(d, z);
@@ -275,8 +289,6 @@ fn l2_u8_tf(a: &[u8], b: &[u8]) -> i64 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 fn l2_i8_tf(a: &[i8], b: &[i8]) -> i64 {
     let n = a.len().min(b.len());
-    // x ^ 0x80 maps i8 to u8 by adding 128, which preserves differences.
-    let flip = _mm512_set1_epi8(i8::MIN);
     let (mut total, mut i) = (0i64, 0);
     while i < n {
         let end = (i + INT_BLOCK).min(n);
@@ -286,8 +298,9 @@ fn l2_i8_tf(a: &[i8], b: &[i8]) -> i64 {
             let x = unsafe { load_bytes(a, i, n) };
             // SAFETY: i < n <= b.len().
             let y = unsafe { load_bytes(b, i, n) };
-            let (x, y) = (_mm512_xor_si512(x, flip), _mm512_xor_si512(y, flip));
-            sq_absdiff_u8(x, y, &mut acc);
+            // max − min of signed bytes is |x − y| in 0..=255, exact as an unsigned byte.
+            let d = _mm512_sub_epi8(_mm512_max_epi8(x, y), _mm512_min_epi8(x, y));
+            sq_u8(d, &mut acc);
             i += 64;
         }
         total += i64::from(hsum_i32(acc));
@@ -328,22 +341,21 @@ fn dot_i8_tf(a: &[i8], b: &[i8]) -> i64 {
     let (mut total, mut i) = (0i64, 0);
     while i < n {
         let end = (i + INT_BLOCK).min(n);
-        let mut acc = [_mm512_setzero_si512(); 2];
+        let mut acc = _mm512_setzero_si512();
         let mut sum_b = _mm512_setzero_si512();
-        let mut k = 0;
         while i < end {
             // SAFETY: i < n <= a.len().
             let x = unsafe { load_bytes(a, i, n) };
             // SAFETY: i < n <= b.len().
             let y = unsafe { load_bytes(b, i, n) };
-            acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_xor_si512(x, flip), y);
+            acc = _mm512_dpbusd_epi32(acc, _mm512_xor_si512(x, flip), y);
             sum_b = _mm512_dpbusd_epi32(sum_b, ones, y);
-            k ^= 1;
             i += 64;
         }
-        let shifted = i64::from(hsum_i32(acc));
-        let sum_b = i64::from(_mm512_reduce_add_epi32(sum_b));
-        total += shifted - 128 * sum_b;
+        // Lane-wise ⟨a + 128, b⟩ − 128 Σb in wrapping i32: the block's true total is below
+        // 2³¹ in magnitude, so one wrapped reduction gives it exactly.
+        let sum = _mm512_sub_epi32(acc, _mm512_slli_epi32::<7>(sum_b));
+        total += i64::from(_mm512_reduce_add_epi32(sum));
     }
     total
 }
