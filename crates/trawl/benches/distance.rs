@@ -128,6 +128,8 @@ fn bench_f32(c: &mut Criterion) {
     }
 }
 
+type I8Fn = fn(&[i8], &[i8]) -> f32;
+
 fn bench_int(c: &mut Criterion) {
     let mut rng = ChaCha8Rng::seed_from_u64(2);
     let dim = 128;
@@ -135,7 +137,7 @@ fn bench_int(c: &mut Criterion) {
     let n = b8.len();
     for (op, id) in [("l2", 0), ("dot", 1)] {
         let mut g = c.benchmark_group(format!("i8_{op}_d{dim}_x{n}"));
-        let (ours, naive): (fn(&[i8], &[i8]) -> f32, fn(&[i8], &[i8]) -> f32) = if id == 0 {
+        let (ours, naive): (I8Fn, I8Fn) = if id == 0 {
             (i8::l2_sq, naive_l2_int)
         } else {
             (<i8 as Element>::dot, naive_dot_int)

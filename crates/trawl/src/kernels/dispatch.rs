@@ -15,6 +15,9 @@ use super::scalar;
 /// Name of the environment variable that caps the kernel level.
 pub const ENV_VAR: &str = "TRAWL_KERNELS";
 
+/// A kernel returning `(⟨a, b⟩, ⟨a, a⟩, ⟨b, b⟩)`.
+pub type DotNormsFn = fn(&[f32], &[f32]) -> (f32, f32, f32);
+
 /// A table of distance kernels for one instruction set.
 ///
 /// Every kernel requires equal lengths (debug builds assert it); release builds compute over
@@ -28,7 +31,7 @@ pub struct Kernels {
     /// Inner product, f32.
     pub dot_f32: fn(&[f32], &[f32]) -> f32,
     /// `(⟨a, b⟩, ⟨a, a⟩, ⟨b, b⟩)` in one pass, f32 (for cosine).
-    pub dot_norms_f32: fn(&[f32], &[f32]) -> (f32, f32, f32),
+    pub dot_norms_f32: DotNormsFn,
     /// Squared L2, u8 (exact sum, rounded once to f32).
     pub l2_u8: fn(&[u8], &[u8]) -> f32,
     /// Inner product, u8 (exact sum, rounded once to f32).
