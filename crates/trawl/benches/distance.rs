@@ -8,6 +8,7 @@
 //! - `trawl`: the public path, `<T as Element>::l2_sq` / `dot` (a `OnceLock` load and an
 //!   indirect call per distance).
 //! - `trawl_ptr`: the kernel pointer fetched once per batch, as hot loops may do.
+//! - `trawl_many`: the one-to-many kernel (`Kernels::l2_f32_many`), one call per batch.
 //! - `simsimd`: `simsimd::SpatialSimilarity` (its own dynamic dispatch; f32 kernels accumulate in
 //!   f32 like ours and return f64, converted back to f32 here).
 //! - `naive`: a plain iterator `sum` (LLVM keeps a float sum in order, so it is not vectorised
@@ -104,6 +105,12 @@ fn bench_f32(c: &mut Criterion) {
                 batch.run(f)
             })
         });
+        g.bench_function("trawl_many", |bch| {
+            bch.iter(|| {
+                (kernels().l2_f32_many)(black_box(&batch.query), &batch.rows, &mut batch.out);
+                black_box(&batch.out);
+            })
+        });
         g.bench_function("simsimd", |bch| {
             bch.iter(|| batch.run(|a, b| f32::l2sq(a, b).unwrap_or(f64::NAN) as f32))
         });
@@ -116,6 +123,12 @@ fn bench_f32(c: &mut Criterion) {
             bch.iter(|| {
                 let f = kernels().dot_f32;
                 batch.run(f)
+            })
+        });
+        g.bench_function("trawl_many", |bch| {
+            bch.iter(|| {
+                (kernels().dot_f32_many)(black_box(&batch.query), &batch.rows, &mut batch.out);
+                black_box(&batch.out);
             })
         });
         g.bench_function("simsimd", |bch| {

@@ -18,6 +18,12 @@ pub const ENV_VAR: &str = "TRAWL_KERNELS";
 /// A kernel returning `(⟨a, b⟩, ⟨a, a⟩, ⟨b, b⟩)`.
 pub type DotNormsFn = fn(&[f32], &[f32]) -> (f32, f32, f32);
 
+/// A one-to-many kernel: `out[i] = f(query, rows[i·d .. (i+1)·d])` with `d = query.len()`.
+///
+/// Requires `rows.len() == out.len() · d` (debug builds assert it); release builds fill
+/// `min(out.len(), rows.len() / d)` entries (all of `out` with `0` when `d == 0`).
+pub type ManyFn = fn(&[f32], &[f32], &mut [f32]);
+
 /// A table of distance kernels for one instruction set.
 ///
 /// Every kernel requires equal lengths (debug builds assert it); release builds compute over
@@ -32,6 +38,10 @@ pub struct Kernels {
     pub dot_f32: fn(&[f32], &[f32]) -> f32,
     /// `(⟨a, b⟩, ⟨a, a⟩, ⟨b, b⟩)` in one pass, f32 (for cosine).
     pub dot_norms_f32: DotNormsFn,
+    /// Squared L2 of one query against many rows, f32 (see [`ManyFn`]).
+    pub l2_f32_many: ManyFn,
+    /// Inner product of one query with many rows, f32 (see [`ManyFn`]).
+    pub dot_f32_many: ManyFn,
     /// Squared L2, u8 (exact sum, rounded once to f32).
     pub l2_u8: fn(&[u8], &[u8]) -> f32,
     /// Inner product, u8 (exact sum, rounded once to f32).
@@ -48,6 +58,8 @@ pub static SCALAR: Kernels = Kernels {
     l2_f32: scalar::l2_f32,
     dot_f32: scalar::dot_f32,
     dot_norms_f32: scalar::dot_norms_f32,
+    l2_f32_many: scalar::l2_f32_many,
+    dot_f32_many: scalar::dot_f32_many,
     l2_u8: scalar::l2_u8,
     dot_u8: scalar::dot_u8,
     l2_i8: scalar::l2_i8,

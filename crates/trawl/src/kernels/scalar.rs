@@ -38,6 +38,36 @@ pub fn dot_norms_f32(a: &[f32], b: &[f32]) -> (f32, f32, f32) {
     (ab as f32, aa as f32, bb as f32)
 }
 
+/// Applies `f` to the query and each row of `rows` (`d = query.len()` floats each), writing
+/// `out`; see [`ManyFn`](super::dispatch::ManyFn) for the length contract.
+#[inline]
+pub fn many(
+    query: &[f32],
+    rows: &[f32],
+    out: &mut [f32],
+    mut f: impl FnMut(&[f32], &[f32]) -> f32,
+) {
+    let d = query.len();
+    if d == 0 {
+        out.fill(0.0);
+        return;
+    }
+    debug_assert_eq!(rows.len(), out.len() * d);
+    for (o, row) in out.iter_mut().zip(rows.chunks_exact(d)) {
+        *o = f(query, row);
+    }
+}
+
+/// Squared L2 distance of `query` to each row of `rows`.
+pub fn l2_f32_many(query: &[f32], rows: &[f32], out: &mut [f32]) {
+    many(query, rows, out, l2_f32);
+}
+
+/// Inner product of `query` with each row of `rows`.
+pub fn dot_f32_many(query: &[f32], rows: &[f32], out: &mut [f32]) {
+    many(query, rows, out, dot_f32);
+}
+
 /// Exact squared L2 distance of two u8 slices.
 pub fn l2_u8_exact(a: &[u8], b: &[u8]) -> i64 {
     debug_assert_eq!(a.len(), b.len());

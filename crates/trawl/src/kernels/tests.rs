@@ -331,3 +331,28 @@ fn kernels_distance_integer_types() {
     assert!((distance(Metric::Cosine, &c, &c)).abs() < 1e-6);
     assert_eq!(u8::dot_norms(&a, &b), (100.0, 65125.0, 65125.0));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// One-to-many kernels equal the one-to-one kernel of the same table, row by row.
+    #[test]
+    fn kernels_many_match_single(
+        (d, rows) in (0usize..=70, 0usize..=9)
+            .prop_flat_map(|(d, r)| (Just(d), vec(-100.0f32..100.0, (r + 1) * d))),
+    ) {
+        let (q, rows) = rows.split_at(d);
+        let n = if d == 0 { 5 } else { rows.len() / d };
+        for k in available() {
+            let mut out = vec![f32::NAN; n];
+            (k.l2_f32_many)(q, rows, &mut out);
+            let want: Vec<f32> = (0..n).map(|i| if d == 0 { 0.0 } else {
+                (k.l2_f32)(q, &rows[i * d..(i + 1) * d]) }).collect();
+            prop_assert_eq!(&out, &want, "{} l2", k.name);
+            (k.dot_f32_many)(q, rows, &mut out);
+            let want: Vec<f32> = (0..n).map(|i| if d == 0 { 0.0 } else {
+                (k.dot_f32)(q, &rows[i * d..(i + 1) * d]) }).collect();
+            prop_assert_eq!(&out, &want, "{} dot", k.name);
+        }
+    }
+}

@@ -24,6 +24,8 @@ static TABLE: Kernels = Kernels {
     l2_f32,
     dot_f32,
     dot_norms_f32,
+    l2_f32_many,
+    dot_f32_many,
     l2_u8,
     dot_u8,
     l2_i8,
@@ -60,6 +62,16 @@ fn dot_norms_f32(a: &[f32], b: &[f32]) -> (f32, f32, f32) {
     debug_assert_eq!(a.len(), b.len());
     // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
     unsafe { dot_norms_f32_tf(a, b) }
+}
+
+fn l2_f32_many(query: &[f32], rows: &[f32], out: &mut [f32]) {
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
+    unsafe { l2_f32_many_tf(query, rows, out) }
+}
+
+fn dot_f32_many(query: &[f32], rows: &[f32], out: &mut [f32]) {
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
+    unsafe { dot_f32_many_tf(query, rows, out) }
 }
 
 fn l2_u8(a: &[u8], b: &[u8]) -> f32 {
@@ -136,6 +148,7 @@ fn hsum4(acc: [__m256; 4]) -> f32 {
     ))
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma")]
 fn l2_f32_tf(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
@@ -174,6 +187,7 @@ fn l2_f32_tf(a: &[f32], b: &[f32]) -> f32 {
     hsum4(acc) + tail
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma")]
 fn dot_f32_tf(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
@@ -236,6 +250,18 @@ fn dot_norms_f32_tf(a: &[f32], b: &[f32]) -> (f32, f32, f32) {
     }
     let r = |v: [__m256; 2]| hsum(_mm256_add_ps(v[0], v[1]));
     (r(ab) + tab, r(aa) + taa, r(bb) + tbb)
+}
+
+/// One-to-many L2: the kernel is inlined into the row loop (no indirect call per row).
+#[target_feature(enable = "avx2,fma")]
+fn l2_f32_many_tf(query: &[f32], rows: &[f32], out: &mut [f32]) {
+    scalar::many(query, rows, out, |q, r| l2_f32_tf(q, r));
+}
+
+/// One-to-many inner product (see [`l2_f32_many_tf`]).
+#[target_feature(enable = "avx2,fma")]
+fn dot_f32_many_tf(query: &[f32], rows: &[f32], out: &mut [f32]) {
+    scalar::many(query, rows, out, |q, r| dot_f32_tf(q, r));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -357,4 +383,41 @@ fn dot_i8_tf(a: &[i8], b: &[i8]) -> i64 {
         acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(xh, yh));
     });
     s + scalar::dot_i8_exact(&a[i..n], &b[i..n])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The inner kernels (no debug assertion) use the shorter length and read nothing past it.
+    #[test]
+    fn kernels_avx2_mismatched_lengths_use_the_shorter() {
+        if !detected() {
+            return;
+        }
+        let af: Vec<f32> = (0..300).map(|i| i as f32 * 0.5 - 40.0).collect();
+        let au: Vec<u8> = (0..300).map(|i| (i * 7 % 256) as u8).collect();
+        let ai: Vec<i8> = au.iter().map(|&x| x as i8).collect();
+        for (la, lb) in [(300, 37), (5, 300), (129, 128), (0, 17)] {
+            let m = la.min(lb);
+            let (fa, fb) = (&af[..la], &af[300 - lb..]);
+            let want = scalar_ref::l2_f32(&fa[..m], &fb[..m]);
+            // SAFETY: `detected()` returned true above.
+            let got = unsafe { l2_f32_tf(fa, fb) };
+            assert!(
+                (got - want).abs() <= want * 1e-5,
+                "{la} {lb}: {got} vs {want}"
+            );
+            let (ua, ub) = (&au[..la], &au[300 - lb..]);
+            // SAFETY: `detected()` returned true above.
+            let got = unsafe { dot_u8_tf(ua, ub) };
+            assert_eq!(got, scalar_ref::dot_u8_exact(&ua[..m], &ub[..m]));
+            let (ia, ib) = (&ai[..la], &ai[300 - lb..]);
+            // SAFETY: `detected()` returned true above.
+            let got = unsafe { l2_i8_tf(ia, ib) };
+            assert_eq!(got, scalar_ref::l2_i8_exact(&ia[..m], &ib[..m]));
+        }
+    }
+
+    use crate::kernels::scalar as scalar_ref;
 }
