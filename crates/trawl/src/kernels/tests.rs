@@ -342,7 +342,7 @@ proptest! {
             .prop_flat_map(|(d, r)| (Just(d), vec(-100.0f32..100.0, (r + 1) * d))),
     ) {
         let (q, rows) = rows.split_at(d);
-        let n = if d == 0 { 5 } else { rows.len() / d };
+        let n = rows.len().checked_div(d).unwrap_or(5);
         for k in available() {
             let mut out = vec![f32::NAN; n];
             (k.l2_f32_many)(q, rows, &mut out);
