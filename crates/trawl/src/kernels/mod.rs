@@ -1,8 +1,5 @@
 //! Element types, metrics and distance kernels.
 //!
-//! Every distance has a scalar reference in [`scalar`]; SIMD versions live in one file per
-//! instruction set under `x86_64/` and are chosen once at run time (see [`dispatch`]).
-//!
 //! Distances are computed natively for each metric, smaller is nearer:
 //!
 //! | metric | distance returned |
@@ -10,10 +7,38 @@
 //! | [`Metric::L2`] | squared Euclidean distance `Σ (aᵢ − bᵢ)²` |
 //! | [`Metric::InnerProduct`] | `−⟨a, b⟩` (the negated inner product) |
 //! | [`Metric::Cosine`] | `1 − ⟨a, b⟩ / (‖a‖ ‖b‖)`; `1` when either vector is zero |
+//!
+//! # Implementations and dispatch
+//!
+//! Every kernel has a scalar reference in [`scalar`] (f64 accumulation for floats, exact i64
+//! for integers). SIMD versions live in one file per instruction set: `x86_64/avx2.rs`
+//! (AVX2 + FMA) and `x86_64/avx512.rs` (AVX-512 F + BW + VNNI). Each file hands out its
+//! [`dispatch::Kernels`] table of function pointers only after run-time feature detection.
+//! [`dispatch::kernels`] picks the best table once per process (`avx512` > `avx2` > `scalar`,
+//! capped by the `TRAWL_KERNELS` environment variable) and caches it in a `OnceLock`, so each
+//! call through [`Element`] costs one atomic load and one indirect call. Hot loops may fetch
+//! `kernels()` once and call the function pointer directly. [`dispatch::available`] lists
+//! every table the CPU supports; the test suite runs each against the scalar reference.
+//!
+//! # Exactness and accuracy
+//!
+//! - **u8 / i8**: exact for every length. SIMD kernels sum blocks of at most 2¹⁵ elements in
+//!   wrapping i32 lanes — the true block total is below 2³¹ in magnitude (`2¹⁵ × 255² < 2³¹`),
+//!   so the wrapped total is exact — and add blocks in i64. The exact i64 result is rounded
+//!   once to `f32` (exact up to 2²⁴), identically to the scalar reference, so every table
+//!   returns bit-identical integer distances.
+//! - **f32**: SIMD kernels accumulate in f32 across several independent vector accumulators
+//!   (a different summation order from the f64 reference). The error is within the standard
+//!   bound `(n + 2) · ε · Σ|termᵢ|` (ε = `f32::EPSILON`), plus subnormal underflow; the tests
+//!   check exactly that bound.
+//! - Slices must have equal lengths: debug builds assert it; release builds compute over the
+//!   shorter one and never read out of bounds.
 
 pub mod dispatch;
 pub mod kmeans;
 pub mod scalar;
+#[cfg(test)]
+mod tests;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64;
 
@@ -172,6 +197,11 @@ pub trait Element:
         Self::dot(a, a)
     }
 
+    /// `(⟨a, b⟩, ⟨a, a⟩, ⟨b, b⟩)`, the parts of the cosine distance (one pass for f32).
+    fn dot_norms(a: &[Self], b: &[Self]) -> (f32, f32, f32) {
+        (Self::dot(a, b), Self::norm_sq(a), Self::norm_sq(b))
+    }
+
     /// Conversion to `f32` (exact for `u8`/`i8`).
     fn to_f32(self) -> f32;
 
@@ -190,6 +220,10 @@ impl Element for f32 {
     #[inline]
     fn dot(a: &[f32], b: &[f32]) -> f32 {
         (dispatch::kernels().dot_f32)(a, b)
+    }
+    #[inline]
+    fn dot_norms(a: &[f32], b: &[f32]) -> (f32, f32, f32) {
+        (dispatch::kernels().dot_norms_f32)(a, b)
     }
     #[inline]
     fn to_f32(self) -> f32 {
@@ -234,11 +268,14 @@ impl Element for i8 {
 }
 
 /// Cosine distance from an inner product and the two squared norms; `1` if either is zero.
+///
+/// The denominator is formed in f64 so huge or tiny norms neither overflow nor underflow, and
+/// the result is clamped to `[0, 2]` (rounding can push `|cos|` slightly past 1).
 #[inline]
 pub fn cosine_from_parts(dot: f32, norm_sq_a: f32, norm_sq_b: f32) -> f32 {
-    let denom = (norm_sq_a * norm_sq_b).sqrt();
+    let denom = (f64::from(norm_sq_a) * f64::from(norm_sq_b)).sqrt();
     if denom > 0.0 {
-        1.0 - dot / denom
+        (1.0 - f64::from(dot) / denom).clamp(0.0, 2.0) as f32
     } else {
         1.0
     }
@@ -250,6 +287,9 @@ pub fn distance<T: Element>(metric: Metric, a: &[T], b: &[T]) -> f32 {
     match metric {
         Metric::L2 => T::l2_sq(a, b),
         Metric::InnerProduct => -T::dot(a, b),
-        Metric::Cosine => cosine_from_parts(T::dot(a, b), T::norm_sq(a), T::norm_sq(b)),
+        Metric::Cosine => {
+            let (dot, na, nb) = T::dot_norms(a, b);
+            cosine_from_parts(dot, na, nb)
+        }
     }
 }

@@ -1,0 +1,425 @@
+//! AVX-512 kernels (F + BW + VNNI, i.e. Ice Lake / Zen 4 and later).
+//!
+//! f32: four independent 16-lane FMA accumulators (64 elements per step), then whole vectors,
+//! then one masked load for the tail — no scalar tail, no read past either slice.
+//!
+//! Integers: exact. Each block of at most [`INT_BLOCK`] elements is summed in wrapping i32
+//! lanes (`vpdpwssd` on 16-bit widened values, `vpdpbusd` for i8 inner products); the block's
+//! true sum is below 2³¹ in magnitude, so the wrapped lane total equals it, and blocks are
+//! added in `i64`. Any length is therefore exact; only the final rounding to `f32` is inexact.
+//!
+//! The `#[target_feature]` functions are reachable only through [`table`], which returns the
+//! table only after run-time detection of every feature they use.
+
+use std::arch::x86_64::*;
+
+use crate::kernels::dispatch::Kernels;
+use crate::kernels::scalar;
+
+/// Elements per exactly-summed i32 block: `32768 × 255² < 2³¹`, the largest per-element
+/// magnitude of any integer kernel here (u8 squared difference / u8 product).
+pub const INT_BLOCK: usize = 1 << 15;
+
+static TABLE: Kernels = Kernels {
+    name: "avx512",
+    l2_f32,
+    dot_f32,
+    dot_norms_f32,
+    l2_f32_many,
+    dot_f32_many,
+    l2_u8,
+    dot_u8,
+    l2_i8,
+    dot_i8,
+};
+
+/// Whether this CPU has every feature the AVX-512 kernels use.
+pub fn detected() -> bool {
+    is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vnni")
+}
+
+/// The AVX-512 table, if this CPU supports it.
+pub fn table() -> Option<&'static Kernels> {
+    detected().then_some(&TABLE)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Safe entry points (only reachable through `TABLE`, handed out after detection).
+
+fn l2_f32(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    // SAFETY: this fn is only reachable through `TABLE`, returned by `table()` after detecting
+    // avx512f/bw/vnni.
+    unsafe { l2_f32_tf(a, b) }
+}
+
+fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
+    unsafe { dot_f32_tf(a, b) }
+}
+
+fn dot_norms_f32(a: &[f32], b: &[f32]) -> (f32, f32, f32) {
+    debug_assert_eq!(a.len(), b.len());
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
+    unsafe { dot_norms_f32_tf(a, b) }
+}
+
+fn l2_f32_many(query: &[f32], rows: &[f32], out: &mut [f32]) {
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
+    unsafe { l2_f32_many_tf(query, rows, out) }
+}
+
+fn dot_f32_many(query: &[f32], rows: &[f32], out: &mut [f32]) {
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
+    unsafe { dot_f32_many_tf(query, rows, out) }
+}
+
+fn l2_u8(a: &[u8], b: &[u8]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
+    unsafe { l2_u8_tf(a, b) as f32 }
+}
+
+fn dot_u8(a: &[u8], b: &[u8]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
+    unsafe { dot_u8_tf(a, b) as f32 }
+}
+
+fn l2_i8(a: &[i8], b: &[i8]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
+    unsafe { l2_i8_tf(a, b) as f32 }
+}
+
+fn dot_i8(a: &[i8], b: &[i8]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
+    unsafe { dot_i8_tf(a, b) as f32 }
+}
+
+// ---------------------------------------------------------------------------------------------
+// f32
+
+/// Loads four consecutive 16-lane vectors (64 floats) from `p`.
+///
+/// # Safety
+/// `p..p + 64` must be readable.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn load4(p: *const f32) -> [__m512; 4] {
+    // SAFETY: the caller guarantees 64 readable floats at `p`.
+    let v0 = unsafe { _mm512_loadu_ps(p) };
+    // SAFETY: as above, offset 16 < 64.
+    let v1 = unsafe { _mm512_loadu_ps(p.wrapping_add(16)) };
+    // SAFETY: as above, offset 32 < 64.
+    let v2 = unsafe { _mm512_loadu_ps(p.wrapping_add(32)) };
+    // SAFETY: as above, offset 48 < 64.
+    let v3 = unsafe { _mm512_loadu_ps(p.wrapping_add(48)) };
+    [v0, v1, v2, v3]
+}
+
+/// Loads `s[i..i + 16]`, zero-filling lanes at or past `n`; reads nothing at or past `n`.
+///
+/// # Safety
+/// `n <= s.len()` and `i < n`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn load_masked(s: &[f32], i: usize, n: usize) -> __m512 {
+    let rem = (n - i).min(16);
+    let mask: __mmask16 = ((1u32 << rem) - 1) as u16;
+    // SAFETY: masked-off lanes are not accessed; lanes i..i+rem < n <= s.len() are in bounds.
+    unsafe { _mm512_maskz_loadu_ps(mask, s.as_ptr().wrapping_add(i)) }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn hsum4(acc: [__m512; 4]) -> f32 {
+    let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    _mm512_reduce_add_ps(s)
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn l2_f32_tf(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    let mut acc = [_mm512_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 64 <= n {
+        // SAFETY: i + 64 <= n <= a.len().
+        let x = unsafe { load4(pa.wrapping_add(i)) };
+        // SAFETY: i + 64 <= n <= b.len().
+        let y = unsafe { load4(pb.wrapping_add(i)) };
+        for k in 0..4 {
+            let d = _mm512_sub_ps(x[k], y[k]);
+            acc[k] = _mm512_fmadd_ps(d, d, acc[k]);
+        }
+        i += 64;
+    }
+    // Fewer than 64 left: up to four (masked) vectors, one per accumulator.
+    for (k, acc) in acc.iter_mut().enumerate() {
+        let o = i + 16 * k;
+        if o < n {
+            // SAFETY: o < n <= a.len() and n <= b.len().
+            let x = unsafe { load_masked(a, o, n) };
+            // SAFETY: as above.
+            let y = unsafe { load_masked(b, o, n) };
+            let d = _mm512_sub_ps(x, y);
+            *acc = _mm512_fmadd_ps(d, d, *acc);
+        }
+    }
+    hsum4(acc)
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn dot_f32_tf(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    let mut acc = [_mm512_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 64 <= n {
+        // SAFETY: i + 64 <= n <= a.len().
+        let x = unsafe { load4(pa.wrapping_add(i)) };
+        // SAFETY: i + 64 <= n <= b.len().
+        let y = unsafe { load4(pb.wrapping_add(i)) };
+        for k in 0..4 {
+            acc[k] = _mm512_fmadd_ps(x[k], y[k], acc[k]);
+        }
+        i += 64;
+    }
+    // Fewer than 64 left: up to four (masked) vectors, one per accumulator.
+    for (k, acc) in acc.iter_mut().enumerate() {
+        let o = i + 16 * k;
+        if o < n {
+            // SAFETY: o < n <= a.len() and n <= b.len().
+            let x = unsafe { load_masked(a, o, n) };
+            // SAFETY: as above.
+            let y = unsafe { load_masked(b, o, n) };
+            *acc = _mm512_fmadd_ps(x, y, *acc);
+        }
+    }
+    hsum4(acc)
+}
+
+#[target_feature(enable = "avx512f")]
+fn dot_norms_f32_tf(a: &[f32], b: &[f32]) -> (f32, f32, f32) {
+    let n = a.len().min(b.len());
+    let z = _mm512_setzero_ps();
+    let (mut ab, mut aa, mut bb) = ([z; 2], [z; 2], [z; 2]);
+    let mut i = 0;
+    while i < n {
+        for k in 0..2 {
+            let o = i + 16 * k;
+            if o < n {
+                // SAFETY: o < n <= a.len() and n <= b.len().
+                let x = unsafe { load_masked(a, o, n) };
+                // SAFETY: as above.
+                let y = unsafe { load_masked(b, o, n) };
+                ab[k] = _mm512_fmadd_ps(x, y, ab[k]);
+                aa[k] = _mm512_fmadd_ps(x, x, aa[k]);
+                bb[k] = _mm512_fmadd_ps(y, y, bb[k]);
+            }
+        }
+        i += 32;
+    }
+    let r = |v: [__m512; 2]| _mm512_reduce_add_ps(_mm512_add_ps(v[0], v[1]));
+    (r(ab), r(aa), r(bb))
+}
+
+/// One-to-many L2: the kernel is inlined into the row loop (no indirect call per row).
+#[target_feature(enable = "avx512f")]
+fn l2_f32_many_tf(query: &[f32], rows: &[f32], out: &mut [f32]) {
+    scalar::many(query, rows, out, |q, r| l2_f32_tf(q, r));
+}
+
+/// One-to-many inner product (see [`l2_f32_many_tf`]).
+#[target_feature(enable = "avx512f")]
+fn dot_f32_many_tf(query: &[f32], rows: &[f32], out: &mut [f32]) {
+    scalar::many(query, rows, out, |q, r| dot_f32_tf(q, r));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Integers
+
+/// Loads `s[i..i + 64]` as bytes, zero-filling lanes at or past `n`; reads nothing past `n`.
+///
+/// # Safety
+/// `n <= s.len()` and `i < n`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn load_bytes<T: Copy>(s: &[T], i: usize, n: usize) -> __m512i {
+    debug_assert_eq!(std::mem::size_of::<T>(), 1);
+    let p = s.as_ptr().wrapping_add(i).cast::<i8>();
+    if i + 64 <= n {
+        // SAFETY: i + 64 <= n <= s.len() bytes.
+        unsafe { _mm512_loadu_si512(p.cast()) }
+    } else {
+        let mask: __mmask64 = (1u64 << (n - i)) - 1;
+        // SAFETY: only lanes i..n, all below s.len(), are accessed.
+        unsafe { _mm512_maskz_loadu_epi8(mask, p) }
+    }
+}
+
+/// Adds `|x − y|²` of 64 unsigned bytes into two i32 accumulators.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn sq_absdiff_u8(x: __m512i, y: __m512i, acc: &mut [__m512i; 2]) {
+    sq_u8(
+        _mm512_sub_epi8(_mm512_max_epu8(x, y), _mm512_min_epu8(x, y)),
+        acc,
+    );
+}
+
+/// Adds the squares of 64 unsigned bytes into two i32 accumulators.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn sq_u8(d: __m512i, acc: &mut [__m512i; 2]) {
+    let z = _mm512_setzero_si512();
+    let lo = _mm512_unpacklo_epi8(d, z);
+    let hi = _mm512_unpackhi_epi8(d, z);
+    acc[0] = _mm512_dpwssd_epi32(acc[0], lo, lo);
+    acc[1] = _mm512_dpwssd_epi32(acc[1], hi, hi);
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn hsum_i32(acc: [__m512i; 2]) -> i32 {
+    // Wrapping adds: the block's true total fits in i32, so the wrapped total is exact.
+    _mm512_reduce_add_epi32(_mm512_add_epi32(acc[0], acc[1]))
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn l2_u8_tf(a: &[u8], b: &[u8]) -> i64 {
+    let n = a.len().min(b.len());
+    let (mut total, mut i) = (0i64, 0);
+    while i < n {
+        let end = (i + INT_BLOCK).min(n);
+        let mut acc = [_mm512_setzero_si512(); 2];
+        while i < end {
+            // SAFETY: i < n <= a.len().
+            let x = unsafe { load_bytes(a, i, n) };
+            // SAFETY: i < n <= b.len().
+            let y = unsafe { load_bytes(b, i, n) };
+            sq_absdiff_u8(x, y, &mut acc);
+            i += 64;
+        }
+        total += i64::from(hsum_i32(acc));
+    }
+    total
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn l2_i8_tf(a: &[i8], b: &[i8]) -> i64 {
+    let n = a.len().min(b.len());
+    let (mut total, mut i) = (0i64, 0);
+    while i < n {
+        let end = (i + INT_BLOCK).min(n);
+        let mut acc = [_mm512_setzero_si512(); 2];
+        while i < end {
+            // SAFETY: i < n <= a.len().
+            let x = unsafe { load_bytes(a, i, n) };
+            // SAFETY: i < n <= b.len().
+            let y = unsafe { load_bytes(b, i, n) };
+            // max − min of signed bytes is |x − y| in 0..=255, exact as an unsigned byte.
+            let d = _mm512_sub_epi8(_mm512_max_epi8(x, y), _mm512_min_epi8(x, y));
+            sq_u8(d, &mut acc);
+            i += 64;
+        }
+        total += i64::from(hsum_i32(acc));
+    }
+    total
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn dot_u8_tf(a: &[u8], b: &[u8]) -> i64 {
+    let n = a.len().min(b.len());
+    let z = _mm512_setzero_si512();
+    let (mut total, mut i) = (0i64, 0);
+    while i < n {
+        let end = (i + INT_BLOCK).min(n);
+        let mut acc = [z; 2];
+        while i < end {
+            // SAFETY: i < n <= a.len().
+            let x = unsafe { load_bytes(a, i, n) };
+            // SAFETY: i < n <= b.len().
+            let y = unsafe { load_bytes(b, i, n) };
+            let (xl, yl) = (_mm512_unpacklo_epi8(x, z), _mm512_unpacklo_epi8(y, z));
+            let (xh, yh) = (_mm512_unpackhi_epi8(x, z), _mm512_unpackhi_epi8(y, z));
+            acc[0] = _mm512_dpwssd_epi32(acc[0], xl, yl);
+            acc[1] = _mm512_dpwssd_epi32(acc[1], xh, yh);
+            i += 64;
+        }
+        total += i64::from(hsum_i32(acc));
+    }
+    total
+}
+
+/// `⟨a, b⟩ = ⟨a + 128, b⟩ − 128 Σb`, with `a + 128` as unsigned bytes for `vpdpbusd`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn dot_i8_tf(a: &[i8], b: &[i8]) -> i64 {
+    let n = a.len().min(b.len());
+    let flip = _mm512_set1_epi8(i8::MIN);
+    let ones = _mm512_set1_epi8(1);
+    let (mut total, mut i) = (0i64, 0);
+    while i < n {
+        let end = (i + INT_BLOCK).min(n);
+        let mut acc = _mm512_setzero_si512();
+        let mut sum_b = _mm512_setzero_si512();
+        while i < end {
+            // SAFETY: i < n <= a.len().
+            let x = unsafe { load_bytes(a, i, n) };
+            // SAFETY: i < n <= b.len().
+            let y = unsafe { load_bytes(b, i, n) };
+            acc = _mm512_dpbusd_epi32(acc, _mm512_xor_si512(x, flip), y);
+            sum_b = _mm512_dpbusd_epi32(sum_b, ones, y);
+            i += 64;
+        }
+        // Lane-wise ⟨a + 128, b⟩ − 128 Σb in wrapping i32: the block's true total is below
+        // 2³¹ in magnitude, so one wrapped reduction gives it exactly.
+        let sum = _mm512_sub_epi32(acc, _mm512_slli_epi32::<7>(sum_b));
+        total += i64::from(_mm512_reduce_add_epi32(sum));
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The inner kernels (no debug assertion) use the shorter length and read nothing past it.
+    #[test]
+    fn kernels_avx512_mismatched_lengths_use_the_shorter() {
+        if !detected() {
+            return;
+        }
+        let af: Vec<f32> = (0..300).map(|i| i as f32 * 0.5 - 40.0).collect();
+        let au: Vec<u8> = (0..300).map(|i| (i * 7 % 256) as u8).collect();
+        let ai: Vec<i8> = au.iter().map(|&x| x as i8).collect();
+        for (la, lb) in [(300, 37), (5, 300), (129, 128), (0, 17)] {
+            let m = la.min(lb);
+            let (fa, fb) = (&af[..la], &af[300 - lb..]);
+            let want = scalar_ref::l2_f32(&fa[..m], &fb[..m]);
+            // SAFETY: `detected()` returned true above.
+            let got = unsafe { l2_f32_tf(fa, fb) };
+            assert!(
+                (got - want).abs() <= want * 1e-5,
+                "{la} {lb}: {got} vs {want}"
+            );
+            let (ua, ub) = (&au[..la], &au[300 - lb..]);
+            // SAFETY: `detected()` returned true above.
+            let got = unsafe { dot_u8_tf(ua, ub) };
+            assert_eq!(got, scalar_ref::dot_u8_exact(&ua[..m], &ub[..m]));
+            let (ia, ib) = (&ai[..la], &ai[300 - lb..]);
+            // SAFETY: `detected()` returned true above.
+            let got = unsafe { l2_i8_tf(ia, ib) };
+            assert_eq!(got, scalar_ref::l2_i8_exact(&ia[..m], &ib[..m]));
+        }
+    }
+
+    use crate::kernels::scalar as scalar_ref;
+}
