@@ -117,7 +117,7 @@ pub(crate) fn train_with(
 }
 
 fn validate(data: &[f32], dim: usize, params: &KMeansParams) -> Result<(), KMeansError> {
-    if dim == 0 || data.len() % dim != 0 || params.k == 0 {
+    if dim == 0 || !data.len().is_multiple_of(dim) || params.k == 0 {
         return Err(KMeansError::InvalidInput(format!(
             "dim {dim}, {} values, k {}",
             data.len(),

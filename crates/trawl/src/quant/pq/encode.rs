@@ -24,7 +24,7 @@ impl PqCodes {
     pub fn from_vec(codes: Vec<u8>, m: usize, ks: usize) -> Option<Self> {
         let ok = m >= 1
             && (1..=super::MAX_CENTROIDS).contains(&ks)
-            && codes.len() % m == 0
+            && codes.len().is_multiple_of(m)
             && codes.iter().all(|&c| usize::from(c) < ks);
         ok.then_some(Self { m, ks, codes })
     }
