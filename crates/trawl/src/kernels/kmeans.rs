@@ -2,7 +2,8 @@
 //! quantisation and by the sharded graph build.
 //!
 //! - **Sampling**: at most [`KMeansParams::max_sample`] points, a seeded uniform sample.
-//! - **Initialisation**: k-means++ (D² sampling, seeded); the distance updates run in parallel.
+//! - **Initialisation**: k-means++ (D² sampling, seeded) on a sample of at most 64 points per
+//!   cluster; the distance updates run in parallel.
 //! - **Lloyd iterations**: parallel assignment, then a reduction over fixed chunks of points
 //!   summed in chunk order, so a given seed gives bit-identical centroids whatever the number of
 //!   threads. Stops early once no assignment changes.
@@ -71,6 +72,9 @@ pub enum KMeansError {
 
 /// Points per reduction chunk at least; the chunking depends only on `n`, never on threads.
 const MIN_CHUNK: usize = 2048;
+/// k-means++ seeds from a sample of at most this many points per cluster: D² sampling costs
+/// `k` passes over its input, and Lloyd iterations on the full sample follow anyway.
+const INIT_POINTS_PER_CLUSTER: usize = 64;
 /// Centroids compared per block in [`TransposedCentroids::nearest`].
 const BLOCK: usize = 256;
 
@@ -98,22 +102,35 @@ pub(crate) fn train_with(
     let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
     let sampled;
     let points: &[f32] = if n > params.max_sample.max(params.k) {
-        let mut idx = sample(&mut rng, n, params.max_sample.max(params.k)).into_vec();
-        idx.sort_unstable();
-        let mut s = Vec::with_capacity(idx.len() * dim);
-        for i in idx {
-            s.extend_from_slice(&data[i * dim..(i + 1) * dim]);
-        }
-        sampled = s;
+        sampled = sample_rows(data, dim, params.max_sample.max(params.k), &mut rng);
         &sampled
     } else {
         data
     };
     let quiet = Control::silent();
     let bar_ctl = if bars { ctl } else { &quiet };
-    let mut km = plus_plus(points, dim, params.k, &mut rng, ctl, bar_ctl)?;
+    let init_n = (INIT_POINTS_PER_CLUSTER * params.k).min(points.len() / dim);
+    let init_sample;
+    let init_points: &[f32] = if init_n < points.len() / dim {
+        init_sample = sample_rows(points, dim, init_n, &mut rng);
+        &init_sample
+    } else {
+        points
+    };
+    let mut km = plus_plus(init_points, dim, params.k, &mut rng, ctl, bar_ctl)?;
     lloyd(&mut km, points, params.max_iters, ctl, bar_ctl)?;
     Ok(km)
+}
+
+/// `count` rows of `data` drawn uniformly without replacement, kept in index order.
+fn sample_rows(data: &[f32], dim: usize, count: usize, rng: &mut ChaCha8Rng) -> Vec<f32> {
+    let mut idx = sample(rng, data.len() / dim, count).into_vec();
+    idx.sort_unstable();
+    let mut s = Vec::with_capacity(idx.len() * dim);
+    for i in idx {
+        s.extend_from_slice(&data[i * dim..(i + 1) * dim]);
+    }
+    s
 }
 
 fn validate(data: &[f32], dim: usize, params: &KMeansParams) -> Result<(), KMeansError> {
@@ -397,12 +414,9 @@ impl TransposedCentroids {
         let mut start = 0;
         while start < self.k {
             let len = BLOCK.min(self.k - start);
-            let acc = &mut acc[..len];
-            block_distances(&self.t, self.k, start, x, acc);
-            for (i, &d) in acc.iter().enumerate() {
-                if d < best.1 {
-                    best = (start + i, d);
-                }
+            let (i, d) = block_nearest(&self.t, self.k, start, x, &mut acc[..len]);
+            if d < best.1 {
+                best = (start + i, d);
             }
             start += len;
         }
@@ -410,28 +424,30 @@ impl TransposedCentroids {
     }
 }
 
-/// `acc[i] = ‖x − c_{start+i}‖²` for one block of the transposed table.
+/// Nearest centroid within one block of the transposed table: fills
+/// `acc[i] = ‖x − c_{start+i}‖²` and returns the first index of its minimum.
 #[inline]
-fn block_distances(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) {
+fn block_nearest(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) -> (usize, f32) {
     #[cfg(target_arch = "x86_64")]
     {
         if simd_level() >= 2 {
             // SAFETY: AVX-512F was detected at run time by `simd_level`.
-            unsafe { block_avx512(t, k, start, x, acc) };
-            return;
+            return unsafe { block_avx512(t, k, start, x, acc) };
         }
         if simd_level() == 1 {
             // SAFETY: AVX2 and FMA were detected at run time by `simd_level`.
-            unsafe { block_avx2(t, k, start, x, acc) };
-            return;
+            return unsafe { block_avx2(t, k, start, x, acc) };
         }
     }
-    block_generic(t, k, start, x, acc);
+    block_generic(t, k, start, x, acc)
 }
+
+/// Lanes of the vectorised argmin.
+const LANES: usize = 16;
 
 /// The portable body; element-wise only, so every instruction set gives the same bits.
 #[inline(always)]
-fn block_generic(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) {
+fn block_generic(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) -> (usize, f32) {
     acc.fill(0.0);
     let len = acc.len();
     for (j, &xj) in x.iter().enumerate() {
@@ -441,18 +457,52 @@ fn block_generic(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) 
             *a += d * d;
         }
     }
+    argmin(acc)
+}
+
+/// First index of the minimum of `acc` (`(0, ∞)` when empty or all NaN). Branch-free per lane
+/// so that it vectorises: lane `l` tracks the first minimum among indices `≡ l (mod LANES)`.
+#[inline(always)]
+fn argmin(acc: &[f32]) -> (usize, f32) {
+    let mut bv = [f32::INFINITY; LANES];
+    let mut bi = [0u32; LANES];
+    let chunks = acc.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for (ci, chunk) in chunks.enumerate() {
+        let base = (ci * LANES) as u32;
+        let chunk: &[f32; LANES] = chunk.try_into().expect("chunks_exact yields LANES values");
+        for l in 0..LANES {
+            let better = chunk[l] < bv[l];
+            bv[l] = if better { chunk[l] } else { bv[l] };
+            bi[l] = if better { base + l as u32 } else { bi[l] };
+        }
+    }
+    let mut best = (0usize, f32::INFINITY);
+    for l in 0..LANES {
+        let i = bi[l] as usize;
+        if bv[l] < best.1 || (bv[l] == best.1 && i < best.0) {
+            best = (i, bv[l]);
+        }
+    }
+    let off = acc.len() - rest.len();
+    for (i, &d) in rest.iter().enumerate() {
+        if d < best.1 {
+            best = (off + i, d);
+        }
+    }
+    best
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn block_avx512(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) {
-    block_generic(t, k, start, x, acc);
+fn block_avx512(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) -> (usize, f32) {
+    block_generic(t, k, start, x, acc)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn block_avx2(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) {
-    block_generic(t, k, start, x, acc);
+fn block_avx2(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) -> (usize, f32) {
+    block_generic(t, k, start, x, acc)
 }
 
 /// 2 = AVX-512F, 1 = AVX2+FMA, 0 = neither; detected once.
