@@ -244,3 +244,44 @@ proptest! {
         prop_assert!(a.iter().all(|&c| (c as usize) < k));
     }
 }
+
+#[test]
+fn ties_pick_the_first_centroid() {
+    let km = KMeans {
+        centroids: vec![1.0; 300 * 2],
+        dim: 2,
+        k: 300,
+    };
+    assert_eq!(TransposedCentroids::new(&km).nearest(&[0.0, 0.0]), (0, 2.0));
+    let mut cents = vec![5.0f32; 300];
+    cents[37] = 1.0;
+    cents[290] = 1.0;
+    let km = KMeans {
+        centroids: cents,
+        dim: 1,
+        k: 300,
+    };
+    assert_eq!(TransposedCentroids::new(&km).nearest(&[0.0]).0, 37);
+    assert_eq!(km.nearest(&[0.0]).0, 37);
+    assert_eq!(km.nearest_m(&[0.0], 2), vec![37, 290]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// The dispatched (SIMD) block search gives the same bits as the portable one.
+    #[test]
+    fn dispatched_block_matches_portable(dim in 1usize..20, k in 1usize..300, seed in 0u64..1000) {
+        let cents = random_centres(k, dim, 3.0, seed);
+        let t = TransposedCentroids::new(&KMeans { centroids: cents, dim, k });
+        let x = random_centres(1, dim, 3.0, seed + 7);
+        let len = k.min(BLOCK);
+        let mut a = vec![0f32; len];
+        let mut b = vec![0f32; len];
+        let fast = block_nearest(&t.t, k, 0, &x, &mut a);
+        let slow = block_generic(&t.t, k, 0, &x, &mut b);
+        prop_assert_eq!(fast.0, slow.0);
+        prop_assert_eq!(fast.1.to_bits(), slow.1.to_bits());
+        prop_assert_eq!(a, b);
+    }
+}
