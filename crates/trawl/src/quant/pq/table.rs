@@ -1,0 +1,140 @@
+//! Per-query ADC tables: `M × 256` partial distances, summed by table lookups.
+//!
+//! | metric | entry `(s, c)` | distance |
+//! |---|---|---|
+//! | L2 | `‖q_s − c‖²` | `Σ_s entry` = squared L2 to the reconstruction |
+//! | inner product | `−⟨q_s, c⟩` | `Σ_s entry` = `−⟨q, x̃⟩` |
+//! | cosine | `−⟨q̂_s, c⟩`, `q̂ = q / ‖q‖` | `1 + Σ_s entry` = `1 − ⟨q̂, x̃⟩` |
+//!
+//! Entries for centroids a quantiser does not have (`c ≥ ks`) are `+∞`.
+//! This is the hot path of disk search: [`QueryTable::distance`] sums four subspaces per step
+//! into four independent accumulators, with no bounds checks (a `u8` always indexes a
+//! 256-entry row).
+
+use super::{prepare, PqCodes, PqError, ProductQuantizer, MAX_CENTROIDS};
+use crate::kernels::{Element, Metric};
+use crate::quant::DistanceTable;
+
+/// The ADC table of one query.
+#[derive(Debug, Clone)]
+pub struct QueryTable {
+    rows: Vec<[f32; MAX_CENTROIDS]>,
+    bias: f32,
+}
+
+impl QueryTable {
+    /// An empty table for codes of `m` bytes, to be filled by [`ProductQuantizer::fill_table`].
+    pub fn new(m: usize) -> Self {
+        Self {
+            rows: vec![[0.0; MAX_CENTROIDS]; m],
+            bias: 0.0,
+        }
+    }
+
+    /// Bytes per code.
+    pub fn m(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Entry `(s, c)`: the partial distance of subspace `s` for centroid `c`.
+    pub fn entry(&self, s: usize, c: u8) -> f32 {
+        self.rows[s][usize::from(c)]
+    }
+
+    /// The constant added to every distance (1 for cosine, else 0).
+    pub fn bias(&self) -> f32 {
+        self.bias
+    }
+
+    /// Approximate distance to the vector with `code` (`m()` bytes; extra bytes are ignored
+    /// and missing ones count as zero).
+    #[inline]
+    pub fn distance(&self, code: &[u8]) -> f32 {
+        let mut acc = [0f32; 4];
+        let mut rows = self.rows.chunks_exact(4);
+        let mut codes = code.chunks_exact(4);
+        for (r, c) in (&mut rows).zip(&mut codes) {
+            acc[0] += r[0][usize::from(c[0])];
+            acc[1] += r[1][usize::from(c[1])];
+            acc[2] += r[2][usize::from(c[2])];
+            acc[3] += r[3][usize::from(c[3])];
+        }
+        for (r, &c) in rows.remainder().iter().zip(codes.remainder()) {
+            acc[0] += r[usize::from(c)];
+        }
+        self.bias + ((acc[0] + acc[1]) + (acc[2] + acc[3]))
+    }
+
+    /// Distances to consecutive codes: `out[i]` for `codes[i·m..(i+1)·m]`. Stops at the
+    /// shorter of the two; each result equals [`QueryTable::distance`] bit for bit.
+    pub fn distances(&self, codes: &[u8], out: &mut [f32]) {
+        let m = self.m().max(1);
+        for (o, c) in out.iter_mut().zip(codes.chunks_exact(m)) {
+            *o = self.distance(c);
+        }
+    }
+
+    /// Distances to the codes of vectors `ids` in `codes`; `+∞` for an id out of range.
+    pub fn distances_of(&self, codes: &PqCodes, ids: &[u32], out: &mut [f32]) {
+        let n = codes.n();
+        for (o, &id) in out.iter_mut().zip(ids) {
+            *o = if (id as usize) < n {
+                self.distance(codes.code(id as usize))
+            } else {
+                f32::INFINITY
+            };
+        }
+    }
+}
+
+impl DistanceTable for QueryTable {
+    fn code_bytes(&self) -> usize {
+        self.m()
+    }
+    fn distance(&self, code: &[u8]) -> f32 {
+        QueryTable::distance(self, code)
+    }
+}
+
+impl ProductQuantizer {
+    /// The ADC table of `query`.
+    pub fn query_table<T: Element>(&self, query: &[T]) -> Result<QueryTable, PqError> {
+        let mut t = QueryTable::new(self.m());
+        self.fill_table(query, &mut t)?;
+        Ok(t)
+    }
+
+    /// Refills `table` for `query`, reusing its memory (resized if its `m` differs).
+    pub fn fill_table<T: Element>(
+        &self,
+        query: &[T],
+        table: &mut QueryTable,
+    ) -> Result<(), PqError> {
+        self.check_len("query", self.dim, query.len())?;
+        let mut q = vec![0f32; self.dim];
+        if !prepare(self.metric, query, &mut q) {
+            return Err(PqError::NonFinite { row: 0 });
+        }
+        table.rows.resize(self.m(), [0.0; MAX_CENTROIDS]);
+        table.bias = if self.metric == Metric::Cosine {
+            1.0
+        } else {
+            0.0
+        };
+        for (s, row) in table.rows.iter_mut().enumerate() {
+            let (lo, hi) = (self.bounds[s], self.bounds[s + 1]);
+            let qs = &q[lo..hi];
+            let book = self.codebook(s).chunks_exact(hi - lo);
+            row.fill(f32::INFINITY);
+            for (e, c) in row.iter_mut().zip(book) {
+                *e = match self.metric {
+                    Metric::L2 => qs.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum(),
+                    Metric::InnerProduct | Metric::Cosine => {
+                        -qs.iter().zip(c).map(|(a, b)| a * b).sum::<f32>()
+                    }
+                };
+            }
+        }
+        Ok(())
+    }
+}
