@@ -97,6 +97,7 @@ def main():
     b = mixture(rng, centres, OPTS.n)
     q = mixture(rng, centres, OPTS.nq)
     work = OPTS.workdir or tempfile.mkdtemp(prefix="gt_bench_")
+    os.makedirs(work, exist_ok=True)
     base_path, query_path = os.path.join(work, "base.f32"), os.path.join(work, "query.f32")
     ids_path = os.path.join(work, "trawl_ids.u32")
     b.tofile(base_path)

@@ -76,7 +76,10 @@ fn parse() -> Result<Args, String> {
 fn read_f32(path: &str, dim: usize) -> Result<Matrix<f32>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
     if bytes.len() % (4 * dim) != 0 {
-        return Err(format!("{path}: size {} is not a multiple of 4·{dim}", bytes.len()));
+        return Err(format!(
+            "{path}: size {} is not a multiple of 4·{dim}",
+            bytes.len()
+        ));
     }
     let data: Vec<f32> = bytes
         .chunks_exact(4)
@@ -105,7 +108,9 @@ fn main() -> Result<(), String> {
         (Some(b), Some(q)) => (read_f32(b, a.dim)?, read_f32(q, a.dim)?),
         _ => {
             let mut rng = ChaCha8Rng::seed_from_u64(a.seed);
-            let centres: Vec<f32> = (0..64 * a.dim).map(|_| rng.sample(StandardNormal)).collect();
+            let centres: Vec<f32> = (0..64 * a.dim)
+                .map(|_| rng.sample(StandardNormal))
+                .collect();
             let b = mixture(&mut rng, &centres, a.n, a.dim);
             (b, mixture(&mut rng, &centres, a.nq, a.dim))
         }

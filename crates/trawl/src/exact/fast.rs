@@ -35,7 +35,7 @@ pub(crate) fn as_f32<T: Element>(row: &[T]) -> &[f32] {
 pub(crate) fn is_f32<T: Element>() -> bool {
     T::DTYPE == crate::DType::F32
         && std::mem::size_of::<T>() == 4
-        && std::mem::align_of::<T>() % std::mem::align_of::<f32>() == 0
+        && std::mem::align_of::<T>().is_multiple_of(std::mem::align_of::<f32>())
 }
 
 /// Bound on `|approximate key − exact distance|` for a query of norm `qn` against base vectors of
@@ -51,7 +51,8 @@ pub(crate) fn slack(metric: Metric, dim: usize, qn: f32, bn: f32) -> f32 {
 
 /// Query tiles of one chunk: padded rows and per-query key coefficients.
 struct QueryTiles {
-    /// `ntiles·MR` rows of `dim` floats; padding rows are zero.
+    /// `ntiles` tiles of `MR` rows, each packed dimension-major (`dim × MR`); padding rows are
+    /// zero.
     rows: Vec<f32>,
     qscale: Vec<f32>,
     qoff: Vec<f32>,
@@ -65,7 +66,10 @@ fn query_tiles<T: Element>(queries: &Matrix<T>, qidx: &[usize], metric: Metric) 
     let mut qoff = vec![0.0f32; padded];
     for (r, &qi) in qidx.iter().enumerate() {
         let q = queries.row(qi);
-        rows[r * dim..(r + 1) * dim].copy_from_slice(as_f32(q));
+        let (tile, i) = (r / MR, r % MR);
+        for (t, &x) in as_f32(q).iter().enumerate() {
+            rows[tile * MR * dim + t * MR + i] = x;
+        }
         let nsq = T::norm_sq(q);
         (qscale[r], qoff[r]) = match metric {
             Metric::L2 => (-2.0, nsq),

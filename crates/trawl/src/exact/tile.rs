@@ -70,7 +70,8 @@ impl TileKernel {
         TileKernel::Portable
     }
 
-    /// Runs the kernel: `q` holds `MR` query rows of `dim` floats, `panel` is `dim × NR` floats.
+    /// Runs the kernel: `q` is `dim × MR` floats (a query tile packed dimension-major), `panel` is
+    /// `dim × NR` floats.
     #[inline]
     pub fn run(
         self,
@@ -105,7 +106,7 @@ pub(crate) fn tile_portable(
     for t in 0..dim {
         let b = &panel[t * NR..(t + 1) * NR];
         for (i, row) in acc.iter_mut().enumerate() {
-            let a = q[i * dim + t];
+            let a = q[t * MR + i];
             for (x, &y) in row.iter_mut().zip(b) {
                 *x += a * y;
             }
@@ -144,25 +145,24 @@ unsafe fn tile_avx512(
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
     for t in 0..dim {
         // SAFETY: `t < dim` and `panel.len() ≥ NR·dim`, so lanes `t·NR .. t·NR + 32` exist.
-        let b0 = unsafe { _mm512_loadu_ps(bp.add(t * NR)) };
+        let b0 = unsafe { _mm512_loadu_ps(bp.wrapping_add(t * NR)) };
         // SAFETY: as above, second 16 lanes of the same row of the panel.
-        let b1 = unsafe { _mm512_loadu_ps(bp.add(t * NR + 16)) };
+        let b1 = unsafe { _mm512_loadu_ps(bp.wrapping_add(t * NR + 16)) };
         for (i, a) in acc.iter_mut().enumerate() {
             // SAFETY: `i < MR`, `t < dim` and `q.len() ≥ MR·dim`.
-            let x = _mm512_set1_ps(unsafe { *qp.add(i * dim + t) });
+            let x = _mm512_set1_ps(unsafe { *qp.wrapping_add(t * MR + i) });
             a[0] = _mm512_fmadd_ps(x, b0, a[0]);
             a[1] = _mm512_fmadd_ps(x, b1, a[1]);
         }
     }
-    // SAFETY: `bscale` and `boff` are `[f32; 32]` arrays: both halves are in bounds.
-    let (bs0, bs1, bo0, bo1) = unsafe {
-        (
-            _mm512_loadu_ps(pc.bscale.as_ptr()),
-            _mm512_loadu_ps(pc.bscale.as_ptr().add(16)),
-            _mm512_loadu_ps(pc.boff.as_ptr()),
-            _mm512_loadu_ps(pc.boff.as_ptr().add(16)),
-        )
-    };
+    // SAFETY: `bscale` and `boff` are `[f32; 32]`: 16 floats from 0 and from 16 exist.
+    let bs0 = unsafe { _mm512_loadu_ps(pc.bscale[..16].as_ptr()) };
+    // SAFETY: as above.
+    let bs1 = unsafe { _mm512_loadu_ps(pc.bscale[16..].as_ptr()) };
+    // SAFETY: as above.
+    let bo0 = unsafe { _mm512_loadu_ps(pc.boff[..16].as_ptr()) };
+    // SAFETY: as above.
+    let bo1 = unsafe { _mm512_loadu_ps(pc.boff[16..].as_ptr()) };
     for (i, a) in acc.iter().enumerate() {
         let qs = _mm512_set1_ps(tc.qscale[i]);
         let th = _mm512_set1_ps(tc.thr[i]);
@@ -171,12 +171,11 @@ unsafe fn tile_avx512(
         let m0 = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(k0, th);
         let m1 = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(k1, th);
         out.masks[i] = u32::from(m0) | (u32::from(m1) << 16);
-        let dst = out.keys[i].as_mut_ptr();
-        // SAFETY: `keys[i]` is a `[f32; 32]`: both 16-float halves are in bounds.
-        unsafe {
-            _mm512_storeu_ps(dst, k0);
-            _mm512_storeu_ps(dst.add(16), k1);
-        }
+        let (lo, hi) = out.keys[i].split_at_mut(16);
+        // SAFETY: `lo` and `hi` each hold 16 floats.
+        unsafe { _mm512_storeu_ps(lo.as_mut_ptr(), k0) };
+        // SAFETY: as above.
+        unsafe { _mm512_storeu_ps(hi.as_mut_ptr(), k1) };
     }
 }
 
@@ -251,7 +250,7 @@ mod tests {
         tile_portable(&q, &panel, dim, &pc, &tc, &mut out);
         for i in 0..MR {
             for j in 0..NR {
-                let dot: f32 = (0..dim).map(|t| q[i * dim + t] * panel[t * NR + j]).sum();
+                let dot: f32 = (0..dim).map(|t| q[t * MR + i] * panel[t * NR + j]).sum();
                 assert_eq!(out.keys[i][j], dot + 1.0);
                 assert_eq!(out.masks[i] >> j & 1 == 1, dot + 1.0 < 50.0);
             }

@@ -135,7 +135,7 @@ impl TopK {
     /// The kept candidates sorted by `(order_key(dist), id)` ascending.
     pub fn into_sorted_by_dist(self) -> Vec<Cand> {
         let mut v = self.heap;
-        v.sort_unstable_by(|a, b| cmp_dist(a, b));
+        v.sort_unstable_by(cmp_dist);
         v
     }
 }
