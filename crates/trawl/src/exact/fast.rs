@@ -10,10 +10,10 @@
 //! | IP | `−q·b` | `−1` | `1` | `0` | `0` |
 //! | cosine | `1 − q·b / (‖q‖ ‖b‖)` | `−1/‖q‖` | `1/‖b‖` | `0` | `1` |
 //!
-//! (a zero vector gets scale `0`, so its cosine key is exactly `1`, as the exact distance). A
-//! candidate whose key beats its query's threshold gets its exact distance computed right away
-//! with [`crate::kernels::distance`] (the base row is in cache), so the final re-ranking never
-//! touches the base again. The caller checks afterwards, with [`slack`], that no point outside
+//! (a zero vector gets scale `0`, so its cosine key is exactly `1`, as the exact distance).
+//! Candidates enter the lists by key; at the end of each block, the ones that entered during the
+//! block and survived get their exact distance from [`crate::kernels::distance`] (the block is
+//! still in cache), so the final re-ranking never touches the base again. The caller checks afterwards, with [`slack`], that no point outside
 //! the kept candidates can belong to the exact top k.
 
 use rayon::prelude::*;
@@ -198,13 +198,17 @@ fn process_block<T: Element>(cx: &BlockCtx<'_, T>, tile0: usize, heaps: &mut [To
                     let r = t * MR + i;
                     let key = out.keys[i][j] + cx.tiles.qoff[g * MR + i];
                     let id = cx.start + p * NR + j;
-                    let h = &mut heaps[r];
-                    if h.accepts(key, id as u32) {
-                        let q_row = cx.queries.row(cx.qidx[tile0 * MR + r]);
-                        let d = distance(cx.metric, q_row, cx.base.row(id));
-                        h.push(key, id as u32, d);
-                    }
+                    // the exact distance is filled in at the end of the block
+                    heaps[r].push(key, id as u32, f32::NAN);
                 }
+            }
+        }
+    }
+    for (r, h) in heaps.iter_mut().enumerate() {
+        let q_row = cx.queries.row(cx.qidx[tile0 * MR + r]);
+        for (id, d) in h.dists_mut() {
+            if id as usize >= cx.start {
+                *d = distance(cx.metric, q_row, cx.base.row(id as usize));
             }
         }
     }

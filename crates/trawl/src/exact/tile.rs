@@ -221,7 +221,12 @@ mod tests {
             for i in 0..MR {
                 for j in 0..NR {
                     let (x, y) = (a.keys[i][j], b.keys[i][j]);
-                    let tol = 1e-4 * (1.0 + x.abs());
+                    let mag: f32 = (0..dim)
+                        .map(|t| (q[t * MR + i] * panel[t * NR + j]).abs())
+                        .sum::<f32>()
+                        * (pc.bscale[j] * tc.qscale[i]).abs()
+                        + pc.boff[j].abs();
+                    let tol = 1e-5 * (1.0 + mag);
                     prop_assert!(x == y || (x - y).abs() <= tol, "{} vs {}", x, y);
                     // the mask agrees wherever the key is not within rounding of the threshold
                     if (x - tc.thr[i]).abs() > tol {

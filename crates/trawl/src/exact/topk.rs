@@ -132,6 +132,12 @@ impl TopK {
         }
     }
 
+    /// Mutable access to the kept candidates, in heap order. Callers may change `dist` only
+    /// (the heap is ordered by `(key, id)`).
+    pub fn dists_mut(&mut self) -> impl Iterator<Item = (u32, &mut f32)> {
+        self.heap.iter_mut().map(|c| (c.id, &mut c.dist))
+    }
+
     /// The kept candidates sorted by `(order_key(dist), id)` ascending.
     pub fn into_sorted_by_dist(self) -> Vec<Cand> {
         let mut v = self.heap;
