@@ -1,1 +1,0 @@
-//! Exact k-nearest-neighbour search (ground truth): blocked, multi-threaded, memory bounded.
