@@ -135,7 +135,9 @@ impl Adjacency for SlotGraph {
 }
 
 /// A Vamana graph: at most `R` out-neighbours per node and an entry point (the medoid).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Two graphs are equal when they have the same `n`, `R`, medoid and neighbour lists.
+#[derive(Clone)]
 pub struct Graph {
     pub(super) n: usize,
     pub(super) r: usize,
@@ -171,6 +173,26 @@ impl Graph {
     /// Bytes held in memory.
     pub fn heap_bytes(&self) -> usize {
         (self.ids.capacity() + self.degrees.capacity()) * 4
+    }
+}
+
+impl PartialEq for Graph {
+    fn eq(&self, other: &Self) -> bool {
+        (self.n, self.r, self.medoid) == (other.n, other.r, other.medoid)
+            && (0..self.n as u32).all(|i| self.neighbors(i) == other.neighbors(i))
+    }
+}
+
+impl Eq for Graph {}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("n", &self.n)
+            .field("r", &self.r)
+            .field("medoid", &self.medoid)
+            .field("edges", &self.edge_count())
+            .finish_non_exhaustive()
     }
 }
 

@@ -31,9 +31,15 @@ use crate::progress::Control;
 /// Result of a sharded build: graph, distances computed, shard count, estimated peak bytes.
 pub(super) type Sharded = (Graph, u64, usize, u64);
 
+/// Points the shard k-means trains on: a fifth of the data, at least 1 000 (or all), at most
+/// [`defaults::SHARD_SAMPLE`].
+fn sample_size(n: usize) -> usize {
+    (n / 5).clamp(1000.min(n), defaults::SHARD_SAMPLE)
+}
+
 /// Chooses the shard count for `budget`; returns it with the estimated peak bytes.
 fn plan<T: Element>(n: usize, dim: usize, metric: Metric, cfg: &VamanaConfig, budget: u64) -> Result<(usize, u64), BuildError> {
-    let sample_n = n.min(defaults::SHARD_SAMPLE);
+    let sample_n = sample_size(n);
     let fixed = SlotGraph::bytes_for(n, cfg.r) + 8 * n as u64 + working_bytes(n, metric, cfg)
         - SlotGraph::bytes_for(n, cfg.slots)
         + (sample_n * dim * 4) as u64;
@@ -58,7 +64,7 @@ fn plan<T: Element>(n: usize, dim: usize, metric: Metric, cfg: &VamanaConfig, bu
 fn assign<T: Element>(data: &Matrix<T>, k: usize, seed: u64, ctl: &Control) -> Result<Vec<[u32; 2]>, BuildError> {
     let (n, dim) = (data.n(), data.dim());
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut idx = sample(&mut rng, n, n.min(defaults::SHARD_SAMPLE)).into_vec();
+    let mut idx = sample(&mut rng, n, sample_size(n)).into_vec();
     idx.sort_unstable();
     let flat: Vec<f32> = idx.iter().flat_map(|&i| data.row(i).iter().map(|x| x.to_f32())).collect();
     let params = KMeansParams { k, max_iters: 10, seed, max_sample: flat.len() / dim };
