@@ -1,8 +1,9 @@
 //! Neighbour-list storage: [`SlotGraph`], the concurrently mutated build-time graph, and
 //! [`Graph`], the compact immutable result.
 //!
-//! `SlotGraph` keeps `slots` neighbour ids per node in one flat array plus a length per node
-//! (`n × (slots + 1) × 4` bytes and one lock byte per node). Writers hold the node's lock;
+//! `SlotGraph` keeps one row of `slots + 1` `u32`s per node in one flat array: the length, then
+//! `slots` neighbour ids (`n × (slots + 1) × 4` bytes and one lock byte per node). Keeping the
+//! length in the row makes reading a list one cache miss, not two. Writers hold the node's lock;
 //! searches read lists without it, as DiskANN's static build does: ids and lengths are atomics
 //! (plain loads and stores on x86), so a reader racing a writer sees a mix of old and new ids,
 //! every one of them a valid node id, which at worst steers one greedy step differently.
@@ -17,13 +18,18 @@ pub trait Adjacency: Sync {
     fn node_count(&self) -> usize;
     /// Replaces `out` with the neighbours of `i`.
     fn neighbors_into(&self, i: u32, out: &mut Vec<u32>);
+    /// Hints the CPU to load the list of `i` (a no-op by default).
+    #[inline]
+    fn prefetch(&self, i: u32) {
+        let _ = i;
+    }
 }
 
 /// The build-time graph: fixed slots per node, per-node locks for writers.
 #[derive(Debug)]
 pub struct SlotGraph {
-    ids: Vec<AtomicU32>,
-    lens: Vec<AtomicU32>,
+    /// `n` rows of `slots + 1`: length, then ids.
+    rows: Vec<AtomicU32>,
     locks: Vec<Mutex<()>>,
     slots: usize,
 }
@@ -40,15 +46,14 @@ impl SlotGraph {
     pub fn new(n: usize, slots: usize) -> Self {
         // Zeroed allocations come from fresh pages; converting in place keeps them untouched
         // until a list is written.
-        let ids = vec![0u32; n * slots].into_iter().map(AtomicU32::new).collect();
-        let lens = vec![0u32; n].into_iter().map(AtomicU32::new).collect();
+        let rows = vec![0u32; n * (slots + 1)].into_iter().map(AtomicU32::new).collect();
         let locks = (0..n).map(|_| Mutex::new(())).collect();
-        Self { ids, lens, locks, slots }
+        Self { rows, locks, slots }
     }
 
     /// Bytes allocated by a graph of `n` nodes and `slots` slots.
     pub fn bytes_for(n: usize, slots: usize) -> u64 {
-        (n as u64) * (slots as u64 * 4 + 4 + 1)
+        (n as u64) * ((slots as u64 + 1) * 4 + 1)
     }
 
     /// Slots per node.
@@ -65,13 +70,31 @@ impl SlotGraph {
     /// Current number of neighbours of `i`.
     #[inline]
     pub fn degree(&self, i: u32) -> usize {
-        (self.lens[i as usize].load(Relaxed) as usize).min(self.slots)
+        (self.rows[i as usize * (self.slots + 1)].load(Relaxed) as usize).min(self.slots)
+    }
+
+    #[inline]
+    fn len_slot(&self, i: u32) -> &AtomicU32 {
+        &self.rows[i as usize * (self.slots + 1)]
     }
 
     #[inline]
     fn row(&self, i: u32) -> &[AtomicU32] {
-        let s = i as usize * self.slots;
-        &self.ids[s..s + self.slots]
+        let s = i as usize * (self.slots + 1) + 1;
+        &self.rows[s..s + self.slots]
+    }
+
+    /// Hints the CPU to load the list of node `i`.
+    #[inline]
+    pub fn prefetch_row(&self, i: u32) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(first) = self.rows.get(i as usize * (self.slots + 1)) {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            // SAFETY: prefetch never faults; the pointer is to an element of `rows`.
+            unsafe { _mm_prefetch(first.as_ptr().cast::<i8>().cast_const(), _MM_HINT_T0) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
     }
 
     /// Replaces the list of the locked node (at most `slots` ids are kept).
@@ -81,7 +104,7 @@ impl SlotGraph {
         for (slot, &id) in row.iter().zip(&list[..k]) {
             slot.store(id, Relaxed);
         }
-        self.lens[g.node as usize].store(k as u32, Relaxed);
+        self.len_slot(g.node).store(k as u32, Relaxed);
     }
 
     /// Whether the locked node links to `id`.
@@ -97,34 +120,37 @@ impl SlotGraph {
             return false;
         }
         self.row(g.node)[d].store(id, Relaxed);
-        self.lens[g.node as usize].store(d as u32 + 1, Relaxed);
+        self.len_slot(g.node).store(d as u32 + 1, Relaxed);
         true
     }
 
     /// Converts into a compact [`Graph`] with at most `r` neighbours per node (lists longer
     /// than `r` are cut; the build prunes them first), reusing the allocation.
     pub fn into_graph(self, r: usize, medoid: u32) -> Graph {
-        let n = self.lens.len();
-        let slots = self.slots;
-        let degrees: Vec<u32> =
-            self.lens.into_iter().map(|l| (l.into_inner() as usize).min(r) as u32).collect();
-        let mut ids: Vec<u32> = self.ids.into_iter().map(AtomicU32::into_inner).collect();
-        if r < slots {
-            for i in 0..n {
-                let d = degrees[i] as usize;
-                ids.copy_within(i * slots..i * slots + d, i * r);
-            }
-            ids.truncate(n * r);
-            ids.shrink_to_fit();
+        let n = self.locks.len();
+        drop(self.locks);
+        let stride = self.slots + 1;
+        let mut ids: Vec<u32> = self.rows.into_iter().map(AtomicU32::into_inner).collect();
+        let mut degrees = Vec::with_capacity(n);
+        for i in 0..n {
+            let d = (ids[i * stride] as usize).min(r);
+            degrees.push(d as u32);
+            // Row i moves down to offset i·r ≤ i·stride + 1: copy_within handles the overlap.
+            ids.copy_within(i * stride + 1..i * stride + 1 + d, i * r);
         }
-        let r_stride = r.min(slots);
-        Graph { n, r: r_stride, medoid, degrees, ids }
+        ids.truncate(n * r);
+        ids.shrink_to_fit();
+        Graph { n, r, medoid, degrees, ids }
     }
 }
 
 impl Adjacency for SlotGraph {
     fn node_count(&self) -> usize {
-        self.lens.len()
+        self.locks.len()
+    }
+    #[inline]
+    fn prefetch(&self, i: u32) {
+        self.prefetch_row(i);
     }
     #[inline]
     fn neighbors_into(&self, i: u32, out: &mut Vec<u32>) {

@@ -9,6 +9,9 @@ use super::store::{Probe, VectorStore};
 use crate::data::{GroundTruth, Matrix};
 use crate::kernels::Element;
 
+/// Vectors prefetched ahead of the distance computation.
+const PREFETCH_AHEAD: usize = 2;
+
 /// Counters of one search.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SearchStats {
@@ -94,12 +97,19 @@ pub(super) fn greedy<T: Element, A: Adjacency>(
                 s.fresh.push(id);
             }
         }
-        for &id in &s.fresh {
+        // Prefetch two vectors ahead: enough to hide the miss, few enough not to stall on
+        // the line-fill buffers.
+        for &id in s.fresh.iter().take(PREFETCH_AHEAD) {
             store.prefetch(id);
         }
-        for &id in &s.fresh {
+        for (m, &id) in s.fresh.iter().enumerate() {
+            if let Some(&next) = s.fresh.get(m + PREFETCH_AHEAD) {
+                store.prefetch(next);
+            }
             let d = store.dist(probe, id);
-            s.list.insert(id, d);
+            if s.list.insert(id, d) {
+                adj.prefetch(id);
+            }
         }
         stats.distance_computations += s.fresh.len() as u32;
     }
