@@ -1,0 +1,280 @@
+//! The in-memory Vamana build (DiskANN's `Index::link`): a medoid entry point, then for every
+//! point in parallel a greedy search from the medoid, a robust prune of the expanded nodes to
+//! `R` out-neighbours, and back-edges to each chosen neighbour (re-pruned when its slack runs
+//! out); a final pass prunes every list longer than `R`.
+
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+use super::adjacency::{Adjacency, Graph, SlotGraph};
+use super::params::{BuildError, VamanaConfig, VamanaParams};
+use super::prune::{robust_prune, PruneLimits, PruneScratch};
+use super::queue::Neighbor;
+use super::search::{greedy, SearchScratch};
+use super::store::VectorStore;
+use super::{defaults, shard};
+use crate::data::Matrix;
+use crate::kernels::{Element, Metric};
+use crate::progress::Control;
+
+/// What a build did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BuildStats {
+    /// Wall-clock seconds of the whole build.
+    pub wall_secs: f64,
+    /// Distances computed (searches, prunes, medoid).
+    pub distance_computations: u64,
+    /// Mean out-degree.
+    pub avg_degree: f64,
+    /// Largest out-degree.
+    pub max_degree: usize,
+    /// Nodes without out-neighbours.
+    pub isolated: usize,
+    /// Shards built (1 for an unsharded build).
+    pub shards: usize,
+    /// Estimated peak memory of the build in bytes.
+    pub estimated_peak_bytes: u64,
+}
+
+/// Builds a Vamana graph over `data` for `metric`.
+///
+/// With a `memory_budget_bytes` smaller than [`estimate_bytes`], the build is split into
+/// overlapping shards (see [`super::shard`]). Runs on rayon's current thread pool; with one
+/// thread and a fixed seed the result is bit-identical across runs.
+pub fn build<T: Element>(
+    data: &Matrix<T>,
+    metric: Metric,
+    params: &VamanaParams,
+    ctl: &Control,
+) -> Result<(Graph, BuildStats), BuildError> {
+    let cfg = params.validate()?;
+    let n = data.n();
+    if n == 0 {
+        return Err(BuildError::Empty);
+    }
+    if n >= u32::MAX as usize {
+        return Err(BuildError::TooManyPoints { n });
+    }
+    let t0 = Instant::now();
+    let single = estimate_bytes::<T>(n, data.dim(), metric, &cfg);
+    let (graph, dists, shards, est) = match cfg.memory_budget_bytes {
+        Some(budget) if single > budget => {
+            let (g, d, s, e) = shard::build_sharded(data, metric, &cfg, budget, ctl)?;
+            (g, d, s, e)
+        }
+        _ => {
+            let store = VectorStore::from_matrix(data, metric);
+            let (g, d) = build_in_memory(&store, &cfg, ctl)?;
+            (g, d, 1, single)
+        }
+    };
+    let mut stats = degree_stats(&graph);
+    stats.wall_secs = t0.elapsed().as_secs_f64();
+    stats.distance_computations = dists;
+    stats.shards = shards;
+    stats.estimated_peak_bytes = est;
+    Ok((graph, stats))
+}
+
+/// Estimated peak bytes of an unsharded build: the vectors, the slot graph, the norms and the
+/// per-thread scratch.
+pub fn estimate_bytes<T: Element>(n: usize, dim: usize, metric: Metric, cfg: &VamanaConfig) -> u64 {
+    let vectors = (n * dim * std::mem::size_of::<T>()) as u64;
+    vectors + working_bytes(n, metric, cfg)
+}
+
+/// Bytes of a build over `n` vectors that are not the vectors themselves.
+pub(super) fn working_bytes(n: usize, metric: Metric, cfg: &VamanaConfig) -> u64 {
+    let norms = match metric {
+        Metric::L2 => 0,
+        Metric::Cosine => n as u64 * 4,
+        Metric::InnerProduct => n as u64 * 8,
+    };
+    let threads = rayon::current_num_threads() as u64;
+    let scratch = threads * (n as u64 / 8 + 64 * 1024);
+    SlotGraph::bytes_for(n, cfg.slots) + norms + scratch
+}
+
+fn degree_stats(g: &Graph) -> BuildStats {
+    let degs = &g.degrees;
+    BuildStats {
+        avg_degree: g.edge_count() as f64 / g.n().max(1) as f64,
+        max_degree: degs.iter().copied().max().unwrap_or(0) as usize,
+        isolated: degs.iter().filter(|&&d| d == 0).count(),
+        ..BuildStats::default()
+    }
+}
+
+/// Per-thread buffers of the build.
+#[derive(Debug, Default)]
+struct Scratch {
+    search: SearchScratch,
+    prune: PruneScratch,
+    pool: Vec<Neighbor>,
+    out: Vec<u32>,
+    copy: Vec<u32>,
+    dists: u64,
+}
+
+/// One scratch per pool thread, picked by thread index (no allocation per point).
+struct ScratchPool(Vec<Mutex<Scratch>>);
+
+impl ScratchPool {
+    fn new(n: usize) -> Self {
+        let t = rayon::current_num_threads().max(1);
+        Self((0..t).map(|_| Mutex::new(Scratch { search: SearchScratch::new(n), ..Scratch::default() })).collect())
+    }
+    fn get(&self) -> parking_lot::MutexGuard<'_, Scratch> {
+        let i = rayon::current_thread_index().unwrap_or(0) % self.0.len();
+        self.0[i].lock()
+    }
+    fn dists(self) -> u64 {
+        self.0.into_iter().map(|m| m.into_inner().dists).sum()
+    }
+}
+
+struct Builder<'s, 'a, T: Element> {
+    store: &'s VectorStore<'a, T>,
+    graph: SlotGraph,
+    cfg: VamanaConfig,
+    medoid: u32,
+}
+
+/// Builds the graph of every vector of `store` in memory. Returns it with the number of
+/// distances computed.
+pub(super) fn build_in_memory<T: Element>(
+    store: &VectorStore<'_, T>,
+    cfg: &VamanaConfig,
+    ctl: &Control,
+) -> Result<(Graph, u64), BuildError> {
+    let n = store.n();
+    let medoid = medoid(store, ctl)?;
+    let b = Builder { store, graph: SlotGraph::new(n, cfg.slots), cfg: *cfg, medoid };
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    if cfg.shuffle {
+        order.shuffle(&mut ChaCha8Rng::seed_from_u64(cfg.seed));
+    }
+    let scratch = ScratchPool::new(n);
+    let bar = ctl.bar("vamana build", n as u64);
+    order.par_chunks(defaults::BUILD_CHUNK).try_for_each(|chunk| {
+        ctl.check()?;
+        let mut s = scratch.get();
+        for &p in chunk {
+            b.link(p, &mut s);
+        }
+        bar.inc(chunk.len() as u64);
+        Ok::<_, BuildError>(())
+    })?;
+    bar.finish_and_clear();
+    drop(order);
+    b.final_prune(&scratch, ctl)?;
+    Ok((b.graph.into_graph(cfg.r, medoid), n as u64 + scratch.dists()))
+}
+
+impl<T: Element> Builder<'_, '_, T> {
+    fn limits(&self) -> PruneLimits {
+        PruneLimits { degree: self.cfg.r, alpha: self.cfg.alpha, max_candidates: self.cfg.max_candidates }
+    }
+
+    /// Search, prune, set and back-link point `p`.
+    fn link(&self, p: u32, s: &mut Scratch) {
+        let probe = self.store.point(p);
+        let st = greedy(&self.graph, self.store, &probe, self.medoid, self.cfg.l, true, &mut s.search);
+        s.dists += u64::from(st.distance_computations);
+        s.pool.clear();
+        s.pool.extend_from_slice(&s.search.expanded);
+        s.dists += robust_prune(self.store, p, &mut s.pool, self.limits(), &mut s.prune, &mut s.out);
+        {
+            let g = self.graph.lock(p);
+            self.graph.set(&g, &s.out);
+        }
+        let out = std::mem::take(&mut s.out);
+        for &j in &out {
+            self.back_link(j, p, s);
+        }
+        s.out = out;
+    }
+
+    /// Adds the edge `j → p`, re-pruning `j`'s list when it has no slack left.
+    fn back_link(&self, j: u32, p: u32, s: &mut Scratch) {
+        {
+            let g = self.graph.lock(j);
+            if self.graph.contains(&g, p) || self.graph.push(&g, p) {
+                return;
+            }
+            self.graph.neighbors_into(j, &mut s.copy);
+        }
+        s.copy.push(p);
+        self.reprune(j, s);
+    }
+
+    /// Prunes `s.copy` (the candidate list of `j`) to `R` and stores it as `j`'s list.
+    fn reprune(&self, j: u32, s: &mut Scratch) {
+        let probe = self.store.point(j);
+        s.pool.clear();
+        s.pool.extend(s.copy.iter().map(|&id| Neighbor { id, dist: self.store.dist(&probe, id) }));
+        s.dists += s.copy.len() as u64;
+        let mut out = std::mem::take(&mut s.out);
+        s.dists += robust_prune(self.store, j, &mut s.pool, self.limits(), &mut s.prune, &mut out);
+        let g = self.graph.lock(j);
+        self.graph.set(&g, &out);
+        s.out = out;
+    }
+
+    fn final_prune(&self, scratch: &ScratchPool, ctl: &Control) -> Result<(), BuildError> {
+        let n = self.store.n();
+        let bar = ctl.bar("final prune", n as u64);
+        (0..n as u32).into_par_iter().with_min_len(1024).try_for_each(|j| {
+            if j % 4096 == 0 {
+                ctl.check()?;
+                bar.inc(4096);
+            }
+            if self.graph.degree(j) > self.cfg.r {
+                let mut s = scratch.get();
+                self.graph.neighbors_into(j, &mut s.copy);
+                self.reprune(j, &mut s);
+            }
+            Ok::<_, BuildError>(())
+        })?;
+        bar.finish_and_clear();
+        Ok(())
+    }
+}
+
+/// The point nearest (in L2) to the centroid of all points: DiskANN's entry point.
+pub(super) fn medoid<T: Element>(store: &VectorStore<'_, T>, ctl: &Control) -> Result<u32, BuildError> {
+    let (n, dim) = (store.n(), store.dim());
+    let bar = ctl.bar("medoid", 2 * n as u64);
+    let sum = (0..n)
+        .into_par_iter()
+        .with_min_len(4096)
+        .fold(|| vec![0f64; dim], |mut acc, i| {
+            for (a, x) in acc.iter_mut().zip(store.row(i)) {
+                *a += f64::from(x.to_f32());
+            }
+            acc
+        })
+        .reduce(|| vec![0f64; dim], |mut a, b| {
+            a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+            a
+        });
+    bar.inc(n as u64);
+    ctl.check()?;
+    let centroid: Vec<f32> = sum.iter().map(|s| (s / n as f64) as f32).collect();
+    let best = (0..n)
+        .into_par_iter()
+        .with_min_len(4096)
+        .map(|i| {
+            let d: f32 = store.row(i).iter().zip(&centroid).map(|(x, c)| (x.to_f32() - c) * (x.to_f32() - c)).sum();
+            (d, i as u32)
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+        .map_or(0, |(_, i)| i);
+    bar.finish_and_clear();
+    Ok(best)
+}

@@ -1,0 +1,85 @@
+//! The graph file: a [`Graph`] in a trawl envelope (magic `TRAWLGRF`, version 1).
+//!
+//! Payload, all little-endian, lists stored compactly (no slack):
+//!
+//! | offset | size | field |
+//! |---:|---:|---|
+//! | 0 | 8 | `n`: number of nodes, `u64` |
+//! | 8 | 4 | `R`: maximum degree, `u32` |
+//! | 12 | 4 | medoid (entry point) id, `u32`, `< n` |
+//! | 16 | 4·n | degree of each node, `u32`, `≤ R` |
+//! | 16 + 4n | 4·Σdeg | neighbour ids of node 0, then node 1, …, each `u32`, `< n` |
+//!
+//! Loading checks every bound, so a graph that loads never indexes out of range.
+
+use std::path::Path;
+
+use super::adjacency::Graph;
+use crate::layout::bytes::{ByteReader, ByteWriter};
+use crate::layout::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
+
+/// Magic of graph files.
+pub const MAGIC: [u8; 8] = *b"TRAWLGRF";
+/// Current graph file version.
+pub const VERSION: u32 = 1;
+
+impl Graph {
+    /// Writes the graph to `path` (atomically: a temporary file renamed into place).
+    pub fn save(&self, path: &Path) -> Result<u64, FileError> {
+        let mut w = EnvelopeWriter::create(path, MAGIC, VERSION)?;
+        let mut head = ByteWriter::new();
+        head.u64(self.n as u64);
+        head.u32(self.r as u32);
+        head.u32(self.medoid);
+        head.u32s(&self.degrees);
+        w.write(&head.into_inner())?;
+        let mut buf = Vec::with_capacity(1 << 20);
+        for i in 0..self.n as u32 {
+            for id in self.neighbors(i) {
+                buf.extend_from_slice(&id.to_le_bytes());
+            }
+            if buf.len() >= 1 << 20 {
+                w.write(&buf)?;
+                buf.clear();
+            }
+        }
+        w.write(&buf)?;
+        w.finish()
+    }
+
+    /// Reads and validates a graph written by [`Graph::save`].
+    pub fn load(path: &Path) -> Result<Self, FileError> {
+        let (_, payload) = read_envelope(path, MAGIC, "trawl graph", VERSION)?;
+        let bad = |m: String| FileError::new(path, FileErrorKind::Invalid(m));
+        let short = |e: crate::layout::bytes::ShortPayload| bad(e.to_string());
+        let mut rd = ByteReader::new(&payload);
+        let n = usize::try_from(rd.u64().map_err(short)?).map_err(|_| bad("n too large".into()))?;
+        let r = rd.u32().map_err(short)? as usize;
+        let medoid = rd.u32().map_err(short)?;
+        if n == 0 || n >= u32::MAX as usize || medoid as usize >= n || r == 0 {
+            return Err(bad(format!("n = {n}, R = {r}, medoid = {medoid}")));
+        }
+        if rd.remaining() / 4 < n {
+            return Err(bad(format!("payload too short for {n} degrees")));
+        }
+        let degrees = rd.u32s(n).map_err(short)?;
+        if let Some(d) = degrees.iter().find(|&&d| d as usize > r) {
+            return Err(bad(format!("degree {d} exceeds R = {r}")));
+        }
+        let total: u64 = degrees.iter().map(|&d| u64::from(d)).sum();
+        if rd.remaining() as u64 != total * 4 {
+            return Err(bad(format!("{} id bytes for {total} edges", rd.remaining())));
+        }
+        let mut ids = vec![0u32; n * r];
+        for (i, &d) in degrees.iter().enumerate() {
+            for slot in &mut ids[i * r..i * r + d as usize] {
+                let id = rd.u32().map_err(short)?;
+                if id as usize >= n {
+                    return Err(bad(format!("node {i} links to {id} ≥ n = {n}")));
+                }
+                *slot = id;
+            }
+        }
+        Ok(Graph { n, r, medoid, degrees, ids })
+    }
+}

@@ -1,0 +1,173 @@
+//! Build parameters ([`VamanaParams`]), their validated form ([`VamanaConfig`]) and the build
+//! error type ([`BuildError`]).
+
+use super::defaults;
+use crate::progress::Cancelled;
+
+/// User-facing Vamana build parameters. See [`super::defaults`] for the reason of each default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VamanaParams {
+    /// Maximum out-degree `R` (1 ..= 65 535).
+    pub r: usize,
+    /// Build search list size `L`; must be at least `R` (a smaller list rarely yields `R` good
+    /// candidates, and DiskANN refuses it too).
+    pub l: usize,
+    /// Pruning factor `α ≥ 1`.
+    pub alpha: f32,
+    /// Most candidates a prune considers (`C ≥ R`).
+    pub max_candidates: usize,
+    /// Back-edge slack factor `≥ 1`: lists grow to `ceil(slack × R)` before a re-prune.
+    pub slack: f32,
+    /// Seed of the visit order and of the shard clustering.
+    pub seed: u64,
+    /// Visit points in a seeded random order (`true`) or in id order (`false`, DiskANN's).
+    pub shuffle: bool,
+    /// Memory the build may use, in bytes; `None` for no limit. When the estimate of a single
+    /// build exceeds it, the build is split into overlapping shards.
+    pub memory_budget_bytes: Option<u64>,
+}
+
+impl Default for VamanaParams {
+    fn default() -> Self {
+        Self {
+            r: defaults::MAX_DEGREE,
+            l: defaults::BUILD_LIST_SIZE,
+            alpha: defaults::ALPHA,
+            max_candidates: defaults::MAX_CANDIDATES,
+            slack: defaults::SLACK,
+            seed: defaults::SEED,
+            shuffle: true,
+            memory_budget_bytes: None,
+        }
+    }
+}
+
+/// Validated build parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VamanaConfig {
+    /// Maximum out-degree.
+    pub r: usize,
+    /// Build list size.
+    pub l: usize,
+    /// Pruning factor.
+    pub alpha: f32,
+    /// Most prune candidates.
+    pub max_candidates: usize,
+    /// Neighbour slots per node while building: `ceil(slack × R)`.
+    pub slots: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Random visit order.
+    pub shuffle: bool,
+    /// Memory budget in bytes.
+    pub memory_budget_bytes: Option<u64>,
+}
+
+/// Why a graph build failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A parameter is out of range; fix the named parameter.
+    #[error("invalid build parameter `{name}`: {reason}")]
+    InvalidParam {
+        /// The parameter.
+        name: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The data set is empty: there is nothing to index.
+    #[error("cannot build a graph over zero vectors")]
+    Empty,
+    /// More vectors than 32-bit node ids can address; split the data set.
+    #[error("{n} vectors exceed the 2^32 - 1 node ids")]
+    TooManyPoints {
+        /// Number of vectors.
+        n: usize,
+    },
+    /// A vector has a different dimension than the index; check the input files.
+    #[error("dimension mismatch: expected {expected}, got {got}")]
+    DimMismatch {
+        /// Expected dimension.
+        expected: usize,
+        /// Dimension found.
+        got: usize,
+    },
+    /// Even a sharded build cannot fit the memory budget: raise the budget.
+    #[error("memory budget {budget_bytes} bytes is too small; at least {needed_bytes} needed")]
+    BudgetTooSmall {
+        /// The budget given.
+        budget_bytes: u64,
+        /// The least the build needs.
+        needed_bytes: u64,
+    },
+    /// Clustering for the sharded build failed (too few points for the shard count).
+    #[error("shard clustering failed: {0}")]
+    Clustering(#[from] crate::kernels::kmeans::KMeansError),
+    /// The caller cancelled the build through [`crate::progress::Control`].
+    #[error(transparent)]
+    Cancelled(#[from] Cancelled),
+}
+
+fn invalid(name: &'static str, reason: String) -> BuildError {
+    BuildError::InvalidParam { name, reason }
+}
+
+impl VamanaParams {
+    /// Checks every parameter and derives the build configuration.
+    pub fn validate(&self) -> Result<VamanaConfig, BuildError> {
+        if self.r == 0 || self.r > u16::MAX as usize {
+            return Err(invalid("r", format!("{} is not in 1..=65535", self.r)));
+        }
+        if self.l < self.r {
+            return Err(invalid("l", format!("{} is smaller than r = {}", self.l, self.r)));
+        }
+        if !(self.alpha >= 1.0 && self.alpha.is_finite()) {
+            return Err(invalid("alpha", format!("{} is not a finite value ≥ 1", self.alpha)));
+        }
+        if self.max_candidates < self.r {
+            return Err(invalid(
+                "max_candidates",
+                format!("{} is smaller than r = {}", self.max_candidates, self.r),
+            ));
+        }
+        if !(self.slack >= 1.0 && self.slack <= 4.0) {
+            return Err(invalid("slack", format!("{} is not in 1..=4", self.slack)));
+        }
+        let slots = ((self.slack as f64) * self.r as f64).ceil() as usize;
+        Ok(VamanaConfig {
+            r: self.r,
+            l: self.l,
+            alpha: self.alpha,
+            max_candidates: self.max_candidates,
+            slots: slots.max(self.r),
+            seed: self.seed,
+            shuffle: self.shuffle,
+            memory_budget_bytes: self.memory_budget_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        let c = VamanaParams::default().validate().unwrap();
+        assert_eq!((c.r, c.l, c.slots), (64, 100, 84));
+    }
+
+    #[test]
+    fn bad_params_are_refused() {
+        let bad = [
+            VamanaParams { r: 0, ..Default::default() },
+            VamanaParams { l: 10, ..Default::default() },
+            VamanaParams { alpha: 0.9, ..Default::default() },
+            VamanaParams { alpha: f32::NAN, ..Default::default() },
+            VamanaParams { max_candidates: 8, ..Default::default() },
+            VamanaParams { slack: 0.5, ..Default::default() },
+        ];
+        for p in bad {
+            assert!(matches!(p.validate(), Err(BuildError::InvalidParam { .. })), "{p:?}");
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Search scratch structures: the bounded sorted candidate list ([`CandidateList`], DiskANN's
+//! `NeighborPriorityQueue`) and the visited set ([`VisitedSet`]).
+
+/// A node id with its distance to the probe.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Neighbor {
+    /// Node id.
+    pub id: u32,
+    /// Distance to the probe.
+    pub dist: f32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    id: u32,
+    dist: f32,
+    expanded: bool,
+}
+
+/// The `capacity` nearest candidates seen so far, sorted by (distance, id), with a cursor at
+/// the nearest one not yet expanded.
+#[derive(Debug, Clone, Default)]
+pub struct CandidateList {
+    slots: Vec<Slot>,
+    capacity: usize,
+    cursor: usize,
+}
+
+impl CandidateList {
+    /// An empty list that keeps at most `capacity` candidates.
+    pub fn new(capacity: usize) -> Self {
+        Self { slots: Vec::with_capacity(capacity + 1), capacity, cursor: 0 }
+    }
+
+    /// Empties the list and sets its capacity (reusing the allocation).
+    pub fn reset(&mut self, capacity: usize) {
+        self.slots.clear();
+        self.slots.reserve(capacity + 1);
+        self.capacity = capacity;
+        self.cursor = 0;
+    }
+
+    /// Number of candidates held.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether the list is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Offers a candidate (its id must not be in the list already); returns whether it entered.
+    #[inline]
+    pub fn insert(&mut self, id: u32, dist: f32) -> bool {
+        let len = self.slots.len();
+        if len == self.capacity {
+            match self.slots.last() {
+                Some(last) if (dist, id) >= (last.dist, last.id) => return false,
+                None => return false,
+                _ => {}
+            }
+        }
+        let pos = self.slots.partition_point(|s| (s.dist, s.id) < (dist, id));
+        if len == self.capacity {
+            self.slots.pop();
+        }
+        self.slots.insert(pos, Slot { id, dist, expanded: false });
+        if pos < self.cursor {
+            self.cursor = pos;
+        }
+        true
+    }
+
+    /// Whether some candidate is not yet expanded.
+    #[inline]
+    pub fn has_unexpanded(&self) -> bool {
+        self.cursor < self.slots.len()
+    }
+
+    /// Marks the nearest unexpanded candidate expanded and returns it.
+    #[inline]
+    pub fn pop_unexpanded(&mut self) -> Option<Neighbor> {
+        let s = self.slots.get_mut(self.cursor)?;
+        s.expanded = true;
+        let out = Neighbor { id: s.id, dist: s.dist };
+        while self.cursor < self.slots.len() && self.slots[self.cursor].expanded {
+            self.cursor += 1;
+        }
+        Some(out)
+    }
+
+    /// The candidates, nearest first.
+    pub fn iter(&self) -> impl Iterator<Item = Neighbor> + '_ {
+        self.slots.iter().map(|s| Neighbor { id: s.id, dist: s.dist })
+    }
+}
+
+/// A set of node ids `< n`: one bit per node (`n / 8` bytes, cache-resident for a million
+/// nodes) plus the list of set bits, so clearing costs the number of visits, not `n`.
+#[derive(Debug, Clone, Default)]
+pub struct VisitedSet {
+    bits: Vec<u64>,
+    touched: Vec<u32>,
+}
+
+impl VisitedSet {
+    /// An empty set for ids `< n`.
+    pub fn new(n: usize) -> Self {
+        Self { bits: vec![0; n.div_ceil(64)], touched: Vec::new() }
+    }
+
+    /// Makes room for ids `< n` and clears the set.
+    pub fn reset(&mut self, n: usize) {
+        self.clear();
+        if self.bits.len() < n.div_ceil(64) {
+            self.bits.resize(n.div_ceil(64), 0);
+        }
+    }
+
+    /// Inserts `id`; returns `true` when it was absent.
+    #[inline]
+    pub fn insert(&mut self, id: u32) -> bool {
+        let (w, b) = ((id >> 6) as usize, id & 63);
+        let word = &mut self.bits[w];
+        let mask = 1u64 << b;
+        if *word & mask != 0 {
+            return false;
+        }
+        *word |= mask;
+        self.touched.push(id);
+        true
+    }
+
+    /// Whether `id` is in the set.
+    #[inline]
+    pub fn contains(&self, id: u32) -> bool {
+        self.bits[(id >> 6) as usize] & (1u64 << (id & 63)) != 0
+    }
+
+    /// Number of ids in the set.
+    pub fn len(&self) -> usize {
+        self.touched.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.touched.is_empty()
+    }
+
+    /// Removes every id.
+    pub fn clear(&mut self) {
+        for &id in &self.touched {
+            self.bits[(id >> 6) as usize] = 0;
+        }
+        self.touched.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn list_keeps_the_nearest_sorted(dists in proptest::collection::vec(0f32..100.0, 1..200), cap in 1usize..40) {
+            let mut l = CandidateList::new(cap);
+            for (i, d) in dists.iter().enumerate() {
+                l.insert(i as u32, *d);
+            }
+            let mut want: Vec<(f32, u32)> = dists.iter().enumerate().map(|(i, d)| (*d, i as u32)).collect();
+            want.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            want.truncate(cap);
+            let got: Vec<(f32, u32)> = l.iter().map(|n| (n.dist, n.id)).collect();
+            prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn visited_set_matches_hash_set(ids in proptest::collection::vec(0u32..1000, 0..300)) {
+            let mut v = VisitedSet::new(1000);
+            let mut h = std::collections::HashSet::new();
+            for &id in &ids {
+                prop_assert_eq!(v.insert(id), h.insert(id));
+            }
+            prop_assert_eq!(v.len(), h.len());
+            v.clear();
+            prop_assert!(ids.iter().all(|&id| !v.contains(id)));
+        }
+    }
+
+    #[test]
+    fn cursor_follows_insertions() {
+        let mut l = CandidateList::new(3);
+        l.insert(1, 5.0);
+        assert_eq!(l.pop_unexpanded().unwrap().id, 1);
+        assert!(!l.has_unexpanded());
+        l.insert(2, 1.0);
+        l.insert(3, 9.0);
+        assert_eq!(l.pop_unexpanded().unwrap().id, 2);
+        assert_eq!(l.pop_unexpanded().unwrap().id, 3);
+        assert!(l.pop_unexpanded().is_none());
+        assert!(!l.insert(4, 10.0), "full list refuses a farther candidate");
+    }
+}

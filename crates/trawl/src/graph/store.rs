@@ -1,0 +1,212 @@
+//! [`VectorStore`]: the distance oracle of the graph build and search.
+//!
+//! It borrows the vectors (never copies or normalises them: peak memory is judged) and keeps one
+//! `f32` per vector where the metric needs it:
+//!
+//! | metric | kept per vector | distance between stored points (build) | query distance |
+//! |---|---|---|---|
+//! | L2 | nothing | `‖a − b‖²` | `‖q − b‖²` |
+//! | cosine | `‖x‖²` | `1 − cos(a, b)` | `1 − cos(q, b)` |
+//! | inner product | `‖x‖²` | `2M² − 2⟨a,b⟩ − 2·e(a)·e(b)` | `−⟨q, b⟩` |
+//!
+//! For inner product the build uses the Euclidean distance of the MIPS-to-L2 lift
+//! `x ↦ (x, e(x))`, `e(x) = √(M² − ‖x‖²)` with `M` the largest norm, computed from the dot
+//! product and the kept norms without materialising the lift. A query lifted to `(q, 0)` ranks
+//! base points exactly as `−⟨q, b⟩` does, so the graph built on the lift serves inner-product
+//! search with the native distance, and robust prune sees a true metric (negative
+//! inner-product "distances" break its occlusion rule).
+
+use crate::kernels::{cosine_from_parts, Element, Metric};
+
+/// Borrowed vectors plus the per-vector norms their metric needs.
+#[derive(Debug)]
+pub struct VectorStore<'a, T: Element> {
+    data: &'a [T],
+    dim: usize,
+    n: usize,
+    metric: Metric,
+    norms: Vec<f32>,
+    lift: Vec<f32>,
+    max_norm_sq: f32,
+}
+
+/// A vector prepared for distance computations against a [`VectorStore`].
+#[derive(Debug, Clone, Copy)]
+pub struct Probe<'q, T: Element> {
+    vec: &'q [T],
+    norm_sq: f32,
+    /// `Some(e(x))` for a stored point under inner product (build distance), else `None`.
+    lift: Option<f32>,
+}
+
+impl<'a, T: Element> VectorStore<'a, T> {
+    /// Wraps row-major `data` of `dim`-element vectors. Returns `None` when `dim` is zero or
+    /// does not divide the length.
+    pub fn new(data: &'a [T], dim: usize, metric: Metric) -> Option<Self> {
+        use rayon::prelude::*;
+        if dim == 0 || data.len() % dim != 0 {
+            return None;
+        }
+        let n = data.len() / dim;
+        let norms: Vec<f32> = match metric {
+            Metric::L2 => Vec::new(),
+            Metric::Cosine | Metric::InnerProduct => data
+                .par_chunks_exact(dim)
+                .with_min_len(1024)
+                .map(T::norm_sq)
+                .collect(),
+        };
+        let (lift, max_norm_sq) = if metric == Metric::InnerProduct {
+            let m = norms.iter().copied().fold(0f32, f32::max);
+            (norms.iter().map(|&s| (m - s).max(0.0).sqrt()).collect(), m)
+        } else {
+            (Vec::new(), 0.0)
+        };
+        Some(Self { data, dim, n, metric, norms, lift, max_norm_sq })
+    }
+
+    /// Wraps a matrix.
+    pub fn from_matrix(m: &'a crate::data::Matrix<T>, metric: Metric) -> Self {
+        // A matrix always has a non-zero dimension that divides its length.
+        Self::new(m.as_slice(), m.dim(), metric).expect("matrix shape is valid")
+    }
+
+    /// Number of vectors.
+    #[inline]
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Elements per vector.
+    #[inline]
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The metric.
+    #[inline]
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
+    /// Vector `i` (panics when `i >= n`: an internal invariant).
+    #[inline]
+    pub fn row(&self, i: usize) -> &'a [T] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// Bytes this store allocated (the norms), not counting the borrowed vectors.
+    pub fn heap_bytes(&self) -> usize {
+        (self.norms.capacity() + self.lift.capacity()) * 4
+    }
+
+    /// Stored point `i` as a probe for build distances.
+    #[inline]
+    pub fn point(&self, i: u32) -> Probe<'a, T> {
+        let i = i as usize;
+        Probe {
+            vec: self.row(i),
+            norm_sq: self.norms.get(i).copied().unwrap_or(0.0),
+            lift: self.lift.get(i).copied(),
+        }
+    }
+
+    /// An external query (its length must be `dim`, checked by the caller) as a probe for
+    /// native distances.
+    #[inline]
+    pub fn query<'q>(&self, q: &'q [T]) -> Probe<'q, T> {
+        let norm_sq = if self.metric == Metric::Cosine { T::norm_sq(q) } else { 0.0 };
+        Probe { vec: q, norm_sq, lift: None }
+    }
+
+    /// Distance from `p` to stored point `j` (see the module table).
+    #[inline]
+    pub fn dist(&self, p: &Probe<'_, T>, j: u32) -> f32 {
+        let j = j as usize;
+        let b = self.row(j);
+        match self.metric {
+            Metric::L2 => T::l2_sq(p.vec, b),
+            Metric::Cosine => cosine_from_parts(T::dot(p.vec, b), p.norm_sq, self.norms[j]),
+            Metric::InnerProduct => {
+                let dot = T::dot(p.vec, b);
+                match p.lift {
+                    Some(e) => {
+                        (2.0 * self.max_norm_sq - 2.0 * dot - 2.0 * e * self.lift[j]).max(0.0)
+                    }
+                    None => -dot,
+                }
+            }
+        }
+    }
+
+    /// Build distance between stored points `i` and `j`.
+    #[inline]
+    pub fn dist_points(&self, i: u32, j: u32) -> f32 {
+        self.dist(&self.point(i), j)
+    }
+
+    /// Hints the CPU to start loading vector `j` (no effect on other architectures).
+    #[inline]
+    pub fn prefetch(&self, j: u32) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let start = j as usize * self.dim;
+            if start + self.dim > self.data.len() {
+                return;
+            }
+            let bytes = self.dim * std::mem::size_of::<T>();
+            let base = self.data[start..].as_ptr().cast::<i8>();
+            let mut off = 0;
+            while off < bytes.min(512) {
+                // SAFETY: prefetch never faults; `base + off` stays inside row `j` (off < bytes).
+                unsafe { _mm_prefetch(base.wrapping_add(off), _MM_HINT_T0) };
+                off += 64;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = j;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::distance;
+
+    fn data() -> Vec<f32> {
+        (0..40).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.3).collect()
+    }
+
+    #[test]
+    fn native_query_distances() {
+        let d = data();
+        for metric in [Metric::L2, Metric::Cosine, Metric::InnerProduct] {
+            let s = VectorStore::new(&d, 4, metric).unwrap();
+            let q = [0.5f32, -1.0, 2.0, 0.25];
+            for j in 0..10u32 {
+                let want = distance(metric, &q, s.row(j as usize));
+                let got = s.dist(&s.query(&q), j);
+                assert!((want - got).abs() < 1e-5, "{metric} {j}: {want} vs {got}");
+            }
+        }
+    }
+
+    #[test]
+    fn ip_build_distance_is_lifted_l2() {
+        let d = data();
+        let s = VectorStore::new(&d, 4, Metric::InnerProduct).unwrap();
+        let lift = |i: usize| {
+            let mut v: Vec<f32> = s.row(i).to_vec();
+            v.push(s.lift[i]);
+            v
+        };
+        for i in 0..10u32 {
+            for j in 0..10u32 {
+                let want = crate::kernels::scalar::l2_f32(&lift(i as usize), &lift(j as usize));
+                assert!((s.dist_points(i, j) - want).abs() < 1e-4);
+            }
+        }
+        assert!(VectorStore::new(&d, 3, Metric::L2).is_none());
+    }
+}
