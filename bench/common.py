@@ -125,19 +125,25 @@ class Measured:
 
 def run_measured(cmd: list[str], log_path: Path, env: dict | None = None,
                  cwd: Path | None = None, check: bool = True) -> Measured:
-    """Run `cmd`, stdout+stderr to `log_path`; wall time and rusage come from os.wait4 on the pid.
+    """Run `cmd`, stdout+stderr to `log_path`; wall time and rusage (os.wait4) of the command.
 
-    ru_maxrss is in KiB on Linux; it is the child's own peak resident set (the high-water mark,
-    including pages of the page cache it has mapped, e.g. an mmap-ed data file).
+    The command is started through bench/measure.py, a bare interpreter that fork()s and exec()s
+    it: a child's ru_maxrss starts from its spawner's RSS high-water mark, so spawning straight
+    from this (large) driver would inflate small children. Floor: ~10 MiB. ru_maxrss (KiB on
+    Linux) is the peak resident set of the command, including mapped page-cache pages.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    res = Path(str(log_path) + ".rusage.json")
+    res.unlink(missing_ok=True)
+    launcher = [sys.executable, "-S", str(Path(__file__).resolve().parent / "measure.py"), str(res)]
     with open(log_path, "wb") as logf:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=cwd)
-        _, status, ru = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    m = Measured(proc.returncode, wall, ru.ru_maxrss * 1024, ru.ru_utime, ru.ru_stime, str(log_path))
+        proc = subprocess.run(launcher + [str(c) for c in cmd], stdout=logf,
+                              stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    if not res.exists():
+        raise RuntimeError(f"launcher failed (rc={proc.returncode}) for {' '.join(map(str, cmd))}")
+    r = json.loads(res.read_text())
+    m = Measured(r["returncode"], r["wall_secs"], r["peak_rss_bytes"], r["user_secs"],
+                 r["sys_secs"], str(log_path))
     if check and m.returncode != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"command failed (rc={m.returncode}): {' '.join(map(str, cmd))}\n{tail}")

@@ -184,6 +184,9 @@ DATASETS: dict[str, Spec] = {
     "gmm-1m-numpy": Spec("l2", "numpy Gaussian mixture 1M x 128 f32 + 10K queries (seed 42), l2; "
                                "rough reference only, stand-in for gen-1m",
                          make_numpy_gmm(1_000_000, 10_000, 128, 42)),
+    "gmm-20k-numpy": Spec("l2", "numpy Gaussian mixture 20K x 32 f32 + 1K queries (seed 42), l2; "
+                                "a seconds-long smoke test of the scripts",
+                          make_numpy_gmm(20_000, 1_000, 32, 42, clusters=32)),
 }
 
 
