@@ -189,7 +189,7 @@ def machine_info() -> dict:
     """CPU model, core counts, memory, OS, Python/numpy versions, git commit."""
     info: dict = {"hostname": platform.node(), "platform": platform.platform(),
                   "python": sys.version.split()[0], "numpy": np.__version__,
-                  "logical_cpus": os.cpu_count()}
+                  "logical_cpus": os.cpu_count(), "loadavg": os.getloadavg()}
     try:
         info["affinity_cpus"] = len(os.sched_getaffinity(0))
     except AttributeError:

@@ -272,10 +272,14 @@ def compute_gt(folder: Path, metric: str, backend: str, k: int = GT_K, threads: 
     t0 = time.perf_counter()
     if backend == "trawl":
         cmd = [str(trawl_bin()), "gt", str(base), str(query), "-k", str(k), "--metric", metric,
-               "-o", str(out) + ".tmp", "--threads", str(threads)]
+               "-o", str(out), "--threads", str(threads)]
         log(" ".join(cmd))
-        subprocess.run(cmd, check=True)
-        Path(str(out) + ".tmp").rename(out)
+        try:
+            subprocess.run(cmd, check=True)
+            read_gt(out)  # header/size check
+        except BaseException:
+            out.unlink(missing_ok=True)  # never leave a partial GT behind to be reused
+            raise
     elif backend == "numpy":
         ids, dists = numpy_gt(read_fbin(base), read_fbin(query), k, metric)
         write_gt(out, ids, dists)

@@ -172,7 +172,9 @@ def render(dataset: str, sides: dict, meta: dict) -> tuple[str, list[dict]]:
         lines += ["", f"**Ratio trawl/diskann**: build time {t['build_secs'] / d['build_secs']:.3f}, "
                       f"peak RSS {t['peak_rss_bytes'] / d['peak_rss_bytes']:.3f} (whole process) / "
                       f"{t['peak_rss_bytes'] / (d['peak_rss_bytes'] - d['baseline_rss_bytes']):.3f} "
-                      "(vs diskann above its interpreter baseline)."]
+                      "(vs diskann above its interpreter baseline); build CPU time "
+                      f"{t['cpu_secs'] / d['cpu_secs']:.3f} (user+sys: less sensitive to other "
+                      "load on the machine than wall time)."]
     lines += ["", "## In-memory search (recall@k, QPS)", ""]
     names = list(sides)
     head = "| L | " + " | ".join(f"{n} recall | {n} QPS" for n in names)
@@ -193,11 +195,17 @@ def render(dataset: str, sides: dict, meta: dict) -> tuple[str, list[dict]]:
             cells += [f"{t['rows'][i]['recall'] - d['rows'][i]['recall']:+.4f}",
                       f"{t['rows'][i]['qps'] / d['rows'][i]['qps']:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Load average (1/5/15 min) at start {_fmt_load(meta.get('loadavg_start'))}, "
+                  f"at end {_fmt_load(meta.get('loadavg_end'))}."]
     lines += ["", "Build time: diskann = the build_memory_index call timed inside its child "
               "(file load + build + save; excludes Python start-up); trawl = wall time of the "
               "`trawl graph build` process. Peak RSS = ru_maxrss of the build process (os.wait4). "
               "diskann QPS = nq / wall of one batch_search call (median of repeats)."]
     return "\n".join(lines) + "\n", csv_rows
+
+
+def _fmt_load(v) -> str:
+    return "/".join(f"{x:.1f}" for x in v) if v else "?"
 
 
 def write_outputs(dataset: str, meta: dict) -> Path:
@@ -285,6 +293,8 @@ def main() -> None:
                 f"{r['peak_rss_bytes'] / MIB:.0f} MiB, recall@{args.k} "
                 + ", ".join(f"L{x['L']}={x['recall']:.3f}" for x in r["rows"]))
             results[side].append(r)
+    meta["loadavg_start"] = machine.get("loadavg")
+    meta["loadavg_end"] = os.getloadavg()
     for side, reps in results.items():
         write_json(OUT_DIR / "raw" / f"{ds.name}.{side}.json",
                    {"meta": meta, "median": median_side(reps), "runs": reps})
