@@ -72,19 +72,22 @@ def search(args: argparse.Namespace) -> dict:
                        num_threads=args.threads)
     rows = []
     for L in ls:
-        walls, ids = [], None
+        walls, cpus, ids = [], [], None
         for _ in range(args.search_repeat):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             ids, _dists = index.batch_search(queries, k_neighbors=args.k, complexity=L,
                                              num_threads=args.threads)
             walls.append(time.perf_counter() - t)
-        wall = float(np.median(walls))
+            cpus.append(time.process_time() - c)
+        wall, cpu = float(np.median(walls)), float(np.median(cpus))
         nq = queries.shape[0]
         rows.append({"L": L, "recall": recall_at_k(ids, gt_ids, args.k), "qps": nq / wall,
                      # batch_search gives no per-query times: threads * wall / nq is the mean
                      # latency if the threads were busy all the time (an estimate).
                      "mean_latency_us": args.threads * wall / nq * 1e6,
-                     "wall_secs_all": walls})
+                     # queries per CPU-second (all threads): robust to other load on the box.
+                     "qps_per_cpu": nq / cpu if cpu > 0 else None,
+                     "wall_secs_all": walls, "cpu_secs_all": cpus})
     return {"load_secs": load_secs, "k": args.k, "threads": args.threads, "rows": rows}
 
 

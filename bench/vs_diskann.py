@@ -130,6 +130,11 @@ def run_trawl(ds: datasets.Dataset, args: argparse.Namespace, work: Path) -> dic
 # Aggregation and report
 # ---------------------------------------------------------------------------------------------
 
+def _median_or_none(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
 def median_side(reps: list[dict]) -> dict:
     """Median over repetitions of the build figures and of recall/QPS per L."""
     med = lambda key: statistics.median(r[key] for r in reps)  # noqa: E731
@@ -139,7 +144,8 @@ def median_side(reps: list[dict]) -> dict:
         rows.append({"L": row["L"],
                      "recall": statistics.median(p["recall"] for p in per),
                      "qps": statistics.median(p["qps"] for p in per),
-                     "mean_latency_us": statistics.median(p["mean_latency_us"] for p in per)})
+                     "mean_latency_us": statistics.median(p["mean_latency_us"] for p in per),
+                     "qps_per_cpu": _median_or_none(p.get("qps_per_cpu") for p in per)})
     return {"build_secs": med("build_secs"), "build_secs_all": [r["build_secs"] for r in reps],
             "process_wall_secs": med("process_wall_secs"),
             "peak_rss_bytes": med("peak_rss_bytes"),
@@ -177,30 +183,38 @@ def render(dataset: str, sides: dict, meta: dict) -> tuple[str, list[dict]]:
                       "load on the machine than wall time)."]
     lines += ["", "## In-memory search (recall@k, QPS)", ""]
     names = list(sides)
-    head = "| L | " + " | ".join(f"{n} recall | {n} QPS" for n in names)
+    head = "| L | " + " | ".join(f"{n} recall | {n} QPS | {n} QPS/CPU-s" for n in names)
     if d and t:
         head += " | recall diff (t-d) | QPS ratio (t/d)"
-    lines += [head + " |", "|" + "---|" * (1 + 2 * len(names) + (2 if d and t else 0))]
+    lines += [head + " |", "|" + "---|" * (1 + 3 * len(names) + (2 if d and t else 0))]
     csv_rows = []
-    for i, row in enumerate(next(iter(sides.values()))["rows"]):
-        cells = [str(row["L"])]
+    by_l = {n: {r["L"]: r for r in sides[n]["rows"]} for n in names}
+    for L in sorted(set().union(*(set(v) for v in by_l.values()))):
+        cells = [str(L)]
         for n in names:
-            r = sides[n]["rows"][i]
-            cells += [f"{r['recall']:.4f}", f"{r['qps']:.0f}"]
-            csv_rows.append({"dataset": dataset, "side": n, "L": r["L"], "recall": r["recall"],
-                             "qps": r["qps"], "mean_latency_us": r["mean_latency_us"],
-                             "build_secs": sides[n]["build_secs"],
-                             "peak_rss_mib": sides[n]["peak_rss_bytes"] / MIB})
+            r = by_l[n].get(L)
+            qpc = r.get("qps_per_cpu") if r else None
+            cells += [f"{r['recall']:.4f}", f"{r['qps']:.0f}", f"{qpc:.0f}" if qpc else "-"] \
+                if r else ["-", "-", "-"]
+            if r:
+                csv_rows.append({"dataset": dataset, "side": n, "L": L, "recall": r["recall"],
+                                 "qps": r["qps"], "mean_latency_us": r["mean_latency_us"],
+                                 "build_secs": sides[n]["build_secs"],
+                                 "peak_rss_mib": sides[n]["peak_rss_bytes"] / MIB,
+                                 "build_cpu_secs": sides[n]["cpu_secs"],
+                                 "qps_per_cpu": r.get("qps_per_cpu")})
         if d and t:
-            cells += [f"{t['rows'][i]['recall'] - d['rows'][i]['recall']:+.4f}",
-                      f"{t['rows'][i]['qps'] / d['rows'][i]['qps']:.2f}"]
+            rd, rt = by_l["diskann"].get(L), by_l["trawl"].get(L)
+            cells += [f"{rt['recall'] - rd['recall']:+.4f}", f"{rt['qps'] / rd['qps']:.2f}"] \
+                if rd and rt else ["-", "-"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"Load average (1/5/15 min) at start {_fmt_load(meta.get('loadavg_start'))}, "
                   f"at end {_fmt_load(meta.get('loadavg_end'))}."]
     lines += ["", "Build time: diskann = the build_memory_index call timed inside its child "
               "(file load + build + save; excludes Python start-up); trawl = wall time of the "
               "`trawl graph build` process. Peak RSS = ru_maxrss of the build process (os.wait4). "
-              "diskann QPS = nq / wall of one batch_search call (median of repeats)."]
+              "diskann QPS = nq / wall of one batch_search call (median of repeats); "
+              "QPS/CPU-s = queries per CPU-second of all threads (robust to other load)."]
     return "\n".join(lines) + "\n", csv_rows
 
 
