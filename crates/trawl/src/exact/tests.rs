@@ -232,6 +232,18 @@ fn odd_dimensions() {
 }
 
 #[test]
+fn portable_kernel_end_to_end() {
+    super::tile::FORCE_PORTABLE.with(|f| f.set(true));
+    assert_eq!(
+        super::tile::TileKernel::detect(),
+        super::tile::TileKernel::Portable
+    );
+    run_case::<f32>(21, 333, 17, 19, 10, false, &params(8, 100));
+    run_case::<f32>(22, 150, 9, 4, 20, true, &params(3, 7));
+    super::tile::FORCE_PORTABLE.with(|f| f.set(false));
+}
+
+#[test]
 fn identical_base_rows_are_ordered_by_id() {
     let dim = 8;
     let base = Matrix::from_vec(vec![0.5f32; 50 * dim], dim).unwrap();

@@ -60,9 +60,19 @@ pub(crate) enum TileKernel {
     Avx512,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests set this to run the portable kernel end to end on a machine with AVX-512.
+    pub(crate) static FORCE_PORTABLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 impl TileKernel {
     /// The fastest kernel this CPU supports.
     pub fn detect() -> Self {
+        #[cfg(test)]
+        if FORCE_PORTABLE.with(|f| f.get()) {
+            return TileKernel::Portable;
+        }
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512f") {
             return TileKernel::Avx512;
