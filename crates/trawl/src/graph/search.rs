@@ -63,7 +63,10 @@ pub struct SearchScratch {
 impl SearchScratch {
     /// Scratch for graphs of up to `n` nodes (grows on demand).
     pub fn new(n: usize) -> Self {
-        Self { visited: VisitedSet::new(n), ..Self::default() }
+        Self {
+            visited: VisitedSet::new(n),
+            ..Self::default()
+        }
     }
 }
 
@@ -116,15 +119,27 @@ pub(super) fn greedy<T: Element, A: Adjacency>(
     stats
 }
 
-fn check(graph: &Graph, store: &VectorStore<'_, impl Element>, qdim: usize, k: usize, l: usize) -> Result<(), SearchError> {
+fn check(
+    graph: &Graph,
+    store: &VectorStore<'_, impl Element>,
+    qdim: usize,
+    k: usize,
+    l: usize,
+) -> Result<(), SearchError> {
     if k == 0 || k > l {
         return Err(SearchError::InvalidK { k, l });
     }
     if qdim != store.dim() {
-        return Err(SearchError::DimMismatch { expected: store.dim(), got: qdim });
+        return Err(SearchError::DimMismatch {
+            expected: store.dim(),
+            got: qdim,
+        });
     }
     if graph.n() != store.n() {
-        return Err(SearchError::SizeMismatch { graph: graph.n(), store: store.n() });
+        return Err(SearchError::SizeMismatch {
+            graph: graph.n(),
+            store: store.n(),
+        });
     }
     Ok(())
 }
@@ -142,7 +157,12 @@ pub fn search<T: Element>(
     check(graph, store, query.len(), k, l)?;
     let probe = store.query(query);
     let stats = greedy(graph, store, &probe, graph.medoid(), l, false, scratch);
-    let hits = scratch.list.iter().take(k).map(|n| (n.id, n.dist)).collect();
+    let hits = scratch
+        .list
+        .iter()
+        .take(k)
+        .map(|n| (n.id, n.dist))
+        .collect();
     Ok((hits, stats))
 }
 
@@ -188,7 +208,10 @@ pub fn recall_at_k(found: &[u32], k: usize, truth: &GroundTruth) -> Option<f64> 
     let mut hit = 0usize;
     for q in 0..truth.nq {
         let t = &truth.ids(q)[..k];
-        hit += found[q * k..(q + 1) * k].iter().filter(|id| t.contains(id)).count();
+        hit += found[q * k..(q + 1) * k]
+            .iter()
+            .filter(|id| t.contains(id))
+            .count();
     }
     Some(hit as f64 / (truth.nq * k) as f64)
 }
@@ -199,7 +222,12 @@ mod tests {
 
     #[test]
     fn recall_counts_the_intersection() {
-        let truth = GroundTruth { nq: 2, k: 3, ids: vec![1, 2, 3, 4, 5, 6], dists: vec![0.0; 6] };
+        let truth = GroundTruth {
+            nq: 2,
+            k: 3,
+            ids: vec![1, 2, 3, 4, 5, 6],
+            dists: vec![0.0; 6],
+        };
         assert_eq!(recall_at_k(&[3, 2, 9, 4, 8, 7], 3, &truth), Some(0.5));
         assert_eq!(recall_at_k(&[1, 4], 1, &truth), Some(1.0));
         assert_eq!(recall_at_k(&[1], 1, &truth), None);

@@ -112,14 +112,14 @@ impl<'a> ByteReader<'a> {
     }
     /// Reads `n` `f32` values.
     pub fn f32s(&mut self, n: usize) -> Result<Vec<f32>, ShortPayload> {
-        let b = self.bytes(n.checked_mul(4).unwrap_or(usize::MAX))?;
+        let b = self.bytes(n.saturating_mul(4))?;
         Ok(b.chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect())
     }
     /// Reads `n` `u32` values.
     pub fn u32s(&mut self, n: usize) -> Result<Vec<u32>, ShortPayload> {
-        let b = self.bytes(n.checked_mul(4).unwrap_or(usize::MAX))?;
+        let b = self.bytes(n.saturating_mul(4))?;
         Ok(b.chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect())

@@ -1,0 +1,84 @@
+//! Process-level helpers of the CLI: the rayon thread pool, peak RSS, human-readable sizes.
+
+use anyhow::{Context, Result};
+
+/// Runs `f` inside a rayon pool of `threads` threads (0 = one per core).
+pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> Result<R> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .context("creating the thread pool")?;
+    Ok(pool.install(f))
+}
+
+/// Peak resident set size of this process so far, in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a full `rusage` into the pointer we pass; RUSAGE_SELF is valid.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return 0;
+    }
+    // SAFETY: getrusage returned 0, so it initialised the struct.
+    let usage = unsafe { usage.assume_init() };
+    u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
+}
+
+/// `1.5 GiB`-style formatting.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// Parses `10,20,40` into a list of positive integers.
+pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let v: usize = part
+            .parse()
+            .map_err(|_| format!("`{part}` is not a positive integer"))?;
+        if v == 0 {
+            return Err("values must be positive".into());
+        }
+        out.push(v);
+    }
+    if out.is_empty() {
+        return Err("empty list".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists() {
+        assert_eq!(parse_list("10, 20,40").unwrap(), vec![10, 20, 40]);
+        assert!(parse_list("").is_err());
+        assert!(parse_list("1,x").is_err());
+        assert!(parse_list("0").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(human_bytes(12), "12 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+
+    #[test]
+    fn rss_is_positive() {
+        assert!(peak_rss_bytes() > 0);
+    }
+}
