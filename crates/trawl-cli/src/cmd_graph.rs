@@ -13,7 +13,7 @@ use trawl::graph::{self, Graph, SearchScratch, VamanaParams, VectorStore};
 use trawl::progress::Control;
 use trawl::{Element, Metric};
 
-use crate::runtime::{human_bytes, parse_list, peak_rss_bytes, with_threads};
+use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
 
 /// `trawl graph …`
 #[derive(Debug, Subcommand)]
@@ -80,8 +80,9 @@ pub struct SearchArgs {
     #[arg(short = 'k', default_value_t = 10)]
     pub k: usize,
     /// Comma-separated list sizes to sweep.
-    #[arg(short = 'L', long = "list-sizes", default_value = "10,20,40,80,160", value_parser = parse_list)]
-    pub l: Vec<usize>,
+    #[arg(short = 'L', long = "list-sizes", default_value = "10,20,40,80,160", value_delimiter = ',',
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub l: Vec<u64>,
     /// Worker threads (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -274,6 +275,7 @@ fn sweep<T: Element>(
     let store = VectorStore::from_matrix(data, args.metric);
     let mut rows = Vec::new();
     for &l in &args.l {
+        let l = usize::try_from(l).context("list size too large")?;
         rows.push(sweep_one(graph, &store, queries, gt, args.k, l)?);
     }
     Ok(rows)

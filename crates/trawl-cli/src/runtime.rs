@@ -40,35 +40,9 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
-/// Parses `10,20,40` into a list of positive integers.
-pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let v: usize = part
-            .parse()
-            .map_err(|_| format!("`{part}` is not a positive integer"))?;
-        if v == 0 {
-            return Err("values must be positive".into());
-        }
-        out.push(v);
-    }
-    if out.is_empty() {
-        return Err("empty list".into());
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lists() {
-        assert_eq!(parse_list("10, 20,40").unwrap(), vec![10, 20, 40]);
-        assert!(parse_list("").is_err());
-        assert!(parse_list("1,x").is_err());
-        assert!(parse_list("0").is_err());
-    }
 
     #[test]
     fn sizes() {
