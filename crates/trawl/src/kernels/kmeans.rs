@@ -410,11 +410,10 @@ impl TransposedCentroids {
     pub(crate) fn nearest(&self, x: &[f32]) -> (usize, f32) {
         debug_assert_eq!(x.len(), self.dim);
         let mut best = (0usize, f32::INFINITY);
-        let mut acc = [0f32; BLOCK];
         let mut start = 0;
         while start < self.k {
             let len = BLOCK.min(self.k - start);
-            let (i, d) = block_nearest(&self.t, self.k, start, x, &mut acc[..len]);
+            let (i, d) = block_nearest(&self.t, self.k, start, len, x);
             if d < best.1 {
                 best = (start + i, d);
             }
@@ -424,57 +423,57 @@ impl TransposedCentroids {
     }
 }
 
-/// Nearest centroid within one block of the transposed table: fills
-/// `acc[i] = ‖x − c_{start+i}‖²` and returns the first index of its minimum.
+/// Nearest of centroids `start..start + len` of the transposed table `t` (`k` columns): the
+/// first index (relative to `start`) of the minimum of `‖x − c‖²`.
 #[inline]
-fn block_nearest(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) -> (usize, f32) {
+fn block_nearest(t: &[f32], k: usize, start: usize, len: usize, x: &[f32]) -> (usize, f32) {
     #[cfg(target_arch = "x86_64")]
     {
         if simd_level() >= 2 {
             // SAFETY: AVX-512F was detected at run time by `simd_level`.
-            return unsafe { block_avx512(t, k, start, x, acc) };
+            return unsafe { block_avx512(t, k, start, len, x) };
         }
         if simd_level() == 1 {
             // SAFETY: AVX2 and FMA were detected at run time by `simd_level`.
-            return unsafe { block_avx2(t, k, start, x, acc) };
+            return unsafe { block_avx2(t, k, start, len, x) };
         }
     }
-    block_generic(t, k, start, x, acc)
+    block_generic(t, k, start, len, x)
 }
 
 /// Lanes of the vectorised argmin.
 const LANES: usize = 16;
+/// Centroids whose distances stay in registers while the dimensions are summed.
+const TILE: usize = 64;
 
-/// The portable body; element-wise only, so every instruction set gives the same bits.
+/// The portable body. Each distance is summed over the dimensions in order with separate
+/// multiply and add, so every instruction set gives the same bits. Whole tiles of [`TILE`]
+/// centroids keep their sums in registers and feed a branch-free per-lane argmin (lane `l`
+/// tracks the first minimum among indices `≡ l (mod LANES)`); the tail is done one by one.
 #[inline(always)]
-fn block_generic(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) -> (usize, f32) {
-    acc.fill(0.0);
-    let len = acc.len();
-    for (j, &xj) in x.iter().enumerate() {
-        let row = &t[j * k + start..j * k + start + len];
-        for (a, &c) in acc.iter_mut().zip(row) {
-            let d = xj - c;
-            *a += d * d;
-        }
-    }
-    argmin(acc)
-}
-
-/// First index of the minimum of `acc` (`(0, ∞)` when empty or all NaN). Branch-free per lane
-/// so that it vectorises: lane `l` tracks the first minimum among indices `≡ l (mod LANES)`.
-#[inline(always)]
-fn argmin(acc: &[f32]) -> (usize, f32) {
+fn block_generic(t: &[f32], k: usize, start: usize, len: usize, x: &[f32]) -> (usize, f32) {
     let mut bv = [f32::INFINITY; LANES];
     let mut bi = [0u32; LANES];
-    let chunks = acc.chunks_exact(LANES);
-    let rest = chunks.remainder();
-    for (ci, chunk) in chunks.enumerate() {
-        let base = (ci * LANES) as u32;
-        let chunk: &[f32; LANES] = chunk.try_into().expect("chunks_exact yields LANES values");
-        for l in 0..LANES {
-            let better = chunk[l] < bv[l];
-            bv[l] = if better { chunk[l] } else { bv[l] };
-            bi[l] = if better { base + l as u32 } else { bi[l] };
+    let full = len - len % TILE;
+    for tile in (0..full).step_by(TILE) {
+        let mut acc = [[0f32; LANES]; TILE / LANES];
+        for (j, &xj) in x.iter().enumerate() {
+            let off = j * k + start + tile;
+            let row: &[f32; TILE] = t[off..off + TILE].try_into().expect("TILE values");
+            for (g, a) in acc.iter_mut().enumerate() {
+                for l in 0..LANES {
+                    let d = xj - row[g * LANES + l];
+                    a[l] += d * d;
+                }
+            }
+        }
+        for (g, a) in acc.iter().enumerate() {
+            let base = (tile + g * LANES) as u32;
+            for l in 0..LANES {
+                let better = a[l] < bv[l];
+                bv[l] = if better { a[l] } else { bv[l] };
+                bi[l] = if better { base + l as u32 } else { bi[l] };
+            }
         }
     }
     let mut best = (0usize, f32::INFINITY);
@@ -484,10 +483,14 @@ fn argmin(acc: &[f32]) -> (usize, f32) {
             best = (i, bv[l]);
         }
     }
-    let off = acc.len() - rest.len();
-    for (i, &d) in rest.iter().enumerate() {
-        if d < best.1 {
-            best = (off + i, d);
+    for i in full..len {
+        let mut d2 = 0f32;
+        for (j, &xj) in x.iter().enumerate() {
+            let d = xj - t[j * k + start + i];
+            d2 += d * d;
+        }
+        if d2 < best.1 {
+            best = (i, d2);
         }
     }
     best
@@ -495,14 +498,14 @@ fn argmin(acc: &[f32]) -> (usize, f32) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn block_avx512(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) -> (usize, f32) {
-    block_generic(t, k, start, x, acc)
+fn block_avx512(t: &[f32], k: usize, start: usize, len: usize, x: &[f32]) -> (usize, f32) {
+    block_generic(t, k, start, len, x)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn block_avx2(t: &[f32], k: usize, start: usize, x: &[f32], acc: &mut [f32]) -> (usize, f32) {
-    block_generic(t, k, start, x, acc)
+fn block_avx2(t: &[f32], k: usize, start: usize, len: usize, x: &[f32]) -> (usize, f32) {
+    block_generic(t, k, start, len, x)
 }
 
 /// 2 = AVX-512F, 1 = AVX2+FMA, 0 = neither; detected once.

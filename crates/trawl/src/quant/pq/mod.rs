@@ -21,12 +21,12 @@
 //! subspace gets as many centroids as there are points, and codes range over `0..ks`
 //! ([`ProductQuantizer::centroids_per_subspace`]). Zero points is an error.
 //!
-//! Parts: [`train`](train.rs) learns the codebooks, [`encode`](encode.rs) makes codes
-//! ([`PqCodes`]), [`table`](table.rs) builds per-query tables ([`QueryTable`]), `file.rs`
-//! saves and loads both (byte layouts in its docs).
+//! Parts: `train.rs` learns the codebooks, `encode.rs` makes codes ([`PqCodes`]), `table.rs`
+//! builds per-query tables ([`QueryTable`]), [`mod@file`] saves and loads both (byte layouts in its
+//! docs).
 
 mod encode;
-mod file;
+pub mod file;
 mod table;
 mod train;
 
