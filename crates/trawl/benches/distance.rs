@@ -14,12 +14,15 @@
 //! - `naive`: a plain iterator `sum` (LLVM keeps a float sum in order, so it is not vectorised
 //!   beyond what a plain loop gets; integer sums may be auto-vectorised).
 //!
+//! Each sample is `iters ×` the median single-batch time (see [`robust`]), so time the process
+//! spent descheduled on a busy machine does not count.
+//!
 //! Run: `cargo bench -p trawl --bench distance`.
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, Bencher, Criterion};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use simsimd::SpatialSimilarity;
@@ -62,6 +65,26 @@ impl<T: Copy> Batch<T> {
     }
 }
 
+/// Times `iters` runs of `body` (one batch each) as `iters ×` the median single-batch time.
+///
+/// This machine is shared and oversubscribed: a plain wall-clock sample (tens of ms) includes
+/// the time this process sat descheduled, which inflates every figure and makes ratios between
+/// sequentially measured functions noisy. A batch takes microseconds, so most batches run
+/// undisturbed and their median is the undisturbed cost. Every contender is timed this way.
+fn robust(bch: &mut Bencher, mut body: impl FnMut()) {
+    bch.iter_custom(|iters| {
+        let mut times: Vec<Duration> = (0..iters)
+            .map(|_| {
+                let t = Instant::now();
+                body();
+                t.elapsed()
+            })
+            .collect();
+        times.sort_unstable();
+        times[times.len() / 2] * u32::try_from(iters).unwrap_or(u32::MAX)
+    });
+}
+
 #[inline(never)]
 fn naive_l2_f32(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f32>()
@@ -98,45 +121,49 @@ fn bench_f32(c: &mut Criterion) {
         let mut batch = Batch::new(dim, || rng.gen_range(-1.0f32..1.0));
         let n = batch.len();
         let mut g = c.benchmark_group(format!("f32_l2_d{dim}_x{n}"));
-        g.bench_function("trawl", |bch| bch.iter(|| batch.run(f32::l2_sq)));
+        g.bench_function("trawl", |bch| robust(bch, || batch.run(f32::l2_sq)));
         g.bench_function("trawl_ptr", |bch| {
-            bch.iter(|| {
+            robust(bch, || {
                 let f = kernels().l2_f32;
                 batch.run(f)
             })
         });
         g.bench_function("trawl_many", |bch| {
-            bch.iter(|| {
+            robust(bch, || {
                 (kernels().l2_f32_many)(black_box(&batch.query), &batch.rows, &mut batch.out);
                 black_box(&batch.out);
             })
         });
         g.bench_function("simsimd", |bch| {
-            bch.iter(|| batch.run(|a, b| f32::l2sq(a, b).unwrap_or(f64::NAN) as f32))
+            robust(bch, || {
+                batch.run(|a, b| f32::l2sq(a, b).unwrap_or(f64::NAN) as f32)
+            })
         });
-        g.bench_function("naive", |bch| bch.iter(|| batch.run(naive_l2_f32)));
+        g.bench_function("naive", |bch| robust(bch, || batch.run(naive_l2_f32)));
         g.finish();
 
         let mut g = c.benchmark_group(format!("f32_dot_d{dim}_x{n}"));
-        g.bench_function("trawl", |bch| bch.iter(|| batch.run(<f32 as Element>::dot)));
+        g.bench_function("trawl", |bch| {
+            robust(bch, || batch.run(<f32 as Element>::dot))
+        });
         g.bench_function("trawl_ptr", |bch| {
-            bch.iter(|| {
+            robust(bch, || {
                 let f = kernels().dot_f32;
                 batch.run(f)
             })
         });
         g.bench_function("trawl_many", |bch| {
-            bch.iter(|| {
+            robust(bch, || {
                 (kernels().dot_f32_many)(black_box(&batch.query), &batch.rows, &mut batch.out);
                 black_box(&batch.out);
             })
         });
         g.bench_function("simsimd", |bch| {
-            bch.iter(|| {
+            robust(bch, || {
                 batch.run(|a, b| <f32 as SpatialSimilarity>::dot(a, b).unwrap_or(f64::NAN) as f32)
             })
         });
-        g.bench_function("naive", |bch| bch.iter(|| batch.run(naive_dot_f32)));
+        g.bench_function("naive", |bch| robust(bch, || batch.run(naive_dot_f32)));
         g.finish();
     }
 }
@@ -155,9 +182,9 @@ fn bench_int(c: &mut Criterion) {
         } else {
             (<i8 as Element>::dot, naive_dot_int)
         };
-        g.bench_function("trawl", |bch| bch.iter(|| b8.run(ours)));
+        g.bench_function("trawl", |bch| robust(bch, || b8.run(ours)));
         g.bench_function("simsimd", |bch| {
-            bch.iter(|| {
+            robust(bch, || {
                 b8.run(|a, b| {
                     let r = if id == 0 {
                         i8::l2sq(a, b)
@@ -168,19 +195,19 @@ fn bench_int(c: &mut Criterion) {
                 })
             })
         });
-        g.bench_function("naive", |bch| bch.iter(|| b8.run(naive)));
+        g.bench_function("naive", |bch| robust(bch, || b8.run(naive)));
         g.finish();
     }
 
     // simsimd 6 has no u8 spatial kernels in its Rust API: trawl against the naive loop only.
     let mut bu = Batch::new(dim, || rng.gen::<u8>());
     let mut g = c.benchmark_group(format!("u8_l2_d{dim}_x{n}"));
-    g.bench_function("trawl", |bch| bch.iter(|| bu.run(u8::l2_sq)));
-    g.bench_function("naive", |bch| bch.iter(|| bu.run(naive_l2_int::<u8>)));
+    g.bench_function("trawl", |bch| robust(bch, || bu.run(u8::l2_sq)));
+    g.bench_function("naive", |bch| robust(bch, || bu.run(naive_l2_int::<u8>)));
     g.finish();
     let mut g = c.benchmark_group(format!("u8_dot_d{dim}_x{n}"));
-    g.bench_function("trawl", |bch| bch.iter(|| bu.run(<u8 as Element>::dot)));
-    g.bench_function("naive", |bch| bch.iter(|| bu.run(naive_dot_int::<u8>)));
+    g.bench_function("trawl", |bch| robust(bch, || bu.run(<u8 as Element>::dot)));
+    g.bench_function("naive", |bch| robust(bch, || bu.run(naive_dot_int::<u8>)));
     g.finish();
 }
 

@@ -17,8 +17,11 @@
 //! [`dispatch::kernels`] picks the best table once per process (`avx512` > `avx2` > `scalar`,
 //! capped by the `TRAWL_KERNELS` environment variable) and caches it in a `OnceLock`, so each
 //! call through [`Element`] costs one atomic load and one indirect call. Hot loops may fetch
-//! `kernels()` once and call the function pointer directly. [`dispatch::available`] lists
-//! every table the CPU supports; the test suite runs each against the scalar reference.
+//! `kernels()` once and call the function pointer directly, or use the one-to-many kernels
+//! (`l2_f32_many`, `dot_f32_many`: one query against contiguous rows, the kernel inlined into
+//! the row loop). Cosine uses one fused pass (`dot_norms_f32`) for the dot product and both
+//! norms. [`dispatch::available`] lists every table the CPU supports; the shared test suite
+//! (`kernels/tests.rs`) runs each against the scalar reference.
 //!
 //! # Exactness and accuracy
 //!

@@ -246,33 +246,67 @@ fn dot_f32_many_tf(query: &[f32], rows: &[f32], out: &mut [f32]) {
 // ---------------------------------------------------------------------------------------------
 // Integers
 
-/// Loads `s[i..i + 64]` as bytes, zero-filling lanes at or past `n`; reads nothing past `n`.
+/// Loads the 64 bytes at `s[i..i + 64]`.
 ///
 /// # Safety
-/// `n <= s.len()` and `i < n`.
+/// `i + 64 <= s.len()`, and `T` is one byte wide.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn load_bytes<T: Copy>(s: &[T], i: usize, n: usize) -> __m512i {
+unsafe fn load_bytes<T: Copy>(s: &[T], i: usize) -> __m512i {
     debug_assert_eq!(std::mem::size_of::<T>(), 1);
-    let p = s.as_ptr().wrapping_add(i).cast::<i8>();
-    if i + 64 <= n {
-        // SAFETY: i + 64 <= n <= s.len() bytes.
-        unsafe { _mm512_loadu_si512(p.cast()) }
-    } else {
-        let mask: __mmask64 = (1u64 << (n - i)) - 1;
-        // SAFETY: only lanes i..n, all below s.len(), are accessed.
-        unsafe { _mm512_maskz_loadu_epi8(mask, p) }
-    }
+    // SAFETY: the caller guarantees i + 64 <= s.len() one-byte elements.
+    unsafe { _mm512_loadu_si512(s.as_ptr().wrapping_add(i).cast()) }
 }
 
-/// Adds `|x − y|²` of 64 unsigned bytes into two i32 accumulators.
+/// Loads the bytes `s[i..n]` (fewer than 64), zero-filling the other lanes; reads nothing else.
+///
+/// # Safety
+/// `i < n <= s.len()`, `n - i < 64`, and `T` is one byte wide.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn load_bytes_masked<T: Copy>(s: &[T], i: usize, n: usize) -> __m512i {
+    debug_assert_eq!(std::mem::size_of::<T>(), 1);
+    let mask: __mmask64 = (1u64 << (n - i)) - 1;
+    // SAFETY: only lanes i..n, all below s.len(), are accessed.
+    unsafe { _mm512_maskz_loadu_epi8(mask, s.as_ptr().wrapping_add(i).cast()) }
+}
+
+/// Runs `step` over 64-byte chunks (the last one zero-padded, which every step maps to 0) in
+/// exact i32 blocks of at most [`INT_BLOCK`] elements; each block's two accumulators are
+/// merged by `merge` and reduced. The block's true total fits in i32, so the wrapping lane
+/// arithmetic gives it exactly; blocks are added in i64.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn sq_absdiff_u8(x: __m512i, y: __m512i, acc: &mut [__m512i; 2]) {
-    sq_u8(
-        _mm512_sub_epi8(_mm512_max_epu8(x, y), _mm512_min_epu8(x, y)),
-        acc,
-    );
+fn int_blocks<T: Copy>(
+    a: &[T],
+    b: &[T],
+    mut step: impl FnMut(__m512i, __m512i, &mut [__m512i; 2]),
+    merge: impl Fn(__m512i, __m512i) -> __m512i,
+) -> i64 {
+    let n = a.len().min(b.len());
+    let (mut total, mut i) = (0i64, 0);
+    while i < n {
+        let end = (i + INT_BLOCK).min(n);
+        let mut acc = [_mm512_setzero_si512(); 2];
+        while i + 64 <= end {
+            // SAFETY: i + 64 <= end <= n <= a.len().
+            let x = unsafe { load_bytes(a, i) };
+            // SAFETY: i + 64 <= end <= n <= b.len().
+            let y = unsafe { load_bytes(b, i) };
+            step(x, y, &mut acc);
+            i += 64;
+        }
+        if i < end {
+            // SAFETY: i < end <= n <= a.len(), and end - i < 64.
+            let x = unsafe { load_bytes_masked(a, i, end) };
+            // SAFETY: i < end <= n <= b.len(), and end - i < 64.
+            let y = unsafe { load_bytes_masked(b, i, end) };
+            step(x, y, &mut acc);
+            i = end;
+        }
+        total += i64::from(_mm512_reduce_add_epi32(merge(acc[0], acc[1])));
+    }
+    total
 }
 
 /// Adds the squares of 64 unsigned bytes into two i32 accumulators.
@@ -286,105 +320,67 @@ fn sq_u8(d: __m512i, acc: &mut [__m512i; 2]) {
     acc[1] = _mm512_dpwssd_epi32(acc[1], hi, hi);
 }
 
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn hsum_i32(acc: [__m512i; 2]) -> i32 {
-    // Wrapping adds: the block's true total fits in i32, so the wrapped total is exact.
-    _mm512_reduce_add_epi32(_mm512_add_epi32(acc[0], acc[1]))
-}
-
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 fn l2_u8_tf(a: &[u8], b: &[u8]) -> i64 {
-    let n = a.len().min(b.len());
-    let (mut total, mut i) = (0i64, 0);
-    while i < n {
-        let end = (i + INT_BLOCK).min(n);
-        let mut acc = [_mm512_setzero_si512(); 2];
-        while i < end {
-            // SAFETY: i < n <= a.len().
-            let x = unsafe { load_bytes(a, i, n) };
-            // SAFETY: i < n <= b.len().
-            let y = unsafe { load_bytes(b, i, n) };
-            sq_absdiff_u8(x, y, &mut acc);
-            i += 64;
-        }
-        total += i64::from(hsum_i32(acc));
-    }
-    total
+    int_blocks(
+        a,
+        b,
+        |x, y, acc| {
+            sq_u8(
+                _mm512_sub_epi8(_mm512_max_epu8(x, y), _mm512_min_epu8(x, y)),
+                acc,
+            )
+        },
+        |p, q| _mm512_add_epi32(p, q),
+    )
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 fn l2_i8_tf(a: &[i8], b: &[i8]) -> i64 {
-    let n = a.len().min(b.len());
-    let (mut total, mut i) = (0i64, 0);
-    while i < n {
-        let end = (i + INT_BLOCK).min(n);
-        let mut acc = [_mm512_setzero_si512(); 2];
-        while i < end {
-            // SAFETY: i < n <= a.len().
-            let x = unsafe { load_bytes(a, i, n) };
-            // SAFETY: i < n <= b.len().
-            let y = unsafe { load_bytes(b, i, n) };
-            // max − min of signed bytes is |x − y| in 0..=255, exact as an unsigned byte.
-            let d = _mm512_sub_epi8(_mm512_max_epi8(x, y), _mm512_min_epi8(x, y));
-            sq_u8(d, &mut acc);
-            i += 64;
-        }
-        total += i64::from(hsum_i32(acc));
-    }
-    total
+    // max − min of signed bytes is |x − y| in 0..=255, exact as an unsigned byte.
+    int_blocks(
+        a,
+        b,
+        |x, y, acc| {
+            sq_u8(
+                _mm512_sub_epi8(_mm512_max_epi8(x, y), _mm512_min_epi8(x, y)),
+                acc,
+            )
+        },
+        |p, q| _mm512_add_epi32(p, q),
+    )
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 fn dot_u8_tf(a: &[u8], b: &[u8]) -> i64 {
-    let n = a.len().min(b.len());
     let z = _mm512_setzero_si512();
-    let (mut total, mut i) = (0i64, 0);
-    while i < n {
-        let end = (i + INT_BLOCK).min(n);
-        let mut acc = [z; 2];
-        while i < end {
-            // SAFETY: i < n <= a.len().
-            let x = unsafe { load_bytes(a, i, n) };
-            // SAFETY: i < n <= b.len().
-            let y = unsafe { load_bytes(b, i, n) };
+    int_blocks(
+        a,
+        b,
+        |x, y, acc| {
             let (xl, yl) = (_mm512_unpacklo_epi8(x, z), _mm512_unpacklo_epi8(y, z));
             let (xh, yh) = (_mm512_unpackhi_epi8(x, z), _mm512_unpackhi_epi8(y, z));
             acc[0] = _mm512_dpwssd_epi32(acc[0], xl, yl);
             acc[1] = _mm512_dpwssd_epi32(acc[1], xh, yh);
-            i += 64;
-        }
-        total += i64::from(hsum_i32(acc));
-    }
-    total
+        },
+        |p, q| _mm512_add_epi32(p, q),
+    )
 }
 
-/// `⟨a, b⟩ = ⟨a + 128, b⟩ − 128 Σb`, with `a + 128` as unsigned bytes for `vpdpbusd`.
+/// `⟨a, b⟩ = ⟨a + 128, b⟩ − ⟨128, b⟩`, both with unsigned bytes on the left for `vpdpbusd`
+/// (`a + 128` is `a ^ 0x80`; the byte `0x80` is 128 unsigned). Padding lanes have `b = 0`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 fn dot_i8_tf(a: &[i8], b: &[i8]) -> i64 {
-    let n = a.len().min(b.len());
-    let flip = _mm512_set1_epi8(i8::MIN);
-    let ones = _mm512_set1_epi8(1);
-    let (mut total, mut i) = (0i64, 0);
-    while i < n {
-        let end = (i + INT_BLOCK).min(n);
-        let mut acc = _mm512_setzero_si512();
-        let mut sum_b = _mm512_setzero_si512();
-        while i < end {
-            // SAFETY: i < n <= a.len().
-            let x = unsafe { load_bytes(a, i, n) };
-            // SAFETY: i < n <= b.len().
-            let y = unsafe { load_bytes(b, i, n) };
-            acc = _mm512_dpbusd_epi32(acc, _mm512_xor_si512(x, flip), y);
-            sum_b = _mm512_dpbusd_epi32(sum_b, ones, y);
-            i += 64;
-        }
-        // Lane-wise ⟨a + 128, b⟩ − 128 Σb in wrapping i32: the block's true total is below
-        // 2³¹ in magnitude, so one wrapped reduction gives it exactly.
-        let sum = _mm512_sub_epi32(acc, _mm512_slli_epi32::<7>(sum_b));
-        total += i64::from(_mm512_reduce_add_epi32(sum));
-    }
-    total
+    let x80 = _mm512_set1_epi8(i8::MIN);
+    int_blocks(
+        a,
+        b,
+        |x, y, acc| {
+            acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_xor_si512(x, x80), y);
+            acc[1] = _mm512_dpbusd_epi32(acc[1], x80, y);
+        },
+        |p, q| _mm512_sub_epi32(p, q),
+    )
 }
 
 #[cfg(test)]
