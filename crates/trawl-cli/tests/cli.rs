@@ -24,8 +24,14 @@ fn fails(args: &[&str]) -> String {
     let out = trawl(args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "trawl {args:?} should fail");
-    assert!(!stderr.contains("panicked"), "trawl {args:?} panicked: {stderr}");
-    assert!(stderr.starts_with("error: "), "trawl {args:?}: unexpected stderr {stderr}");
+    assert!(
+        !stderr.contains("panicked"),
+        "trawl {args:?} panicked: {stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: "),
+        "trawl {args:?}: unexpected stderr {stderr}"
+    );
     stderr
 }
 
@@ -57,10 +63,48 @@ fn pipeline(metric: &str) -> Data {
     let queries = dir.path().join("queries.fbin");
     let gt = dir.path().join("gt.bin");
     let graph = dir.path().join("graph.trawl");
-    ok(&["gen", s(&base), "--queries", s(&queries), "-n", "3000", "--nq", "50", "--dim", "24"]);
-    ok(&["gt", s(&base), s(&queries), "-k", "20", "--metric", metric, "-o", s(&gt)]);
-    ok(&["graph", "build", s(&base), s(&graph), "--metric", metric, "-R", "64", "-L", "100"]);
-    Data { _dir: dir, base, queries, gt, graph }
+    ok(&[
+        "gen",
+        s(&base),
+        "--queries",
+        s(&queries),
+        "-n",
+        "3000",
+        "--nq",
+        "50",
+        "--dim",
+        "24",
+    ]);
+    ok(&[
+        "gt",
+        s(&base),
+        s(&queries),
+        "-k",
+        "20",
+        "--metric",
+        metric,
+        "-o",
+        s(&gt),
+    ]);
+    ok(&[
+        "graph",
+        "build",
+        s(&base),
+        s(&graph),
+        "--metric",
+        metric,
+        "-R",
+        "64",
+        "-L",
+        "100",
+    ]);
+    Data {
+        _dir: dir,
+        base,
+        queries,
+        gt,
+        graph,
+    }
 }
 
 #[test]
@@ -69,8 +113,22 @@ fn pipeline_reaches_high_recall_and_writes_json() {
         let d = pipeline(metric);
         let json = d.graph.with_extension("json");
         ok(&[
-            "graph", "search", s(&d.base), s(&d.graph), "--queries", s(&d.queries), "--gt",
-            s(&d.gt), "--metric", metric, "-k", "10", "-L", "10,200", "--json", s(&json),
+            "graph",
+            "search",
+            s(&d.base),
+            s(&d.graph),
+            "--queries",
+            s(&d.queries),
+            "--gt",
+            s(&d.gt),
+            "--metric",
+            metric,
+            "-k",
+            "10",
+            "-L",
+            "10,200",
+            "--json",
+            s(&json),
         ]);
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -87,11 +145,20 @@ fn pipeline_reaches_high_recall_and_writes_json() {
 fn info_describes_every_kind_of_file() {
     let d = pipeline("l2");
     let out = ok(&["info", s(&d.base)]);
-    assert!(out.contains("vectors: 3000") && out.contains("dim:     24"), "{out}");
+    assert!(
+        out.contains("vectors: 3000") && out.contains("dim:     24"),
+        "{out}"
+    );
     let out = ok(&["info", s(&d.gt)]);
-    assert!(out.contains("ground truth") && out.contains("k:       20"), "{out}");
+    assert!(
+        out.contains("ground truth") && out.contains("k:       20"),
+        "{out}"
+    );
     let out = ok(&["info", s(&d.graph)]);
-    assert!(out.contains("Vamana graph") && out.contains("nodes:   3000"), "{out}");
+    assert!(
+        out.contains("Vamana graph") && out.contains("nodes:   3000"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -100,13 +167,33 @@ fn bad_inputs_give_clear_errors() {
     let dir = d.graph.parent().unwrap().to_path_buf();
 
     // k larger than the base.
-    let err = fails(&["gt", s(&d.base), s(&d.queries), "-k", "5000", "--metric", "l2", "-o", "/dev/null"]);
+    let err = fails(&[
+        "gt",
+        s(&d.base),
+        s(&d.queries),
+        "-k",
+        "5000",
+        "--metric",
+        "l2",
+        "-o",
+        "/dev/null",
+    ]);
     assert!(err.contains("5000") && err.contains("3000"), "{err}");
 
     // Wrong dimensions between base and queries.
     let other = dir.join("other.fbin");
     write_fbin(&other, 2, 7, &[0.5; 14]);
-    let err = fails(&["gt", s(&d.base), s(&other), "-k", "1", "--metric", "l2", "-o", "/dev/null"]);
+    let err = fails(&[
+        "gt",
+        s(&d.base),
+        s(&other),
+        "-k",
+        "1",
+        "--metric",
+        "l2",
+        "-o",
+        "/dev/null",
+    ]);
     assert!(err.contains("24") && err.contains('7'), "{err}");
 
     // NaN and infinite values are rejected with their row.
@@ -115,7 +202,14 @@ fn bad_inputs_give_clear_errors() {
         values[2 * 8 + 3] = bad;
         let path = dir.join("nan.fbin");
         write_fbin(&path, 4, 8, &values);
-        let err = fails(&["graph", "build", s(&path), s(&dir.join("g")), "--metric", "l2"]);
+        let err = fails(&[
+            "graph",
+            "build",
+            s(&path),
+            s(&dir.join("g")),
+            "--metric",
+            "l2",
+        ]);
         assert!(err.contains("row 2") || err.contains("row: 2"), "{err}");
     }
 
@@ -127,7 +221,14 @@ fn bad_inputs_give_clear_errors() {
     let bytes = std::fs::read(&d.base).unwrap();
     let cut = dir.join("cut.fbin");
     std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
-    let err = fails(&["graph", "build", s(&cut), s(&dir.join("g")), "--metric", "l2"]);
+    let err = fails(&[
+        "graph",
+        "build",
+        s(&cut),
+        s(&dir.join("g")),
+        "--metric",
+        "l2",
+    ]);
     assert!(err.contains("cut.fbin"), "{err}");
 
     // A missing file, a damaged graph, bad parameters.
@@ -139,17 +240,53 @@ fn bad_inputs_give_clear_errors() {
     let damaged = dir.join("damaged.trawl");
     std::fs::write(&damaged, graph).unwrap();
     let err = fails(&[
-        "graph", "search", s(&d.base), s(&damaged), "--queries", s(&d.queries), "--gt", s(&d.gt),
-        "--metric", "l2",
+        "graph",
+        "search",
+        s(&d.base),
+        s(&damaged),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "--metric",
+        "l2",
     ]);
     assert!(err.contains("checksum"), "{err}");
-    let err = fails(&["graph", "build", s(&d.base), s(&dir.join("g")), "--metric", "l2", "-R", "0"]);
+    let err = fails(&[
+        "graph",
+        "build",
+        s(&d.base),
+        s(&dir.join("g")),
+        "--metric",
+        "l2",
+        "-R",
+        "0",
+    ]);
     assert!(err.contains("`r`") && err.contains('0'), "{err}");
-    let err = fails(&["graph", "build", s(&d.base), s(&dir.join("g")), "--metric", "l2", "--alpha", "0.5"]);
+    let err = fails(&[
+        "graph",
+        "build",
+        s(&d.base),
+        s(&dir.join("g")),
+        "--metric",
+        "l2",
+        "--alpha",
+        "0.5",
+    ]);
     assert!(err.contains("alpha") || err.contains('α'), "{err}");
     let err = fails(&[
-        "graph", "search", s(&d.base), s(&d.graph), "--queries", s(&d.queries), "--gt", s(&d.gt),
-        "--metric", "l2", "-k", "50",
+        "graph",
+        "search",
+        s(&d.base),
+        s(&d.graph),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "--metric",
+        "l2",
+        "-k",
+        "50",
     ]);
     assert!(err.contains("50"), "{err}");
     let err = fails(&["gen", s(&dir.join("x.txt")), "-n", "10"]);
