@@ -26,7 +26,9 @@ use trawl::Metric;
 fn mixture(n: usize, dim: usize, seed: u64) -> Vec<f32> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let c = 64;
-    let centers: Vec<f32> = (0..c * dim).map(|_| rng.sample::<f32, _>(StandardNormal) * 3.0).collect();
+    let centers: Vec<f32> = (0..c * dim)
+        .map(|_| rng.sample::<f32, _>(StandardNormal) * 3.0)
+        .collect();
     let scales: Vec<f32> = (0..c * dim).map(|_| rng.gen_range(0.2f32..1.5)).collect();
     let mut out = Vec::with_capacity(n * dim);
     for _ in 0..n {
@@ -39,28 +41,50 @@ fn mixture(n: usize, dim: usize, seed: u64) -> Vec<f32> {
     out
 }
 
-fn ground_truth(base: &Matrix<f32>, queries: &Matrix<f32>, metric: Metric, k: usize) -> GroundTruth {
+fn ground_truth(
+    base: &Matrix<f32>,
+    queries: &Matrix<f32>,
+    metric: Metric,
+    k: usize,
+) -> GroundTruth {
     let ids: Vec<u32> = (0..queries.n())
         .into_par_iter()
         .flat_map_iter(|q| {
-            let mut all: Vec<(f32, u32)> =
-                base.rows().enumerate().map(|(i, b)| (distance(metric, queries.row(q), b), i as u32)).collect();
+            let mut all: Vec<(f32, u32)> = base
+                .rows()
+                .enumerate()
+                .map(|(i, b)| (distance(metric, queries.row(q), b), i as u32))
+                .collect();
             all.select_nth_unstable_by(k, |a, b| a.0.total_cmp(&b.0));
             all.truncate(k);
             all.sort_by(|a, b| a.0.total_cmp(&b.0));
             all.into_iter().map(|x| x.1)
         })
         .collect();
-    GroundTruth { nq: queries.n(), k, dists: vec![0.0; ids.len()], ids }
+    GroundTruth {
+        nq: queries.n(),
+        k,
+        dists: vec![0.0; ids.len()],
+        ids,
+    }
+}
+
+fn rusage() -> libc::rusage {
+    // SAFETY: rusage is a plain C struct of integers, for which all-zero bytes are valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct we pass, which we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru
+}
+
+fn cpu_secs() -> f64 {
+    let ru = rusage();
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(ru.ru_utime) + t(ru.ru_stime)
 }
 
 fn peak_rss_mib() -> f64 {
-    // SAFETY: getrusage only writes the struct we pass, which is zero-initialised and owned.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
+    let ru = rusage();
     ru.ru_maxrss as f64 / 1024.0
 }
 
@@ -87,7 +111,13 @@ fn main() {
         Some(path) => {
             let dim = num("input-dim", "128") as usize;
             let bytes = std::fs::read(path).expect("read input");
-            (bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(), dim)
+            (
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+                dim,
+            )
         }
         None => {
             let (n, dim) = (num("n", "200000") as usize, num("dim", "128") as usize);
@@ -102,16 +132,25 @@ fn main() {
         l: num("l", "100") as usize,
         alpha: num("alpha", "1.2") as f32,
         shuffle: !opt.contains_key("sequential"),
-        memory_budget_bytes: opt.get("budget-mib").map(|m| m.parse::<u64>().expect("budget") << 20),
+        memory_budget_bytes: opt
+            .get("budget-mib")
+            .map(|m| m.parse::<u64>().expect("budget") << 20),
         ..VamanaParams::default()
     };
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("pool");
     let rss_before = peak_rss_mib();
+    let cpu0 = cpu_secs();
     let t0 = Instant::now();
-    let (graph, stats) = pool.install(|| build(&base, metric, &params, &Control::with_progress())).expect("build");
+    let (graph, stats) = pool
+        .install(|| build(&base, metric, &params, &Control::with_progress()))
+        .expect("build");
     let wall = t0.elapsed().as_secs_f64();
+    let cpu = cpu_secs() - cpu0;
     println!(
-        "n={} dim={dim} metric={metric} R={} L={} alpha={} threads={threads}: build {wall:.2} s, \
+        "n={} dim={dim} metric={metric} R={} L={} alpha={} threads={threads}: build {wall:.2} s ({cpu:.2} s CPU), \
          peak RSS {:.0} MiB (before build {rss_before:.0} MiB)",
         base.n(),
         params.r,
@@ -121,13 +160,19 @@ fn main() {
     );
     println!(
         "  distances {:.3e}, avg degree {:.1}, max degree {}, isolated {}, shards {}",
-        stats.distance_computations as f64, stats.avg_degree, stats.max_degree, stats.isolated, stats.shards
+        stats.distance_computations as f64,
+        stats.avg_degree,
+        stats.max_degree,
+        stats.isolated,
+        stats.shards
     );
     let truth = ground_truth(&base, &queries, metric, 10);
     let store = VectorStore::from_matrix(&base, metric);
     for l in [10, 20, 50, 100] {
         let t = Instant::now();
-        let (ids, st) = pool.install(|| search_batch(&graph, &store, &queries, 10, l)).expect("search");
+        let (ids, st) = pool
+            .install(|| search_batch(&graph, &store, &queries, 10, l))
+            .expect("search");
         let secs = t.elapsed().as_secs_f64();
         let recall = recall_at_k(&ids, 10, &truth).expect("shapes");
         println!(

@@ -46,7 +46,10 @@ impl SlotGraph {
     pub fn new(n: usize, slots: usize) -> Self {
         // Zeroed allocations come from fresh pages; converting in place keeps them untouched
         // until a list is written.
-        let rows = vec![0u32; n * (slots + 1)].into_iter().map(AtomicU32::new).collect();
+        let rows = vec![0u32; n * (slots + 1)]
+            .into_iter()
+            .map(AtomicU32::new)
+            .collect();
         let locks = (0..n).map(|_| Mutex::new(())).collect();
         Self { rows, locks, slots }
     }
@@ -64,7 +67,10 @@ impl SlotGraph {
     /// Takes the lock of node `i`.
     #[inline]
     pub fn lock(&self, i: u32) -> NodeGuard<'_> {
-        NodeGuard { node: i, _guard: self.locks[i as usize].lock() }
+        NodeGuard {
+            node: i,
+            _guard: self.locks[i as usize].lock(),
+        }
     }
 
     /// Current number of neighbours of `i`.
@@ -140,7 +146,13 @@ impl SlotGraph {
         }
         ids.truncate(n * r);
         ids.shrink_to_fit();
-        Graph { n, r, medoid, degrees, ids }
+        Graph {
+            n,
+            r,
+            medoid,
+            degrees,
+            ids,
+        }
     }
 }
 

@@ -127,7 +127,16 @@ struct ScratchPool(Vec<Mutex<Scratch>>);
 impl ScratchPool {
     fn new(n: usize) -> Self {
         let t = rayon::current_num_threads().max(1);
-        Self((0..t).map(|_| Mutex::new(Scratch { search: SearchScratch::new(n), ..Scratch::default() })).collect())
+        Self(
+            (0..t)
+                .map(|_| {
+                    Mutex::new(Scratch {
+                        search: SearchScratch::new(n),
+                        ..Scratch::default()
+                    })
+                })
+                .collect(),
+        )
     }
     fn get(&self) -> parking_lot::MutexGuard<'_, Scratch> {
         let i = rayon::current_thread_index().unwrap_or(0) % self.0.len();
@@ -154,41 +163,70 @@ pub(super) fn build_in_memory<T: Element>(
 ) -> Result<(Graph, u64), BuildError> {
     let n = store.n();
     let medoid = medoid(store, ctl)?;
-    let b = Builder { store, graph: SlotGraph::new(n, cfg.slots), cfg: *cfg, medoid };
+    let b = Builder {
+        store,
+        graph: SlotGraph::new(n, cfg.slots),
+        cfg: *cfg,
+        medoid,
+    };
     let mut order: Vec<u32> = (0..n as u32).collect();
     if cfg.shuffle {
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(cfg.seed));
     }
     let scratch = ScratchPool::new(n);
     let bar = ctl.bar("vamana build", n as u64);
-    order.par_chunks(defaults::BUILD_CHUNK).try_for_each(|chunk| {
-        ctl.check()?;
-        let mut s = scratch.get();
-        for &p in chunk {
-            b.link(p, &mut s);
-        }
-        bar.inc(chunk.len() as u64);
-        Ok::<_, BuildError>(())
-    })?;
+    order
+        .par_chunks(defaults::BUILD_CHUNK)
+        .try_for_each(|chunk| {
+            ctl.check()?;
+            let mut s = scratch.get();
+            for &p in chunk {
+                b.link(p, &mut s);
+            }
+            bar.inc(chunk.len() as u64);
+            Ok::<_, BuildError>(())
+        })?;
     bar.finish_and_clear();
     drop(order);
     b.final_prune(&scratch, ctl)?;
-    Ok((b.graph.into_graph(cfg.r, medoid), n as u64 + scratch.dists()))
+    Ok((
+        b.graph.into_graph(cfg.r, medoid),
+        n as u64 + scratch.dists(),
+    ))
 }
 
 impl<T: Element> Builder<'_, '_, T> {
     fn limits(&self) -> PruneLimits {
-        PruneLimits { degree: self.cfg.r, alpha: self.cfg.alpha, max_candidates: self.cfg.max_candidates }
+        PruneLimits {
+            degree: self.cfg.r,
+            alpha: self.cfg.alpha,
+            max_candidates: self.cfg.max_candidates,
+        }
     }
 
     /// Search, prune, set and back-link point `p`.
     fn link(&self, p: u32, s: &mut Scratch) {
         let probe = self.store.point(p);
-        let st = greedy(&self.graph, self.store, &probe, self.medoid, self.cfg.l, true, &mut s.search);
+        let st = greedy(
+            &self.graph,
+            self.store,
+            &probe,
+            self.medoid,
+            self.cfg.l,
+            true,
+            &mut s.search,
+        );
         s.dists += u64::from(st.distance_computations);
         s.pool.clear();
         s.pool.extend_from_slice(&s.search.expanded);
-        s.dists += robust_prune(self.store, p, &mut s.pool, self.limits(), &mut s.prune, &mut s.out);
+        s.dists += robust_prune(
+            self.store,
+            p,
+            &mut s.pool,
+            self.limits(),
+            &mut s.prune,
+            &mut s.out,
+        );
         {
             let g = self.graph.lock(p);
             self.graph.set(&g, &s.out);
@@ -217,10 +255,20 @@ impl<T: Element> Builder<'_, '_, T> {
     fn reprune(&self, j: u32, s: &mut Scratch) {
         let probe = self.store.point(j);
         s.pool.clear();
-        s.pool.extend(s.copy.iter().map(|&id| Neighbor { id, dist: self.store.dist(&probe, id) }));
+        s.pool.extend(s.copy.iter().map(|&id| Neighbor {
+            id,
+            dist: self.store.dist(&probe, id),
+        }));
         s.dists += s.copy.len() as u64;
         let mut out = std::mem::take(&mut s.out);
-        s.dists += robust_prune(self.store, j, &mut s.pool, self.limits(), &mut s.prune, &mut out);
+        s.dists += robust_prune(
+            self.store,
+            j,
+            &mut s.pool,
+            self.limits(),
+            &mut s.prune,
+            &mut out,
+        );
         let g = self.graph.lock(j);
         self.graph.set(&g, &out);
         s.out = out;
@@ -229,40 +277,52 @@ impl<T: Element> Builder<'_, '_, T> {
     fn final_prune(&self, scratch: &ScratchPool, ctl: &Control) -> Result<(), BuildError> {
         let n = self.store.n();
         let bar = ctl.bar("final prune", n as u64);
-        (0..n as u32).into_par_iter().with_min_len(1024).try_for_each(|j| {
-            if j % 4096 == 0 {
-                ctl.check()?;
-                bar.inc(4096);
-            }
-            if self.graph.degree(j) > self.cfg.r {
-                let mut s = scratch.get();
-                self.graph.neighbors_into(j, &mut s.copy);
-                self.reprune(j, &mut s);
-            }
-            Ok::<_, BuildError>(())
-        })?;
+        (0..n as u32)
+            .into_par_iter()
+            .with_min_len(1024)
+            .try_for_each(|j| {
+                if j % 4096 == 0 {
+                    ctl.check()?;
+                    bar.inc(4096);
+                }
+                if self.graph.degree(j) > self.cfg.r {
+                    let mut s = scratch.get();
+                    self.graph.neighbors_into(j, &mut s.copy);
+                    self.reprune(j, &mut s);
+                }
+                Ok::<_, BuildError>(())
+            })?;
         bar.finish_and_clear();
         Ok(())
     }
 }
 
 /// The point nearest (in L2) to the centroid of all points: DiskANN's entry point.
-pub(super) fn medoid<T: Element>(store: &VectorStore<'_, T>, ctl: &Control) -> Result<u32, BuildError> {
+pub(super) fn medoid<T: Element>(
+    store: &VectorStore<'_, T>,
+    ctl: &Control,
+) -> Result<u32, BuildError> {
     let (n, dim) = (store.n(), store.dim());
     let bar = ctl.bar("medoid", 2 * n as u64);
     let sum = (0..n)
         .into_par_iter()
         .with_min_len(4096)
-        .fold(|| vec![0f64; dim], |mut acc, i| {
-            for (a, x) in acc.iter_mut().zip(store.row(i)) {
-                *a += f64::from(x.to_f32());
-            }
-            acc
-        })
-        .reduce(|| vec![0f64; dim], |mut a, b| {
-            a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-            a
-        });
+        .fold(
+            || vec![0f64; dim],
+            |mut acc, i| {
+                for (a, x) in acc.iter_mut().zip(store.row(i)) {
+                    *a += f64::from(x.to_f32());
+                }
+                acc
+            },
+        )
+        .reduce(
+            || vec![0f64; dim],
+            |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                a
+            },
+        );
     bar.inc(n as u64);
     ctl.check()?;
     let centroid: Vec<f32> = sum.iter().map(|s| (s / n as f64) as f32).collect();
@@ -270,7 +330,12 @@ pub(super) fn medoid<T: Element>(store: &VectorStore<'_, T>, ctl: &Control) -> R
         .into_par_iter()
         .with_min_len(4096)
         .map(|i| {
-            let d: f32 = store.row(i).iter().zip(&centroid).map(|(x, c)| (x.to_f32() - c) * (x.to_f32() - c)).sum();
+            let d: f32 = store
+                .row(i)
+                .iter()
+                .zip(&centroid)
+                .map(|(x, c)| (x.to_f32() - c) * (x.to_f32() - c))
+                .sum();
             (d, i as u32)
         })
         .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))

@@ -68,7 +68,10 @@ impl Graph {
         }
         let total: u64 = degrees.iter().map(|&d| u64::from(d)).sum();
         if rd.remaining() as u64 != total * 4 {
-            return Err(bad(format!("{} id bytes for {total} edges", rd.remaining())));
+            return Err(bad(format!(
+                "{} id bytes for {total} edges",
+                rd.remaining()
+            )));
         }
         let mut ids = vec![0u32; n * r];
         for (i, &d) in degrees.iter().enumerate() {
@@ -80,6 +83,12 @@ impl Graph {
                 *slot = id;
             }
         }
-        Ok(Graph { n, r, medoid, degrees, ids })
+        Ok(Graph {
+            n,
+            r,
+            medoid,
+            degrees,
+            ids,
+        })
     }
 }

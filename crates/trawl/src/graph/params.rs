@@ -118,10 +118,16 @@ impl VamanaParams {
             return Err(invalid("r", format!("{} is not in 1..=65535", self.r)));
         }
         if self.l < self.r {
-            return Err(invalid("l", format!("{} is smaller than r = {}", self.l, self.r)));
+            return Err(invalid(
+                "l",
+                format!("{} is smaller than r = {}", self.l, self.r),
+            ));
         }
         if !(self.alpha >= 1.0 && self.alpha.is_finite()) {
-            return Err(invalid("alpha", format!("{} is not a finite value ≥ 1", self.alpha)));
+            return Err(invalid(
+                "alpha",
+                format!("{} is not a finite value ≥ 1", self.alpha),
+            ));
         }
         if self.max_candidates < self.r {
             return Err(invalid(
@@ -159,15 +165,36 @@ mod tests {
     #[test]
     fn bad_params_are_refused() {
         let bad = [
-            VamanaParams { r: 0, ..Default::default() },
-            VamanaParams { l: 10, ..Default::default() },
-            VamanaParams { alpha: 0.9, ..Default::default() },
-            VamanaParams { alpha: f32::NAN, ..Default::default() },
-            VamanaParams { max_candidates: 8, ..Default::default() },
-            VamanaParams { slack: 0.5, ..Default::default() },
+            VamanaParams {
+                r: 0,
+                ..Default::default()
+            },
+            VamanaParams {
+                l: 10,
+                ..Default::default()
+            },
+            VamanaParams {
+                alpha: 0.9,
+                ..Default::default()
+            },
+            VamanaParams {
+                alpha: f32::NAN,
+                ..Default::default()
+            },
+            VamanaParams {
+                max_candidates: 8,
+                ..Default::default()
+            },
+            VamanaParams {
+                slack: 0.5,
+                ..Default::default()
+            },
         ];
         for p in bad {
-            assert!(matches!(p.validate(), Err(BuildError::InvalidParam { .. })), "{p:?}");
+            assert!(
+                matches!(p.validate(), Err(BuildError::InvalidParam { .. })),
+                "{p:?}"
+            );
         }
     }
 }

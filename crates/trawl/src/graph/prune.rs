@@ -70,7 +70,11 @@ pub fn robust_prune<T: Element>(
                 }
                 let djk = store.dist(&chosen, pool[t].id);
                 computed += 1;
-                let ratio = if djk == 0.0 { f32::MAX } else { pool[t].dist / djk };
+                let ratio = if djk == 0.0 {
+                    f32::MAX
+                } else {
+                    pool[t].dist / djk
+                };
                 if ratio > occlude[t] {
                     occlude[t] = ratio;
                 }
@@ -88,7 +92,10 @@ mod tests {
 
     fn pool_of(store: &VectorStore<'_, f32>, p: u32) -> Vec<Neighbor> {
         (0..store.n() as u32)
-            .map(|id| Neighbor { id, dist: store.dist_points(p, id) })
+            .map(|id| Neighbor {
+                id,
+                dist: store.dist_points(p, id),
+            })
             .collect()
     }
 
@@ -99,13 +106,35 @@ mod tests {
         let store = VectorStore::new(&data, 2, Metric::L2).unwrap();
         let mut pool = pool_of(&store, 0);
         let mut out = Vec::new();
-        let limits = PruneLimits { degree: 3, alpha: 1.0, max_candidates: 10 };
-        robust_prune(&store, 0, &mut pool, limits, &mut PruneScratch::default(), &mut out);
+        let limits = PruneLimits {
+            degree: 3,
+            alpha: 1.0,
+            max_candidates: 10,
+        };
+        robust_prune(
+            &store,
+            0,
+            &mut pool,
+            limits,
+            &mut PruneScratch::default(),
+            &mut out,
+        );
         assert_eq!(out, vec![1, 3]);
         // A larger alpha lets b back in through the second pass.
         let mut pool = pool_of(&store, 0);
-        let limits = PruneLimits { degree: 3, alpha: 5.0, max_candidates: 10 };
-        robust_prune(&store, 0, &mut pool, limits, &mut PruneScratch::default(), &mut out);
+        let limits = PruneLimits {
+            degree: 3,
+            alpha: 5.0,
+            max_candidates: 10,
+        };
+        robust_prune(
+            &store,
+            0,
+            &mut pool,
+            limits,
+            &mut PruneScratch::default(),
+            &mut out,
+        );
         assert_eq!(out, vec![1, 3, 2]);
     }
 

@@ -29,7 +29,11 @@ pub struct CandidateList {
 impl CandidateList {
     /// An empty list that keeps at most `capacity` candidates.
     pub fn new(capacity: usize) -> Self {
-        Self { slots: Vec::with_capacity(capacity + 1), capacity, cursor: 0 }
+        Self {
+            slots: Vec::with_capacity(capacity + 1),
+            capacity,
+            cursor: 0,
+        }
     }
 
     /// Empties the list and sets its capacity (reusing the allocation).
@@ -67,7 +71,14 @@ impl CandidateList {
         if len == self.capacity {
             self.slots.pop();
         }
-        self.slots.insert(pos, Slot { id, dist, expanded: false });
+        self.slots.insert(
+            pos,
+            Slot {
+                id,
+                dist,
+                expanded: false,
+            },
+        );
         if pos < self.cursor {
             self.cursor = pos;
         }
@@ -85,7 +96,10 @@ impl CandidateList {
     pub fn pop_unexpanded(&mut self) -> Option<Neighbor> {
         let s = self.slots.get_mut(self.cursor)?;
         s.expanded = true;
-        let out = Neighbor { id: s.id, dist: s.dist };
+        let out = Neighbor {
+            id: s.id,
+            dist: s.dist,
+        };
         while self.cursor < self.slots.len() && self.slots[self.cursor].expanded {
             self.cursor += 1;
         }
@@ -94,7 +108,10 @@ impl CandidateList {
 
     /// The candidates, nearest first.
     pub fn iter(&self) -> impl Iterator<Item = Neighbor> + '_ {
-        self.slots.iter().map(|s| Neighbor { id: s.id, dist: s.dist })
+        self.slots.iter().map(|s| Neighbor {
+            id: s.id,
+            dist: s.dist,
+        })
     }
 }
 
@@ -109,7 +126,10 @@ pub struct VisitedSet {
 impl VisitedSet {
     /// An empty set for ids `< n`.
     pub fn new(n: usize) -> Self {
-        Self { bits: vec![0; n.div_ceil(64)], touched: Vec::new() }
+        Self {
+            bits: vec![0; n.div_ceil(64)],
+            touched: Vec::new(),
+        }
     }
 
     /// Makes room for ids `< n` and clears the set.

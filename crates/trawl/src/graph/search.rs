@@ -10,7 +10,10 @@ use crate::data::{GroundTruth, Matrix};
 use crate::kernels::Element;
 
 /// Vectors prefetched ahead of the distance computation.
-const PREFETCH_AHEAD: usize = 2;
+const PREFETCH_AHEAD: usize = 4;
+
+/// Prefetch the neighbour list of every candidate that enters the list.
+const PREFETCH_LISTS: bool = true;
 
 /// Counters of one search.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,7 +66,10 @@ pub struct SearchScratch {
 impl SearchScratch {
     /// Scratch for graphs of up to `n` nodes (grows on demand).
     pub fn new(n: usize) -> Self {
-        Self { visited: VisitedSet::new(n), ..Self::default() }
+        Self {
+            visited: VisitedSet::new(n),
+            ..Self::default()
+        }
     }
 }
 
@@ -97,17 +103,18 @@ pub(super) fn greedy<T: Element, A: Adjacency>(
                 s.fresh.push(id);
             }
         }
-        // Prefetch two vectors ahead: enough to hide the miss, few enough not to stall on
+        // Prefetch four vectors ahead: enough to hide the miss, few enough not to stall on
         // the line-fill buffers.
-        for &id in s.fresh.iter().take(PREFETCH_AHEAD) {
+        let ahead = PREFETCH_AHEAD;
+        for &id in s.fresh.iter().take(ahead) {
             store.prefetch(id);
         }
         for (m, &id) in s.fresh.iter().enumerate() {
-            if let Some(&next) = s.fresh.get(m + PREFETCH_AHEAD) {
+            if let Some(&next) = s.fresh.get(m + ahead) {
                 store.prefetch(next);
             }
             let d = store.dist(probe, id);
-            if s.list.insert(id, d) {
+            if s.list.insert(id, d) && PREFETCH_LISTS {
                 adj.prefetch(id);
             }
         }
@@ -116,15 +123,27 @@ pub(super) fn greedy<T: Element, A: Adjacency>(
     stats
 }
 
-fn check(graph: &Graph, store: &VectorStore<'_, impl Element>, qdim: usize, k: usize, l: usize) -> Result<(), SearchError> {
+fn check(
+    graph: &Graph,
+    store: &VectorStore<'_, impl Element>,
+    qdim: usize,
+    k: usize,
+    l: usize,
+) -> Result<(), SearchError> {
     if k == 0 || k > l {
         return Err(SearchError::InvalidK { k, l });
     }
     if qdim != store.dim() {
-        return Err(SearchError::DimMismatch { expected: store.dim(), got: qdim });
+        return Err(SearchError::DimMismatch {
+            expected: store.dim(),
+            got: qdim,
+        });
     }
     if graph.n() != store.n() {
-        return Err(SearchError::SizeMismatch { graph: graph.n(), store: store.n() });
+        return Err(SearchError::SizeMismatch {
+            graph: graph.n(),
+            store: store.n(),
+        });
     }
     Ok(())
 }
@@ -142,7 +161,12 @@ pub fn search<T: Element>(
     check(graph, store, query.len(), k, l)?;
     let probe = store.query(query);
     let stats = greedy(graph, store, &probe, graph.medoid(), l, false, scratch);
-    let hits = scratch.list.iter().take(k).map(|n| (n.id, n.dist)).collect();
+    let hits = scratch
+        .list
+        .iter()
+        .take(k)
+        .map(|n| (n.id, n.dist))
+        .collect();
     Ok((hits, stats))
 }
 
@@ -188,7 +212,10 @@ pub fn recall_at_k(found: &[u32], k: usize, truth: &GroundTruth) -> Option<f64> 
     let mut hit = 0usize;
     for q in 0..truth.nq {
         let t = &truth.ids(q)[..k];
-        hit += found[q * k..(q + 1) * k].iter().filter(|id| t.contains(id)).count();
+        hit += found[q * k..(q + 1) * k]
+            .iter()
+            .filter(|id| t.contains(id))
+            .count();
     }
     Some(hit as f64 / (truth.nq * k) as f64)
 }
@@ -199,7 +226,12 @@ mod tests {
 
     #[test]
     fn recall_counts_the_intersection() {
-        let truth = GroundTruth { nq: 2, k: 3, ids: vec![1, 2, 3, 4, 5, 6], dists: vec![0.0; 6] };
+        let truth = GroundTruth {
+            nq: 2,
+            k: 3,
+            ids: vec![1, 2, 3, 4, 5, 6],
+            dists: vec![0.0; 6],
+        };
         assert_eq!(recall_at_k(&[3, 2, 9, 4, 8, 7], 3, &truth), Some(0.5));
         assert_eq!(recall_at_k(&[1, 4], 1, &truth), Some(1.0));
         assert_eq!(recall_at_k(&[1], 1, &truth), None);

@@ -38,36 +38,63 @@ fn sample_size(n: usize) -> usize {
 }
 
 /// Chooses the shard count for `budget`; returns it with the estimated peak bytes.
-fn plan<T: Element>(n: usize, dim: usize, metric: Metric, cfg: &VamanaConfig, budget: u64) -> Result<(usize, u64), BuildError> {
+fn plan<T: Element>(
+    n: usize,
+    dim: usize,
+    metric: Metric,
+    cfg: &VamanaConfig,
+    budget: u64,
+) -> Result<(usize, u64), BuildError> {
     let sample_n = sample_size(n);
     let fixed = SlotGraph::bytes_for(n, cfg.r) + 8 * n as u64 + working_bytes(n, metric, cfg)
         - SlotGraph::bytes_for(n, cfg.slots)
         + (sample_n * dim * 4) as u64;
-    let per_point = (dim * std::mem::size_of::<T>()) as u64 + SlotGraph::bytes_for(1, cfg.slots) + 4 + 8;
+    let per_point =
+        (dim * std::mem::size_of::<T>()) as u64 + SlotGraph::bytes_for(1, cfg.slots) + 4 + 8;
     let min_shard = (4 * cfg.r) as u64;
     let needed = fixed + min_shard * per_point;
     if budget < needed {
-        return Err(BuildError::BudgetTooSmall { budget_bytes: budget, needed_bytes: needed });
+        return Err(BuildError::BudgetTooSmall {
+            budget_bytes: budget,
+            needed_bytes: needed,
+        });
     }
     let cap = (budget - fixed) / per_point;
-    let want = (defaults::SHARD_OVERLAP as f64 * n as f64 * defaults::SHARD_IMBALANCE / cap as f64).ceil() as usize;
+    let want = (defaults::SHARD_OVERLAP as f64 * n as f64 * defaults::SHARD_IMBALANCE / cap as f64)
+        .ceil() as usize;
     let k = want.max(defaults::SHARD_OVERLAP + 1);
     if k * 4 > sample_n {
         let needed = fixed + (2 * n as u64 * per_point) / (sample_n as u64 / 4).max(1);
-        return Err(BuildError::BudgetTooSmall { budget_bytes: budget, needed_bytes: needed });
+        return Err(BuildError::BudgetTooSmall {
+            budget_bytes: budget,
+            needed_bytes: needed,
+        });
     }
     let shard_points = (defaults::SHARD_OVERLAP * n).div_ceil(k) as f64 * defaults::SHARD_IMBALANCE;
     Ok((k, fixed + shard_points as u64 * per_point))
 }
 
 /// Clusters a sample and returns each point's two nearest centroids.
-fn assign<T: Element>(data: &Matrix<T>, k: usize, seed: u64, ctl: &Control) -> Result<Vec<[u32; 2]>, BuildError> {
+fn assign<T: Element>(
+    data: &Matrix<T>,
+    k: usize,
+    seed: u64,
+    ctl: &Control,
+) -> Result<Vec<[u32; 2]>, BuildError> {
     let (n, dim) = (data.n(), data.dim());
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut idx = sample(&mut rng, n, sample_size(n)).into_vec();
     idx.sort_unstable();
-    let flat: Vec<f32> = idx.iter().flat_map(|&i| data.row(i).iter().map(|x| x.to_f32())).collect();
-    let params = KMeansParams { k, max_iters: 10, seed, max_sample: flat.len() / dim };
+    let flat: Vec<f32> = idx
+        .iter()
+        .flat_map(|&i| data.row(i).iter().map(|x| x.to_f32()))
+        .collect();
+    let params = KMeansParams {
+        k,
+        max_iters: 10,
+        seed,
+        max_sample: flat.len() / dim,
+    };
     let km: KMeans = kmeans::train(&flat, dim, &params, ctl)?;
     drop(flat);
     let bar = ctl.bar("shard assign", n as u64);
@@ -112,7 +139,9 @@ pub(super) fn build_sharded<T: Element>(
     let mut dists = n as u64;
     let bar = ctl.bar("shards", k as u64);
     for s in 0..k as u32 {
-        let members: Vec<u32> = (0..n as u32).filter(|&i| assignment[i as usize].contains(&s)).collect();
+        let members: Vec<u32> = (0..n as u32)
+            .filter(|&i| assignment[i as usize].contains(&s))
+            .collect();
         if members.is_empty() {
             continue;
         }
@@ -145,16 +174,32 @@ fn merge<T: Element>(
     s: u32,
     cfg: &VamanaConfig,
 ) -> u64 {
-    let limits = PruneLimits { degree: cfg.r, alpha: cfg.alpha, max_candidates: cfg.max_candidates };
+    let limits = PruneLimits {
+        degree: cfg.r,
+        alpha: cfg.alpha,
+        max_candidates: cfg.max_candidates,
+    };
     members
         .par_iter()
         .enumerate()
         .with_min_len(256)
         .map_init(
-            || (Vec::<u32>::new(), Vec::<Neighbor>::new(), PruneScratch::default(), Vec::<u32>::new()),
+            || {
+                (
+                    Vec::<u32>::new(),
+                    Vec::<Neighbor>::new(),
+                    PruneScratch::default(),
+                    Vec::<u32>::new(),
+                )
+            },
             |(list, pool, ps, out), (u, &g)| {
                 list.clear();
-                list.extend(shard.neighbors(u as u32).iter().map(|&v| members[v as usize]));
+                list.extend(
+                    shard
+                        .neighbors(u as u32)
+                        .iter()
+                        .map(|&v| members[v as usize]),
+                );
                 let lock = merged.lock(g);
                 let first = assignment[g as usize].iter().copied().min() == Some(s);
                 if first {
@@ -166,7 +211,10 @@ fn merge<T: Element>(
                 list.extend_from_slice(&old);
                 let probe = global.point(g);
                 pool.clear();
-                pool.extend(list.iter().map(|&id| Neighbor { id, dist: global.dist(&probe, id) }));
+                pool.extend(list.iter().map(|&id| Neighbor {
+                    id,
+                    dist: global.dist(&probe, id),
+                }));
                 let c = list.len() as u64 + robust_prune(global, g, pool, limits, ps, out);
                 merged.set(&lock, out);
                 c

@@ -44,7 +44,7 @@ impl<'a, T: Element> VectorStore<'a, T> {
     /// does not divide the length.
     pub fn new(data: &'a [T], dim: usize, metric: Metric) -> Option<Self> {
         use rayon::prelude::*;
-        if dim == 0 || data.len() % dim != 0 {
+        if dim == 0 || !data.len().is_multiple_of(dim) {
             return None;
         }
         let n = data.len() / dim;
@@ -62,7 +62,15 @@ impl<'a, T: Element> VectorStore<'a, T> {
         } else {
             (Vec::new(), 0.0)
         };
-        Some(Self { data, dim, n, metric, norms, lift, max_norm_sq })
+        Some(Self {
+            data,
+            dim,
+            n,
+            metric,
+            norms,
+            lift,
+            max_norm_sq,
+        })
     }
 
     /// Wraps a matrix.
@@ -115,8 +123,16 @@ impl<'a, T: Element> VectorStore<'a, T> {
     /// native distances.
     #[inline]
     pub fn query<'q>(&self, q: &'q [T]) -> Probe<'q, T> {
-        let norm_sq = if self.metric == Metric::Cosine { T::norm_sq(q) } else { 0.0 };
-        Probe { vec: q, norm_sq, lift: None }
+        let norm_sq = if self.metric == Metric::Cosine {
+            T::norm_sq(q)
+        } else {
+            0.0
+        };
+        Probe {
+            vec: q,
+            norm_sq,
+            lift: None,
+        }
     }
 
     /// Distance from `p` to stored point `j` (see the module table).
