@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release -p trawl --example graph_build -- \
 //!     [--n 200000] [--dim 128] [--metric l2|cosine|ip] [--r 64] [--l 100] [--alpha 1.2] \
-//!     [--threads 2] [--nq 1000] [--input base.f32 --input-dim D] [--sequential] [--budget-mib M]
+//!     [--threads 2] [--slack 1.3] [--nq 1000] [--input base.f32 --input-dim D] [--sequential] [--budget-mib M]
 //! ```
 //!
 //! Without `--input`, data is a seeded anisotropic Gaussian mixture; with it, a raw file of
@@ -132,6 +132,7 @@ fn main() {
         l: num("l", "100") as usize,
         alpha: num("alpha", "1.2") as f32,
         shuffle: !opt.contains_key("sequential"),
+        slack: num("slack", "1.3") as f32,
         memory_budget_bytes: opt
             .get("budget-mib")
             .map(|m| m.parse::<u64>().expect("budget") << 20),

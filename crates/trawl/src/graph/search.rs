@@ -19,9 +19,9 @@ const PREFETCH_LISTS: bool = true;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SearchStats {
     /// Nodes expanded (neighbour lists read).
-    pub hops: u32,
+    pub hops: u64,
     /// Distances computed.
-    pub distance_computations: u32,
+    pub distance_computations: u64,
 }
 
 /// Why a search was refused.
@@ -118,7 +118,7 @@ pub(super) fn greedy<T: Element, A: Adjacency>(
                 adj.prefetch(id);
             }
         }
-        stats.distance_computations += s.fresh.len() as u32;
+        stats.distance_computations += s.fresh.len() as u64;
     }
     stats
 }
