@@ -233,7 +233,7 @@ mod tests {
         let cfg = VamanaParams::default().validate().unwrap();
         let (n, dim) = (1_000_000, 128);
         let single = crate::graph::estimate_bytes::<f32>(n, dim, Metric::L2, &cfg);
-        for budget in [single / 2, single / 3] {
+        for budget in [single / 2, single * 2 / 3] {
             let (k, est) = plan::<f32>(n, dim, Metric::L2, &cfg, budget).unwrap();
             assert!(
                 k >= 3 && est <= budget,
