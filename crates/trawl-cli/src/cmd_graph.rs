@@ -311,8 +311,8 @@ pub fn sweep_one<T: Element>(
         found.extend(hits.iter().map(|h| h.0));
         found.resize(found.len() + k - hits.len(), u32::MAX);
         lat.push(*us);
-        hops += u64::from(stats.hops);
-        dists += u64::from(stats.distance_computations);
+        hops += stats.hops;
+        dists += stats.distance_computations;
     }
     let truth = GroundTruth {
         nq: queries.n(),

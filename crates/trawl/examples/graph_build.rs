@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release -p trawl --example graph_build -- \
 //!     [--n 200000] [--dim 128] [--metric l2|cosine|ip] [--r 64] [--l 100] [--alpha 1.2] \
-//!     [--threads 2] [--nq 1000] [--input base.f32 --input-dim D] [--sequential] [--budget-mib M]
+//!     [--threads 2] [--slack 1.3] [--nq 1000] [--input base.f32 --input-dim D] [--sequential] [--budget-mib M]
 //! ```
 //!
 //! Without `--input`, data is a seeded anisotropic Gaussian mixture; with it, a raw file of
@@ -69,11 +69,22 @@ fn ground_truth(
     }
 }
 
-fn peak_rss_mib() -> f64 {
-    // SAFETY: `rusage` is plain old data, for which all-zero bytes are a valid value.
+fn rusage() -> libc::rusage {
+    // SAFETY: rusage is a plain C struct of integers, for which all-zero bytes are valid.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage only writes the struct we pass, which is owned and initialised.
+    // SAFETY: getrusage only writes the struct we pass, which we own.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru
+}
+
+fn cpu_secs() -> f64 {
+    let ru = rusage();
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+fn peak_rss_mib() -> f64 {
+    let ru = rusage();
     ru.ru_maxrss as f64 / 1024.0
 }
 
@@ -121,6 +132,7 @@ fn main() {
         l: num("l", "100") as usize,
         alpha: num("alpha", "1.2") as f32,
         shuffle: !opt.contains_key("sequential"),
+        slack: num("slack", "1.3") as f32,
         memory_budget_bytes: opt
             .get("budget-mib")
             .map(|m| m.parse::<u64>().expect("budget") << 20),
@@ -131,13 +143,15 @@ fn main() {
         .build()
         .expect("pool");
     let rss_before = peak_rss_mib();
+    let cpu0 = cpu_secs();
     let t0 = Instant::now();
     let (graph, stats) = pool
         .install(|| build(&base, metric, &params, &Control::with_progress()))
         .expect("build");
     let wall = t0.elapsed().as_secs_f64();
+    let cpu = cpu_secs() - cpu0;
     println!(
-        "n={} dim={dim} metric={metric} R={} L={} alpha={} threads={threads}: build {wall:.2} s, \
+        "n={} dim={dim} metric={metric} R={} L={} alpha={} threads={threads}: build {wall:.2} s ({cpu:.2} s CPU), \
          peak RSS {:.0} MiB (before build {rss_before:.0} MiB)",
         base.n(),
         params.r,

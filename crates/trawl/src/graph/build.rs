@@ -216,7 +216,7 @@ impl<T: Element> Builder<'_, '_, T> {
             true,
             &mut s.search,
         );
-        s.dists += u64::from(st.distance_computations);
+        s.dists += st.distance_computations;
         s.pool.clear();
         s.pool.extend_from_slice(&s.search.expanded);
         s.dists += robust_prune(

@@ -10,15 +10,18 @@ use crate::data::{GroundTruth, Matrix};
 use crate::kernels::Element;
 
 /// Vectors prefetched ahead of the distance computation.
-const PREFETCH_AHEAD: usize = 2;
+const PREFETCH_AHEAD: usize = 4;
+
+/// Prefetch the neighbour list of every candidate that enters the list.
+const PREFETCH_LISTS: bool = true;
 
 /// Counters of one search.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SearchStats {
     /// Nodes expanded (neighbour lists read).
-    pub hops: u32,
+    pub hops: u64,
     /// Distances computed.
-    pub distance_computations: u32,
+    pub distance_computations: u64,
 }
 
 /// Why a search was refused.
@@ -100,21 +103,22 @@ pub(super) fn greedy<T: Element, A: Adjacency>(
                 s.fresh.push(id);
             }
         }
-        // Prefetch two vectors ahead: enough to hide the miss, few enough not to stall on
+        // Prefetch four vectors ahead: enough to hide the miss, few enough not to stall on
         // the line-fill buffers.
-        for &id in s.fresh.iter().take(PREFETCH_AHEAD) {
+        let ahead = PREFETCH_AHEAD;
+        for &id in s.fresh.iter().take(ahead) {
             store.prefetch(id);
         }
         for (m, &id) in s.fresh.iter().enumerate() {
-            if let Some(&next) = s.fresh.get(m + PREFETCH_AHEAD) {
+            if let Some(&next) = s.fresh.get(m + ahead) {
                 store.prefetch(next);
             }
             let d = store.dist(probe, id);
-            if s.list.insert(id, d) {
+            if s.list.insert(id, d) && PREFETCH_LISTS {
                 adj.prefetch(id);
             }
         }
-        stats.distance_computations += s.fresh.len() as u32;
+        stats.distance_computations += s.fresh.len() as u64;
     }
     stats
 }

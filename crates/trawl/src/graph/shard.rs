@@ -222,3 +222,25 @@ fn merge<T: Element>(
         )
         .sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::VamanaParams;
+
+    #[test]
+    fn plan_fits_the_budget_or_refuses() {
+        let cfg = VamanaParams::default().validate().unwrap();
+        let (n, dim) = (1_000_000, 128);
+        let single = crate::graph::estimate_bytes::<f32>(n, dim, Metric::L2, &cfg);
+        for budget in [single / 2, single * 2 / 3] {
+            let (k, est) = plan::<f32>(n, dim, Metric::L2, &cfg, budget).unwrap();
+            assert!(
+                k >= 3 && est <= budget,
+                "k {k}, estimate {est}, budget {budget}"
+            );
+        }
+        let err = plan::<f32>(n, dim, Metric::L2, &cfg, 1 << 20).unwrap_err();
+        assert!(matches!(err, BuildError::BudgetTooSmall { .. }));
+    }
+}

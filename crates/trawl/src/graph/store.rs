@@ -6,8 +6,12 @@
 //! | metric | kept per vector | distance between stored points (build) | query distance |
 //! |---|---|---|---|
 //! | L2 | nothing | `‖a − b‖²` | `‖q − b‖²` |
-//! | cosine | `‖x‖²` | `1 − cos(a, b)` | `1 − cos(q, b)` |
+//! | cosine | `1/‖x‖` (0 for a zero vector) | `1 − ⟨a,b⟩/(‖a‖‖b‖)` | `1 − ⟨q,b⟩/(‖q‖‖b‖)` |
 //! | inner product | `‖x‖²` | `2M² − 2⟨a,b⟩ − 2·e(a)·e(b)` | `−⟨q, b⟩` |
+//!
+//! For cosine the inverse norm is kept so a distance costs one dot product and two
+//! multiplications (no square root, no division); a zero vector gets distance 1 to everything,
+//! as in [`crate::kernels::cosine_from_parts`].
 //!
 //! For inner product the build uses the Euclidean distance of the MIPS-to-L2 lift
 //! `x ↦ (x, e(x))`, `e(x) = √(M² − ‖x‖²)` with `M` the largest norm, computed from the dot
@@ -16,7 +20,17 @@
 //! search with the native distance, and robust prune sees a true metric (negative
 //! inner-product "distances" break its occlusion rule).
 
-use crate::kernels::{cosine_from_parts, Element, Metric};
+use crate::kernels::{Element, Metric};
+
+/// `1/√s`, or 0 when `s` is not positive.
+#[inline]
+fn inverse_norm(norm_sq: f32) -> f32 {
+    if norm_sq > 0.0 {
+        1.0 / norm_sq.sqrt()
+    } else {
+        0.0
+    }
+}
 
 /// Borrowed vectors plus the per-vector norms their metric needs.
 #[derive(Debug)]
@@ -34,7 +48,8 @@ pub struct VectorStore<'a, T: Element> {
 #[derive(Debug, Clone, Copy)]
 pub struct Probe<'q, T: Element> {
     vec: &'q [T],
-    norm_sq: f32,
+    /// Cosine: `1/‖x‖`; otherwise unused.
+    inv_norm: f32,
     /// `Some(e(x))` for a stored point under inner product (build distance), else `None`.
     lift: Option<f32>,
 }
@@ -50,7 +65,12 @@ impl<'a, T: Element> VectorStore<'a, T> {
         let n = data.len() / dim;
         let norms: Vec<f32> = match metric {
             Metric::L2 => Vec::new(),
-            Metric::Cosine | Metric::InnerProduct => data
+            Metric::Cosine => data
+                .par_chunks_exact(dim)
+                .with_min_len(1024)
+                .map(|x| inverse_norm(T::norm_sq(x)))
+                .collect(),
+            Metric::InnerProduct => data
                 .par_chunks_exact(dim)
                 .with_min_len(1024)
                 .map(T::norm_sq)
@@ -114,7 +134,10 @@ impl<'a, T: Element> VectorStore<'a, T> {
         let i = i as usize;
         Probe {
             vec: self.row(i),
-            norm_sq: self.norms.get(i).copied().unwrap_or(0.0),
+            inv_norm: match self.metric {
+                Metric::Cosine => self.norms[i],
+                _ => 0.0,
+            },
             lift: self.lift.get(i).copied(),
         }
     }
@@ -123,14 +146,13 @@ impl<'a, T: Element> VectorStore<'a, T> {
     /// native distances.
     #[inline]
     pub fn query<'q>(&self, q: &'q [T]) -> Probe<'q, T> {
-        let norm_sq = if self.metric == Metric::Cosine {
-            T::norm_sq(q)
-        } else {
-            0.0
+        let inv_norm = match self.metric {
+            Metric::Cosine => inverse_norm(T::norm_sq(q)),
+            _ => 0.0,
         };
         Probe {
             vec: q,
-            norm_sq,
+            inv_norm,
             lift: None,
         }
     }
@@ -142,7 +164,7 @@ impl<'a, T: Element> VectorStore<'a, T> {
         let b = self.row(j);
         match self.metric {
             Metric::L2 => T::l2_sq(p.vec, b),
-            Metric::Cosine => cosine_from_parts(T::dot(p.vec, b), p.norm_sq, self.norms[j]),
+            Metric::Cosine => 1.0 - T::dot(p.vec, b) * p.inv_norm * self.norms[j],
             Metric::InnerProduct => {
                 let dot = T::dot(p.vec, b);
                 match p.lift {
