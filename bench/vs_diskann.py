@@ -235,6 +235,8 @@ def write_outputs(dataset: str, meta: dict) -> Path:
     run_ids = {s["meta"]["run_id"] for s in sides.values()}
     if len(run_ids) > 1:
         log("note: the two sides come from different runs: " + ", ".join(sorted(run_ids)))
+    for v in sides.values():  # recompute, so a re-render picks up newer aggregation code
+        v["median"] = median_side(v["runs"])
     md, csv_rows = render(dataset, {k: v["median"] for k, v in sides.items()}, meta)
     if len(run_ids) > 1:
         md += "\n**Note:** the sides were measured in different runs: " + \
