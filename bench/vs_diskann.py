@@ -104,13 +104,14 @@ def run_trawl(ds: datasets.Dataset, args: argparse.Namespace, work: Path) -> dic
     build = run_measured(
         [exe, "graph", "build", ds.base, str(graph), "--metric", ds.metric, "-R", str(args.R),
          "-L", str(args.L), "--alpha", str(args.alpha), "--threads", str(args.threads),
-         "--report", str(report)], work / "trawl-build.log")
+         "--report", str(report), "--quiet"], work / "trawl-build.log")
     rep = json.loads(report.read_text())
     out = work / "trawl-search.json"
     search = run_measured(
         [exe, "graph", "search", ds.base, str(graph), "--queries", ds.query, "--gt", ds.gt,
-         "-k", str(args.k), "-L", args.search_L, "--threads", str(args.threads),
-         "--json", str(out)], work / "trawl-search.log")
+         "--metric", ds.metric, "-k", str(args.k), "-L", args.search_L,
+         "--threads", str(args.threads), "--json", str(out), "--quiet"],
+        work / "trawl-search.log")
     s = json.loads(out.read_text())
     index_bytes = graph.stat().st_size if graph.exists() else None
     if not args.keep_index:
@@ -235,6 +236,8 @@ def write_outputs(dataset: str, meta: dict) -> Path:
     run_ids = {s["meta"]["run_id"] for s in sides.values()}
     if len(run_ids) > 1:
         log("note: the two sides come from different runs: " + ", ".join(sorted(run_ids)))
+    for v in sides.values():  # recompute, so a re-render picks up newer aggregation code
+        v["median"] = median_side(v["runs"])
     md, csv_rows = render(dataset, {k: v["median"] for k, v in sides.items()}, meta)
     if len(run_ids) > 1:
         md += "\n**Note:** the sides were measured in different runs: " + \
