@@ -12,16 +12,20 @@ pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> Re
 }
 
 /// Peak resident set size of this process so far, in bytes.
+///
+/// Read from `VmHWM` in `/proc/self/status`, the high-water mark of this process's own address
+/// space. `getrusage`'s `ru_maxrss` is not used: across `exec` it keeps the peak of the process
+/// that forked us (e.g. a Python driver), which inflates small figures.
 pub fn peak_rss_bytes() -> u64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a full `rusage` into the pointer we pass; RUSAGE_SELF is valid.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    if rc != 0 {
-        return 0;
-    }
-    // SAFETY: getrusage returned 0, so it initialised the struct.
-    let usage = unsafe { usage.assume_init() };
-    u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| {
+                let kib = line.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim();
+                kib.parse::<u64>().ok()
+            })
+        })
+        .map_or(0, |kib| kib * 1024)
 }
 
 /// `1.5 GiB`-style formatting.
