@@ -55,6 +55,9 @@ pub struct BuildArgs {
     /// Random seed.
     #[arg(long, default_value_t = VamanaParams::default().seed)]
     pub seed: u64,
+    /// Insert points in id order instead of a seeded random order.
+    #[arg(long)]
+    pub sequential: bool,
     /// Write a JSON build report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -169,6 +172,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<BuildReport> {
         alpha: args.alpha,
         max_candidates: args.max_candidates,
         seed: args.seed,
+        shuffle: !args.sequential,
         memory_budget_bytes: args
             .memory_budget_gb
             .map(|g| (g * (1u64 << 30) as f64) as u64),

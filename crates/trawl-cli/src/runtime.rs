@@ -21,7 +21,11 @@ pub fn peak_rss_bytes() -> u64 {
         .ok()
         .and_then(|status| {
             status.lines().find_map(|line| {
-                let kib = line.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim();
+                let kib = line
+                    .strip_prefix("VmHWM:")?
+                    .trim()
+                    .strip_suffix("kB")?
+                    .trim();
                 kib.parse::<u64>().ok()
             })
         })
