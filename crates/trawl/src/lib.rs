@@ -10,6 +10,7 @@
 //! - [`quant`]: vector quantisers (product quantisation).
 //! - [`graph`]: Vamana graph build, robust prune, in-memory search.
 //! - [`layout`]: on-disk file envelopes (magic, version, checksum).
+//! - [`mem`]: placement of large build arrays (transparent huge pages).
 //! - [`progress`]: progress reporting and cancellation, passed explicitly to long operations.
 
 pub mod data;
@@ -17,6 +18,7 @@ pub mod exact;
 pub mod graph;
 pub mod kernels;
 pub mod layout;
+pub mod mem;
 pub mod progress;
 pub mod quant;
 pub mod synth;

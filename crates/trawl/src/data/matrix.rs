@@ -123,6 +123,26 @@ impl<T: Element> Matrix<T> {
         matches!(self.backing, Backing::Mapped { .. })
     }
 
+    /// A copy of the elements for heavy random access: placed on transparent huge pages (see
+    /// [`crate::mem`]) and, when the matrix is memory-mapped, copied in chunks whose mapped
+    /// pages are dropped from this process as soon as they are copied, so the copy does not
+    /// double the resident memory. The matrix stays valid: a later read pages the file in again.
+    /// Returns `None` for an owned matrix (use it in place).
+    pub fn resident_copy(&self) -> Option<Vec<T>> {
+        if !self.is_mapped() {
+            return None;
+        }
+        let all = self.as_slice();
+        let mut out: Vec<T> = Vec::with_capacity(all.len());
+        crate::mem::advise_huge_pages(&mut out);
+        let chunk = (16usize << 20) / std::mem::size_of::<T>();
+        for part in all.chunks(chunk.max(1)) {
+            out.extend_from_slice(part);
+            crate::mem::release_mapped(part);
+        }
+        Some(out)
+    }
+
     /// The elements as an owned vector (copies when mapped).
     pub fn into_vec(self) -> Vec<T> {
         match self.backing {
@@ -221,6 +241,27 @@ mod tests {
         drop(m);
         assert_eq!(c.row(0), &[0.0, 1.0, 2.0]);
         assert_eq!(c.slice_rows(1, 10).as_slice(), &[3.0, 4.0, 5.0]);
+    }
+
+    #[test]
+    fn resident_copy_keeps_the_mapping_valid() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        // 5M floats: several 16 MiB copy chunks and many whole pages to release.
+        let vals: Vec<f32> = (0..5_000_000).map(|x| x as f32 * 0.5).collect();
+        let mut bytes = vec![0u8; 8];
+        bytes.extend_from_slice(bytemuck::cast_slice(&vals));
+        std::fs::write(&path, &bytes).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: the temporary file is not modified while mapped.
+        let mmap = Arc::new(unsafe { Mmap::map(&file) }.unwrap());
+        let m = Matrix::<f32>::from_mmap(mmap, 8, 1_000_000, 5).unwrap();
+        let copy = m.resident_copy().unwrap();
+        assert_eq!(copy, vals);
+        // The released pages read back the file contents.
+        assert_eq!(m.as_slice(), &vals[..]);
+        let owned = Matrix::from_vec(vals, 5).unwrap();
+        assert!(owned.resident_copy().is_none());
     }
 
     #[test]

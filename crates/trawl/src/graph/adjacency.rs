@@ -46,7 +46,7 @@ impl SlotGraph {
     pub fn new(n: usize, slots: usize) -> Self {
         // Zeroed allocations come from fresh pages; converting in place keeps them untouched
         // until a list is written.
-        let rows = vec![0u32; n * (slots + 1)]
+        let rows = crate::mem::zeroed_huge::<u32>(n * (slots + 1))
             .into_iter()
             .map(AtomicU32::new)
             .collect();
@@ -90,14 +90,21 @@ impl SlotGraph {
         &self.rows[s..s + self.slots]
     }
 
-    /// Hints the CPU to load the list of node `i`.
+    /// Hints the CPU to load the list of node `i` (every cache line of its row).
     #[inline]
     pub fn prefetch_row(&self, i: u32) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(first) = self.rows.get(i as usize * (self.slots + 1)) {
+        {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // SAFETY: prefetch never faults; the pointer is to an element of `rows`.
-            unsafe { _mm_prefetch(first.as_ptr().cast::<i8>().cast_const(), _MM_HINT_T0) };
+            let stride = self.slots + 1;
+            let start = i as usize * stride;
+            if let Some(row) = self.rows.get(start..start + stride) {
+                let base = row.as_ptr().cast::<i8>();
+                for off in (0..stride * 4).step_by(64) {
+                    // SAFETY: prefetch never faults; `base + off` stays inside the row.
+                    unsafe { _mm_prefetch(base.wrapping_add(off), _MM_HINT_T0) };
+                }
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = i;

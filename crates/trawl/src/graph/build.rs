@@ -68,7 +68,11 @@ pub fn build<T: Element>(
             (g, d, s, e)
         }
         _ => {
-            let store = VectorStore::from_matrix(data, metric);
+            // A mapped file is copied onto huge pages (and its mapped pages released): the
+            // build reads rows at random, and 4 KiB pages would add a TLB miss to most reads.
+            let owned = data.resident_copy();
+            let rows = owned.as_deref().unwrap_or(data.as_slice());
+            let store = VectorStore::new(rows, data.dim(), metric).expect("matrix shape is valid");
             let (g, d) = build_in_memory(&store, &cfg, ctl)?;
             (g, d, 1, single)
         }
@@ -118,6 +122,7 @@ struct Scratch {
     pool: Vec<Neighbor>,
     out: Vec<u32>,
     copy: Vec<u32>,
+    copy_dists: Vec<f32>,
     dists: u64,
 }
 
@@ -254,11 +259,14 @@ impl<T: Element> Builder<'_, '_, T> {
     /// Prunes `s.copy` (the candidate list of `j`) to `R` and stores it as `j`'s list.
     fn reprune(&self, j: u32, s: &mut Scratch) {
         let probe = self.store.point(j);
+        self.store.dist_batch(&probe, &s.copy, &mut s.copy_dists);
         s.pool.clear();
-        s.pool.extend(s.copy.iter().map(|&id| Neighbor {
-            id,
-            dist: self.store.dist(&probe, id),
-        }));
+        s.pool.extend(
+            s.copy
+                .iter()
+                .zip(&s.copy_dists)
+                .map(|(&id, &dist)| Neighbor { id, dist }),
+        );
         s.dists += s.copy.len() as u64;
         let mut out = std::mem::take(&mut s.out);
         s.dists += robust_prune(

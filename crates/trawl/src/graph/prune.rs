@@ -16,6 +16,17 @@ use crate::kernels::Element;
 #[derive(Debug, Default, Clone)]
 pub struct PruneScratch {
     occlude: Vec<f32>,
+    /// The pool's vectors as f32, dimension-major: `cols[k·len + t]` is element `k` of
+    /// candidate `t`.
+    cols: Vec<f32>,
+    /// [`VectorStore::pair_aux`] of each candidate.
+    aux: Vec<f32>,
+    /// The chosen candidate's vector.
+    x: Vec<f32>,
+    /// Raw kernel results of one chosen candidate against the later ones.
+    raw: Vec<f32>,
+    /// The pool's distances to the pruned point.
+    pd: Vec<f32>,
 }
 
 /// The limits of one prune.
@@ -29,9 +40,51 @@ pub struct PruneLimits {
     pub max_candidates: usize,
 }
 
+/// Raises each occlusion factor `occ[t]` still at most `alpha` to `pd[t] / d(chosen, t)`,
+/// with `d` rebuilt from the raw kernel result; a zero distance occludes fully. Branch-free per
+/// candidate, so the loop vectorises.
+fn occlude_update<T: Element>(
+    store: &VectorStore<'_, T>,
+    occ: &mut [f32],
+    pd: &[f32],
+    raw: &[f32],
+    aux: &[f32],
+    aux_chosen: f32,
+    alpha: f32,
+) {
+    #[inline(always)]
+    fn run(
+        occ: &mut [f32],
+        pd: &[f32],
+        raw: &[f32],
+        aux: &[f32],
+        alpha: f32,
+        dist: impl Fn(f32, f32) -> f32,
+    ) {
+        for (((o, &p), &r), &a) in occ.iter_mut().zip(pd).zip(raw).zip(aux) {
+            let d = dist(r, a);
+            let ratio = if d == 0.0 { f32::MAX } else { p / d };
+            *o = if *o <= alpha && ratio > *o { ratio } else { *o };
+        }
+    }
+    if store.pair_is_l2() {
+        run(occ, pd, raw, aux, alpha, |r, _| r);
+    } else {
+        run(occ, pd, raw, aux, alpha, |r, a| {
+            store.pair_from_raw(r, aux_chosen, a)
+        });
+    }
+}
+
 /// Prunes `pool` (candidates with their build distance to `p`) into at most `limits.degree`
 /// neighbours written to `out`. `pool` is sorted, deduplicated, stripped of `p` and cut to
-/// `limits.max_candidates` in place. Returns the number of distances computed.
+/// `limits.max_candidates` in place. Returns the number of candidate-to-candidate distances
+/// computed.
+///
+/// The pool's vectors are first copied, transposed, into `scratch` (they are few and were
+/// just read by the search), so each chosen candidate meets all later ones in one column-kernel
+/// call: every SIMD lane is a different candidate. The call covers the later candidates up to
+/// the last one not yet occluded beyond `α`; those are the distances counted.
 pub fn robust_prune<T: Element>(
     store: &VectorStore<'_, T>,
     p: u32,
@@ -48,13 +101,39 @@ pub fn robust_prune<T: Element>(
     if pool.is_empty() || limits.degree == 0 {
         return 0;
     }
-    let occlude = &mut scratch.occlude;
+    let len = pool.len();
+    let dim = store.dim();
+    let PruneScratch {
+        occlude,
+        cols,
+        aux,
+        x,
+        raw,
+        pd,
+    } = scratch;
+    pd.clear();
+    pd.extend(pool.iter().map(|c| c.dist));
     occlude.clear();
-    occlude.resize(pool.len(), 0.0);
+    occlude.resize(len, 0.0);
+    cols.clear();
+    cols.resize(dim * len, 0.0);
+    aux.clear();
+    for (t, c) in pool.iter().enumerate() {
+        for (k, v) in store.row(c.id as usize).iter().enumerate() {
+            cols[k * len + t] = v.to_f32();
+        }
+        aux.push(store.pair_aux(c.id));
+    }
+    let k = crate::kernels::dispatch::kernels();
+    let kernel = if store.pair_is_l2() {
+        k.l2_f32_cols
+    } else {
+        k.dot_f32_cols
+    };
     let mut computed = 0u64;
     let mut cur_alpha = 1.0f32;
     while cur_alpha <= limits.alpha && out.len() < limits.degree {
-        for i in 0..pool.len() {
+        for i in 0..len {
             if out.len() >= limits.degree {
                 break;
             }
@@ -63,22 +142,27 @@ pub fn robust_prune<T: Element>(
             }
             occlude[i] = f32::MAX;
             out.push(pool[i].id);
-            let chosen = store.point(pool[i].id);
-            for t in i + 1..pool.len() {
-                if occlude[t] > limits.alpha {
-                    continue;
-                }
-                let djk = store.dist(&chosen, pool[t].id);
-                computed += 1;
-                let ratio = if djk == 0.0 {
-                    f32::MAX
-                } else {
-                    pool[t].dist / djk
-                };
-                if ratio > occlude[t] {
-                    occlude[t] = ratio;
-                }
-            }
+            // Later candidates that can still change: up to the last one not occluded past α.
+            let Some(last) = (i + 1..len).rev().find(|&t| occlude[t] <= limits.alpha) else {
+                continue;
+            };
+            let m = last - i;
+            x.clear();
+            x.extend((0..dim).map(|k| cols[k * len + i]));
+            raw.clear();
+            raw.resize(m, 0.0);
+            kernel(x, &cols[i + 1..], len, raw);
+            computed += m as u64;
+            let span = i + 1..=last;
+            occlude_update(
+                store,
+                &mut occlude[span.clone()],
+                &pd[span.clone()],
+                raw,
+                &aux[span],
+                aux[i],
+                limits.alpha,
+            );
         }
         cur_alpha *= defaults::ALPHA_STEP;
     }

@@ -9,12 +9,6 @@ use super::store::{Probe, VectorStore};
 use crate::data::{GroundTruth, Matrix};
 use crate::kernels::Element;
 
-/// Vectors prefetched ahead of the distance computation.
-const PREFETCH_AHEAD: usize = 4;
-
-/// Prefetch the neighbour list of every candidate that enters the list.
-const PREFETCH_LISTS: bool = true;
-
 /// Counters of one search.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SearchStats {
@@ -61,6 +55,7 @@ pub struct SearchScratch {
     pub(super) expanded: Vec<Neighbor>,
     nbrs: Vec<u32>,
     fresh: Vec<u32>,
+    fresh_dists: Vec<f32>,
 }
 
 impl SearchScratch {
@@ -103,18 +98,10 @@ pub(super) fn greedy<T: Element, A: Adjacency>(
                 s.fresh.push(id);
             }
         }
-        // Prefetch four vectors ahead: enough to hide the miss, few enough not to stall on
-        // the line-fill buffers.
-        let ahead = PREFETCH_AHEAD;
-        for &id in s.fresh.iter().take(ahead) {
-            store.prefetch(id);
-        }
-        for (m, &id) in s.fresh.iter().enumerate() {
-            if let Some(&next) = s.fresh.get(m + ahead) {
-                store.prefetch(next);
-            }
-            let d = store.dist(probe, id);
-            if s.list.insert(id, d) && PREFETCH_LISTS {
+        store.dist_batch(probe, &s.fresh, &mut s.fresh_dists);
+        for (&id, &d) in s.fresh.iter().zip(&s.fresh_dists) {
+            // A candidate that enters the list may be expanded soon: start loading its list.
+            if s.list.insert(id, d) {
                 adj.prefetch(id);
             }
         }

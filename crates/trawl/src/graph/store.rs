@@ -22,6 +22,12 @@
 
 use crate::kernels::{Element, Metric};
 
+/// Rows prefetched ahead of a batch of distance computations ([`VectorStore::dist_batch`]).
+/// Measured on a 400K × 50 f32 build (random rows, 4 cache lines each): 4 ahead leaves the
+/// core waiting on memory, 8–12 keeps enough lines in flight; beyond 16 the prefetches stall
+/// on the line-fill buffers.
+pub const PREFETCH_AHEAD: usize = 8;
+
 /// `1/√s`, or 0 when `s` is not positive.
 #[inline]
 fn inverse_norm(norm_sq: f32) -> f32 {
@@ -173,6 +179,53 @@ impl<'a, T: Element> VectorStore<'a, T> {
                     }
                     None => -dot,
                 }
+            }
+        }
+    }
+
+    /// Distances from `p` to every stored point of `ids`, written to `out` (replacing its
+    /// contents), with the rows prefetched [`PREFETCH_AHEAD`] ahead of the computation.
+    #[inline]
+    pub fn dist_batch(&self, p: &Probe<'_, T>, ids: &[u32], out: &mut Vec<f32>) {
+        out.clear();
+        for &id in ids.iter().take(PREFETCH_AHEAD) {
+            self.prefetch(id);
+        }
+        for (m, &id) in ids.iter().enumerate() {
+            if let Some(&next) = ids.get(m + PREFETCH_AHEAD) {
+                self.prefetch(next);
+            }
+            out.push(self.dist(p, id));
+        }
+    }
+
+    /// The per-vector value the build distance combines with a raw kernel result (see
+    /// [`Self::pair_from_raw`]): `1/‖x‖` for cosine, the lift `e(x)` for inner product, 0 for L2.
+    #[inline]
+    pub fn pair_aux(&self, i: u32) -> f32 {
+        match self.metric {
+            Metric::L2 => 0.0,
+            Metric::Cosine => self.norms[i as usize],
+            Metric::InnerProduct => self.lift[i as usize],
+        }
+    }
+
+    /// Whether the build distance starts from a squared L2 (`true`) or an inner product.
+    #[inline]
+    pub fn pair_is_l2(&self) -> bool {
+        self.metric == Metric::L2
+    }
+
+    /// The build distance between two stored points from the raw kernel result `raw` (squared
+    /// L2 or inner product, see [`Self::pair_is_l2`]) and their [`Self::pair_aux`] values; the
+    /// same formula as [`Self::dist_points`].
+    #[inline]
+    pub fn pair_from_raw(&self, raw: f32, aux_a: f32, aux_b: f32) -> f32 {
+        match self.metric {
+            Metric::L2 => raw,
+            Metric::Cosine => 1.0 - raw * aux_a * aux_b,
+            Metric::InnerProduct => {
+                (2.0 * self.max_norm_sq - 2.0 * raw - 2.0 * aux_a * aux_b).max(0.0)
             }
         }
     }

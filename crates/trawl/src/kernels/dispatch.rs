@@ -24,6 +24,16 @@ pub type DotNormsFn = fn(&[f32], &[f32]) -> (f32, f32, f32);
 /// `min(out.len(), rows.len() / d)` entries (all of `out` with `0` when `d == 0`).
 pub type ManyFn = fn(&[f32], &[f32], &mut [f32]);
 
+/// A column kernel: `out[t] = f(x, column t)` where column `t` of the dimension-major block
+/// `cols` is `(cols[k·stride + t])` for `k < x.len()`.
+///
+/// Used where one vector meets many that are kept transposed (robust prune's candidate pool):
+/// each lane of a SIMD register holds a different candidate, so there is no horizontal sum.
+/// Requires `out.len() ≤ stride` and, when `x` is not empty, `cols.len() ≥ (x.len() − 1)·stride
+/// + out.len()`; otherwise every kernel falls back to the scalar reference, which reads only
+/// what is in bounds (columns that run past `cols` are cut short).
+pub type ColsFn = fn(&[f32], &[f32], usize, &mut [f32]);
+
 /// A table of distance kernels for one instruction set.
 ///
 /// Every kernel requires equal lengths (debug builds assert it); release builds compute over
@@ -42,6 +52,10 @@ pub struct Kernels {
     pub l2_f32_many: ManyFn,
     /// Inner product of one query with many rows, f32 (see [`ManyFn`]).
     pub dot_f32_many: ManyFn,
+    /// Squared L2 of one vector against the columns of a transposed block (see [`ColsFn`]).
+    pub l2_f32_cols: ColsFn,
+    /// Inner product of one vector with the columns of a transposed block (see [`ColsFn`]).
+    pub dot_f32_cols: ColsFn,
     /// Squared L2, u8 (exact sum, rounded once to f32).
     pub l2_u8: fn(&[u8], &[u8]) -> f32,
     /// Inner product, u8 (exact sum, rounded once to f32).
@@ -60,6 +74,8 @@ pub static SCALAR: Kernels = Kernels {
     dot_norms_f32: scalar::dot_norms_f32,
     l2_f32_many: scalar::l2_f32_many,
     dot_f32_many: scalar::dot_f32_many,
+    l2_f32_cols: scalar::l2_f32_cols,
+    dot_f32_cols: scalar::dot_f32_cols,
     l2_u8: scalar::l2_u8,
     dot_u8: scalar::dot_u8,
     l2_i8: scalar::l2_i8,

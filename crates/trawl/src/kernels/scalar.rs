@@ -68,6 +68,43 @@ pub fn dot_f32_many(query: &[f32], rows: &[f32], out: &mut [f32]) {
     many(query, rows, out, dot_f32);
 }
 
+/// Whether a column-kernel call satisfies the [`super::dispatch::ColsFn`] shape contract.
+#[inline]
+pub fn cols_shape_ok(x: &[f32], cols: &[f32], stride: usize, out: &[f32]) -> bool {
+    out.len() <= stride
+        && (x.is_empty()
+            || (x.len() - 1)
+                .checked_mul(stride)
+                .and_then(|v| v.checked_add(out.len()))
+                .is_some_and(|need| need <= cols.len()))
+}
+
+#[inline]
+fn cols(x: &[f32], cols: &[f32], stride: usize, out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+    out.fill(0.0);
+    for (k, &xk) in x.iter().enumerate() {
+        let start = k.saturating_mul(stride).min(cols.len());
+        let col = &cols[start..(start + out.len()).min(cols.len())];
+        for (o, &c) in out.iter_mut().zip(col) {
+            *o += f(xk, c);
+        }
+    }
+}
+
+/// Squared L2 of `x` to every column of the dimension-major block `cols` (see
+/// [`super::dispatch::ColsFn`]).
+#[inline]
+pub fn l2_f32_cols(x: &[f32], c: &[f32], stride: usize, out: &mut [f32]) {
+    cols(x, c, stride, out, |a, b| (a - b) * (a - b));
+}
+
+/// Inner product of `x` with every column of the dimension-major block `cols` (see
+/// [`super::dispatch::ColsFn`]).
+#[inline]
+pub fn dot_f32_cols(x: &[f32], c: &[f32], stride: usize, out: &mut [f32]) {
+    cols(x, c, stride, out, |a, b| a * b);
+}
+
 /// Exact squared L2 distance of two u8 slices.
 pub fn l2_u8_exact(a: &[u8], b: &[u8]) -> i64 {
     debug_assert_eq!(a.len(), b.len());

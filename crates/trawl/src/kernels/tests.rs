@@ -356,3 +356,59 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Column kernels equal the one-to-one scalar reference on each column, for every table,
+    /// odd dimensions and column counts on both sides of the 16- and 64-lane steps.
+    #[test]
+    fn kernels_cols_match_scalar_reference(
+        (d, m, pad, data) in (0usize..=70, 0usize..=150, 0usize..=5)
+            .prop_flat_map(|(d, m, pad)| (Just(d), Just(m), Just(pad),
+                vec(-100.0f32..100.0, d + d * (m + pad)))),
+    ) {
+        let (x, cols) = data.split_at(d);
+        let stride = m + pad;
+        let column = |t: usize| -> Vec<f32> { (0..d).map(|k| cols[k * stride + t]).collect() };
+        for k in available() {
+            let mut out = vec![f32::NAN; m];
+            (k.l2_f32_cols)(x, cols, stride, &mut out);
+            for (t, &got) in out.iter().enumerate() {
+                let want = scalar::l2_f32(x, &column(t));
+                prop_assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                    "{} l2 col {}: {} vs {}", k.name, t, got, want);
+            }
+            (k.dot_f32_cols)(x, cols, stride, &mut out);
+            for (t, &got) in out.iter().enumerate() {
+                let want = scalar::dot_f32(x, &column(t));
+                let scale: f32 = x.iter().zip(column(t)).map(|(a, b)| (a * b).abs()).sum();
+                prop_assert!((got - want).abs() <= 1e-4 * scale.max(1.0),
+                    "{} dot col {}: {} vs {}", k.name, t, got, want);
+            }
+        }
+    }
+}
+
+/// A block too short for its shape never reads out of bounds: every table falls back to the
+/// scalar reference, which cuts the columns short.
+#[test]
+fn kernels_cols_bad_shape_is_safe() {
+    let x = [1.0f32; 5];
+    let cols = vec![2.0f32; 17];
+    for k in available() {
+        let mut out = vec![f32::NAN; 8];
+        (k.dot_f32_cols)(&x, &cols, 4, &mut out);
+        assert!(out.iter().all(|v| v.is_finite()), "{}", k.name);
+        let mut out = vec![f32::NAN; 8];
+        (k.l2_f32_cols)(&x, &cols, 8, &mut out);
+        assert_eq!(
+            out[0], 3.0,
+            "{}: 2 full dimensions + 1 of 17 elements",
+            k.name
+        );
+        let mut ok = vec![0.0f32; 4];
+        (k.dot_f32_cols)(&x, &cols[..16], 4, &mut ok);
+        assert_eq!(ok, [8.0; 4], "{}: exact fit", k.name);
+    }
+}

@@ -26,6 +26,8 @@ static TABLE: Kernels = Kernels {
     dot_norms_f32,
     l2_f32_many,
     dot_f32_many,
+    l2_f32_cols,
+    dot_f32_cols,
     l2_u8,
     dot_u8,
     l2_i8,
@@ -44,6 +46,29 @@ pub fn table() -> Option<&'static Kernels> {
 
 // ---------------------------------------------------------------------------------------------
 // Safe entry points (only reachable through `TABLE`, handed out after detection).
+
+fn l2_f32_cols(x: &[f32], cols: &[f32], stride: usize, out: &mut [f32]) {
+    // SAFETY: only reachable through `TABLE` after detecting avx2 and fma.
+    unsafe { l2_f32_cols_tf(x, cols, stride, out) }
+}
+
+fn dot_f32_cols(x: &[f32], cols: &[f32], stride: usize, out: &mut [f32]) {
+    // SAFETY: only reachable through `TABLE` after detecting avx2 and fma.
+    unsafe { dot_f32_cols_tf(x, cols, stride, out) }
+}
+
+/// The scalar column kernel compiled for AVX2: its inner loop runs along `out`, which the
+/// compiler vectorises 8 columns wide (bounds-checked, so any shape is safe).
+#[target_feature(enable = "avx2,fma")]
+fn l2_f32_cols_tf(x: &[f32], cols: &[f32], stride: usize, out: &mut [f32]) {
+    scalar::l2_f32_cols(x, cols, stride, out);
+}
+
+/// See [`l2_f32_cols_tf`].
+#[target_feature(enable = "avx2,fma")]
+fn dot_f32_cols_tf(x: &[f32], cols: &[f32], stride: usize, out: &mut [f32]) {
+    scalar::dot_f32_cols(x, cols, stride, out);
+}
 
 fn l2_f32(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());

@@ -27,6 +27,8 @@ static TABLE: Kernels = Kernels {
     dot_norms_f32,
     l2_f32_many,
     dot_f32_many,
+    l2_f32_cols,
+    dot_f32_cols,
     l2_u8,
     dot_u8,
     l2_i8,
@@ -75,6 +77,23 @@ fn l2_f32_many(query: &[f32], rows: &[f32], out: &mut [f32]) {
 fn dot_f32_many(query: &[f32], rows: &[f32], out: &mut [f32]) {
     // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`).
     unsafe { dot_f32_many_tf(query, rows, out) }
+}
+
+fn l2_f32_cols(x: &[f32], cols: &[f32], stride: usize, out: &mut [f32]) {
+    if !scalar::cols_shape_ok(x, cols, stride, out) {
+        return scalar::l2_f32_cols(x, cols, stride, out);
+    }
+    // SAFETY: only reachable through `TABLE` after feature detection (see `l2_f32`); the shape
+    // was checked just above.
+    unsafe { cols_tf::<true>(x, cols, stride, out) }
+}
+
+fn dot_f32_cols(x: &[f32], cols: &[f32], stride: usize, out: &mut [f32]) {
+    if !scalar::cols_shape_ok(x, cols, stride, out) {
+        return scalar::dot_f32_cols(x, cols, stride, out);
+    }
+    // SAFETY: as in `l2_f32_cols`.
+    unsafe { cols_tf::<false>(x, cols, stride, out) }
 }
 
 fn l2_u8(a: &[u8], b: &[u8]) -> f32 {
@@ -241,6 +260,57 @@ fn l2_f32_many_tf(query: &[f32], rows: &[f32], out: &mut [f32]) {
 #[target_feature(enable = "avx512f")]
 fn dot_f32_many_tf(query: &[f32], rows: &[f32], out: &mut [f32]) {
     scalar::many(query, rows, out, |q, r| dot_f32_tf(q, r));
+}
+
+/// Column kernel (squared L2 when `L2`, else inner product): 64 columns per step in four
+/// accumulators, one broadcast element of `x` per dimension, then masked 16-column steps.
+///
+/// # Safety
+/// [`scalar::cols_shape_ok`] holds for the arguments.
+#[target_feature(enable = "avx512f")]
+unsafe fn cols_tf<const L2: bool>(x: &[f32], cols: &[f32], stride: usize, out: &mut [f32]) {
+    let m = out.len();
+    let pc = cols.as_ptr();
+    let po = out.as_mut_ptr();
+    let step = |acc: __m512, xk: __m512, c: __m512| {
+        if L2 {
+            let d = _mm512_sub_ps(xk, c);
+            _mm512_fmadd_ps(d, d, acc)
+        } else {
+            _mm512_fmadd_ps(xk, c, acc)
+        }
+    };
+    let mut j = 0;
+    while j + 64 <= m {
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for (k, &xk) in x.iter().enumerate() {
+            let xk = _mm512_set1_ps(xk);
+            // SAFETY: k < x.len() and j + 64 <= m, so k·stride + j + 64 <= (len−1)·stride + m
+            // <= cols.len() by the shape contract.
+            let c = unsafe { load4(pc.wrapping_add(k * stride + j)) };
+            for q in 0..4 {
+                acc[q] = step(acc[q], xk, c[q]);
+            }
+        }
+        for (q, a) in acc.iter().enumerate() {
+            // SAFETY: j + 16q + 16 <= j + 64 <= m = out.len().
+            unsafe { _mm512_storeu_ps(po.wrapping_add(j + 16 * q), *a) };
+        }
+        j += 64;
+    }
+    while j < m {
+        let rem = (m - j).min(16);
+        let mask: __mmask16 = ((1u32 << rem) - 1) as u16;
+        let mut acc = _mm512_setzero_ps();
+        for (k, &xk) in x.iter().enumerate() {
+            // SAFETY: only lanes j..j+rem <= m are read, inside cols by the shape contract.
+            let c = unsafe { _mm512_maskz_loadu_ps(mask, pc.wrapping_add(k * stride + j)) };
+            acc = step(acc, _mm512_set1_ps(xk), c);
+        }
+        // SAFETY: only lanes j..j+rem <= out.len() are written.
+        unsafe { _mm512_mask_storeu_ps(po.wrapping_add(j), mask, acc) };
+        j += 16;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
