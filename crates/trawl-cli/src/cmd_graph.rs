@@ -55,9 +55,9 @@ pub struct BuildArgs {
     /// Random seed.
     #[arg(long, default_value_t = VamanaParams::default().seed)]
     pub seed: u64,
-    /// Insert points in id order instead of a seeded random order.
+    /// Insert points in a seeded random order instead of id order (the default, as DiskANN).
     #[arg(long)]
-    pub sequential: bool,
+    pub shuffle: bool,
     /// Write a JSON build report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -172,7 +172,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<BuildReport> {
         alpha: args.alpha,
         max_candidates: args.max_candidates,
         seed: args.seed,
-        shuffle: !args.sequential,
+        shuffle: args.shuffle,
         memory_budget_bytes: args
             .memory_budget_gb
             .map(|g| (g * (1u64 << 30) as f64) as u64),

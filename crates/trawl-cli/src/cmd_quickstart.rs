@@ -99,7 +99,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             threads: args.threads,
             memory_budget_gb: None,
             seed: defaults.seed,
-            sequential: !defaults.shuffle,
+            shuffle: defaults.shuffle,
             report: Some(args.dir.join("build-report.json")),
         },
         ctl,

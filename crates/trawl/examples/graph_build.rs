@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release -p trawl --example graph_build -- \
 //!     [--n 200000] [--dim 128] [--metric l2|cosine|ip] [--r 64] [--l 100] [--alpha 1.2] \
-//!     [--threads 2] [--slack 1.3] [--nq 1000] [--input base.f32 --input-dim D] [--sequential] [--budget-mib M]
+//!     [--threads 2] [--slack 1.3] [--nq 1000] [--input base.f32 --input-dim D] [--shuffle] [--budget-mib M]
 //! ```
 //!
 //! Without `--input`, data is a seeded anisotropic Gaussian mixture; with it, a raw file of
@@ -94,7 +94,7 @@ fn main() {
     let mut i = 0;
     while i < args.len() {
         let key = args[i].trim_start_matches("--").to_string();
-        if key == "sequential" {
+        if key == "shuffle" {
             opt.insert(key, "1".into());
             i += 1;
         } else {
@@ -131,7 +131,7 @@ fn main() {
         r: num("r", "64") as usize,
         l: num("l", "100") as usize,
         alpha: num("alpha", "1.2") as f32,
-        shuffle: !opt.contains_key("sequential"),
+        shuffle: opt.contains_key("shuffle"),
         slack: num("slack", "1.3") as f32,
         memory_budget_bytes: opt
             .get("budget-mib")

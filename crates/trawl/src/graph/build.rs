@@ -180,17 +180,28 @@ pub(super) fn build_in_memory<T: Element>(
     }
     let scratch = ScratchPool::new(n);
     let bar = ctl.bar("vamana build", n as u64);
-    order
-        .par_chunks(defaults::BUILD_CHUNK)
-        .try_for_each(|chunk| {
+    // Points are handed out in order, one chunk at a time, from a shared cursor (OpenMP's
+    // dynamic schedule, which DiskANN uses): every thread works near the front of the order,
+    // so the graph grows from the first points outwards. rayon's recursive halving of the
+    // order would instead start one thread in the middle of it.
+    let cursor = std::sync::atomic::AtomicUsize::new(0);
+    let outcomes = rayon::broadcast(|ctx| -> Result<(), BuildError> {
+        let mut s = scratch.0[ctx.index() % scratch.0.len()].lock();
+        loop {
+            let start =
+                cursor.fetch_add(defaults::BUILD_CHUNK, std::sync::atomic::Ordering::Relaxed);
+            if start >= n {
+                return Ok(());
+            }
             ctl.check()?;
-            let mut s = scratch.get();
+            let chunk = &order[start..(start + defaults::BUILD_CHUNK).min(n)];
             for &p in chunk {
                 b.link(p, &mut s);
             }
             bar.inc(chunk.len() as u64);
-            Ok::<_, BuildError>(())
-        })?;
+        }
+    });
+    outcomes.into_iter().collect::<Result<(), _>>()?;
     bar.finish_and_clear();
     drop(order);
     b.final_prune(&scratch, ctl)?;
@@ -305,12 +316,23 @@ impl<T: Element> Builder<'_, '_, T> {
     }
 }
 
-/// The point nearest (in L2) to the centroid of all points: DiskANN's entry point.
+/// The entry point of searches: the point nearest to the centroid of all points (DiskANN's
+/// choice). For cosine the centroid is that of the unit vectors and nearness is cosine
+/// distance, so the entry point lies in the middle of the directions the metric sees (a raw-L2
+/// centroid is pulled towards short vectors, whose direction can be anywhere).
 pub(super) fn medoid<T: Element>(
     store: &VectorStore<'_, T>,
     ctl: &Control,
 ) -> Result<u32, BuildError> {
     let (n, dim) = (store.n(), store.dim());
+    let cosine = store.metric() == Metric::Cosine;
+    let weight = |i: usize| {
+        if cosine {
+            f64::from(store.pair_aux(i as u32))
+        } else {
+            1.0
+        }
+    };
     let bar = ctl.bar("medoid", 2 * n as u64);
     let sum = (0..n)
         .into_par_iter()
@@ -318,8 +340,9 @@ pub(super) fn medoid<T: Element>(
         .fold(
             || vec![0f64; dim],
             |mut acc, i| {
+                let w = weight(i);
                 for (a, x) in acc.iter_mut().zip(store.row(i)) {
-                    *a += f64::from(x.to_f32());
+                    *a += w * f64::from(x.to_f32());
                 }
                 acc
             },
@@ -338,12 +361,23 @@ pub(super) fn medoid<T: Element>(
         .into_par_iter()
         .with_min_len(4096)
         .map(|i| {
-            let d: f32 = store
-                .row(i)
-                .iter()
-                .zip(&centroid)
-                .map(|(x, c)| (x.to_f32() - c) * (x.to_f32() - c))
-                .sum();
+            let d: f32 = if cosine {
+                // Minus the cosine similarity up to the centroid's (constant) norm.
+                let dot: f32 = store
+                    .row(i)
+                    .iter()
+                    .zip(&centroid)
+                    .map(|(x, c)| x.to_f32() * c)
+                    .sum();
+                -dot * store.pair_aux(i as u32)
+            } else {
+                store
+                    .row(i)
+                    .iter()
+                    .zip(&centroid)
+                    .map(|(x, c)| (x.to_f32() - c) * (x.to_f32() - c))
+                    .sum()
+            };
             (d, i as u32)
         })
         .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))

@@ -25,10 +25,17 @@ pub const SLACK: f32 = 1.3;
 /// (DiskANN's `occlude_list`).
 pub const ALPHA_STEP: f32 = 1.2;
 
+/// Visit points in id order (`false`, DiskANN's) rather than a seeded random order. Measured
+/// on GloVe-400K (frequency-ordered words): id order built in 42 s against 55 s shuffled (the
+/// points inserted together are near each other in memory, so their searches share cached
+/// rows) with equal or better recall (0.806 vs 0.804 at L = 10). Data already in random order
+/// gains nothing from shuffling either.
+pub const SHUFFLE: bool = false;
+
 /// Seed of the visit order and of the shard clustering.
 pub const SEED: u64 = 0x7261_776c;
 
-/// Points each rayon task builds before the next is taken: small enough to balance two
+/// Points a build thread takes from the shared cursor at a time: small enough to balance two
 /// threads, large enough that task overhead is negligible.
 pub const BUILD_CHUNK: usize = 64;
 

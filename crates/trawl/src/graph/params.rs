@@ -36,7 +36,7 @@ impl Default for VamanaParams {
             max_candidates: defaults::MAX_CANDIDATES,
             slack: defaults::SLACK,
             seed: defaults::SEED,
-            shuffle: true,
+            shuffle: defaults::SHUFFLE,
             memory_budget_bytes: None,
         }
     }
