@@ -146,6 +146,7 @@ pub(super) fn build_sharded<T: Element>(
             continue;
         }
         let mut vecs: Vec<T> = Vec::with_capacity(members.len() * dim);
+        crate::mem::advise_huge_pages(&mut vecs);
         for &g in &members {
             vecs.extend_from_slice(data.row(g as usize));
         }
