@@ -10,7 +10,10 @@ use trawl::graph::Graph;
 
 use crate::runtime::human_bytes;
 
-pub fn run(path: &Path) -> Result<()> {
+pub fn run(path: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result<()> {
+    if path.is_dir() {
+        return index_dir(path, verify, ctl);
+    }
     let size = std::fs::metadata(path)
         .with_context(|| format!("reading {}", path.display()))?
         .len();
@@ -21,6 +24,9 @@ pub fn run(path: &Path) -> Result<()> {
     println!("file:    {}", path.display());
     println!("size:    {} ({size} bytes)", human_bytes(size));
     if got == 8 && magic.starts_with(b"TRAWL") {
+        if &magic == b"TRAWLPAK" {
+            return packed_file(path, verify, ctl);
+        }
         return trawl_file(path, &magic);
     }
     match probe(path) {
@@ -75,5 +81,76 @@ fn trawl_file(path: &Path, magic: &[u8; 8]) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+fn packed_file(path: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result<()> {
+    let f = trawl::layout::packed::PackedFile::open(path)?;
+    let m = f.meta();
+    let g = f.geometry();
+    println!(
+        "kind:    trawl page-packed disk index (format version {})",
+        trawl::layout::packed::VERSION
+    );
+    println!("vectors: {} × {} {}", m.n, m.dim, m.dtype);
+    println!("metric:  {}", m.metric);
+    println!("R:       {} neighbour slots per record", m.r);
+    println!("medoid:  {}", m.medoid);
+    println!(
+        "record:  {} bytes ({} vector + 4 degree + {} ids); {}",
+        g.record_bytes,
+        g.vector_bytes,
+        4 * m.r,
+        if g.per_page > 0 {
+            format!("{} records per 4 KiB page", g.per_page)
+        } else {
+            format!("{} pages per record", g.pages_per_record)
+        }
+    );
+    println!(
+        "pages:   1 header + {} data + {} checksum = {}",
+        g.data_pages,
+        g.checksum_pages,
+        g.total_pages()
+    );
+    println!("PQ:      {} bytes per vector", m.pq_bytes);
+    if verify {
+        f.verify_all(ctl)?;
+        println!(
+            "verify:  all {} data pages match their checksums",
+            g.data_pages
+        );
+    }
+    Ok(())
+}
+
+fn index_dir(dir: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result<()> {
+    let opts = trawl::index::OpenOptions {
+        direct: false,
+        ..Default::default()
+    };
+    let ix = trawl::index::DiskIndex::open(dir, opts)?;
+    let (packed, pq, codes) = ix.disk_bytes();
+    println!("index:   {}", dir.display());
+    packed_file(&dir.join(trawl::layout::packed::FILE_NAME), verify, ctl)?;
+    println!("files:");
+    println!(
+        "  packed.trawl    {:>12} ({packed} bytes)",
+        human_bytes(packed)
+    );
+    println!("  pq.trawl        {:>12} ({pq} bytes)", human_bytes(pq));
+    println!(
+        "  pq-codes.trawl  {:>12} ({codes} bytes)",
+        human_bytes(codes)
+    );
+    println!("  total           {:>12}", human_bytes(packed + pq + codes));
+    let mem = ix.memory();
+    println!(
+        "memory at search time: {} (PQ codes {}, codebooks {}, page checksums {}; plus the cache if one is asked for)",
+        human_bytes(mem.total()),
+        human_bytes(mem.pq_codes_bytes),
+        human_bytes(mem.pq_codebook_bytes),
+        human_bytes(mem.checksum_bytes)
+    );
     Ok(())
 }

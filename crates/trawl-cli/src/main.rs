@@ -4,6 +4,7 @@
 mod cmd_gen;
 mod cmd_graph;
 mod cmd_gt;
+mod cmd_index;
 mod cmd_info;
 mod cmd_quickstart;
 mod runtime;
@@ -32,10 +33,19 @@ enum Command {
     Gen(cmd_gen::GenArgs),
     /// Compute exact k-nearest-neighbour ground truth (DiskANN/big-ann format).
     Gt(cmd_gt::GtArgs),
-    /// Describe a vector, ground-truth or trawl file.
+    /// Build a disk index (PQ + Vamana graph + page-packed file) in a directory.
+    Build(cmd_index::BuildArgs),
+    /// Search a disk index with one list size; write the results.
+    Search(cmd_index::SearchArgs),
+    /// Sweep list sizes over a disk index: recall, QPS, latency percentiles, pages and I/Os.
+    Bench(cmd_index::BenchArgs),
+    /// Describe an index directory, a vector, ground-truth or trawl file.
     Info {
-        /// The file.
+        /// The index directory or file.
         file: PathBuf,
+        /// Also read every page of an index and check its checksum.
+        #[arg(long)]
+        verify: bool,
     },
     /// Build and search in-memory Vamana graphs.
     #[command(subcommand)]
@@ -64,7 +74,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gen(args) => cmd_gen::run(&args, &ctl),
         Command::Gt(args) => cmd_gt::run(&args, &ctl),
-        Command::Info { file } => cmd_info::run(&file),
+        Command::Build(args) => cmd_index::build(&args, &ctl).map(|_| ()),
+        Command::Search(args) => cmd_index::search(&args, &ctl),
+        Command::Bench(args) => cmd_index::bench(&args, &ctl).map(|(rows, info)| {
+            cmd_index::print_bench(&rows, info["k"].as_u64().unwrap_or(10) as usize);
+        }),
+        Command::Info { file, verify } => cmd_info::run(&file, verify, &ctl),
         Command::Graph(cmd) => cmd_graph::run(cmd, &ctl),
         Command::Quickstart(args) => cmd_quickstart::run(&args, &ctl),
     };

@@ -9,18 +9,24 @@
 //! - [`exact`]: exact k-nearest-neighbour ground truth.
 //! - [`quant`]: vector quantisers (product quantisation).
 //! - [`graph`]: Vamana graph build, robust prune, in-memory search.
-//! - [`layout`]: on-disk file envelopes (magic, version, checksum).
+//! - [`io`]: page reads with O_DIRECT through io_uring or pread ([`io::IoEngine`]).
+//! - [`layout`]: on-disk formats: file envelopes (magic, version, checksum), the page-packed index.
+//! - [`search`]: search over a disk index (beam search, static cache, per-query statistics).
+//! - [`index`]: the disk index directory: [`index::build_index`], [`index::DiskIndex`].
 //! - [`mem`]: placement of large build arrays (transparent huge pages).
 //! - [`progress`]: progress reporting and cancellation, passed explicitly to long operations.
 
 pub mod data;
 pub mod exact;
 pub mod graph;
+pub mod index;
+pub mod io;
 pub mod kernels;
 pub mod layout;
 pub mod mem;
 pub mod progress;
 pub mod quant;
+pub mod search;
 pub mod synth;
 
 pub use kernels::{DType, Element, Metric};

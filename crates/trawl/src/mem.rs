@@ -81,3 +81,22 @@ mod tests {
         assert!(e.is_empty());
     }
 }
+
+/// Asks the CPU to start loading the cache lines of `bytes` (first 512 bytes at most) into L1.
+/// A hint only: no effect on other architectures, never faults.
+#[inline]
+pub fn prefetch_read(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let base = bytes.as_ptr().cast::<i8>();
+        let mut off = 0;
+        while off < bytes.len().min(512) {
+            // SAFETY: prefetch never faults; `base + off` stays inside `bytes` (off < len).
+            unsafe { _mm_prefetch(base.wrapping_add(off), _MM_HINT_T0) };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}

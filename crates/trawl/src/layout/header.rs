@@ -68,6 +68,13 @@ pub enum FileErrorKind {
         /// Which part failed.
         what: &'static str,
     },
+    /// A page of a paged index file does not match its stored checksum: the file is corrupt.
+    /// Rebuild the index (or restore it from a copy).
+    #[error("checksum mismatch in page {page}: the file is corrupt")]
+    PageChecksum {
+        /// The page number.
+        page: u64,
+    },
     /// The payload checksums match but its content is inconsistent (a bug or a forged file).
     #[error("invalid content: {0}")]
     Invalid(String),

@@ -1,7 +1,8 @@
-//! On-disk layouts. For now: the envelope every trawl file shares ([`header`]) and the
-//! little-endian byte codec used for payloads ([`bytes`]).
+//! On-disk layouts: the envelope every trawl file shares ([`header`]), the little-endian byte
+//! codec used for payloads ([`bytes`]) and the page-packed disk index ([`packed`]).
 
 pub mod bytes;
 pub mod header;
+pub mod packed;
 
 pub use header::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};

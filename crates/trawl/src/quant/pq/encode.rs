@@ -50,6 +50,14 @@ impl PqCodes {
         &self.codes[i * self.m..(i + 1) * self.m]
     }
 
+    /// Asks the CPU to start loading the code of vector `i` (no effect when out of range).
+    #[inline]
+    pub fn prefetch(&self, i: usize) {
+        if let Some(c) = self.codes.get(i * self.m..(i + 1) * self.m) {
+            crate::mem::prefetch_read(c);
+        }
+    }
+
     /// All codes, row-major.
     pub fn as_bytes(&self) -> &[u8] {
         &self.codes

@@ -1,0 +1,495 @@
+//! `trawl build | search | bench`: the disk index.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use trawl::data::matrix::AnyMatrix;
+use trawl::data::{read, GroundTruth, Matrix};
+use trawl::graph::VamanaParams;
+use trawl::index::{self, DiskIndex, IndexParams, OpenOptions};
+use trawl::io::EngineKind;
+use trawl::progress::Control;
+use trawl::quant::pq::PqParams;
+use trawl::search::{CachePolicy, SearchParams, DEFAULT_BEAM_WIDTH};
+use trawl::{Element, Metric};
+
+use crate::cmd_graph::write_json;
+use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
+
+/// Arguments of `trawl build`.
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// Vector file (.fbin/.u8bin/.i8bin, .fvecs/.bvecs, .npy).
+    pub data: PathBuf,
+    /// Index directory to create (files inside are replaced).
+    pub index_dir: PathBuf,
+    /// Distance: l2, ip or cosine.
+    #[arg(long, value_parser = crate::parse_metric)]
+    pub metric: Metric,
+    /// Maximum out-degree R.
+    #[arg(short = 'R', long = "max-degree", default_value_t = VamanaParams::default().r)]
+    pub r: usize,
+    /// Build search list size L.
+    #[arg(short = 'L', long = "list-size", default_value_t = VamanaParams::default().l)]
+    pub l: usize,
+    /// Pruning factor α (≥ 1).
+    #[arg(long, default_value_t = VamanaParams::default().alpha)]
+    pub alpha: f32,
+    /// PQ bytes per vector kept in memory at search time (≤ dimension).
+    #[arg(long, default_value_t = 32)]
+    pub pq_bytes: usize,
+    /// Worker threads (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Memory budget of the graph build in GiB; above it the build is sharded.
+    #[arg(long)]
+    pub memory_budget_gb: Option<f64>,
+    /// Random seed.
+    #[arg(long, default_value_t = VamanaParams::default().seed)]
+    pub seed: u64,
+    /// Write the build report as JSON here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+/// How an index is opened and searched: options shared by `search` and `bench`.
+#[derive(Debug, Args, Clone)]
+pub struct SearchOptions {
+    /// Records read per round trip (beam width W).
+    #[arg(short = 'W', long, default_value_t = DEFAULT_BEAM_WIDTH)]
+    pub beam_width: usize,
+    /// Search threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Nodes kept in the static in-memory cache.
+    #[arg(long, default_value_t = 0)]
+    pub cache_nodes: usize,
+    /// How cached nodes are chosen: bfs (from the entry point) or freq (most read by sample
+    /// searches).
+    #[arg(long, default_value = "freq", value_parser = |s: &str| s.parse::<CachePolicy>())]
+    pub cache_policy: CachePolicy,
+    /// I/O engine: auto (io_uring, else pread), uring, pread.
+    #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<EngineKind>())]
+    pub engine: EngineKind,
+    /// Read through the page cache instead of O_DIRECT (figures are then not disk figures).
+    #[arg(long)]
+    pub buffered: bool,
+    /// Skip the CRC check of every page read.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// io_uring submission-queue polling by a kernel thread (costs a core).
+    #[arg(long)]
+    pub sqpoll: bool,
+}
+
+/// Arguments of `trawl search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Index directory.
+    pub index_dir: PathBuf,
+    /// Query vectors.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// Neighbours per query.
+    #[arg(short = 'k', default_value_t = 10)]
+    pub k: usize,
+    /// Candidate list size.
+    #[arg(short = 'L', long = "list-size", default_value_t = 100)]
+    pub l: usize,
+    /// Write the results here (DiskANN/big-ann ground-truth format: ids and distances).
+    #[arg(short = 'o', long)]
+    pub out: Option<PathBuf>,
+    /// Ground truth: print recall@k too.
+    #[arg(long)]
+    pub gt: Option<PathBuf>,
+    #[command(flatten)]
+    pub opts: SearchOptions,
+}
+
+/// Arguments of `trawl bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Index directory.
+    pub index_dir: PathBuf,
+    /// Query vectors.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// Ground truth (DiskANN/big-ann .bin or .ivecs).
+    #[arg(long)]
+    pub gt: PathBuf,
+    /// Neighbours per query.
+    #[arg(short = 'k', default_value_t = 10)]
+    pub k: usize,
+    /// Comma-separated list sizes to sweep.
+    #[arg(
+        short = 'L',
+        long = "list-sizes",
+        default_value = "10,20,40,80",
+        value_delimiter = ','
+    )]
+    pub l: Vec<usize>,
+    /// Write the sweep as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the sweep as CSV here.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    #[command(flatten)]
+    pub opts: SearchOptions,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+}
+
+/// One row of a bench sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRow {
+    #[serde(rename = "L")]
+    pub l: usize,
+    pub recall: f64,
+    pub qps: f64,
+    pub latency_us: Latency,
+    pub pages_per_query: f64,
+    pub ios_per_query: f64,
+    pub bytes_per_query: f64,
+    pub hops_per_query: f64,
+    pub nodes_expanded_per_query: f64,
+    pub cache_hits_per_query: f64,
+    pub pq_distances_per_query: f64,
+    pub exact_distances_per_query: f64,
+    pub io_wait_us_per_query: f64,
+    pub compute_us_per_query: f64,
+}
+
+fn open_index(
+    dir: &Path,
+    o: &SearchOptions,
+    ctl: &Control,
+) -> Result<(DiskIndex, serde_json::Value)> {
+    let opts = OpenOptions {
+        direct: !o.buffered,
+        engine: o.engine,
+        verify_pages: !o.no_verify,
+        sqpoll: o.sqpoll,
+        queue_depth: OpenOptions::default().queue_depth.max(o.beam_width),
+        ..OpenOptions::default()
+    };
+    let mut ix =
+        DiskIndex::open(dir, opts).with_context(|| format!("opening {}", dir.display()))?;
+    let cache = ix.load_cache(o.cache_nodes, o.cache_policy, o.threads.max(1), ctl)?;
+    let engine = ix.searcher()?.engine().info();
+    let (packed, pq, codes) = ix.disk_bytes();
+    let info = serde_json::json!({
+        "n": ix.n(), "dim": ix.dim(), "dtype": ix.dtype().name(), "metric": ix.metric().name(),
+        "R": ix.packed().meta().r, "pq_bytes_per_vector": ix.pq().m(),
+        "records_per_page": ix.packed().geometry().per_page,
+        "disk_bytes": {"packed": packed, "pq": pq, "pq_codes": codes, "total": packed + pq + codes},
+        "memory_bytes": ix.memory(), "memory_total_bytes": ix.memory().total(),
+        "cache": cache, "cache_policy": format!("{:?}", o.cache_policy),
+        "engine": {"name": engine.name, "direct": engine.direct,
+                   "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll},
+        "verify_pages": !o.no_verify, "beam_width": o.beam_width, "threads": o.threads,
+    });
+    eprintln!(
+        "index {}: {} × {} {} ({}), {} engine{}{}; cache {} nodes ({}) in {:.2} s",
+        dir.display(),
+        ix.n(),
+        ix.dim(),
+        ix.dtype().name(),
+        ix.metric().name(),
+        engine.name,
+        if engine.direct {
+            ", O_DIRECT"
+        } else {
+            ", buffered (page cache)"
+        },
+        if engine.registered_buffers {
+            ", registered buffers"
+        } else {
+            ""
+        },
+        cache.nodes,
+        human_bytes(cache.bytes),
+        cache.secs
+    );
+    Ok((ix, info))
+}
+
+pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuildReport> {
+    let t0 = Instant::now();
+    let data = read::read_matrix_any(&args.data)?;
+    let params = IndexParams {
+        metric: args.metric,
+        graph: VamanaParams {
+            r: args.r,
+            l: args.l,
+            alpha: args.alpha,
+            seed: args.seed,
+            memory_budget_bytes: args
+                .memory_budget_gb
+                .map(|g| (g * (1u64 << 30) as f64) as u64),
+            ..VamanaParams::default()
+        },
+        pq: PqParams {
+            bytes_per_vector: args.pq_bytes,
+            seed: args.seed,
+            ..PqParams::default()
+        },
+    };
+    if args.pq_bytes == 0 {
+        bail!("--pq-bytes must be at least 1");
+    }
+    let dir = &args.index_dir;
+    let (mut report, threads) = with_threads(args.threads, || -> Result<_> {
+        let r = match &data {
+            AnyMatrix::F32(m) => index::build_index(m, dir, &params, ctl)?,
+            AnyMatrix::U8(m) => index::build_index(m, dir, &params, ctl)?,
+            AnyMatrix::I8(m) => index::build_index(m, dir, &params, ctl)?,
+        };
+        Ok((r, rayon::current_num_threads()))
+    })??;
+    report.total_secs = t0.elapsed().as_secs_f64();
+    let rss = peak_rss_bytes();
+    println!(
+        "built disk index over {} × {} {} ({}) in {:.1} s with {threads} thread(s): PQ {:.1} s, graph {:.1} s \
+         ({} shard(s), avg degree {:.1}, max {}), layout {:.1} s; peak RSS {}",
+        report.n, report.dim, report.dtype, report.metric, report.total_secs, report.pq_secs,
+        report.graph_secs, report.shards, report.avg_degree, report.max_degree, report.layout_secs,
+        human_bytes(rss)
+    );
+    println!(
+        "on disk in {}: packed.trawl {} ({} records per page), pq.trawl {}, pq-codes.trawl {} ({} B per vector); total {}",
+        dir.display(),
+        human_bytes(report.packed_bytes),
+        report.records_per_page,
+        human_bytes(report.pq_bytes),
+        human_bytes(report.pq_codes_bytes),
+        report.pq_bytes_per_vector,
+        human_bytes(report.disk_bytes)
+    );
+    if let Some(path) = &args.report {
+        let mut v = serde_json::to_value(&report)?;
+        v["peak_rss_bytes"] = rss.into();
+        v["threads"] = threads.into();
+        write_json(path, &v)?;
+    }
+    Ok(report)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted
+        .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+fn run_sweep<T: Element>(
+    ix: &DiskIndex,
+    queries: &Matrix<T>,
+    gt: &GroundTruth,
+    k: usize,
+    ls: &[usize],
+    o: &SearchOptions,
+) -> Result<Vec<BenchRow>> {
+    let mut rows = Vec::new();
+    for &l in ls {
+        let p = SearchParams {
+            k,
+            l,
+            beam_width: o.beam_width,
+        };
+        let out = ix.search_batch(queries, &p, o.threads)?;
+        let nq = queries.n().max(1) as f64;
+        let truth = GroundTruth {
+            nq: queries.n(),
+            k: gt.k,
+            ids: gt.ids[..queries.n() * gt.k].to_vec(),
+            dists: Vec::new(),
+        };
+        let recall = trawl::graph::recall_at_k(&out.ids, k, &truth).unwrap_or(0.0);
+        let mut lat: Vec<f64> = out.stats.iter().map(|s| s.total_ns as f64 / 1e3).collect();
+        lat.sort_by(f64::total_cmp);
+        let t = out.total();
+        let per = |x: u64| x as f64 / nq;
+        rows.push(BenchRow {
+            l,
+            recall,
+            qps: nq / out.wall_secs,
+            latency_us: Latency {
+                mean: lat.iter().sum::<f64>() / nq,
+                p50: percentile(&lat, 0.5),
+                p99: percentile(&lat, 0.99),
+                p999: percentile(&lat, 0.999),
+            },
+            pages_per_query: per(t.pages_read),
+            ios_per_query: per(t.io_requests),
+            bytes_per_query: per(t.bytes_read),
+            hops_per_query: per(t.hops),
+            nodes_expanded_per_query: per(t.nodes_expanded),
+            cache_hits_per_query: per(t.cache_hits),
+            pq_distances_per_query: per(t.pq_distances),
+            exact_distances_per_query: per(t.exact_distances),
+            io_wait_us_per_query: t.io_wait_ns as f64 / 1e3 / nq,
+            compute_us_per_query: t.compute_ns() as f64 / 1e3 / nq,
+        });
+    }
+    Ok(rows)
+}
+
+fn check_gt(gt: &GroundTruth, nq: usize, k: usize) -> Result<()> {
+    if gt.nq < nq {
+        bail!("ground truth covers {} queries but there are {nq}", gt.nq);
+    }
+    if gt.k < k {
+        bail!(
+            "ground truth has {} neighbours per query, fewer than k = {k}",
+            gt.k
+        );
+    }
+    Ok(())
+}
+
+/// Runs the bench sweep; returns the rows and the run description.
+pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_json::Value)> {
+    if args.l.is_empty() {
+        bail!("give at least one list size with -L");
+    }
+    let (ix, info) = open_index(&args.index_dir, &args.opts, ctl)?;
+    let queries = read::read_matrix_any(&args.queries)?;
+    let gt = trawl::data::groundtruth::read_ground_truth(&args.gt)?;
+    check_gt(&gt, queries.n(), args.k)?;
+    let rows = match &queries {
+        AnyMatrix::F32(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+        AnyMatrix::U8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+        AnyMatrix::I8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+    };
+    let mut info = info;
+    info["k"] = args.k.into();
+    info["queries"] = queries.n().into();
+    info["peak_rss_bytes"] = peak_rss_bytes().into();
+    if let Some(path) = &args.json {
+        let mut v = info.clone();
+        v["rows"] = serde_json::to_value(&rows)?;
+        write_json(path, &v)?;
+    }
+    if let Some(path) = &args.csv {
+        write_csv(path, &rows)?;
+    }
+    Ok((rows, info))
+}
+
+fn write_csv(path: &Path, rows: &[BenchRow]) -> Result<()> {
+    let mut s = String::from(
+        "L,recall,qps,mean_us,p50_us,p99_us,p999_us,pages_per_query,ios_per_query,bytes_per_query,\
+         hops_per_query,nodes_expanded_per_query,cache_hits_per_query,pq_distances_per_query,\
+         exact_distances_per_query,io_wait_us_per_query,compute_us_per_query\n",
+    );
+    for r in rows {
+        s += &format!(
+            "{},{:.5},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.3},{:.1},{:.3},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1}\n",
+            r.l, r.recall, r.qps, r.latency_us.mean, r.latency_us.p50, r.latency_us.p99,
+            r.latency_us.p999, r.pages_per_query, r.ios_per_query, r.bytes_per_query,
+            r.hops_per_query, r.nodes_expanded_per_query, r.cache_hits_per_query,
+            r.pq_distances_per_query, r.exact_distances_per_query, r.io_wait_us_per_query,
+            r.compute_us_per_query
+        );
+    }
+    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Prints a bench sweep as a table.
+pub fn print_bench(rows: &[BenchRow], k: usize) {
+    println!(
+        "{:>5} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>8}",
+        "L",
+        format!("recall@{k}"),
+        "QPS",
+        "mean µs",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "pages",
+        "I/Os",
+        "hops",
+        "cached",
+        "I/O µs",
+        "CPU µs"
+    );
+    for r in rows {
+        println!(
+            "{:>5} {:>9.4} {:>8.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>7.1} {:>7.1} {:>6.1} {:>7.1} {:>8.0} {:>8.0}",
+            r.l, r.recall, r.qps, r.latency_us.mean, r.latency_us.p50, r.latency_us.p99,
+            r.latency_us.p999, r.pages_per_query, r.ios_per_query, r.hops_per_query,
+            r.cache_hits_per_query, r.io_wait_us_per_query, r.compute_us_per_query
+        );
+    }
+}
+
+fn search_one<T: Element>(
+    ix: &DiskIndex,
+    q: &Matrix<T>,
+    args: &SearchArgs,
+) -> Result<trawl::index::BatchOutput> {
+    let p = SearchParams {
+        k: args.k,
+        l: args.l,
+        beam_width: args.opts.beam_width,
+    };
+    Ok(ix.search_batch(q, &p, args.opts.threads)?)
+}
+
+/// `trawl search`: one list size, results to a file.
+pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
+    let (ix, _) = open_index(&args.index_dir, &args.opts, ctl)?;
+    let queries = read::read_matrix_any(&args.queries)?;
+    let out = match &queries {
+        AnyMatrix::F32(q) => search_one(&ix, q, args)?,
+        AnyMatrix::U8(q) => search_one(&ix, q, args)?,
+        AnyMatrix::I8(q) => search_one(&ix, q, args)?,
+    };
+    let nq = queries.n().max(1) as f64;
+    let t = out.total();
+    println!(
+        "{} queries in {:.3} s ({:.0} QPS, {} thread(s)); per query: {:.1} pages, {:.1} I/Os, {:.1} hops, {:.1} cache hits",
+        queries.n(),
+        out.wall_secs,
+        nq / out.wall_secs,
+        args.opts.threads,
+        t.pages_read as f64 / nq,
+        t.io_requests as f64 / nq,
+        t.hops as f64 / nq,
+        t.cache_hits as f64 / nq
+    );
+    if let Some(gt_path) = &args.gt {
+        let gt = trawl::data::groundtruth::read_ground_truth(gt_path)?;
+        check_gt(&gt, queries.n(), args.k)?;
+        let truth = GroundTruth {
+            nq: queries.n(),
+            k: gt.k,
+            ids: gt.ids[..queries.n() * gt.k].to_vec(),
+            dists: Vec::new(),
+        };
+        let recall = trawl::graph::recall_at_k(&out.ids, args.k, &truth).unwrap_or(0.0);
+        println!("recall@{}: {recall:.4}", args.k);
+    }
+    if let Some(path) = &args.out {
+        let res = GroundTruth {
+            nq: queries.n(),
+            k: args.k,
+            ids: out.ids,
+            dists: out.dists,
+        };
+        trawl::data::groundtruth::write_ground_truth(path, &res)?;
+        println!("results written to {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,178 @@
+//! Building a disk index: PQ training and encoding, the Vamana graph, the page-packed file.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::{payload_crc, PQ_CODES_FILE, PQ_FILE};
+use crate::data::{DataError, Matrix};
+use crate::graph::{self, BuildError, VamanaParams};
+use crate::kernels::{Element, Metric};
+use crate::layout::packed::{self, PackedMeta, PackedWriter};
+use crate::layout::FileError;
+use crate::progress::Control;
+use crate::quant::pq::{PqError, PqParams, ProductQuantizer};
+
+/// Parameters of [`build_index`].
+#[derive(Debug, Clone)]
+pub struct IndexParams {
+    /// Distance to index for.
+    pub metric: Metric,
+    /// Graph parameters (R, L, α, memory budget, seed …).
+    pub graph: VamanaParams,
+    /// PQ parameters; `bytes_per_vector` is the in-memory code size (clamped to the dimension).
+    pub pq: PqParams,
+}
+
+impl Default for IndexParams {
+    fn default() -> Self {
+        Self {
+            metric: Metric::L2,
+            graph: VamanaParams::default(),
+            pq: PqParams::default(),
+        }
+    }
+}
+
+/// Why a build failed.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexBuildError {
+    /// The input vectors are unusable (NaN, empty).
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// PQ training or encoding failed.
+    #[error("product quantisation: {0}")]
+    Pq(#[from] PqError),
+    /// The graph build failed.
+    #[error("graph build: {0}")]
+    Graph(#[from] BuildError),
+    /// Writing a file failed.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The output directory could not be created.
+    #[error("{}: {source}", dir.display())]
+    Dir {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// What a build did and produced.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct IndexBuildReport {
+    /// Vectors indexed.
+    pub n: usize,
+    /// Dimension.
+    pub dim: usize,
+    /// Element type name.
+    pub dtype: String,
+    /// Metric name.
+    pub metric: String,
+    /// PQ bytes per vector.
+    pub pq_bytes_per_vector: usize,
+    /// Seconds to train and encode PQ.
+    pub pq_secs: f64,
+    /// Seconds of the graph build.
+    pub graph_secs: f64,
+    /// Seconds to write the page-packed file.
+    pub layout_secs: f64,
+    /// Seconds of the whole build.
+    pub total_secs: f64,
+    /// Mean out-degree.
+    pub avg_degree: f64,
+    /// Largest out-degree (the record's neighbour slots).
+    pub max_degree: usize,
+    /// Graph shards (1 = unsharded).
+    pub shards: usize,
+    /// Records per 4 KiB page (0 when a record spans pages).
+    pub records_per_page: usize,
+    /// Bytes of the page-packed file.
+    pub packed_bytes: u64,
+    /// Bytes of the PQ quantiser file.
+    pub pq_bytes: u64,
+    /// Bytes of the PQ codes file.
+    pub pq_codes_bytes: u64,
+    /// Bytes of the whole index on disk.
+    pub disk_bytes: u64,
+}
+
+/// Builds a disk index over `data` into `dir` (created if missing; existing index files are
+/// replaced atomically one by one, and the packed file, written last, binds the PQ files by
+/// checksum). Runs on rayon's current thread pool.
+pub fn build_index<T: Element>(
+    data: &Matrix<T>,
+    dir: &Path,
+    params: &IndexParams,
+    ctl: &Control,
+) -> Result<IndexBuildReport, IndexBuildError> {
+    let t0 = Instant::now();
+    crate::data::validate_finite(data)?;
+    std::fs::create_dir_all(dir).map_err(|source| IndexBuildError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let mut pq_params = params.pq.clone();
+    pq_params.bytes_per_vector = pq_params.bytes_per_vector.clamp(1, data.dim());
+    let pq = ProductQuantizer::train(data, params.metric, &pq_params, ctl)?;
+    let codes = pq.encode(data, ctl)?;
+    let pq_path = dir.join(PQ_FILE);
+    let codes_path = dir.join(PQ_CODES_FILE);
+    let pq_bytes = pq.save(&pq_path)?;
+    let pq_codes_bytes = codes.save(&codes_path)?;
+    drop(codes);
+    let pq_secs = t0.elapsed().as_secs_f64();
+
+    let (g, gstats) = graph::build(data, params.metric, &params.graph, ctl)?;
+    let graph_secs = gstats.wall_secs;
+
+    let t_layout = Instant::now();
+    let meta = PackedMeta {
+        dtype: T::DTYPE,
+        metric: params.metric,
+        dim: data.dim(),
+        n: data.n() as u64,
+        r: g.max_degree().max(1),
+        medoid: g.medoid(),
+        pq_bytes: pq.m(),
+        pq_crc: payload_crc(&pq_path)?,
+        pq_codes_crc: payload_crc(&codes_path)?,
+    };
+    let mut w = PackedWriter::create(&dir.join(packed::FILE_NAME), meta)?;
+    let bar = ctl.bar("writing the disk index", data.n() as u64);
+    for i in 0..data.n() {
+        w.push(data.row(i), g.neighbors(i as u32))?;
+        if i % 65536 == 0 {
+            bar.set_position(i as u64);
+        }
+    }
+    let packed_bytes = w.finish()?;
+    bar.finish_and_clear();
+    let geo = packed::PackedGeometry::of(&meta).unwrap_or(packed::PackedGeometry {
+        vector_bytes: 0,
+        record_bytes: 0,
+        per_page: 0,
+        pages_per_record: 0,
+        data_pages: 0,
+        checksum_pages: 0,
+    });
+    Ok(IndexBuildReport {
+        n: data.n(),
+        dim: data.dim(),
+        dtype: T::DTYPE.name().into(),
+        metric: params.metric.name().into(),
+        pq_bytes_per_vector: pq.m(),
+        pq_secs,
+        graph_secs,
+        layout_secs: t_layout.elapsed().as_secs_f64(),
+        total_secs: t0.elapsed().as_secs_f64(),
+        avg_degree: gstats.avg_degree,
+        max_degree: gstats.max_degree,
+        shards: gstats.shards,
+        records_per_page: geo.per_page,
+        packed_bytes,
+        pq_bytes,
+        pq_codes_bytes,
+        disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes,
+    })
+}

@@ -1,0 +1,276 @@
+//! Choosing and loading the static node cache ([`crate::search::cache`]).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use rand::seq::index::sample;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::DiskIndex;
+use crate::io::{Completion, ReadRequest};
+use crate::kernels::{DType, Element};
+use crate::progress::Control;
+use crate::search::{CachePolicy, NodeCache, SearchError, SearchParams};
+
+/// What loading the cache did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct CacheReport {
+    /// Nodes cached.
+    pub nodes: usize,
+    /// Bytes of memory the cache holds.
+    pub bytes: u64,
+    /// Seconds to choose and load it.
+    pub secs: f64,
+    /// Pages read to choose and load it.
+    pub pages_read: u64,
+}
+
+impl DiskIndex {
+    /// Reads the records of `ids` (any order, duplicates allowed) and calls `f(id, record
+    /// bytes)` for each. Returns the pages read.
+    pub fn read_records(
+        &self,
+        ids: &[u32],
+        mut f: impl FnMut(u32, &[u8]),
+    ) -> Result<u64, SearchError> {
+        let mut engine = self
+            .file()
+            .engine(self.options().engine, self.engine_config())?;
+        let geo = *self.packed().geometry();
+        let pages = geo.read_pages() as u32;
+        let mut done: Vec<Completion> = Vec::new();
+        let mut read = 0u64;
+        for chunk in ids.chunks(engine.depth()) {
+            for (i, &id) in chunk.iter().enumerate() {
+                let (first_page, _) = geo.locate(id);
+                engine.submit(i as u64, ReadRequest { first_page, pages })?;
+            }
+            done.clear();
+            let mut got = 0;
+            while got < chunk.len() {
+                got += engine.wait(chunk.len() - got, &mut done)?;
+            }
+            read += chunk.len() as u64 * u64::from(pages);
+            let mut result = Ok(());
+            for c in &done {
+                let id = chunk[c.tag as usize];
+                let (page, at) = geo.locate(id);
+                let bytes = engine.buffer(c.slot);
+                if result.is_ok() {
+                    result = self
+                        .packed()
+                        .check_pages(page, bytes)
+                        .map_err(|p| format!("checksum mismatch in page {p}"))
+                        .and_then(|()| self.packed().record(id, bytes).map(|_| ()))
+                        .map_err(|detail| SearchError::Corrupt {
+                            path: self.packed().path().to_path_buf(),
+                            page,
+                            detail,
+                        });
+                    if result.is_ok() {
+                        f(id, &bytes[at..at + geo.record_bytes]);
+                    }
+                }
+                engine.release(c.slot);
+            }
+            result?;
+        }
+        Ok(read)
+    }
+
+    /// Chooses `nodes` nodes by `policy`, reads their records and keeps them in memory,
+    /// replacing any previous cache. Frequency sampling runs on `threads` threads.
+    pub fn load_cache(
+        &mut self,
+        nodes: usize,
+        policy: CachePolicy,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<CacheReport, SearchError> {
+        let t0 = Instant::now();
+        self.cache = NodeCache::empty();
+        let nodes = nodes.min(self.n());
+        if nodes == 0 {
+            return Ok(CacheReport::default());
+        }
+        let (ids, mut pages) = match policy {
+            CachePolicy::Bfs => self.bfs_order(nodes)?,
+            CachePolicy::Frequency {
+                sample_queries,
+                l,
+                beam_width,
+            } => self.frequent_nodes(nodes, sample_queries, l, beam_width, threads, ctl)?,
+        };
+        let rb = self.packed().geometry().record_bytes;
+        let mut records = vec![0u8; ids.len() * rb];
+        let mut slot_of = std::collections::HashMap::with_capacity(ids.len());
+        for (i, &id) in ids.iter().enumerate() {
+            slot_of.insert(id, i);
+        }
+        pages += self.read_records(&ids, |id, rec| {
+            let i = slot_of[&id];
+            records[i * rb..(i + 1) * rb].copy_from_slice(rec);
+        })?;
+        self.cache = NodeCache::from_records(&ids, records, rb);
+        Ok(CacheReport {
+            nodes: ids.len(),
+            bytes: self.cache.heap_bytes() as u64,
+            secs: t0.elapsed().as_secs_f64(),
+            pages_read: pages,
+        })
+    }
+
+    /// The first `nodes` nodes of a breadth-first walk from the medoid.
+    fn bfs_order(&self, nodes: usize) -> Result<(Vec<u32>, u64), SearchError> {
+        let mut seen = crate::graph::queue::VisitedSet::new(self.n());
+        let mut order = vec![self.medoid()];
+        seen.insert(self.medoid());
+        let mut level_start = 0;
+        let mut pages = 0;
+        while order.len() < nodes && level_start < order.len() {
+            let level: Vec<u32> = order[level_start..].to_vec();
+            level_start = order.len();
+            let mut next = Vec::new();
+            pages += self.read_records(&level, |id, rec| {
+                if let Ok(view) = self.packed().decode(id, rec) {
+                    next.extend(view.neighbors());
+                }
+            })?;
+            // Completion order is arbitrary: sort the next level so the walk is deterministic.
+            next.sort_unstable();
+            for id in next {
+                if order.len() >= nodes {
+                    break;
+                }
+                if seen.insert(id) {
+                    order.push(id);
+                }
+            }
+        }
+        order.truncate(nodes);
+        Ok((order, pages))
+    }
+
+    /// The `nodes` nodes read most often by beam searches of `samples` indexed vectors.
+    fn frequent_nodes(
+        &self,
+        nodes: usize,
+        samples: usize,
+        l: usize,
+        beam_width: usize,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<(Vec<u32>, u64), SearchError> {
+        let n = self.n();
+        let samples = samples.clamp(1, n);
+        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_cace);
+        let mut picks: Vec<u32> = sample(&mut rng, n, samples)
+            .into_iter()
+            .map(|i| i as u32)
+            .collect();
+        picks.sort_unstable();
+        let vb = self.packed().geometry().vector_bytes;
+        let mut vectors = vec![0u8; picks.len() * vb];
+        let mut pos = std::collections::HashMap::with_capacity(picks.len());
+        for (i, &id) in picks.iter().enumerate() {
+            pos.insert(id, i);
+        }
+        let mut pages = self.read_records(&picks, |id, rec| {
+            let i = pos[&id];
+            vectors[i * vb..(i + 1) * vb].copy_from_slice(&rec[..vb]);
+        })?;
+        let params = SearchParams {
+            k: 1,
+            l: l.max(1),
+            beam_width: beam_width.clamp(1, self.engine_config().depth),
+        };
+        let counts = match self.dtype() {
+            DType::F32 => self.count_visits::<f32>(&vectors, &params, threads, ctl)?,
+            DType::U8 => self.count_visits::<u8>(&vectors, &params, threads, ctl)?,
+            DType::I8 => self.count_visits::<i8>(&vectors, &params, threads, ctl)?,
+        };
+        pages += counts.1;
+        let mut ranked: Vec<(u32, u32)> = counts
+            .0
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (c, i as u32))
+            .collect();
+        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut ids: Vec<u32> = ranked.iter().take(nodes).map(|&(_, id)| id).collect();
+        if ids.len() < nodes {
+            // Fewer distinct nodes were read than asked for: top up breadth-first.
+            let (bfs, p) = self.bfs_order(nodes)?;
+            pages += p;
+            let have: std::collections::HashSet<u32> = ids.iter().copied().collect();
+            ids.extend(
+                bfs.into_iter()
+                    .filter(|id| !have.contains(id))
+                    .take(nodes - ids.len()),
+            );
+        }
+        Ok((ids, pages))
+    }
+
+    /// Per-node counts of reads over beam searches of the given raw vectors, and pages read.
+    fn count_visits<T: Element>(
+        &self,
+        raw: &[u8],
+        params: &SearchParams,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<(Vec<u32>, u64), SearchError> {
+        let queries: Vec<T> = raw
+            .chunks_exact(std::mem::size_of::<T>())
+            .map(bytemuck::pod_read_unaligned::<T>)
+            .collect();
+        let dim = self.dim();
+        let nq = queries.len() / dim;
+        let cursor = AtomicUsize::new(0);
+        let bar = ctl.bar("choosing the cache", nq as u64);
+        let parts: Vec<Result<(Vec<u32>, u64), SearchError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads.clamp(1, nq.max(1)))
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut s = self.searcher()?;
+                        let mut hits = Vec::new();
+                        let mut pages = 0;
+                        s.start_trace();
+                        loop {
+                            let q = cursor.fetch_add(1, Ordering::Relaxed);
+                            if q >= nq {
+                                break;
+                            }
+                            let st =
+                                s.search(&queries[q * dim..(q + 1) * dim], params, &mut hits)?;
+                            pages += st.pages_read;
+                            bar.inc(1);
+                        }
+                        Ok((s.take_trace(), pages))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(SearchError::BadBatch("a cache thread panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        bar.finish_and_clear();
+        let mut counts = vec![0u32; self.n()];
+        let mut pages = 0;
+        for part in parts {
+            let (trace, p) = part?;
+            pages += p;
+            for id in trace {
+                counts[id as usize] = counts[id as usize].saturating_add(1);
+            }
+        }
+        Ok((counts, pages))
+    }
+}

@@ -1,0 +1,420 @@
+//! The disk index: a directory holding the page-packed graph and vectors, the PQ quantiser and
+//! the PQ codes; built by [`build_index`], opened by [`DiskIndex::open`], searched by
+//! [`DiskIndex::searcher`] (one per thread) or [`DiskIndex::search_batch`].
+//!
+//! | file | what | in memory at search time |
+//! |---|---|---|
+//! | `packed.trawl` | records (vector + neighbours) in 4 KiB pages ([`crate::layout::packed`]) | header, 4 bytes per page of checksums |
+//! | `pq.trawl` | PQ codebooks | all |
+//! | `pq-codes.trawl` | one PQ code per vector | all |
+//!
+//! The packed header holds the payload checksums of both PQ files, so files from different
+//! builds are never mixed.
+
+mod build;
+mod cache_load;
+
+pub use build::{build_index, IndexBuildError, IndexBuildReport, IndexParams};
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use crate::data::Matrix;
+use crate::io::{EngineConfig, EngineKind, IoError, IoFile};
+use crate::kernels::{DType, Element, Metric};
+use crate::layout::packed::{self, PackedFile};
+use crate::layout::{FileError, FileErrorKind};
+use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::search::{NodeCache, QueryStats, SearchError, SearchParams, Searcher};
+
+/// File name of the PQ quantiser inside an index directory.
+pub const PQ_FILE: &str = "pq.trawl";
+/// File name of the PQ codes inside an index directory.
+pub const PQ_CODES_FILE: &str = "pq-codes.trawl";
+
+/// How an index is opened and read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Read with O_DIRECT (no page cache). On by default: without it, figures measure memory.
+    pub direct: bool,
+    /// Which I/O engine each searcher uses.
+    pub engine: EngineKind,
+    /// Slots of each searcher's engine: the largest beam width it accepts.
+    pub queue_depth: usize,
+    /// Register read buffers with io_uring when allowed.
+    pub register_buffers: bool,
+    /// io_uring kernel-side submission polling (costs a core).
+    pub sqpoll: bool,
+    /// Check every page read against its CRC-32 (costs ~0.3 µs per page).
+    pub verify_pages: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self {
+            direct: true,
+            engine: EngineKind::Auto,
+            queue_depth: 64,
+            register_buffers: true,
+            sqpoll: false,
+            verify_pages: true,
+        }
+    }
+}
+
+/// Why an index could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The directory does not exist or is not an index directory.
+    #[error("{}: not an index directory ({reason})", dir.display())]
+    NotAnIndex {
+        /// The directory.
+        dir: PathBuf,
+        /// What is missing.
+        reason: String,
+    },
+    /// A file is damaged, truncated or of the wrong kind.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The files do not belong together (mixed builds): rebuild the index.
+    #[error("{}: {reason}", dir.display())]
+    Mismatch {
+        /// The directory.
+        dir: PathBuf,
+        /// What disagrees.
+        reason: String,
+    },
+    /// The index file could not be opened for reading.
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
+
+/// Memory an opened index holds, by part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MemoryReport {
+    /// PQ codes.
+    pub pq_codes_bytes: u64,
+    /// PQ codebooks.
+    pub pq_codebook_bytes: u64,
+    /// Page checksums.
+    pub checksum_bytes: u64,
+    /// Static cache.
+    pub cache_bytes: u64,
+}
+
+impl MemoryReport {
+    /// Sum of the parts.
+    pub fn total(&self) -> u64 {
+        self.pq_codes_bytes + self.pq_codebook_bytes + self.checksum_bytes + self.cache_bytes
+    }
+}
+
+/// Results of a batch: `nq × k` ids and distances (missing results are `u32::MAX` / `+∞`),
+/// one [`QueryStats`] per query, and the batch's wall time.
+#[derive(Debug, Clone, Default)]
+pub struct BatchOutput {
+    /// Results per query.
+    pub k: usize,
+    /// Row-major ids.
+    pub ids: Vec<u32>,
+    /// Row-major exact distances.
+    pub dists: Vec<f32>,
+    /// Per-query statistics.
+    pub stats: Vec<QueryStats>,
+    /// Seconds for the whole batch.
+    pub wall_secs: f64,
+}
+
+impl BatchOutput {
+    /// The statistics summed over queries.
+    pub fn total(&self) -> QueryStats {
+        let mut t = QueryStats::default();
+        for s in &self.stats {
+            t += *s;
+        }
+        t
+    }
+}
+
+/// An opened disk index.
+#[derive(Debug)]
+pub struct DiskIndex {
+    dir: PathBuf,
+    packed: PackedFile,
+    file: IoFile,
+    pq: ProductQuantizer,
+    codes: PqCodes,
+    cache: NodeCache,
+    opts: OpenOptions,
+}
+
+/// Payload CRC recorded in a trawl envelope header (bytes 24..28).
+pub(crate) fn payload_crc(path: &Path) -> Result<u32, FileError> {
+    use std::io::Read;
+    let mut h = [0u8; crate::layout::header::HEADER_BYTES];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut h))
+        .map_err(|e| FileError::new(path, FileErrorKind::Io(e)))?;
+    Ok(u32::from_le_bytes([h[24], h[25], h[26], h[27]]))
+}
+
+impl DiskIndex {
+    /// Opens the index in `dir`, checking every file's header and checksums and that the files
+    /// belong together. The static cache starts empty ([`DiskIndex::load_cache`]).
+    pub fn open(dir: &Path, opts: OpenOptions) -> Result<Self, OpenError> {
+        if !dir.is_dir() {
+            return Err(OpenError::NotAnIndex {
+                dir: dir.to_path_buf(),
+                reason: "no such directory".into(),
+            });
+        }
+        let packed_path = dir.join(packed::FILE_NAME);
+        if !packed_path.is_file() {
+            return Err(OpenError::NotAnIndex {
+                dir: dir.to_path_buf(),
+                reason: format!("{} is missing", packed::FILE_NAME),
+            });
+        }
+        let packed = PackedFile::open(&packed_path)?;
+        let meta = *packed.meta();
+        let pq_path = dir.join(PQ_FILE);
+        let codes_path = dir.join(PQ_CODES_FILE);
+        let mismatch = |reason: String| OpenError::Mismatch {
+            dir: dir.to_path_buf(),
+            reason,
+        };
+        if payload_crc(&pq_path)? != meta.pq_crc || payload_crc(&codes_path)? != meta.pq_codes_crc {
+            return Err(mismatch(
+                "the PQ files are not the ones this index was built with (mixed builds?)".into(),
+            ));
+        }
+        let pq = ProductQuantizer::load(&pq_path)?;
+        let codes = PqCodes::load(&codes_path)?;
+        if pq.dim() != meta.dim
+            || pq.metric() != meta.metric
+            || pq.m() != meta.pq_bytes
+            || codes.m() != pq.m()
+            || codes.n() as u64 != meta.n
+        {
+            return Err(mismatch(format!(
+                "PQ ({} dims, {} bytes, {} codes, {}) does not match the index ({} dims, {} bytes, n = {}, {})",
+                pq.dim(),
+                pq.m(),
+                codes.n(),
+                pq.metric().name(),
+                meta.dim,
+                meta.pq_bytes,
+                meta.n,
+                meta.metric.name()
+            )));
+        }
+        let file = IoFile::open(&packed_path, opts.direct)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            packed,
+            file,
+            pq,
+            codes,
+            cache: NodeCache::empty(),
+            opts,
+        })
+    }
+
+    /// The index directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// Indexed vectors.
+    pub fn n(&self) -> usize {
+        self.packed.meta().n as usize
+    }
+    /// Dimension.
+    pub fn dim(&self) -> usize {
+        self.packed.meta().dim
+    }
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.packed.meta().dtype
+    }
+    /// Metric.
+    pub fn metric(&self) -> Metric {
+        self.packed.meta().metric
+    }
+    /// Entry point.
+    pub fn medoid(&self) -> u32 {
+        self.packed.meta().medoid
+    }
+    /// The page-packed file.
+    pub fn packed(&self) -> &PackedFile {
+        &self.packed
+    }
+    /// The quantiser.
+    pub fn pq(&self) -> &ProductQuantizer {
+        &self.pq
+    }
+    /// The PQ codes.
+    pub fn codes(&self) -> &PqCodes {
+        &self.codes
+    }
+    /// The static cache.
+    pub fn cache(&self) -> &NodeCache {
+        &self.cache
+    }
+    /// How the index was opened.
+    pub fn options(&self) -> &OpenOptions {
+        &self.opts
+    }
+    /// Whether pages are checked against their checksums when read.
+    #[inline]
+    pub fn verify_pages(&self) -> bool {
+        self.opts.verify_pages
+    }
+    /// The opened file (for making engines).
+    pub fn file(&self) -> &IoFile {
+        &self.file
+    }
+
+    /// Memory held by the index, by part.
+    pub fn memory(&self) -> MemoryReport {
+        MemoryReport {
+            pq_codes_bytes: self.codes.as_bytes().len() as u64,
+            pq_codebook_bytes: self.pq.centroids().len() as u64 * 4,
+            checksum_bytes: self.packed.heap_bytes() as u64,
+            cache_bytes: self.cache.heap_bytes() as u64,
+        }
+    }
+
+    /// Bytes on disk of each file: `(packed, pq, pq codes)`.
+    pub fn disk_bytes(&self) -> (u64, u64, u64) {
+        let len = |p: PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        (
+            self.packed.file_bytes(),
+            len(self.dir.join(PQ_FILE)),
+            len(self.dir.join(PQ_CODES_FILE)),
+        )
+    }
+
+    /// The engine configuration of this index's searchers.
+    pub fn engine_config(&self) -> EngineConfig {
+        EngineConfig {
+            depth: self.opts.queue_depth.max(1),
+            max_pages_per_read: self.packed.geometry().read_pages(),
+            register_buffers: self.opts.register_buffers,
+            sqpoll: self.opts.sqpoll,
+        }
+    }
+
+    /// A searcher with its own I/O engine (make one per thread).
+    pub fn searcher(&self) -> Result<Searcher<'_>, IoError> {
+        let engine = self.file.engine(self.opts.engine, self.engine_config())?;
+        Ok(Searcher::with_engine(self, engine))
+    }
+
+    /// Checks a query against the index and the parameters.
+    pub(crate) fn check_query<T: Element>(
+        &self,
+        query: &[T],
+        p: &SearchParams,
+        depth: usize,
+    ) -> Result<(), SearchError> {
+        if T::DTYPE != self.dtype() {
+            return Err(SearchError::DTypeMismatch {
+                expected: self.dtype().name(),
+                got: T::DTYPE.name(),
+            });
+        }
+        if query.len() != self.dim() {
+            return Err(SearchError::DimMismatch {
+                expected: self.dim(),
+                got: query.len(),
+            });
+        }
+        if p.k == 0 || p.k > p.l {
+            return Err(SearchError::InvalidK { k: p.k, l: p.l });
+        }
+        if p.k > self.n() {
+            return Err(SearchError::KTooLarge {
+                k: p.k,
+                n: self.n() as u64,
+            });
+        }
+        if p.beam_width == 0 || p.beam_width > depth {
+            return Err(SearchError::InvalidBeamWidth {
+                beam_width: p.beam_width,
+                max: depth,
+            });
+        }
+        if query.iter().any(|x| !x.is_finite()) {
+            return Err(SearchError::NonFiniteQuery { row: 0 });
+        }
+        Ok(())
+    }
+
+    /// Searches every row of `queries` over `threads` threads (each with its own engine),
+    /// timing each query.
+    pub fn search_batch<T: Element>(
+        &self,
+        queries: &Matrix<T>,
+        params: &SearchParams,
+        threads: usize,
+    ) -> Result<BatchOutput, SearchError> {
+        let nq = queries.n();
+        let k = params.k;
+        if let Some(row) = (0..nq).find(|&q| queries.row(q).iter().any(|x| !x.is_finite())) {
+            return Err(SearchError::NonFiniteQuery { row });
+        }
+        if nq > 0 {
+            self.check_query(queries.row(0), params, self.engine_config().depth)?;
+        }
+        let threads = threads.clamp(1, nq.max(1));
+        let cursor = AtomicUsize::new(0);
+        let t0 = Instant::now();
+        type Part = Vec<(usize, Vec<(u32, f32)>, QueryStats)>;
+        let parts: Vec<Result<Part, SearchError>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| -> Result<Part, SearchError> {
+                        let mut searcher = self.searcher()?;
+                        let mut part = Vec::new();
+                        loop {
+                            let q = cursor.fetch_add(1, Ordering::Relaxed);
+                            if q >= nq {
+                                return Ok(part);
+                            }
+                            let mut hits = Vec::with_capacity(k);
+                            let st = searcher.search(queries.row(q), params, &mut hits)?;
+                            part.push((q, hits, st));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join().unwrap_or_else(|_| {
+                        Err(SearchError::BadBatch("a search thread panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        let wall_secs = t0.elapsed().as_secs_f64();
+        let mut out = BatchOutput {
+            k,
+            ids: vec![u32::MAX; nq * k],
+            dists: vec![f32::INFINITY; nq * k],
+            stats: vec![QueryStats::default(); nq],
+            wall_secs,
+        };
+        for part in parts {
+            for (q, hits, st) in part? {
+                for (j, (id, d)) in hits.into_iter().enumerate() {
+                    out.ids[q * k + j] = id;
+                    out.dists[q * k + j] = d;
+                }
+                out.stats[q] = st;
+            }
+        }
+        Ok(out)
+    }
+}

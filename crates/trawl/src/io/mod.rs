@@ -1,0 +1,283 @@
+//! Page reads from an index file: the [`IoEngine`] trait, its engines and their aligned buffers.
+//!
+//! An engine reads whole 4 KiB pages of one file ([`IoFile`]) into buffers it owns. The caller
+//! submits tagged requests ([`IoEngine::submit`]) into a bounded queue of `depth` slots, collects
+//! completions ([`IoEngine::wait`]), reads the bytes of a completed slot
+//! ([`IoEngine::buffer`]) and hands the slot back ([`IoEngine::release`]). A slot is busy from
+//! its submission until its release, so at most `depth` reads are in flight or held.
+//!
+//! - [`UringEngine`]: io_uring, one ring per engine (one engine per search thread), O_DIRECT,
+//!   buffers registered with the ring when the memlock limit allows (else plain reads), SQPOLL
+//!   optional and off by default (the kernel poller costs a core).
+//! - [`PreadEngine`]: `pread` on the O_DIRECT file; the fallback where io_uring is missing.
+//! - [`CountingEngine`]: wraps any engine and counts what passes through it, independently of
+//!   the engine's own counters (used to check the search statistics).
+//!
+//! A short read is an error ([`IoError::ShortRead`]), never a panic or a partially filled page.
+//! Dropping an engine waits for every read still in flight before its buffers are freed.
+
+mod aligned;
+mod counting;
+mod file;
+mod pread;
+#[cfg(test)]
+mod tests;
+mod uring;
+
+pub use aligned::AlignedBuf;
+pub use counting::{CountedIo, CountingEngine};
+pub use file::IoFile;
+pub use pread::PreadEngine;
+pub use uring::UringEngine;
+
+use std::path::PathBuf;
+
+/// The unit of every read: one 4 KiB page.
+pub const PAGE_BYTES: usize = 4096;
+
+/// One engine slot: the index of a buffer the engine owns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Slot(pub u32);
+
+/// A read of `pages` consecutive pages starting at page `first_page` of the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadRequest {
+    /// First page (file offset / [`PAGE_BYTES`]).
+    pub first_page: u64,
+    /// Number of pages, `1 ≤ pages ≤` the engine's `max_pages_per_read`.
+    pub pages: u32,
+}
+
+/// A finished read: the caller's tag and the slot holding the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The tag given to [`IoEngine::submit`].
+    pub tag: u64,
+    /// Where the bytes are; read them with [`IoEngine::buffer`], then [`IoEngine::release`].
+    pub slot: Slot,
+}
+
+/// How an engine is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Slots: reads in flight or completed-but-unreleased at most. `≥ 1`.
+    pub depth: usize,
+    /// Largest read in pages (a record spanning several pages is read in one request). `≥ 1`.
+    pub max_pages_per_read: usize,
+    /// io_uring: register the slot buffers with the ring (falls back to unregistered buffers
+    /// when the kernel refuses, e.g. above the memlock limit). Ignored by other engines.
+    pub register_buffers: bool,
+    /// io_uring: a kernel thread polls the submission queue (costs a core). Off by default.
+    pub sqpoll: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            depth: 32,
+            max_pages_per_read: 1,
+            register_buffers: true,
+            sqpoll: false,
+        }
+    }
+}
+
+/// Most slots an engine may have (the io_uring submission queue holds at most 32768 entries).
+pub const MAX_DEPTH: usize = 1 << 15;
+
+/// Largest read in pages an engine may be configured for (128 MiB; Linux reads at most
+/// 2 GiB − 4 KiB at once).
+pub const MAX_PAGES_PER_READ: usize = 1 << 15;
+
+impl EngineConfig {
+    /// Checks the parameters: `1 ≤ depth ≤` [`MAX_DEPTH`], `1 ≤ max_pages_per_read ≤`
+    /// [`MAX_PAGES_PER_READ`], and all slot buffers together addressable. Every engine calls
+    /// this when it is created.
+    pub fn validate(&self) -> Result<(), IoError> {
+        if self.depth == 0 || self.depth > MAX_DEPTH {
+            return Err(IoError::BadConfig(format!(
+                "depth {} is not in 1..={MAX_DEPTH}",
+                self.depth
+            )));
+        }
+        if self.max_pages_per_read == 0 || self.max_pages_per_read > MAX_PAGES_PER_READ {
+            return Err(IoError::BadConfig(format!(
+                "max_pages_per_read {} is not in 1..={MAX_PAGES_PER_READ}",
+                self.max_pages_per_read
+            )));
+        }
+        self.total_buffer_bytes().ok_or_else(|| {
+            IoError::BadConfig(format!(
+                "{} slots of {} pages do not fit in memory",
+                self.depth, self.max_pages_per_read
+            ))
+        })?;
+        Ok(())
+    }
+
+    /// Bytes of one slot buffer (`max_pages_per_read × PAGE_BYTES`).
+    pub fn slot_bytes(&self) -> usize {
+        self.max_pages_per_read.saturating_mul(PAGE_BYTES)
+    }
+
+    /// Bytes of all slot buffers together, `None` if that overflows (or exceeds `isize::MAX`).
+    pub fn total_buffer_bytes(&self) -> Option<usize> {
+        self.max_pages_per_read
+            .checked_mul(PAGE_BYTES)?
+            .checked_mul(self.depth)
+            .filter(|&b| b <= isize::MAX as usize)
+    }
+}
+
+/// Which engine to create ([`IoFile::engine`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EngineKind {
+    /// io_uring when the kernel offers it, else pread.
+    #[default]
+    Auto,
+    /// io_uring; an error where it is unavailable.
+    Uring,
+    /// pread.
+    Pread,
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "uring" | "io_uring" => Ok(Self::Uring),
+            "pread" => Ok(Self::Pread),
+            other => Err(format!("unknown I/O engine {other:?} (auto, uring, pread)")),
+        }
+    }
+}
+
+/// What an engine counted itself since it was created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// Requests submitted.
+    pub requests: u64,
+    /// Pages requested.
+    pub pages: u64,
+    /// Bytes read (completed).
+    pub bytes: u64,
+    /// Completions delivered.
+    pub completions: u64,
+}
+
+/// How an engine actually runs (after fallbacks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineInfo {
+    /// `"uring"` or `"pread"` (or a wrapper's name).
+    pub name: &'static str,
+    /// The file was opened with O_DIRECT.
+    pub direct: bool,
+    /// Buffers are registered with the ring.
+    pub registered_buffers: bool,
+    /// A kernel thread polls the submission queue.
+    pub sqpoll: bool,
+}
+
+/// Why an I/O operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    /// The file could not be opened (missing, permissions). Check the path.
+    #[error("{}: cannot open: {source}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file system refuses O_DIRECT (tmpfs, some network file systems). Put the index on
+    /// a local disk, or open without direct I/O (figures then include the page cache).
+    #[error("{}: the file system does not support O_DIRECT: {source}", path.display())]
+    DirectUnsupported {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The kernel refused to set up io_uring (old kernel, seccomp, disabled by sysctl). Use
+    /// the pread engine.
+    #[error("io_uring is unavailable: {0}")]
+    UringUnavailable(std::io::Error),
+    /// The engine parameters are unusable (zero depth, zero pages per read).
+    #[error("invalid engine configuration: {0}")]
+    BadConfig(String),
+    /// Every slot is busy: wait for completions and release slots before submitting more.
+    #[error("I/O queue full ({depth} slots busy)")]
+    QueueFull {
+        /// Engine depth.
+        depth: usize,
+    },
+    /// A request of zero pages or more than the engine's largest read.
+    #[error("read of {pages} pages is not allowed (1 to {max})")]
+    BadLength {
+        /// Requested pages.
+        pages: u32,
+        /// Largest read.
+        max: usize,
+    },
+    /// A request beyond the end of the file: the index is truncated or the caller is wrong.
+    #[error("read of pages {first}..{end} beyond the file's {file_pages} pages")]
+    OutOfRange {
+        /// First page.
+        first: u64,
+        /// One past the last page.
+        end: u64,
+        /// Pages in the file.
+        file_pages: u64,
+    },
+    /// The device returned fewer bytes than asked: the file shrank or the device failed.
+    #[error("short read at byte {offset}: {got} of {expected} bytes")]
+    ShortRead {
+        /// File offset of the read.
+        offset: u64,
+        /// Bytes asked.
+        expected: usize,
+        /// Bytes returned.
+        got: usize,
+    },
+    /// The operating system failed a read or a ring operation.
+    #[error("read failed at byte {offset}: {source}")]
+    Read {
+        /// File offset of the read (0 for ring-wide failures).
+        offset: u64,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Tagged page reads into engine-owned buffers through a bounded queue.
+///
+/// Protocol: `submit` while [`IoEngine::can_submit`]; `wait(min)` returns completions (at least
+/// `min`, which must not exceed [`IoEngine::in_flight`]; `min = 0` polls without blocking);
+/// `buffer(slot)` is valid from its completion until `release(slot)`.
+pub trait IoEngine: Send {
+    /// How the engine runs.
+    fn info(&self) -> EngineInfo;
+    /// Slots (most reads in flight or held).
+    fn depth(&self) -> usize;
+    /// Largest read in pages.
+    fn max_pages_per_read(&self) -> usize;
+    /// Pages in the file.
+    fn file_pages(&self) -> u64;
+    /// Reads submitted and not yet returned by `wait`.
+    fn in_flight(&self) -> usize;
+    /// Whether a slot is free for another `submit`.
+    fn can_submit(&self) -> bool;
+    /// Queues one read tagged `tag`. The read may start at once or at the next `wait`.
+    fn submit(&mut self, tag: u64, req: ReadRequest) -> Result<(), IoError>;
+    /// Appends at least `min` completions to `out` (blocking until they arrive; `min = 0`
+    /// returns what is ready) and returns how many were appended. A failed or short read is
+    /// an error; its slot is released.
+    fn wait(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, IoError>;
+    /// The bytes of a completed read (`pages × PAGE_BYTES`).
+    fn buffer(&self, slot: Slot) -> &[u8];
+    /// Hands a completed slot back.
+    fn release(&mut self, slot: Slot);
+    /// What the engine counted.
+    fn counters(&self) -> EngineCounters;
+}

@@ -1,0 +1,434 @@
+//! The io_uring engine: one ring per engine, reads into one page-aligned block of slot buffers.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::mem::ManuallyDrop;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+use io_uring::{opcode, squeue, types, IoUring, Probe};
+
+use super::file::check_range;
+use super::{
+    AlignedBuf, Completion, EngineConfig, EngineCounters, EngineInfo, IoEngine, IoError, IoFile,
+    ReadRequest, Slot, PAGE_BYTES,
+};
+
+/// How long the SQPOLL kernel thread spins without work before it sleeps.
+const SQPOLL_IDLE_MS: u32 = 50;
+
+/// Where a slot is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Free for a submission.
+    Free,
+    /// Submitted: in the ring (the kernel may be writing the buffer) or completed and waiting
+    /// in the ready queue.
+    Pending {
+        tag: u64,
+        first_page: u64,
+        pages: u32,
+    },
+    /// Completion returned by `wait`; the caller reads the bytes until `release`.
+    Held { pages: u32 },
+}
+
+/// io_uring reads: one ring per engine (make one engine per thread), requests batched into
+/// one `io_uring_enter` per [`IoEngine::wait`].
+///
+/// The slot buffers are one page-aligned allocation (`depth × max_pages_per_read` pages),
+/// registered with the ring when `register_buffers` is set and the kernel accepts it (it
+/// refuses above the memlock limit for processes without `CAP_IPC_LOCK`; the engine then uses
+/// plain reads, see [`EngineInfo::registered_buffers`]). The file descriptor is registered too
+/// when possible. Dropping the engine waits for every read still in flight.
+pub struct UringEngine {
+    ring: IoUring,
+    /// Keeps the descriptor the SQEs name open.
+    file: Arc<File>,
+    /// All slot buffers; slot `i` at `i × slot_bytes`. Freed by `Drop` only after every read
+    /// has completed (leaked if that cannot be established).
+    bufs: ManuallyDrop<AlignedBuf>,
+    slot_bytes: usize,
+    state: Vec<State>,
+    free: Vec<u32>,
+    /// Reads pushed into the submission queue whose completion has not been harvested.
+    in_ring: usize,
+    /// Harvested completions not yet delivered: (slot, result).
+    ready: VecDeque<(u32, i32)>,
+    /// SQEs pushed since the last `io_uring_enter`.
+    unsubmitted: bool,
+    max_pages: usize,
+    file_pages: u64,
+    direct: bool,
+    registered: bool,
+    fixed_file: bool,
+    sqpoll: bool,
+    counters: EngineCounters,
+}
+
+impl UringEngine {
+    /// An engine reading `file` through a new ring of `cfg.depth` (rounded up to a power of
+    /// two) entries.
+    ///
+    /// Errors: [`IoError::BadConfig`] on unusable parameters, [`IoError::UringUnavailable`]
+    /// when the kernel refuses to create the ring (or, with `cfg.sqpoll`, its polling thread)
+    /// or lacks the read operation.
+    pub fn new(file: &IoFile, cfg: EngineConfig) -> Result<Self, IoError> {
+        cfg.validate()?;
+        // `validate` bounds depth by MAX_DEPTH = 2^15, so this fits a u32 and the ring limit.
+        let entries = cfg.depth.next_power_of_two() as u32;
+        let mut builder = IoUring::builder();
+        if cfg.sqpoll {
+            builder.setup_sqpoll(SQPOLL_IDLE_MS);
+        }
+        let ring = builder.build(entries).map_err(IoError::UringUnavailable)?;
+        let mut probe = Probe::new();
+        ring.submitter()
+            .register_probe(&mut probe)
+            .map_err(IoError::UringUnavailable)?;
+        if !probe.is_supported(opcode::Read::CODE) {
+            return Err(IoError::UringUnavailable(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "the kernel's io_uring lacks IORING_OP_READ",
+            )));
+        }
+
+        let slot_bytes = cfg.slot_bytes();
+        // `validate` checked that the product does not overflow.
+        let mut bufs = AlignedBuf::new(slot_bytes * cfg.depth)?;
+        let base = bufs.as_mut_ptr();
+        let registered = cfg.register_buffers && cfg.depth <= usize::from(u16::MAX) + 1 && {
+            let iovecs: Vec<libc::iovec> = (0..cfg.depth)
+                .map(|i| libc::iovec {
+                    iov_base: base.wrapping_add(i * slot_bytes).cast(),
+                    iov_len: slot_bytes,
+                })
+                .collect();
+            // SAFETY: each iovec covers one slot inside `bufs`, which stays allocated while
+            // the buffers are registered: `Drop` unregisters them (after every read has
+            // completed) before it frees `bufs`, and leaks `bufs` if it cannot.
+            let res = unsafe { ring.submitter().register_buffers(&iovecs) };
+            // ENOMEM/EPERM above the memlock limit, EINVAL past the kernel's buffer count:
+            // plain reads work on the same memory.
+            res.is_ok()
+        };
+        let fixed_file = ring
+            .submitter()
+            .register_files(&[file.file().as_raw_fd()])
+            .is_ok();
+
+        Ok(Self {
+            ring,
+            file: file.shared_file(),
+            bufs: ManuallyDrop::new(bufs),
+            slot_bytes,
+            state: vec![State::Free; cfg.depth],
+            free: (0..cfg.depth as u32).rev().collect(),
+            in_ring: 0,
+            ready: VecDeque::with_capacity(cfg.depth),
+            unsubmitted: false,
+            max_pages: cfg.max_pages_per_read,
+            file_pages: file.pages(),
+            direct: file.is_direct(),
+            registered,
+            fixed_file,
+            sqpoll: cfg.sqpoll,
+            counters: EngineCounters::default(),
+        })
+    }
+
+    /// The SQE reading `len` bytes at `offset` into slot `slot`.
+    fn read_entry(&mut self, slot: u32, offset: u64, len: u32) -> squeue::Entry {
+        let buf = self
+            .bufs
+            .as_mut_ptr()
+            .wrapping_add(slot as usize * self.slot_bytes);
+        // `validate` bounds depth by 2^15 and registration needs depth ≤ 2^16, so the slot
+        // index fits the u16 buffer index.
+        let index = slot as u16;
+        let fd = self.file.as_raw_fd();
+        let entry = match (self.registered, self.fixed_file) {
+            (true, true) => opcode::ReadFixed::new(types::Fixed(0), buf, len, index)
+                .offset(offset)
+                .build(),
+            (true, false) => opcode::ReadFixed::new(types::Fd(fd), buf, len, index)
+                .offset(offset)
+                .build(),
+            (false, true) => opcode::Read::new(types::Fixed(0), buf, len)
+                .offset(offset)
+                .build(),
+            (false, false) => opcode::Read::new(types::Fd(fd), buf, len)
+                .offset(offset)
+                .build(),
+        };
+        entry.user_data(u64::from(slot))
+    }
+
+    /// Submits the pushed SQEs and waits for `want` completions in the ring; retries on EINTR.
+    fn enter(&mut self, want: usize) -> Result<(), IoError> {
+        loop {
+            match self.ring.submit_and_wait(want) {
+                Ok(_) => {
+                    // Without SQPOLL an SQE left in the queue (the kernel stopped at a bad
+                    // one) is submitted by the next enter; with SQPOLL the kernel thread
+                    // takes them on its own.
+                    self.unsubmitted = !self.sqpoll && !self.ring.submission().is_empty();
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(IoError::Read { offset: 0, source }),
+            }
+        }
+    }
+
+    /// Moves every completion in the ring into the ready queue.
+    fn harvest(&mut self) {
+        for cqe in self.ring.completion() {
+            let slot = cqe.user_data();
+            let pending = usize::try_from(slot)
+                .ok()
+                .and_then(|i| self.state.get(i))
+                .is_some_and(|s| matches!(s, State::Pending { .. }));
+            // Every SQE carries its slot; anything else is not ours and is ignored.
+            if pending {
+                self.in_ring -= 1;
+                self.ready.push_back((slot as u32, cqe.result()));
+            }
+        }
+    }
+
+    /// Takes the first failed or short completion out of the ready queue, frees its slot and
+    /// returns its error.
+    fn take_failed(&mut self) -> Option<IoError> {
+        let expected = |state: &State| match *state {
+            State::Pending { pages, .. } => pages as usize * PAGE_BYTES,
+            _ => 0,
+        };
+        let pos = self.ready.iter().position(|&(slot, res)| {
+            res < 0 || (res as usize) < expected(&self.state[slot as usize])
+        })?;
+        let (slot, res) = self.ready.remove(pos)?;
+        let i = slot as usize;
+        let offset = match self.state[i] {
+            State::Pending { first_page, .. } => first_page * PAGE_BYTES as u64,
+            _ => 0,
+        };
+        let expected = expected(&self.state[i]);
+        self.state[i] = State::Free;
+        self.free.push(slot);
+        Some(if res < 0 {
+            IoError::Read {
+                offset,
+                source: std::io::Error::from_raw_os_error(-res),
+            }
+        } else {
+            IoError::ShortRead {
+                offset,
+                expected,
+                got: res as usize,
+            }
+        })
+    }
+
+    /// Waits until the kernel has finished every read pushed into the ring (their
+    /// completions move to the ready queue). `false` if the ring failed, in which case reads
+    /// may still be running.
+    pub(crate) fn drain_ring(&mut self) -> bool {
+        while self.in_ring > 0 {
+            self.harvest();
+            if self.in_ring == 0 {
+                break;
+            }
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => self.unsubmitted = false,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Reads in the ring whose completion has not been harvested (tests).
+    #[cfg(test)]
+    pub(crate) fn in_ring(&self) -> usize {
+        self.in_ring
+    }
+}
+
+impl IoEngine for UringEngine {
+    fn info(&self) -> EngineInfo {
+        EngineInfo {
+            name: "uring",
+            direct: self.direct,
+            registered_buffers: self.registered,
+            sqpoll: self.sqpoll,
+        }
+    }
+
+    fn depth(&self) -> usize {
+        self.state.len()
+    }
+
+    fn max_pages_per_read(&self) -> usize {
+        self.max_pages
+    }
+
+    fn file_pages(&self) -> u64 {
+        self.file_pages
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_ring + self.ready.len()
+    }
+
+    fn can_submit(&self) -> bool {
+        !self.free.is_empty()
+    }
+
+    fn submit(&mut self, tag: u64, req: ReadRequest) -> Result<(), IoError> {
+        let Some(&slot) = self.free.last() else {
+            return Err(IoError::QueueFull {
+                depth: self.depth(),
+            });
+        };
+        if req.pages == 0 || req.pages as usize > self.max_pages {
+            return Err(IoError::BadLength {
+                pages: req.pages,
+                max: self.max_pages,
+            });
+        }
+        check_range(req.first_page, u64::from(req.pages), self.file_pages)?;
+        let offset = req.first_page * PAGE_BYTES as u64;
+        // pages ≤ MAX_PAGES_PER_READ = 2^15, so the length is below 2^27.
+        let len = req.pages * PAGE_BYTES as u32;
+        let entry = self.read_entry(slot, offset, len);
+        // SAFETY: the SQE makes the kernel write `len` bytes into slot `slot` of `bufs` and
+        // read from `self.file`. The slot lies inside `bufs` (`len ≤ slot_bytes`) and is free:
+        // no other read targets it and no reference to it is handed out until its completion
+        // has been harvested (`buffer` only serves `Held` slots). `bufs` stays allocated until
+        // that completion: `Drop` waits for every read in the ring before freeing it (and
+        // leaks it if it cannot), and a forgotten engine leaks it. The file is kept open by
+        // `self.file` (and the ring's registered-file table).
+        let pushed = unsafe { self.ring.submission().push(&entry) };
+        if pushed.is_err() {
+            // The queue has ≥ depth entries and at most depth − 1 reads are pending, so
+            // this does not happen; report it rather than lose the read.
+            return Err(IoError::Read {
+                offset,
+                source: std::io::Error::other("io_uring submission queue is full"),
+            });
+        }
+        self.free.pop();
+        self.state[slot as usize] = State::Pending {
+            tag,
+            first_page: req.first_page,
+            pages: req.pages,
+        };
+        self.in_ring += 1;
+        self.unsubmitted = true;
+        self.counters.requests += 1;
+        self.counters.pages += u64::from(req.pages);
+        Ok(())
+    }
+
+    /// Submits pushed reads, waits for `min` completions (clamped to [`IoEngine::in_flight`])
+    /// and appends every ready completion. On an error (a failed or short read) nothing is
+    /// appended: the failed read's slot is freed and the other completions stay queued for
+    /// the next call.
+    fn wait(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, IoError> {
+        let min = min.min(self.in_flight());
+        let mut entered = false;
+        loop {
+            self.harvest();
+            if let Some(err) = self.take_failed() {
+                return Err(err);
+            }
+            let need = min.saturating_sub(self.ready.len());
+            if need == 0 && (!self.unsubmitted || entered) {
+                break;
+            }
+            self.enter(need)?;
+            entered = true;
+        }
+        let n = self.ready.len();
+        out.reserve(n);
+        for (slot, _) in self.ready.drain(..) {
+            let i = slot as usize;
+            if let State::Pending { tag, pages, .. } = self.state[i] {
+                self.state[i] = State::Held { pages };
+                self.counters.bytes += u64::from(pages) * PAGE_BYTES as u64;
+                self.counters.completions += 1;
+                out.push(Completion {
+                    tag,
+                    slot: Slot(slot),
+                });
+            }
+        }
+        Ok(n)
+    }
+
+    /// The bytes of a completed read; empty for a slot that is not held (in flight, never
+    /// completed, released, or out of range).
+    fn buffer(&self, slot: Slot) -> &[u8] {
+        let i = slot.0 as usize;
+        let Some(&State::Held { pages }) = self.state.get(i) else {
+            return &[];
+        };
+        let start = self.bufs.as_ptr().wrapping_add(i * self.slot_bytes);
+        // SAFETY: slot `i` lies inside `bufs` (`i < depth`, `pages × PAGE_BYTES ≤
+        // slot_bytes`) and its bytes are initialised (zeroed at allocation, then written by
+        // the finished read). Its completion has been harvested, so the kernel no longer
+        // writes there, and no new read can target it before `release`, which needs `&mut
+        // self` and so outlives this borrow. Reads in flight write only other, disjoint slots.
+        unsafe { std::slice::from_raw_parts(start, pages as usize * PAGE_BYTES) }
+    }
+
+    /// Hands a held slot back; a slot that is not held is ignored (an in-flight slot in
+    /// particular stays reserved for its read).
+    fn release(&mut self, slot: Slot) {
+        let i = slot.0 as usize;
+        if let Some(s @ State::Held { .. }) = self.state.get_mut(i) {
+            *s = State::Free;
+            self.free.push(slot.0);
+        }
+    }
+
+    fn counters(&self) -> EngineCounters {
+        self.counters
+    }
+}
+
+impl Drop for UringEngine {
+    fn drop(&mut self) {
+        // The kernel writes into `bufs` until each read completes: wait for all of them.
+        if !self.drain_ring() {
+            // Reads may still be running: leak the buffers rather than free memory the
+            // kernel may write (closing the ring cancels or finishes those reads).
+            return;
+        }
+        if self.registered {
+            // Best effort: closing the ring unregisters them anyway.
+            let _ = self.ring.submitter().unregister_buffers();
+        }
+        // SAFETY: every read has completed, so the kernel holds no pending write into
+        // `bufs`; this is the only place `bufs` is dropped and it is not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.bufs) };
+    }
+}
+
+impl std::fmt::Debug for UringEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringEngine")
+            .field("depth", &self.state.len())
+            .field("max_pages", &self.max_pages)
+            .field("file_pages", &self.file_pages)
+            .field("in_ring", &self.in_ring)
+            .field("ready", &self.ready.len())
+            .field("direct", &self.direct)
+            .field("registered", &self.registered)
+            .field("fixed_file", &self.fixed_file)
+            .field("sqpoll", &self.sqpoll)
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}

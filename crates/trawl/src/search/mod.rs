@@ -1,0 +1,165 @@
+//! Search over a disk index: parameters, per-query statistics, errors, and the strategies.
+//!
+//! - [`beam`]: DiskANN's beam search — PQ codes in memory guide a best-first traversal that
+//!   reads up to `W` records per round trip; the full-precision vectors read on the way re-rank
+//!   the final top-k.
+//! - [`cache`]: the static node cache (records kept in memory), chosen by BFS from the entry
+//!   point or by visit frequency over sample queries.
+//!
+//! Every search counts its work exactly in [`QueryStats`]: pages read, read requests, bytes,
+//! cache hits, round trips, nodes expanded, PQ and exact distance computations, time waiting
+//! for reads and time computing.
+
+pub mod beam;
+pub mod cache;
+
+pub use beam::{BeamScratch, Searcher};
+pub use cache::{CachePolicy, NodeCache};
+
+use std::ops::AddAssign;
+
+use crate::io::IoError;
+use crate::layout::FileError;
+
+/// Default beam width (reads per round trip), DiskANN's usual setting.
+pub const DEFAULT_BEAM_WIDTH: usize = 4;
+
+/// Parameters of one search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchParams {
+    /// Results wanted, `1 ≤ k ≤ l`.
+    pub k: usize,
+    /// Candidate list size `L`: larger is slower and more accurate.
+    pub l: usize,
+    /// Beam width `W`: records read per round trip, `1 ≤ W ≤` the searcher's queue depth.
+    pub beam_width: usize,
+}
+
+impl Default for SearchParams {
+    fn default() -> Self {
+        Self {
+            k: 10,
+            l: 100,
+            beam_width: DEFAULT_BEAM_WIDTH,
+        }
+    }
+}
+
+/// What one query did. Summed over queries with `+=`; every field is an exact count except the
+/// two times.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueryStats {
+    /// 4 KiB pages read from the file.
+    pub pages_read: u64,
+    /// Read requests issued (one per distinct page run; a request may carry several pages when
+    /// a record spans pages).
+    pub io_requests: u64,
+    /// Bytes read from the file (`pages_read × 4096`).
+    pub bytes_read: u64,
+    /// Nodes expanded from the in-memory cache instead of the file.
+    pub cache_hits: u64,
+    /// Round trips: search iterations that expanded at least one node (DiskANN's "hops").
+    pub hops: u64,
+    /// Nodes expanded (records whose neighbours were scored).
+    pub nodes_expanded: u64,
+    /// PQ (approximate) distance computations.
+    pub pq_distances: u64,
+    /// Full-precision distance computations.
+    pub exact_distances: u64,
+    /// Nanoseconds spent blocked waiting for reads.
+    pub io_wait_ns: u64,
+    /// Nanoseconds of the whole query (`io_wait_ns` included).
+    pub total_ns: u64,
+}
+
+impl QueryStats {
+    /// Nanoseconds not spent waiting for reads.
+    pub fn compute_ns(&self) -> u64 {
+        self.total_ns.saturating_sub(self.io_wait_ns)
+    }
+}
+
+impl AddAssign for QueryStats {
+    fn add_assign(&mut self, o: Self) {
+        self.pages_read += o.pages_read;
+        self.io_requests += o.io_requests;
+        self.bytes_read += o.bytes_read;
+        self.cache_hits += o.cache_hits;
+        self.hops += o.hops;
+        self.nodes_expanded += o.nodes_expanded;
+        self.pq_distances += o.pq_distances;
+        self.exact_distances += o.exact_distances;
+        self.io_wait_ns += o.io_wait_ns;
+        self.total_ns += o.total_ns;
+    }
+}
+
+/// Why a search failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// `k` is zero or above `l`: ask for at least one result and use `l ≥ k`.
+    #[error("invalid k = {k} for list size L = {l} (need 1 ≤ k ≤ L)")]
+    InvalidK {
+        /// Results asked for.
+        k: usize,
+        /// List size.
+        l: usize,
+    },
+    /// `k` is larger than the number of indexed vectors.
+    #[error("k = {k} is larger than the {n} indexed vectors")]
+    KTooLarge {
+        /// Results asked for.
+        k: usize,
+        /// Indexed vectors.
+        n: u64,
+    },
+    /// The beam width is zero or larger than the searcher's queue depth.
+    #[error("beam width {beam_width} must be between 1 and {max}")]
+    InvalidBeamWidth {
+        /// Requested width.
+        beam_width: usize,
+        /// Largest allowed.
+        max: usize,
+    },
+    /// The query's dimension differs from the index's.
+    #[error("query has dimension {got}, the index has {expected}")]
+    DimMismatch {
+        /// Index dimension.
+        expected: usize,
+        /// Query dimension.
+        got: usize,
+    },
+    /// The query's element type differs from the index's.
+    #[error("query elements are {got}, the index holds {expected}")]
+    DTypeMismatch {
+        /// Index element type.
+        expected: &'static str,
+        /// Query element type.
+        got: &'static str,
+    },
+    /// The query holds NaN or infinity.
+    #[error("query {row} holds a non-finite value")]
+    NonFiniteQuery {
+        /// Query row (0 for a single query).
+        row: usize,
+    },
+    /// A read failed (device error, short read: the index file changed under us).
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// A page read from the index does not match its checksum or holds an impossible record.
+    #[error("{}: page {page} is corrupt ({detail}); rebuild the index", path.display())]
+    Corrupt {
+        /// The index file.
+        path: std::path::PathBuf,
+        /// The page.
+        page: u64,
+        /// What was wrong.
+        detail: String,
+    },
+    /// An index file could not be read.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The query batch is empty or malformed.
+    #[error("{0}")]
+    BadBatch(String),
+}
