@@ -199,7 +199,7 @@ fn open_index(
                    "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll},
         "verify_pages": !o.no_verify, "beam_width": o.beam_width, "threads": o.threads,
     });
-    eprintln!(
+    println!(
         "index {}: {} × {} {} ({}), {} engine{}{}; cache {} nodes ({}) in {:.2} s",
         dir.display(),
         ix.n(),

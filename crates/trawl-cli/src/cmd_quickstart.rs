@@ -1,6 +1,6 @@
 //! `trawl quickstart`: the README's main command. Generates a clustered dataset (unless one is
-//! given), computes its ground truth, builds a Vamana graph, searches it over a sweep of list sizes
-//! and prints recall, QPS and latency.
+//! given), computes its ground truth, builds a disk index, searches it with O_DIRECT over a sweep of
+//! list sizes and prints recall, QPS, latency and I/O per query.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -11,8 +11,8 @@ use trawl::progress::Control;
 use trawl::{DType, Metric};
 
 use crate::cmd_gen::GenArgs;
-use crate::cmd_graph::{self, BuildArgs, SearchArgs};
 use crate::cmd_gt::GtArgs;
+use crate::cmd_index::{BenchArgs, BuildArgs, SearchOptions};
 
 /// Arguments of `trawl quickstart`.
 #[derive(Debug, Args)]
@@ -32,6 +32,9 @@ pub struct QuickstartArgs {
     /// Worker threads (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// PQ bytes per vector kept in memory.
+    #[arg(long, default_value_t = 32)]
+    pub pq_bytes: usize,
     /// Regenerate the data even if the folder already holds it.
     #[arg(long)]
     pub fresh: bool,
@@ -44,7 +47,6 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
     let base = args.dir.join("base.fbin");
     let queries = args.dir.join("queries.fbin");
     let gt = args.dir.join("gt.bin");
-    let graph = args.dir.join("graph.trawl");
     let metric = Metric::L2;
     if args.fresh || !base.exists() || !queries.exists() {
         println!(
@@ -85,48 +87,58 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
     } else {
         println!("[2/4] reusing {}", gt.display());
     }
-    println!("[3/4] building the Vamana graph (R = 64, L = 100, α = 1.2)");
+    let index_dir = args.dir.join("index");
+    println!(
+        "[3/4] building the disk index (PQ {} B/vector, Vamana R = 64, L = 100, α = 1.2)",
+        args.pq_bytes
+    );
     let defaults = trawl::graph::VamanaParams::default();
-    cmd_graph::build(
+    crate::cmd_index::build(
         &BuildArgs {
             data: base.clone(),
-            out: graph.clone(),
+            index_dir: index_dir.clone(),
             metric,
             r: 64,
             l: 100,
             alpha: 1.2,
-            max_candidates: defaults.max_candidates,
+            pq_bytes: args.pq_bytes,
             threads: args.threads,
             memory_budget_gb: None,
             seed: defaults.seed,
-            shuffle: defaults.shuffle,
             report: Some(args.dir.join("build-report.json")),
         },
         ctl,
     )?;
-    println!("[4/4] in-memory search sweep, k = 10");
-    let search = SearchArgs {
-        data: base,
-        graph,
+    let threads = if args.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        args.threads
+    };
+    println!("[4/4] disk search sweep with O_DIRECT, k = 10, beam width 4, {threads} thread(s)");
+    let bench = BenchArgs {
+        index_dir: index_dir.clone(),
         queries,
         gt,
-        metric,
         k: 10,
         l: vec![10, 20, 40, 80, 160],
-        threads: args.threads,
-        json: Some(args.dir.join("search.json")),
+        json: Some(args.dir.join("bench.json")),
+        csv: Some(args.dir.join("bench.csv")),
+        opts: SearchOptions {
+            beam_width: trawl::search::DEFAULT_BEAM_WIDTH,
+            threads,
+            cache_nodes: 0,
+            cache_policy: trawl::search::CachePolicy::default(),
+            engine: trawl::io::EngineKind::Auto,
+            buffered: false,
+            no_verify: false,
+            sqpoll: false,
+        },
     };
-    let rows = cmd_graph::search(&search)?;
-    cmd_graph::print_sweep(&rows, 10);
-    cmd_graph::write_json(
-        search
-            .json
-            .as_deref()
-            .unwrap_or(&args.dir.join("search.json")),
-        &serde_json::json!({ "k": 10, "rows": rows }),
-    )?;
+    let (rows, _) = crate::cmd_index::bench(&bench, ctl)?;
+    crate::cmd_index::print_bench(&rows, 10);
     println!(
-        "done in {:.1} s; files in {}/ (base.fbin, queries.fbin, gt.bin, graph.trawl, build-report.json, search.json)",
+        "done in {:.1} s; files in {}/: base.fbin, queries.fbin, gt.bin, index/ (packed.trawl, pq.trawl, pq-codes.trawl), \
+         build-report.json, bench.json, bench.csv",
         t0.elapsed().as_secs_f64(),
         args.dir.display()
     );

@@ -292,3 +292,137 @@ fn bad_inputs_give_clear_errors() {
     let err = fails(&["gen", s(&dir.join("x.txt")), "-n", "10"]);
     assert!(err.contains("x.txt"), "{err}");
 }
+
+#[test]
+fn disk_index_build_bench_search_info() {
+    let d = pipeline("l2");
+    let ix = d.graph.parent().unwrap().join("index");
+    let report = ix.with_extension("report.json");
+    let out = ok(&[
+        "build",
+        s(&d.base),
+        s(&ix),
+        "--metric",
+        "l2",
+        "-R",
+        "32",
+        "-L",
+        "64",
+        "--pq-bytes",
+        "12",
+        "--threads",
+        "2",
+        "--report",
+        s(&report),
+    ]);
+    assert!(out.contains("built disk index over 3000 × 24"), "{out}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(r["disk_bytes"].as_u64().unwrap() > 0);
+    assert!(r["peak_rss_bytes"].as_u64().unwrap() > 0);
+    let json = ix.with_extension("bench.json");
+    let csv = ix.with_extension("bench.csv");
+    let out = ok(&[
+        "bench",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "-k",
+        "10",
+        "-L",
+        "10,80",
+        "--threads",
+        "2",
+        "--cache-nodes",
+        "50",
+        "--json",
+        s(&json),
+        "--csv",
+        s(&csv),
+    ]);
+    assert!(out.contains("recall@10"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["L"].as_u64(), Some(80));
+    let recall = rows[1]["recall"].as_f64().unwrap();
+    assert!(recall >= 0.95, "recall@10 at L=80 is {recall}");
+    for key in ["qps", "pages_per_query", "ios_per_query"] {
+        assert!(rows[1][key].as_f64().unwrap() > 0.0, "{key}");
+    }
+    for key in ["mean", "p50", "p99", "p999"] {
+        assert!(rows[1]["latency_us"][key].as_f64().unwrap() > 0.0, "{key}");
+    }
+    assert_eq!(v["engine"]["direct"].as_bool(), Some(true));
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 3);
+    // search writes results in the ground-truth format.
+    let res = ix.with_extension("res.bin");
+    let out = ok(&[
+        "search",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "-k",
+        "10",
+        "-L",
+        "80",
+        "--gt",
+        s(&d.gt),
+        "-o",
+        s(&res),
+        "--engine",
+        "pread",
+    ]);
+    assert!(out.contains("recall@10"), "{out}");
+    let info = ok(&["info", s(&res)]);
+    assert!(
+        info.contains("queries: 50") && info.contains("k:       10"),
+        "{info}"
+    );
+    let info = ok(&["info", s(&ix), "--verify"]);
+    assert!(
+        info.contains("page-packed")
+            && info.contains("pq-codes.trawl")
+            && info.contains("match their checksums"),
+        "{info}"
+    );
+    // Bad input: k above L, a missing index, a damaged index, queries of another dimension.
+    let q = ["--queries", s(&d.queries), "--gt", s(&d.gt)];
+    let err = fails(&[&["bench", s(&ix)], &q[..], &["-k", "10", "-L", "5"]].concat());
+    assert!(err.contains("k = 10"), "{err}");
+    let err = fails(&[&["bench", s(&d.base)], &q[..]].concat());
+    assert!(err.contains("not an index directory"), "{err}");
+    let other = ix.parent().unwrap().join("q7.fbin");
+    write_fbin(&other, 2, 7, &[0.5; 14]);
+    let err = fails(&["search", s(&ix), "--queries", s(&other)]);
+    assert!(err.contains("dimension"), "{err}");
+    let packed = ix.join("packed.trawl");
+    let bytes = std::fs::read(&packed).unwrap();
+    std::fs::write(&packed, &bytes[..bytes.len() - 4096]).unwrap();
+    let err = fails(&[&["bench", s(&ix)], &q[..]].concat());
+    assert!(err.contains("truncated"), "{err}");
+}
+
+#[test]
+fn quickstart_runs_on_a_small_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(&[
+        "quickstart",
+        "--dir",
+        s(dir.path()),
+        "-n",
+        "3000",
+        "--nq",
+        "40",
+        "--dim",
+        "16",
+        "--pq-bytes",
+        "8",
+    ]);
+    assert!(out.contains("recall@10") && out.contains("pages"), "{out}");
+    assert!(dir.path().join("index/packed.trawl").exists());
+    assert!(dir.path().join("bench.json").exists());
+}
