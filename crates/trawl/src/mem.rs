@@ -67,21 +67,6 @@ fn advise_range(ptr: *mut u8, bytes: usize) {
 #[cfg(not(target_os = "linux"))]
 fn advise_range(_ptr: *mut u8, _bytes: usize) {}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn helpers_keep_contents() {
-        let z: Vec<f32> = zeroed_huge(5_000_000);
-        assert_eq!(z.len(), 5_000_000);
-        assert!(z.iter().all(|&x| x == 0.0));
-        let mut e: Vec<u8> = Vec::new();
-        advise_huge_pages(&mut e);
-        assert!(e.is_empty());
-    }
-}
-
 /// Asks the CPU to start loading the cache lines of `bytes` (first 512 bytes at most) into L1.
 /// A hint only: no effect on other architectures, never faults.
 #[inline]
@@ -99,4 +84,19 @@ pub fn prefetch_read(bytes: &[u8]) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = bytes;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers_keep_contents() {
+        let z: Vec<f32> = zeroed_huge(5_000_000);
+        assert_eq!(z.len(), 5_000_000);
+        assert!(z.iter().all(|&x| x == 0.0));
+        let mut e: Vec<u8> = Vec::new();
+        advise_huge_pages(&mut e);
+        assert!(e.is_empty());
+    }
 }
