@@ -50,6 +50,10 @@ pub struct BuildArgs {
     /// Random seed.
     #[arg(long, default_value_t = VamanaParams::default().seed)]
     pub seed: u64,
+    /// Do not fill neighbour lists up to R after pruning (saturation is on by default, as in
+    /// DiskANN's disk build: the page slots are there anyway).
+    #[arg(long)]
+    pub no_saturate: bool,
     /// Write the build report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -71,6 +75,9 @@ pub struct SearchOptions {
     /// searches).
     #[arg(long, default_value = "freq", value_parser = |s: &str| s.parse::<CachePolicy>())]
     pub cache_policy: CachePolicy,
+    /// Sample searches run to choose a frequency cache (indexed vectors as queries).
+    #[arg(long)]
+    pub cache_samples: Option<usize>,
     /// I/O engine: auto (io_uring, else pread), uring, pread.
     #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<EngineKind>())]
     pub engine: EngineKind,
@@ -183,9 +190,19 @@ fn open_index(
         queue_depth: OpenOptions::default().queue_depth.max(o.beam_width),
         ..OpenOptions::default()
     };
+    let t_load = Instant::now();
     let mut ix =
         DiskIndex::open(dir, opts).with_context(|| format!("opening {}", dir.display()))?;
-    let cache = ix.load_cache(o.cache_nodes, o.cache_policy, o.threads.max(1), ctl)?;
+    let policy = match (o.cache_policy, o.cache_samples) {
+        (CachePolicy::Frequency { l, beam_width, .. }, Some(n)) => CachePolicy::Frequency {
+            sample_queries: n,
+            l,
+            beam_width,
+        },
+        (p, _) => p,
+    };
+    let cache = ix.load_cache(o.cache_nodes, policy, o.threads.max(1), ctl)?;
+    let load_secs = t_load.elapsed().as_secs_f64();
     let engine = ix.searcher()?.engine().info();
     let (packed, pq, codes) = ix.disk_bytes();
     let info = serde_json::json!({
@@ -194,10 +211,12 @@ fn open_index(
         "records_per_page": ix.packed().geometry().per_page,
         "disk_bytes": {"packed": packed, "pq": pq, "pq_codes": codes, "total": packed + pq + codes},
         "memory_bytes": ix.memory(), "memory_total_bytes": ix.memory().total(),
-        "cache": cache, "cache_policy": format!("{:?}", o.cache_policy),
+        "cache": cache, "cache_policy": format!("{policy:?}"),
         "engine": {"name": engine.name, "direct": engine.direct,
                    "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll},
         "verify_pages": !o.no_verify, "beam_width": o.beam_width, "threads": o.threads,
+        "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
+        "passes_per_L": 1, "warmup": false,
     });
     println!(
         "index {}: {} × {} {} ({}), {} engine{}{}; cache {} nodes ({}) in {:.2} s",

@@ -217,6 +217,7 @@ impl<T: Element> Builder<'_, '_, T> {
             degree: self.cfg.r,
             alpha: self.cfg.alpha,
             max_candidates: self.cfg.max_candidates,
+            saturate: self.cfg.saturate,
         }
     }
 

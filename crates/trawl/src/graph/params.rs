@@ -25,6 +25,9 @@ pub struct VamanaParams {
     /// Memory the build may use, in bytes; `None` for no limit. When the estimate of a single
     /// build exceeds it, the build is split into overlapping shards.
     pub memory_budget_bytes: Option<u64>,
+    /// After each prune (with `α > 1`), fill the list up to `R` with the nearest candidates
+    /// the prune left out (DiskANN's `saturate_graph`, on in its disk-index build).
+    pub saturate: bool,
 }
 
 impl Default for VamanaParams {
@@ -38,6 +41,7 @@ impl Default for VamanaParams {
             seed: defaults::SEED,
             shuffle: defaults::SHUFFLE,
             memory_budget_bytes: None,
+            saturate: false,
         }
     }
 }
@@ -61,6 +65,8 @@ pub struct VamanaConfig {
     pub shuffle: bool,
     /// Memory budget in bytes.
     pub memory_budget_bytes: Option<u64>,
+    /// Fill lists up to `R` after each prune.
+    pub saturate: bool,
 }
 
 /// Why a graph build failed.
@@ -144,6 +150,7 @@ impl VamanaParams {
             l: self.l,
             alpha: self.alpha,
             max_candidates: self.max_candidates,
+            saturate: self.saturate,
             slots: slots.max(self.r),
             seed: self.seed,
             shuffle: self.shuffle,

@@ -38,6 +38,8 @@ pub struct PruneLimits {
     pub alpha: f32,
     /// Most candidates considered (`C`).
     pub max_candidates: usize,
+    /// With `alpha > 1`, fill the list up to `degree` with the nearest candidates left out.
+    pub saturate: bool,
 }
 
 /// Raises each occlusion factor `occ[t]` still at most `alpha` to `pd[t] / d(chosen, t)`,
@@ -140,7 +142,8 @@ pub fn robust_prune<T: Element>(
             if occlude[i] > cur_alpha {
                 continue;
             }
-            occlude[i] = f32::MAX;
+            // Chosen: +∞ marks it (occlusion factors are finite or f32::MAX).
+            occlude[i] = f32::INFINITY;
             out.push(pool[i].id);
             // Later candidates that can still change: up to the last one not occluded past α.
             let Some(last) = (i + 1..len).rev().find(|&t| occlude[t] <= limits.alpha) else {
@@ -165,6 +168,16 @@ pub fn robust_prune<T: Element>(
             );
         }
         cur_alpha *= defaults::ALPHA_STEP;
+    }
+    if limits.saturate && limits.alpha > 1.0 {
+        for (i, c) in pool.iter().enumerate() {
+            if out.len() >= limits.degree {
+                break;
+            }
+            if occlude[i] != f32::INFINITY {
+                out.push(c.id);
+            }
+        }
     }
     computed
 }
@@ -194,6 +207,7 @@ mod tests {
             degree: 3,
             alpha: 1.0,
             max_candidates: 10,
+            saturate: false,
         };
         robust_prune(
             &store,
@@ -210,6 +224,7 @@ mod tests {
             degree: 3,
             alpha: 5.0,
             max_candidates: 10,
+            saturate: false,
         };
         robust_prune(
             &store,
@@ -224,7 +239,7 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn bounded_unique_no_self(seed in 0u64..1000, degree in 1usize..12, alpha in 1.0f32..2.0) {
+        fn bounded_unique_no_self(seed in 0u64..1000, degree in 1usize..12, alpha in 1.0f32..2.0, saturate: bool) {
             use rand::{Rng, SeedableRng};
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
             let data: Vec<f32> = (0..60 * 3).map(|_| rng.gen_range(-1.0..1.0)).collect();
@@ -232,9 +247,18 @@ mod tests {
             let mut pool = pool_of(&store, 5);
             pool.extend_from_slice(&pool.clone()[..10]);
             let mut out = Vec::new();
-            let limits = PruneLimits { degree, alpha, max_candidates: 40 };
+            let limits = PruneLimits { degree, alpha, max_candidates: 40, saturate };
             robust_prune(&store, 5, &mut pool, limits, &mut PruneScratch::default(), &mut out);
             proptest::prop_assert!(!out.is_empty() && out.len() <= degree);
+            if saturate && alpha > 1.0 {
+                // 59 distinct candidates: a saturated list is always full.
+                proptest::prop_assert_eq!(out.len(), degree);
+                let mut plain = Vec::new();
+                let mut pool2 = pool_of(&store, 5);
+                let l2 = PruneLimits { saturate: false, ..limits };
+                robust_prune(&store, 5, &mut pool2, l2, &mut PruneScratch::default(), &mut plain);
+                proptest::prop_assert_eq!(&out[..plain.len()], &plain[..], "prune result comes first");
+            }
             proptest::prop_assert!(!out.contains(&5));
             let mut s = out.clone();
             s.sort_unstable();

@@ -179,6 +179,7 @@ fn merge<T: Element>(
         degree: cfg.r,
         alpha: cfg.alpha,
         max_candidates: cfg.max_candidates,
+        saturate: cfg.saturate,
     };
     members
         .par_iter()

@@ -17,7 +17,9 @@ use crate::quant::pq::{PqError, PqParams, ProductQuantizer};
 pub struct IndexParams {
     /// Distance to index for.
     pub metric: Metric,
-    /// Graph parameters (R, L, α, memory budget, seed …).
+    /// Graph parameters (R, L, α, memory budget, seed …). The default saturates lists (fills
+    /// them up to R after pruning): a record has R slots on its page whatever its degree, so
+    /// the extra edges cost no I/O, and they shorten searches (DiskANN's disk build does it too).
     pub graph: VamanaParams,
     /// PQ parameters; `bytes_per_vector` is the in-memory code size (clamped to the dimension).
     pub pq: PqParams,
@@ -27,7 +29,10 @@ impl Default for IndexParams {
     fn default() -> Self {
         Self {
             metric: Metric::L2,
-            graph: VamanaParams::default(),
+            graph: VamanaParams {
+                saturate: true,
+                ..VamanaParams::default()
+            },
             pq: PqParams::default(),
         }
     }

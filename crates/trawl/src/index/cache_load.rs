@@ -163,7 +163,12 @@ impl DiskIndex {
         ctl: &Control,
     ) -> Result<(Vec<u32>, u64), SearchError> {
         let n = self.n();
-        let samples = samples.clamp(1, n);
+        let samples = if samples == 0 {
+            nodes.saturating_mul(4).max(2000)
+        } else {
+            samples
+        }
+        .clamp(1, n);
         let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_cace);
         let mut picks: Vec<u32> = sample(&mut rng, n, samples)
             .into_iter()

@@ -197,31 +197,47 @@ impl<'i> Searcher<'i> {
             if s.reads.is_empty() {
                 continue;
             }
-            let tw = Instant::now();
-            s.completions.clear();
-            let mut got = 0;
-            while got < s.reads.len() {
-                got += self.engine.wait(s.reads.len() - got, &mut s.completions)?;
-            }
-            stats.io_wait_ns += tw.elapsed().as_nanos() as u64;
-            while let Some(c) = s.completions.pop() {
-                let bytes = self.engine.buffer(c.slot);
-                let result = expand_read(
+            // Expand each read as it lands, while the others are still in flight: the round
+            // trip's outcome does not depend on the order (the list keeps the L best of the
+            // same candidates), so this only hides compute under the slowest read.
+            let mut pending = s.reads.len();
+            while pending > 0 {
+                let tw = Instant::now();
+                s.completions.clear();
+                pending -= self.engine.wait(1, &mut s.completions)?.min(pending);
+                stats.io_wait_ns += tw.elapsed().as_nanos() as u64;
+                expand_completions(
                     ix,
                     s,
+                    self.engine.as_mut(),
                     &mut self.trace,
                     query,
-                    c,
-                    bytes,
                     &mut vec_scratch,
                     stats,
-                );
-                self.engine.release(c.slot);
-                result?;
+                )?;
             }
         }
         Ok(())
     }
+}
+
+/// Expands the frontier nodes of every completion in `s.completions`, releasing each slot.
+fn expand_completions<T: Element>(
+    ix: &DiskIndex,
+    s: &mut BeamScratch,
+    engine: &mut dyn IoEngine,
+    trace: &mut Option<Vec<u32>>,
+    query: &[T],
+    vec_scratch: &mut Vec<T>,
+    stats: &mut QueryStats,
+) -> Result<(), SearchError> {
+    while let Some(c) = s.completions.pop() {
+        let bytes = engine.buffer(c.slot);
+        let result = expand_read(ix, s, trace, query, c, bytes, vec_scratch, stats);
+        engine.release(c.slot);
+        result?;
+    }
+    Ok(())
 }
 
 /// Expands every frontier node that lives in `bytes`, the pages of completion `c`.

@@ -10,8 +10,9 @@
 //! (for inner product the table holds `−⟨q_s, c⟩` per subspace, and their sum is exactly the
 //! negated inner product with the reconstructed vector). For [`Metric::Cosine`] vectors are
 //! normalised to unit length before training and encoding, the query is normalised too, and
-//! the distance is `1 − ⟨q̂, x̃⟩` where `x̃` is the reconstruction of the normalised vector (it is
-//! not renormalised). A zero vector stays zero (cosine distance 1, as in [`crate::kernels`]).
+//! the distance is `½‖q̂ − x̃‖²` where `x̃` is the reconstruction of the normalised vector (it is
+//! not renormalised); for unit vectors that is `1 − cos`. A zero vector stays zero (its PQ
+//! distance is `½`, not the kernels' 1: PQ distances only guide traversal).
 //!
 //! **No centring.** DiskANN subtracts the data mean before PQ. k-means is translation
 //! equivariant, and trawl's assignment computes `Σ (xⱼ − cⱼ)²` directly (no `‖x‖² + ‖c‖² − 2x·c`

@@ -4,8 +4,12 @@
 //! |---|---|---|
 //! | L2 | `‖q_s − c‖²` | `Σ_s entry` = squared L2 to the reconstruction |
 //! | inner product | `−⟨q_s, c⟩` | `Σ_s entry` = `−⟨q, x̃⟩` |
-//! | cosine | `−⟨q̂_s, c⟩`, `q̂ = q / ‖q‖` | `1 + Σ_s entry` = `1 − ⟨q̂, x̃⟩` |
+//! | cosine | `½‖q̂_s − c‖²`, `q̂ = q / ‖q‖` | `Σ_s entry` = `½‖q̂ − x̃‖²` |
 //!
+//! For cosine the table holds half the squared L2 distance between the normalised query and
+//! the reconstruction `x̃` of the normalised vector: for unit vectors it equals `1 − cos`, and
+//! it ranks better than `1 − ⟨q̂, x̃⟩` because it also charges the reconstruction's own error
+//! (measured on GloVe-400K, disk beam search at equal L: recall@10 0.835 against 0.826 at L = 10).
 //! Entries for centroids a quantiser does not have (`c ≥ ks`) are `+∞`.
 //! This is the hot path of disk search: [`QueryTable::distance`] sums four subspaces per step
 //! into four independent accumulators, with no bounds checks (a `u8` always indexes a
@@ -41,7 +45,8 @@ impl QueryTable {
         self.rows[s][usize::from(c)]
     }
 
-    /// The constant added to every distance (1 for cosine, else 0).
+    /// The constant added to every distance (0 for every metric today; kept for formats with an
+    /// offset).
     pub fn bias(&self) -> f32 {
         self.bias
     }
@@ -116,22 +121,23 @@ impl ProductQuantizer {
             return Err(PqError::NonFinite { row: 0 });
         }
         table.rows.resize(self.m(), [0.0; MAX_CENTROIDS]);
-        table.bias = if self.metric == Metric::Cosine {
-            1.0
-        } else {
-            0.0
-        };
+        table.bias = 0.0;
         for (s, row) in table.rows.iter_mut().enumerate() {
             let (lo, hi) = (self.bounds[s], self.bounds[s + 1]);
             let qs = &q[lo..hi];
             let book = self.codebook(s).chunks_exact(hi - lo);
             row.fill(f32::INFINITY);
             for (e, c) in row.iter_mut().zip(book) {
+                let l2 = || {
+                    qs.iter()
+                        .zip(c)
+                        .map(|(a, b)| (a - b) * (a - b))
+                        .sum::<f32>()
+                };
                 *e = match self.metric {
-                    Metric::L2 => qs.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum(),
-                    Metric::InnerProduct | Metric::Cosine => {
-                        -qs.iter().zip(c).map(|(a, b)| a * b).sum::<f32>()
-                    }
+                    Metric::L2 => l2(),
+                    Metric::Cosine => 0.5 * l2(),
+                    Metric::InnerProduct => -qs.iter().zip(c).map(|(a, b)| a * b).sum::<f32>(),
                 };
             }
         }

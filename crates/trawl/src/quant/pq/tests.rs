@@ -69,7 +69,7 @@ fn decoded_distance(metric: Metric, q: &[f32], rec: &[f32]) -> f32 {
         Metric::Cosine => {
             let norm = <f32 as Element>::norm_sq(q).sqrt();
             let qn: Vec<f32> = q.iter().map(|v| v / norm).collect();
-            1.0 - <f32 as Element>::dot(&qn, rec)
+            0.5 * distance(Metric::L2, &qn, rec)
         }
     }
 }
@@ -104,6 +104,11 @@ fn adc_equals_distance_to_reconstruction() {
     for metric in [Metric::L2, Metric::InnerProduct, Metric::Cosine] {
         let pq = ProductQuantizer::train(&data, metric, &params(5), &silent()).unwrap();
         assert_eq!(pq.bounds(), &[0, 3, 6, 9, 11, 13]);
+        check_adc_matches_decoded(&pq, &data, &queries);
+    }
+    // Other code sizes: with and without a remainder after the four-way split.
+    for m in [1, 3, 4, 8, 13] {
+        let pq = ProductQuantizer::train(&data, Metric::L2, &params(m), &silent()).unwrap();
         check_adc_matches_decoded(&pq, &data, &queries);
     }
 }
