@@ -90,6 +90,10 @@ pub struct SearchOptions {
     /// io_uring submission-queue polling by a kernel thread (costs a core).
     #[arg(long)]
     pub sqpoll: bool,
+    /// Microseconds each search thread polls for a read before blocking (default: 200 when
+    /// the threads do not outnumber the cores, else 0; 0 always blocks at once).
+    #[arg(long)]
+    pub spin_us: Option<u64>,
 }
 
 /// Arguments of `trawl search`.
@@ -187,6 +191,7 @@ fn open_index(
         engine: o.engine,
         verify_pages: !o.no_verify,
         sqpoll: o.sqpoll,
+        spin_us: o.spin_us,
         queue_depth: OpenOptions::default().queue_depth.max(o.beam_width),
         ..OpenOptions::default()
     };
@@ -214,7 +219,7 @@ fn open_index(
         "cache": cache, "cache_policy": format!("{policy:?}"),
         "engine": {"name": engine.name, "direct": engine.direct,
                    "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll},
-        "verify_pages": !o.no_verify, "beam_width": o.beam_width, "threads": o.threads,
+        "verify_pages": !o.no_verify, "spin_us": o.spin_us, "beam_width": o.beam_width, "threads": o.threads,
         "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
         "passes_per_L": 1, "warmup": false,
     });

@@ -134,6 +134,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             buffered: false,
             no_verify: false,
             sqpoll: false,
+            spin_us: None,
         },
     };
     let (rows, _) = crate::cmd_index::bench(&bench, ctl)?;

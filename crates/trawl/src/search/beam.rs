@@ -41,6 +41,7 @@ pub struct Searcher<'i> {
     engine: Box<dyn IoEngine>,
     scratch: BeamScratch,
     trace: Option<Vec<u32>>,
+    spin: std::time::Duration,
 }
 
 impl std::fmt::Debug for Searcher<'_> {
@@ -59,12 +60,22 @@ impl<'i> Searcher<'i> {
             engine,
             scratch: BeamScratch::default(),
             trace: None,
+            spin: std::time::Duration::ZERO,
         }
     }
 
     /// The engine (its counters include every read this searcher made).
     pub fn engine(&self) -> &dyn IoEngine {
         self.engine.as_ref()
+    }
+
+    /// How long to poll the completion queue (without a system call) before blocking in the
+    /// kernel when waiting for reads; zero (the default) blocks at once. Polling saves the
+    /// sleep and wake-up of a blocking wait but keeps the core busy: use it only when every
+    /// search thread has a core of its own ([`crate::index::DiskIndex::search_batch`] does so
+    /// when its threads do not outnumber the cores).
+    pub fn set_spin(&mut self, spin: std::time::Duration) {
+        self.spin = spin;
     }
 
     /// Records the id of every node expanded from the file (not from the cache) until
@@ -204,7 +215,8 @@ impl<'i> Searcher<'i> {
             while pending > 0 {
                 let tw = Instant::now();
                 s.completions.clear();
-                pending -= self.engine.wait(1, &mut s.completions)?.min(pending);
+                pending -=
+                    wait_some(self.engine.as_mut(), self.spin, &mut s.completions)?.min(pending);
                 stats.io_wait_ns += tw.elapsed().as_nanos() as u64;
                 expand_completions(
                     ix,
@@ -219,6 +231,28 @@ impl<'i> Searcher<'i> {
         }
         Ok(())
     }
+}
+
+/// Waits for at least one completion: polls for up to `spin`, then blocks.
+fn wait_some(
+    engine: &mut dyn IoEngine,
+    spin: std::time::Duration,
+    out: &mut Vec<Completion>,
+) -> Result<usize, crate::io::IoError> {
+    if !spin.is_zero() {
+        let t0 = Instant::now();
+        loop {
+            let got = engine.wait(0, out)?;
+            if got > 0 {
+                return Ok(got);
+            }
+            if t0.elapsed() >= spin {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    engine.wait(1, out)
 }
 
 /// Expands the frontier nodes of every completion in `s.completions`, releasing each slot.
