@@ -13,7 +13,10 @@ use trawl::index::{self, DiskIndex, IndexParams, OpenOptions};
 use trawl::io::EngineKind;
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
-use trawl::search::{CachePolicy, SearchParams, DEFAULT_BEAM_WIDTH};
+use trawl::search::entry::EntryParams;
+use trawl::search::{
+    CachePolicy, PipeParams, SearchParams, Strategy, WidthPolicy, DEFAULT_BEAM_WIDTH,
+};
 use trawl::{Element, Metric};
 
 use crate::cmd_graph::write_json;
@@ -50,10 +53,20 @@ pub struct BuildArgs {
     /// Random seed.
     #[arg(long, default_value_t = VamanaParams::default().seed)]
     pub seed: u64,
-    /// Do not fill neighbour lists up to R after pruning (saturation is on by default, as in
-    /// DiskANN's disk build: the page slots are there anyway).
+    /// Fill neighbour lists up to R after pruning with the nearest candidates the prune left
+    /// out (DiskANN's disk build does; off by default: measured on GloVe-400K, the pruned graph
+    /// reads as many pages per query at equal recall and computes fewer PQ distances).
     #[arg(long)]
-    pub no_saturate: bool,
+    pub saturate: bool,
+    /// Share of the vectors sampled into the in-memory entry index (0 = no entry index).
+    #[arg(long, default_value_t = EntryParams::default().ratio)]
+    pub entry_ratio: f64,
+    /// Maximum degree of the entry index's sample graph.
+    #[arg(long, default_value_t = EntryParams::default().r)]
+    pub entry_degree: usize,
+    /// Build list size of the entry index's sample graph.
+    #[arg(long, default_value_t = EntryParams::default().l)]
+    pub entry_build_list: usize,
     /// Write the build report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -62,9 +75,31 @@ pub struct BuildArgs {
 /// How an index is opened and searched: options shared by `search` and `bench`.
 #[derive(Debug, Args, Clone)]
 pub struct SearchOptions {
-    /// Records read per round trip (beam width W).
+    /// Search strategy: beam (DiskANN's rounds of W reads) or pipe (PipeANN's pipelined
+    /// search).
+    #[arg(long, default_value = "beam", value_parser = ["beam", "pipe"])]
+    pub strategy: String,
+    /// Records read per round trip (beam width W; beam search).
     #[arg(short = 'W', long, default_value_t = DEFAULT_BEAM_WIDTH)]
     pub beam_width: usize,
+    /// PipeSearch width policy: dynamic (PipeANN's default), static (by explored position) or
+    /// fixed (always --pipe-max-width).
+    #[arg(long, default_value = "dynamic", value_parser = |s: &str| s.parse::<WidthPolicy>())]
+    pub pipe_width: WidthPolicy,
+    /// PipeSearch starting width (dynamic policy).
+    #[arg(long, default_value_t = PipeParams::default().start_width)]
+    pub pipe_start_width: usize,
+    /// PipeSearch largest width.
+    #[arg(long, default_value_t = PipeParams::default().max_width)]
+    pub pipe_max_width: usize,
+    /// Queries each thread keeps in flight (throughput mode above 1; works with both
+    /// strategies).
+    #[arg(long, default_value_t = 1)]
+    pub interleave: usize,
+    /// List size of the in-memory entry-index search that seeds each query (0 = start at the
+    /// medoid; needs an index built with an entry index).
+    #[arg(long, default_value_t = 0)]
+    pub entry_list: usize,
     /// Search threads.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -94,6 +129,29 @@ pub struct SearchOptions {
     /// the threads do not outnumber the cores, else 0; 0 always blocks at once).
     #[arg(long)]
     pub spin_us: Option<u64>,
+}
+
+impl SearchOptions {
+    /// The search parameters these options describe.
+    pub fn params(&self, k: usize, l: usize) -> SearchParams {
+        let strategy = if self.strategy == "pipe" {
+            Strategy::Pipe(PipeParams {
+                policy: self.pipe_width,
+                start_width: self.pipe_start_width,
+                max_width: self.pipe_max_width,
+                ..PipeParams::default()
+            })
+        } else {
+            Strategy::Beam
+        };
+        SearchParams {
+            k,
+            l,
+            beam_width: self.beam_width,
+            strategy,
+            entry_list: self.entry_list,
+        }
+    }
 }
 
 /// Arguments of `trawl search`.
@@ -148,6 +206,9 @@ pub struct BenchArgs {
     /// Write the sweep as CSV here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Search only the first N queries (and the ground truth's first N rows).
+    #[arg(long)]
+    pub max_queries: Option<usize>,
     #[command(flatten)]
     pub opts: SearchOptions,
 }
@@ -179,6 +240,10 @@ pub struct BenchRow {
     pub exact_distances_per_query: f64,
     pub io_wait_us_per_query: f64,
     pub compute_us_per_query: f64,
+    /// Mean reads in flight / width while reads were in flight.
+    pub occupancy: f64,
+    /// Reads none of whose records were explored.
+    pub wasted_reads_per_query: f64,
 }
 
 fn open_index(
@@ -192,7 +257,10 @@ fn open_index(
         verify_pages: !o.no_verify,
         sqpoll: o.sqpoll,
         spin_us: o.spin_us,
-        queue_depth: OpenOptions::default().queue_depth.max(o.beam_width),
+        queue_depth: OpenOptions::default()
+            .queue_depth
+            .max(o.beam_width)
+            .max(2 * o.pipe_max_width),
         ..OpenOptions::default()
     };
     let t_load = Instant::now();
@@ -209,17 +277,21 @@ fn open_index(
     let cache = ix.load_cache(o.cache_nodes, policy, o.threads.max(1), ctl)?;
     let load_secs = t_load.elapsed().as_secs_f64();
     let engine = ix.searcher()?.engine().info();
-    let (packed, pq, codes) = ix.disk_bytes();
+    let db = ix.disk_bytes();
     let info = serde_json::json!({
         "n": ix.n(), "dim": ix.dim(), "dtype": ix.dtype().name(), "metric": ix.metric().name(),
         "R": ix.packed().meta().r, "pq_bytes_per_vector": ix.pq().m(),
         "records_per_page": ix.packed().geometry().per_page,
-        "disk_bytes": {"packed": packed, "pq": pq, "pq_codes": codes, "total": packed + pq + codes},
+        "disk_bytes": {"packed": db.packed, "pq": db.pq, "pq_codes": db.pq_codes, "entry": db.entry, "total": db.total()},
+        "entry_nodes": ix.entry().map_or(0, |e| e.len()), "entry_list": o.entry_list,
         "memory_bytes": ix.memory(), "memory_total_bytes": ix.memory().total(),
         "cache": cache, "cache_policy": format!("{policy:?}"),
         "engine": {"name": engine.name, "direct": engine.direct,
                    "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll},
         "verify_pages": !o.no_verify, "spin_us": o.spin_us, "beam_width": o.beam_width, "threads": o.threads,
+        "strategy": o.strategy, "pipe": {"width_policy": format!("{:?}", o.pipe_width).to_lowercase(),
+                   "start_width": o.pipe_start_width, "max_width": o.pipe_max_width},
+        "interleave": o.interleave,
         "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
         "passes_per_L": 1, "warmup": false,
     });
@@ -261,6 +333,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
             memory_budget_bytes: args
                 .memory_budget_gb
                 .map(|g| (g * (1u64 << 30) as f64) as u64),
+            saturate: args.saturate,
             ..VamanaParams::default()
         },
         pq: PqParams {
@@ -268,6 +341,12 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
             seed: args.seed,
             ..PqParams::default()
         },
+        entry: (args.entry_ratio > 0.0).then_some(EntryParams {
+            ratio: args.entry_ratio,
+            r: args.entry_degree,
+            l: args.entry_build_list,
+            seed: args.seed,
+        }),
     };
     if args.pq_bytes == 0 {
         bail!("--pq-bytes must be at least 1");
@@ -291,13 +370,16 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
         human_bytes(rss)
     );
     println!(
-        "on disk in {}: packed.trawl {} ({} records per page), pq.trawl {}, pq-codes.trawl {} ({} B per vector); total {}",
+        "on disk in {}: packed.trawl {} ({} records per page), pq.trawl {}, pq-codes.trawl {} ({} B per vector), entry.trawl {} ({} nodes, {:.1} s); total {}",
         dir.display(),
         human_bytes(report.packed_bytes),
         report.records_per_page,
         human_bytes(report.pq_bytes),
         human_bytes(report.pq_codes_bytes),
         report.pq_bytes_per_vector,
+        human_bytes(report.entry_bytes),
+        report.entry_nodes,
+        report.entry_secs,
         human_bytes(report.disk_bytes)
     );
     if let Some(path) = &args.report {
@@ -326,12 +408,8 @@ fn run_sweep<T: Element>(
 ) -> Result<Vec<BenchRow>> {
     let mut rows = Vec::new();
     for &l in ls {
-        let p = SearchParams {
-            k,
-            l,
-            beam_width: o.beam_width,
-        };
-        let out = ix.search_batch(queries, &p, o.threads)?;
+        let p = o.params(k, l);
+        let out = ix.search_batch_with(queries, &p, o.threads, o.interleave)?;
         let nq = queries.n().max(1) as f64;
         let truth = GroundTruth {
             nq: queries.n(),
@@ -364,6 +442,8 @@ fn run_sweep<T: Element>(
             exact_distances_per_query: per(t.exact_distances),
             io_wait_us_per_query: t.io_wait_ns as f64 / 1e3 / nq,
             compute_us_per_query: t.compute_ns() as f64 / 1e3 / nq,
+            occupancy: t.occupancy(),
+            wasted_reads_per_query: per(t.wasted_reads),
         });
     }
     Ok(rows)
@@ -388,7 +468,17 @@ pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_js
         bail!("give at least one list size with -L");
     }
     let (ix, info) = open_index(&args.index_dir, &args.opts, ctl)?;
-    let queries = read::read_matrix_any(&args.queries)?;
+    let mut queries = read::read_matrix_any(&args.queries)?;
+    if let Some(m) = args.max_queries {
+        if m == 0 {
+            bail!("--max-queries must be at least 1");
+        }
+        queries = match queries {
+            AnyMatrix::F32(q) => AnyMatrix::F32(q.slice_rows(0, m)),
+            AnyMatrix::U8(q) => AnyMatrix::U8(q.slice_rows(0, m)),
+            AnyMatrix::I8(q) => AnyMatrix::I8(q.slice_rows(0, m)),
+        };
+    }
     let gt = trawl::data::groundtruth::read_ground_truth(&args.gt)?;
     check_gt(&gt, queries.n(), args.k)?;
     let rows = match &queries {
@@ -415,16 +505,17 @@ fn write_csv(path: &Path, rows: &[BenchRow]) -> Result<()> {
     let mut s = String::from(
         "L,recall,qps,mean_us,p50_us,p99_us,p999_us,pages_per_query,ios_per_query,bytes_per_query,\
          hops_per_query,nodes_expanded_per_query,cache_hits_per_query,pq_distances_per_query,\
-         exact_distances_per_query,io_wait_us_per_query,compute_us_per_query\n",
+         exact_distances_per_query,io_wait_us_per_query,compute_us_per_query,occupancy,\
+         wasted_reads_per_query\n",
     );
     for r in rows {
         s += &format!(
-            "{},{:.5},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.3},{:.1},{:.3},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1}\n",
+            "{},{:.5},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.3},{:.1},{:.3},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1},{:.4},{:.3}\n",
             r.l, r.recall, r.qps, r.latency_us.mean, r.latency_us.p50, r.latency_us.p99,
             r.latency_us.p999, r.pages_per_query, r.ios_per_query, r.bytes_per_query,
             r.hops_per_query, r.nodes_expanded_per_query, r.cache_hits_per_query,
             r.pq_distances_per_query, r.exact_distances_per_query, r.io_wait_us_per_query,
-            r.compute_us_per_query
+            r.compute_us_per_query, r.occupancy, r.wasted_reads_per_query
         );
     }
     std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
@@ -433,7 +524,7 @@ fn write_csv(path: &Path, rows: &[BenchRow]) -> Result<()> {
 /// Prints a bench sweep as a table.
 pub fn print_bench(rows: &[BenchRow], k: usize) {
     println!(
-        "{:>5} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>8}",
+        "{:>5} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>8} {:>5} {:>6}",
         "L",
         format!("recall@{k}"),
         "QPS",
@@ -446,14 +537,17 @@ pub fn print_bench(rows: &[BenchRow], k: usize) {
         "hops",
         "cached",
         "I/O µs",
-        "CPU µs"
+        "CPU µs",
+        "occ",
+        "wasted"
     );
     for r in rows {
         println!(
-            "{:>5} {:>9.4} {:>8.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>7.1} {:>7.1} {:>6.1} {:>7.1} {:>8.0} {:>8.0}",
+            "{:>5} {:>9.4} {:>8.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>7.1} {:>7.1} {:>6.1} {:>7.1} {:>8.0} {:>8.0} {:>5.2} {:>6.1}",
             r.l, r.recall, r.qps, r.latency_us.mean, r.latency_us.p50, r.latency_us.p99,
             r.latency_us.p999, r.pages_per_query, r.ios_per_query, r.hops_per_query,
-            r.cache_hits_per_query, r.io_wait_us_per_query, r.compute_us_per_query
+            r.cache_hits_per_query, r.io_wait_us_per_query, r.compute_us_per_query,
+            r.occupancy, r.wasted_reads_per_query
         );
     }
 }
@@ -463,12 +557,8 @@ fn search_one<T: Element>(
     q: &Matrix<T>,
     args: &SearchArgs,
 ) -> Result<trawl::index::BatchOutput> {
-    let p = SearchParams {
-        k: args.k,
-        l: args.l,
-        beam_width: args.opts.beam_width,
-    };
-    Ok(ix.search_batch(q, &p, args.opts.threads)?)
+    let p = args.opts.params(args.k, args.l);
+    Ok(ix.search_batch_with(q, &p, args.opts.threads, args.opts.interleave)?)
 }
 
 /// `trawl search`: one list size, results to a file.

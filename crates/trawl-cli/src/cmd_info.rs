@@ -130,27 +130,33 @@ fn index_dir(dir: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result
         ..Default::default()
     };
     let ix = trawl::index::DiskIndex::open(dir, opts)?;
-    let (packed, pq, codes) = ix.disk_bytes();
+    let db = ix.disk_bytes();
     println!("index:   {}", dir.display());
     packed_file(&dir.join(trawl::layout::packed::FILE_NAME), verify, ctl)?;
     println!("files:");
-    println!(
-        "  packed.trawl    {:>12} ({packed} bytes)",
-        human_bytes(packed)
-    );
-    println!("  pq.trawl        {:>12} ({pq} bytes)", human_bytes(pq));
-    println!(
-        "  pq-codes.trawl  {:>12} ({codes} bytes)",
-        human_bytes(codes)
-    );
-    println!("  total           {:>12}", human_bytes(packed + pq + codes));
+    let row = |name: &str, b: u64| println!("  {name:<15} {:>12} ({b} bytes)", human_bytes(b));
+    row("packed.trawl", db.packed);
+    row("pq.trawl", db.pq);
+    row("pq-codes.trawl", db.pq_codes);
+    if let Some(e) = ix.entry() {
+        row("entry.trawl", db.entry);
+        println!(
+            "  (entry index: {} sampled nodes, {:.2}% of {}, graph R = {})",
+            e.len(),
+            100.0 * e.len() as f64 / ix.n() as f64,
+            ix.n(),
+            e.max_degree()
+        );
+    }
+    println!("  total           {:>12}", human_bytes(db.total()));
     let mem = ix.memory();
     println!(
-        "memory at search time: {} (PQ codes {}, codebooks {}, page checksums {}; plus the cache if one is asked for)",
+        "memory at search time: {} (PQ codes {}, codebooks {}, page checksums {}, entry index {}; plus the cache if one is asked for)",
         human_bytes(mem.total()),
         human_bytes(mem.pq_codes_bytes),
         human_bytes(mem.pq_codebook_bytes),
-        human_bytes(mem.checksum_bytes)
+        human_bytes(mem.checksum_bytes),
+        human_bytes(mem.entry_bytes)
     );
     Ok(())
 }

@@ -105,7 +105,10 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             threads: args.threads,
             memory_budget_gb: None,
             seed: defaults.seed,
-            no_saturate: false,
+            saturate: false,
+            entry_ratio: trawl::search::entry::EntryParams::default().ratio,
+            entry_degree: trawl::search::entry::EntryParams::default().r,
+            entry_build_list: trawl::search::entry::EntryParams::default().l,
             report: Some(args.dir.join("build-report.json")),
         },
         ctl,
@@ -124,8 +127,15 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
         l: vec![10, 20, 40, 80, 160],
         json: Some(args.dir.join("bench.json")),
         csv: Some(args.dir.join("bench.csv")),
+        max_queries: None,
         opts: SearchOptions {
+            strategy: "beam".into(),
             beam_width: trawl::search::DEFAULT_BEAM_WIDTH,
+            pipe_width: trawl::search::WidthPolicy::Dynamic,
+            pipe_start_width: trawl::search::PipeParams::default().start_width,
+            pipe_max_width: trawl::search::PipeParams::default().max_width,
+            interleave: 1,
+            entry_list: 0,
             threads,
             cache_nodes: 0,
             cache_policy: trawl::search::CachePolicy::default(),
@@ -140,7 +150,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
     let (rows, _) = crate::cmd_index::bench(&bench, ctl)?;
     crate::cmd_index::print_bench(&rows, 10);
     println!(
-        "done in {:.1} s; files in {}/: base.fbin, queries.fbin, gt.bin, index/ (packed.trawl, pq.trawl, pq-codes.trawl), \
+        "done in {:.1} s; files in {}/: base.fbin, queries.fbin, gt.bin, index/ (packed.trawl, pq.trawl, pq-codes.trawl, entry.trawl), \
          build-report.json, bench.json, bench.csv",
         t0.elapsed().as_secs_f64(),
         args.dir.display()

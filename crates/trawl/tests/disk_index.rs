@@ -1,66 +1,24 @@
 //! The disk index end to end: build, open, beam search with O_DIRECT, caches, exact I/O
 //! counters (checked against an independent counting engine), corruption and bad input.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+mod common;
 
-use trawl::data::{GroundTruth, Matrix};
-use trawl::exact::{knn, ExactParams};
-use trawl::graph::{recall_at_k, VamanaParams};
-use trawl::index::{build_index, DiskIndex, IndexParams, OpenError, OpenOptions};
-use trawl::io::{
-    Completion, EngineCounters, EngineInfo, EngineKind, IoEngine, IoError, ReadRequest, Slot,
-};
+use common::{build, data, open, params, truth, Tap};
+use trawl::data::Matrix;
+use trawl::graph::recall_at_k;
+use trawl::index::{build_index, DiskIndex, OpenError, OpenOptions};
+use trawl::io::EngineKind;
 use trawl::progress::Control;
-use trawl::quant::pq::PqParams;
-use trawl::search::{CachePolicy, SearchError, SearchParams, Searcher};
-use trawl::synth::{generate, SynthParams};
-use trawl::{DType, Element, Metric};
-
-fn data<T: Element>(n: usize, nq: usize, dim: usize, seed: u64) -> (Matrix<T>, Matrix<T>) {
-    generate::<T>(&SynthParams::new(n, nq, dim, T::DTYPE, seed)).unwrap()
-}
-
-fn params(metric: Metric, pq_bytes: usize) -> IndexParams {
-    IndexParams {
-        metric,
-        graph: VamanaParams {
-            r: 32,
-            l: 64,
-            ..VamanaParams::default()
-        },
-        pq: PqParams {
-            bytes_per_vector: pq_bytes,
-            ..PqParams::default()
-        },
-    }
-}
-
-fn build<T: Element>(base: &Matrix<T>, dir: &Path, metric: Metric, pq_bytes: usize) {
-    build_index(base, dir, &params(metric, pq_bytes), &Control::silent()).unwrap();
-}
-
-fn open(dir: &Path) -> DiskIndex {
-    DiskIndex::open(dir, OpenOptions::default()).unwrap()
-}
-
-fn truth<T: Element>(base: &Matrix<T>, q: &Matrix<T>, metric: Metric) -> GroundTruth {
-    knn(
-        base,
-        q,
-        10,
-        metric,
-        &ExactParams::default(),
-        &Control::silent(),
-    )
-    .unwrap()
-}
+use trawl::search::{CachePolicy, SearchError, SearchParams, Searcher, Strategy};
+use trawl::{DType, Metric};
 
 fn sp(l: usize) -> SearchParams {
     SearchParams {
         k: 10,
         l,
         beam_width: 4,
+        strategy: Strategy::Beam,
+        entry_list: 0,
     }
 }
 
@@ -104,56 +62,6 @@ fn recall_at_10_above_095_for_every_metric_and_type() {
     assert!(r >= 0.95, "i8 cosine: recall@10 = {r}");
 }
 
-/// Counts what passes through an engine, independently of the engine and of the search.
-struct Tap {
-    inner: Box<dyn IoEngine>,
-    seen: Arc<Mutex<(u64, u64, u64)>>,
-}
-
-impl IoEngine for Tap {
-    fn info(&self) -> EngineInfo {
-        self.inner.info()
-    }
-    fn depth(&self) -> usize {
-        self.inner.depth()
-    }
-    fn max_pages_per_read(&self) -> usize {
-        self.inner.max_pages_per_read()
-    }
-    fn file_pages(&self) -> u64 {
-        self.inner.file_pages()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
-    }
-    fn can_submit(&self) -> bool {
-        self.inner.can_submit()
-    }
-    fn submit(&mut self, tag: u64, req: ReadRequest) -> Result<(), IoError> {
-        let mut s = self.seen.lock().unwrap();
-        s.0 += 1;
-        s.1 += u64::from(req.pages);
-        self.inner.submit(tag, req)
-    }
-    fn wait(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, IoError> {
-        let before = out.len();
-        let r = self.inner.wait(min, out);
-        for c in &out[before..] {
-            self.seen.lock().unwrap().2 += self.inner.buffer(c.slot).len() as u64;
-        }
-        r
-    }
-    fn buffer(&self, slot: Slot) -> &[u8] {
-        self.inner.buffer(slot)
-    }
-    fn release(&mut self, slot: Slot) {
-        self.inner.release(slot)
-    }
-    fn counters(&self) -> EngineCounters {
-        self.inner.counters()
-    }
-}
-
 #[test]
 fn io_counters_match_an_independent_count_and_caches_change_nothing_but_io() {
     let dir = tempfile::tempdir().unwrap();
@@ -161,12 +69,8 @@ fn io_counters_match_an_independent_count_and_caches_change_nothing_but_io() {
     build(&base, dir.path(), Metric::L2, 16);
     let mut ix = open(dir.path());
     let run = |ix: &DiskIndex, kind: EngineKind| {
-        let seen = Arc::new(Mutex::new((0, 0, 0)));
         let inner = ix.file().engine(kind, ix.engine_config()).unwrap();
-        let tap = Tap {
-            inner,
-            seen: seen.clone(),
-        };
+        let (tap, seen) = Tap::new(inner);
         let mut s = Searcher::with_engine(ix, Box::new(tap));
         let mut total = trawl::search::QueryStats::default();
         let mut results = Vec::new();
@@ -177,6 +81,8 @@ fn io_counters_match_an_independent_count_and_caches_change_nothing_but_io() {
         }
         assert_eq!(s.engine().in_flight(), 0, "no read in flight after a query");
         let seen = *seen.lock().unwrap();
+        assert_eq!(seen.busy, 0, "every slot handed back");
+        let seen = (seen.requests, seen.pages, seen.bytes);
         (total, seen, results)
     };
     let (plain, seen, want) = run(&ix, EngineKind::Pread);
@@ -332,7 +238,7 @@ fn bad_input_gives_typed_errors() {
             &SearchParams {
                 k: 3000,
                 l: 3000,
-                beam_width: 4
+                ..sp(10)
             },
             &mut hits
         ),

@@ -219,6 +219,26 @@ impl Graph {
     pub fn heap_bytes(&self) -> usize {
         (self.ids.capacity() + self.degrees.capacity()) * 4
     }
+
+    /// A graph from explicit neighbour lists (each cut to `r`); `medoid` must be `< lists.len()`
+    /// and every id `< lists.len()` (the caller checks).
+    pub fn from_lists(lists: Vec<Vec<u32>>, r: usize, medoid: u32) -> Self {
+        let n = lists.len();
+        let mut ids = vec![0u32; n * r];
+        let mut degrees = Vec::with_capacity(n);
+        for (i, l) in lists.iter().enumerate() {
+            let d = l.len().min(r);
+            ids[i * r..i * r + d].copy_from_slice(&l[..d]);
+            degrees.push(d as u32);
+        }
+        Self {
+            n,
+            r,
+            medoid,
+            degrees,
+            ids,
+        }
+    }
 }
 
 impl PartialEq for Graph {

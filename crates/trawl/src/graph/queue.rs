@@ -106,6 +106,40 @@ impl CandidateList {
         Some(out)
     }
 
+    /// Position of the nearest unexpanded candidate (the list length when every candidate is
+    /// expanded): how many of the nearest candidates are already expanded, PipeANN's estimate of
+    /// the vectors recalled so far.
+    #[inline]
+    pub fn cursor(&self) -> usize {
+        self.cursor
+    }
+
+    /// Marks the candidate `id` expanded (wherever it is in the list); returns whether it was
+    /// there and unexpanded.
+    pub fn mark_expanded(&mut self, id: u32) -> bool {
+        let Some(pos) = self.slots.iter().position(|s| s.id == id && !s.expanded) else {
+            return false;
+        };
+        self.slots[pos].expanded = true;
+        while self.cursor < self.slots.len() && self.slots[self.cursor].expanded {
+            self.cursor += 1;
+        }
+        true
+    }
+
+    /// Whether a candidate offered earlier as `(id, dist)` (and accepted) is still in the list.
+    /// Candidates only leave a full list, so this is a comparison with the farthest one.
+    #[inline]
+    pub fn still_holds(&self, id: u32, dist: f32) -> bool {
+        if self.slots.len() < self.capacity {
+            return true;
+        }
+        match self.slots.last() {
+            Some(last) => (dist, id) <= (last.dist, last.id),
+            None => false,
+        }
+    }
+
     /// The candidates, nearest first.
     pub fn iter(&self) -> impl Iterator<Item = Neighbor> + '_ {
         self.slots.iter().map(|s| Neighbor {
@@ -223,5 +257,25 @@ mod tests {
         assert_eq!(l.pop_unexpanded().unwrap().id, 3);
         assert!(l.pop_unexpanded().is_none());
         assert!(!l.insert(4, 10.0), "full list refuses a farther candidate");
+    }
+
+    #[test]
+    fn cursor_mark_and_still_holds() {
+        let mut l = CandidateList::new(3);
+        l.insert(1, 1.0);
+        l.insert(2, 2.0);
+        l.insert(3, 3.0);
+        assert_eq!(l.cursor(), 0);
+        assert!(l.mark_expanded(2));
+        assert!(!l.mark_expanded(2), "already expanded");
+        assert!(!l.mark_expanded(9), "absent");
+        assert_eq!(l.cursor(), 0);
+        assert!(l.mark_expanded(1));
+        assert_eq!(l.cursor(), 2, "cursor skips every expanded candidate");
+        assert!(l.still_holds(3, 3.0));
+        l.insert(4, 0.5);
+        assert_eq!(l.cursor(), 0);
+        assert!(!l.still_holds(3, 3.0), "evicted by a nearer candidate");
+        assert!(l.still_holds(2, 2.0));
     }
 }

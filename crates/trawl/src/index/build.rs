@@ -11,29 +11,30 @@ use crate::layout::packed::{self, PackedMeta, PackedWriter};
 use crate::layout::FileError;
 use crate::progress::Control;
 use crate::quant::pq::{PqError, PqParams, ProductQuantizer};
+use crate::search::entry::{self, EntryIndex, EntryParams};
 
 /// Parameters of [`build_index`].
 #[derive(Debug, Clone)]
 pub struct IndexParams {
     /// Distance to index for.
     pub metric: Metric,
-    /// Graph parameters (R, L, α, memory budget, seed …). The default saturates lists (fills
-    /// them up to R after pruning): a record has R slots on its page whatever its degree, so
-    /// the extra edges cost no I/O, and they shorten searches (DiskANN's disk build does it too).
+    /// Graph parameters (R, L, α, memory budget, seed …). Lists are not saturated by default
+    /// (`saturate: true` fills them up to R after pruning, as DiskANN's disk build does).
     pub graph: VamanaParams,
     /// PQ parameters; `bytes_per_vector` is the in-memory code size (clamped to the dimension).
     pub pq: PqParams,
+    /// The in-memory entry index (a sample graph searched before the disk search), or `None`
+    /// for none. On by default (1% sample, R = 32, L = 64).
+    pub entry: Option<EntryParams>,
 }
 
 impl Default for IndexParams {
     fn default() -> Self {
         Self {
             metric: Metric::L2,
-            graph: VamanaParams {
-                saturate: true,
-                ..VamanaParams::default()
-            },
+            graph: VamanaParams::default(),
             pq: PqParams::default(),
+            entry: Some(EntryParams::default()),
         }
     }
 }
@@ -98,6 +99,12 @@ pub struct IndexBuildReport {
     pub pq_bytes: u64,
     /// Bytes of the PQ codes file.
     pub pq_codes_bytes: u64,
+    /// Nodes sampled into the entry index (0 without one).
+    pub entry_nodes: usize,
+    /// Seconds to build and write the entry index.
+    pub entry_secs: f64,
+    /// Bytes of the entry index file.
+    pub entry_bytes: u64,
     /// Bytes of the whole index on disk.
     pub disk_bytes: u64,
 }
@@ -153,6 +160,29 @@ pub fn build_index<T: Element>(
     }
     let packed_bytes = w.finish()?;
     bar.finish_and_clear();
+    let layout_secs = t_layout.elapsed().as_secs_f64();
+
+    let t_entry = Instant::now();
+    let entry_path = dir.join(entry::FILE_NAME);
+    let (entry_nodes, entry_bytes) = match &params.entry {
+        Some(ep) => {
+            let e = EntryIndex::build(data, params.metric, ep, ctl)?;
+            (e.len(), e.save(&entry_path, meta.n, meta.pq_codes_crc)?)
+        }
+        None => {
+            // An entry file of an earlier build would be refused at open: remove it.
+            match std::fs::remove_file(&entry_path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(IndexBuildError::Dir {
+                        dir: entry_path,
+                        source: e,
+                    })
+                }
+                _ => (0, 0),
+            }
+        }
+    };
+    let entry_secs = t_entry.elapsed().as_secs_f64();
     let geo = packed::PackedGeometry::of(&meta).unwrap_or(packed::PackedGeometry {
         vector_bytes: 0,
         record_bytes: 0,
@@ -169,7 +199,7 @@ pub fn build_index<T: Element>(
         pq_bytes_per_vector: pq.m(),
         pq_secs,
         graph_secs,
-        layout_secs: t_layout.elapsed().as_secs_f64(),
+        layout_secs,
         total_secs: t0.elapsed().as_secs_f64(),
         avg_degree: gstats.avg_degree,
         max_degree: gstats.max_degree,
@@ -178,6 +208,9 @@ pub fn build_index<T: Element>(
         packed_bytes,
         pq_bytes,
         pq_codes_bytes,
-        disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes,
+        entry_nodes,
+        entry_secs,
+        entry_bytes,
+        disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes + entry_bytes,
     })
 }

@@ -189,6 +189,8 @@ impl DiskIndex {
             k: 1,
             l: l.max(1),
             beam_width: beam_width.clamp(1, self.engine_config().depth),
+            strategy: crate::search::Strategy::Beam,
+            entry_list: 0,
         };
         let counts = match self.dtype() {
             DType::F32 => self.count_visits::<f32>(&vectors, &params, threads, ctl)?,

@@ -7,6 +7,7 @@
 //! | `packed.trawl` | records (vector + neighbours) in 4 KiB pages ([`crate::layout::packed`]) | header, 4 bytes per page of checksums |
 //! | `pq.trawl` | PQ codebooks | all |
 //! | `pq-codes.trawl` | one PQ code per vector | all |
+//! | `entry.trawl` (optional) | the entry index: a sample graph with its vectors ([`crate::search::entry`]) | all |
 //!
 //! The packed header holds the payload checksums of both PQ files, so files from different
 //! builds are never mixed.
@@ -26,6 +27,7 @@ use crate::kernels::{DType, Element, Metric};
 use crate::layout::packed::{self, PackedFile};
 use crate::layout::{FileError, FileErrorKind};
 use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::search::entry::{self, EntryIndex};
 use crate::search::{NodeCache, QueryStats, SearchError, SearchParams, Searcher};
 
 /// File name of the PQ quantiser inside an index directory.
@@ -109,12 +111,38 @@ pub struct MemoryReport {
     pub checksum_bytes: u64,
     /// Static cache.
     pub cache_bytes: u64,
+    /// Entry index (sample graph and vectors).
+    pub entry_bytes: u64,
 }
 
 impl MemoryReport {
     /// Sum of the parts.
     pub fn total(&self) -> u64 {
-        self.pq_codes_bytes + self.pq_codebook_bytes + self.checksum_bytes + self.cache_bytes
+        self.pq_codes_bytes
+            + self.pq_codebook_bytes
+            + self.checksum_bytes
+            + self.cache_bytes
+            + self.entry_bytes
+    }
+}
+
+/// Bytes on disk of each file of an index.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DiskBytes {
+    /// The page-packed file.
+    pub packed: u64,
+    /// The PQ codebooks.
+    pub pq: u64,
+    /// The PQ codes.
+    pub pq_codes: u64,
+    /// The entry index (0 without one).
+    pub entry: u64,
+}
+
+impl DiskBytes {
+    /// Sum of the files.
+    pub fn total(&self) -> u64 {
+        self.packed + self.pq + self.pq_codes + self.entry
     }
 }
 
@@ -154,6 +182,7 @@ pub struct DiskIndex {
     pq: ProductQuantizer,
     codes: PqCodes,
     cache: NodeCache,
+    entry: Option<EntryIndex>,
     opts: OpenOptions,
 }
 
@@ -217,7 +246,23 @@ impl DiskIndex {
                 meta.metric.name()
             )));
         }
-        let file = IoFile::open(&packed_path, opts.direct)?;
+        let entry_path = dir.join(entry::FILE_NAME);
+        let entry = if entry_path.is_file() {
+            Some(EntryIndex::load(
+                &entry_path,
+                meta.n,
+                meta.dtype,
+                meta.dim,
+                meta.metric,
+                meta.pq_codes_crc,
+            )?)
+        } else {
+            None
+        };
+        let mut file = IoFile::open(&packed_path, opts.direct)?;
+        if opts.engine == EngineKind::Memory {
+            file.load_resident()?;
+        }
         Ok(Self {
             dir: dir.to_path_buf(),
             packed,
@@ -225,6 +270,7 @@ impl DiskIndex {
             pq,
             codes,
             cache: NodeCache::empty(),
+            entry,
             opts,
         })
     }
@@ -269,6 +315,10 @@ impl DiskIndex {
     pub fn cache(&self) -> &NodeCache {
         &self.cache
     }
+    /// The in-memory entry index, when the index has one.
+    pub fn entry(&self) -> Option<&EntryIndex> {
+        self.entry.as_ref()
+    }
     /// How the index was opened.
     pub fn options(&self) -> &OpenOptions {
         &self.opts
@@ -290,17 +340,23 @@ impl DiskIndex {
             pq_codebook_bytes: self.pq.centroids().len() as u64 * 4,
             checksum_bytes: self.packed.heap_bytes() as u64,
             cache_bytes: self.cache.heap_bytes() as u64,
+            entry_bytes: self.entry.as_ref().map_or(0, |e| e.heap_bytes() as u64),
         }
     }
 
-    /// Bytes on disk of each file: `(packed, pq, pq codes)`.
-    pub fn disk_bytes(&self) -> (u64, u64, u64) {
+    /// Bytes on disk of each file.
+    pub fn disk_bytes(&self) -> DiskBytes {
         let len = |p: PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-        (
-            self.packed.file_bytes(),
-            len(self.dir.join(PQ_FILE)),
-            len(self.dir.join(PQ_CODES_FILE)),
-        )
+        DiskBytes {
+            packed: self.packed.file_bytes(),
+            pq: len(self.dir.join(PQ_FILE)),
+            pq_codes: len(self.dir.join(PQ_CODES_FILE)),
+            entry: if self.entry.is_some() {
+                len(self.dir.join(entry::FILE_NAME))
+            } else {
+                0
+            },
+        }
     }
 
     /// The engine configuration of this index's searchers.
@@ -353,6 +409,12 @@ impl DiskIndex {
                 max: depth,
             });
         }
+        if let crate::search::Strategy::Pipe(pp) = &p.strategy {
+            pp.validate(depth)?;
+        }
+        if p.entry_list > 0 && self.entry.is_none() {
+            return Err(SearchError::NoEntryIndex);
+        }
         if query.iter().any(|x| !x.is_finite()) {
             return Err(SearchError::NonFiniteQuery { row: 0 });
         }
@@ -367,13 +429,40 @@ impl DiskIndex {
         params: &SearchParams,
         threads: usize,
     ) -> Result<BatchOutput, SearchError> {
+        self.search_batch_with(queries, params, threads, 1)
+    }
+
+    /// [`DiskIndex::search_batch`] with `interleave` queries in flight on each thread
+    /// (throughput mode when above 1): each thread's engine gets enough slots for all of them.
+    pub fn search_batch_with<T: Element>(
+        &self,
+        queries: &Matrix<T>,
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+    ) -> Result<BatchOutput, SearchError> {
         let nq = queries.n();
+        if interleave == 0 || interleave > crate::search::MAX_INTERLEAVE {
+            return Err(SearchError::BadBatch(format!(
+                "interleave {interleave} must be between 1 and {}",
+                crate::search::MAX_INTERLEAVE
+            )));
+        }
+        let mut cfg = self.engine_config();
+        if interleave > 1 {
+            let per_query = match &params.strategy {
+                crate::search::Strategy::Beam => params.beam_width,
+                // In flight plus landed-but-unexplored records.
+                crate::search::Strategy::Pipe(pp) => 2 * pp.max_width,
+            };
+            cfg.depth = cfg.depth.max(interleave * per_query);
+        }
         let k = params.k;
         if let Some(row) = (0..nq).find(|&q| queries.row(q).iter().any(|x| !x.is_finite())) {
             return Err(SearchError::NonFiniteQuery { row });
         }
         if nq > 0 {
-            self.check_query(queries.row(0), params, self.engine_config().depth)?;
+            self.check_query(queries.row(0), params, cfg.depth)?;
         }
         let threads = threads.clamp(1, nq.max(1));
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -390,18 +479,20 @@ impl DiskIndex {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     scope.spawn(|| -> Result<Part, SearchError> {
-                        let mut searcher = self.searcher()?;
+                        let engine = self.file.engine(self.opts.engine, cfg)?;
+                        let mut searcher = Searcher::with_engine(self, engine);
                         searcher.set_spin(spin);
                         let mut part = Vec::new();
-                        loop {
-                            let q = cursor.fetch_add(1, Ordering::Relaxed);
-                            if q >= nq {
-                                return Ok(part);
-                            }
-                            let mut hits = Vec::with_capacity(k);
-                            let st = searcher.search(queries.row(q), params, &mut hits)?;
-                            part.push((q, hits, st));
-                        }
+                        searcher.search_stream(
+                            params,
+                            interleave,
+                            &mut || {
+                                let q = cursor.fetch_add(1, Ordering::Relaxed);
+                                (q < nq).then(|| (q, queries.row(q)))
+                            },
+                            &mut |q, hits, st| part.push((q, hits.to_vec(), st)),
+                        )?;
+                        Ok(part)
                     })
                 })
                 .collect();

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{
-    AlignedBuf, EngineConfig, EngineKind, IoEngine, IoError, PreadEngine, UringEngine, PAGE_BYTES,
+    AlignedBuf, EngineConfig, EngineKind, IoEngine, IoError, MemEngine, PreadEngine, UringEngine,
+    PAGE_BYTES,
 };
 
 /// A read-only file of whole pages, opened once and shared: cloning is cheap (the handle is
@@ -17,6 +18,8 @@ pub struct IoFile {
     path: Arc<Path>,
     len: u64,
     direct: bool,
+    /// The whole pages of the file, when loaded for the memory engine.
+    resident: Option<Arc<AlignedBuf>>,
 }
 
 impl IoFile {
@@ -59,7 +62,39 @@ impl IoFile {
             path: Arc::from(path),
             len: meta.len(),
             direct,
+            resident: None,
         })
+    }
+
+    /// Reads every whole page of the file into memory, for [`EngineKind::Memory`] engines
+    /// (shared by all of them).
+    pub fn load_resident(&mut self) -> Result<(), IoError> {
+        if self.resident.is_some() {
+            return Ok(());
+        }
+        let pages = usize::try_from(self.pages())
+            .map_err(|_| IoError::BadConfig("file too large for memory".into()))?;
+        let mut all = AlignedBuf::with_pages(pages)?;
+        const CHUNK: usize = 256;
+        let mut chunk = AlignedBuf::with_pages(CHUNK.min(pages.max(1)))?;
+        let mut at = 0usize;
+        while at < pages {
+            let n = CHUNK.min(pages - at);
+            if chunk.pages() != n {
+                chunk = AlignedBuf::with_pages(n)?;
+            }
+            self.read_pages(at as u64, &mut chunk)?;
+            all.as_mut_slice()[at * PAGE_BYTES..(at + n) * PAGE_BYTES]
+                .copy_from_slice(chunk.as_slice());
+            at += n;
+        }
+        self.resident = Some(Arc::new(all));
+        Ok(())
+    }
+
+    /// The resident copy, when loaded.
+    pub(crate) fn resident(&self) -> Option<Arc<AlignedBuf>> {
+        self.resident.clone()
     }
 
     /// The path the file was opened from.
@@ -105,6 +140,7 @@ impl IoFile {
     ) -> Result<Box<dyn IoEngine>, IoError> {
         match kind {
             EngineKind::Pread => Ok(Box::new(PreadEngine::new(self, cfg)?)),
+            EngineKind::Memory => Ok(Box::new(MemEngine::new(self, cfg)?)),
             EngineKind::Uring => Ok(Box::new(UringEngine::new(self, cfg)?)),
             EngineKind::Auto => match UringEngine::new(self, cfg) {
                 Ok(e) => Ok(Box::new(e)),

@@ -10,6 +10,8 @@
 //!   buffers registered with the ring when the memlock limit allows (else plain reads), SQPOLL
 //!   optional and off by default (the kernel poller costs a core).
 //! - [`PreadEngine`]: `pread` on the O_DIRECT file; the fallback where io_uring is missing.
+//! - [`MemEngine`]: the whole file in memory, reads served without copying (a search with the
+//!   device taken away, for comparison).
 //! - [`CountingEngine`]: wraps any engine and counts what passes through it, independently of
 //!   the engine's own counters (used to check the search statistics).
 //!
@@ -19,6 +21,7 @@
 mod aligned;
 mod counting;
 mod file;
+mod mem;
 mod pread;
 #[cfg(test)]
 mod tests;
@@ -27,6 +30,7 @@ mod uring;
 pub use aligned::AlignedBuf;
 pub use counting::{CountedIo, CountingEngine};
 pub use file::IoFile;
+pub use mem::MemEngine;
 pub use pread::PreadEngine;
 pub use uring::UringEngine;
 
@@ -139,6 +143,8 @@ pub enum EngineKind {
     Uring,
     /// pread.
     Pread,
+    /// The file loaded into memory ([`MemEngine`]): no I/O at search time.
+    Memory,
 }
 
 impl std::str::FromStr for EngineKind {
@@ -148,7 +154,10 @@ impl std::str::FromStr for EngineKind {
             "auto" => Ok(Self::Auto),
             "uring" | "io_uring" => Ok(Self::Uring),
             "pread" => Ok(Self::Pread),
-            other => Err(format!("unknown I/O engine {other:?} (auto, uring, pread)")),
+            "memory" | "mem" => Ok(Self::Memory),
+            other => Err(format!(
+                "unknown I/O engine {other:?} (auto, uring, pread, memory)"
+            )),
         }
     }
 }

@@ -3,6 +3,10 @@
 //! - [`beam`]: DiskANN's beam search — PQ codes in memory guide a best-first traversal that
 //!   reads up to `W` records per round trip; the full-precision vectors read on the way re-rank
 //!   the final top-k.
+//! - [`pipe`]: PipeANN's PipeSearch — up to `W` reads stay in flight while the records that
+//!   have arrived are explored; the width follows a fixed, static or dynamic policy.
+//! - [`Searcher`]: one thread's engine and query state machines, and the loop that runs one
+//!   query at a time or several interleaved (throughput mode).
 //! - [`cache`]: the static node cache (records kept in memory), chosen by BFS from the entry
 //!   point or by visit frequency over sample queries.
 //!
@@ -12,9 +16,15 @@
 
 pub mod beam;
 pub mod cache;
+pub mod entry;
+mod explore;
+pub mod pipe;
+mod searcher;
 
-pub use beam::{BeamScratch, Searcher};
+pub use beam::BeamQuery;
 pub use cache::{CachePolicy, NodeCache};
+pub use pipe::{PipeParams, WidthController, WidthPolicy};
+pub use searcher::{ResultSink, Searcher, MAX_INTERLEAVE};
 
 use std::ops::AddAssign;
 
@@ -24,15 +34,43 @@ use crate::layout::FileError;
 /// Default beam width (reads per round trip), DiskANN's usual setting.
 pub const DEFAULT_BEAM_WIDTH: usize = 4;
 
+/// How a query walks the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Strategy {
+    /// DiskANN's beam search: rounds of up to `W` reads, each round explored before the next.
+    #[default]
+    Beam,
+    /// PipeANN's pipelined search ([`pipe`]): reads stay in flight while arrived records are
+    /// explored.
+    Pipe(PipeParams),
+}
+
+impl Strategy {
+    /// `"beam"` or `"pipe"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Beam => "beam",
+            Self::Pipe(_) => "pipe",
+        }
+    }
+}
+
 /// Parameters of one search.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SearchParams {
     /// Results wanted, `1 ≤ k ≤ l`.
     pub k: usize,
     /// Candidate list size `L`: larger is slower and more accurate.
     pub l: usize,
-    /// Beam width `W`: records read per round trip, `1 ≤ W ≤` the searcher's queue depth.
+    /// Beam width `W`: records read per round trip, `1 ≤ W ≤` the searcher's queue depth
+    /// (beam search only; PipeSearch's width is in [`PipeParams`]).
     pub beam_width: usize,
+    /// Beam search or PipeSearch.
+    pub strategy: Strategy,
+    /// List size of the in-memory entry-index search whose results seed the candidate list
+    /// (PipeANN uses 10); 0 starts from the medoid alone. Needs an index built with an entry
+    /// index.
+    pub entry_list: usize,
 }
 
 impl Default for SearchParams {
@@ -41,12 +79,14 @@ impl Default for SearchParams {
             k: 10,
             l: 100,
             beam_width: DEFAULT_BEAM_WIDTH,
+            strategy: Strategy::Beam,
+            entry_list: 0,
         }
     }
 }
 
 /// What one query did. Summed over queries with `+=`; every field is an exact count except the
-/// two times.
+/// times.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct QueryStats {
     /// 4 KiB pages read from the file.
@@ -58,24 +98,45 @@ pub struct QueryStats {
     pub bytes_read: u64,
     /// Nodes expanded from the in-memory cache instead of the file.
     pub cache_hits: u64,
-    /// Round trips: search iterations that expanded at least one node (DiskANN's "hops").
+    /// Beam search: round trips, iterations that expanded at least one node (DiskANN's
+    /// "hops"). PipeSearch: times the search had nothing to issue or explore and waited for a
+    /// read (its stalls on the device).
     pub hops: u64,
     /// Nodes expanded (records whose neighbours were scored).
     pub nodes_expanded: u64,
     /// PQ (approximate) distance computations.
     pub pq_distances: u64,
-    /// Full-precision distance computations.
+    /// Full-precision distance computations on records read or cached.
     pub exact_distances: u64,
+    /// Full-precision distance computations in the in-memory entry index.
+    pub entry_distances: u64,
     /// Nanoseconds spent blocked waiting for reads.
     pub io_wait_ns: u64,
     /// Nanoseconds of the whole query (`io_wait_ns` included).
     pub total_ns: u64,
+    /// Reads none of whose records were explored (PipeSearch's speculative reads that turned
+    /// out useless; always 0 for beam search, which explores every record it reads).
+    pub wasted_reads: u64,
+    /// Σ over the time a read was in flight of (reads in flight × nanoseconds).
+    pub inflight_time_ns: u64,
+    /// Σ over the same time of (pipeline width × nanoseconds); `inflight_time_ns /
+    /// width_time_ns` is the pipeline occupancy (PipeANN's I/O pipeline utilisation).
+    pub width_time_ns: u64,
 }
 
 impl QueryStats {
     /// Nanoseconds not spent waiting for reads.
     pub fn compute_ns(&self) -> u64 {
         self.total_ns.saturating_sub(self.io_wait_ns)
+    }
+
+    /// Mean reads in flight over the mean width while reads were in flight (0 without reads).
+    pub fn occupancy(&self) -> f64 {
+        if self.width_time_ns == 0 {
+            0.0
+        } else {
+            self.inflight_time_ns as f64 / self.width_time_ns as f64
+        }
     }
 }
 
@@ -89,8 +150,12 @@ impl AddAssign for QueryStats {
         self.nodes_expanded += o.nodes_expanded;
         self.pq_distances += o.pq_distances;
         self.exact_distances += o.exact_distances;
+        self.entry_distances += o.entry_distances;
         self.io_wait_ns += o.io_wait_ns;
         self.total_ns += o.total_ns;
+        self.wasted_reads += o.wasted_reads;
+        self.inflight_time_ns += o.inflight_time_ns;
+        self.width_time_ns += o.width_time_ns;
     }
 }
 
@@ -121,6 +186,12 @@ pub enum SearchError {
         /// Largest allowed.
         max: usize,
     },
+    /// An entry-index search was asked of an index built without one.
+    #[error("this index has no entry index: rebuild it with one, or search with entry_list = 0")]
+    NoEntryIndex,
+    /// PipeSearch parameters out of range.
+    #[error("invalid PipeSearch parameters: {0}")]
+    InvalidPipe(String),
     /// The query's dimension differs from the index's.
     #[error("query has dimension {got}, the index has {expected}")]
     DimMismatch {

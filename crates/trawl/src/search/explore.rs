@@ -1,0 +1,95 @@
+//! The step every search strategy shares: explore one record.
+
+use super::QueryStats;
+use crate::graph::queue::{CandidateList, Neighbor, VisitedSet};
+use crate::index::DiskIndex;
+use crate::kernels::{self, Element};
+use crate::layout::packed::RecordView;
+use crate::quant::pq::QueryTable;
+
+/// The per-query state an exploration updates.
+#[derive(Debug, Default)]
+pub(crate) struct Frontier {
+    /// The `L` nearest candidates by PQ distance.
+    pub list: CandidateList,
+    /// Every node ever offered to the list.
+    pub visited: VisitedSet,
+    /// The query's PQ distance table.
+    pub table: Option<QueryTable>,
+    /// Explored nodes with exact distances (the re-rank set).
+    pub full: Vec<Neighbor>,
+    fresh: Vec<u32>,
+}
+
+impl Frontier {
+    /// Empties the list, the visited set and the explored nodes for a query with list size `l`.
+    pub fn reset(&mut self, ix: &DiskIndex, l: usize) {
+        self.list.reset(l);
+        self.visited.reset(ix.n());
+        self.full.clear();
+    }
+
+    /// Builds the query's PQ distance table.
+    pub fn fill_table<T: Element>(
+        &mut self,
+        ix: &DiskIndex,
+        query: &[T],
+    ) -> Result<(), super::SearchError> {
+        let table = self
+            .table
+            .get_or_insert_with(|| QueryTable::new(ix.pq().m()));
+        ix.pq()
+            .fill_table(query, table)
+            .map_err(|_| super::SearchError::NonFiniteQuery { row: 0 })
+    }
+
+    /// PQ distance of node `id` to the query.
+    #[inline]
+    pub fn pq_distance(&self, ix: &DiskIndex, id: u32) -> f32 {
+        let table = self.table.as_ref().expect("filled at query start");
+        table.distance(ix.codes().code(id as usize))
+    }
+
+    /// The `k` explored nodes nearest by exact distance, nearest first.
+    pub fn results(&mut self, k: usize, out: &mut Vec<(u32, f32)>) {
+        let full = &mut self.full;
+        full.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
+        out.clear();
+        out.extend(full.iter().take(k).map(|n| (n.id, n.dist)));
+    }
+
+    /// Explores `id` from its record: the exact distance of its vector (kept for the re-rank)
+    /// and the PQ distances of its unvisited neighbours (offered to the list).
+    #[inline]
+    pub fn explore<T: Element>(
+        &mut self,
+        ix: &DiskIndex,
+        query: &[T],
+        id: u32,
+        view: RecordView<'_>,
+        vec_scratch: &mut Vec<T>,
+        stats: &mut QueryStats,
+    ) {
+        let v = view.vector::<T>(vec_scratch);
+        let d = kernels::distance(ix.metric(), query, v);
+        self.full.push(Neighbor { id, dist: d });
+        stats.exact_distances += 1;
+        stats.nodes_expanded += 1;
+        self.fresh.clear();
+        for nb in view.neighbors() {
+            if self.visited.insert(nb) {
+                self.fresh.push(nb);
+            }
+        }
+        let codes = ix.codes();
+        for &nb in &self.fresh {
+            codes.prefetch(nb as usize);
+        }
+        let table = self.table.as_ref().expect("filled at query start");
+        for &nb in &self.fresh {
+            self.list
+                .insert(nb, table.distance(codes.code(nb as usize)));
+        }
+        stats.pq_distances += self.fresh.len() as u64;
+    }
+}
