@@ -38,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datasets  # noqa: E402
 from common import OUT_DIR, log, machine_info, trawl_bin, warm_page_cache, write_json  # noqa: E402
+from vs_diskann_disk import subset  # noqa: E402
 
 TARGETS = (0.90, 0.95, 0.99)
 LS = "10,15,20,25,30,40,50,60,80,100,150,200"
@@ -81,11 +82,14 @@ def build(ds: datasets.Dataset, args: argparse.Namespace) -> Path:
 def run_config(name: str, idx: Path, ds: datasets.Dataset, args: argparse.Namespace,
                work: Path, rep: int) -> dict:
     out = work / f"{name}-rep{rep}.json"
-    cmd = [str(trawl_bin()), "bench", str(idx), "--queries", ds.query, "--gt", ds.gt, "-k", "10",
+    q, gt = Path(ds.query), Path(ds.gt)
+    if name.endswith("-t1") and args.latency_nq:
+        # A seeded random sample, the same for every 1-thread configuration (not the first N:
+        # GloVe's queries are in word-frequency order, and the first ones are far easier).
+        q, gt = subset(q, gt, args.latency_nq, Path(ds.base).parent / "subsets")
+    cmd = [str(trawl_bin()), "bench", str(idx), "--queries", str(q), "--gt", str(gt), "-k", "10",
            "-L", args.search_L, "--cache-nodes", str(args.cache_nodes), "--json", str(out),
            "--quiet", *CONFIGS[name]]
-    if name.endswith("-t1") and args.latency_nq:
-        cmd += ["--max-queries", str(args.latency_nq)]
     t0 = time.time()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     res = json.loads(out.read_text())
@@ -208,9 +212,12 @@ def main() -> None:
     ap.add_argument("--search-L", default=LS)
     ap.add_argument("--cache-nodes", type=int, default=0)
     ap.add_argument("--latency-nq", type=int, default=2000,
-                    help="queries of the 1-thread runs (the first N; 0 = all)")
+                    help="queries of the 1-thread runs (a seeded random sample; 0 = all)")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the runs of the configurations not given in --configs from the "
+                         "last raw JSON of this dataset")
     args = ap.parse_args()
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     raw_path = OUT_DIR / f"pipe_vs_beam-{args.dataset}.json"
@@ -222,20 +229,24 @@ def main() -> None:
         names = [c for c in args.configs.split(",") if c]
         work = OUT_DIR / "raw" / f"pipe-{args.dataset}"
         work.mkdir(parents=True, exist_ok=True)
-        runs: dict[str, list[dict]] = {n: [] for n in names}
-        for rep in range(args.repeat):
-            order = names if rep % 2 == 0 else list(reversed(names))
-            log(f"repetition {rep + 1}/{args.repeat}")
-            for n in order:
-                runs[n].append(run_config(n, idx, ds, args, work, rep))
+        old = json.loads(raw_path.read_text()) if args.merge and raw_path.exists() else None
+        runs: dict[str, list[dict]] = dict(old["runs"]) if old else {}
+        for n in names:
+            runs[n] = []
         meta = {"dataset": {"name": ds.name, "n": ds.n, "dim": ds.dim, "metric": ds.metric},
                 "nq": ds.nq, "latency_nq": args.latency_nq, "R": args.R, "L": args.L,
                 "pq_bytes": args.pq_bytes, "cache_nodes": args.cache_nodes,
                 "repeat": args.repeat, "search_L": args.search_L, "index": str(idx),
                 "machine": machine_info(),
-                "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "merged_into": old["meta"]["when"] if old else None}
         data = {"meta": meta, "runs": runs}
-        write_json(raw_path, data)
+        for rep in range(args.repeat):
+            order = names if rep % 2 == 0 else list(reversed(names))
+            log(f"repetition {rep + 1}/{args.repeat}")
+            for n in order:
+                runs[n].append(run_config(n, idx, ds, args, work, rep))
+            write_json(raw_path, data)
     med_rows = {n: median_rows(r) for n, r in data["runs"].items() if r}
     md = render(args.dataset, data["meta"], med_rows)
     out = OUT_DIR / f"pipe_vs_beam-{args.dataset}.md"

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::explore::Frontier;
+use super::explore::{check_read, corrupt, Frontier};
 use super::{QueryStats, SearchError, SearchParams};
 use crate::index::DiskIndex;
 use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
@@ -130,17 +130,7 @@ impl BeamQuery {
         stats.bytes_read += self.reads.len() as u64 * u64::from(pages) * PAGE_BYTES as u64;
         for i in 0..self.cached.len() {
             let id = self.cached[i];
-            let rec = ix.cache().record(id).unwrap_or(&[]);
-            let view = ix
-                .packed()
-                .decode(id, rec)
-                .map_err(|d| SearchError::Corrupt {
-                    path: ix.packed().path().to_path_buf(),
-                    page: 0,
-                    detail: format!("cached {d}"),
-                })?;
-            self.f.explore(ix, query, id, view, vec_scratch, stats);
-            stats.cache_hits += 1;
+            self.f.explore_cached(ix, query, id, vec_scratch, stats)?;
         }
         Ok(true)
     }
@@ -201,22 +191,16 @@ impl BeamQuery {
     ) -> Result<(), SearchError> {
         let read = (c.tag & 0xffff_ffff) as usize;
         let page = self.reads[read];
-        let corrupt = |detail: String| SearchError::Corrupt {
-            path: ix.packed().path().to_path_buf(),
-            page,
-            detail,
-        };
-        if ix.verify_pages() {
-            ix.packed()
-                .check_pages(page, bytes)
-                .map_err(|p| corrupt(format!("checksum mismatch in page {p}")))?;
-        }
+        check_read(ix, page, bytes)?;
         for i in 0..self.frontier.len() {
             let (id, r) = self.frontier[i];
             if r != read {
                 continue;
             }
-            let view = ix.packed().record(id, bytes).map_err(corrupt)?;
+            let view = ix
+                .packed()
+                .record(id, bytes)
+                .map_err(|d| corrupt(ix, page, d))?;
             if let Some(t) = trace.as_mut() {
                 t.push(id);
             }

@@ -1,11 +1,30 @@
 //! The step every search strategy shares: explore one record.
 
-use super::QueryStats;
+use super::{QueryStats, SearchError};
 use crate::graph::queue::{CandidateList, Neighbor, VisitedSet};
 use crate::index::DiskIndex;
 use crate::kernels::{self, Element};
 use crate::layout::packed::RecordView;
 use crate::quant::pq::QueryTable;
+
+/// A corrupt page (or cached record) of the index file.
+pub(crate) fn corrupt(ix: &DiskIndex, page: u64, detail: String) -> SearchError {
+    SearchError::Corrupt {
+        path: ix.packed().path().to_path_buf(),
+        page,
+        detail,
+    }
+}
+
+/// Checks `bytes`, read from `page` on, against the page checksums (when the index checks them).
+pub(crate) fn check_read(ix: &DiskIndex, page: u64, bytes: &[u8]) -> Result<(), SearchError> {
+    if ix.verify_pages() {
+        ix.packed()
+            .check_pages(page, bytes)
+            .map_err(|p| corrupt(ix, page, format!("checksum mismatch in page {p}")))?;
+    }
+    Ok(())
+}
 
 /// The per-query state an exploration updates.
 #[derive(Debug, Default)]
@@ -34,13 +53,13 @@ impl Frontier {
         &mut self,
         ix: &DiskIndex,
         query: &[T],
-    ) -> Result<(), super::SearchError> {
+    ) -> Result<(), SearchError> {
         let table = self
             .table
             .get_or_insert_with(|| QueryTable::new(ix.pq().m()));
         ix.pq()
             .fill_table(query, table)
-            .map_err(|_| super::SearchError::NonFiniteQuery { row: 0 })
+            .map_err(|_| SearchError::NonFiniteQuery { row: 0 })
     }
 
     /// PQ distance of node `id` to the query.
@@ -91,5 +110,24 @@ impl Frontier {
                 .insert(nb, table.distance(codes.code(nb as usize)));
         }
         stats.pq_distances += self.fresh.len() as u64;
+    }
+
+    /// Explores `id` from the static cache (counted as a cache hit).
+    pub fn explore_cached<T: Element>(
+        &mut self,
+        ix: &DiskIndex,
+        query: &[T],
+        id: u32,
+        vec_scratch: &mut Vec<T>,
+        stats: &mut QueryStats,
+    ) -> Result<(), SearchError> {
+        let rec = ix.cache().record(id).unwrap_or(&[]);
+        let view = ix
+            .packed()
+            .decode(id, rec)
+            .map_err(|d| corrupt(ix, 0, format!("cached {d}")))?;
+        self.explore(ix, query, id, view, vec_scratch, stats);
+        stats.cache_hits += 1;
+        Ok(())
     }
 }

@@ -32,7 +32,7 @@
 
 use std::time::Instant;
 
-use super::explore::Frontier;
+use super::explore::{check_read, corrupt, Frontier};
 use super::{QueryStats, SearchError, SearchParams};
 use crate::index::DiskIndex;
 use crate::io::{Completion, IoEngine, ReadRequest, Slot, PAGE_BYTES};
@@ -411,28 +411,14 @@ impl PipeQuery {
         };
         let p = self.ready.swap_remove(i);
         if p.read == NO_READ {
-            let rec = ix.cache().record(p.id).unwrap_or(&[]);
-            let view = ix
-                .packed()
-                .decode(p.id, rec)
-                .map_err(|d| SearchError::Corrupt {
-                    path: ix.packed().path().to_path_buf(),
-                    page: 0,
-                    detail: format!("cached {d}"),
-                })?;
-            self.f.explore(ix, query, p.id, view, vec_scratch, stats);
-            stats.cache_hits += 1;
+            self.f.explore_cached(ix, query, p.id, vec_scratch, stats)?;
         } else {
             let rd = self.reads[p.read as usize];
             let slot = rd.slot.expect("ready nodes have landed");
             let view = ix
                 .packed()
                 .record(p.id, engine.buffer(slot))
-                .map_err(|detail| SearchError::Corrupt {
-                    path: ix.packed().path().to_path_buf(),
-                    page: rd.page,
-                    detail,
-                })?;
+                .map_err(|d| corrupt(ix, rd.page, d))?;
             self.f.explore(ix, query, p.id, view, vec_scratch, stats);
             let rd = &mut self.reads[p.read as usize];
             rd.left -= 1;
@@ -458,16 +444,8 @@ impl PipeQuery {
         let rd = &mut self.reads[r as usize];
         rd.slot = Some(c.slot);
         self.in_flight -= 1;
-        if ix.verify_pages() {
-            let page = rd.page;
-            ix.packed()
-                .check_pages(page, engine.buffer(c.slot))
-                .map_err(|p| SearchError::Corrupt {
-                    path: ix.packed().path().to_path_buf(),
-                    page,
-                    detail: format!("checksum mismatch in page {p}"),
-                })?;
-        }
+        let page = rd.page;
+        check_read(ix, page, engine.buffer(c.slot))?;
         let mut in_pool = false;
         let mut j = 0;
         while j < self.waiting.len() {
