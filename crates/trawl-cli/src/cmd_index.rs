@@ -351,6 +351,12 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
     if args.pq_bytes == 0 {
         bail!("--pq-bytes must be at least 1");
     }
+    if !(0.0..=1.0).contains(&args.entry_ratio) {
+        bail!(
+            "--entry-ratio {} must be between 0 (no entry index) and 1",
+            args.entry_ratio
+        );
+    }
     let dir = &args.index_dir;
     let (mut report, threads) = with_threads(args.threads, || -> Result<_> {
         let r = match &data {

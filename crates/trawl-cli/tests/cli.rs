@@ -358,6 +358,62 @@ fn disk_index_build_bench_search_info() {
     }
     assert_eq!(v["engine"]["direct"].as_bool(), Some(true));
     assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 3);
+    // PipeSearch seeded by the entry index, two queries interleaved per thread.
+    let pipe_json = ix.with_extension("pipe.json");
+    ok(&[
+        "bench",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "-L",
+        "80",
+        "--strategy",
+        "pipe",
+        "--entry-list",
+        "10",
+        "--interleave",
+        "2",
+        "--threads",
+        "2",
+        "--json",
+        s(&pipe_json),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&pipe_json).unwrap()).unwrap();
+    let row = &v["rows"][0];
+    assert!(row["recall"].as_f64().unwrap() >= 0.95, "{row}");
+    let occ = row["occupancy"].as_f64().unwrap();
+    assert!(occ > 0.0 && occ <= 1.0, "{row}");
+    assert!(row["wasted_reads_per_query"].as_f64().unwrap() >= 0.0);
+    assert_eq!(v["strategy"].as_str(), Some("pipe"));
+    assert!(v["entry_nodes"].as_u64().unwrap() > 0);
+    // Bad PipeSearch and throughput-mode options are refused with a message.
+    let q = ["--queries", s(&d.queries), "--gt", s(&d.gt)];
+    let err = fails(
+        &[
+            &["bench", s(&ix)],
+            &q[..],
+            &["--strategy", "pipe", "--pipe-max-width", "0"],
+        ]
+        .concat(),
+    );
+    assert!(err.contains("pipeline width"), "{err}");
+    let err = fails(&[&["bench", s(&ix)], &q[..], &["--interleave", "0"]].concat());
+    assert!(err.contains("interleave"), "{err}");
+    let err = fails(&[&["bench", s(&ix)], &q[..], &["--strategy", "wide"]].concat());
+    assert!(err.contains("wide"), "{err}");
+    let err = fails(&[
+        "build",
+        s(&d.base),
+        s(&ix.with_extension("bad")),
+        "--metric",
+        "l2",
+        "--entry-ratio",
+        "2",
+    ]);
+    assert!(err.contains("--entry-ratio"), "{err}");
     // search writes results in the ground-truth format.
     let res = ix.with_extension("res.bin");
     let out = ok(&[
@@ -386,11 +442,11 @@ fn disk_index_build_bench_search_info() {
     assert!(
         info.contains("page-packed")
             && info.contains("pq-codes.trawl")
+            && info.contains("entry.trawl")
             && info.contains("match their checksums"),
         "{info}"
     );
     // Bad input: k above L, a missing index, a damaged index, queries of another dimension.
-    let q = ["--queries", s(&d.queries), "--gt", s(&d.gt)];
     let err = fails(&[&["bench", s(&ix)], &q[..], &["-k", "10", "-L", "5"]].concat());
     assert!(err.contains("k = 10"), "{err}");
     let err = fails(&[&["bench", s(&d.base)], &q[..]].concat());
