@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{
-    AlignedBuf, EngineConfig, EngineKind, IoEngine, IoError, MemEngine, PreadEngine, UringEngine,
-    PAGE_BYTES,
+    AlignedBuf, EngineConfig, EngineKind, IoEngine, IoError, MemEngine, PreadEngine, ReadRequest,
+    UringEngine, PAGE_BYTES,
 };
 
 /// A read-only file of whole pages, opened once and shared: cloning is cheap (the handle is
@@ -167,6 +167,29 @@ impl IoFile {
             self.direct,
         )
     }
+}
+
+/// The slot a request would take (the last of `free`), after checking the request: a free
+/// slot ([`IoError::QueueFull`]), `1 ≤ pages ≤ max_pages` ([`IoError::BadLength`]) and pages
+/// inside the file ([`IoError::OutOfRange`]). Shared by every engine's `submit`.
+pub(crate) fn check_request(
+    free: &[u32],
+    depth: usize,
+    req: &ReadRequest,
+    max_pages: usize,
+    file_pages: u64,
+) -> Result<u32, IoError> {
+    let Some(&slot) = free.last() else {
+        return Err(IoError::QueueFull { depth });
+    };
+    if req.pages == 0 || req.pages as usize > max_pages {
+        return Err(IoError::BadLength {
+            pages: req.pages,
+            max: max_pages,
+        });
+    }
+    check_range(req.first_page, u64::from(req.pages), file_pages)?;
+    Ok(slot)
 }
 
 /// `first + pages` when the pages `[first, first + pages)` lie inside a file of `file_pages`

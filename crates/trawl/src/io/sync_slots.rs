@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::file::check_range;
+use super::file::check_request;
 use super::{Completion, EngineConfig, EngineCounters, IoError, ReadRequest, Slot, PAGE_BYTES};
 
 /// Where a slot is in its life.
@@ -70,19 +70,13 @@ impl SyncSlots {
     /// Checks `req` (a free slot, a valid length, inside the file) and returns the slot it
     /// would use; nothing changes until [`SyncSlots::complete`].
     pub fn check(&self, req: &ReadRequest) -> Result<u32, IoError> {
-        let Some(&slot) = self.free.last() else {
-            return Err(IoError::QueueFull {
-                depth: self.depth(),
-            });
-        };
-        if req.pages == 0 || req.pages as usize > self.max_pages {
-            return Err(IoError::BadLength {
-                pages: req.pages,
-                max: self.max_pages,
-            });
-        }
-        check_range(req.first_page, u64::from(req.pages), self.file_pages)?;
-        Ok(slot)
+        check_request(
+            &self.free,
+            self.depth(),
+            req,
+            self.max_pages,
+            self.file_pages,
+        )
     }
 
     /// Records the finished read of `req` into `slot` (the one [`SyncSlots::check`] returned).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
-use super::file::check_range;
+use super::file::check_request;
 use super::{
     AlignedBuf, Completion, EngineConfig, EngineCounters, EngineInfo, IoEngine, IoError, IoFile,
     ReadRequest, Slot, PAGE_BYTES,
@@ -286,18 +286,13 @@ impl IoEngine for UringEngine {
     }
 
     fn submit(&mut self, tag: u64, req: ReadRequest) -> Result<(), IoError> {
-        let Some(&slot) = self.free.last() else {
-            return Err(IoError::QueueFull {
-                depth: self.depth(),
-            });
-        };
-        if req.pages == 0 || req.pages as usize > self.max_pages {
-            return Err(IoError::BadLength {
-                pages: req.pages,
-                max: self.max_pages,
-            });
-        }
-        check_range(req.first_page, u64::from(req.pages), self.file_pages)?;
+        let slot = check_request(
+            &self.free,
+            self.depth(),
+            &req,
+            self.max_pages,
+            self.file_pages,
+        )?;
         let offset = req.first_page * PAGE_BYTES as u64;
         // pages ≤ MAX_PAGES_PER_READ = 2^15, so the length is below 2^27.
         let len = req.pages * PAGE_BYTES as u32;
