@@ -42,6 +42,7 @@ from vs_diskann_disk import subset  # noqa: E402
 
 TARGETS = (0.90, 0.95, 0.99)
 LS = "10,15,20,25,30,40,50,60,80,100,150,200"
+SIM = "sim:80"
 
 CONFIGS = {
     "beam-w4-t1": ["--strategy", "beam", "-W", "4", "--threads", "1"],
@@ -56,6 +57,14 @@ CONFIGS = {
     "beam-w1-t2-i8": ["--strategy", "beam", "-W", "1", "--threads", "2", "--interleave", "8"],
     "pipe-t2-i4": ["--strategy", "pipe", "--entry-list", "10", "--threads", "2",
                    "--interleave", "4"],
+    # The same searches on a modelled device (file in RAM, every read completing 80 µs after
+    # its submission, this disk's queue-depth-1 latency, at any queue depth): what the
+    # algorithms do when latency does not grow with the number of reads in flight.
+    "sim-beam-w4-t1": ["--strategy", "beam", "-W", "4", "--engine", SIM, "--threads", "1"],
+    "sim-pipe-t1": ["--strategy", "pipe", "--entry-list", "10", "--engine", SIM,
+                    "--threads", "1"],
+    "sim-pipe-w8-t1": ["--strategy", "pipe", "--entry-list", "10", "--pipe-width", "fixed",
+                       "--pipe-max-width", "8", "--engine", SIM, "--threads", "1"],
 }
 
 
@@ -145,7 +154,8 @@ def render(dataset: str, meta: dict, med_rows: dict[str, list[dict]]) -> str:
              f"{meta['dataset']['n']} × {meta['dataset']['dim']}, {meta['dataset']['metric']}, "
              f"{meta['nq']} queries (1-thread runs: {meta['latency_nq'] or 'all'}); index R = "
              f"{meta['R']}, L = {meta['L']}, {meta['pq_bytes']} PQ bytes, entry index 1%; "
-             f"cache {meta['cache_nodes']} nodes; O_DIRECT (memory engine: file in RAM); "
+             f"cache {meta['cache_nodes']} nodes; O_DIRECT (memory engine: file in RAM; sim: file in RAM, reads complete "
+             f"after a modelled 80 µs at any queue depth); "
              f"medians of {meta['repeat']} repetitions, configurations in alternating order. "
              f"{meta['when']}.", ""]
     lines += ["## At equal recall@10", "",
@@ -176,6 +186,12 @@ def render(dataset: str, meta: dict, med_rows: dict[str, list[dict]]) -> str:
     row("1-thread mean latency: pipe / in-memory beam W=4", "pipe-t1", "mem-w4-t1", "mean_us")
     row("1-thread mean latency: pipe without entry index / beam W=4", "pipe-noentry-t1",
         "beam-w4-t1", "mean_us")
+    row("modelled 80 µs device, 1-thread latency: pipe / beam W=4", "sim-pipe-t1",
+        "sim-beam-w4-t1", "mean_us")
+    row("modelled 80 µs device, 1-thread latency: pipe fixed W=8 / beam W=4", "sim-pipe-w8-t1",
+        "sim-beam-w4-t1", "mean_us")
+    row("modelled 80 µs device, 1-thread latency: pipe / in-memory beam W=1", "sim-pipe-t1",
+        "mem-w1-t1", "mean_us")
     row("2-thread QPS: pipe / beam W=4", "pipe-t2", "beam-w4-t2", "qps")
     row("2-thread QPS: beam W=4 interleave 8 / beam W=4", "beam-w4-t2-i8", "beam-w4-t2", "qps")
     row("2-thread QPS: beam W=1 interleave 8 / beam W=4", "beam-w1-t2-i8", "beam-w4-t2", "qps")

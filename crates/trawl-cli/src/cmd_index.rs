@@ -113,7 +113,9 @@ pub struct SearchOptions {
     /// Sample searches run to choose a frequency cache (indexed vectors as queries).
     #[arg(long)]
     pub cache_samples: Option<usize>,
-    /// I/O engine: auto (io_uring, else pread), uring, pread.
+    /// I/O engine: auto (io_uring, else pread), uring, pread, memory (the index file in RAM, no
+    /// I/O), or sim:LATENCY_US[:IOPS] (the file in RAM, each read completing after a modelled
+    /// device latency under an IOPS ceiling; e.g. sim:80:500000).
     #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<EngineKind>())]
     pub engine: EngineKind,
     /// Read through the page cache instead of O_DIRECT (figures are then not disk figures).

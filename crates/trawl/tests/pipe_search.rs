@@ -295,3 +295,46 @@ fn the_entry_index_is_checked_and_optional() {
     ));
     ix.search_batch(&q, &beam(20), 1).unwrap();
 }
+
+/// The memory and simulated-device engines run the same search over the same pages: beam
+/// search (whose order does not depend on timing) returns exactly what it returns from disk,
+/// and PipeSearch on a modelled device keeps its recall.
+#[test]
+fn memory_and_simulated_engines_serve_the_same_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(5_000, 60, 32, 17);
+    build(&base, dir.path(), Metric::L2, 16);
+    let gt = truth(&base, &q, Metric::L2);
+    let disk = open(dir.path());
+    let want = disk.search_batch(&q, &beam(30), 1).unwrap();
+    let rb = recall_at_k(&want.ids, 10, &gt).unwrap();
+    for engine in ["memory", "sim:40", "sim:40:100000"] {
+        let ix = DiskIndex::open(
+            dir.path(),
+            OpenOptions {
+                engine: engine.parse().unwrap(),
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        let got = ix.search_batch(&q, &beam(30), 1).unwrap();
+        assert_eq!(got.ids, want.ids, "{engine}: beam search ids");
+        assert_eq!(got.total().pages_read, want.total().pages_read, "{engine}");
+        assert_eq!(got.total().io_requests, want.total().io_requests, "{engine}");
+        let p = ix
+            .search_batch(&q, &pipe(30, WidthPolicy::Dynamic), 1)
+            .unwrap();
+        let rp = recall_at_k(&p.ids, 10, &gt).unwrap();
+        assert!(rp >= rb - 0.02, "{engine}: pipe recall {rp} vs beam {rb}");
+        if engine.starts_with("sim") {
+            // Each beam-search round waits for its reads: at least the modelled 40 µs.
+            let t = got.total();
+            assert!(
+                t.total_ns >= t.hops * 40_000,
+                "{engine}: {} ns for {} rounds",
+                t.total_ns,
+                t.hops
+            );
+        }
+    }
+}

@@ -260,7 +260,7 @@ impl DiskIndex {
             None
         };
         let mut file = IoFile::open(&packed_path, opts.direct)?;
-        if opts.engine == EngineKind::Memory {
+        if opts.engine.needs_resident() {
             file.load_resident()?;
         }
         Ok(Self {

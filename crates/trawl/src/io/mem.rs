@@ -1,13 +1,19 @@
 //! The in-memory engine: the whole file is read into memory once and a "read" hands out its
 //! pages without copying. It measures a search with the device taken away (the same code, the
 //! same pages, no I/O latency): PipeANN's in-memory baseline over the same graph and PQ.
+//!
+//! With a [`LatencyModel`] the same engine models a device: each read completes after a fixed
+//! latency, under a throughput ceiling. It keeps the algorithm's own cost real (the search runs
+//! as on disk) while the device becomes one whose latency does not grow with the queue depth.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::sync_slots::SyncSlots;
 use super::{
     AlignedBuf, Completion, EngineConfig, EngineCounters, EngineInfo, IoEngine, IoError, IoFile,
-    ReadRequest, Slot, PAGE_BYTES,
+    LatencyModel, ReadRequest, Slot, PAGE_BYTES,
 };
 
 /// Serves reads from a resident copy of the file ([`IoFile::load_resident`]): a submission
@@ -16,6 +22,18 @@ use super::{
 pub struct MemEngine {
     data: Arc<AlignedBuf>,
     slots: SyncSlots,
+    model: Option<Model>,
+}
+
+/// The modelled device: when each queued completion becomes visible.
+#[derive(Debug)]
+struct Model {
+    latency: Duration,
+    /// Time between completions at the throughput ceiling (zero: no ceiling).
+    gap: Duration,
+    /// Completion time of each queued read, oldest first (non-decreasing).
+    ready_at: VecDeque<Instant>,
+    last: Option<Instant>,
 }
 
 impl MemEngine {
@@ -29,14 +47,33 @@ impl MemEngine {
         Ok(Self {
             data,
             slots: SyncSlots::new(&cfg, file.pages()),
+            model: None,
         })
+    }
+
+    /// An engine over the resident copy of `file` whose reads complete as `model` says.
+    pub fn with_model(file: &IoFile, cfg: EngineConfig, model: LatencyModel) -> Result<Self, IoError> {
+        if model.latency_us == 0 {
+            return Err(IoError::BadConfig("a modelled latency must be ≥ 1 µs".into()));
+        }
+        let mut engine = Self::new(file, cfg)?;
+        engine.model = Some(Model {
+            latency: Duration::from_micros(u64::from(model.latency_us)),
+            gap: match model.iops {
+                0 => Duration::ZERO,
+                iops => Duration::from_nanos(1_000_000_000 / u64::from(iops)),
+            },
+            ready_at: VecDeque::with_capacity(cfg.depth),
+            last: None,
+        });
+        Ok(engine)
     }
 }
 
 impl IoEngine for MemEngine {
     fn info(&self) -> EngineInfo {
         EngineInfo {
-            name: "memory",
+            name: if self.model.is_some() { "simulated" } else { "memory" },
             direct: false,
             registered_buffers: false,
             sqpoll: false,
@@ -66,11 +103,35 @@ impl IoEngine for MemEngine {
     fn submit(&mut self, tag: u64, req: ReadRequest) -> Result<(), IoError> {
         let slot = self.slots.check(&req)?;
         self.slots.complete(slot, tag, &req);
+        if let Some(m) = &mut self.model {
+            let mut at = Instant::now() + m.latency;
+            if let Some(last) = m.last {
+                at = at.max(last + m.gap);
+            }
+            m.last = Some(at);
+            m.ready_at.push_back(at);
+        }
         Ok(())
     }
 
-    fn wait(&mut self, _min: usize, out: &mut Vec<Completion>) -> Result<usize, IoError> {
-        Ok(self.slots.wait(out))
+    fn wait(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, IoError> {
+        let Some(m) = &mut self.model else {
+            return Ok(self.slots.wait(out));
+        };
+        // The modelled device completes in submission order: hand out the ready prefix,
+        // spinning until at least `min` are ready (a sleep is far coarser than a device).
+        let min = min.min(m.ready_at.len());
+        let mut now = Instant::now();
+        if min > 0 {
+            let due = m.ready_at[min - 1];
+            while now < due {
+                std::hint::spin_loop();
+                now = Instant::now();
+            }
+        }
+        let ready = m.ready_at.partition_point(|&t| t <= now);
+        m.ready_at.drain(..ready);
+        Ok(self.slots.wait_first(ready, out))
     }
 
     /// The pages of a completed read; empty for a slot that is not held.

@@ -146,6 +146,29 @@ pub enum EngineKind {
     Pread,
     /// The file loaded into memory ([`MemEngine`]): no I/O at search time.
     Memory,
+    /// The file loaded into memory, each read completing after a modelled device delay
+    /// ([`LatencyModel`]): a reproducible stand-in for an SSD whose latency does not depend on
+    /// the queue depth, to separate a search's algorithm from the device it runs on.
+    Simulated(LatencyModel),
+}
+
+impl EngineKind {
+    /// Whether the engine serves reads from a resident copy of the file
+    /// ([`IoFile::load_resident`] must run before [`IoFile::engine`]).
+    pub fn needs_resident(&self) -> bool {
+        matches!(self, Self::Memory | Self::Simulated(_))
+    }
+}
+
+/// A device model for [`EngineKind::Simulated`]: a read submitted at `t` completes at
+/// `max(t + latency, previous completion + 1 / iops)` — a fixed service latency and a
+/// throughput ceiling, with completions in submission order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatencyModel {
+    /// Service latency of one read, in microseconds.
+    pub latency_us: u32,
+    /// Most reads per second the device completes; 0 = no ceiling.
+    pub iops: u32,
 }
 
 impl std::str::FromStr for EngineKind {
@@ -156,8 +179,30 @@ impl std::str::FromStr for EngineKind {
             "uring" | "io_uring" => Ok(Self::Uring),
             "pread" => Ok(Self::Pread),
             "memory" | "mem" => Ok(Self::Memory),
+            sim if sim.starts_with("sim:") => {
+                let bad = || {
+                    format!(
+                        "bad simulated engine {sim:?}: expected sim:LATENCY_US[:IOPS], \
+                         latency 1..=1000000 µs, e.g. sim:80:500000"
+                    )
+                };
+                let mut parts = sim["sim:".len()..].split(':');
+                let latency_us: u32 = parts
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|v| (1..=1_000_000).contains(v))
+                    .ok_or_else(bad)?;
+                let iops: u32 = match parts.next() {
+                    Some(v) => v.parse().map_err(|_| bad())?,
+                    None => 0,
+                };
+                if parts.next().is_some() {
+                    return Err(bad());
+                }
+                Ok(Self::Simulated(LatencyModel { latency_us, iops }))
+            }
             other => Err(format!(
-                "unknown I/O engine {other:?} (auto, uring, pread, memory)"
+                "unknown I/O engine {other:?} (auto, uring, pread, memory, sim:LATENCY_US[:IOPS])"
             )),
         }
     }

@@ -96,9 +96,15 @@ impl SyncSlots {
 
     /// Hands out every queued completion; returns how many.
     pub fn wait(&mut self, out: &mut Vec<Completion>) -> usize {
-        let n = self.queue.len();
+        self.wait_first(self.queue.len(), out)
+    }
+
+    /// Hands out the `n` oldest queued completions (all of them when fewer are queued);
+    /// returns how many.
+    pub fn wait_first(&mut self, n: usize, out: &mut Vec<Completion>) -> usize {
+        let n = n.min(self.queue.len());
         out.reserve(n);
-        for c in self.queue.drain(..) {
+        for c in self.queue.drain(..n) {
             let i = c.slot.0 as usize;
             if let State::Queued { first, pages } = self.state[i] {
                 self.state[i] = State::Held { first, pages };

@@ -98,6 +98,16 @@ fn mem_factory(f: &IoFile, cfg: EngineConfig) -> Box<dyn IoEngine> {
     Box::new(MemEngine::new(&f, cfg).unwrap())
 }
 
+fn sim_factory(f: &IoFile, cfg: EngineConfig) -> Box<dyn IoEngine> {
+    let mut f = f.clone();
+    f.load_resident().unwrap();
+    let model = LatencyModel {
+        latency_us: 20,
+        iops: 200_000,
+    };
+    Box::new(MemEngine::with_model(&f, cfg, model).unwrap())
+}
+
 fn uring_factory(f: &IoFile, cfg: EngineConfig) -> Box<dyn IoEngine> {
     Box::new(UringEngine::new(f, cfg).unwrap())
 }
@@ -179,7 +189,7 @@ fn suite(name: &str, make: Factory, base: EngineConfig) {
     // The memory engine reads the file once, before any read is submitted: a file cut later
     // cannot shorten its reads (a file cut before is refused when it is loaded, see
     // `mem_engine_loads_whole_pages`).
-    if !name.starts_with("memory") {
+    if !name.starts_with("memory") && !name.starts_with("simulated") {
         short_read(make, base, name);
     }
 }
@@ -582,6 +592,74 @@ fn pread_conformance() {
 fn mem_conformance() {
     suite("memory", mem_factory, BASE);
     suite("memory big", mem_factory, BIG);
+}
+
+#[test]
+fn sim_conformance() {
+    suite("simulated", sim_factory, BASE);
+    suite("simulated big", sim_factory, BIG);
+}
+
+/// The modelled device: nothing completes before its latency, `wait(min)` waits for the
+/// `min` oldest, completions come in submission order, and the throughput ceiling spaces them.
+#[test]
+fn sim_engine_follows_its_model() {
+    let fx = Fixture::new(64);
+    let mut file = open(&fx.path);
+    file.load_resident().unwrap();
+    let latency = Duration::from_millis(20);
+    let kind: EngineKind = "sim:20000:200".parse().unwrap();
+    assert_eq!(
+        kind,
+        EngineKind::Simulated(LatencyModel {
+            latency_us: 20_000,
+            iops: 200
+        })
+    );
+    let mut e = file.engine(kind, BASE).unwrap();
+    assert_eq!(e.info().name, "simulated");
+    let t0 = Instant::now();
+    for i in 0..3u64 {
+        e.submit(
+            i,
+            ReadRequest {
+                first_page: 10 + i,
+                pages: 1,
+            },
+        )
+        .unwrap();
+    }
+    let mut out = Vec::new();
+    assert_eq!(e.wait(0, &mut out).unwrap(), 0, "nothing is ready at once");
+    assert_eq!(e.in_flight(), 3);
+    // The first completes after the latency; at 200 IOPS the next two 5 ms apart.
+    assert_eq!(e.wait(1, &mut out).unwrap(), 1);
+    assert!(t0.elapsed() >= latency);
+    assert_eq!(out[0].tag, 0);
+    assert_eq!(e.wait(2, &mut out).unwrap(), 2);
+    assert!(t0.elapsed() >= latency + Duration::from_millis(10));
+    assert_eq!(out.iter().map(|c| c.tag).collect::<Vec<_>>(), [0, 1, 2]);
+    for c in &out {
+        check_bytes(e.buffer(c.slot), 10 + c.tag, 1, "simulated");
+        e.release(c.slot);
+    }
+    assert_eq!(e.in_flight(), 0);
+    assert_eq!(e.counters().requests, 3);
+    // A file not loaded into memory is refused, as for the memory engine.
+    assert!(matches!(
+        open(&fx.path).engine(kind, BASE),
+        Err(IoError::BadConfig(_))
+    ));
+    for bad in ["sim:", "sim:0", "sim:x", "sim:10:y", "sim:10:5:1", "sim:2000000"] {
+        assert!(bad.parse::<EngineKind>().is_err(), "{bad} was accepted");
+    }
+    assert_eq!(
+        "sim:80".parse::<EngineKind>().unwrap(),
+        EngineKind::Simulated(LatencyModel {
+            latency_us: 80,
+            iops: 0
+        })
+    );
 }
 
 #[test]
