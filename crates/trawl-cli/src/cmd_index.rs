@@ -9,13 +9,13 @@ use serde::Serialize;
 use trawl::data::matrix::AnyMatrix;
 use trawl::data::{read, GroundTruth, Matrix};
 use trawl::graph::VamanaParams;
-use trawl::index::{self, DiskIndex, IndexParams, OpenOptions};
+use trawl::index::{self, DiskIndex, IndexLayout, IndexParams, OpenOptions, ShuffleParams};
 use trawl::io::EngineKind;
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
-use trawl::search::entry::EntryParams;
+use trawl::search::entry::{EntryParams, EntrySampling};
 use trawl::search::{
-    CachePolicy, PipeParams, SearchParams, Strategy, WidthPolicy, DEFAULT_BEAM_WIDTH,
+    CachePolicy, PipeParams, SearchParams, Strategy, WidthPolicy, WidthSchedule, DEFAULT_BEAM_WIDTH,
 };
 use trawl::{Element, Metric};
 
@@ -67,6 +67,10 @@ pub struct BuildArgs {
     /// Build list size of the entry index's sample graph.
     #[arg(long, default_value_t = EntryParams::default().l)]
     pub entry_build_list: usize,
+    /// How the entry index picks its nodes: uniform (a seeded random sample) or freq (the
+    /// nodes most read by sample searches of the built index, OctopusANN's visit frequency).
+    #[arg(long, default_value = "uniform", value_parser = |s: &str| s.parse::<EntrySampling>())]
+    pub entry_sampling: EntrySampling,
     /// Write the build report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -92,6 +96,16 @@ pub struct SearchOptions {
     /// PipeSearch largest width.
     #[arg(long, default_value_t = PipeParams::default().max_width)]
     pub pipe_max_width: usize,
+    /// Beam search: widen the beam with the explored position (OctopusANN's DynamicWidth),
+    /// capped by -W. Takes a schedule `[STEP:]W1,W2,...` (a width per STEP explored positions,
+    /// default step 5); given without a value: 4,4,8,8,16,16,24,24,32.
+    #[arg(long, num_args = 0..=1, default_missing_value = "5:4,4,8,8,16,16,24,24,32",
+          value_parser = |s: &str| s.parse::<WidthSchedule>())]
+    pub dynamic_width: Option<WidthSchedule>,
+    /// Beam search: score every record on each page read and expand any of them later without
+    /// another read (Starling's in-page search, OctopusANN's PageSearch).
+    #[arg(long)]
+    pub page_search: bool,
     /// Queries each thread keeps in flight (throughput mode above 1; works with both
     /// strategies).
     #[arg(long, default_value_t = 1)]
@@ -118,6 +132,10 @@ pub struct SearchOptions {
     /// device latency under an IOPS ceiling; e.g. sim:80:500000).
     #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<EngineKind>())]
     pub engine: EngineKind,
+    /// Disk layout to search: packed (as built), shuffle (PageShuffle) or ais
+    /// (All-in-Storage); the last two are written by `trawl layout`.
+    #[arg(long, default_value = "packed", value_parser = |s: &str| s.parse::<IndexLayout>())]
+    pub layout: IndexLayout,
     /// Read through the page cache instead of O_DIRECT (figures are then not disk figures).
     #[arg(long)]
     pub buffered: bool,
@@ -152,6 +170,8 @@ impl SearchOptions {
             beam_width: self.beam_width,
             strategy,
             entry_list: self.entry_list,
+            dynamic_width: self.dynamic_width,
+            page_search: self.page_search,
         }
     }
 }
@@ -211,6 +231,27 @@ pub struct BenchArgs {
     /// Search only the first N queries (and the ground truth's first N rows).
     #[arg(long)]
     pub max_queries: Option<usize>,
+    /// Run OctopusANN's ablation instead of one configuration: Baseline (beam search, width
+    /// -W), Cache, MemGraph, PageShuffle, PageSearch, DynamicWidth, Pipeline, C1–C5 and
+    /// All-in-Storage, each a sweep of -L; writes ablation.{csv,md,json} into --ablation-out.
+    /// Missing layouts are written first (`trawl layout`).
+    #[arg(long)]
+    pub ablation: bool,
+    /// Directory of the ablation's outputs.
+    #[arg(long, default_value = "ablation-out")]
+    pub ablation_out: PathBuf,
+    /// Ablation configurations to run, comma-separated (default: all, in the paper's order).
+    #[arg(long, value_delimiter = ',')]
+    pub ablation_configs: Vec<String>,
+    /// Ablation: list size of the MemGraph (entry index) search.
+    #[arg(long, default_value_t = 10)]
+    pub memgraph_list: usize,
+    /// Ablation: largest width of DynamicWidth and of PipeSearch's dynamic policy.
+    #[arg(long, default_value_t = 32)]
+    pub dw_max_width: usize,
+    /// Ablation: cached nodes of the Cache configuration (default: 0.1% of the nodes).
+    #[arg(long)]
+    pub ablation_cache_nodes: Option<usize>,
     #[command(flatten)]
     pub opts: SearchOptions,
 }
@@ -246,9 +287,15 @@ pub struct BenchRow {
     pub occupancy: f64,
     /// Reads none of whose records were explored.
     pub wasted_reads_per_query: f64,
+    /// Records on the pages read.
+    pub records_read_per_query: f64,
+    /// Nodes expanded from pages already read (PageSearch).
+    pub page_hits_per_query: f64,
+    /// I/O utilisation: nodes expanded from read pages / records on those pages.
+    pub io_utilisation: f64,
 }
 
-fn open_index(
+pub(crate) fn open_index(
     dir: &Path,
     o: &SearchOptions,
     ctl: &Control,
@@ -259,6 +306,7 @@ fn open_index(
         verify_pages: !o.no_verify,
         sqpoll: o.sqpoll,
         spin_us: o.spin_us,
+        layout: o.layout,
         queue_depth: OpenOptions::default()
             .queue_depth
             .max(o.beam_width)
@@ -283,7 +331,7 @@ fn open_index(
     let info = serde_json::json!({
         "n": ix.n(), "dim": ix.dim(), "dtype": ix.dtype().name(), "metric": ix.metric().name(),
         "R": ix.packed().meta().r, "pq_bytes_per_vector": ix.pq().m(),
-        "records_per_page": ix.packed().geometry().per_page,
+        "records_per_page": ix.packed().geometry().per_page, "layout": o.layout.name(),
         "disk_bytes": {"packed": db.packed, "pq": db.pq, "pq_codes": db.pq_codes, "entry": db.entry, "total": db.total()},
         "entry_nodes": ix.entry().map_or(0, |e| e.len()), "entry_list": o.entry_list,
         "memory_bytes": ix.memory(), "memory_total_bytes": ix.memory().total(),
@@ -291,8 +339,10 @@ fn open_index(
         "engine": {"name": engine.name, "direct": engine.direct,
                    "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll},
         "verify_pages": !o.no_verify, "spin_us": o.spin_us, "beam_width": o.beam_width, "threads": o.threads,
+        "dynamic_width": o.dynamic_width.map(|s| s.to_string()), "page_search": o.page_search,
         "strategy": o.strategy, "pipe": {"width_policy": format!("{:?}", o.pipe_width).to_lowercase(),
                    "start_width": o.pipe_start_width, "max_width": o.pipe_max_width},
+        "dynamic_width_max": o.dynamic_width.map(|s| s.max_width()),
         "interleave": o.interleave,
         "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
         "passes_per_L": 1, "warmup": false,
@@ -348,6 +398,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
             r: args.entry_degree,
             l: args.entry_build_list,
             seed: args.seed,
+            sampling: args.entry_sampling,
         }),
     };
     if args.pq_bytes == 0 {
@@ -406,7 +457,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn run_sweep<T: Element>(
+pub(crate) fn run_sweep<T: Element>(
     ix: &DiskIndex,
     queries: &Matrix<T>,
     gt: &GroundTruth,
@@ -452,6 +503,9 @@ fn run_sweep<T: Element>(
             compute_us_per_query: t.compute_ns() as f64 / 1e3 / nq,
             occupancy: t.occupancy(),
             wasted_reads_per_query: per(t.wasted_reads),
+            records_read_per_query: per(t.records_read),
+            page_hits_per_query: per(t.page_hits),
+            io_utilisation: t.io_utilisation(),
         });
     }
     Ok(rows)
@@ -476,19 +530,7 @@ pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_js
         bail!("give at least one list size with -L");
     }
     let (ix, info) = open_index(&args.index_dir, &args.opts, ctl)?;
-    let mut queries = read::read_matrix_any(&args.queries)?;
-    if let Some(m) = args.max_queries {
-        if m == 0 {
-            bail!("--max-queries must be at least 1");
-        }
-        queries = match queries {
-            AnyMatrix::F32(q) => AnyMatrix::F32(q.slice_rows(0, m)),
-            AnyMatrix::U8(q) => AnyMatrix::U8(q.slice_rows(0, m)),
-            AnyMatrix::I8(q) => AnyMatrix::I8(q.slice_rows(0, m)),
-        };
-    }
-    let gt = trawl::data::groundtruth::read_ground_truth(&args.gt)?;
-    check_gt(&gt, queries.n(), args.k)?;
+    let (queries, gt) = load_queries(args)?;
     let rows = match &queries {
         AnyMatrix::F32(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
         AnyMatrix::U8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
@@ -509,21 +551,40 @@ pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_js
     Ok((rows, info))
 }
 
+/// The bench's queries (the first `--max-queries`) and their checked ground truth.
+pub(crate) fn load_queries(args: &BenchArgs) -> Result<(AnyMatrix, GroundTruth)> {
+    let mut queries = read::read_matrix_any(&args.queries)?;
+    if let Some(m) = args.max_queries {
+        if m == 0 {
+            bail!("--max-queries must be at least 1");
+        }
+        queries = match queries {
+            AnyMatrix::F32(q) => AnyMatrix::F32(q.slice_rows(0, m)),
+            AnyMatrix::U8(q) => AnyMatrix::U8(q.slice_rows(0, m)),
+            AnyMatrix::I8(q) => AnyMatrix::I8(q.slice_rows(0, m)),
+        };
+    }
+    let gt = trawl::data::groundtruth::read_ground_truth(&args.gt)?;
+    check_gt(&gt, queries.n(), args.k)?;
+    Ok((queries, gt))
+}
+
 fn write_csv(path: &Path, rows: &[BenchRow]) -> Result<()> {
     let mut s = String::from(
         "L,recall,qps,mean_us,p50_us,p99_us,p999_us,pages_per_query,ios_per_query,bytes_per_query,\
          hops_per_query,nodes_expanded_per_query,cache_hits_per_query,pq_distances_per_query,\
          exact_distances_per_query,io_wait_us_per_query,compute_us_per_query,occupancy,\
-         wasted_reads_per_query\n",
+         wasted_reads_per_query,records_read_per_query,page_hits_per_query,io_utilisation\n",
     );
     for r in rows {
         s += &format!(
-            "{},{:.5},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.3},{:.1},{:.3},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1},{:.4},{:.3}\n",
+            "{},{:.5},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.3},{:.1},{:.3},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1},{:.4},{:.3},{:.2},{:.3},{:.4}\n",
             r.l, r.recall, r.qps, r.latency_us.mean, r.latency_us.p50, r.latency_us.p99,
             r.latency_us.p999, r.pages_per_query, r.ios_per_query, r.bytes_per_query,
             r.hops_per_query, r.nodes_expanded_per_query, r.cache_hits_per_query,
             r.pq_distances_per_query, r.exact_distances_per_query, r.io_wait_us_per_query,
-            r.compute_us_per_query, r.occupancy, r.wasted_reads_per_query
+            r.compute_us_per_query, r.occupancy, r.wasted_reads_per_query,
+            r.records_read_per_query, r.page_hits_per_query, r.io_utilisation
         );
     }
     std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
@@ -532,7 +593,7 @@ fn write_csv(path: &Path, rows: &[BenchRow]) -> Result<()> {
 /// Prints a bench sweep as a table.
 pub fn print_bench(rows: &[BenchRow], k: usize) {
     println!(
-        "{:>5} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>8} {:>5} {:>6}",
+        "{:>5} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>8} {:>5} {:>6} {:>5}",
         "L",
         format!("recall@{k}"),
         "QPS",
@@ -547,15 +608,16 @@ pub fn print_bench(rows: &[BenchRow], k: usize) {
         "I/O µs",
         "CPU µs",
         "occ",
-        "wasted"
+        "wasted",
+        "U_io"
     );
     for r in rows {
         println!(
-            "{:>5} {:>9.4} {:>8.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>7.1} {:>7.1} {:>6.1} {:>7.1} {:>8.0} {:>8.0} {:>5.2} {:>6.1}",
+            "{:>5} {:>9.4} {:>8.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>7.1} {:>7.1} {:>6.1} {:>7.1} {:>8.0} {:>8.0} {:>5.2} {:>6.1} {:>5.2}",
             r.l, r.recall, r.qps, r.latency_us.mean, r.latency_us.p50, r.latency_us.p99,
             r.latency_us.p999, r.pages_per_query, r.ios_per_query, r.hops_per_query,
             r.cache_hits_per_query, r.io_wait_us_per_query, r.compute_us_per_query,
-            r.occupancy, r.wasted_reads_per_query
+            r.occupancy, r.wasted_reads_per_query, r.io_utilisation
         );
     }
 }
@@ -612,6 +674,155 @@ pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
         };
         trawl::data::groundtruth::write_ground_truth(path, &res)?;
         println!("results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// Arguments of `trawl entry`.
+#[derive(Debug, Args)]
+pub struct EntryArgs {
+    /// Index directory.
+    pub index_dir: PathBuf,
+    /// Share of the indexed vectors in the entry index, in (0, 1] (PipeANN: 0.01; OctopusANN's
+    /// MemGraph: 0.001).
+    #[arg(long, default_value_t = EntryParams::default().ratio)]
+    pub ratio: f64,
+    /// Maximum degree of the sample graph (PipeANN: 32; MemGraph: 48).
+    #[arg(long, default_value_t = EntryParams::default().r)]
+    pub degree: usize,
+    /// Build list size of the sample graph (PipeANN: 64; MemGraph: 128).
+    #[arg(long, default_value_t = EntryParams::default().l)]
+    pub build_list: usize,
+    /// uniform (seeded random sample) or freq (most read by sample searches).
+    #[arg(long, default_value = "uniform", value_parser = |s: &str| s.parse::<EntrySampling>())]
+    pub sampling: EntrySampling,
+    /// Random seed of the uniform sample.
+    #[arg(long, default_value_t = EntryParams::default().seed)]
+    pub seed: u64,
+    /// Threads of the sample searches (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+/// `trawl entry`: (re)builds an index's in-memory entry index (MemGraph) from its disk file,
+/// without touching the graph.
+pub fn entry(args: &EntryArgs, ctl: &Control) -> Result<()> {
+    if !(args.ratio > 0.0 && args.ratio <= 1.0) {
+        bail!("--ratio {} must be in (0, 1]", args.ratio);
+    }
+    let params = EntryParams {
+        ratio: args.ratio,
+        r: args.degree,
+        l: args.build_list,
+        seed: args.seed,
+        sampling: args.sampling,
+    };
+    let mut ix = DiskIndex::open(&args.index_dir, OpenOptions::default())
+        .with_context(|| format!("opening {}", args.index_dir.display()))?;
+    let threads = if args.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        args.threads
+    };
+    let report = ix.rebuild_entry(&params, threads, ctl)?;
+    println!(
+        "entry index of {}: {} nodes ({} sampling, R = {}, L = {}), {} on disk, {} in memory, \
+         {} pages read, {:.1} s",
+        args.index_dir.display(),
+        report.nodes,
+        args.sampling.name(),
+        args.degree,
+        args.build_list,
+        human_bytes(report.file_bytes),
+        human_bytes(report.memory_bytes),
+        report.pages_read,
+        report.secs
+    );
+    if let Some(path) = &args.report {
+        let mut v = serde_json::to_value(report)?;
+        v["sampling"] = args.sampling.name().into();
+        v["ratio"] = args.ratio.into();
+        v["R"] = args.degree.into();
+        v["L"] = args.build_list.into();
+        v["peak_rss_bytes"] = peak_rss_bytes().into();
+        write_json(path, &v)?;
+    }
+    Ok(())
+}
+
+/// Arguments of `trawl layout`.
+#[derive(Debug, Args)]
+pub struct LayoutArgs {
+    /// Index directory (built by `trawl build`).
+    pub index_dir: PathBuf,
+    /// Write the PageShuffle layout (packed-shuffled.trawl): records reordered so graph
+    /// neighbours share pages.
+    #[arg(long)]
+    pub shuffle: bool,
+    /// Write the All-in-Storage layout (packed-ais.trawl): each record also holds its
+    /// neighbours' PQ codes, so no PQ codes stay in memory.
+    #[arg(long)]
+    pub ais: bool,
+    /// PageShuffle restreaming rounds after the neighbour packing.
+    #[arg(long, default_value_t = ShuffleParams::default().rounds)]
+    pub rounds: usize,
+    /// Write the reports as JSON here (a list, one per layout).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+/// `trawl layout`: writes other disk layouts of an index's graph beside it.
+pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
+    if !args.shuffle && !args.ais {
+        bail!("choose a layout to write: --shuffle and/or --ais");
+    }
+    let ix = DiskIndex::open(&args.index_dir, OpenOptions::default())
+        .with_context(|| format!("opening {}", args.index_dir.display()))?;
+    let mut reports = Vec::new();
+    for (on, kind) in [
+        (args.shuffle, IndexLayout::Shuffled),
+        (args.ais, IndexLayout::AllInStorage),
+    ] {
+        if !on {
+            continue;
+        }
+        let r = ix.write_layout(
+            kind,
+            &ShuffleParams {
+                rounds: args.rounds,
+            },
+            ctl,
+        )?;
+        let rss = peak_rss_bytes();
+        print!(
+            "{}: {} ({} records per page; packed.trawl {}) in {:.1} s",
+            r.file,
+            human_bytes(r.file_bytes),
+            r.records_per_page,
+            human_bytes(r.packed_bytes),
+            r.total_secs
+        );
+        if let Some(s) = &r.shuffle {
+            print!(
+                "; OR(G) {:.4} in id order, {:.4} after packing, {:.4} final ({} round(s) kept); \
+                 graph in memory {}",
+                s.or_identity,
+                s.or_packed,
+                s.or_final,
+                s.or_rounds.iter().filter(|&&o| o <= s.or_final).count(),
+                human_bytes(r.graph_bytes)
+            );
+        }
+        println!("; peak RSS {}", human_bytes(rss));
+        let mut v = serde_json::to_value(&r)?;
+        v["peak_rss_bytes"] = rss.into();
+        reports.push(v);
+    }
+    if let Some(path) = &args.report {
+        write_json(path, &serde_json::Value::Array(reports))?;
     }
     Ok(())
 }

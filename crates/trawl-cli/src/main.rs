@@ -1,6 +1,7 @@
 //! The `trawl` command-line tool. Errors are reported with `anyhow` context chains; the library
 //! underneath returns typed errors.
 
+mod cmd_ablation;
 mod cmd_gen;
 mod cmd_graph;
 mod cmd_gt;
@@ -39,6 +40,11 @@ enum Command {
     Search(cmd_index::SearchArgs),
     /// Sweep list sizes over a disk index: recall, QPS, latency percentiles, pages and I/Os.
     Bench(cmd_index::BenchArgs),
+    /// (Re)build the in-memory entry index (PipeANN's entry points, OctopusANN's MemGraph) of
+    /// a disk index, uniformly sampled or by visit frequency.
+    Entry(cmd_index::EntryArgs),
+    /// Write other disk layouts of an index's graph: PageShuffle, All-in-Storage.
+    Layout(cmd_index::LayoutArgs),
     /// Describe an index directory, a vector, ground-truth or trawl file.
     Info {
         /// The index directory or file.
@@ -76,9 +82,12 @@ fn main() -> ExitCode {
         Command::Gt(args) => cmd_gt::run(&args, &ctl),
         Command::Build(args) => cmd_index::build(&args, &ctl).map(|_| ()),
         Command::Search(args) => cmd_index::search(&args, &ctl),
+        Command::Bench(args) if args.ablation => cmd_ablation::run(&args, &ctl),
         Command::Bench(args) => cmd_index::bench(&args, &ctl).map(|(rows, info)| {
             cmd_index::print_bench(&rows, info["k"].as_u64().unwrap_or(10) as usize);
         }),
+        Command::Entry(args) => cmd_index::entry(&args, &ctl),
+        Command::Layout(args) => cmd_index::layout(&args, &ctl),
         Command::Info { file, verify } => cmd_info::run(&file, verify, &ctl),
         Command::Graph(cmd) => cmd_graph::run(cmd, &ctl),
         Command::Quickstart(args) => cmd_quickstart::run(&args, &ctl),

@@ -229,7 +229,7 @@ fn pipe_errors_are_typed_and_leave_the_searcher_usable() {
     // A corrupt page read by PipeSearch is an error, and nothing stays in flight.
     let path = dir.path().join(trawl::layout::packed::FILE_NAME);
     let good = std::fs::read(&path).unwrap();
-    let (page, at) = ix.packed().geometry().locate(ix.medoid());
+    let (page, at) = ix.packed().locate(ix.medoid());
     drop(s);
     drop(ix);
     let mut bad = good.clone();
@@ -320,7 +320,11 @@ fn memory_and_simulated_engines_serve_the_same_search() {
         let got = ix.search_batch(&q, &beam(30), 1).unwrap();
         assert_eq!(got.ids, want.ids, "{engine}: beam search ids");
         assert_eq!(got.total().pages_read, want.total().pages_read, "{engine}");
-        assert_eq!(got.total().io_requests, want.total().io_requests, "{engine}");
+        assert_eq!(
+            got.total().io_requests,
+            want.total().io_requests,
+            "{engine}"
+        );
         let p = ix
             .search_batch(&q, &pipe(30, WidthPolicy::Dynamic), 1)
             .unwrap();

@@ -11,7 +11,7 @@ use crate::layout::packed::{self, PackedMeta, PackedWriter};
 use crate::layout::FileError;
 use crate::progress::Control;
 use crate::quant::pq::{PqError, PqParams, ProductQuantizer};
-use crate::search::entry::{self, EntryIndex, EntryParams};
+use crate::search::entry::{self, EntryIndex, EntryParams, EntrySampling};
 
 /// Parameters of [`build_index`].
 #[derive(Debug, Clone)]
@@ -54,6 +54,12 @@ pub enum IndexBuildError {
     /// Writing a file failed.
     #[error(transparent)]
     File(#[from] FileError),
+    /// Reading the index back (to choose entry nodes by visit frequency) failed.
+    #[error("reading the index back: {0}")]
+    Search(#[from] crate::search::SearchError),
+    /// Opening the index just written failed.
+    #[error("opening the index just written: {0}")]
+    Open(#[from] super::OpenError),
     /// The output directory could not be created.
     #[error("{}: {source}", dir.display())]
     Dir {
@@ -149,6 +155,8 @@ pub fn build_index<T: Element>(
         pq_bytes: pq.m(),
         pq_crc: payload_crc(&pq_path)?,
         pq_codes_crc: payload_crc(&codes_path)?,
+        neighbor_code_bytes: 0,
+        permuted: false,
     };
     let mut w = PackedWriter::create(&dir.join(packed::FILE_NAME), meta)?;
     let bar = ctl.bar("writing the disk index", data.n() as u64);
@@ -165,9 +173,16 @@ pub fn build_index<T: Element>(
     let t_entry = Instant::now();
     let entry_path = dir.join(entry::FILE_NAME);
     let (entry_nodes, entry_bytes) = match &params.entry {
-        Some(ep) => {
+        Some(ep) if ep.sampling == EntrySampling::Uniform => {
             let e = EntryIndex::build(data, params.metric, ep, ctl)?;
             (e.len(), e.save(&entry_path, meta.n, meta.pq_codes_crc)?)
+        }
+        Some(ep) => {
+            // Visit frequency needs searches over the index just written.
+            let _ = std::fs::remove_file(&entry_path);
+            let mut ix = super::DiskIndex::open(dir, super::OpenOptions::default())?;
+            let r = ix.rebuild_entry(ep, rayon::current_num_threads(), ctl)?;
+            (r.nodes, r.file_bytes)
         }
         None => {
             // An entry file of an earlier build would be refused at open: remove it.
@@ -190,6 +205,7 @@ pub fn build_index<T: Element>(
         pages_per_record: 0,
         data_pages: 0,
         checksum_pages: 0,
+        order_pages: 0,
     });
     Ok(IndexBuildReport {
         n: data.n(),

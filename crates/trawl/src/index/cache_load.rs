@@ -43,7 +43,7 @@ impl DiskIndex {
         let mut read = 0u64;
         for chunk in ids.chunks(engine.depth()) {
             for (i, &id) in chunk.iter().enumerate() {
-                let (first_page, _) = geo.locate(id);
+                let (first_page, _) = self.packed().locate(id);
                 engine.submit(i as u64, ReadRequest { first_page, pages })?;
             }
             done.clear();
@@ -55,7 +55,7 @@ impl DiskIndex {
             let mut result = Ok(());
             for c in &done {
                 let id = chunk[c.tag as usize];
-                let (page, at) = geo.locate(id);
+                let (page, at) = self.packed().locate(id);
                 let bytes = engine.buffer(c.slot);
                 if result.is_ok() {
                     result = self
@@ -153,7 +153,7 @@ impl DiskIndex {
     }
 
     /// The `nodes` nodes read most often by beam searches of `samples` indexed vectors.
-    fn frequent_nodes(
+    pub(super) fn frequent_nodes(
         &self,
         nodes: usize,
         samples: usize,
@@ -190,7 +190,7 @@ impl DiskIndex {
             l: l.max(1),
             beam_width: beam_width.clamp(1, self.engine_config().depth),
             strategy: crate::search::Strategy::Beam,
-            entry_list: 0,
+            ..SearchParams::default()
         };
         let counts = match self.dtype() {
             DType::F32 => self.count_visits::<f32>(&vectors, &params, threads, ctl)?,

@@ -14,8 +14,12 @@
 
 mod build;
 mod cache_load;
+mod entry_build;
+mod layouts;
 
 pub use build::{build_index, IndexBuildError, IndexBuildReport, IndexParams};
+pub use entry_build::EntryReport;
+pub use layouts::{IndexLayout, LayoutReport, ShuffleParams};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,6 +57,9 @@ pub struct OpenOptions {
     /// Microseconds a batch search thread polls for completions before blocking; `None` =
     /// [`AUTO_SPIN_US`] when the batch's threads do not outnumber the cores, else 0.
     pub spin_us: Option<u64>,
+    /// Which disk layout of the graph to search (the page-packed file as built, its
+    /// PageShuffle reordering, or its All-in-Storage form), made by [`DiskIndex::write_layout`].
+    pub layout: IndexLayout,
 }
 
 /// Polling time of [`OpenOptions::spin_us`]'s automatic choice: covers most 4 KiB reads on
@@ -69,6 +76,7 @@ impl Default for OpenOptions {
             sqpoll: false,
             verify_pages: true,
             spin_us: None,
+            layout: IndexLayout::Packed,
         }
     }
 }
@@ -180,7 +188,9 @@ pub struct DiskIndex {
     packed: PackedFile,
     file: IoFile,
     pq: ProductQuantizer,
-    codes: PqCodes,
+    /// The PQ codes in memory (`None` for the All-in-Storage layout, whose records carry their
+    /// neighbours' codes).
+    codes: Option<PqCodes>,
     cache: NodeCache,
     entry: Option<EntryIndex>,
     opts: OpenOptions,
@@ -206,15 +216,42 @@ impl DiskIndex {
                 reason: "no such directory".into(),
             });
         }
-        let packed_path = dir.join(packed::FILE_NAME);
+        let packed_path = dir.join(opts.layout.file_name());
         if !packed_path.is_file() {
-            return Err(OpenError::NotAnIndex {
-                dir: dir.to_path_buf(),
-                reason: format!("{} is missing", packed::FILE_NAME),
+            return Err(match opts.layout {
+                IndexLayout::Packed => OpenError::NotAnIndex {
+                    dir: dir.to_path_buf(),
+                    reason: format!("{} is missing", packed::FILE_NAME),
+                },
+                other => OpenError::Mismatch {
+                    dir: dir.to_path_buf(),
+                    reason: format!(
+                        "no {} layout ({} is missing; write it with `trawl layout {} --{}`)",
+                        other.name(),
+                        other.file_name(),
+                        dir.display(),
+                        other.name()
+                    ),
+                },
             });
         }
         let packed = PackedFile::open(&packed_path)?;
         let meta = *packed.meta();
+        let ais = meta.neighbor_code_bytes > 0;
+        if ais != (opts.layout == IndexLayout::AllInStorage)
+            || meta.permuted != (opts.layout == IndexLayout::Shuffled)
+        {
+            return Err(OpenError::Mismatch {
+                dir: dir.to_path_buf(),
+                reason: format!(
+                    "{} is not a {} layout (permuted: {}, neighbour codes: {})",
+                    opts.layout.file_name(),
+                    opts.layout.name(),
+                    meta.permuted,
+                    ais
+                ),
+            });
+        }
         let pq_path = dir.join(PQ_FILE);
         let codes_path = dir.join(PQ_CODES_FILE);
         let mismatch = |reason: String| OpenError::Mismatch {
@@ -227,18 +264,26 @@ impl DiskIndex {
             ));
         }
         let pq = ProductQuantizer::load(&pq_path)?;
-        let codes = PqCodes::load(&codes_path)?;
+        // All-in-Storage searches without the codes in memory.
+        let codes = if ais {
+            None
+        } else {
+            Some(PqCodes::load(&codes_path)?)
+        };
+        let (codes_m, codes_n) = codes
+            .as_ref()
+            .map_or((pq.m(), meta.n as usize), |c| (c.m(), c.n()));
         if pq.dim() != meta.dim
             || pq.metric() != meta.metric
             || pq.m() != meta.pq_bytes
-            || codes.m() != pq.m()
-            || codes.n() as u64 != meta.n
+            || codes_m != pq.m()
+            || codes_n as u64 != meta.n
         {
             return Err(mismatch(format!(
                 "PQ ({} dims, {} bytes, {} codes, {}) does not match the index ({} dims, {} bytes, n = {}, {})",
                 pq.dim(),
                 pq.m(),
-                codes.n(),
+                codes_n,
                 pq.metric().name(),
                 meta.dim,
                 meta.pq_bytes,
@@ -307,9 +352,9 @@ impl DiskIndex {
     pub fn pq(&self) -> &ProductQuantizer {
         &self.pq
     }
-    /// The PQ codes.
-    pub fn codes(&self) -> &PqCodes {
-        &self.codes
+    /// The PQ codes in memory (`None` for the All-in-Storage layout).
+    pub fn codes(&self) -> Option<&PqCodes> {
+        self.codes.as_ref()
     }
     /// The static cache.
     pub fn cache(&self) -> &NodeCache {
@@ -336,7 +381,7 @@ impl DiskIndex {
     /// Memory held by the index, by part.
     pub fn memory(&self) -> MemoryReport {
         MemoryReport {
-            pq_codes_bytes: self.codes.as_bytes().len() as u64,
+            pq_codes_bytes: self.codes.as_ref().map_or(0, |c| c.as_bytes().len() as u64),
             pq_codebook_bytes: self.pq.centroids().len() as u64 * 4,
             checksum_bytes: self.packed.heap_bytes() as u64,
             cache_bytes: self.cache.heap_bytes() as u64,
@@ -350,7 +395,12 @@ impl DiskIndex {
         DiskBytes {
             packed: self.packed.file_bytes(),
             pq: len(self.dir.join(PQ_FILE)),
-            pq_codes: len(self.dir.join(PQ_CODES_FILE)),
+            // All-in-Storage needs no codes file at search time.
+            pq_codes: if self.codes.is_some() {
+                len(self.dir.join(PQ_CODES_FILE))
+            } else {
+                0
+            },
             entry: if self.entry.is_some() {
                 len(self.dir.join(entry::FILE_NAME))
             } else {
@@ -411,9 +461,23 @@ impl DiskIndex {
         }
         if let crate::search::Strategy::Pipe(pp) = &p.strategy {
             pp.validate(depth)?;
+            if p.page_search || p.dynamic_width.is_some() {
+                return Err(SearchError::Unsupported(
+                    "PageSearch and DynamicWidth are beam-search options (PipeSearch sets its \
+                     width with its own policy)"
+                        .into(),
+                ));
+            }
         }
         if p.entry_list > 0 && self.entry.is_none() {
             return Err(SearchError::NoEntryIndex);
+        }
+        if p.entry_list > 0 && self.codes.is_none() {
+            return Err(SearchError::Unsupported(
+                "the entry index seeds the list with PQ distances, and the All-in-Storage \
+                 layout keeps no PQ codes in memory: search it with entry_list = 0"
+                    .into(),
+            ));
         }
         if query.iter().any(|x| !x.is_finite()) {
             return Err(SearchError::NonFiniteQuery { row: 0 });

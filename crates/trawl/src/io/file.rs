@@ -141,9 +141,7 @@ impl IoFile {
         match kind {
             EngineKind::Pread => Ok(Box::new(PreadEngine::new(self, cfg)?)),
             EngineKind::Memory => Ok(Box::new(MemEngine::new(self, cfg)?)),
-            EngineKind::Simulated(model) => {
-                Ok(Box::new(MemEngine::with_model(self, cfg, model)?))
-            }
+            EngineKind::Simulated(model) => Ok(Box::new(MemEngine::with_model(self, cfg, model)?)),
             EngineKind::Uring => Ok(Box::new(UringEngine::new(self, cfg)?)),
             EngineKind::Auto => match UringEngine::new(self, cfg) {
                 Ok(e) => Ok(Box::new(e)),

@@ -52,9 +52,15 @@ impl MemEngine {
     }
 
     /// An engine over the resident copy of `file` whose reads complete as `model` says.
-    pub fn with_model(file: &IoFile, cfg: EngineConfig, model: LatencyModel) -> Result<Self, IoError> {
+    pub fn with_model(
+        file: &IoFile,
+        cfg: EngineConfig,
+        model: LatencyModel,
+    ) -> Result<Self, IoError> {
         if model.latency_us == 0 {
-            return Err(IoError::BadConfig("a modelled latency must be ≥ 1 µs".into()));
+            return Err(IoError::BadConfig(
+                "a modelled latency must be ≥ 1 µs".into(),
+            ));
         }
         let mut engine = Self::new(file, cfg)?;
         engine.model = Some(Model {
@@ -73,7 +79,11 @@ impl MemEngine {
 impl IoEngine for MemEngine {
     fn info(&self) -> EngineInfo {
         EngineInfo {
-            name: if self.model.is_some() { "simulated" } else { "memory" },
+            name: if self.model.is_some() {
+                "simulated"
+            } else {
+                "memory"
+            },
             direct: false,
             registered_buffers: false,
             sqpoll: false,

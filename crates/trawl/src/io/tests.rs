@@ -650,7 +650,14 @@ fn sim_engine_follows_its_model() {
         open(&fx.path).engine(kind, BASE),
         Err(IoError::BadConfig(_))
     ));
-    for bad in ["sim:", "sim:0", "sim:x", "sim:10:y", "sim:10:5:1", "sim:2000000"] {
+    for bad in [
+        "sim:",
+        "sim:0",
+        "sim:x",
+        "sim:10:y",
+        "sim:10:5:1",
+        "sim:2000000",
+    ] {
         assert!(bad.parse::<EngineKind>().is_err(), "{bad} was accepted");
     }
     assert_eq!(

@@ -4,5 +4,6 @@
 pub mod bytes;
 pub mod header;
 pub mod packed;
+pub mod shuffle;
 
 pub use header::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};

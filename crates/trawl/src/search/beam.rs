@@ -11,11 +11,19 @@
 //! starts when every read of this one has been expanded. The search ends when no candidate in
 //! the list is unexpanded; the `k` expanded nodes with the smallest exact distances are the
 //! result.
+//!
+//! Two switches of OctopusANN's design space act here. DynamicWidth
+//! ([`SearchParams::dynamic_width`]) sets each round's width from a schedule indexed by the
+//! explored position instead of a fixed `W`. PageSearch ([`SearchParams::page_search`]) scores
+//! every other record of each page read (exact distance into the result set and, for new
+//! nodes, into the list) and keeps a copy of those records, so a later round expands any of
+//! them without a read (counted in [`QueryStats::page_hits`]).
 
 use std::time::{Duration, Instant};
 
 use super::explore::{check_read, corrupt, Frontier};
-use super::{QueryStats, SearchError, SearchParams};
+use super::{QueryStats, SearchError, SearchParams, WidthSchedule};
+use crate::graph::queue::VisitedSet;
 use crate::index::DiskIndex;
 use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
 use crate::kernels::Element;
@@ -27,6 +35,16 @@ pub struct BeamQuery {
     /// Frontier nodes to read this round and the read each belongs to.
     frontier: Vec<(u32, usize)>,
     cached: Vec<u32>,
+    /// Frontier nodes expanded from records PageSearch kept.
+    from_pages: Vec<u32>,
+    /// PageSearch: records of pages read and not expanded yet (`(id, offset in held_bytes)`).
+    held: Vec<(u32, u32)>,
+    held_ids: VisitedSet,
+    held_bytes: Vec<u8>,
+    page_ids: Vec<u32>,
+    page_search: bool,
+    schedule: Option<WidthSchedule>,
+    cap: usize,
     /// Distinct first pages of this round's reads.
     reads: Vec<u64>,
     /// Reads of this round not yet landed.
@@ -53,7 +71,15 @@ impl BeamQuery {
         stats: &mut QueryStats,
     ) -> Result<(), SearchError> {
         self.f.fill_table(ix, query)?;
+        self.f.set_page_search(params.page_search);
         self.f.reset(ix, params.l);
+        self.page_search = params.page_search;
+        self.held.clear();
+        self.held_bytes.clear();
+        self.held_ids
+            .reset(if params.page_search { ix.n() } else { 0 });
+        self.schedule = params.dynamic_width;
+        self.cap = params.beam_width;
         self.pending = 0;
         self.width = params.beam_width;
         self.tag_base = tag_base;
@@ -90,9 +116,14 @@ impl BeamQuery {
         }
         self.frontier.clear();
         self.cached.clear();
+        self.from_pages.clear();
         self.reads.clear();
-        let geo = *ix.packed().geometry();
-        while self.frontier.len() + self.cached.len() < self.width {
+        if let Some(s) = &self.schedule {
+            self.width = s.width_at(self.f.list.cursor(), self.cap);
+        }
+        let packed = ix.packed();
+        let geo = *packed.geometry();
+        while self.frontier.len() + self.cached.len() + self.from_pages.len() < self.width {
             let Some(c) = self.f.list.pop_unexpanded() else {
                 break;
             };
@@ -100,7 +131,11 @@ impl BeamQuery {
                 self.cached.push(c.id);
                 continue;
             }
-            let (page, _) = geo.locate(c.id);
+            if self.page_search && self.held_ids.contains(c.id) {
+                self.from_pages.push(c.id);
+                continue;
+            }
+            let (page, _) = packed.locate(c.id);
             let read = match self.reads.iter().position(|&p| p == page) {
                 Some(i) => i,
                 None => {
@@ -128,11 +163,44 @@ impl BeamQuery {
         stats.io_requests += self.reads.len() as u64;
         stats.pages_read += self.reads.len() as u64 * u64::from(pages);
         stats.bytes_read += self.reads.len() as u64 * u64::from(pages) * PAGE_BYTES as u64;
+        for &page in &self.reads {
+            stats.records_read += packed.records_on_page(page);
+        }
         for i in 0..self.cached.len() {
             let id = self.cached[i];
             self.f.explore_cached(ix, query, id, vec_scratch, stats)?;
         }
+        for i in 0..self.from_pages.len() {
+            let id = self.from_pages[i];
+            self.expand_held(ix, query, id, vec_scratch, stats)?;
+        }
         Ok(true)
+    }
+
+    /// Expands `id` from the copy of its record PageSearch kept.
+    fn expand_held<T: Element>(
+        &mut self,
+        ix: &DiskIndex,
+        query: &[T],
+        id: u32,
+        vec_scratch: &mut Vec<T>,
+        stats: &mut QueryStats,
+    ) -> Result<(), SearchError> {
+        let rb = ix.packed().geometry().record_bytes;
+        let at = self
+            .held
+            .iter()
+            .find(|h| h.0 == id)
+            .map(|h| h.1 as usize)
+            .ok_or_else(|| corrupt(ix, 0, format!("record {id} was not kept")))?;
+        let (page, _) = ix.packed().locate(id);
+        let view = ix
+            .packed()
+            .decode(id, &self.held_bytes[at..at + rb])
+            .map_err(|d| corrupt(ix, page, d))?;
+        self.f.explore(ix, query, id, view, vec_scratch, stats);
+        stats.page_hits += 1;
+        Ok(())
     }
 
     /// Adds the time since the last tick, weighted by reads in flight and by the width, to the
@@ -192,19 +260,39 @@ impl BeamQuery {
         let read = (c.tag & 0xffff_ffff) as usize;
         let page = self.reads[read];
         check_read(ix, page, bytes)?;
+        let packed = ix.packed();
         for i in 0..self.frontier.len() {
             let (id, r) = self.frontier[i];
             if r != read {
                 continue;
             }
-            let view = ix
-                .packed()
-                .record(id, bytes)
-                .map_err(|d| corrupt(ix, page, d))?;
+            let view = packed.record(id, bytes).map_err(|d| corrupt(ix, page, d))?;
             if let Some(t) = trace.as_mut() {
                 t.push(id);
             }
             self.f.explore(ix, query, id, view, vec_scratch, stats);
+        }
+        if self.page_search {
+            // Score the page's other records and keep them for a later expansion.
+            self.page_ids.clear();
+            packed.ids_on_page(page, &mut self.page_ids);
+            let rb = packed.geometry().record_bytes;
+            for i in 0..self.page_ids.len() {
+                let id = self.page_ids[i];
+                if self.f.is_scored(id) {
+                    continue;
+                }
+                let view = packed.record(id, bytes).map_err(|d| corrupt(ix, page, d))?;
+                if self
+                    .f
+                    .score_on_page(ix, query, id, view, vec_scratch, stats)
+                    && self.held_ids.insert(id)
+                {
+                    let (_, at) = packed.locate(id);
+                    self.held.push((id, self.held_bytes.len() as u32));
+                    self.held_bytes.extend_from_slice(&bytes[at..at + rb]);
+                }
+            }
         }
         Ok(())
     }

@@ -45,6 +45,38 @@ pub const MAGIC: [u8; 8] = *b"TRAWLENT";
 /// Current version.
 pub const VERSION: u32 = 1;
 
+/// How the entry index chooses its nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EntrySampling {
+    /// A uniform random sample (seeded).
+    #[default]
+    Uniform,
+    /// The nodes most read by beam searches of sample indexed vectors over the disk index
+    /// (OctopusANN's visit-frequency sampling); needs the disk index built first.
+    Frequency,
+}
+
+impl EntrySampling {
+    /// `"uniform"` or `"freq"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Uniform => "uniform",
+            Self::Frequency => "freq",
+        }
+    }
+}
+
+impl std::str::FromStr for EntrySampling {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "uniform" | "random" => Ok(Self::Uniform),
+            "freq" | "frequency" => Ok(Self::Frequency),
+            other => Err(format!("unknown entry sampling {other:?} (uniform, freq)")),
+        }
+    }
+}
+
 /// How the entry index is built.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EntryParams {
@@ -56,16 +88,47 @@ pub struct EntryParams {
     pub l: usize,
     /// Sampling seed.
     pub seed: u64,
+    /// Which nodes are sampled.
+    pub sampling: EntrySampling,
 }
 
 impl Default for EntryParams {
+    /// PipeANN's entry index: a uniform 1% sample, R = 32, L = 64.
     fn default() -> Self {
         Self {
             ratio: 0.01,
             r: 32,
             l: 64,
             seed: 0x005e_ede1,
+            sampling: EntrySampling::Uniform,
         }
+    }
+}
+
+impl EntryParams {
+    /// OctopusANN's MemGraph: a 0.1% sample, R = 48, L = 128.
+    pub fn memgraph() -> Self {
+        Self {
+            ratio: 0.001,
+            r: 48,
+            l: 128,
+            ..Self::default()
+        }
+    }
+
+    /// Nodes sampled from `n`: `round(n · ratio)`, at least 1 and at most `n`. Fails when the
+    /// ratio is not in `(0, 1]`.
+    pub fn sample_size(&self, n: usize) -> Result<usize, graph::BuildError> {
+        if !(self.ratio > 0.0 && self.ratio <= 1.0) {
+            return Err(graph::BuildError::InvalidParam {
+                name: "entry ratio",
+                reason: format!("{} is not in (0, 1]", self.ratio),
+            });
+        }
+        if n == 0 {
+            return Err(graph::BuildError::Empty);
+        }
+        Ok(((n as f64 * self.ratio).round() as usize).clamp(1, n))
     }
 }
 
@@ -90,7 +153,8 @@ pub struct EntryScratch {
 }
 
 impl EntryIndex {
-    /// Samples `params.ratio` of `data` (at least one row) and builds the sample graph.
+    /// Samples `params.ratio` of `data` uniformly (at least one row) and builds the sample
+    /// graph. (Frequency sampling needs the disk index: [`crate::index::DiskIndex::build_entry`].)
     pub fn build<T: Element>(
         data: &Matrix<T>,
         metric: Metric,
@@ -98,27 +162,54 @@ impl EntryIndex {
         ctl: &Control,
     ) -> Result<Self, graph::BuildError> {
         let n = data.n();
-        if !(params.ratio > 0.0 && params.ratio <= 1.0) {
-            return Err(graph::BuildError::InvalidParam {
-                name: "entry ratio",
-                reason: format!("{} is not in (0, 1]", params.ratio),
-            });
-        }
-        if n == 0 {
-            return Err(graph::BuildError::Empty);
-        }
-        let m = ((n as f64 * params.ratio).round() as usize).clamp(1, n);
-        let mut ids: Vec<u32> = sample(&mut ChaCha8Rng::seed_from_u64(params.seed), n, m)
+        let m = params.sample_size(n)?;
+        let ids: Vec<u32> = sample(&mut ChaCha8Rng::seed_from_u64(params.seed), n, m)
             .into_iter()
             .map(|i| i as u32)
             .collect();
-        ids.sort_unstable();
         let dim = data.dim();
         let mut rows = Vec::with_capacity(m * dim);
         for &id in &ids {
             rows.extend_from_slice(data.row(id as usize));
         }
-        let sample = Matrix::from_vec(rows, dim).ok_or(graph::BuildError::InvalidParam {
+        let rows = Matrix::from_vec(rows, dim).ok_or(graph::BuildError::InvalidParam {
+            name: "entry sample",
+            reason: "zero dimension".into(),
+        })?;
+        Self::from_sample(ids, rows, metric, params, ctl)
+    }
+
+    /// Builds the sample graph over the given nodes: `ids[i]` is the global id of `rows`' row
+    /// `i` (distinct; they are sorted here).
+    pub fn from_sample<T: Element>(
+        ids: Vec<u32>,
+        rows: Matrix<T>,
+        metric: Metric,
+        params: &EntryParams,
+        ctl: &Control,
+    ) -> Result<Self, graph::BuildError> {
+        if ids.is_empty() || ids.len() != rows.n() {
+            return Err(graph::BuildError::InvalidParam {
+                name: "entry sample",
+                reason: format!("{} ids for {} rows", ids.len(), rows.n()),
+            });
+        }
+        let dim = rows.dim();
+        let m = ids.len();
+        let mut order: Vec<usize> = (0..m).collect();
+        order.sort_unstable_by_key(|&i| ids[i]);
+        if order.windows(2).any(|w| ids[w[0]] == ids[w[1]]) {
+            return Err(graph::BuildError::InvalidParam {
+                name: "entry sample",
+                reason: "repeated ids".into(),
+            });
+        }
+        let ids: Vec<u32> = order.iter().map(|&i| ids[i]).collect();
+        let mut sorted = Vec::with_capacity(m * dim);
+        for &i in &order {
+            sorted.extend_from_slice(rows.row(i));
+        }
+        let sample = Matrix::from_vec(sorted, dim).ok_or(graph::BuildError::InvalidParam {
             name: "entry sample",
             reason: "zero dimension".into(),
         })?;

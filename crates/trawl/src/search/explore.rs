@@ -37,6 +37,10 @@ pub(crate) struct Frontier {
     pub table: Option<QueryTable>,
     /// Explored nodes with exact distances (the re-rank set).
     pub full: Vec<Neighbor>,
+    /// PageSearch: nodes whose exact distance is in `full` already (explored, or scored on a
+    /// page read for another node); only kept when `page_search` is on.
+    scored: VisitedSet,
+    page_search: bool,
     fresh: Vec<u32>,
 }
 
@@ -46,6 +50,44 @@ impl Frontier {
         self.list.reset(l);
         self.visited.reset(ix.n());
         self.full.clear();
+        self.scored.reset(if self.page_search { ix.n() } else { 0 });
+    }
+
+    /// Turns PageSearch's bookkeeping on or off (before [`Frontier::reset`]).
+    pub fn set_page_search(&mut self, on: bool) {
+        self.page_search = on;
+    }
+
+    /// PageSearch: whether `id`'s exact distance is known (explored or scored on a page).
+    #[inline]
+    pub fn is_scored(&self, id: u32) -> bool {
+        self.scored.contains(id)
+    }
+
+    /// PageSearch: scores `id`, a record on a page read for another node — its exact distance
+    /// enters the result set and, if `id` is new to the query, the candidate list (with that
+    /// distance). Returns `false` (and does nothing) when `id`'s exact distance is known
+    /// already.
+    pub fn score_on_page<T: Element>(
+        &mut self,
+        ix: &DiskIndex,
+        query: &[T],
+        id: u32,
+        view: RecordView<'_>,
+        vec_scratch: &mut Vec<T>,
+        stats: &mut QueryStats,
+    ) -> bool {
+        if !self.scored.insert(id) {
+            return false;
+        }
+        let v = view.vector::<T>(vec_scratch);
+        let d = kernels::distance(ix.metric(), query, v);
+        self.full.push(Neighbor { id, dist: d });
+        stats.exact_distances += 1;
+        if self.visited.insert(id) {
+            self.list.insert(id, d);
+        }
+        true
     }
 
     /// Builds the query's PQ distance table.
@@ -62,11 +104,15 @@ impl Frontier {
             .map_err(|_| SearchError::NonFiniteQuery { row: 0 })
     }
 
-    /// PQ distance of node `id` to the query.
+    /// PQ distance of node `id` to the query. The All-in-Storage layout keeps no codes in
+    /// memory, only the medoid's (in its header): the only node scored this way there.
     #[inline]
     pub fn pq_distance(&self, ix: &DiskIndex, id: u32) -> f32 {
         let table = self.table.as_ref().expect("filled at query start");
-        table.distance(ix.codes().code(id as usize))
+        match ix.codes() {
+            Some(codes) => table.distance(codes.code(id as usize)),
+            None => table.distance(ix.packed().medoid_code()),
+        }
     }
 
     /// The `k` explored nodes nearest by exact distance, nearest first.
@@ -89,22 +135,39 @@ impl Frontier {
         vec_scratch: &mut Vec<T>,
         stats: &mut QueryStats,
     ) {
-        let v = view.vector::<T>(vec_scratch);
-        let d = kernels::distance(ix.metric(), query, v);
-        self.full.push(Neighbor { id, dist: d });
-        stats.exact_distances += 1;
+        if !self.page_search || self.scored.insert(id) {
+            let v = view.vector::<T>(vec_scratch);
+            let d = kernels::distance(ix.metric(), query, v);
+            self.full.push(Neighbor { id, dist: d });
+            stats.exact_distances += 1;
+        }
         stats.nodes_expanded += 1;
+        let table = self.table.as_ref().expect("filled at query start");
+        if view.has_codes() {
+            // All-in-Storage: the neighbours' codes came with the record.
+            let mut scored = 0u64;
+            for (i, nb) in view.neighbors().enumerate() {
+                if self.visited.insert(nb) {
+                    let code = view.neighbor_code(i).unwrap_or(&[]);
+                    self.list.insert(nb, table.distance(code));
+                    scored += 1;
+                }
+            }
+            stats.pq_distances += scored;
+            return;
+        }
         self.fresh.clear();
         for nb in view.neighbors() {
             if self.visited.insert(nb) {
                 self.fresh.push(nb);
             }
         }
-        let codes = ix.codes();
+        let Some(codes) = ix.codes() else {
+            return;
+        };
         for &nb in &self.fresh {
             codes.prefetch(nb as usize);
         }
-        let table = self.table.as_ref().expect("filled at query start");
         for &nb in &self.fresh {
             self.list
                 .insert(nb, table.distance(codes.code(nb as usize)));

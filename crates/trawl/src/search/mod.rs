@@ -20,11 +20,13 @@ pub mod entry;
 mod explore;
 pub mod pipe;
 mod searcher;
+pub mod width;
 
 pub use beam::BeamQuery;
 pub use cache::{CachePolicy, NodeCache};
 pub use pipe::{PipeParams, WidthController, WidthPolicy};
 pub use searcher::{ResultSink, Searcher, MAX_INTERLEAVE};
+pub use width::WidthSchedule;
 
 use std::ops::AddAssign;
 
@@ -71,6 +73,13 @@ pub struct SearchParams {
     /// (PipeANN uses 10); 0 starts from the medoid alone. Needs an index built with an entry
     /// index.
     pub entry_list: usize,
+    /// Beam search: widen the beam by explored position (OctopusANN's DynamicWidth), capped by
+    /// `beam_width`; `None` keeps the width fixed at `beam_width`.
+    pub dynamic_width: Option<WidthSchedule>,
+    /// Beam search: compute the exact distance of every record on each page read, offer them
+    /// to the candidate list and the result set, and expand any of them later from the page
+    /// already read, without another read (Starling's in-page search, OctopusANN's PageSearch).
+    pub page_search: bool,
 }
 
 impl Default for SearchParams {
@@ -81,6 +90,8 @@ impl Default for SearchParams {
             beam_width: DEFAULT_BEAM_WIDTH,
             strategy: Strategy::Beam,
             entry_list: 0,
+            dynamic_width: None,
+            page_search: false,
         }
     }
 }
@@ -122,12 +133,28 @@ pub struct QueryStats {
     /// Σ over the same time of (pipeline width × nanoseconds); `inflight_time_ns /
     /// width_time_ns` is the pipeline occupancy (PipeANN's I/O pipeline utilisation).
     pub width_time_ns: u64,
+    /// Records on the pages read (every record a read brought into memory, whether the search
+    /// used it or not).
+    pub records_read: u64,
+    /// Nodes expanded from a page this query had already read (PageSearch), without a read.
+    pub page_hits: u64,
 }
 
 impl QueryStats {
     /// Nanoseconds not spent waiting for reads.
     pub fn compute_ns(&self) -> u64 {
         self.total_ns.saturating_sub(self.io_wait_ns)
+    }
+
+    /// I/O utilisation `U_io` (OctopusANN Eq. 3) at record level: nodes expanded from read
+    /// pages over the records those pages held (0 without reads). Reading a page for one of its
+    /// records and ignoring the others lowers it; PageSearch and PageShuffle raise it.
+    pub fn io_utilisation(&self) -> f64 {
+        if self.records_read == 0 {
+            0.0
+        } else {
+            self.nodes_expanded.saturating_sub(self.cache_hits) as f64 / self.records_read as f64
+        }
     }
 
     /// Mean reads in flight over the mean width while reads were in flight (0 without reads).
@@ -156,6 +183,8 @@ impl AddAssign for QueryStats {
         self.wasted_reads += o.wasted_reads;
         self.inflight_time_ns += o.inflight_time_ns;
         self.width_time_ns += o.width_time_ns;
+        self.records_read += o.records_read;
+        self.page_hits += o.page_hits;
     }
 }
 
@@ -189,6 +218,9 @@ pub enum SearchError {
     /// An entry-index search was asked of an index built without one.
     #[error("this index has no entry index: rebuild it with one, or search with entry_list = 0")]
     NoEntryIndex,
+    /// A search option that the chosen strategy or index does not support.
+    #[error("unsupported search option: {0}")]
+    Unsupported(String),
     /// PipeSearch parameters out of range.
     #[error("invalid PipeSearch parameters: {0}")]
     InvalidPipe(String),

@@ -335,7 +335,7 @@ impl PipeQuery {
             return Ok(());
         }
         let geo = ix.packed().geometry();
-        let (page, _) = geo.locate(id);
+        let (page, _) = ix.packed().locate(id);
         if let Some(&r) = self
             .live
             .iter()
@@ -373,6 +373,7 @@ impl PipeQuery {
         stats.io_requests += 1;
         stats.pages_read += u64::from(pages);
         stats.bytes_read += u64::from(pages) * PAGE_BYTES as u64;
+        stats.records_read += ix.packed().records_on_page(page);
         Ok(())
     }
 

@@ -15,6 +15,8 @@ fn meta(dtype: DType, dim: usize, n: u64, r: usize) -> PackedMeta {
         pq_bytes: 8,
         pq_crc: 0xdead_beef,
         pq_codes_crc: 7,
+        neighbor_code_bytes: 0,
+        permuted: false,
     }
 }
 
@@ -246,4 +248,95 @@ fn writer_refuses_bad_records_and_leaves_no_file() {
         0,
         "temporary file removed"
     );
+}
+
+/// A permuted file with neighbour codes: every record comes back at the slot the order table
+/// gives, with its codes; `ids_on_page` and `records_on_page` follow the table, empty slots
+/// included; a bad order is refused at creation.
+#[test]
+fn round_trip_permuted_with_neighbour_codes() {
+    use rand::seq::SliceRandom;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.trawl");
+    let (n, dim, r, c) = (203usize, 16usize, 6usize, 8usize);
+    let m = PackedMeta {
+        neighbor_code_bytes: c,
+        ..meta(DType::F32, dim, n as u64, r)
+    };
+    let geo = PackedGeometry::of(&PackedMeta {
+        permuted: true,
+        ..m
+    })
+    .unwrap();
+    let per = geo.per_page;
+    assert!(per > 1);
+    let (vecs, adj) = fixture(n, dim, r, |g| g.gen::<f32>());
+    let code = |id: u32| -> Vec<u8> { (0..c).map(|k| (id as usize * 7 + k) as u8).collect() };
+    // A random order with the empty slots spread over the pages.
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.resize(geo.slots() as usize, EMPTY_SLOT);
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(9));
+    assert!(PackedWriter::create(
+        &path,
+        PackedMeta {
+            permuted: true,
+            ..m
+        }
+    )
+    .is_err());
+    let mut dup = order.clone();
+    let i = dup.iter().position(|&x| x != EMPTY_SLOT).unwrap();
+    let j = dup.iter().rposition(|&x| x != EMPTY_SLOT).unwrap();
+    dup[j] = dup[i];
+    assert!(PackedWriter::create_permuted(&path, m, dup).is_err());
+    let mut w = PackedWriter::create_permuted(&path, m, order.clone()).unwrap();
+    let med = code(m.medoid);
+    w.set_medoid_code(&med).unwrap();
+    while let Some(id) = w.next_node() {
+        let a = &adj[id as usize];
+        let codes: Vec<u8> = a.iter().flat_map(|&x| code(x)).collect();
+        w.push_with_codes(&vecs[id as usize], a, &codes).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let raw = std::fs::read(&path).unwrap();
+    assert_eq!(raw.len() as u64, bytes);
+    let f = PackedFile::open(&path).unwrap();
+    assert!(f.is_permuted());
+    assert_eq!(f.order().unwrap(), &order[..]);
+    assert_eq!(f.medoid_code(), &med[..]);
+    f.verify_all(&Control::silent()).unwrap();
+    let mut scratch = Vec::new();
+    for id in 0..n as u32 {
+        let slot = order.iter().position(|&x| x == id).unwrap() as u64;
+        let (page, at) = f.locate(id);
+        assert_eq!((page, at), geo.locate_slot(slot));
+        let pages = &raw[page as usize * PAGE_BYTES..(page as usize + 1) * PAGE_BYTES];
+        let rec = f.record(id, pages).unwrap();
+        assert_eq!(rec.vector::<f32>(&mut scratch), &vecs[id as usize][..]);
+        let nbs: Vec<u32> = rec.neighbors().collect();
+        assert_eq!(nbs, adj[id as usize]);
+        for (k, &x) in nbs.iter().enumerate() {
+            assert_eq!(rec.neighbor_code(k).unwrap(), &code(x)[..]);
+        }
+        assert!(rec.neighbor_code(nbs.len()).is_none());
+    }
+    for page in 1..=geo.data_pages {
+        let mut ids = Vec::new();
+        f.ids_on_page(page, &mut ids);
+        let first = (page - 1) as usize * per;
+        let want: Vec<u32> = order[first..first + per]
+            .iter()
+            .copied()
+            .filter(|&x| x != EMPTY_SLOT)
+            .collect();
+        assert_eq!(ids, want);
+        assert_eq!(f.records_on_page(page), want.len() as u64);
+    }
+    // A flipped bit in the order table or the medoid code is caught at open.
+    for at in [raw.len() - PAGE_BYTES + 5, 104] {
+        let mut bad = raw.clone();
+        bad[at] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        assert!(PackedFile::open(&path).is_err(), "byte {at}");
+    }
 }

@@ -4,16 +4,19 @@ use std::fs::File;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::{PackedGeometry, PackedMeta, MAGIC, VERSION};
+use super::{PackedGeometry, PackedMeta, EMPTY_SLOT, FLAG_PERMUTED, MAGIC, VERSION};
 use crate::io::PAGE_BYTES;
 use crate::kernels::Element;
 use crate::layout::{FileError, FileErrorKind};
 
-/// Writes a page-packed index one record at a time, in node order.
+/// Writes a page-packed index one record at a time, in slot order: node order for an identity
+/// file ([`PackedWriter::create`]), the order table's order for a permuted one
+/// ([`PackedWriter::create_permuted`]).
 ///
-/// Memory: one record's pages and 4 bytes per data page. The file is written under a temporary
-/// name and renamed into place by [`PackedWriter::finish`] after an `fsync`; dropping the writer
-/// unfinished removes the temporary file.
+/// Memory: one record's pages, 4 bytes per data page, and for a permuted file its order table.
+/// The file is written under a temporary name and renamed into place by
+/// [`PackedWriter::finish`] after an `fsync`; dropping the writer unfinished removes the
+/// temporary file.
 #[derive(Debug)]
 pub struct PackedWriter {
     path: PathBuf,
@@ -23,9 +26,14 @@ pub struct PackedWriter {
     geo: PackedGeometry,
     /// The page (or, for spanning records, the pages) being filled.
     page: Vec<u8>,
-    /// Records in `page`.
-    in_page: usize,
-    next_id: u64,
+    /// Next slot to fill.
+    slot: u64,
+    /// Records written.
+    records: u64,
+    /// Node in each slot (permuted files).
+    order: Option<Vec<u32>>,
+    /// All-in-Storage: the medoid's PQ code, stored in the header.
+    medoid_code: Vec<u8>,
     crcs: Vec<u32>,
 }
 
@@ -34,8 +42,65 @@ fn invalid(path: &Path, msg: String) -> FileError {
 }
 
 impl PackedWriter {
-    /// Starts writing `meta`'s index at `path`.
+    /// Starts writing `meta`'s index at `path`, in identity order (`meta.permuted` must be
+    /// false).
     pub fn create(path: &Path, meta: PackedMeta) -> Result<Self, FileError> {
+        if meta.permuted {
+            return Err(invalid(
+                path,
+                "a permuted file needs its order: use create_permuted".into(),
+            ));
+        }
+        Self::start(path, meta, None)
+    }
+
+    /// Starts writing a permuted file: `order[s]` is the node in slot `s` ([`EMPTY_SLOT`] for
+    /// none); every node `< n` must appear exactly once, and `order` must have one entry per
+    /// slot (`data_pages × per_page`). Records are then pushed in slot order, empty slots
+    /// skipped.
+    pub fn create_permuted(
+        path: &Path,
+        meta: PackedMeta,
+        order: Vec<u32>,
+    ) -> Result<Self, FileError> {
+        let meta = PackedMeta {
+            permuted: true,
+            ..meta
+        };
+        let geo = PackedGeometry::of(&meta).ok_or_else(|| {
+            invalid(
+                path,
+                "a permuted file needs records that share pages".into(),
+            )
+        })?;
+        if order.len() as u64 != geo.slots() {
+            return Err(invalid(
+                path,
+                format!("{} order entries for {} slots", order.len(), geo.slots()),
+            ));
+        }
+        let mut seen = vec![false; meta.n as usize];
+        for &id in &order {
+            if id == EMPTY_SLOT {
+                continue;
+            }
+            match seen.get_mut(id as usize) {
+                Some(s) if !*s => *s = true,
+                _ => {
+                    return Err(invalid(
+                        path,
+                        format!("node {id} is out of range or in two slots"),
+                    ))
+                }
+            }
+        }
+        if seen.iter().any(|&s| !s) {
+            return Err(invalid(path, "some node has no slot".into()));
+        }
+        Self::start(path, meta, Some(order))
+    }
+
+    fn start(path: &Path, meta: PackedMeta, order: Option<Vec<u32>>) -> Result<Self, FileError> {
         let geo = PackedGeometry::of(&meta)
             .ok_or_else(|| invalid(path, "index dimensions overflow".into()))?;
         if meta.n == 0 || meta.n > u64::from(u32::MAX) || u64::from(meta.medoid) >= meta.n {
@@ -61,21 +126,59 @@ impl PackedWriter {
             meta,
             page: vec![0u8; geo.pages_per_record * PAGE_BYTES],
             geo,
-            in_page: 0,
-            next_id: 0,
+            slot: 0,
+            records: 0,
+            order,
+            medoid_code: Vec::new(),
             crcs: Vec::with_capacity(usize::try_from(geo.data_pages).unwrap_or(0)),
         })
     }
 
-    /// Appends the record of the next node: its vector and neighbour ids.
+    /// All-in-Storage files: the medoid's own PQ code (`c` bytes), written into the header.
+    pub fn set_medoid_code(&mut self, code: &[u8]) -> Result<(), FileError> {
+        let c = self.meta.neighbor_code_bytes;
+        if code.len() != c || c == 0 || 104 + c > PAGE_BYTES - 4 {
+            return Err(invalid(
+                &self.path,
+                format!("medoid code of {} bytes for {c} code bytes", code.len()),
+            ));
+        }
+        self.medoid_code = code.to_vec();
+        Ok(())
+    }
+
+    /// The node whose record the next [`PackedWriter::push`] must be (the next in slot order).
+    pub fn next_node(&self) -> Option<u32> {
+        match &self.order {
+            None => (self.slot < self.meta.n).then_some(self.slot as u32),
+            Some(order) => order[self.slot as usize..]
+                .iter()
+                .copied()
+                .find(|&id| id != EMPTY_SLOT),
+        }
+    }
+
+    /// Appends the record of the next node ([`PackedWriter::next_node`]): its vector and
+    /// neighbour ids.
     pub fn push<T: Element>(&mut self, vector: &[T], neighbors: &[u32]) -> Result<(), FileError> {
-        let id = self.next_id;
-        if id >= self.meta.n {
+        self.push_with_codes(vector, neighbors, &[])
+    }
+
+    /// Same as [`PackedWriter::push`] with the PQ codes of the neighbours, in list order
+    /// (`neighbors.len() × c` bytes, `c` = the header's code bytes per neighbour; empty when
+    /// `c` is 0).
+    pub fn push_with_codes<T: Element>(
+        &mut self,
+        vector: &[T],
+        neighbors: &[u32],
+        codes: &[u8],
+    ) -> Result<(), FileError> {
+        let Some(id) = self.next_node() else {
             return Err(invalid(
                 &self.path,
                 format!("more than n = {} records", self.meta.n),
             ));
-        }
+        };
         if T::DTYPE != self.meta.dtype || vector.len() != self.meta.dim {
             return Err(invalid(
                 &self.path,
@@ -104,35 +207,59 @@ impl PackedWriter {
                 format!("record {id}: neighbour {bad} ≥ n"),
             ));
         }
+        let c = self.meta.neighbor_code_bytes;
+        if codes.len() != neighbors.len() * c {
+            return Err(invalid(
+                &self.path,
+                format!(
+                    "record {id}: {} code bytes for {} neighbours of {c} bytes",
+                    codes.len(),
+                    neighbors.len()
+                ),
+            ));
+        }
+        // Skip empty slots (permuted files), closing the pages they end.
+        while self
+            .order
+            .as_ref()
+            .is_some_and(|o| o[self.slot as usize] == EMPTY_SLOT)
+        {
+            self.advance()?;
+        }
         let at = if self.geo.per_page > 0 {
-            self.in_page * self.geo.record_bytes
+            (self.slot % self.geo.per_page as u64) as usize * self.geo.record_bytes
         } else {
             0
         };
+        let r = self.meta.r;
         let rec = &mut self.page[at..at + self.geo.record_bytes];
         let (v, rest) = rec.split_at_mut(self.geo.vector_bytes);
         v.copy_from_slice(bytemuck::cast_slice(vector));
         rest[..4].copy_from_slice(&(neighbors.len() as u32).to_le_bytes());
-        for (slot, &x) in rest[4..].chunks_exact_mut(4).zip(neighbors) {
+        let (ids, code_part) = rest[4..].split_at_mut(4 * r);
+        for (slot, &x) in ids.chunks_exact_mut(4).zip(neighbors) {
             slot.copy_from_slice(&x.to_le_bytes());
         }
-        rest[4 + 4 * neighbors.len()..].fill(0);
-        self.next_id += 1;
-        self.in_page += 1;
-        let full = self.geo.per_page == 0 || self.in_page == self.geo.per_page;
-        if full || self.next_id == self.meta.n {
+        ids[4 * neighbors.len()..].fill(0);
+        code_part[..codes.len()].copy_from_slice(codes);
+        code_part[codes.len()..].fill(0);
+        self.records += 1;
+        self.advance()
+    }
+
+    /// Moves to the next slot, writing the page out when the slot ends it.
+    fn advance(&mut self) -> Result<(), FileError> {
+        self.slot += 1;
+        let ends_page =
+            self.geo.per_page == 0 || self.slot.is_multiple_of(self.geo.per_page as u64);
+        if ends_page {
             self.flush_page()?;
         }
         Ok(())
     }
 
+    /// Writes the page buffer out and zeroes it (so empty slots and unused tails are zero).
     fn flush_page(&mut self) -> Result<(), FileError> {
-        let used = if self.geo.per_page > 0 {
-            self.in_page * self.geo.record_bytes
-        } else {
-            self.geo.record_bytes
-        };
-        self.page[used..].fill(0);
         for p in self.page.chunks_exact(PAGE_BYTES) {
             self.crcs.push(crc32fast::hash(p));
         }
@@ -142,21 +269,36 @@ impl PackedWriter {
             .ok_or_else(|| invalid(&self.path, "finished".into()))?;
         out.write_all(&self.page)
             .map_err(|e| FileError::new(&self.path, e.into()))?;
-        self.in_page = 0;
+        self.page.fill(0);
         Ok(())
     }
 
-    /// Writes the checksum table and the header, syncs and renames the file into place.
-    /// Returns the file size in bytes. Fails unless exactly `n` records were pushed.
+    /// Writes the checksum table, the order table and the header, syncs and renames the file
+    /// into place. Returns the file size in bytes. Fails unless exactly `n` records were
+    /// pushed.
     pub fn finish(mut self) -> Result<u64, FileError> {
-        if self.next_id != self.meta.n {
+        if self.meta.neighbor_code_bytes > 0 && self.medoid_code.is_empty() {
+            return Err(invalid(
+                &self.path,
+                "an All-in-Storage file needs the medoid's code (set_medoid_code)".into(),
+            ));
+        }
+        if self.records != self.meta.n {
             return Err(invalid(
                 &self.path,
                 format!(
                     "{} records written, header says {}",
-                    self.next_id, self.meta.n
+                    self.records, self.meta.n
                 ),
             ));
+        }
+        // The last, partly filled page, then any trailing empty pages.
+        if self.geo.per_page > 0 && !self.slot.is_multiple_of(self.geo.per_page as u64) {
+            self.flush_page()?;
+            self.slot = self.slot.next_multiple_of(self.geo.per_page as u64);
+        }
+        while (self.crcs.len() as u64) < self.geo.data_pages {
+            self.flush_page()?;
         }
         let path = self.path.clone();
         let err = |e: io::Error| FileError::new(&path, e.into());
@@ -164,15 +306,30 @@ impl PackedWriter {
             .out
             .take()
             .ok_or_else(|| invalid(&path, "finished".into()))?;
+        let pad = |len: usize| vec![0u8; (PAGE_BYTES - len % PAGE_BYTES) % PAGE_BYTES];
         let table: Vec<u8> = self.crcs.iter().flat_map(|c| c.to_le_bytes()).collect();
         let table_crc = crc32fast::hash(&table);
         out.write_all(&table).map_err(err)?;
-        let pad = (PAGE_BYTES - table.len() % PAGE_BYTES) % PAGE_BYTES;
-        out.write_all(&vec![0u8; pad]).map_err(err)?;
+        out.write_all(&pad(table.len())).map_err(err)?;
+        let order_crc = match &self.order {
+            Some(order) => {
+                let bytes: Vec<u8> = order.iter().flat_map(|c| c.to_le_bytes()).collect();
+                out.write_all(&bytes).map_err(err)?;
+                out.write_all(&pad(bytes.len())).map_err(err)?;
+                crc32fast::hash(&bytes)
+            }
+            None => 0,
+        };
         let mut file = out.into_inner().map_err(|e| err(e.into_error()))?;
         file.seek(SeekFrom::Start(0)).map_err(err)?;
-        file.write_all(&encode_header(&self.meta, &self.geo, table_crc))
-            .map_err(err)?;
+        file.write_all(&encode_header(
+            &self.meta,
+            &self.geo,
+            table_crc,
+            order_crc,
+            &self.medoid_code,
+        ))
+        .map_err(err)?;
         file.sync_all().map_err(err)?;
         std::fs::rename(&self.tmp_path, &path).map_err(err)?;
         Ok(self.geo.total_pages() * PAGE_BYTES as u64)
@@ -188,7 +345,13 @@ impl Drop for PackedWriter {
 }
 
 /// The header page of `meta`.
-pub(super) fn encode_header(meta: &PackedMeta, geo: &PackedGeometry, table_crc: u32) -> Vec<u8> {
+pub(super) fn encode_header(
+    meta: &PackedMeta,
+    geo: &PackedGeometry,
+    table_crc: u32,
+    order_crc: u32,
+    medoid_code: &[u8],
+) -> Vec<u8> {
     let mut h = vec![0u8; PAGE_BYTES];
     let mut put = |at: usize, b: &[u8]| h[at..at + b.len()].copy_from_slice(b);
     put(0, &MAGIC);
@@ -208,6 +371,12 @@ pub(super) fn encode_header(meta: &PackedMeta, geo: &PackedGeometry, table_crc: 
     put(72, &table_crc.to_le_bytes());
     put(76, &meta.pq_crc.to_le_bytes());
     put(80, &meta.pq_codes_crc.to_le_bytes());
+    let flags = if meta.permuted { FLAG_PERMUTED } else { 0 };
+    put(84, &flags.to_le_bytes());
+    put(88, &(meta.neighbor_code_bytes as u32).to_le_bytes());
+    put(92, &geo.order_pages.to_le_bytes());
+    put(100, &order_crc.to_le_bytes());
+    put(104, medoid_code);
     let crc = crc32fast::hash(&h[..PAGE_BYTES - 4]);
     h[PAGE_BYTES - 4..].copy_from_slice(&crc.to_le_bytes());
     h

@@ -1,0 +1,401 @@
+//! `trawl bench --ablation`: OctopusANN's design-space ablation on one index, one machine, one
+//! run — every single technique and the paper's combinations C1–C5, each a recall sweep — and
+//! its CSV, markdown and JSON outputs (`bench/plot_ablation.py` draws the figures).
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use trawl::data::matrix::AnyMatrix;
+use trawl::index::{DiskIndex, IndexLayout, OpenOptions, ShuffleParams};
+use trawl::progress::Control;
+use trawl::search::{PipeParams, WidthPolicy, WidthSchedule};
+
+use crate::cmd_graph::write_json;
+use crate::cmd_index::{load_queries, open_index, run_sweep, BenchArgs, BenchRow, SearchOptions};
+use crate::runtime::human_bytes;
+
+/// One configuration of the ablation: which techniques are on.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Techniques {
+    /// Static cache (0.1% of the nodes, by visit frequency).
+    pub cache: bool,
+    /// In-memory navigation graph (the entry index) seeds the search.
+    pub memgraph: bool,
+    /// PageShuffle layout.
+    pub page_shuffle: bool,
+    /// PageSearch.
+    pub page_search: bool,
+    /// DynamicWidth (beam search), or PipeSearch's dynamic width policy.
+    pub dynamic_width: bool,
+    /// PipeSearch.
+    pub pipeline: bool,
+    /// All-in-Storage layout.
+    pub all_in_storage: bool,
+}
+
+/// The configurations, in the paper's order: name, techniques.
+pub fn configurations() -> Vec<(&'static str, Techniques)> {
+    let t = Techniques::default;
+    vec![
+        ("Baseline", t()),
+        ("Cache", Techniques { cache: true, ..t() }),
+        (
+            "MemGraph",
+            Techniques {
+                memgraph: true,
+                ..t()
+            },
+        ),
+        (
+            "PageShuffle",
+            Techniques {
+                page_shuffle: true,
+                ..t()
+            },
+        ),
+        (
+            "PageSearch",
+            Techniques {
+                page_search: true,
+                ..t()
+            },
+        ),
+        (
+            "DynamicWidth",
+            Techniques {
+                dynamic_width: true,
+                ..t()
+            },
+        ),
+        (
+            "Pipeline",
+            Techniques {
+                pipeline: true,
+                ..t()
+            },
+        ),
+        (
+            "C1",
+            Techniques {
+                page_shuffle: true,
+                page_search: true,
+                ..t()
+            },
+        ),
+        (
+            "C2",
+            Techniques {
+                pipeline: true,
+                dynamic_width: true,
+                ..t()
+            },
+        ),
+        (
+            "C3",
+            Techniques {
+                memgraph: true,
+                page_shuffle: true,
+                page_search: true,
+                ..t()
+            },
+        ),
+        (
+            "C4",
+            Techniques {
+                memgraph: true,
+                pipeline: true,
+                dynamic_width: true,
+                ..t()
+            },
+        ),
+        (
+            "C5",
+            Techniques {
+                memgraph: true,
+                page_shuffle: true,
+                page_search: true,
+                dynamic_width: true,
+                ..t()
+            },
+        ),
+        (
+            "AllInStorage",
+            Techniques {
+                all_in_storage: true,
+                ..t()
+            },
+        ),
+    ]
+}
+
+/// The search options of a configuration, from the bench's own (`base`).
+fn options(base: &SearchOptions, t: &Techniques, args: &BenchArgs, n: usize) -> SearchOptions {
+    let mut o = base.clone();
+    o.layout = if t.all_in_storage {
+        IndexLayout::AllInStorage
+    } else if t.page_shuffle {
+        IndexLayout::Shuffled
+    } else {
+        IndexLayout::Packed
+    };
+    o.cache_nodes = if t.cache {
+        args.ablation_cache_nodes.unwrap_or((n / 1000).max(1))
+    } else {
+        0
+    };
+    o.entry_list = if t.memgraph { args.memgraph_list } else { 0 };
+    o.page_search = t.page_search;
+    if t.pipeline {
+        o.strategy = "pipe".into();
+        // Pipeline alone keeps the baseline's width; with DynamicWidth it is PipeANN's
+        // dynamic policy from 4 up to the DynamicWidth cap.
+        if t.dynamic_width {
+            o.pipe_width = WidthPolicy::Dynamic;
+            o.pipe_start_width = PipeParams::default().start_width;
+            o.pipe_max_width = args.dw_max_width;
+        } else {
+            o.pipe_width = WidthPolicy::Fixed;
+            o.pipe_max_width = base.beam_width;
+        }
+        o.dynamic_width = None;
+    } else {
+        o.strategy = "beam".into();
+        if t.dynamic_width {
+            o.dynamic_width = Some(WidthSchedule::default());
+            o.beam_width = args.dw_max_width;
+        } else {
+            o.dynamic_width = None;
+        }
+    }
+    o
+}
+
+/// One configuration's sweep and footprint.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigRun {
+    pub name: String,
+    pub techniques: Techniques,
+    /// The `trawl bench` options that reproduce it.
+    pub command: String,
+    /// Bytes the search keeps in memory (PQ codes and codebooks, checksums, order map, cache,
+    /// and the MemGraph when it is used).
+    pub memory_bytes: u64,
+    /// Bytes of the files the configuration reads (its layout, the PQ files it needs, the
+    /// MemGraph when used).
+    pub disk_bytes: u64,
+    pub rows: Vec<BenchRow>,
+}
+
+fn command_line(o: &SearchOptions) -> String {
+    let mut s = format!("--layout {} --threads {}", o.layout.name(), o.threads);
+    if o.strategy == "pipe" {
+        let _ = write!(
+            s,
+            " --strategy pipe --pipe-width {:?} --pipe-max-width {}",
+            o.pipe_width, o.pipe_max_width
+        );
+        s = s.replace("Dynamic", "dynamic").replace("Fixed", "fixed");
+    } else {
+        let _ = write!(s, " -W {}", o.beam_width);
+    }
+    if let Some(dw) = &o.dynamic_width {
+        let _ = write!(s, " --dynamic-width {dw}");
+    }
+    if o.page_search {
+        s += " --page-search";
+    }
+    if o.entry_list > 0 {
+        let _ = write!(s, " --entry-list {}", o.entry_list);
+    }
+    if o.cache_nodes > 0 {
+        let _ = write!(s, " --cache-nodes {}", o.cache_nodes);
+    }
+    s
+}
+
+/// Linear interpolation of `key` at recall `target` over rows sorted by L (`None` when the
+/// sweep does not reach it).
+pub fn at_recall(rows: &[BenchRow], target: f64, key: impl Fn(&BenchRow) -> f64) -> Option<f64> {
+    let mut prev: Option<&BenchRow> = None;
+    for r in rows {
+        if r.recall >= target {
+            return Some(match prev {
+                Some(p) if r.recall > p.recall => {
+                    let w = (target - p.recall) / (r.recall - p.recall);
+                    key(p) + w * (key(r) - key(p))
+                }
+                _ => key(r),
+            });
+        }
+        prev = Some(r);
+    }
+    None
+}
+
+/// Runs the ablation.
+pub fn run(args: &BenchArgs, ctl: &Control) -> Result<()> {
+    if args.l.is_empty() {
+        bail!("give at least one list size with -L");
+    }
+    let all = configurations();
+    let chosen: Vec<(&str, Techniques)> = if args.ablation_configs.is_empty() {
+        all.clone()
+    } else {
+        let mut v = Vec::new();
+        for name in &args.ablation_configs {
+            match all.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                Some(c) => v.push(*c),
+                None => bail!(
+                    "unknown ablation configuration {name:?} (known: {})",
+                    all.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
+                ),
+            }
+        }
+        v
+    };
+    std::fs::create_dir_all(&args.ablation_out)
+        .with_context(|| format!("creating {}", args.ablation_out.display()))?;
+    // Layouts the chosen configurations need and the index does not have yet.
+    let base_ix = DiskIndex::open(&args.index_dir, OpenOptions::default())
+        .with_context(|| format!("opening {}", args.index_dir.display()))?;
+    let n = base_ix.n();
+    if chosen.iter().any(|(_, t)| t.memgraph) && base_ix.entry().is_none() {
+        bail!(
+            "MemGraph needs an entry index: build one with `trawl entry {}`",
+            args.index_dir.display()
+        );
+    }
+    let mut layout_reports = Vec::new();
+    for (kind, needed) in [
+        (
+            IndexLayout::Shuffled,
+            chosen.iter().any(|(_, t)| t.page_shuffle),
+        ),
+        (
+            IndexLayout::AllInStorage,
+            chosen.iter().any(|(_, t)| t.all_in_storage),
+        ),
+    ] {
+        if needed && !args.index_dir.join(kind.file_name()).is_file() {
+            println!("writing the {} layout", kind.name());
+            let r = base_ix.write_layout(kind, &ShuffleParams::default(), ctl)?;
+            layout_reports.push(serde_json::to_value(&r)?);
+        }
+    }
+    drop(base_ix);
+    let (queries, gt) = load_queries(args)?;
+    let mut runs = Vec::new();
+    for (name, t) in &chosen {
+        let o = options(&args.opts, t, args, n);
+        let t0 = Instant::now();
+        let (ix, _) = open_index(&args.index_dir, &o, ctl)
+            .with_context(|| format!("configuration {name}"))?;
+        let rows = match &queries {
+            AnyMatrix::F32(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &o)?,
+            AnyMatrix::U8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &o)?,
+            AnyMatrix::I8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &o)?,
+        };
+        let mem = ix.memory();
+        let memory_bytes = mem.total() - if t.memgraph { 0 } else { mem.entry_bytes };
+        let db = ix.disk_bytes();
+        let disk_bytes = db.packed + db.pq + db.pq_codes + if t.memgraph { db.entry } else { 0 };
+        println!(
+            "{name:>13}: {} in {:.0} s; memory {}, disk {}",
+            command_line(&o),
+            t0.elapsed().as_secs_f64(),
+            human_bytes(memory_bytes),
+            human_bytes(disk_bytes)
+        );
+        crate::cmd_index::print_bench(&rows, args.k);
+        runs.push(ConfigRun {
+            name: (*name).into(),
+            techniques: *t,
+            command: command_line(&o),
+            memory_bytes,
+            disk_bytes,
+            rows,
+        });
+    }
+    let out = &args.ablation_out;
+    let json = serde_json::json!({
+        "index": args.index_dir.display().to_string(),
+        "queries": queries.n(), "k": args.k, "threads": args.opts.threads,
+        "engine": format!("{:?}", args.opts.engine), "direct": !args.opts.buffered,
+        "layouts_written": layout_reports,
+        "runs": runs,
+    });
+    write_json(&out.join("ablation.json"), &json)?;
+    std::fs::write(out.join("ablation.csv"), csv(&runs))?;
+    let md = markdown(&runs);
+    std::fs::write(out.join("ablation.md"), &md)?;
+    println!("\n{md}");
+    println!(
+        "wrote {}/ablation.{{csv,md,json}}; figures: python3 bench/plot_ablation.py {}/ablation.json",
+        out.display(),
+        out.display()
+    );
+    Ok(())
+}
+
+fn csv(runs: &[ConfigRun]) -> String {
+    let mut s = String::from(
+        "config,L,recall,qps,mean_us,p99_us,pages_per_query,ios_per_query,hops_per_query,\
+         records_read_per_query,page_hits_per_query,io_utilisation,cache_hits_per_query,\
+         io_wait_us_per_query,compute_us_per_query,memory_bytes,disk_bytes\n",
+    );
+    for r in runs {
+        for row in &r.rows {
+            let _ = writeln!(
+                s,
+                "{},{},{:.5},{:.1},{:.1},{:.1},{:.3},{:.3},{:.3},{:.2},{:.3},{:.4},{:.3},{:.1},{:.1},{},{}",
+                r.name, row.l, row.recall, row.qps, row.latency_us.mean, row.latency_us.p99,
+                row.pages_per_query, row.ios_per_query, row.hops_per_query,
+                row.records_read_per_query, row.page_hits_per_query, row.io_utilisation,
+                row.cache_hits_per_query, row.io_wait_us_per_query, row.compute_us_per_query,
+                r.memory_bytes, r.disk_bytes
+            );
+        }
+    }
+    s
+}
+
+fn markdown(runs: &[ConfigRun]) -> String {
+    let fmt = |v: Option<f64>, p: usize| v.map_or("—".to_string(), |x| format!("{x:.p$}"));
+    let base = runs.iter().find(|r| r.name == "Baseline");
+    let mut s = String::new();
+    for target in [0.90, 0.95] {
+        let _ = writeln!(s, "### recall@10 = {target:.2}\n");
+        s += "| config | L | QPS | × Baseline QPS | mean µs | pages/q | × Baseline pages | I/Os/q | U_io | memory | disk |\n";
+        s += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+        let b_qps = base.and_then(|b| at_recall(&b.rows, target, |r| r.qps));
+        let b_pages = base.and_then(|b| at_recall(&b.rows, target, |r| r.pages_per_query));
+        for r in runs {
+            let g = |f: fn(&BenchRow) -> f64| at_recall(&r.rows, target, f);
+            let qps = g(|r| r.qps);
+            let pages = g(|r| r.pages_per_query);
+            let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                _ => None,
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.name,
+                fmt(g(|r| r.l as f64), 1),
+                fmt(qps, 0),
+                fmt(ratio(qps, b_qps), 2),
+                fmt(g(|r| r.latency_us.mean), 0),
+                fmt(pages, 1),
+                fmt(ratio(pages, b_pages), 2),
+                fmt(g(|r| r.ios_per_query), 1),
+                fmt(g(|r| r.io_utilisation), 3),
+                human_bytes(r.memory_bytes),
+                human_bytes(r.disk_bytes)
+            );
+        }
+        s += "\n";
+    }
+    s
+}

@@ -1,0 +1,347 @@
+//! The disk layouts of one graph, written from the page-packed file the build made and chosen
+//! at open time ([`super::OpenOptions::layout`]):
+//!
+//! | layout | file | records | in memory at search time |
+//! |---|---|---|---|
+//! | [`IndexLayout::Packed`] | `packed.trawl` | node `i` in slot `i` | PQ codes |
+//! | [`IndexLayout::Shuffled`] | `packed-shuffled.trawl` | PageShuffle order ([`crate::layout::shuffle`]) | PQ codes + id → slot map (8 B per node) |
+//! | [`IndexLayout::AllInStorage`] | `packed-ais.trawl` | each record also holds its neighbours' PQ codes (AiSAQ) | codebooks only |
+//!
+//! All three share the PQ files and the entry index (bound to the PQ codes' checksum), so
+//! search-time switches (cache, MemGraph, DynamicWidth, PageSearch, PipeSearch) combine with
+//! any of them.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::time::Instant;
+
+use super::{DiskIndex, IndexBuildError};
+use crate::io::PAGE_BYTES;
+use crate::layout::packed::{self, PackedMeta, PackedWriter, RecordView};
+use crate::layout::shuffle::{self, Csr, ShuffleReport};
+use crate::layout::{FileError, FileErrorKind};
+use crate::progress::Control;
+use crate::search::SearchError;
+
+/// Which disk layout of the graph a [`DiskIndex`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IndexLayout {
+    /// The page-packed file as built: node `i`'s record in slot `i`.
+    #[default]
+    Packed,
+    /// PageShuffle: records reordered so graph neighbours share pages.
+    Shuffled,
+    /// All-in-Storage: every record carries its neighbours' PQ codes; no codes in memory.
+    AllInStorage,
+}
+
+impl IndexLayout {
+    /// Every layout.
+    pub const ALL: [Self; 3] = [Self::Packed, Self::Shuffled, Self::AllInStorage];
+
+    /// File of the layout inside an index directory.
+    pub fn file_name(&self) -> &'static str {
+        match self {
+            Self::Packed => packed::FILE_NAME,
+            Self::Shuffled => "packed-shuffled.trawl",
+            Self::AllInStorage => "packed-ais.trawl",
+        }
+    }
+
+    /// `packed`, `shuffle` or `ais`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Packed => "packed",
+            Self::Shuffled => "shuffle",
+            Self::AllInStorage => "ais",
+        }
+    }
+}
+
+impl std::str::FromStr for IndexLayout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "packed" => Ok(Self::Packed),
+            "shuffle" | "shuffled" => Ok(Self::Shuffled),
+            "ais" | "all-in-storage" => Ok(Self::AllInStorage),
+            other => Err(format!("unknown layout {other:?} (packed, shuffle, ais)")),
+        }
+    }
+}
+
+/// Parameters of PageShuffle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShuffleParams {
+    /// Restreaming rounds after the neighbour packing (each kept only if it raises `OR(G)`).
+    pub rounds: usize,
+}
+
+impl Default for ShuffleParams {
+    fn default() -> Self {
+        Self { rounds: 8 }
+    }
+}
+
+/// What [`DiskIndex::write_layout`] did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct LayoutReport {
+    /// The layout written.
+    pub layout: String,
+    /// Its file.
+    pub file: String,
+    /// Bytes of the file.
+    pub file_bytes: u64,
+    /// Bytes of the source page-packed file.
+    pub packed_bytes: u64,
+    /// Records per page of the layout.
+    pub records_per_page: usize,
+    /// Seconds reading the graph (PageShuffle), placing nodes, and writing.
+    pub read_secs: f64,
+    /// Seconds placing the nodes (PageShuffle).
+    pub shuffle_secs: f64,
+    /// Seconds writing the file.
+    pub write_secs: f64,
+    /// Seconds of the whole conversion.
+    pub total_secs: f64,
+    /// Bytes of the graph held while shuffling (out-lists and their transpose).
+    pub graph_bytes: u64,
+    /// PageShuffle: the overlap ratios (identity, after packing, per round, final).
+    pub shuffle: Option<ShuffleReport>,
+}
+
+impl DiskIndex {
+    /// Writes the `layout` form of this index's graph into its directory (replacing an older
+    /// one atomically), reading the page-packed file sequentially. The index must have been
+    /// opened with the [`IndexLayout::Packed`] layout. Writing `Packed` itself is refused.
+    pub fn write_layout(
+        &self,
+        layout: IndexLayout,
+        params: &ShuffleParams,
+        ctl: &Control,
+    ) -> Result<LayoutReport, IndexBuildError> {
+        let t0 = Instant::now();
+        let src = self.packed();
+        let bad = |m: String| {
+            IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
+        };
+        if self.options().layout != IndexLayout::Packed || src.is_permuted() {
+            return Err(bad(
+                "layouts are written from the packed layout: open the index with it".into(),
+            ));
+        }
+        let out_path = self.dir().join(layout.file_name());
+        let mut report = LayoutReport {
+            layout: layout.name().into(),
+            file: layout.file_name().into(),
+            packed_bytes: src.file_bytes(),
+            ..LayoutReport::default()
+        };
+        let meta = *src.meta();
+        let file_bytes = match layout {
+            IndexLayout::Packed => {
+                return Err(bad("the packed layout is the one the build writes".into()))
+            }
+            IndexLayout::AllInStorage => {
+                let codes = self
+                    .codes()
+                    .ok_or_else(|| bad("no PQ codes in memory".into()))?;
+                let c = codes.m();
+                let ais = PackedMeta {
+                    neighbor_code_bytes: c,
+                    ..meta
+                };
+                let mut w = PackedWriter::create(&out_path, ais)?;
+                w.set_medoid_code(codes.code(meta.medoid as usize))?;
+                let mut buf = Vec::new();
+                let bar = ctl.bar("writing all-in-storage", meta.n);
+                let t_w = Instant::now();
+                self.scan_records(ctl, |_, view| {
+                    buf.clear();
+                    for nb in view.neighbors() {
+                        buf.extend_from_slice(codes.code(nb as usize));
+                    }
+                    let ids: Vec<u32> = view.neighbors().collect();
+                    push_raw(&mut w, &meta, view, &ids, &buf)?;
+                    bar.inc(1);
+                    Ok(())
+                })?;
+                let bytes = w.finish()?;
+                bar.finish_and_clear();
+                report.write_secs = t_w.elapsed().as_secs_f64();
+                bytes
+            }
+            IndexLayout::Shuffled => {
+                let per = src.geometry().per_page;
+                if per < 2 {
+                    return Err(bad(format!(
+                        "PageShuffle needs several records per page; this index has {per}"
+                    )));
+                }
+                let t_r = Instant::now();
+                let mut offsets = Vec::with_capacity(meta.n as usize + 1);
+                offsets.push(0u64);
+                let mut targets = Vec::new();
+                let bar = ctl.bar("reading the graph", meta.n);
+                self.scan_records(ctl, |_, view| {
+                    targets.extend(view.neighbors());
+                    offsets.push(targets.len() as u64);
+                    bar.inc(1);
+                    Ok(())
+                })?;
+                bar.finish_and_clear();
+                let graph = Csr { offsets, targets };
+                report.read_secs = t_r.elapsed().as_secs_f64();
+                report.graph_bytes = 2 * graph.heap_bytes() as u64;
+                let t_s = Instant::now();
+                let bar = ctl.bar("shuffling pages", meta.n * (2 + params.rounds as u64));
+                let (page_of, rep) = shuffle::shuffle(&graph, per, params.rounds, || bar.inc(1));
+                bar.finish_and_clear();
+                ctl.check().map_err(|c| bad(c.to_string()))?;
+                report.shuffle_secs = t_s.elapsed().as_secs_f64();
+                report.shuffle = Some(rep);
+                drop(graph);
+                let order = shuffle::order_table(&page_of, per);
+                drop(page_of);
+                let t_w = Instant::now();
+                let bytes = self.write_permuted(&out_path, order, ctl)?;
+                report.write_secs = t_w.elapsed().as_secs_f64();
+                bytes
+            }
+        };
+        report.file_bytes = file_bytes;
+        report.records_per_page = packed::PackedGeometry::of(&PackedMeta {
+            neighbor_code_bytes: if layout == IndexLayout::AllInStorage {
+                meta.pq_bytes
+            } else {
+                0
+            },
+            ..meta
+        })
+        .map_or(0, |g| g.per_page);
+        report.total_secs = t0.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// Writes the records in the slot order `order`, fetching each from the source file (its
+    /// pages were checked by the scan that read the graph; they are checked again here).
+    fn write_permuted(
+        &self,
+        path: &std::path::Path,
+        order: Vec<u32>,
+        ctl: &Control,
+    ) -> Result<u64, IndexBuildError> {
+        let src = self.packed();
+        let meta = *src.meta();
+        let geo = *src.geometry();
+        let file = File::open(src.path()).map_err(|e| FileError::new(src.path(), e.into()))?;
+        // SAFETY: the file is only read; the index directory is not written by anyone else
+        // during the conversion (a concurrent writer would be caught by the page checksums).
+        let map = unsafe { memmap2::Mmap::map(&file) }
+            .map_err(|e| FileError::new(src.path(), e.into()))?;
+        let nodes: Vec<u32> = order
+            .iter()
+            .copied()
+            .filter(|&id| id != packed::EMPTY_SLOT)
+            .collect();
+        let mut w = PackedWriter::create_permuted(path, meta, order)?;
+        let bar = ctl.bar("writing shuffled pages", meta.n);
+        let mut checked = crate::graph::queue::VisitedSet::new(geo.data_pages as usize + 1);
+        let mut ids = Vec::with_capacity(meta.r);
+        for (k, &id) in nodes.iter().enumerate() {
+            let (page, _) = src.locate(id);
+            let at = page as usize * PAGE_BYTES;
+            let bytes = map
+                .get(at..at + geo.read_pages() * PAGE_BYTES)
+                .ok_or_else(|| corrupt(self, page, "the file is shorter than its header says"))?;
+            if checked.insert(page as u32) {
+                src.check_pages(page, bytes)
+                    .map_err(|p| corrupt(self, p, "checksum mismatch"))?;
+            }
+            let view = src.record(id, bytes).map_err(|d| corrupt(self, page, &d))?;
+            ids.clear();
+            ids.extend(view.neighbors());
+            push_raw(&mut w, &meta, view, &ids, &[])?;
+            if k % 4096 == 0 {
+                ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
+                bar.set_position(k as u64);
+            }
+        }
+        let bytes = w.finish()?;
+        bar.finish_and_clear();
+        Ok(bytes)
+    }
+
+    /// Calls `f(id, record)` for every node in id order, reading the page-packed file
+    /// sequentially and checking every page's checksum.
+    fn scan_records(
+        &self,
+        ctl: &Control,
+        mut f: impl FnMut(u32, RecordView<'_>) -> Result<(), IndexBuildError>,
+    ) -> Result<(), IndexBuildError> {
+        let src = self.packed();
+        let geo = *src.geometry();
+        let mut file = File::open(src.path()).map_err(|e| FileError::new(src.path(), e.into()))?;
+        file.seek(SeekFrom::Start(PAGE_BYTES as u64))
+            .map_err(|e| FileError::new(src.path(), e.into()))?;
+        let step = geo.read_pages().max(1);
+        let chunk_pages = (256 / step).max(1) * step;
+        let mut buf = vec![0u8; chunk_pages * PAGE_BYTES];
+        let mut page = 1u64;
+        let mut ids = Vec::new();
+        while page <= geo.data_pages {
+            ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
+            let count = (geo.data_pages + 1 - page).min(chunk_pages as u64) as usize;
+            let chunk = &mut buf[..count * PAGE_BYTES];
+            file.read_exact(chunk)
+                .map_err(|e| FileError::new(src.path(), e.into()))?;
+            src.check_pages(page, chunk)
+                .map_err(|p| corrupt(self, p, "checksum mismatch"))?;
+            for k in 0..count as u64 {
+                ids.clear();
+                src.ids_on_page(page + k, &mut ids);
+                let at = k as usize * PAGE_BYTES;
+                for &id in &ids {
+                    let view = src
+                        .record(id, &chunk[at..])
+                        .map_err(|d| corrupt(self, page + k, &d))?;
+                    f(id, view)?;
+                }
+            }
+            page += count as u64;
+        }
+        Ok(())
+    }
+}
+
+fn corrupt(ix: &DiskIndex, page: u64, detail: &str) -> IndexBuildError {
+    IndexBuildError::Search(SearchError::Corrupt {
+        path: ix.packed().path().to_path_buf(),
+        page,
+        detail: detail.into(),
+    })
+}
+
+/// Pushes a record given as raw vector bytes (the source file's element type).
+fn push_raw(
+    w: &mut PackedWriter,
+    meta: &PackedMeta,
+    view: RecordView<'_>,
+    ids: &[u32],
+    codes: &[u8],
+) -> Result<(), IndexBuildError> {
+    use crate::kernels::DType;
+    let raw = view.vector_bytes();
+    let r = match meta.dtype {
+        DType::F32 => {
+            let v: Vec<f32> = raw
+                .chunks_exact(4)
+                .map(bytemuck::pod_read_unaligned::<f32>)
+                .collect();
+            w.push_with_codes(&v, ids, codes)
+        }
+        DType::U8 => w.push_with_codes(raw, ids, codes),
+        DType::I8 => w.push_with_codes::<i8>(bytemuck::cast_slice(raw), ids, codes),
+    };
+    Ok(r?)
+}

@@ -1,0 +1,329 @@
+//! OctopusANN's design space on one index: every search-time switch (DynamicWidth,
+//! PageSearch, MemGraph) turned on and off without rebuilding, checked against the baseline.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::{build, data, open, params, truth};
+use trawl::graph::recall_at_k;
+use trawl::index::{build_index, BatchOutput, DiskIndex};
+use trawl::progress::Control;
+use trawl::search::entry::{EntryParams, EntrySampling};
+use trawl::search::{PipeParams, SearchError, SearchParams, Strategy, WidthSchedule};
+use trawl::Metric;
+
+fn beam(l: usize, w: usize) -> SearchParams {
+    SearchParams {
+        k: 10,
+        l,
+        beam_width: w,
+        ..SearchParams::default()
+    }
+}
+
+fn no_repeats(out: &BatchOutput, k: usize) {
+    for (q, row) in out.ids.chunks(k).enumerate() {
+        let set: HashSet<u32> = row.iter().copied().collect();
+        assert_eq!(set.len(), row.len(), "query {q}: repeated ids {row:?}");
+    }
+}
+
+#[test]
+fn dynamic_width_follows_its_schedule_and_a_constant_one_is_fixed_width() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(8_000, 100, 32, 3);
+    build(&base, dir.path(), Metric::L2, 16);
+    let ix = open(dir.path());
+    let fixed = ix.search_batch(&q, &beam(40, 8), 1).unwrap();
+    // A schedule that is 8 everywhere is the fixed width 8: same results, same reads.
+    let constant = SearchParams {
+        dynamic_width: Some("8".parse().unwrap()),
+        ..beam(40, 8)
+    };
+    let c = ix.search_batch(&q, &constant, 1).unwrap();
+    assert_eq!(c.ids, fixed.ids);
+    assert_eq!(c.total().pages_read, fixed.total().pages_read);
+    assert_eq!(c.total().hops, fixed.total().hops);
+    // Width 1 everywhere (capped by W = 8): one read per round trip.
+    let one = SearchParams {
+        dynamic_width: Some("1".parse().unwrap()),
+        ..beam(40, 8)
+    };
+    let t = ix.search_batch(&q, &one, 1).unwrap().total();
+    assert_eq!(t.io_requests, t.hops, "one read per round");
+    // The default schedule (4 → 32) under W = 32 starts narrower than W = 32 and ends wider
+    // than 4: fewer round trips than W = 4 and fewer reads than W = 32.
+    let dw = SearchParams {
+        dynamic_width: Some(WidthSchedule::default()),
+        ..beam(40, 32)
+    };
+    let d = ix.search_batch(&q, &dw, 1).unwrap();
+    let w4 = ix.search_batch(&q, &beam(40, 4), 1).unwrap().total();
+    let w32 = ix.search_batch(&q, &beam(40, 32), 1).unwrap().total();
+    assert!(
+        d.total().hops < w4.hops,
+        "{} vs {}",
+        d.total().hops,
+        w4.hops
+    );
+    assert!(
+        d.total().pages_read < w32.pages_read,
+        "{} vs {}",
+        d.total().pages_read,
+        w32.pages_read
+    );
+    let gt = truth(&base, &q, Metric::L2);
+    let r4 = recall_at_k(&ix.search_batch(&q, &beam(40, 4), 1).unwrap().ids, 10, &gt).unwrap();
+    let rd = recall_at_k(&d.ids, 10, &gt).unwrap();
+    assert!(rd >= r4 - 0.02, "dynamic width recall {rd} vs W = 4 {r4}");
+}
+
+#[test]
+fn page_search_scores_whole_pages_and_expands_from_them_without_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    // 32-d f32 with R = 32: 260-byte records, 15 per page.
+    let (base, q) = data::<f32>(12_000, 200, 32, 8);
+    build(&base, dir.path(), Metric::L2, 16);
+    let ix = open(dir.path());
+    let per_page = ix.packed().geometry().per_page as u64;
+    assert!(per_page > 1);
+    let gt = truth(&base, &q, Metric::L2);
+    for l in [20, 40] {
+        let b = ix.search_batch(&q, &beam(l, 4), 1).unwrap();
+        let ps = SearchParams {
+            page_search: true,
+            ..beam(l, 4)
+        };
+        let p = ix.search_batch(&q, &ps, 1).unwrap();
+        no_repeats(&p, 10);
+        let (tb, tp) = (b.total(), p.total());
+        // Every record of every page read is scored once.
+        assert!(tp.exact_distances > tp.nodes_expanded);
+        assert!(tp.exact_distances <= tp.records_read);
+        assert!(
+            tp.page_hits > 0,
+            "L = {l}: nothing expanded from a kept page"
+        );
+        assert_eq!(tb.page_hits, 0);
+        // Records read: every page read brings `per_page` records (the last page fewer).
+        assert!(tp.records_read <= tp.pages_read * per_page);
+        assert!(tp.records_read > tp.pages_read * (per_page - 1));
+        assert!(
+            tp.io_utilisation() > tb.io_utilisation(),
+            "L = {l}: U_io {} vs {}",
+            tp.io_utilisation(),
+            tb.io_utilisation()
+        );
+        let rb = recall_at_k(&b.ids, 10, &gt).unwrap();
+        let rp = recall_at_k(&p.ids, 10, &gt).unwrap();
+        assert!(rp >= rb - 0.01, "L = {l}: page search recall {rp} vs {rb}");
+    }
+    // PageSearch and DynamicWidth are beam-search switches.
+    let piped = SearchParams {
+        page_search: true,
+        strategy: Strategy::Pipe(PipeParams::default()),
+        ..beam(20, 4)
+    };
+    assert!(matches!(
+        ix.search_batch(&q, &piped, 1),
+        Err(SearchError::Unsupported(_))
+    ));
+}
+
+#[test]
+fn page_search_changes_nothing_when_a_page_holds_one_record() {
+    let dir = tempfile::tempdir().unwrap();
+    // 900-d f32 with R = 32: 3732-byte records, one per page.
+    let (base, q) = data::<f32>(1_500, 30, 900, 2);
+    build(&base, dir.path(), Metric::L2, 32);
+    let ix = open(dir.path());
+    assert_eq!(ix.packed().geometry().per_page, 1);
+    let b = ix.search_batch(&q, &beam(30, 4), 1).unwrap();
+    let p = ix
+        .search_batch(
+            &q,
+            &SearchParams {
+                page_search: true,
+                ..beam(30, 4)
+            },
+            1,
+        )
+        .unwrap();
+    assert_eq!(p.ids, b.ids);
+    assert_eq!(p.total().pages_read, b.total().pages_read);
+    assert_eq!(p.total().page_hits, 0);
+}
+
+#[test]
+fn memgraph_by_visit_frequency_is_built_with_the_index_or_rebuilt_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(10_000, 100, 32, 11);
+    let mut p = params(Metric::L2, 16);
+    p.entry = Some(EntryParams {
+        sampling: EntrySampling::Frequency,
+        ratio: 0.01,
+        ..EntryParams::memgraph()
+    });
+    let report = build_index(&base, dir.path(), &p, &Control::silent()).unwrap();
+    assert_eq!(report.entry_nodes, 100);
+    let mut ix = open(dir.path());
+    let e = ix.entry().expect("an entry index");
+    assert_eq!(e.len(), 100);
+    assert!(
+        e.ids().contains(&ix.medoid()),
+        "the medoid is read by every search, so it is among the most visited"
+    );
+    let gt = truth(&base, &q, Metric::L2);
+    let plain = recall_at_k(&ix.search_batch(&q, &beam(20, 4), 1).unwrap().ids, 10, &gt).unwrap();
+    let seeded = SearchParams {
+        entry_list: 10,
+        ..beam(20, 4)
+    };
+    let s = ix.search_batch(&q, &seeded, 1).unwrap();
+    assert!(recall_at_k(&s.ids, 10, &gt).unwrap() >= plain - 0.02);
+    // Rebuilt uniformly at 0.5% on the same graph: the index now searches with the new one,
+    // and so does a fresh open.
+    let uniform = EntryParams {
+        ratio: 0.005,
+        ..EntryParams::memgraph()
+    };
+    let r = ix.rebuild_entry(&uniform, 2, &Control::silent()).unwrap();
+    assert_eq!(r.nodes, 50);
+    assert_eq!(ix.entry().unwrap().len(), 50);
+    assert_eq!(
+        DiskIndex::open(dir.path(), Default::default())
+            .unwrap()
+            .entry()
+            .unwrap()
+            .len(),
+        50
+    );
+    ix.search_batch(&q, &seeded, 1).unwrap();
+}
+
+#[test]
+fn shuffled_and_all_in_storage_layouts_search_the_same_graph() {
+    use trawl::index::{IndexLayout, OpenOptions, ShuffleParams};
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(12_000, 100, 32, 4);
+    build(&base, dir.path(), Metric::L2, 16);
+    let ix = open(dir.path());
+    let ctl = Control::silent();
+    let sp = ShuffleParams::default();
+    let shuf = ix.write_layout(IndexLayout::Shuffled, &sp, &ctl).unwrap();
+    let s = shuf.shuffle.as_ref().unwrap();
+    assert!(
+        s.or_final > s.or_identity + 0.05,
+        "PageShuffle raised OR(G) only from {} to {}",
+        s.or_identity,
+        s.or_final
+    );
+    assert_eq!(
+        shuf.file_bytes,
+        std::fs::metadata(dir.path().join("packed-shuffled.trawl"))
+            .unwrap()
+            .len()
+    );
+    let ais = ix
+        .write_layout(IndexLayout::AllInStorage, &sp, &ctl)
+        .unwrap();
+    assert!(ais.file_bytes > ix.packed().file_bytes());
+    assert!(ix.write_layout(IndexLayout::Packed, &sp, &ctl).is_err());
+    let with = |layout| {
+        DiskIndex::open(
+            dir.path(),
+            OpenOptions {
+                layout,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let (sx, ax) = (with(IndexLayout::Shuffled), with(IndexLayout::AllInStorage));
+    assert!(sx.packed().is_permuted());
+    assert_eq!(ax.memory().pq_codes_bytes, 0, "no codes in memory");
+    assert_eq!(ix.memory().pq_codes_bytes, 12_000 * 16);
+    assert!(
+        ax.memory().total() + ix.memory().pq_codes_bytes / 2 < ix.memory().total(),
+        "{:?} vs {:?}",
+        ax.memory(),
+        ix.memory()
+    );
+    for l in [20, 60] {
+        let want = ix.search_batch(&q, &beam(l, 4), 1).unwrap();
+        for (name, other) in [("shuffled", &sx), ("all-in-storage", &ax)] {
+            let got = other.search_batch(&q, &beam(l, 4), 1).unwrap();
+            assert_eq!(got.ids, want.ids, "{name}, L = {l}: ids");
+            assert_eq!(got.dists, want.dists, "{name}, L = {l}: distances");
+            assert_eq!(
+                got.total().nodes_expanded,
+                want.total().nodes_expanded,
+                "{name}, L = {l}"
+            );
+        }
+        // PageShuffle + PageSearch: more of each page read is used than without the shuffle.
+        let ps = SearchParams {
+            page_search: true,
+            ..beam(l, 4)
+        };
+        let (pp, sp) = (
+            ix.search_batch(&q, &ps, 1).unwrap().total(),
+            sx.search_batch(&q, &ps, 1).unwrap().total(),
+        );
+        assert!(
+            sp.io_utilisation() > pp.io_utilisation(),
+            "L = {l}: U_io shuffled {} vs packed {}",
+            sp.io_utilisation(),
+            pp.io_utilisation()
+        );
+        assert!(sp.page_hits > pp.page_hits, "L = {l}");
+    }
+    // The entry index needs codes in memory: refused on All-in-Storage, fine on the shuffle.
+    let seeded = SearchParams {
+        entry_list: 10,
+        ..beam(20, 4)
+    };
+    assert!(matches!(
+        ax.search_batch(&q, &seeded, 1),
+        Err(SearchError::Unsupported(_))
+    ));
+    sx.search_batch(&q, &seeded, 1).unwrap();
+    // A layout that was not written is a clear error; a damaged order table is refused.
+    let other = tempfile::tempdir().unwrap();
+    build(&base, other.path(), Metric::L2, 16);
+    let missing = DiskIndex::open(
+        other.path(),
+        OpenOptions {
+            layout: IndexLayout::Shuffled,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(missing.to_string().contains("trawl layout"), "{missing}");
+    drop(sx);
+    let path = dir.path().join("packed-shuffled.trawl");
+    let good = std::fs::read(&path).unwrap();
+    let mut bad = good.clone();
+    let at = bad.len() - 4096 + 17; // inside the order table
+    bad[at] ^= 0x40;
+    std::fs::write(&path, &bad).unwrap();
+    let err = DiskIndex::open(
+        dir.path(),
+        OpenOptions {
+            layout: IndexLayout::Shuffled,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("order table"), "{err}");
+    std::fs::write(&path, &good[..good.len() - 4096]).unwrap();
+    assert!(DiskIndex::open(
+        dir.path(),
+        OpenOptions {
+            layout: IndexLayout::Shuffled,
+            ..OpenOptions::default()
+        },
+    )
+    .is_err());
+}
