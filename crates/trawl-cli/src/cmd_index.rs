@@ -766,7 +766,7 @@ pub struct LayoutArgs {
     /// neighbours' PQ codes, so no PQ codes stay in memory.
     #[arg(long)]
     pub ais: bool,
-    /// PageShuffle restreaming rounds after the neighbour packing.
+    /// Most PageShuffle refinement rounds after the neighbour packing.
     #[arg(long, default_value_t = ShuffleParams::default().rounds)]
     pub rounds: usize,
     /// Write the reports as JSON here (a list, one per layout).
@@ -812,7 +812,7 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
                 s.or_identity,
                 s.or_packed,
                 s.or_final,
-                s.or_rounds.iter().filter(|&&o| o <= s.or_final).count(),
+                s.rounds_kept,
                 human_bytes(r.graph_bytes)
             );
         }

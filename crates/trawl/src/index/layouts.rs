@@ -73,7 +73,8 @@ impl std::str::FromStr for IndexLayout {
 /// Parameters of PageShuffle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShuffleParams {
-    /// Restreaming rounds after the neighbour packing (each kept only if it raises `OR(G)`).
+    /// Most refinement rounds after the neighbour packing (each kept only if it raises
+    /// `OR(G)`; they stop early once a round gains little).
     pub rounds: usize,
 }
 
@@ -190,6 +191,7 @@ impl DiskIndex {
                     Ok(())
                 })?;
                 bar.finish_and_clear();
+                targets.shrink_to_fit();
                 let graph = Csr { offsets, targets };
                 report.read_secs = t_r.elapsed().as_secs_f64();
                 report.graph_bytes = 2 * graph.heap_bytes() as u64;
@@ -223,8 +225,8 @@ impl DiskIndex {
         Ok(report)
     }
 
-    /// Writes the records in the slot order `order`, fetching each from the source file (its
-    /// pages were checked by the scan that read the graph; they are checked again here).
+    /// Writes the records in the slot order `order`, fetching each from the source file (every
+    /// page read is checked against its checksum).
     fn write_permuted(
         &self,
         path: &std::path::Path,
@@ -234,11 +236,9 @@ impl DiskIndex {
         let src = self.packed();
         let meta = *src.meta();
         let geo = *src.geometry();
+        // Records are fetched one page at a time with positional reads (no mapping: the
+        // conversion's memory stays the order table plus one page).
         let file = File::open(src.path()).map_err(|e| FileError::new(src.path(), e.into()))?;
-        // SAFETY: the file is only read; the index directory is not written by anyone else
-        // during the conversion (a concurrent writer would be caught by the page checksums).
-        let map = unsafe { memmap2::Mmap::map(&file) }
-            .map_err(|e| FileError::new(src.path(), e.into()))?;
         let nodes: Vec<u32> = order
             .iter()
             .copied()
@@ -246,19 +246,15 @@ impl DiskIndex {
             .collect();
         let mut w = PackedWriter::create_permuted(path, meta, order)?;
         let bar = ctl.bar("writing shuffled pages", meta.n);
-        let mut checked = crate::graph::queue::VisitedSet::new(geo.data_pages as usize + 1);
+        let mut buf = vec![0u8; geo.read_pages() * PAGE_BYTES];
         let mut ids = Vec::with_capacity(meta.r);
         for (k, &id) in nodes.iter().enumerate() {
             let (page, _) = src.locate(id);
-            let at = page as usize * PAGE_BYTES;
-            let bytes = map
-                .get(at..at + geo.read_pages() * PAGE_BYTES)
-                .ok_or_else(|| corrupt(self, page, "the file is shorter than its header says"))?;
-            if checked.insert(page as u32) {
-                src.check_pages(page, bytes)
-                    .map_err(|p| corrupt(self, p, "checksum mismatch"))?;
-            }
-            let view = src.record(id, bytes).map_err(|d| corrupt(self, page, &d))?;
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, page * PAGE_BYTES as u64)
+                .map_err(|e| FileError::new(src.path(), e.into()))?;
+            src.check_pages(page, &buf)
+                .map_err(|p| corrupt(self, p, "checksum mismatch"))?;
+            let view = src.record(id, &buf).map_err(|d| corrupt(self, page, &d))?;
             ids.clear();
             ids.extend(view.neighbors());
             push_raw(&mut w, &meta, view, &ids, &[])?;

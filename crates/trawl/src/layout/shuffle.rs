@@ -10,11 +10,17 @@
 //!    page is filled breadth-first from it with unplaced neighbours, then, if the
 //!    neighbourhood runs out, with the next unplaced nodes in id order. Every page but the last
 //!    is full, so the file has exactly `⌈n / n_p⌉` pages, as in identity order.
-//! 2. **Restreaming** (linear deterministic greedy, LDG): rounds in which every node, in the
-//!    page order of the last round, is placed again on the page that holds most of its
-//!    neighbours (their placement from this round if already placed, else the last), weighted
-//!    by the room left, `count × (1 − load / n_p)`; with no neighbour page open, on the least
-//!    loaded open page. A round is kept only if it raises `OR(G)`.
+//! 2. **Refinement rounds**: every node, in page order, moves to the page holding most of its
+//!    neighbours when that page beats its own — into a free slot, or by swapping with the
+//!    member of that page for which the exchange gains most — if the exchange raises the
+//!    number of neighbour pairs that share a page. A round is kept only if it raises `OR(G)`;
+//!    the rounds stop at the first that does not.
+//!
+//! A restreaming LDG round (every node placed again from scratch on the page with most
+//! neighbours weighted by the room left, `count × (1 − load / n_p)`) was tried first: with
+//! every page full it must push the last nodes of a round onto whatever page has room, and on
+//! GloVe-400K (8 records per page) one round lowered `OR(G)` from 0.264 after packing to 0.242.
+//! Swaps keep every page full and only make moves that gain.
 
 /// A graph in compressed rows: the neighbours of `u` are `targets[offsets[u]..offsets[u+1]]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -112,14 +118,16 @@ pub struct ShuffleReport {
     pub or_identity: f64,
     /// `OR(G)` after neighbour packing.
     pub or_packed: f64,
-    /// `OR(G)` after each restreaming round (kept or not).
+    /// `OR(G)` after each refinement round (kept or not).
     pub or_rounds: Vec<f64>,
     /// `OR(G)` of the placement returned.
     pub or_final: f64,
+    /// Refinement rounds kept (each raised `OR(G)`).
+    pub rounds_kept: usize,
 }
 
 /// Places the nodes of `graph` on `⌈n / per_page⌉` pages of `per_page` records, raising the
-/// overlap ratio; returns the page of every node and the report. `rounds` restreaming rounds
+/// overlap ratio; returns the page of every node and the report. Up to `rounds` refinement rounds
 /// follow the neighbour packing (0 = packing only). `tick` is called once per node per phase
 /// (for progress).
 pub fn shuffle(
@@ -144,12 +152,17 @@ pub fn shuffle(
     report.or_packed = overlap_ratio(graph, &page_of, per_page);
     let mut best = report.or_packed;
     for _ in 0..rounds {
-        let next = restream(graph, &rev, &page_of, pages, per_page, &mut tick);
+        let next = refine(graph, &rev, &page_of, pages, per_page, &mut tick);
         let or = overlap_ratio(graph, &next, per_page);
         report.or_rounds.push(or);
         if or > best {
+            let gained = or - best;
             best = or;
             page_of = next;
+            report.rounds_kept += 1;
+            if gained < MIN_ROUND_GAIN {
+                break;
+            }
         } else {
             break;
         }
@@ -159,6 +172,10 @@ pub fn shuffle(
 }
 
 const UNPLACED: u32 = u32::MAX;
+
+/// A refinement round that raises `OR(G)` by less than this ends the rounds (on GloVe-400K the
+/// rounds gained 0.089, 0.021, 0.007, 0.002, 0.0009, 0.0003, … ).
+const MIN_ROUND_GAIN: f64 = 5e-4;
 
 /// Phase 1: breadth-first neighbour packing.
 fn pack(graph: &Csr, rev: &Csr, per_page: usize, tick: &mut impl FnMut()) -> Vec<u32> {
@@ -207,8 +224,13 @@ fn pack(graph: &Csr, rev: &Csr, per_page: usize, tick: &mut impl FnMut()) -> Vec
     page_of
 }
 
-/// Phase 2: one restreaming LDG round from the placement `prev`.
-fn restream(
+/// Phase 2: one refinement round from the placement `prev`. Every node, in page order, looks
+/// for the page holding most of its neighbours; if that page beats its own, the node moves
+/// there — into a free slot, or by swapping with the member of that page whose own neighbours
+/// gain most (or lose least) from the exchange — when the exchange raises the number of
+/// neighbour pairs sharing a page. Pages never exceed `per_page`, and their number does not
+/// change.
+fn refine(
     graph: &Csr,
     rev: &Csr,
     prev: &[u32],
@@ -217,54 +239,87 @@ fn restream(
     tick: &mut impl FnMut(),
 ) -> Vec<u32> {
     let n = graph.n();
-    // Stream in the page order of the last placement.
+    let mut page_of = prev.to_vec();
+    // Members of every page (EMPTY for a free slot).
+    let mut members = vec![UNPLACED; pages * per_page];
+    let mut fill = vec![0usize; pages];
+    for (u, &p) in page_of.iter().enumerate() {
+        let p = p as usize;
+        members[p * per_page + fill[p]] = u as u32;
+        fill[p] += 1;
+    }
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.sort_by_key(|&u| prev[u as usize]);
-    let mut page_of = vec![UNPLACED; n];
-    let mut load = vec![0u32; pages];
-    // Open pages, least loaded first when no neighbour's page has room (lazy removal).
-    let mut open: Vec<u32> = (0..pages as u32).rev().collect();
-    let mut cand: Vec<(u32, u32)> = Vec::with_capacity(128);
-    let cap = per_page as u32;
+    let mut cand: Vec<(u32, i64)> = Vec::with_capacity(128);
+    // Neighbours of `x` on page `p`.
+    let on_page = |page_of: &[u32], x: u32, p: u32| -> i64 {
+        graph
+            .row(x as usize)
+            .iter()
+            .chain(rev.row(x as usize))
+            .filter(|&&y| y != x && page_of[y as usize] == p)
+            .count() as i64
+    };
     for &u in &order {
+        tick();
+        let cu = page_of[u as usize];
         cand.clear();
+        let mut own = 0i64;
         for &v in graph.row(u as usize).iter().chain(rev.row(u as usize)) {
             if v == u {
                 continue;
             }
-            let p = match page_of[v as usize] {
-                UNPLACED => prev[v as usize],
-                p => p,
-            };
+            let p = page_of[v as usize];
+            if p == cu {
+                own += 1;
+                continue;
+            }
             match cand.iter_mut().find(|c| c.0 == p) {
                 Some(c) => c.1 += 1,
                 None => cand.push((p, 1)),
             }
         }
-        let mut best: Option<(f64, u32)> = None;
-        for &(p, count) in &cand {
-            let l = load[p as usize];
-            if l >= cap {
-                continue;
-            }
-            let score = f64::from(count) * (1.0 - f64::from(l) / f64::from(cap));
-            if best.is_none_or(|(s, bp)| score > s || (score == s && p < bp)) {
-                best = Some((score, p));
+        let Some(&(target, there)) = cand.iter().max_by_key(|c| (c.1, std::cmp::Reverse(c.0)))
+        else {
+            continue;
+        };
+        if there <= own {
+            continue;
+        }
+        let slots = target as usize * per_page..(target as usize + 1) * per_page;
+        // A free slot on the target page: move.
+        if let Some(k) = slots.clone().find(|&k| members[k] == UNPLACED) {
+            let from = (cu as usize * per_page..(cu as usize + 1) * per_page)
+                .find(|&k| members[k] == u)
+                .expect("u is on its page");
+            members[from] = UNPLACED;
+            members[k] = u;
+            page_of[u as usize] = target;
+            continue;
+        }
+        // Otherwise the best swap partner.
+        let mut best: Option<(i64, usize)> = None;
+        for k in slots {
+            let v = members[k];
+            let adjacent = graph.row(u as usize).contains(&v) as i64
+                + graph.row(v as usize).contains(&u) as i64;
+            let gain_v = on_page(&page_of, v, cu) - on_page(&page_of, v, target);
+            // u's pairs on the target include v, which leaves; v's on u's page include u.
+            let gain = (there - own) + gain_v - 2 * adjacent;
+            if gain > 0 && best.is_none_or(|(g, _)| gain > g) {
+                best = Some((gain, k));
             }
         }
-        let p = match best {
-            Some((_, p)) => p,
-            None => loop {
-                let p = *open.last().expect("pages × per_page ≥ n");
-                if load[p as usize] < cap {
-                    break p;
-                }
-                open.pop();
-            },
-        };
-        page_of[u as usize] = p;
-        load[p as usize] += 1;
-        tick();
+        if let Some((_, k)) = best {
+            let v = members[k];
+            let from = (cu as usize * per_page..(cu as usize + 1) * per_page)
+                .find(|&j| members[j] == u)
+                .expect("u is on its page");
+            members[from] = v;
+            members[k] = u;
+            page_of[u as usize] = target;
+            page_of[v as usize] = cu;
+        }
     }
     page_of
 }
