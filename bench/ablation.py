@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""OctopusANN's design-space ablation on one dataset, in one run: `trawl bench --ablation`
+repeated with the configurations in alternating order, medians per configuration and list
+size, the acceptance figures, and the paper's figures.
+
+The index (R = 64, L = 100, 48 PQ bytes) is built once per dataset with OctopusANN's MemGraph
+(a 0.1% sample graph, R = 48, L = 128) as its entry index; `trawl bench --ablation` writes
+the PageShuffle and All-in-Storage layouts of the same graph beside it on first use.
+
+Configurations (see `trawl bench --help`, --ablation): Baseline (beam search, W = 8 as in the
+paper), Cache (0.1% of the nodes by visit frequency), MemGraph (entry list 10), PageShuffle,
+PageSearch, DynamicWidth (4,4,8,8,16,16,24,24,32 per 5 explored positions, cap 32), Pipeline
+(PipeSearch at fixed width 8), C1 = PS+PSe, C2 = Pipe+DW (PipeSearch's dynamic width 4..32),
+C3 = MemG+PS+PSe, C4 = MemG+Pipe+DW, C5 = MemG+PS+PSe+DW (OctopusANN), AllInStorage.
+
+Usage:
+  python3 bench/ablation.py glove-400k --repeat 2
+  python3 bench/ablation.py gen-1m --repeat 2
+  python3 bench/ablation.py glove-400k --report-only
+
+Writes bench/out/ablation-<dataset>/{rep*/, ablation.json (medians), ablation.md, *.png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import datasets  # noqa: E402
+from common import OUT_DIR, log, machine_info, trawl_bin, warm_page_cache, write_json  # noqa: E402
+from vs_diskann_disk import subset  # noqa: E402
+
+LS = "10,15,20,25,30,40,50,60,80"
+ORDER = ["Baseline", "Cache", "MemGraph", "PageShuffle", "PageSearch", "DynamicWidth",
+         "Pipeline", "C1", "C2", "C3", "C4", "C5", "AllInStorage"]
+NUM = ("recall", "qps", "pages_per_query", "ios_per_query", "hops_per_query",
+       "records_read_per_query", "page_hits_per_query", "io_utilisation",
+       "cache_hits_per_query", "io_wait_us_per_query", "compute_us_per_query")
+
+
+def index_dir(ds: datasets.Dataset, args: argparse.Namespace) -> Path:
+    return Path(ds.base).parent / f"trawl-octopus-{ds.metric}-R{args.R}-L{args.L}-pq{args.pq_bytes}"
+
+
+def build(ds: datasets.Dataset, args: argparse.Namespace) -> Path:
+    idx = index_dir(ds, args)
+    if (idx / "packed.trawl").exists() and (idx / "entry.trawl").exists() and not args.rebuild:
+        log(f"reusing {idx}")
+        return idx
+    shutil.rmtree(idx, ignore_errors=True)
+    warm_page_cache(Path(ds.base))
+    cmd = [str(trawl_bin()), "build", ds.base, str(idx), "--metric", ds.metric, "-R",
+           str(args.R), "-L", str(args.L), "--pq-bytes", str(args.pq_bytes), "--threads",
+           str(args.threads), "--entry-ratio", "0.001", "--entry-degree", "48",
+           "--entry-build-list", "128", "--entry-sampling", args.sampling,
+           "--report", str(idx.parent / (idx.name + ".report.json")), "--quiet"]
+    log(" ".join(cmd))
+    subprocess.run(cmd, check=True)
+    return idx
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def median_runs(reps: list[dict]) -> dict:
+    """One ablation JSON whose rows are the medians over the repetitions."""
+    out = json.loads(json.dumps(reps[0]))
+    by_name = {r["name"]: r for r in out["runs"]}
+    for name, run in by_name.items():
+        rows_by_l: dict[int, list[dict]] = {}
+        for rep in reps:
+            for r in rep["runs"]:
+                if r["name"] == name:
+                    for row in r["rows"]:
+                        rows_by_l.setdefault(row["L"], []).append(row)
+        rows = []
+        for L, rs in sorted(rows_by_l.items()):
+            m = {"L": L, **{k: med(r.get(k) for r in rs) for k in NUM}}
+            m["latency_us"] = {"mean": med(r["latency_us"]["mean"] for r in rs),
+                               "p99": med(r["latency_us"]["p99"] for r in rs)}
+            rows.append(m)
+        run["rows"] = rows
+    out["repetitions"] = len(reps)
+    return out
+
+
+def at_recall(rows, key, target):
+    prev = None
+    for r in sorted(rows, key=lambda r: r["L"]):
+        if r["recall"] >= target:
+            if prev is None or r["recall"] <= prev["recall"]:
+                return r[key]
+            w = (target - prev["recall"]) / (r["recall"] - prev["recall"])
+            return prev[key] + w * (r[key] - prev[key])
+        prev = r
+    return None
+
+
+def fmt(v, f="{:.0f}"):
+    return "—" if v is None else f.format(v)
+
+
+def human(b):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if b < 1024 or unit == "GiB":
+            return f"{b:.1f} {unit}" if unit != "B" else f"{b} B"
+        b /= 1024
+
+
+def render(dataset: str, doc: dict, meta: dict) -> str:
+    runs = {r["name"]: r for r in doc["runs"]}
+    base = runs.get("Baseline")
+    lines = [f"# OctopusANN ablation: {dataset}", "",
+             f"{meta['n']} × {meta['dim']}, {meta['metric']}; {doc['queries']} queries, k = 10, "
+             f"{doc['threads']} threads, O_DIRECT; index R = {meta['R']}, L = {meta['L']}, "
+             f"{meta['pq_bytes']} PQ bytes, MemGraph 0.1% ({meta['sampling']}), R = 48, L = 128. "
+             f"Medians of {doc['repetitions']} repetitions, configurations in alternating order. "
+             f"{meta['when']}.", ""]
+    for target in (0.90, 0.95):
+        lines += [f"## recall@10 = {target:.2f}", "",
+                  "| config | L | QPS | × Baseline | mean µs | pages/q | × Baseline | I/Os/q | "
+                  "U_io | memory | disk | command |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        bq = at_recall(base["rows"], "qps", target) if base else None
+        bp = at_recall(base["rows"], "pages_per_query", target) if base else None
+        for name in ORDER:
+            if name not in runs:
+                continue
+            r = runs[name]
+            g = lambda k: at_recall(r["rows"], k, target)  # noqa: E731
+            q, p = g("qps"), g("pages_per_query")
+            lat = at_recall([{**x, "mean": x["latency_us"]["mean"]} for x in r["rows"]], "mean",
+                            target)
+            lines.append(
+                f"| {name} | {fmt(g('L'), '{:.1f}')} | {fmt(q)} | "
+                f"{fmt(q / bq if q and bq else None, '{:.2f}')} | {fmt(lat)} | "
+                f"{fmt(p, '{:.1f}')} | {fmt(p / bp if p and bp else None, '{:.2f}')} | "
+                f"{fmt(g('ios_per_query'), '{:.1f}')} | {fmt(g('io_utilisation'), '{:.3f}')} | "
+                f"{human(r['memory_bytes'])} | {human(r['disk_bytes'])} | `{r['command']}` |")
+        lines.append("")
+    c5 = runs.get("C5")
+    if c5 and base:
+        q = at_recall(c5["rows"], "qps", 0.90)
+        bq = at_recall(base["rows"], "qps", 0.90)
+        p = at_recall(c5["rows"], "pages_per_query", 0.90)
+        bp = at_recall(base["rows"], "pages_per_query", 0.90)
+        lines += ["## Acceptance (recall@10 = 0.90)", "",
+                  f"- C5 pages per query / Baseline: {fmt(p / bp if p and bp else None, '{:.3f}')} "
+                  "(target ≤ 0.6)",
+                  f"- C5 QPS / Baseline: {fmt(q / bq if q and bq else None, '{:.3f}')} "
+                  "(target ≥ 1.5)", ""]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dataset", choices=list(datasets.DATASETS))
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("-R", type=int, default=64)
+    ap.add_argument("-L", type=int, default=100)
+    ap.add_argument("--pq-bytes", type=int, default=48)
+    ap.add_argument("--threads", type=int, default=2, help="build and search threads")
+    ap.add_argument("-W", type=int, default=8, help="baseline beam width (the paper's 8)")
+    ap.add_argument("--sampling", default="uniform", choices=["uniform", "freq"])
+    ap.add_argument("--search-L", default=LS)
+    ap.add_argument("--nq", type=int, default=5000,
+                    help="queries: a seeded random sample (GloVe's query file is in word "
+                         "frequency order, its first queries far easier); 0 = all")
+    ap.add_argument("--configs", default=",".join(ORDER))
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args()
+    out = OUT_DIR / f"ablation-{args.dataset}"
+    out.mkdir(parents=True, exist_ok=True)
+    meta_path = out / "meta.json"
+    if not args.report_only:
+        ds = datasets.prepare(args.dataset)
+        idx = build(ds, args)
+        names = [c for c in args.configs.split(",") if c]
+        q, gt = Path(ds.query), Path(ds.gt)
+        if args.nq:
+            q, gt = subset(q, gt, args.nq, Path(ds.base).parent / "subsets")
+        meta = {"n": ds.n, "dim": ds.dim, "metric": ds.metric, "R": args.R, "L": args.L,
+                "pq_bytes": args.pq_bytes, "sampling": args.sampling, "index": str(idx),
+                "machine": machine_info(),
+                "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        write_json(meta_path, meta)
+        for rep in range(args.repeat):
+            order = names if rep % 2 == 0 else list(reversed(names))
+            rep_dir = out / f"rep{rep}"
+            log(f"repetition {rep + 1}/{args.repeat}: {','.join(order)}")
+            cmd = [str(trawl_bin()), "bench", str(idx), "--queries", str(q), "--gt", str(gt),
+                   "-k", "10", "-L", args.search_L, "--threads", str(args.threads),
+                   "-W", str(args.W), "--ablation",
+                   "--ablation-out", str(rep_dir), "--ablation-configs", ",".join(order),
+                   "--quiet"]
+            t0 = time.time()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            log(f"  {time.time() - t0:.0f} s")
+    meta = json.loads(meta_path.read_text())
+    reps = [json.loads(p.read_text()) for p in sorted(out.glob("rep*/ablation.json"))]
+    if not reps:
+        raise SystemExit(f"no runs under {out}")
+    doc = median_runs(reps)
+    write_json(out / "ablation.json", doc)
+    md = render(args.dataset, doc, meta)
+    (out / "ablation.md").write_text(md)
+    print(md)
+    plot_py = Path(__file__).resolve().parent / ".venv-plot" / "bin" / "python"
+    py = str(plot_py) if plot_py.exists() else sys.executable
+    subprocess.run([py, str(Path(__file__).resolve().parent / "plot_ablation.py"),
+                    str(out / "ablation.json"), "--title", args.dataset], check=False)
+    log(f"wrote {out}/ablation.{{md,json}} and figures")
+
+
+if __name__ == "__main__":
+    main()
