@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datasets  # noqa: E402
 from common import OUT_DIR, log, machine_info, trawl_bin, warm_page_cache, write_json  # noqa: E402
+from plot_ablation import at_recall  # noqa: E402
 from vs_diskann_disk import subset  # noqa: E402
 
 LS = "10,15,20,25,30,40,50,60,80"
@@ -91,18 +92,6 @@ def median_runs(reps: list[dict]) -> dict:
         run["rows"] = rows
     out["repetitions"] = len(reps)
     return out
-
-
-def at_recall(rows, key, target):
-    prev = None
-    for r in sorted(rows, key=lambda r: r["L"]):
-        if r["recall"] >= target:
-            if prev is None or r["recall"] <= prev["recall"]:
-                return r[key]
-            w = (target - prev["recall"]) / (r["recall"] - prev["recall"])
-            return prev[key] + w * (r[key] - prev[key])
-        prev = r
-    return None
 
 
 def fmt(v, f="{:.0f}"):

@@ -683,15 +683,15 @@ pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
 pub struct EntryArgs {
     /// Index directory.
     pub index_dir: PathBuf,
-    /// Share of the indexed vectors in the entry index, in (0, 1] (PipeANN: 0.01; OctopusANN's
-    /// MemGraph: 0.001).
-    #[arg(long, default_value_t = EntryParams::default().ratio)]
+    /// Share of the indexed vectors in the entry index, in (0, 1] (defaults: OctopusANN's
+    /// MemGraph, 0.001; PipeANN's entry index, which `trawl build` makes, is 0.01).
+    #[arg(long, default_value_t = EntryParams::memgraph().ratio)]
     pub ratio: f64,
-    /// Maximum degree of the sample graph (PipeANN: 32; MemGraph: 48).
-    #[arg(long, default_value_t = EntryParams::default().r)]
+    /// Maximum degree of the sample graph (MemGraph: 48; PipeANN: 32).
+    #[arg(long, default_value_t = EntryParams::memgraph().r)]
     pub degree: usize,
-    /// Build list size of the sample graph (PipeANN: 64; MemGraph: 128).
-    #[arg(long, default_value_t = EntryParams::default().l)]
+    /// Build list size of the sample graph (MemGraph: 128; PipeANN: 64).
+    #[arg(long, default_value_t = EntryParams::memgraph().l)]
     pub build_list: usize,
     /// uniform (seeded random sample) or freq (most read by sample searches).
     #[arg(long, default_value = "uniform", value_parser = |s: &str| s.parse::<EntrySampling>())]

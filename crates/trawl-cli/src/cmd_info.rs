@@ -89,18 +89,29 @@ fn packed_file(path: &Path, verify: bool, ctl: &trawl::progress::Control) -> Res
     let m = f.meta();
     let g = f.geometry();
     println!(
-        "kind:    trawl page-packed disk index (format version {})",
-        trawl::layout::packed::VERSION
+        "kind:    trawl page-packed disk index (format version {}){}{}",
+        trawl::layout::packed::VERSION,
+        if f.is_permuted() {
+            ", PageShuffle order"
+        } else {
+            ""
+        },
+        if m.neighbor_code_bytes > 0 {
+            ", All-in-Storage (neighbour PQ codes in every record)"
+        } else {
+            ""
+        }
     );
     println!("vectors: {} × {} {}", m.n, m.dim, m.dtype);
     println!("metric:  {}", m.metric);
     println!("R:       {} neighbour slots per record", m.r);
     println!("medoid:  {}", m.medoid);
     println!(
-        "record:  {} bytes ({} vector + 4 degree + {} ids); {}",
+        "record:  {} bytes ({} vector + 4 degree + {} ids + {} neighbour codes); {}",
         g.record_bytes,
         g.vector_bytes,
         4 * m.r,
+        m.r * m.neighbor_code_bytes,
         if g.per_page > 0 {
             format!("{} records per 4 KiB page", g.per_page)
         } else {
@@ -108,9 +119,10 @@ fn packed_file(path: &Path, verify: bool, ctl: &trawl::progress::Control) -> Res
         }
     );
     println!(
-        "pages:   1 header + {} data + {} checksum = {}",
+        "pages:   1 header + {} data + {} checksum + {} order = {}",
         g.data_pages,
         g.checksum_pages,
+        g.order_pages,
         g.total_pages()
     );
     println!("PQ:      {} bytes per vector", m.pq_bytes);
@@ -149,6 +161,19 @@ fn index_dir(dir: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result
         );
     }
     println!("  total           {:>12}", human_bytes(db.total()));
+    for layout in [
+        trawl::index::IndexLayout::Shuffled,
+        trawl::index::IndexLayout::AllInStorage,
+    ] {
+        if let Ok(m) = std::fs::metadata(dir.join(layout.file_name())) {
+            println!(
+                "  {:<22} {:>12} (other layout of the same graph: --layout {})",
+                layout.file_name(),
+                human_bytes(m.len()),
+                layout.name()
+            );
+        }
+    }
     let mem = ix.memory();
     println!(
         "memory at search time: {} (PQ codes {}, codebooks {}, page checksums {}, entry index {}; plus the cache if one is asked for)",

@@ -287,11 +287,11 @@ fn refine(
             continue;
         }
         let slots = target as usize * per_page..(target as usize + 1) * per_page;
+        let from = (cu as usize * per_page..(cu as usize + 1) * per_page)
+            .find(|&k| members[k] == u)
+            .expect("u is on its page");
         // A free slot on the target page: move.
         if let Some(k) = slots.clone().find(|&k| members[k] == UNPLACED) {
-            let from = (cu as usize * per_page..(cu as usize + 1) * per_page)
-                .find(|&k| members[k] == u)
-                .expect("u is on its page");
             members[from] = UNPLACED;
             members[k] = u;
             page_of[u as usize] = target;
@@ -312,9 +312,6 @@ fn refine(
         }
         if let Some((_, k)) = best {
             let v = members[k];
-            let from = (cu as usize * per_page..(cu as usize + 1) * per_page)
-                .find(|&j| members[j] == u)
-                .expect("u is on its page");
             members[from] = v;
             members[k] = u;
             page_of[u as usize] = target;
