@@ -490,18 +490,51 @@ fn design_space_entry_layout_and_ablation() {
     let d = pipeline("l2");
     let ix = d.graph.parent().unwrap().join("octo");
     ok(&[
-        "build", s(&d.base), s(&ix), "--metric", "l2", "-R", "32", "-L", "64", "--pq-bytes",
-        "12", "--threads", "2", "--entry-ratio", "0.01", "--entry-sampling", "freq",
+        "build",
+        s(&d.base),
+        s(&ix),
+        "--metric",
+        "l2",
+        "-R",
+        "32",
+        "-L",
+        "64",
+        "--pq-bytes",
+        "12",
+        "--threads",
+        "2",
+        "--entry-ratio",
+        "0.01",
+        "--entry-sampling",
+        "freq",
     ]);
     let out = ok(&[
-        "entry", s(&ix), "--ratio", "0.02", "--degree", "16", "--build-list", "32",
-        "--sampling", "uniform",
+        "entry",
+        s(&ix),
+        "--ratio",
+        "0.02",
+        "--degree",
+        "16",
+        "--build-list",
+        "32",
+        "--sampling",
+        "uniform",
     ]);
     assert!(out.contains("60 nodes (uniform sampling"), "{out}");
     fails(&["entry", s(&ix), "--ratio", "0"]);
     let report = ix.with_extension("layout.json");
-    let out = ok(&["layout", s(&ix), "--shuffle", "--ais", "--report", s(&report)]);
-    assert!(out.contains("packed-shuffled.trawl") && out.contains("OR(G)"), "{out}");
+    let out = ok(&[
+        "layout",
+        s(&ix),
+        "--shuffle",
+        "--ais",
+        "--report",
+        s(&report),
+    ]);
+    assert!(
+        out.contains("packed-shuffled.trawl") && out.contains("OR(G)"),
+        "{out}"
+    );
     assert!(out.contains("packed-ais.trawl"), "{out}");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -510,27 +543,62 @@ fn design_space_entry_layout_and_ablation() {
     fails(&["layout", s(&ix)]);
     let bench = |extra: &[&str]| {
         let mut args = vec![
-            "bench", s(&ix), "--queries", s(&d.queries), "--gt", s(&d.gt), "-L", "20,40",
+            "bench",
+            s(&ix),
+            "--queries",
+            s(&d.queries),
+            "--gt",
+            s(&d.gt),
+            "-L",
+            "20,40",
         ];
         args.extend_from_slice(extra);
         ok(&args)
     };
-    bench(&["--layout", "shuffle", "--page-search", "--dynamic-width", "-W", "16"]);
+    bench(&[
+        "--layout",
+        "shuffle",
+        "--page-search",
+        "--dynamic-width",
+        "-W",
+        "16",
+    ]);
     bench(&["--layout", "ais"]);
     bench(&["--dynamic-width", "2:4,8", "-W", "8", "--entry-list", "10"]);
     let bad = fails(&[
-        "bench", s(&ix), "--queries", s(&d.queries), "--gt", s(&d.gt), "--strategy", "pipe",
+        "bench",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "--strategy",
+        "pipe",
         "--page-search",
     ]);
     assert!(bad.contains("beam-search options"), "{bad}");
     let bad = fails(&[
-        "bench", s(&ix), "--queries", s(&d.queries), "--gt", s(&d.gt), "--dynamic-width", "4,x",
+        "bench",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "--dynamic-width",
+        "4,x",
     ]);
     assert!(bad.contains("width schedule"), "{bad}");
     let out_dir = ix.with_extension("ablation");
     let out = bench(&[
-        "--threads", "2", "-W", "8", "--ablation", "--ablation-out", s(&out_dir),
-        "--ablation-configs", "Baseline,PageSearch,C5,AllInStorage",
+        "--threads",
+        "2",
+        "-W",
+        "8",
+        "--ablation",
+        "--ablation-out",
+        s(&out_dir),
+        "--ablation-configs",
+        "Baseline,PageSearch,C5,AllInStorage",
     ]);
     assert!(out.contains("recall@10 = 0.90"), "{out}");
     let csv = std::fs::read_to_string(out_dir.join("ablation.csv")).unwrap();
@@ -546,8 +614,17 @@ fn design_space_entry_layout_and_ablation() {
             .unwrap();
     assert_eq!(j["runs"].as_array().unwrap().len(), 4);
     let bad = fails(&[
-        "bench", s(&ix), "--queries", s(&d.queries), "--gt", s(&d.gt), "--ablation",
-        "--ablation-configs", "Nope", "--ablation-out", s(&out_dir),
+        "bench",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "--ablation",
+        "--ablation-configs",
+        "Nope",
+        "--ablation-out",
+        s(&out_dir),
     ]);
     assert!(bad.contains("unknown ablation configuration"), "{bad}");
 }
