@@ -168,6 +168,9 @@ def main() -> None:
                          "frequency order, its first queries far easier); 0 = all")
     ap.add_argument("--configs", default=",".join(ORDER))
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--append", action="store_true",
+                    help="add --repeat repetitions to the ones already under bench/out "
+                         "(same index and settings) instead of starting over")
     args = ap.parse_args()
     out = OUT_DIR / f"ablation-{args.dataset}"
     out.mkdir(parents=True, exist_ok=True)
@@ -183,11 +186,17 @@ def main() -> None:
                 "pq_bytes": args.pq_bytes, "sampling": args.sampling, "index": str(idx),
                 "machine": machine_info(),
                 "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        if args.append and meta_path.exists():
+            meta["when"] = json.loads(meta_path.read_text())["when"] + " and " + meta["when"]
         write_json(meta_path, meta)
-        for rep in range(args.repeat):
+        first = len(list(out.glob("rep*/ablation.json"))) if args.append else 0
+        if not args.append:
+            for old in out.glob("rep*"):
+                shutil.rmtree(old, ignore_errors=True)
+        for rep in range(first, first + args.repeat):
             order = names if rep % 2 == 0 else list(reversed(names))
             rep_dir = out / f"rep{rep}"
-            log(f"repetition {rep + 1}/{args.repeat}: {','.join(order)}")
+            log(f"repetition {rep + 1}/{first + args.repeat}: {','.join(order)}")
             cmd = [str(trawl_bin()), "bench", str(idx), "--queries", str(q), "--gt", str(gt),
                    "-k", "10", "-L", args.search_L, "--threads", str(args.threads),
                    "-W", str(args.W), "--ablation",

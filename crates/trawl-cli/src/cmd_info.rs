@@ -176,7 +176,7 @@ fn index_dir(dir: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result
     }
     let mem = ix.memory();
     println!(
-        "memory at search time: {} (PQ codes {}, codebooks {}, page checksums {}, entry index {}; plus the cache if one is asked for)",
+        "memory at search time: {} (PQ codes {}, codebooks {}, page checksums and order map {}, entry index {}; plus the cache if one is asked for)",
         human_bytes(mem.total()),
         human_bytes(mem.pq_codes_bytes),
         human_bytes(mem.pq_codebook_bytes),

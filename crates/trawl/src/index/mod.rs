@@ -115,7 +115,8 @@ pub struct MemoryReport {
     pub pq_codes_bytes: u64,
     /// PQ codebooks.
     pub pq_codebook_bytes: u64,
-    /// Page checksums.
+    /// The packed file's handle: page checksums, and for the PageShuffle layout its order table
+    /// and id → slot map (8 bytes per node).
     pub checksum_bytes: u64,
     /// Static cache.
     pub cache_bytes: u64,
