@@ -34,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datasets  # noqa: E402
-from common import OUT_DIR, log, machine_info, trawl_bin, warm_page_cache, write_json  # noqa: E402
+from common import (OUT_DIR, build_trawl_index, log, machine_info, trawl_bin,  # noqa: E402
+                    write_json)
 from plot_ablation import at_recall  # noqa: E402
 from vs_diskann_disk import subset  # noqa: E402
 
@@ -46,25 +47,11 @@ NUM = ("recall", "qps", "pages_per_query", "ios_per_query", "hops_per_query",
        "cache_hits_per_query", "io_wait_us_per_query", "compute_us_per_query")
 
 
-def index_dir(ds: datasets.Dataset, args: argparse.Namespace) -> Path:
-    return Path(ds.base).parent / f"trawl-octopus-{ds.metric}-R{args.R}-L{args.L}-pq{args.pq_bytes}"
-
-
 def build(ds: datasets.Dataset, args: argparse.Namespace) -> Path:
-    idx = index_dir(ds, args)
-    if (idx / "packed.trawl").exists() and (idx / "entry.trawl").exists() and not args.rebuild:
-        log(f"reusing {idx}")
-        return idx
-    shutil.rmtree(idx, ignore_errors=True)
-    warm_page_cache(Path(ds.base))
-    cmd = [str(trawl_bin()), "build", ds.base, str(idx), "--metric", ds.metric, "-R",
-           str(args.R), "-L", str(args.L), "--pq-bytes", str(args.pq_bytes), "--threads",
-           str(args.threads), "--entry-ratio", "0.001", "--entry-degree", "48",
-           "--entry-build-list", "128", "--entry-sampling", args.sampling,
-           "--report", str(idx.parent / (idx.name + ".report.json")), "--quiet"]
-    log(" ".join(cmd))
-    subprocess.run(cmd, check=True)
-    return idx
+    # OctopusANN's MemGraph as the entry index.
+    return build_trawl_index(ds, "trawl-octopus", args, [
+        "--entry-ratio", "0.001", "--entry-degree", "48", "--entry-build-list", "128",
+        "--entry-sampling", args.sampling])
 
 
 def med(vals):

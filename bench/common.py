@@ -227,3 +227,22 @@ def write_json(path: Path, obj) -> None:
 
 def which(name: str) -> str | None:
     return shutil.which(name)
+
+
+def build_trawl_index(ds, prefix: str, args, extra: list[str] = ()) -> Path:
+    """The trawl index `<prefix>-<metric>-R<R>-L<L>-pq<B>` beside the dataset's base file, built
+    once (R, L, PQ bytes and threads from `args`, plus `extra` build flags) and reused unless
+    `args.rebuild`; the build report is written beside it."""
+    idx = Path(ds.base).parent / f"{prefix}-{ds.metric}-R{args.R}-L{args.L}-pq{args.pq_bytes}"
+    if (idx / "packed.trawl").exists() and (idx / "entry.trawl").exists() and not args.rebuild:
+        log(f"reusing {idx}")
+        return idx
+    shutil.rmtree(idx, ignore_errors=True)
+    warm_page_cache(Path(ds.base))
+    cmd = [str(trawl_bin()), "build", ds.base, str(idx), "--metric", ds.metric, "-R",
+           str(args.R), "-L", str(args.L), "--pq-bytes", str(args.pq_bytes), "--threads",
+           str(args.threads), *extra, "--report", str(idx.parent / (idx.name + ".report.json")),
+           "--quiet"]
+    log(" ".join(cmd))
+    subprocess.run(cmd, check=True)
+    return idx

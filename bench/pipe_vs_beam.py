@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datasets  # noqa: E402
-from common import OUT_DIR, log, machine_info, trawl_bin, warm_page_cache, write_json  # noqa: E402
+from common import (OUT_DIR, build_trawl_index, log, machine_info, trawl_bin,  # noqa: E402
+                    write_json)
 from vs_diskann_disk import subset  # noqa: E402
 
 TARGETS = (0.90, 0.95, 0.99)
@@ -74,24 +74,8 @@ CONFIGS = {
 }
 
 
-def index_dir(ds: datasets.Dataset, args: argparse.Namespace) -> Path:
-    return Path(ds.base).parent / f"trawl-pipe-{ds.metric}-R{args.R}-L{args.L}-pq{args.pq_bytes}"
-
-
 def build(ds: datasets.Dataset, args: argparse.Namespace) -> Path:
-    idx = index_dir(ds, args)
-    if (idx / "packed.trawl").exists() and (idx / "entry.trawl").exists() and not args.rebuild:
-        log(f"reusing {idx}")
-        return idx
-    shutil.rmtree(idx, ignore_errors=True)
-    warm_page_cache(Path(ds.base))
-    cmd = [str(trawl_bin()), "build", ds.base, str(idx), "--metric", ds.metric, "-R",
-           str(args.R), "-L", str(args.L), "--pq-bytes", str(args.pq_bytes), "--threads",
-           str(args.threads), "--report", str(idx.parent / (idx.name + ".report.json")),
-           "--quiet"]
-    log(" ".join(cmd))
-    subprocess.run(cmd, check=True)
-    return idx
+    return build_trawl_index(ds, "trawl-pipe", args, [])
 
 
 def run_config(name: str, idx: Path, ds: datasets.Dataset, args: argparse.Namespace,
