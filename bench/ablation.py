@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """OctopusANN's design-space ablation on one dataset, in one run: `trawl bench --ablation`
 repeated with the configurations in alternating order, medians per configuration and list
-size, the acceptance figures, and the paper's figures.
+size, the acceptance figures, and the paper's figures. Within one repetition the measurement
+is paired: list sizes outer, every configuration inner (in alternating order), so the points
+compared at one list size are taken seconds apart.
 
 The index (R = 64, L = 100, 48 PQ bytes) is built once per dataset with OctopusANN's MemGraph
 (a 0.1% sample graph, R = 48, L = 128) as its entry index; `trawl bench --ablation` writes
@@ -99,7 +101,8 @@ def render(dataset: str, doc: dict, meta: dict) -> str:
              f"{meta['n']} × {meta['dim']}, {meta['metric']}; {doc['queries']} queries, k = 10, "
              f"{doc['threads']} threads, O_DIRECT; index R = {meta['R']}, L = {meta['L']}, "
              f"{meta['pq_bytes']} PQ bytes, MemGraph 0.1% ({meta['sampling']}), R = 48, L = 128. "
-             f"Medians of {doc['repetitions']} repetitions, configurations in alternating order. "
+             f"Medians of {doc['repetitions']} repetitions; in each, list sizes outer and the "
+             f"configurations inner, in alternating order (paired). "
              f"{meta['when']}.", ""]
     for target in (0.90, 0.95):
         lines += [f"## recall@10 = {target:.2f}", "",

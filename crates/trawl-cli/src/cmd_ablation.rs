@@ -1,6 +1,11 @@
 //! `trawl bench --ablation`: OctopusANN's design-space ablation on one index, one machine, one
 //! run — every single technique and the paper's combinations C1–C5, each a recall sweep — and
 //! its CSV, markdown and JSON outputs (`bench/plot_ablation.py` draws the figures).
+//!
+//! The measurement is paired: every configuration's index is opened first, then for each list
+//! size every configuration runs the query set, in alternating order from one list size to the
+//! next, so two configurations' points at one list size are taken seconds apart rather than
+//! minutes (a shared disk's speed drifts over minutes; ratios are what the ablation reports).
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -286,33 +291,58 @@ pub fn run(args: &BenchArgs, ctl: &Control) -> Result<()> {
     }
     drop(base_ix);
     let (queries, gt) = load_queries(args)?;
-    let mut runs = Vec::new();
+    // Every configuration opened first, then measured paired: list sizes outer, configurations
+    // inner in alternating order, so that the points compared at one list size are taken
+    // seconds apart (this disk's speed drifts by 10-20% over minutes).
+    let mut opened = Vec::with_capacity(chosen.len());
     for (name, t) in &chosen {
         let o = options(&args.opts, t, args, n);
         let t0 = Instant::now();
         let (ix, _) = open_index(&args.index_dir, &o, ctl)
             .with_context(|| format!("configuration {name}"))?;
-        let rows = match &queries {
-            AnyMatrix::F32(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &o)?,
-            AnyMatrix::U8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &o)?,
-            AnyMatrix::I8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &o)?,
+        opened.push((o, ix, t0.elapsed().as_secs_f64()));
+    }
+    let mut rows: Vec<Vec<BenchRow>> = vec![Vec::new(); chosen.len()];
+    let mut secs = vec![0.0f64; chosen.len()];
+    for (li, &l) in args.l.iter().enumerate() {
+        let order: Vec<usize> = if li % 2 == 0 {
+            (0..chosen.len()).collect()
+        } else {
+            (0..chosen.len()).rev().collect()
         };
+        for ci in order {
+            ctl.check()?;
+            let (o, ix, _) = &opened[ci];
+            let t0 = Instant::now();
+            let r = match &queries {
+                AnyMatrix::F32(q) => run_sweep(ix, q, &gt, args.k, &[l], o)?,
+                AnyMatrix::U8(q) => run_sweep(ix, q, &gt, args.k, &[l], o)?,
+                AnyMatrix::I8(q) => run_sweep(ix, q, &gt, args.k, &[l], o)?,
+            };
+            secs[ci] += t0.elapsed().as_secs_f64();
+            rows[ci].extend(r);
+        }
+    }
+    let mut runs = Vec::new();
+    for (ci, ((name, t), (o, ix, open_secs))) in chosen.iter().zip(&opened).enumerate() {
         let mem = ix.memory();
         let memory_bytes = mem.total() - if t.memgraph { 0 } else { mem.entry_bytes };
         let db = ix.disk_bytes();
         let disk_bytes = db.packed + db.pq + db.pq_codes + if t.memgraph { db.entry } else { 0 };
         println!(
-            "{name:>13}: {} in {:.0} s; memory {}, disk {}",
-            command_line(&o),
-            t0.elapsed().as_secs_f64(),
+            "{name:>13}: {} (open {:.1} s, sweep {:.0} s); memory {}, disk {}",
+            command_line(o),
+            open_secs,
+            secs[ci],
             human_bytes(memory_bytes),
             human_bytes(disk_bytes)
         );
+        let rows = std::mem::take(&mut rows[ci]);
         crate::cmd_index::print_bench(&rows, args.k);
         runs.push(ConfigRun {
             name: (*name).into(),
             techniques: *t,
-            command: command_line(&o),
+            command: command_line(o),
             memory_bytes,
             disk_bytes,
             rows,
