@@ -327,3 +327,69 @@ fn shuffled_and_all_in_storage_layouts_search_the_same_graph() {
     )
     .is_err());
 }
+
+/// Every search-time switch is an option of one open index: turned on and off again on the same
+/// searcher, and with the extra layouts and a MemGraph written beside the index, a search with
+/// all switches off returns exactly what the plain index returned before any of them existed
+/// (ids, distances and every I/O counter).
+#[test]
+fn all_switches_off_is_the_baseline_and_switches_leave_no_trace() {
+    use trawl::index::{IndexLayout, ShuffleParams};
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(10_000, 60, 32, 21);
+    let mut p = params(Metric::L2, 16);
+    p.entry = None;
+    build_index(&base, dir.path(), &p, &Control::silent()).unwrap();
+    let baseline = beam(30, 8);
+    let before = open(dir.path()).search_batch(&q, &baseline, 1).unwrap();
+
+    // Write everything the design space adds beside the index, then reopen it.
+    let mut ix = open(dir.path());
+    let ctl = Control::silent();
+    ix.write_layout(IndexLayout::Shuffled, &ShuffleParams::default(), &ctl)
+        .unwrap();
+    ix.write_layout(IndexLayout::AllInStorage, &ShuffleParams::default(), &ctl)
+        .unwrap();
+    ix.rebuild_entry(&EntryParams::memgraph(), 2, &ctl).unwrap();
+    let ix = open(dir.path());
+    assert!(ix.entry().is_some());
+    let all_on = SearchParams {
+        dynamic_width: Some(WidthSchedule::default()),
+        page_search: true,
+        entry_list: 10,
+        ..beam(30, 32)
+    };
+    let same = |a: &trawl::search::QueryStats, b: &trawl::search::QueryStats, what: &str| {
+        assert_eq!(a.pages_read, b.pages_read, "{what}: pages");
+        assert_eq!(a.io_requests, b.io_requests, "{what}: requests");
+        assert_eq!(a.bytes_read, b.bytes_read, "{what}: bytes");
+        assert_eq!(a.hops, b.hops, "{what}: hops");
+        assert_eq!(a.nodes_expanded, b.nodes_expanded, "{what}: expanded");
+        assert_eq!(a.records_read, b.records_read, "{what}: records");
+        assert_eq!(a.page_hits, 0, "{what}: page hits");
+        assert_eq!(a.cache_hits, b.cache_hits, "{what}: cache hits");
+    };
+    let after = ix.search_batch(&q, &baseline, 1).unwrap();
+    assert_eq!(after.ids, before.ids);
+    assert_eq!(after.dists, before.dists);
+    same(&after.total(), &before.total(), "reopened");
+
+    // One searcher, query by query: all switches on, then off again.
+    let mut s = ix.searcher().unwrap();
+    let mut on_pages = 0;
+    for (i, row) in q.rows().enumerate() {
+        let mut hits = Vec::new();
+        on_pages += s.search(row, &all_on, &mut hits).unwrap().pages_read;
+        let st = s.search(row, &baseline, &mut hits).unwrap();
+        let ids: Vec<u32> = hits.iter().map(|h| h.0).collect();
+        let dists: Vec<f32> = hits.iter().map(|h| h.1).collect();
+        assert_eq!(ids, before.ids[i * 10..(i + 1) * 10], "query {i}");
+        assert_eq!(dists, before.dists[i * 10..(i + 1) * 10], "query {i}");
+        same(&st, &before.stats[i], &format!("query {i}"));
+    }
+    assert!(
+        on_pages < before.total().pages_read,
+        "the switches changed nothing: {on_pages} pages vs {}",
+        before.total().pages_read
+    );
+}

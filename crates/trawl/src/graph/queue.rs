@@ -91,6 +91,15 @@ impl CandidateList {
         self.cursor < self.slots.len()
     }
 
+    /// The nearest unexpanded candidate, left unexpanded.
+    #[inline]
+    pub fn peek_unexpanded(&self) -> Option<Neighbor> {
+        self.slots.get(self.cursor).map(|s| Neighbor {
+            id: s.id,
+            dist: s.dist,
+        })
+    }
+
     /// Marks the nearest unexpanded candidate expanded and returns it.
     #[inline]
     pub fn pop_unexpanded(&mut self) -> Option<Neighbor> {

@@ -16,8 +16,10 @@
 //! ([`SearchParams::dynamic_width`]) sets each round's width from a schedule indexed by the
 //! explored position instead of a fixed `W`. PageSearch ([`SearchParams::page_search`]) scores
 //! every other record of each page read (exact distance into the result set and, for new
-//! nodes, into the list) and keeps a copy of those records, so a later round expands any of
-//! them without a read (counted in [`QueryStats::page_hits`]).
+//! nodes, into the list) and keeps a copy of those records, so any of them is expanded later
+//! without a read (counted in [`QueryStats::page_hits`]): at once, before a round chooses its
+//! reads, while the nearest unexpanded candidate is such a record; within a round's width
+//! otherwise.
 
 use std::time::{Duration, Instant};
 
@@ -113,6 +115,23 @@ impl BeamQuery {
     ) -> Result<bool, SearchError> {
         if self.pending > 0 || !self.f.list.has_unexpanded() {
             return Ok(false);
+        }
+        if self.page_search {
+            // While the nearest unexpanded candidate came with a page already read, expand it
+            // now, before this round's reads are chosen: best-first order kept, no read, no
+            // round trip, and the reads are chosen from the list its neighbours updated.
+            let mut eager = false;
+            while let Some(c) = self.f.list.peek_unexpanded() {
+                if !self.held_ids.contains(c.id) {
+                    break;
+                }
+                self.f.list.pop_unexpanded();
+                self.expand_held(ix, query, c.id, vec_scratch, stats)?;
+                eager = true;
+            }
+            if !self.f.list.has_unexpanded() {
+                return Ok(eager);
+            }
         }
         self.frontier.clear();
         self.cached.clear();
