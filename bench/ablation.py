@@ -137,7 +137,85 @@ def render(dataset: str, doc: dict, meta: dict) -> str:
                   "(target ≤ 0.6)",
                   f"- C5 QPS / Baseline: {fmt(q / bq if q and bq else None, '{:.3f}')} "
                   "(target ≥ 1.5)", ""]
+    lines += findings(doc)
     return "\n".join(lines) + "\n"
+
+
+def pearson(xs: list[float], ys: list[float]) -> float | None:
+    if len(xs) < 3:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return sxy / (sxx * syy) ** 0.5 if sxx and syy else None
+
+
+def findings(doc: dict) -> list[str]:
+    """The figures each of OctopusANN's Findings 2-11 is about, from this run (the verdicts,
+    agree or not, are written by hand in the README from these)."""
+    runs = {r["name"]: r for r in doc["runs"]}
+    if "Baseline" not in runs:
+        return []
+
+    def ratio(name, key, t):
+        if name not in runs:
+            return None
+        a = at_recall(runs[name]["rows"], key, t)
+        b = at_recall(runs["Baseline"]["rows"], key, t)
+        return a / b if a and b else None
+
+    def both(name, t=0.90):
+        q, p = ratio(name, "qps", t), ratio(name, "pages_per_query", t)
+        return f"{name} {fmt(q, '{:.2f}')}× QPS / {fmt(p, '{:.2f}')}× pages"
+
+    out = ["## Figures behind the paper's Findings (recall@10 = 0.90 unless said; × Baseline)", ""]
+    pts = [(x["latency_us"]["mean"], x["ios_per_query"]) for n, r in runs.items()
+           if n != "AllInStorage" for x in r["rows"]]
+    rr = pearson([p[1] for p in pts], [p[0] for p in pts])
+    out.append(f"- F2 (I/O sets latency): Pearson r between I/Os per query and mean latency over "
+               f"every sweep point of every configuration but All-in-Storage: {fmt(rr, '{:.3f}')} "
+               f"({len(pts)} points).")
+    singles = ["Cache", "MemGraph", "PageShuffle", "PageSearch", "DynamicWidth", "Pipeline"]
+    ranked = sorted((s for s in singles if ratio(s, "qps", 0.90)),
+                    key=lambda s: -ratio(s, "qps", 0.90))
+    out.append("- F3 (memory layout and DynamicWidth strongest alone), single factors by QPS: "
+               + "; ".join(both(s) for s in ranked) + ".")
+    out.append(f"- F4 (PageShuffle, PageSearch weak alone): {both('PageShuffle')}; "
+               f"{both('PageSearch')}.")
+    out.append(f"- F5 (Pipeline counterproductive under concurrency): {both('Pipeline')}.")
+    out.append(f"- F8 (PS + PSe synergy; more with MemGraph): {both('C1')} vs {both('PageShuffle')},"
+               f" {both('PageSearch')}; {both('C3')} vs {both('MemGraph')}.")
+    out.append(f"- F9 (DW dominates Pipe + DW): {both('C2')} vs {both('DynamicWidth')}; "
+               f"{both('C4')} vs {both('C5')}.")
+    best = {t: max((n for n in runs if n != "Baseline" and ratio(n, "qps", t)),
+                   key=lambda n: ratio(n, "qps", t), default=None) for t in (0.90, 0.95)}
+    out.append(f"- F10 (C5 best overall): highest QPS at 0.90 {best[0.90]} "
+               f"({fmt(ratio(best[0.90], 'qps', 0.90) if best[0.90] else None, '{:.2f}')}×), "
+               f"at 0.95 {best[0.95]} "
+               f"({fmt(ratio(best[0.95], 'qps', 0.95) if best[0.95] else None, '{:.2f}')}×); "
+               f"fewest pages: " + min((n for n in runs if ratio(n, "pages_per_query", 0.90)),
+                                       key=lambda n: ratio(n, "pages_per_query", 0.90)) + ".")
+    out.append(f"- F11 (gains largest at moderate recall): C5 {fmt(ratio('C5', 'qps', 0.90), '{:.2f}')}"
+               f"× QPS at 0.90, {fmt(ratio('C5', 'qps', 0.95), '{:.2f}')}× at 0.95.")
+    reps = doc.get("per_repetition_c5")
+    if reps:
+        out += ["", "C5 / Baseline at recall@10 = 0.90 in each repetition (QPS, pages): "
+                + "; ".join(f"{q:.2f} / {p:.3f}" for q, p in reps) + "."]
+    return out + [""]
+
+
+def per_rep_c5(reps: list[dict]) -> list[tuple[float, float]]:
+    out = []
+    for rep in reps:
+        runs = {r["name"]: r for r in rep["runs"]}
+        if "C5" in runs and "Baseline" in runs:
+            b, c = runs["Baseline"]["rows"], runs["C5"]["rows"]
+            vals = [at_recall(c, k, 0.90) / at_recall(b, k, 0.90)
+                    if at_recall(c, k, 0.90) and at_recall(b, k, 0.90) else float("nan")
+                    for k in ("qps", "pages_per_query")]
+            out.append(tuple(vals))
+    return out
 
 
 def main() -> None:
@@ -200,6 +278,7 @@ def main() -> None:
     if not reps:
         raise SystemExit(f"no runs under {out}")
     doc = median_runs(reps)
+    doc["per_repetition_c5"] = per_rep_c5(reps)
     write_json(out / "ablation.json", doc)
     md = render(args.dataset, doc, meta)
     (out / "ablation.md").write_text(md)
