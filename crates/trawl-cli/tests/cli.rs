@@ -293,15 +293,13 @@ fn bad_inputs_give_clear_errors() {
     assert!(err.contains("x.txt"), "{err}");
 }
 
-#[test]
-fn disk_index_build_bench_search_info() {
-    let d = pipeline("l2");
-    let ix = d.graph.parent().unwrap().join("index");
-    let report = ix.with_extension("report.json");
-    let out = ok(&[
+/// Builds a small disk index of `d.base` at `ix` (L2, R = 32, L = 64, 12 PQ bytes, 2 threads)
+/// with `extra` build flags; returns the command's output.
+fn build_disk_index(d: &Data, ix: &Path, extra: &[&str]) -> String {
+    let args = [
         "build",
         s(&d.base),
-        s(&ix),
+        s(ix),
         "--metric",
         "l2",
         "-R",
@@ -312,9 +310,16 @@ fn disk_index_build_bench_search_info() {
         "12",
         "--threads",
         "2",
-        "--report",
-        s(&report),
-    ]);
+    ];
+    ok(&[&args[..], extra].concat())
+}
+
+#[test]
+fn disk_index_build_bench_search_info() {
+    let d = pipeline("l2");
+    let ix = d.graph.parent().unwrap().join("index");
+    let report = ix.with_extension("report.json");
+    let out = build_disk_index(&d, &ix, &["--report", s(&report)]);
     assert!(out.contains("built disk index over 3000 × 24"), "{out}");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -489,25 +494,11 @@ fn quickstart_runs_on_a_small_set() {
 fn design_space_entry_layout_and_ablation() {
     let d = pipeline("l2");
     let ix = d.graph.parent().unwrap().join("octo");
-    ok(&[
-        "build",
-        s(&d.base),
-        s(&ix),
-        "--metric",
-        "l2",
-        "-R",
-        "32",
-        "-L",
-        "64",
-        "--pq-bytes",
-        "12",
-        "--threads",
-        "2",
-        "--entry-ratio",
-        "0.01",
-        "--entry-sampling",
-        "freq",
-    ]);
+    build_disk_index(
+        &d,
+        &ix,
+        &["--entry-ratio", "0.01", "--entry-sampling", "freq"],
+    );
     let out = ok(&[
         "entry",
         s(&ix),
