@@ -1,0 +1,520 @@
+//! The decoupled graph file `graph.trawl`: every node's neighbour list, sorted and Elias-Fano
+//! coded ([`super::elias_fano`]), packed in node order into 4 KiB pages; an in-memory sparse
+//! index (the first node of each page) locates a node's page.
+//!
+//! All integers little-endian, in pages of 4096 bytes:
+//!
+//! | pages | content |
+//! |---|---|
+//! | 0 | header (table below) |
+//! | 1 ..= D | data pages |
+//! | D+1 ..= D+S | sparse index: the first node id of each data page, `u32` each, zero-padded |
+//!
+//! **Header page:** 0 magic `TRAWLGRF`; 8 version (1); 12 page size (4096); 16 element type
+//! code; 17 metric code; 18 reserved; 20 `dim`; 24 `n`; 32 `R` (largest degree); 36 medoid;
+//! 40 PQ bytes per vector; 44 payload CRC of the PQ quantiser file; 48 payload CRC of the PQ
+//! codes file; 52 `D`; 60 `S`; 68 CRC-32 of the sparse index entries (`4D` bytes); 72 edges
+//! (sum of degrees, `u64`); 80 .. 4092 zero; 4092 CRC-32 of bytes 0..4092.
+//!
+//! **Data page:** 0 CRC-32 of bytes 4..4096; 4 first node id `f`; 8 count `c` (`u16`); 10
+//! reserved; 12 degrees of nodes `f .. f+c`, `u16` each; then their lists, each
+//! [`elias_fano::encoded_bytes`]`(degree, n)` bytes, one after the other; zero to the end of the
+//! page. Pages hold consecutive nodes and every node is on exactly one page.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use super::elias_fano;
+use crate::io::PAGE_BYTES;
+use crate::kernels::{DType, Metric};
+use crate::layout::packed::PackedMeta;
+use crate::layout::{FileError, FileErrorKind};
+
+/// Magic of decoupled graph files.
+pub const MAGIC: [u8; 8] = *b"TRAWLGRF";
+/// Current format version.
+pub const VERSION: u32 = 1;
+/// File name inside an index directory.
+pub const FILE_NAME: &str = "graph.trawl";
+/// Bytes of a data page's fixed header.
+pub const PAGE_HEADER: usize = 12;
+
+pub(crate) fn le16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from(le32(b, at)) | (u64::from(le32(b, at + 4)) << 32)
+}
+
+/// Checks a data page's own CRC (bytes 0..4 over 4..4096).
+pub(crate) fn page_crc_ok(page: &[u8]) -> bool {
+    page.len() >= PAGE_BYTES && crc32fast::hash(&page[4..PAGE_BYTES]) == le32(page, 0)
+}
+
+/// Seals a data page: writes the CRC of bytes 4..4096 into bytes 0..4.
+pub(crate) fn seal_page(page: &mut [u8]) {
+    let crc = crc32fast::hash(&page[4..PAGE_BYTES]);
+    page[0..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Largest degree whose list always fits a page with its header and degree field.
+pub fn max_degree_for(n: u64) -> usize {
+    let universe = u32::try_from(n).unwrap_or(u32::MAX);
+    let mut r = 1usize;
+    while PAGE_HEADER + 2 + elias_fano::max_bits(r + 1, universe).div_ceil(8) <= PAGE_BYTES {
+        r += 1;
+    }
+    r
+}
+
+/// Streams neighbour lists, in node order, into a graph file.
+#[derive(Debug)]
+pub struct GraphWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: Option<BufWriter<File>>,
+    meta: PackedMeta,
+    universe: u32,
+    page: Vec<u8>,
+    degrees: Vec<u16>,
+    lists: Vec<u8>,
+    first: u32,
+    next_id: u64,
+    sparse: Vec<u32>,
+    edges: u64,
+    sorted: Vec<u32>,
+    max_degree: usize,
+}
+
+impl GraphWriter {
+    /// Starts a graph file for the index shape `meta` (its `r` bounds the degrees).
+    pub fn create(path: &Path, meta: PackedMeta) -> Result<Self, FileError> {
+        let fail = |m: String| FileError::new(path, FileErrorKind::Invalid(m));
+        if meta.n == 0 || meta.n > u64::from(u32::MAX) {
+            return Err(fail(format!("{} nodes: need 1 to 2^32 − 1", meta.n)));
+        }
+        let max_degree = max_degree_for(meta.n);
+        if meta.r > max_degree || meta.r > usize::from(u16::MAX) {
+            return Err(fail(format!(
+                "degree bound {} is above {max_degree}, the largest whose list fits a page",
+                meta.r
+            )));
+        }
+        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+        tmp_name.push(".tmp");
+        let tmp = path.with_file_name(tmp_name);
+        let file = File::create(&tmp).map_err(|e| FileError::new(path, e.into()))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        out.write_all(&[0u8; PAGE_BYTES])
+            .map_err(|e| FileError::new(path, e.into()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            tmp,
+            out: Some(out),
+            meta,
+            universe: meta.n as u32,
+            page: vec![0u8; PAGE_BYTES],
+            degrees: Vec::new(),
+            lists: Vec::new(),
+            first: 0,
+            next_id: 0,
+            sparse: Vec::new(),
+            edges: 0,
+            sorted: Vec::new(),
+            max_degree: meta.r,
+        })
+    }
+
+    fn io(&self, e: std::io::Error) -> FileError {
+        FileError::new(&self.path, e.into())
+    }
+
+    /// Appends the neighbour list of the next node (any order; it is sorted here).
+    pub fn push(&mut self, neighbors: &[u32]) -> Result<(), FileError> {
+        let path = self.path.clone();
+        let fail = |m: String| FileError::new(&path, FileErrorKind::Invalid(m));
+        if self.next_id >= self.meta.n {
+            return Err(fail(format!("more than {} lists", self.meta.n)));
+        }
+        if neighbors.len() > self.max_degree {
+            return Err(fail(format!(
+                "node {} has {} neighbours, above the bound {}",
+                self.next_id,
+                neighbors.len(),
+                self.max_degree
+            )));
+        }
+        self.sorted.clear();
+        self.sorted.extend_from_slice(neighbors);
+        self.sorted.sort_unstable();
+        let bytes = elias_fano::encoded_bytes(self.sorted.len(), self.universe);
+        let used = PAGE_HEADER + 2 * self.degrees.len() + self.lists.len();
+        if !self.degrees.is_empty() && used + 2 + bytes > PAGE_BYTES {
+            self.flush_page()?;
+        }
+        if self.degrees.is_empty() {
+            self.first = self.next_id as u32;
+        }
+        elias_fano::encode(&self.sorted, self.universe, &mut self.lists)
+            .map_err(|e| fail(format!("node {}: {e}", self.next_id)))?;
+        self.degrees.push(self.sorted.len() as u16);
+        self.edges += self.sorted.len() as u64;
+        self.next_id += 1;
+        Ok(())
+    }
+
+    fn flush_page(&mut self) -> Result<(), FileError> {
+        let page = &mut self.page;
+        page.fill(0);
+        page[4..8].copy_from_slice(&self.first.to_le_bytes());
+        page[8..10].copy_from_slice(&(self.degrees.len() as u16).to_le_bytes());
+        let mut at = PAGE_HEADER;
+        for d in &self.degrees {
+            page[at..at + 2].copy_from_slice(&d.to_le_bytes());
+            at += 2;
+        }
+        page[at..at + self.lists.len()].copy_from_slice(&self.lists);
+        seal_page(page);
+        self.sparse.push(self.first);
+        self.degrees.clear();
+        self.lists.clear();
+        let out = self.out.as_mut().ok_or_else(|| {
+            FileError::new(&self.path, FileErrorKind::Invalid("writer finished".into()))
+        })?;
+        out.write_all(&self.page)
+            .map_err(|e| FileError::new(&self.path, FileErrorKind::Io(e)))
+    }
+
+    /// Writes the last page, the sparse index and the header; syncs and renames into place.
+    /// Returns the file's bytes.
+    pub fn finish(mut self) -> Result<u64, FileError> {
+        if self.next_id != self.meta.n {
+            return Err(FileError::new(
+                &self.path,
+                FileErrorKind::Invalid(format!(
+                    "{} lists written for {} nodes",
+                    self.next_id, self.meta.n
+                )),
+            ));
+        }
+        if !self.degrees.is_empty() {
+            self.flush_page()?;
+        }
+        let d = self.sparse.len() as u64;
+        let mut index: Vec<u8> = self.sparse.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let index_crc = crc32fast::hash(&index);
+        let s = (index.len() as u64).div_ceil(PAGE_BYTES as u64);
+        index.resize(s as usize * PAGE_BYTES, 0);
+        let mut h = vec![0u8; PAGE_BYTES];
+        let m = &self.meta;
+        h[0..8].copy_from_slice(&MAGIC);
+        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        h[12..16].copy_from_slice(&(PAGE_BYTES as u32).to_le_bytes());
+        h[16] = m.dtype.code();
+        h[17] = m.metric.code();
+        h[20..24].copy_from_slice(&(m.dim as u32).to_le_bytes());
+        h[24..32].copy_from_slice(&m.n.to_le_bytes());
+        h[32..36].copy_from_slice(&(m.r as u32).to_le_bytes());
+        h[36..40].copy_from_slice(&m.medoid.to_le_bytes());
+        h[40..44].copy_from_slice(&(m.pq_bytes as u32).to_le_bytes());
+        h[44..48].copy_from_slice(&m.pq_crc.to_le_bytes());
+        h[48..52].copy_from_slice(&m.pq_codes_crc.to_le_bytes());
+        h[52..60].copy_from_slice(&d.to_le_bytes());
+        h[60..68].copy_from_slice(&s.to_le_bytes());
+        h[68..72].copy_from_slice(&index_crc.to_le_bytes());
+        h[72..80].copy_from_slice(&self.edges.to_le_bytes());
+        let crc = crc32fast::hash(&h[..PAGE_BYTES - 4]);
+        h[PAGE_BYTES - 4..].copy_from_slice(&crc.to_le_bytes());
+        let out = self.out.take().ok_or_else(|| {
+            FileError::new(&self.path, FileErrorKind::Invalid("writer finished".into()))
+        })?;
+        let mut file = out.into_inner().map_err(|e| self.io(e.into_error()))?;
+        file.write_all(&index).map_err(|e| self.io(e))?;
+        file.seek(SeekFrom::Start(0)).map_err(|e| self.io(e))?;
+        file.write_all(&h).map_err(|e| self.io(e))?;
+        file.sync_all().map_err(|e| self.io(e))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| self.io(e))?;
+        Ok((1 + d + s) * PAGE_BYTES as u64)
+    }
+}
+
+impl Drop for GraphWriter {
+    fn drop(&mut self) {
+        if self.out.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// An opened, checked graph file: its shape and sparse index (4 bytes per page in memory).
+#[derive(Debug, Clone)]
+pub struct GraphFile {
+    path: PathBuf,
+    meta: PackedMeta,
+    universe: u32,
+    data_pages: u64,
+    index_pages: u64,
+    edges: u64,
+    /// First node id of each data page.
+    first_ids: Vec<u32>,
+}
+
+impl GraphFile {
+    /// Opens `path`, checking the header, the file length and the sparse index (monotone,
+    /// starting at node 0, within `n`). Pages are checked when read ([`GraphFile::list_bytes`]
+    /// with `verify`, or [`GraphFile::verify_all`]).
+    pub fn open(path: &Path) -> Result<Self, FileError> {
+        let fail = |kind: FileErrorKind| FileError::new(path, kind);
+        let invalid = |m: String| FileError::new(path, FileErrorKind::Invalid(m));
+        let mut file = File::open(path).map_err(|e| fail(e.into()))?;
+        let actual = file.metadata().map_err(|e| fail(e.into()))?.len();
+        if actual < PAGE_BYTES as u64 {
+            return Err(fail(FileErrorKind::SizeMismatch {
+                expected: PAGE_BYTES as u64,
+                actual,
+            }));
+        }
+        let mut h = vec![0u8; PAGE_BYTES];
+        file.read_exact(&mut h).map_err(|e| fail(e.into()))?;
+        let found: [u8; 8] = h[0..8].try_into().unwrap_or_default();
+        if found != MAGIC {
+            return Err(fail(FileErrorKind::WrongMagic {
+                expected: "trawl decoupled graph",
+                found,
+            }));
+        }
+        if crc32fast::hash(&h[..PAGE_BYTES - 4]) != le32(&h, PAGE_BYTES - 4) {
+            return Err(fail(FileErrorKind::Checksum { what: "header" }));
+        }
+        let version = le32(&h, 8);
+        if version == 0 || version > VERSION {
+            return Err(fail(FileErrorKind::UnsupportedVersion {
+                found: version,
+                supported: VERSION,
+            }));
+        }
+        if le32(&h, 12) as usize != PAGE_BYTES {
+            return Err(invalid(format!("page size {}", le32(&h, 12))));
+        }
+        let dtype = DType::from_code(h[16]).ok_or_else(|| invalid("element type".into()))?;
+        let metric = Metric::from_code(h[17]).ok_or_else(|| invalid("metric".into()))?;
+        let n = le64(&h, 24);
+        if n == 0 || n > u64::from(u32::MAX) {
+            return Err(invalid(format!("{n} nodes")));
+        }
+        let meta = PackedMeta {
+            dtype,
+            metric,
+            dim: le32(&h, 20) as usize,
+            n,
+            r: le32(&h, 32) as usize,
+            medoid: le32(&h, 36),
+            pq_bytes: le32(&h, 40) as usize,
+            pq_crc: le32(&h, 44),
+            pq_codes_crc: le32(&h, 48),
+            neighbor_code_bytes: 0,
+            permuted: false,
+        };
+        if meta.dim == 0 || u64::from(meta.medoid) >= n || meta.r > max_degree_for(n) {
+            return Err(invalid(format!(
+                "dim {}, medoid {}, degree bound {}",
+                meta.dim, meta.medoid, meta.r
+            )));
+        }
+        let data_pages = le64(&h, 52);
+        let index_pages = le64(&h, 60);
+        if data_pages == 0
+            || data_pages > n
+            || index_pages != (data_pages * 4).div_ceil(PAGE_BYTES as u64)
+        {
+            return Err(invalid(format!(
+                "{data_pages} data pages, {index_pages} index pages"
+            )));
+        }
+        let expected = (1 + data_pages + index_pages) * PAGE_BYTES as u64;
+        if actual != expected {
+            return Err(fail(FileErrorKind::SizeMismatch { expected, actual }));
+        }
+        file.seek(SeekFrom::Start((1 + data_pages) * PAGE_BYTES as u64))
+            .map_err(|e| fail(e.into()))?;
+        let mut raw = vec![0u8; (index_pages as usize) * PAGE_BYTES];
+        file.read_exact(&mut raw).map_err(|e| fail(e.into()))?;
+        let used = data_pages as usize * 4;
+        if crc32fast::hash(&raw[..used]) != le32(&h, 68) || raw[used..].iter().any(|&b| b != 0) {
+            return Err(fail(FileErrorKind::Checksum {
+                what: "sparse index",
+            }));
+        }
+        let first_ids: Vec<u32> = raw[..used].chunks_exact(4).map(|b| le32(b, 0)).collect();
+        if first_ids[0] != 0
+            || first_ids.windows(2).any(|w| w[0] >= w[1])
+            || u64::from(*first_ids.last().unwrap_or(&0)) >= n
+        {
+            return Err(invalid("sparse index is not increasing within n".into()));
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            meta,
+            universe: n as u32,
+            data_pages,
+            index_pages,
+            edges: le64(&h, 72),
+            first_ids,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// The index shape (no vectors here: `neighbor_code_bytes` 0, identity order).
+    pub fn meta(&self) -> &PackedMeta {
+        &self.meta
+    }
+    /// Data pages.
+    pub fn data_pages(&self) -> u64 {
+        self.data_pages
+    }
+    /// Pages of the whole file.
+    pub fn total_pages(&self) -> u64 {
+        1 + self.data_pages + self.index_pages
+    }
+    /// Bytes of the file.
+    pub fn file_bytes(&self) -> u64 {
+        self.total_pages() * PAGE_BYTES as u64
+    }
+    /// Sum of the degrees.
+    pub fn edges(&self) -> u64 {
+        self.edges
+    }
+    /// Bytes held in memory (the sparse index).
+    pub fn heap_bytes(&self) -> usize {
+        self.first_ids.len() * 4
+    }
+    /// Bytes of a fixed-size cache entry: room for any list (degree field + the worst-case
+    /// Elias-Fano size of `R` ids, DecoupleVS §3.4).
+    pub fn cache_entry_bytes(&self) -> usize {
+        2 + elias_fano::max_bits(self.meta.r, self.universe).div_ceil(8)
+    }
+
+    /// File page holding node `id`'s list (`id < n`).
+    #[inline]
+    pub fn locate(&self, id: u32) -> u64 {
+        let i = self.first_ids.partition_point(|&f| f <= id);
+        i.max(1) as u64 // data page k (0-based) is file page k + 1
+    }
+
+    /// Node `id`'s degree and coded list inside `page` (the bytes of the page
+    /// [`GraphFile::locate`] gave), checking the page's CRC first when `verify`.
+    pub fn list_bytes<'a>(
+        &self,
+        id: u32,
+        page_no: u64,
+        page: &'a [u8],
+        verify: bool,
+    ) -> Result<(usize, &'a [u8]), String> {
+        if page.len() < PAGE_BYTES {
+            return Err("short page".into());
+        }
+        if verify && !page_crc_ok(page) {
+            return Err(format!("checksum mismatch in page {page_no}"));
+        }
+        let first = le32(page, 4);
+        let count = usize::from(le16(page, 8));
+        let expected_first = self
+            .first_ids
+            .get(page_no.wrapping_sub(1) as usize)
+            .copied();
+        if expected_first != Some(first) || id < first || (id - first) as usize >= count {
+            return Err(format!(
+                "page {page_no} holds nodes {first}..{} (count {count}), not {id}",
+                u64::from(first) + count as u64
+            ));
+        }
+        let k = (id - first) as usize;
+        let degrees = PAGE_HEADER;
+        if degrees + 2 * count > PAGE_BYTES {
+            return Err(format!("page {page_no}: count {count} too large"));
+        }
+        let mut at = degrees + 2 * count;
+        for j in 0..k {
+            at +=
+                elias_fano::encoded_bytes(usize::from(le16(page, degrees + 2 * j)), self.universe);
+        }
+        let d = usize::from(le16(page, degrees + 2 * k));
+        let len = elias_fano::encoded_bytes(d, self.universe);
+        if d > self.meta.r || at + len > PAGE_BYTES {
+            return Err(format!(
+                "page {page_no}: node {id}'s list overruns the page"
+            ));
+        }
+        Ok((d, &page[at..at + len]))
+    }
+
+    /// Decodes a coded list (from [`GraphFile::list_bytes`] or a cache entry) into `out`.
+    pub fn decode_list(
+        &self,
+        degree: usize,
+        bytes: &[u8],
+        out: &mut Vec<u32>,
+    ) -> Result<(), String> {
+        out.clear();
+        elias_fano::decode(bytes, degree, self.universe, out)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Reads every data page and checks its CRC, its first id against the sparse index, and
+    /// every list it holds. Returns the number of pages checked.
+    pub fn verify_all(&self) -> Result<u64, FileError> {
+        let mut file = File::open(&self.path).map_err(|e| FileError::new(&self.path, e.into()))?;
+        file.seek(SeekFrom::Start(PAGE_BYTES as u64))
+            .map_err(|e| FileError::new(&self.path, e.into()))?;
+        let mut page = vec![0u8; PAGE_BYTES];
+        let mut ids = Vec::new();
+        let mut next = 0u64;
+        for p in 1..=self.data_pages {
+            file.read_exact(&mut page)
+                .map_err(|e| FileError::new(&self.path, e.into()))?;
+            if !page_crc_ok(&page) {
+                return Err(FileError::new(
+                    &self.path,
+                    FileErrorKind::PageChecksum { page: p },
+                ));
+            }
+            let first = u64::from(le32(&page, 4));
+            let count = u64::from(le16(&page, 8));
+            if first != next || count == 0 {
+                return Err(FileError::new(
+                    &self.path,
+                    FileErrorKind::Invalid(format!(
+                        "page {p} starts at node {first}, expected {next}"
+                    )),
+                ));
+            }
+            for id in first..first + count {
+                let (d, bytes) = self
+                    .list_bytes(id as u32, p, &page, false)
+                    .map_err(|m| FileError::new(&self.path, FileErrorKind::Invalid(m)))?;
+                self.decode_list(d, bytes, &mut ids).map_err(|m| {
+                    FileError::new(
+                        &self.path,
+                        FileErrorKind::Invalid(format!("node {id}: {m}")),
+                    )
+                })?;
+            }
+            next = first + count;
+        }
+        if next != self.meta.n {
+            return Err(FileError::new(
+                &self.path,
+                FileErrorKind::Invalid(format!("{next} lists for {} nodes", self.meta.n)),
+            ));
+        }
+        Ok(self.data_pages)
+    }
+}
