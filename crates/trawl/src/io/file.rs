@@ -15,6 +15,9 @@ use super::{
 #[derive(Debug, Clone)]
 pub struct IoFile {
     file: Arc<File>,
+    /// Every file of the page space with its first page: one entry for a plain file, several
+    /// for a concatenation ([`IoFile::concat`]).
+    parts: Arc<[(Arc<File>, u64)]>,
     path: Arc<Path>,
     len: u64,
     direct: bool,
@@ -57,14 +60,82 @@ impl IoFile {
                 "is a directory",
             )));
         }
+        let file = Arc::new(file);
         Ok(Self {
-            file: Arc::new(file),
+            parts: Arc::from(vec![(Arc::clone(&file), 0u64)]),
+            file,
             path: Arc::from(path),
             len: meta.len(),
             direct,
             resident: None,
         })
     }
+
+    /// One page space over several files, one after the other: page `p` of `files[i]` is page
+    /// `offset_i + p`, where `offset_i` is the pages of the files before it. A read never spans
+    /// two files. Every file but the last must be whole pages; all must agree on O_DIRECT.
+    /// Errors name the first file.
+    pub fn concat(files: &[IoFile]) -> Result<Self, IoError> {
+        let first = files
+            .first()
+            .ok_or_else(|| IoError::BadConfig("no files to concatenate".into()))?;
+        let mut parts = Vec::new();
+        let mut at = 0u64;
+        for (i, f) in files.iter().enumerate() {
+            if f.parts.len() != 1 || f.direct != first.direct || f.resident.is_some() {
+                return Err(IoError::BadConfig(
+                    "concatenate plain files opened alike".into(),
+                ));
+            }
+            if i + 1 < files.len() && !f.len.is_multiple_of(PAGE_BYTES as u64) {
+                return Err(IoError::BadConfig(format!(
+                    "{} is not whole pages",
+                    f.path.display()
+                )));
+            }
+            parts.push((Arc::clone(&f.file), at));
+            at += f.pages();
+        }
+        let last = files.last().map_or(0, |f| f.len % PAGE_BYTES as u64);
+        Ok(Self {
+            file: Arc::clone(&first.file),
+            parts: Arc::from(parts),
+            path: Arc::clone(&first.path),
+            len: at * PAGE_BYTES as u64 + last,
+            direct: first.direct,
+            resident: None,
+        })
+    }
+
+    /// Files of the page space (1 unless concatenated).
+    pub fn part_count(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The file holding pages `first .. first + pages`, its index, and the first page's offset
+    /// in that file; [`IoError::OutOfRange`] when the range leaves the space or spans files.
+    #[inline]
+    pub(crate) fn part(&self, first: u64, pages: u64) -> Result<(usize, &File, u64), IoError> {
+        let end = check_range(first, pages, self.pages())?;
+        let i = self.parts.partition_point(|p| p.1 <= first).max(1) - 1;
+        let (file, start) = &self.parts[i];
+        let limit = self.parts.get(i + 1).map_or(self.pages(), |p| p.1);
+        if end > limit {
+            return Err(IoError::OutOfRange {
+                first,
+                end,
+                file_pages: limit,
+            });
+        }
+        Ok((i, file, (first - start) * PAGE_BYTES as u64))
+    }
+
+    /// The raw descriptors of the files, in order (for registering them with a ring).
+    pub(crate) fn raw_fds(&self) -> Vec<i32> {
+        use std::os::fd::AsRawFd;
+        self.parts.iter().map(|p| p.0.as_raw_fd()).collect()
+    }
+
 
     /// Reads every whole page of the file into memory, for [`EngineKind::Memory`] engines
     /// (shared by all of them).
@@ -79,7 +150,14 @@ impl IoFile {
         let mut chunk = AlignedBuf::with_pages(CHUNK.min(pages.max(1)))?;
         let mut at = 0usize;
         while at < pages {
-            let n = CHUNK.min(pages - at);
+            // Chunks stop at the end of each concatenated file.
+            let next_part = self
+                .parts
+                .iter()
+                .map(|p| p.1 as usize)
+                .find(|&start| start > at)
+                .unwrap_or(pages);
+            let n = CHUNK.min(pages - at).min(next_part - at);
             if chunk.pages() != n {
                 chunk = AlignedBuf::with_pages(n)?;
             }
@@ -127,9 +205,6 @@ impl IoFile {
         &self.file
     }
 
-    pub(crate) fn shared_file(&self) -> Arc<File> {
-        Arc::clone(&self.file)
-    }
 
     /// Makes an engine of `kind` reading this file. [`EngineKind::Auto`] tries io_uring and
     /// falls back to pread where io_uring is unavailable ([`IoError::UringUnavailable`]).
@@ -159,14 +234,8 @@ impl IoFile {
     /// OS fails the read.
     pub fn read_pages(&self, first_page: u64, buf: &mut AlignedBuf) -> Result<(), IoError> {
         let pages = buf.pages() as u64;
-        let end = check_range(first_page, pages, self.pages())?;
-        debug_assert!(end <= self.pages());
-        pread_full(
-            &self.file,
-            buf.as_mut_slice(),
-            first_page * PAGE_BYTES as u64,
-            self.direct,
-        )
+        let (_, file, offset) = self.part(first_page, pages)?;
+        pread_full(file, buf.as_mut_slice(), offset, self.direct)
     }
 }
 

@@ -21,6 +21,8 @@ use super::{
 #[derive(Debug)]
 pub struct MemEngine {
     data: Arc<AlignedBuf>,
+    /// The file (its part boundaries: a read may not span two concatenated files).
+    file: IoFile,
     slots: SyncSlots,
     model: Option<Model>,
 }
@@ -46,6 +48,7 @@ impl MemEngine {
         })?;
         Ok(Self {
             data,
+            file: file.clone(),
             slots: SyncSlots::new(&cfg, file.pages()),
             model: None,
         })
@@ -112,6 +115,7 @@ impl IoEngine for MemEngine {
 
     fn submit(&mut self, tag: u64, req: ReadRequest) -> Result<(), IoError> {
         let slot = self.slots.check(&req)?;
+        self.file.part(req.first_page, u64::from(req.pages))?;
         self.slots.complete(slot, tag, &req);
         if let Some(m) = &mut self.model {
             let mut at = Instant::now() + m.latency;

@@ -68,10 +68,10 @@ impl IoEngine for PreadEngine {
     fn submit(&mut self, tag: u64, req: ReadRequest) -> Result<(), IoError> {
         let slot = self.slots.check(&req)?;
         let len = req.pages as usize * PAGE_BYTES;
-        let offset = req.first_page * PAGE_BYTES as u64;
+        let (_, file, offset) = self.file.part(req.first_page, u64::from(req.pages))?;
         let buf = &mut self.bufs[slot as usize].as_mut_slice()[..len];
         // On failure the slot stays free (it was only looked at).
-        pread_full(self.file.file(), buf, offset, self.file.is_direct())?;
+        pread_full(file, buf, offset, self.file.is_direct())?;
         self.slots.complete(slot, tag, &req);
         Ok(())
     }

@@ -1126,3 +1126,50 @@ fn aligned_buf() {
     send::<PreadEngine>();
     send::<CountingEngine<Box<dyn IoEngine>>>();
 }
+
+/// A concatenation reads each file's pages at their place in the joint page space, through
+/// every engine, and refuses a read that spans two files.
+#[test]
+fn concatenated_files_read_as_one_page_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    write_file(&a, 10);
+    let mut f = std::fs::File::create(&b).unwrap();
+    for p in 10..25 {
+        f.write_all(&page_bytes(p)).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    let joint = IoFile::concat(&[open(&a), open(&b)]).unwrap();
+    assert_eq!((joint.pages(), joint.part_count()), (25, 2));
+    let mut factories: Vec<(&str, Factory)> = vec![("pread", pread_factory), ("mem", mem_factory)];
+    if uring_available() {
+        factories.push(("uring", uring_factory));
+        factories.push(("uring-unregistered", uring_unregistered_factory));
+    }
+    for (name, make) in factories {
+        let cfg = EngineConfig {
+            depth: 4,
+            max_pages_per_read: 3,
+            ..EngineConfig::default()
+        };
+        let mut e = make(&joint, cfg);
+        let mut out = Vec::new();
+        for (first, pages) in [(0u64, 1u32), (7, 3), (10, 1), (22, 3), (9, 1)] {
+            e.submit(first, ReadRequest { first_page: first, pages }).unwrap();
+            out.clear();
+            e.wait(1, &mut out).unwrap();
+            let c = out[0];
+            check_bytes(&e.buffer(c.slot)[..pages as usize * PAGE_BYTES], first, pages, name);
+            e.release(c.slot);
+        }
+        let err = e
+            .submit(0, ReadRequest { first_page: 9, pages: 2 })
+            .unwrap_err();
+        assert!(matches!(err, IoError::OutOfRange { .. }), "{name}: {err}");
+    }
+    let mut buf = AlignedBuf::with_pages(2).unwrap();
+    joint.read_pages(23, &mut buf).unwrap();
+    check_bytes(buf.as_slice(), 23, 2, "read_pages");
+    assert!(joint.read_pages(9, &mut buf).is_err());
+}

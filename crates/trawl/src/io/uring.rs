@@ -1,10 +1,8 @@
 //! The io_uring engine: one ring per engine, reads into one page-aligned block of slot buffers.
 
 use std::collections::VecDeque;
-use std::fs::File;
 use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
@@ -44,7 +42,7 @@ enum State {
 pub struct UringEngine {
     ring: IoUring,
     /// Keeps the descriptor the SQEs name open.
-    file: Arc<File>,
+    file: IoFile,
     /// All slot buffers; slot `i` at `i × slot_bytes`. Freed by `Drop` only after every read
     /// has completed (leaked if that cannot be established).
     bufs: ManuallyDrop<AlignedBuf>,
@@ -114,12 +112,12 @@ impl UringEngine {
         };
         let fixed_file = ring
             .submitter()
-            .register_files(&[file.file().as_raw_fd()])
+            .register_files(&file.raw_fds())
             .is_ok();
 
         Ok(Self {
             ring,
-            file: file.shared_file(),
+            file: file.clone(),
             bufs: ManuallyDrop::new(bufs),
             slot_bytes,
             state: vec![State::Free; cfg.depth],
@@ -138,7 +136,7 @@ impl UringEngine {
     }
 
     /// The SQE reading `len` bytes at `offset` into slot `slot`.
-    fn read_entry(&mut self, slot: u32, offset: u64, len: u32) -> squeue::Entry {
+    fn read_entry(&mut self, slot: u32, part: usize, fd: i32, offset: u64, len: u32) -> squeue::Entry {
         let buf = self
             .bufs
             .as_mut_ptr()
@@ -146,15 +144,15 @@ impl UringEngine {
         // `validate` bounds depth by 2^15 and registration needs depth ≤ 2^16, so the slot
         // index fits the u16 buffer index.
         let index = slot as u16;
-        let fd = self.file.as_raw_fd();
+        let fixed = types::Fixed(part as u32);
         let entry = match (self.registered, self.fixed_file) {
-            (true, true) => opcode::ReadFixed::new(types::Fixed(0), buf, len, index)
+            (true, true) => opcode::ReadFixed::new(fixed, buf, len, index)
                 .offset(offset)
                 .build(),
             (true, false) => opcode::ReadFixed::new(types::Fd(fd), buf, len, index)
                 .offset(offset)
                 .build(),
-            (false, true) => opcode::Read::new(types::Fixed(0), buf, len)
+            (false, true) => opcode::Read::new(fixed, buf, len)
                 .offset(offset)
                 .build(),
             (false, false) => opcode::Read::new(types::Fd(fd), buf, len)
@@ -293,10 +291,11 @@ impl IoEngine for UringEngine {
             self.max_pages,
             self.file_pages,
         )?;
-        let offset = req.first_page * PAGE_BYTES as u64;
+        let (part, file, offset) = self.file.part(req.first_page, u64::from(req.pages))?;
+        let fd = file.as_raw_fd();
         // pages ≤ MAX_PAGES_PER_READ = 2^15, so the length is below 2^27.
         let len = req.pages * PAGE_BYTES as u32;
-        let entry = self.read_entry(slot, offset, len);
+        let entry = self.read_entry(slot, part, fd, offset, len);
         // SAFETY: the SQE makes the kernel write `len` bytes into slot `slot` of `bufs` and
         // read from `self.file`. The slot lies inside `bufs` (`len ≤ slot_bytes`) and is free:
         // no other read targets it and no reference to it is handed out until its completion
