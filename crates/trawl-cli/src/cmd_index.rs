@@ -11,11 +11,13 @@ use trawl::data::{read, GroundTruth, Matrix};
 use trawl::graph::VamanaParams;
 use trawl::index::{self, DiskIndex, IndexLayout, IndexParams, OpenOptions, ShuffleParams};
 use trawl::io::EngineKind;
+use trawl::layout::decoupled::vectors::VectorParams;
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
 use trawl::search::entry::{EntryParams, EntrySampling};
 use trawl::search::{
-    CachePolicy, PipeParams, SearchParams, Strategy, WidthPolicy, WidthSchedule, DEFAULT_BEAM_WIDTH,
+    CachePolicy, PipeParams, RerankParams, SearchParams, Strategy, WidthPolicy, WidthSchedule,
+    DEFAULT_BEAM_WIDTH,
 };
 use trawl::{Element, Metric};
 
@@ -132,10 +134,25 @@ pub struct SearchOptions {
     /// device latency under an IOPS ceiling; e.g. sim:80:500000).
     #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<EngineKind>())]
     pub engine: EngineKind,
-    /// Disk layout to search: packed (as built), shuffle (PageShuffle) or ais
-    /// (All-in-Storage); the last two are written by `trawl layout`.
+    /// Disk layout to search: packed (as built), shuffle (PageShuffle), ais (All-in-Storage)
+    /// or decoupled (DecoupleVS: compressed lists and vectors in two files); all but packed
+    /// are written by `trawl layout`.
     #[arg(long, default_value = "packed", value_parser = |s: &str| s.parse::<IndexLayout>())]
     pub layout: IndexLayout,
+    /// Decoupled layout: memory for the LRU cache of compressed neighbour lists, in MiB.
+    #[arg(long, default_value_t = (trawl::index::DEFAULT_LIST_CACHE_BYTES >> 20) as f64)]
+    pub list_cache_mb: f64,
+    /// Decoupled layout: candidates per re-rank batch (B), also the prefetch's stability
+    /// window.
+    #[arg(long, default_value_t = RerankParams::default().batch)]
+    pub rerank_batch: usize,
+    /// Decoupled layout: stop re-ranking after a batch whose share of top-k changes is below
+    /// this (0 re-ranks every expanded node, as the packed layouts do).
+    #[arg(long, default_value_t = RerankParams::default().threshold)]
+    pub rerank_threshold: f32,
+    /// Decoupled layout: do not prefetch vectors during the traversal.
+    #[arg(long)]
+    pub no_prefetch: bool,
     /// Read through the page cache instead of O_DIRECT (figures are then not disk figures).
     #[arg(long)]
     pub buffered: bool,
@@ -172,6 +189,11 @@ impl SearchOptions {
             entry_list: self.entry_list,
             dynamic_width: self.dynamic_width,
             page_search: self.page_search,
+            rerank: RerankParams {
+                batch: self.rerank_batch,
+                threshold: self.rerank_threshold,
+                prefetch: !self.no_prefetch,
+            },
         }
     }
 }
@@ -307,6 +329,7 @@ pub(crate) fn open_index(
         sqpoll: o.sqpoll,
         spin_us: o.spin_us,
         layout: o.layout,
+        list_cache_bytes: (o.list_cache_mb.max(0.0) * (1u64 << 20) as f64) as u64,
         queue_depth: OpenOptions::default()
             .queue_depth
             .max(o.beam_width)
@@ -330,9 +353,11 @@ pub(crate) fn open_index(
     let db = ix.disk_bytes();
     let info = serde_json::json!({
         "n": ix.n(), "dim": ix.dim(), "dtype": ix.dtype().name(), "metric": ix.metric().name(),
-        "R": ix.packed().meta().r, "pq_bytes_per_vector": ix.pq().m(),
-        "records_per_page": ix.packed().geometry().per_page, "layout": o.layout.name(),
-        "disk_bytes": {"packed": db.packed, "pq": db.pq, "pq_codes": db.pq_codes, "entry": db.entry, "total": db.total()},
+        "R": ix.meta().r, "pq_bytes_per_vector": ix.pq().m(),
+        "records_per_page": ix.packed().map_or(0, |p| p.geometry().per_page), "layout": o.layout.name(),
+        "disk_bytes": {"packed": db.packed, "graph": db.graph, "vectors": db.vectors, "pq": db.pq, "pq_codes": db.pq_codes, "entry": db.entry, "total": db.total()},
+        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch},
+        "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists.capacity(), "entry_bytes": d.lists.entry_bytes(), "budget_bytes": d.lists.budget_bytes()})),
         "entry_nodes": ix.entry().map_or(0, |e| e.len()), "entry_list": o.entry_list,
         "memory_bytes": ix.memory(), "memory_total_bytes": ix.memory().total(),
         "cache": cache, "cache_policy": format!("{policy:?}"),
@@ -766,6 +791,17 @@ pub struct LayoutArgs {
     /// neighbours' PQ codes, so no PQ codes stay in memory.
     #[arg(long)]
     pub ais: bool,
+    /// Write the decoupled layout (graph.trawl + vectors.trawl, DecoupleVS): sorted
+    /// neighbour lists Elias-Fano coded in pages, and the vectors losslessly compressed
+    /// (XOR with a base vector per chunk when it helps, Huffman per segment and byte lane).
+    #[arg(long)]
+    pub decoupled: bool,
+    /// Decoupled layout: chunk-metadata memory over vector bytes (β); sets the chunk size.
+    #[arg(long, default_value_t = VectorParams::default().beta)]
+    pub beta: f64,
+    /// Decoupled layout: uncompressed MiB per segment (each has its own code tables).
+    #[arg(long, default_value_t = VectorParams::default().segment_bytes >> 20)]
+    pub segment_mb: u64,
     /// Most PageShuffle refinement rounds after the neighbour packing.
     #[arg(long, default_value_t = ShuffleParams::default().rounds)]
     pub rounds: usize,
@@ -776,8 +812,8 @@ pub struct LayoutArgs {
 
 /// `trawl layout`: writes other disk layouts of an index's graph beside it.
 pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
-    if !args.shuffle && !args.ais {
-        bail!("choose a layout to write: --shuffle and/or --ais");
+    if !args.shuffle && !args.ais && !args.decoupled {
+        bail!("choose a layout to write: --shuffle, --ais and/or --decoupled");
     }
     let ix = DiskIndex::open(&args.index_dir, OpenOptions::default())
         .with_context(|| format!("opening {}", args.index_dir.display()))?;
@@ -785,17 +821,28 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
     for (on, kind) in [
         (args.shuffle, IndexLayout::Shuffled),
         (args.ais, IndexLayout::AllInStorage),
+        (args.decoupled, IndexLayout::Decoupled),
     ] {
         if !on {
             continue;
         }
-        let r = ix.write_layout(
-            kind,
-            &ShuffleParams {
-                rounds: args.rounds,
-            },
-            ctl,
-        )?;
+        let r = if kind == IndexLayout::Decoupled {
+            ix.write_decoupled(
+                &VectorParams {
+                    beta: args.beta,
+                    segment_bytes: args.segment_mb.max(1) << 20,
+                },
+                ctl,
+            )?
+        } else {
+            ix.write_layout(
+                kind,
+                &ShuffleParams {
+                    rounds: args.rounds,
+                },
+                ctl,
+            )?
+        };
         let rss = peak_rss_bytes();
         print!(
             "{}: {} ({} records per page; packed.trawl {}) in {:.1} s",
@@ -805,6 +852,25 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
             human_bytes(r.packed_bytes),
             r.total_secs
         );
+        if let Some(d) = &r.decoupled {
+            print!(
+                "; {:.3}× packed: graph {} ({:.3}× its {} uncompressed lists, {} pages), \
+                 vectors {} ({:.3}× their {} raw; {} of {} chunks XOR-coded, {} raw vectors; \
+                 metadata {} in memory)",
+                r.file_bytes as f64 / r.packed_bytes.max(1) as f64,
+                human_bytes(d.graph_bytes),
+                d.graph_bytes as f64 / d.lists_raw_bytes.max(1) as f64,
+                human_bytes(d.lists_raw_bytes),
+                d.graph_pages,
+                human_bytes(d.vectors_bytes),
+                d.vectors_bytes as f64 / d.vectors_raw_bytes.max(1) as f64,
+                human_bytes(d.vectors_raw_bytes),
+                d.xor_chunks,
+                d.chunks,
+                d.raw_vectors,
+                human_bytes(d.vectors_metadata_bytes)
+            );
+        }
         if let Some(s) = &r.shuffle {
             print!(
                 "; OR(G) {:.4} in id order, {:.4} after packing, {:.4} final ({} round(s) kept); \

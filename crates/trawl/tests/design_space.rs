@@ -86,7 +86,7 @@ fn page_search_scores_whole_pages_and_expands_from_them_without_reads() {
     let (base, q) = data::<f32>(12_000, 200, 32, 8);
     build(&base, dir.path(), Metric::L2, 16);
     let ix = open(dir.path());
-    let per_page = ix.packed().geometry().per_page as u64;
+    let per_page = ix.packed().unwrap().geometry().per_page as u64;
     assert!(per_page > 1);
     let gt = truth(&base, &q, Metric::L2);
     for l in [20, 40] {
@@ -138,7 +138,7 @@ fn page_search_changes_nothing_when_a_page_holds_one_record() {
     let (base, q) = data::<f32>(1_500, 30, 900, 2);
     build(&base, dir.path(), Metric::L2, 32);
     let ix = open(dir.path());
-    assert_eq!(ix.packed().geometry().per_page, 1);
+    assert_eq!(ix.packed().unwrap().geometry().per_page, 1);
     let b = ix.search_batch(&q, &beam(30, 4), 1).unwrap();
     let p = ix
         .search_batch(
@@ -228,7 +228,7 @@ fn shuffled_and_all_in_storage_layouts_search_the_same_graph() {
     let ais = ix
         .write_layout(IndexLayout::AllInStorage, &sp, &ctl)
         .unwrap();
-    assert!(ais.file_bytes > ix.packed().file_bytes());
+    assert!(ais.file_bytes > ix.packed().unwrap().file_bytes());
     assert!(ix.write_layout(IndexLayout::Packed, &sp, &ctl).is_err());
     let with = |layout| {
         DiskIndex::open(
@@ -241,7 +241,7 @@ fn shuffled_and_all_in_storage_layouts_search_the_same_graph() {
         .unwrap()
     };
     let (sx, ax) = (with(IndexLayout::Shuffled), with(IndexLayout::AllInStorage));
-    assert!(sx.packed().is_permuted());
+    assert!(sx.packed().unwrap().is_permuted());
     assert_eq!(ax.memory().pq_codes_bytes, 0, "no codes in memory");
     assert_eq!(ix.memory().pq_codes_bytes, 12_000 * 16);
     assert!(

@@ -167,7 +167,7 @@ fn a_corrupt_page_is_an_error_never_a_panic() {
     let path = dir.path().join(trawl::layout::packed::FILE_NAME);
     let good = std::fs::read(&path).unwrap();
     let ix = open(dir.path());
-    let (page, at) = ix.packed().locate(ix.medoid());
+    let (page, at) = ix.packed().unwrap().locate(ix.medoid());
     drop(ix);
     // Flip a vector byte of the entry point (every search reads it).
     let mut bad = good.clone();

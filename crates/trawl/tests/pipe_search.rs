@@ -229,7 +229,7 @@ fn pipe_errors_are_typed_and_leave_the_searcher_usable() {
     // A corrupt page read by PipeSearch is an error, and nothing stays in flight.
     let path = dir.path().join(trawl::layout::packed::FILE_NAME);
     let good = std::fs::read(&path).unwrap();
-    let (page, at) = ix.packed().locate(ix.medoid());
+    let (page, at) = ix.packed().unwrap().locate(ix.medoid());
     drop(s);
     drop(ix);
     let mut bad = good.clone();

@@ -37,13 +37,14 @@ impl DiskIndex {
         let mut engine = self
             .file()
             .engine(self.options().engine, self.engine_config())?;
-        let geo = *self.packed().geometry();
+        let packed = self.packed_file()?;
+        let geo = *packed.geometry();
         let pages = geo.read_pages() as u32;
         let mut done: Vec<Completion> = Vec::new();
         let mut read = 0u64;
         for chunk in ids.chunks(engine.depth()) {
             for (i, &id) in chunk.iter().enumerate() {
-                let (first_page, _) = self.packed().locate(id);
+                let (first_page, _) = packed.locate(id);
                 engine.submit(i as u64, ReadRequest { first_page, pages })?;
             }
             done.clear();
@@ -55,16 +56,15 @@ impl DiskIndex {
             let mut result = Ok(());
             for c in &done {
                 let id = chunk[c.tag as usize];
-                let (page, at) = self.packed().locate(id);
+                let (page, at) = packed.locate(id);
                 let bytes = engine.buffer(c.slot);
                 if result.is_ok() {
-                    result = self
-                        .packed()
+                    result = packed
                         .check_pages(page, bytes)
                         .map_err(|p| format!("checksum mismatch in page {p}"))
-                        .and_then(|()| self.packed().record(id, bytes).map(|_| ()))
+                        .and_then(|()| packed.record(id, bytes).map(|_| ()))
                         .map_err(|detail| SearchError::Corrupt {
-                            path: self.packed().path().to_path_buf(),
+                            path: packed.path().to_path_buf(),
                             page,
                             detail,
                         });
@@ -94,6 +94,13 @@ impl DiskIndex {
         if nodes == 0 {
             return Ok(CacheReport::default());
         }
+        if self.decoupled().is_some() {
+            return Err(SearchError::Unsupported(
+                "the decoupled layout caches compressed neighbour lists (its list cache, \
+                 OpenOptions::list_cache_bytes); the static node cache holds page-packed records"
+                    .into(),
+            ));
+        }
         let (ids, mut pages) = match policy {
             CachePolicy::Bfs => self.bfs_order(nodes)?,
             CachePolicy::Frequency {
@@ -102,7 +109,7 @@ impl DiskIndex {
                 beam_width,
             } => self.frequent_nodes(nodes, sample_queries, l, beam_width, threads, ctl)?,
         };
-        let rb = self.packed().geometry().record_bytes;
+        let rb = self.packed_file()?.geometry().record_bytes;
         let mut records = vec![0u8; ids.len() * rb];
         let mut slot_of = std::collections::HashMap::with_capacity(ids.len());
         for (i, &id) in ids.iter().enumerate() {
@@ -132,8 +139,9 @@ impl DiskIndex {
             let level: Vec<u32> = order[level_start..].to_vec();
             level_start = order.len();
             let mut next = Vec::new();
+            let packed = self.packed_file()?;
             pages += self.read_records(&level, |id, rec| {
-                if let Ok(view) = self.packed().decode(id, rec) {
+                if let Ok(view) = packed.decode(id, rec) {
                     next.extend(view.neighbors());
                 }
             })?;
@@ -175,7 +183,7 @@ impl DiskIndex {
             .map(|i| i as u32)
             .collect();
         picks.sort_unstable();
-        let vb = self.packed().geometry().vector_bytes;
+        let vb = self.packed_file()?.geometry().vector_bytes;
         let mut vectors = vec![0u8; picks.len() * vb];
         let mut pos = std::collections::HashMap::with_capacity(picks.len());
         for (i, &id) in picks.iter().enumerate() {

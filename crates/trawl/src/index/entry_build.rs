@@ -60,7 +60,7 @@ impl DiskIndex {
                 self.frequent_nodes(m, sample_queries, l, beam_width, threads, ctl)?
             }
         };
-        let vb = self.packed().geometry().vector_bytes;
+        let vb = self.packed_file()?.geometry().vector_bytes;
         let mut pos = std::collections::HashMap::with_capacity(ids.len());
         for (i, &id) in ids.iter().enumerate() {
             pos.insert(id, i);
@@ -110,7 +110,7 @@ impl DiskIndex {
         let t0 = Instant::now();
         let (e, pages_read) = self.build_entry(params, threads, ctl)?;
         let path = self.dir().join(entry::FILE_NAME);
-        let meta = *self.packed().meta();
+        let meta = *self.packed_file()?.meta();
         let file_bytes = e.save(&path, meta.n, meta.pq_codes_crc)?;
         let report = EntryReport {
             nodes: e.len(),

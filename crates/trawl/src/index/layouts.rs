@@ -17,6 +17,10 @@ use std::time::Instant;
 
 use super::{DiskIndex, IndexBuildError};
 use crate::io::PAGE_BYTES;
+use crate::layout::decoupled::graph::GraphWriter;
+use crate::layout::decoupled::vectors::{
+    self as dvectors, VectorGeometry, VectorParams, VectorPlanner, VectorWriter,
+};
 use crate::layout::packed::{self, PackedMeta, PackedWriter, RecordView};
 use crate::layout::shuffle::{self, Csr, ShuffleReport};
 use crate::layout::{FileError, FileErrorKind};
@@ -33,11 +37,19 @@ pub enum IndexLayout {
     Shuffled,
     /// All-in-Storage: every record carries its neighbours' PQ codes; no codes in memory.
     AllInStorage,
+    /// DecoupleVS: compressed neighbour lists and compressed vectors in two files
+    /// ([`crate::layout::decoupled`]); the page-packed file is not read.
+    Decoupled,
 }
 
 impl IndexLayout {
     /// Every layout.
-    pub const ALL: [Self; 3] = [Self::Packed, Self::Shuffled, Self::AllInStorage];
+    pub const ALL: [Self; 4] = [
+        Self::Packed,
+        Self::Shuffled,
+        Self::AllInStorage,
+        Self::Decoupled,
+    ];
 
     /// File of the layout inside an index directory.
     pub fn file_name(&self) -> &'static str {
@@ -45,6 +57,7 @@ impl IndexLayout {
             Self::Packed => packed::FILE_NAME,
             Self::Shuffled => "packed-shuffled.trawl",
             Self::AllInStorage => "packed-ais.trawl",
+            Self::Decoupled => crate::layout::decoupled::graph::FILE_NAME,
         }
     }
 
@@ -54,6 +67,7 @@ impl IndexLayout {
             Self::Packed => "packed",
             Self::Shuffled => "shuffle",
             Self::AllInStorage => "ais",
+            Self::Decoupled => "decoupled",
         }
     }
 }
@@ -65,7 +79,10 @@ impl std::str::FromStr for IndexLayout {
             "packed" => Ok(Self::Packed),
             "shuffle" | "shuffled" => Ok(Self::Shuffled),
             "ais" | "all-in-storage" => Ok(Self::AllInStorage),
-            other => Err(format!("unknown layout {other:?} (packed, shuffle, ais)")),
+            "decoupled" => Ok(Self::Decoupled),
+            other => Err(format!(
+                "unknown layout {other:?} (packed, shuffle, ais, decoupled)"
+            )),
         }
     }
 }
@@ -109,6 +126,48 @@ pub struct LayoutReport {
     pub graph_bytes: u64,
     /// PageShuffle: the overlap ratios (identity, after packing, per round, final).
     pub shuffle: Option<ShuffleReport>,
+    /// Decoupled layout: bytes per component and the compression figures.
+    pub decoupled: Option<DecoupledReport>,
+}
+
+/// What writing the decoupled layout produced, by component.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct DecoupledReport {
+    /// Bytes of the graph file.
+    pub graph_bytes: u64,
+    /// Bytes of the vector file.
+    pub vectors_bytes: u64,
+    /// Edges (sum of degrees).
+    pub edges: u64,
+    /// Bytes the lists take uncompressed (`4 · (1 + degree)` per node: count and ids).
+    pub lists_raw_bytes: u64,
+    /// Graph data pages.
+    pub graph_pages: u64,
+    /// Bytes the vectors take uncompressed (`n · V`).
+    pub vectors_raw_bytes: u64,
+    /// Coded vector bytes with their offset tables.
+    pub vectors_payload_bytes: u64,
+    /// Vector metadata bytes (code lengths, chunk records with base vectors, first id per
+    /// page), all held in memory at search time.
+    pub vectors_metadata_bytes: u64,
+    /// Vector data pages.
+    pub vector_pages: u64,
+    /// Chunks, and those XOR-coded against a base vector.
+    pub chunks: u64,
+    /// Chunks coded with XOR.
+    pub xor_chunks: u64,
+    /// Segments.
+    pub segments: u64,
+    /// Vectors per chunk.
+    pub chunk_vectors: u64,
+    /// Vectors stored raw.
+    pub raw_vectors: u64,
+    /// The β the chunks were sized for.
+    pub beta: f64,
+    /// Seconds of the first pass (graph file, vector statistics).
+    pub pass1_secs: f64,
+    /// Seconds of the second pass (vector coding).
+    pub pass2_secs: f64,
 }
 
 impl DiskIndex {
@@ -121,8 +180,11 @@ impl DiskIndex {
         params: &ShuffleParams,
         ctl: &Control,
     ) -> Result<LayoutReport, IndexBuildError> {
+        if layout == IndexLayout::Decoupled {
+            return self.write_decoupled(&VectorParams::default(), ctl);
+        }
         let t0 = Instant::now();
-        let src = self.packed();
+        let src = self.packed_file()?;
         let bad = |m: String| {
             IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
         };
@@ -140,6 +202,7 @@ impl DiskIndex {
         };
         let meta = *src.meta();
         let file_bytes = match layout {
+            IndexLayout::Decoupled => unreachable!("handled above"),
             IndexLayout::Packed => {
                 return Err(bad("the packed layout is the one the build writes".into()))
             }
@@ -225,6 +288,104 @@ impl DiskIndex {
         Ok(report)
     }
 
+    /// Writes the decoupled layout (`graph.trawl` and `vectors.trawl`) from the page-packed
+    /// file in two sequential passes: the first writes the graph file and gathers the vector
+    /// statistics (base vectors, XOR decisions, code tables), the second codes the vectors.
+    /// Memory: one chunk's byte counts per position (`256 · V · 4` bytes) and the plan.
+    pub fn write_decoupled(
+        &self,
+        params: &VectorParams,
+        ctl: &Control,
+    ) -> Result<LayoutReport, IndexBuildError> {
+        let t0 = Instant::now();
+        let src = self.packed_file()?;
+        let bad = |m: String| {
+            IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
+        };
+        if self.options().layout != IndexLayout::Packed || src.is_permuted() {
+            return Err(bad(
+                "layouts are written from the packed layout: open the index with it".into(),
+            ));
+        }
+        let meta = *src.meta();
+        let graph_path = self.dir().join(IndexLayout::Decoupled.file_name());
+        let vectors_path = self.dir().join(dvectors::FILE_NAME);
+        let geo = VectorGeometry::new(meta.dtype, meta.dim, meta.n, params).map_err(bad)?;
+        let mut planner = VectorPlanner::new(geo).map_err(bad)?;
+        let mut gw = GraphWriter::create(
+            &graph_path,
+            PackedMeta {
+                neighbor_code_bytes: 0,
+                permuted: false,
+                ..meta
+            },
+        )?;
+        let bar = ctl.bar("decoupled: graph file and vector statistics", meta.n);
+        let mut ids = Vec::with_capacity(meta.r);
+        let mut edges = 0u64;
+        self.scan_records(ctl, |_, view| {
+            ids.clear();
+            ids.extend(view.neighbors());
+            edges += ids.len() as u64;
+            gw.push(&ids)?;
+            planner.push(view.vector_bytes()).map_err(bad)?;
+            bar.inc(1);
+            Ok(())
+        })?;
+        bar.finish_and_clear();
+        let graph_bytes = gw.finish()?;
+        let plan = planner.finish().map_err(bad)?;
+        let pass1_secs = t0.elapsed().as_secs_f64();
+        let t2 = Instant::now();
+        let mut vw = VectorWriter::create(&vectors_path, plan)?;
+        let bar = ctl.bar("decoupled: coding vectors", meta.n);
+        self.scan_records(ctl, |_, view| {
+            vw.push(view.vector_bytes())?;
+            bar.inc(1);
+            Ok(())
+        })?;
+        bar.finish_and_clear();
+        let vrep = vw.finish()?;
+        let pass2_secs = t2.elapsed().as_secs_f64();
+        let graph_pages = graph_bytes / PAGE_BYTES as u64;
+        Ok(LayoutReport {
+            layout: IndexLayout::Decoupled.name().into(),
+            file: format!(
+                "{} + {}",
+                IndexLayout::Decoupled.file_name(),
+                dvectors::FILE_NAME
+            ),
+            file_bytes: graph_bytes + vrep.file_bytes,
+            packed_bytes: src.file_bytes(),
+            records_per_page: 0,
+            read_secs: 0.0,
+            shuffle_secs: 0.0,
+            write_secs: pass1_secs + pass2_secs,
+            total_secs: t0.elapsed().as_secs_f64(),
+            graph_bytes: 0,
+            shuffle: None,
+            decoupled: Some(DecoupledReport {
+                graph_bytes,
+                vectors_bytes: vrep.file_bytes,
+                edges,
+                lists_raw_bytes: 4 * (meta.n + edges),
+                graph_pages,
+                vectors_raw_bytes: meta.n * geo.vector_bytes() as u64,
+                vectors_payload_bytes: vrep.payload_bytes,
+                vectors_metadata_bytes: vrep.metadata_bytes,
+                vector_pages: vrep.data_pages,
+                chunks: vrep.chunks,
+                xor_chunks: vrep.xor_chunks,
+                segments: vrep.segments,
+                chunk_vectors: geo.chunk_vectors,
+                raw_vectors: vrep.raw_vectors,
+                beta: params.beta,
+                pass1_secs,
+                pass2_secs,
+            }),
+        })
+    }
+
     /// Writes the records in the slot order `order`, fetching each from the source file (every
     /// page read is checked against its checksum).
     fn write_permuted(
@@ -233,7 +394,7 @@ impl DiskIndex {
         order: Vec<u32>,
         ctl: &Control,
     ) -> Result<u64, IndexBuildError> {
-        let src = self.packed();
+        let src = self.packed_file()?;
         let meta = *src.meta();
         let geo = *src.geometry();
         // Records are fetched one page at a time with positional reads (no mapping: the
@@ -275,7 +436,7 @@ impl DiskIndex {
         ctl: &Control,
         mut f: impl FnMut(u32, RecordView<'_>) -> Result<(), IndexBuildError>,
     ) -> Result<(), IndexBuildError> {
-        let src = self.packed();
+        let src = self.packed_file()?;
         let geo = *src.geometry();
         let mut file = File::open(src.path()).map_err(|e| FileError::new(src.path(), e.into()))?;
         file.seek(SeekFrom::Start(PAGE_BYTES as u64))
@@ -312,7 +473,7 @@ impl DiskIndex {
 
 fn corrupt(ix: &DiskIndex, page: u64, detail: &str) -> IndexBuildError {
     IndexBuildError::Search(SearchError::Corrupt {
-        path: ix.packed().path().to_path_buf(),
+        path: ix.layout_path().to_path_buf(),
         page,
         detail: detail.into(),
     })

@@ -28,11 +28,13 @@ use std::time::Instant;
 use crate::data::Matrix;
 use crate::io::{EngineConfig, EngineKind, IoError, IoFile};
 use crate::kernels::{DType, Element, Metric};
-use crate::layout::packed::{self, PackedFile};
+use crate::layout::decoupled::graph::{self as dgraph, GraphFile};
+use crate::layout::decoupled::vectors::{self as dvectors, VectorFile};
+use crate::layout::packed::{self, PackedFile, PackedMeta};
 use crate::layout::{FileError, FileErrorKind};
 use crate::quant::pq::{PqCodes, ProductQuantizer};
 use crate::search::entry::{self, EntryIndex};
-use crate::search::{NodeCache, QueryStats, SearchError, SearchParams, Searcher};
+use crate::search::{ListCache, NodeCache, QueryStats, SearchError, SearchParams, Searcher};
 
 /// File name of the PQ quantiser inside an index directory.
 pub const PQ_FILE: &str = "pq.trawl";
@@ -58,8 +60,12 @@ pub struct OpenOptions {
     /// [`AUTO_SPIN_US`] when the batch's threads do not outnumber the cores, else 0.
     pub spin_us: Option<u64>,
     /// Which disk layout of the graph to search (the page-packed file as built, its
-    /// PageShuffle reordering, or its All-in-Storage form), made by [`DiskIndex::write_layout`].
+    /// PageShuffle reordering, its All-in-Storage form, or the decoupled graph and vector
+    /// files), made by [`DiskIndex::write_layout`].
     pub layout: IndexLayout,
+    /// Decoupled layout: memory for the LRU cache of compressed neighbour lists (entries and
+    /// bookkeeping), shared by the index's searchers.
+    pub list_cache_bytes: u64,
 }
 
 /// Polling time of [`OpenOptions::spin_us`]'s automatic choice: covers most 4 KiB reads on
@@ -77,9 +83,13 @@ impl Default for OpenOptions {
             verify_pages: true,
             spin_us: None,
             layout: IndexLayout::Packed,
+            list_cache_bytes: DEFAULT_LIST_CACHE_BYTES,
         }
     }
 }
+
+/// Default [`OpenOptions::list_cache_bytes`]: 16 MiB.
+pub const DEFAULT_LIST_CACHE_BYTES: u64 = 16 << 20;
 
 /// Why an index could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -115,13 +125,18 @@ pub struct MemoryReport {
     pub pq_codes_bytes: u64,
     /// PQ codebooks.
     pub pq_codebook_bytes: u64,
-    /// The packed file's handle: page checksums, and for the PageShuffle layout its order table
-    /// and id → slot map (8 bytes per node).
+    /// The layout's handle: the packed file's page checksums (and for the PageShuffle layout
+    /// its order table and id → slot map, 8 bytes per node); for the decoupled layout the
+    /// graph's sparse index and the vector file's metadata (code tables, chunk records, base
+    /// vectors, first id per page).
     pub checksum_bytes: u64,
     /// Static cache.
     pub cache_bytes: u64,
     /// Entry index (sample graph and vectors).
     pub entry_bytes: u64,
+    /// Decoupled layout: the LRU cache of compressed neighbour lists (its budget: the
+    /// memory it takes when full).
+    pub list_cache_bytes: u64,
 }
 
 impl MemoryReport {
@@ -132,14 +147,19 @@ impl MemoryReport {
             + self.checksum_bytes
             + self.cache_bytes
             + self.entry_bytes
+            + self.list_cache_bytes
     }
 }
 
 /// Bytes on disk of each file of an index.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DiskBytes {
-    /// The page-packed file.
+    /// The page-packed file (0 for the decoupled layout, which does not read it).
     pub packed: u64,
+    /// Decoupled layout: the graph file.
+    pub graph: u64,
+    /// Decoupled layout: the vector file.
+    pub vectors: u64,
     /// The PQ codebooks.
     pub pq: u64,
     /// The PQ codes.
@@ -151,7 +171,7 @@ pub struct DiskBytes {
 impl DiskBytes {
     /// Sum of the files.
     pub fn total(&self) -> u64 {
-        self.packed + self.pq + self.pq_codes + self.entry
+        self.packed + self.graph + self.vectors + self.pq + self.pq_codes + self.entry
     }
 }
 
@@ -186,7 +206,11 @@ impl BatchOutput {
 #[derive(Debug)]
 pub struct DiskIndex {
     dir: PathBuf,
-    packed: PackedFile,
+    meta: PackedMeta,
+    /// The page-packed file (every layout but the decoupled one).
+    packed: Option<PackedFile>,
+    /// The decoupled layout's files and list cache.
+    decoupled: Option<Box<Decoupled>>,
     file: IoFile,
     pq: ProductQuantizer,
     /// The PQ codes in memory (`None` for the All-in-Storage layout, whose records carry their
@@ -195,6 +219,20 @@ pub struct DiskIndex {
     cache: NodeCache,
     entry: Option<EntryIndex>,
     opts: OpenOptions,
+}
+
+/// The decoupled layout of an opened index: the graph and vector files (read through one
+/// page space, the vector file's pages after the graph file's) and the list cache.
+#[derive(Debug)]
+pub struct Decoupled {
+    /// The graph file.
+    pub graph: GraphFile,
+    /// The vector file.
+    pub vectors: VectorFile,
+    /// Page of the joint page space where the vector file starts (the graph file's pages).
+    pub vector_base: u64,
+    /// The LRU cache of compressed neighbour lists.
+    pub lists: ListCache,
 }
 
 /// Payload CRC recorded in a trawl envelope header (bytes 24..28).
@@ -236,29 +274,71 @@ impl DiskIndex {
                 },
             });
         }
-        let packed = PackedFile::open(&packed_path)?;
-        let meta = *packed.meta();
-        let ais = meta.neighbor_code_bytes > 0;
-        if ais != (opts.layout == IndexLayout::AllInStorage)
-            || meta.permuted != (opts.layout == IndexLayout::Shuffled)
-        {
-            return Err(OpenError::Mismatch {
-                dir: dir.to_path_buf(),
-                reason: format!(
-                    "{} is not a {} layout (permuted: {}, neighbour codes: {})",
-                    opts.layout.file_name(),
-                    opts.layout.name(),
-                    meta.permuted,
-                    ais
-                ),
-            });
-        }
-        let pq_path = dir.join(PQ_FILE);
-        let codes_path = dir.join(PQ_CODES_FILE);
         let mismatch = |reason: String| OpenError::Mismatch {
             dir: dir.to_path_buf(),
             reason,
         };
+        let (meta, packed, decoupled, io_files) = if opts.layout == IndexLayout::Decoupled {
+            let graph = GraphFile::open(&packed_path)?;
+            let vectors_path = dir.join(dvectors::FILE_NAME);
+            if !vectors_path.is_file() {
+                return Err(mismatch(format!(
+                    "{} is missing beside {} (rewrite the layout with `trawl layout {} --decoupled`)",
+                    dvectors::FILE_NAME,
+                    dgraph::FILE_NAME,
+                    dir.display()
+                )));
+            }
+            let vectors = VectorFile::open(&vectors_path)?;
+            let meta = *graph.meta();
+            let vg = vectors.geometry();
+            if vg.n != meta.n || vg.dim != meta.dim || vg.dtype != meta.dtype {
+                return Err(mismatch(format!(
+                    "the vector file ({} × {} {}) does not match the graph ({} × {} {})",
+                    vg.n,
+                    vg.dim,
+                    vg.dtype.name(),
+                    meta.n,
+                    meta.dim,
+                    meta.dtype.name()
+                )));
+            }
+            let files = IoFile::concat(&[
+                IoFile::open(&packed_path, opts.direct)?,
+                IoFile::open(&vectors_path, opts.direct)?,
+            ])?;
+            let lists = ListCache::new(graph.cache_entry_bytes(), opts.list_cache_bytes);
+            let d = Decoupled {
+                vector_base: graph.total_pages(),
+                graph,
+                vectors,
+                lists,
+            };
+            (meta, None, Some(Box::new(d)), files)
+        } else {
+            let packed = PackedFile::open(&packed_path)?;
+            let meta = *packed.meta();
+            let ais = meta.neighbor_code_bytes > 0;
+            if ais != (opts.layout == IndexLayout::AllInStorage)
+                || meta.permuted != (opts.layout == IndexLayout::Shuffled)
+            {
+                return Err(OpenError::Mismatch {
+                    dir: dir.to_path_buf(),
+                    reason: format!(
+                        "{} is not a {} layout (permuted: {}, neighbour codes: {})",
+                        opts.layout.file_name(),
+                        opts.layout.name(),
+                        meta.permuted,
+                        ais
+                    ),
+                });
+            }
+            let file = IoFile::open(&packed_path, opts.direct)?;
+            (meta, Some(packed), None, file)
+        };
+        let ais = meta.neighbor_code_bytes > 0;
+        let pq_path = dir.join(PQ_FILE);
+        let codes_path = dir.join(PQ_CODES_FILE);
         if payload_crc(&pq_path)? != meta.pq_crc || payload_crc(&codes_path)? != meta.pq_codes_crc {
             return Err(mismatch(
                 "the PQ files are not the ones this index was built with (mixed builds?)".into(),
@@ -305,13 +385,15 @@ impl DiskIndex {
         } else {
             None
         };
-        let mut file = IoFile::open(&packed_path, opts.direct)?;
+        let mut file = io_files;
         if opts.engine.needs_resident() {
             file.load_resident()?;
         }
         Ok(Self {
             dir: dir.to_path_buf(),
+            meta,
             packed,
+            decoupled,
             file,
             pq,
             codes,
@@ -327,27 +409,53 @@ impl DiskIndex {
     }
     /// Indexed vectors.
     pub fn n(&self) -> usize {
-        self.packed.meta().n as usize
+        self.meta.n as usize
     }
     /// Dimension.
     pub fn dim(&self) -> usize {
-        self.packed.meta().dim
+        self.meta.dim
     }
     /// Element type.
     pub fn dtype(&self) -> DType {
-        self.packed.meta().dtype
+        self.meta.dtype
     }
     /// Metric.
     pub fn metric(&self) -> Metric {
-        self.packed.meta().metric
+        self.meta.metric
     }
     /// Entry point.
     pub fn medoid(&self) -> u32 {
-        self.packed.meta().medoid
+        self.meta.medoid
     }
-    /// The page-packed file.
-    pub fn packed(&self) -> &PackedFile {
-        &self.packed
+    /// The index's shape (for the decoupled layout, read from its graph file).
+    pub fn meta(&self) -> &PackedMeta {
+        &self.meta
+    }
+    /// The page-packed file (`None` for the decoupled layout).
+    pub fn packed(&self) -> Option<&PackedFile> {
+        self.packed.as_ref()
+    }
+    /// The page-packed file, or an error naming `what` for the decoupled layout.
+    pub(crate) fn packed_file(&self) -> Result<&PackedFile, SearchError> {
+        self.packed.as_ref().ok_or_else(|| {
+            SearchError::Unsupported(
+                "this needs a page-packed layout; the decoupled layout keeps vectors and lists \
+                 apart (open the index with the packed layout for it)"
+                    .into(),
+            )
+        })
+    }
+    /// The decoupled layout's files and list cache (`None` for the page-packed layouts).
+    pub fn decoupled(&self) -> Option<&Decoupled> {
+        self.decoupled.as_deref()
+    }
+    /// The file of the index's layout (the graph file for the decoupled layout), for errors.
+    pub fn layout_path(&self) -> &Path {
+        match (&self.packed, &self.decoupled) {
+            (Some(p), _) => p.path(),
+            (None, Some(d)) => d.graph.path(),
+            (None, None) => &self.dir,
+        }
     }
     /// The quantiser.
     pub fn pq(&self) -> &ProductQuantizer {
@@ -384,9 +492,17 @@ impl DiskIndex {
         MemoryReport {
             pq_codes_bytes: self.codes.as_ref().map_or(0, |c| c.as_bytes().len() as u64),
             pq_codebook_bytes: self.pq.centroids().len() as u64 * 4,
-            checksum_bytes: self.packed.heap_bytes() as u64,
+            checksum_bytes: match (&self.packed, &self.decoupled) {
+                (Some(p), _) => p.heap_bytes() as u64,
+                (None, Some(d)) => (d.graph.heap_bytes() + d.vectors.heap_bytes()) as u64,
+                (None, None) => 0,
+            },
             cache_bytes: self.cache.heap_bytes() as u64,
             entry_bytes: self.entry.as_ref().map_or(0, |e| e.heap_bytes() as u64),
+            list_cache_bytes: self
+                .decoupled
+                .as_ref()
+                .map_or(0, |d| d.lists.budget_bytes()),
         }
     }
 
@@ -394,7 +510,12 @@ impl DiskIndex {
     pub fn disk_bytes(&self) -> DiskBytes {
         let len = |p: PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
         DiskBytes {
-            packed: self.packed.file_bytes(),
+            packed: self.packed.as_ref().map_or(0, |p| p.file_bytes()),
+            graph: self.decoupled.as_ref().map_or(0, |d| d.graph.file_bytes()),
+            vectors: self
+                .decoupled
+                .as_ref()
+                .map_or(0, |d| d.vectors.file_bytes()),
             pq: len(self.dir.join(PQ_FILE)),
             // All-in-Storage needs no codes file at search time.
             pq_codes: if self.codes.is_some() {
@@ -414,7 +535,10 @@ impl DiskIndex {
     pub fn engine_config(&self) -> EngineConfig {
         EngineConfig {
             depth: self.opts.queue_depth.max(1),
-            max_pages_per_read: self.packed.geometry().read_pages(),
+            max_pages_per_read: self
+                .packed
+                .as_ref()
+                .map_or(1, |p| p.geometry().read_pages()),
             register_buffers: self.opts.register_buffers,
             sqpoll: self.opts.sqpoll,
         }
@@ -470,6 +594,16 @@ impl DiskIndex {
                 ));
             }
         }
+        if self.decoupled.is_some() {
+            if p.page_search {
+                return Err(SearchError::Unsupported(
+                    "PageSearch scores the other records of a page read, and the decoupled \
+                     layout's graph pages hold no vectors"
+                        .into(),
+                ));
+            }
+            p.rerank.validate()?;
+        }
         if p.entry_list > 0 && self.entry.is_none() {
             return Err(SearchError::NoEntryIndex);
         }
@@ -520,6 +654,8 @@ impl DiskIndex {
                 // In flight plus landed-but-unexplored records.
                 crate::search::Strategy::Pipe(pp) => 2 * pp.max_width,
             };
+            // Decoupled layout: as many vector reads again (prefetch and re-rank).
+            let per_query = per_query * if self.decoupled.is_some() { 2 } else { 1 };
             cfg.depth = cfg.depth.max(interleave * per_query);
         }
         let k = params.k;

@@ -136,7 +136,6 @@ impl IoFile {
         self.parts.iter().map(|p| p.0.as_raw_fd()).collect()
     }
 
-
     /// Reads every whole page of the file into memory, for [`EngineKind::Memory`] engines
     /// (shared by all of them).
     pub fn load_resident(&mut self) -> Result<(), IoError> {
@@ -204,7 +203,6 @@ impl IoFile {
     pub fn file(&self) -> &File {
         &self.file
     }
-
 
     /// Makes an engine of `kind` reading this file. [`EngineKind::Auto`] tries io_uring and
     /// falls back to pread where io_uring is unavailable ([`IoError::UringUnavailable`]).

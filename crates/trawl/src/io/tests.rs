@@ -1156,15 +1156,33 @@ fn concatenated_files_read_as_one_page_space() {
         let mut e = make(&joint, cfg);
         let mut out = Vec::new();
         for (first, pages) in [(0u64, 1u32), (7, 3), (10, 1), (22, 3), (9, 1)] {
-            e.submit(first, ReadRequest { first_page: first, pages }).unwrap();
+            e.submit(
+                first,
+                ReadRequest {
+                    first_page: first,
+                    pages,
+                },
+            )
+            .unwrap();
             out.clear();
             e.wait(1, &mut out).unwrap();
             let c = out[0];
-            check_bytes(&e.buffer(c.slot)[..pages as usize * PAGE_BYTES], first, pages, name);
+            check_bytes(
+                &e.buffer(c.slot)[..pages as usize * PAGE_BYTES],
+                first,
+                pages,
+                name,
+            );
             e.release(c.slot);
         }
         let err = e
-            .submit(0, ReadRequest { first_page: 9, pages: 2 })
+            .submit(
+                0,
+                ReadRequest {
+                    first_page: 9,
+                    pages: 2,
+                },
+            )
             .unwrap_err();
         assert!(matches!(err, IoError::OutOfRange { .. }), "{name}: {err}");
     }

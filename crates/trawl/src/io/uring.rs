@@ -110,10 +110,7 @@ impl UringEngine {
             // plain reads work on the same memory.
             res.is_ok()
         };
-        let fixed_file = ring
-            .submitter()
-            .register_files(&file.raw_fds())
-            .is_ok();
+        let fixed_file = ring.submitter().register_files(&file.raw_fds()).is_ok();
 
         Ok(Self {
             ring,
@@ -136,7 +133,14 @@ impl UringEngine {
     }
 
     /// The SQE reading `len` bytes at `offset` into slot `slot`.
-    fn read_entry(&mut self, slot: u32, part: usize, fd: i32, offset: u64, len: u32) -> squeue::Entry {
+    fn read_entry(
+        &mut self,
+        slot: u32,
+        part: usize,
+        fd: i32,
+        offset: u64,
+        len: u32,
+    ) -> squeue::Entry {
         let buf = self
             .bufs
             .as_mut_ptr()
@@ -152,9 +156,7 @@ impl UringEngine {
             (true, false) => opcode::ReadFixed::new(types::Fd(fd), buf, len, index)
                 .offset(offset)
                 .build(),
-            (false, true) => opcode::Read::new(fixed, buf, len)
-                .offset(offset)
-                .build(),
+            (false, true) => opcode::Read::new(fixed, buf, len).offset(offset).build(),
             (false, false) => opcode::Read::new(types::Fd(fd), buf, len)
                 .offset(offset)
                 .build(),

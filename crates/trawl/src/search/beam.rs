@@ -45,6 +45,10 @@ pub struct BeamQuery {
     held_bytes: Vec<u8>,
     page_ids: Vec<u32>,
     page_search: bool,
+    /// Decoupled layout: list-cache hits of this round (`(id, degree, offset in lc_bytes)`).
+    lc_hits: Vec<(u32, u16, u32)>,
+    lc_bytes: Vec<u8>,
+    lc_buf: Vec<u8>,
     schedule: Option<WidthSchedule>,
     cap: usize,
     /// Distinct first pages of this round's reads.
@@ -75,6 +79,7 @@ impl BeamQuery {
         self.f.fill_table(ix, query)?;
         self.f.set_page_search(params.page_search);
         self.f.reset(ix, params.l);
+        self.f.rerank.start(params.k, params.rerank, tag_base);
         self.page_search = params.page_search;
         self.held.clear();
         self.held_bytes.clear();
@@ -96,6 +101,16 @@ impl BeamQuery {
             }
         }
         Ok(())
+    }
+
+    /// Read slots of the current round not taken by its graph reads.
+    pub(crate) fn free_slots(&self) -> usize {
+        self.width.saturating_sub(self.pending)
+    }
+
+    /// The current round's width.
+    pub(crate) fn width(&self) -> usize {
+        self.width
     }
 
     /// Whether the search is over (no round in flight, no unexpanded candidate).
@@ -137,15 +152,37 @@ impl BeamQuery {
         self.cached.clear();
         self.from_pages.clear();
         self.reads.clear();
+        self.lc_hits.clear();
+        self.lc_bytes.clear();
         if let Some(s) = &self.schedule {
             self.width = s.width_at(self.f.list.cursor(), self.cap);
         }
-        let packed = ix.packed();
-        let geo = *packed.geometry();
-        while self.frontier.len() + self.cached.len() + self.from_pages.len() < self.width {
+        let dec = ix.decoupled();
+        while self.frontier.len() + self.cached.len() + self.from_pages.len() + self.lc_hits.len()
+            < self.width
+        {
             let Some(c) = self.f.list.pop_unexpanded() else {
                 break;
             };
+            if let Some(d) = dec {
+                // Copy a cached list now: another thread may evict it before it is expanded.
+                if let Some(degree) = d.lists.get(c.id, &mut self.lc_buf) {
+                    self.lc_hits
+                        .push((c.id, degree as u16, self.lc_bytes.len() as u32));
+                    self.lc_bytes.extend_from_slice(&self.lc_buf);
+                    continue;
+                }
+                let page = d.graph.locate(c.id);
+                let read = match self.reads.iter().position(|&p| p == page) {
+                    Some(i) => i,
+                    None => {
+                        self.reads.push(page);
+                        self.reads.len() - 1
+                    }
+                };
+                self.frontier.push((c.id, read));
+                continue;
+            }
             if ix.cache().contains(c.id) {
                 self.cached.push(c.id);
                 continue;
@@ -154,7 +191,7 @@ impl BeamQuery {
                 self.from_pages.push(c.id);
                 continue;
             }
-            let (page, _) = packed.locate(c.id);
+            let (page, _) = ix.packed_file()?.locate(c.id);
             let read = match self.reads.iter().position(|&p| p == page) {
                 Some(i) => i,
                 None => {
@@ -164,7 +201,10 @@ impl BeamQuery {
             };
             self.frontier.push((c.id, read));
         }
-        let pages = geo.read_pages() as u32;
+        let pages = match ix.packed() {
+            Some(p) => p.geometry().read_pages() as u32,
+            None => 1,
+        };
         for (tag, &page) in self.reads.iter().enumerate() {
             engine.submit(
                 self.tag_base | tag as u64,
@@ -183,7 +223,22 @@ impl BeamQuery {
         stats.pages_read += self.reads.len() as u64 * u64::from(pages);
         stats.bytes_read += self.reads.len() as u64 * u64::from(pages) * PAGE_BYTES as u64;
         for &page in &self.reads {
-            stats.records_read += packed.records_on_page(page);
+            stats.records_read += match (ix.packed(), dec) {
+                (Some(p), _) => p.records_on_page(page),
+                (None, Some(d)) => d.graph.lists_on_page(page),
+                (None, None) => 0,
+            };
+        }
+        for i in 0..self.lc_hits.len() {
+            let (id, degree, at) = self.lc_hits[i];
+            let next = self
+                .lc_hits
+                .get(i + 1)
+                .map_or(self.lc_bytes.len(), |h| h.2 as usize);
+            let coded = &self.lc_bytes[at as usize..next];
+            self.f
+                .explore_coded(ix, id, usize::from(degree), coded, 0, stats)?;
+            stats.cache_hits += 1;
         }
         for i in 0..self.cached.len() {
             let id = self.cached[i];
@@ -205,16 +260,16 @@ impl BeamQuery {
         vec_scratch: &mut Vec<T>,
         stats: &mut QueryStats,
     ) -> Result<(), SearchError> {
-        let rb = ix.packed().geometry().record_bytes;
+        let packed = ix.packed_file()?;
+        let rb = packed.geometry().record_bytes;
         let at = self
             .held
             .iter()
             .find(|h| h.0 == id)
             .map(|h| h.1 as usize)
             .ok_or_else(|| corrupt(ix, 0, format!("record {id} was not kept")))?;
-        let (page, _) = ix.packed().locate(id);
-        let view = ix
-            .packed()
+        let (page, _) = packed.locate(id);
+        let view = packed
             .decode(id, &self.held_bytes[at..at + rb])
             .map_err(|d| corrupt(ix, page, d))?;
         self.f.explore(ix, query, id, view, vec_scratch, stats);
@@ -278,8 +333,26 @@ impl BeamQuery {
     ) -> Result<(), SearchError> {
         let read = (c.tag & 0xffff_ffff) as usize;
         let page = self.reads[read];
+        if let Some(d) = ix.decoupled() {
+            for i in 0..self.frontier.len() {
+                let (id, r) = self.frontier[i];
+                if r != read {
+                    continue;
+                }
+                let (degree, coded) = d
+                    .graph
+                    .list_bytes(id, page, bytes, ix.verify_pages())
+                    .map_err(|m| corrupt(ix, page, m))?;
+                d.lists.insert(id, degree, coded);
+                if let Some(t) = trace.as_mut() {
+                    t.push(id);
+                }
+                self.f.explore_coded(ix, id, degree, coded, page, stats)?;
+            }
+            return Ok(());
+        }
         check_read(ix, page, bytes)?;
-        let packed = ix.packed();
+        let packed = ix.packed_file()?;
         for i in 0..self.frontier.len() {
             let (id, r) = self.frontier[i];
             if r != read {

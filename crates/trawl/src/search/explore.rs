@@ -1,5 +1,8 @@
 //! The step every search strategy shares: explore one record.
 
+use std::time::Instant;
+
+use super::rerank::Rerank;
 use super::{QueryStats, SearchError};
 use crate::graph::queue::{CandidateList, Neighbor, VisitedSet};
 use crate::index::DiskIndex;
@@ -10,7 +13,7 @@ use crate::quant::pq::QueryTable;
 /// A corrupt page (or cached record) of the index file.
 pub(crate) fn corrupt(ix: &DiskIndex, page: u64, detail: String) -> SearchError {
     SearchError::Corrupt {
-        path: ix.packed().path().to_path_buf(),
+        path: ix.layout_path().to_path_buf(),
         page,
         detail,
     }
@@ -18,8 +21,8 @@ pub(crate) fn corrupt(ix: &DiskIndex, page: u64, detail: String) -> SearchError 
 
 /// Checks `bytes`, read from `page` on, against the page checksums (when the index checks them).
 pub(crate) fn check_read(ix: &DiskIndex, page: u64, bytes: &[u8]) -> Result<(), SearchError> {
-    if ix.verify_pages() {
-        ix.packed()
+    if let (true, Some(packed)) = (ix.verify_pages(), ix.packed()) {
+        packed
             .check_pages(page, bytes)
             .map_err(|p| corrupt(ix, page, format!("checksum mismatch in page {p}")))?;
     }
@@ -42,6 +45,10 @@ pub(crate) struct Frontier {
     scored: VisitedSet,
     page_search: bool,
     fresh: Vec<u32>,
+    /// Decoupled layout: the re-rank state (expanded nodes, vector reads, exact distances).
+    pub rerank: Rerank,
+    /// Decoupled layout: a decoded neighbour list.
+    nbrs: Vec<u32>,
 }
 
 impl Frontier {
@@ -111,7 +118,7 @@ impl Frontier {
         let table = self.table.as_ref().expect("filled at query start");
         match ix.codes() {
             Some(codes) => table.distance(codes.code(id as usize)),
-            None => table.distance(ix.packed().medoid_code()),
+            None => table.distance(ix.packed().map_or(&[][..], |p| p.medoid_code())),
         }
     }
 
@@ -175,6 +182,55 @@ impl Frontier {
         stats.pq_distances += self.fresh.len() as u64;
     }
 
+    /// Decoupled layout: explores `id` from its coded neighbour list (read from a graph page
+    /// or the list cache) — its PQ distance enters the re-rank pool, its unvisited
+    /// neighbours' PQ distances enter the list.
+    pub fn explore_coded(
+        &mut self,
+        ix: &DiskIndex,
+        id: u32,
+        degree: usize,
+        coded: &[u8],
+        page: u64,
+        stats: &mut QueryStats,
+    ) -> Result<(), SearchError> {
+        let Some(d) = ix.decoupled() else {
+            return Err(corrupt(ix, page, "not a decoupled index".into()));
+        };
+        let t0 = Instant::now();
+        d.graph
+            .decode_list(degree, coded, &mut self.nbrs)
+            .map_err(|e| corrupt(ix, page, format!("node {id}: {e}")))?;
+        stats.list_decode_ns += t0.elapsed().as_nanos() as u64;
+        let pq = self.pq_distance(ix, id);
+        self.rerank.observe(id, pq);
+        stats.nodes_expanded += 1;
+        let Some(codes) = ix.codes() else {
+            return Ok(());
+        };
+        self.fresh.clear();
+        for &nb in &self.nbrs {
+            if self.visited.insert(nb) {
+                self.fresh.push(nb);
+            }
+        }
+        let table = self.table.as_ref().expect("filled at query start");
+        for &nb in &self.fresh {
+            codes.prefetch(nb as usize);
+        }
+        for &nb in &self.fresh {
+            self.list
+                .insert(nb, table.distance(codes.code(nb as usize)));
+        }
+        stats.pq_distances += self.fresh.len() as u64;
+        Ok(())
+    }
+
+    /// Decoupled layout: the result set becomes every exact distance the re-rank computed.
+    pub fn take_reranked(&mut self) {
+        self.rerank.results(&mut self.full);
+    }
+
     /// Explores `id` from the static cache (counted as a cache hit).
     pub fn explore_cached<T: Element>(
         &mut self,
@@ -186,7 +242,7 @@ impl Frontier {
     ) -> Result<(), SearchError> {
         let rec = ix.cache().record(id).unwrap_or(&[]);
         let view = ix
-            .packed()
+            .packed_file()?
             .decode(id, rec)
             .map_err(|d| corrupt(ix, 0, format!("cached {d}")))?;
         self.explore(ix, query, id, view, vec_scratch, stats);

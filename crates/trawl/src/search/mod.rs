@@ -18,13 +18,17 @@ pub mod beam;
 pub mod cache;
 pub mod entry;
 mod explore;
+pub mod list_cache;
 pub mod pipe;
+pub mod rerank;
 mod searcher;
 pub mod width;
 
 pub use beam::BeamQuery;
 pub use cache::{CachePolicy, NodeCache};
+pub use list_cache::ListCache;
 pub use pipe::{PipeParams, WidthController, WidthPolicy};
+pub use rerank::RerankParams;
 pub use searcher::{ResultSink, Searcher, MAX_INTERLEAVE};
 pub use width::WidthSchedule;
 
@@ -80,6 +84,9 @@ pub struct SearchParams {
     /// to the candidate list and the result set, and expand any of them later from the page
     /// already read, without another read (Starling's in-page search, OctopusANN's PageSearch).
     pub page_search: bool,
+    /// Decoupled layout: how the full-precision vectors are fetched and the result re-ranked
+    /// ([`rerank`]). Ignored by the page-packed layouts, whose records carry their vectors.
+    pub rerank: RerankParams,
 }
 
 impl Default for SearchParams {
@@ -92,6 +99,7 @@ impl Default for SearchParams {
             entry_list: 0,
             dynamic_width: None,
             page_search: false,
+            rerank: RerankParams::default(),
         }
     }
 }
@@ -138,6 +146,17 @@ pub struct QueryStats {
     pub records_read: u64,
     /// Nodes expanded from a page this query had already read (PageSearch), without a read.
     pub page_hits: u64,
+    /// Decoupled layout: reads of the vector file (each one page; included in `io_requests`
+    /// and `pages_read`, the rest of which are graph reads).
+    pub vector_reads: u64,
+    /// Decoupled layout: vector reads issued during the traversal (phase-1 prefetch).
+    pub prefetched: u64,
+    /// Decoupled layout: re-rank batches processed.
+    pub rerank_batches: u64,
+    /// Decoupled layout: nanoseconds decoding neighbour lists (Elias-Fano).
+    pub list_decode_ns: u64,
+    /// Decoupled layout: nanoseconds decoding vectors (Huffman, XOR) for the re-rank.
+    pub vector_decode_ns: u64,
 }
 
 impl QueryStats {
@@ -185,6 +204,11 @@ impl AddAssign for QueryStats {
         self.width_time_ns += o.width_time_ns;
         self.records_read += o.records_read;
         self.page_hits += o.page_hits;
+        self.vector_reads += o.vector_reads;
+        self.prefetched += o.prefetched;
+        self.rerank_batches += o.rerank_batches;
+        self.list_decode_ns += o.list_decode_ns;
+        self.vector_decode_ns += o.vector_decode_ns;
     }
 }
 

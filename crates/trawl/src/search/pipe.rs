@@ -242,6 +242,11 @@ pub struct PipeQuery {
     landed_in_poll: usize,
     in_pool_in_poll: usize,
     mark: Option<Instant>,
+    /// Decoupled layout: lists copied from the list cache at issue time (`(id, degree,
+    /// offset in held_bytes)`), explored like landed reads.
+    held: Vec<(u32, u16, u32)>,
+    held_bytes: Vec<u8>,
+    lc_buf: Vec<u8>,
 }
 
 impl PipeQuery {
@@ -253,6 +258,11 @@ impl PipeQuery {
     /// Reads of this query in flight.
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// The pipeline's current width.
+    pub(crate) fn width(&self) -> usize {
+        self.width.width()
     }
 
     /// Starts a query from `entry` (nearest first; the medoid when empty): submits the first
@@ -282,6 +292,9 @@ impl PipeQuery {
         let medoid = [ix.medoid()];
         let entry = if entry.is_empty() { &medoid[..] } else { entry };
         self.f.reset(ix, params.l);
+        self.f.rerank.start(params.k, params.rerank, tag_base);
+        self.held.clear();
+        self.held_bytes.clear();
         // Overlapping initialisation: the nearest entries' reads go out first.
         let first = entry.len().min(self.width.width());
         let mut issued = 0;
@@ -326,7 +339,21 @@ impl PipeQuery {
         dist: f32,
         stats: &mut QueryStats,
     ) -> Result<(), SearchError> {
-        if ix.cache().contains(id) {
+        let dec = ix.decoupled();
+        if let Some(d) = dec {
+            // Copy a cached list now: another thread may evict it before it is explored.
+            if let Some(degree) = d.lists.get(id, &mut self.lc_buf) {
+                self.held
+                    .push((id, degree as u16, self.held_bytes.len() as u32));
+                self.held_bytes.extend_from_slice(&self.lc_buf);
+                self.ready.push(Pending {
+                    id,
+                    dist,
+                    read: NO_READ,
+                });
+                return Ok(());
+            }
+        } else if ix.cache().contains(id) {
             self.ready.push(Pending {
                 id,
                 dist,
@@ -334,8 +361,11 @@ impl PipeQuery {
             });
             return Ok(());
         }
-        let geo = ix.packed().geometry();
-        let (page, _) = ix.packed().locate(id);
+        let (page, pages) = match (dec, ix.packed()) {
+            (Some(d), _) => (d.graph.locate(id), 1u32),
+            (None, Some(p)) => (p.locate(id).0, p.geometry().read_pages() as u32),
+            (None, None) => return Err(corrupt(ix, 0, "no layout".into())),
+        };
         if let Some(&r) = self
             .live
             .iter()
@@ -351,7 +381,6 @@ impl PipeQuery {
             }
             return Ok(());
         }
-        let pages = geo.read_pages() as u32;
         let r = self.reads.len() as u32;
         engine.submit(
             self.tag_base | u64::from(r),
@@ -373,7 +402,11 @@ impl PipeQuery {
         stats.io_requests += 1;
         stats.pages_read += u64::from(pages);
         stats.bytes_read += u64::from(pages) * PAGE_BYTES as u64;
-        stats.records_read += ix.packed().records_on_page(page);
+        stats.records_read += match (dec, ix.packed()) {
+            (Some(d), _) => d.graph.lists_on_page(page),
+            (None, Some(p)) => p.records_on_page(page),
+            (None, None) => 0,
+        };
         Ok(())
     }
 
@@ -411,16 +444,46 @@ impl PipeQuery {
             return Ok(false);
         };
         let p = self.ready.swap_remove(i);
-        if p.read == NO_READ {
+        if p.read == NO_READ && ix.decoupled().is_some() {
+            let h = self
+                .held
+                .iter()
+                .position(|h| h.0 == p.id)
+                .ok_or_else(|| corrupt(ix, 0, format!("list {} was not kept", p.id)))?;
+            let (id, degree, at) = self.held[h];
+            let end = self
+                .held
+                .get(h + 1)
+                .map_or(self.held_bytes.len(), |n| n.2 as usize);
+            self.f.explore_coded(
+                ix,
+                id,
+                usize::from(degree),
+                &self.held_bytes[at as usize..end],
+                0,
+                stats,
+            )?;
+            stats.cache_hits += 1;
+        } else if p.read == NO_READ {
             self.f.explore_cached(ix, query, p.id, vec_scratch, stats)?;
         } else {
             let rd = self.reads[p.read as usize];
             let slot = rd.slot.expect("ready nodes have landed");
-            let view = ix
-                .packed()
-                .record(p.id, engine.buffer(slot))
-                .map_err(|d| corrupt(ix, rd.page, d))?;
-            self.f.explore(ix, query, p.id, view, vec_scratch, stats);
+            if let Some(d) = ix.decoupled() {
+                let (degree, coded) = d
+                    .graph
+                    .list_bytes(p.id, rd.page, engine.buffer(slot), ix.verify_pages())
+                    .map_err(|m| corrupt(ix, rd.page, m))?;
+                d.lists.insert(p.id, degree, coded);
+                self.f
+                    .explore_coded(ix, p.id, degree, coded, rd.page, stats)?;
+            } else {
+                let view = ix
+                    .packed_file()?
+                    .record(p.id, engine.buffer(slot))
+                    .map_err(|d| corrupt(ix, rd.page, d))?;
+                self.f.explore(ix, query, p.id, view, vec_scratch, stats);
+            }
             let rd = &mut self.reads[p.read as usize];
             rd.left -= 1;
             rd.explored += 1;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::beam::{wait_some, BeamQuery};
 use super::entry::EntryScratch;
 use super::pipe::{drain_engine, PipeQuery};
+use super::rerank::VECTOR_TAG;
 use super::{QueryStats, SearchError, SearchParams, Strategy};
 use crate::index::DiskIndex;
 use crate::io::{Completion, IoEngine};
@@ -170,6 +171,7 @@ impl<'i> Searcher<'i> {
             Strategy::Beam => None,
         };
         let mut vec_scratch: Vec<T> = Vec::new();
+        let decoupled = ix.decoupled().is_some();
         let mut done = std::mem::take(&mut self.completions);
         let mut exhausted = false;
         let mut block = false;
@@ -242,7 +244,23 @@ impl<'i> Searcher<'i> {
                 for &c in &done {
                     let i = (c.tag >> 32) as usize;
                     let lane = &mut self.lanes[i];
+                    let vector = decoupled && c.tag & VECTOR_TAG != 0;
                     match running.get_mut(i).and_then(Option::as_mut) {
+                        Some(r) if vector => {
+                            let f = if pipe.is_some() {
+                                lane.pipe.frontier()
+                            } else {
+                                lane.beam.frontier()
+                            };
+                            f.rerank.on_completion(
+                                ix,
+                                engine,
+                                r.query,
+                                c,
+                                &mut vec_scratch,
+                                &mut r.stats,
+                            )?;
+                        }
                         Some(r) if pipe.is_some() => {
                             if r.finishing {
                                 lane.pipe.discard(engine, c);
@@ -275,13 +293,36 @@ impl<'i> Searcher<'i> {
                             progressed |= q.issue_one(ix, engine, &mut r.stats)?;
                             progressed |=
                                 q.explore_one(ix, engine, r.query, &mut vec_scratch, &mut r.stats)?;
+                            if decoupled {
+                                let busy = q.in_flight() + q.frontier().rerank.in_flight();
+                                let free = q.width().saturating_sub(busy).min(
+                                    engine
+                                        .depth()
+                                        .saturating_sub(engine.in_flight() + q.width()),
+                                );
+                                progressed |=
+                                    q.frontier()
+                                        .rerank
+                                        .prefetch(ix, engine, free, &mut r.stats)?
+                                        > 0;
+                            }
                             if q.converged() {
                                 q.tick(&mut r.stats);
                                 q.finish(engine, &mut r.stats);
                                 r.finishing = true;
                             }
                         }
-                        if !r.finishing || lane.pipe.in_flight() > 0 {
+                        if decoupled && r.finishing {
+                            let cap = pipe.map_or(params.beam_width, |pp| pp.max_width);
+                            let graph_in_flight = lane.pipe.in_flight();
+                            let f = lane.pipe.frontier();
+                            progressed |= f.rerank.step(ix, engine, cap, &mut r.stats)?;
+                            if !f.rerank.done() || graph_in_flight > 0 {
+                                continue;
+                            }
+                            f.rerank.count_waste(&mut r.stats);
+                            f.take_reranked();
+                        } else if !r.finishing || lane.pipe.in_flight() > 0 {
                             continue;
                         }
                         lane.pipe.frontier().results(params.k, &mut self.hits);
@@ -293,8 +334,32 @@ impl<'i> Searcher<'i> {
                             &mut vec_scratch,
                             &mut r.stats,
                         )?;
-                        if !lane.beam.done() {
+                        let q = &mut lane.beam;
+                        if !q.done() {
+                            if decoupled {
+                                let busy = q.frontier().rerank.in_flight();
+                                let free = q.free_slots().saturating_sub(busy).min(
+                                    engine
+                                        .depth()
+                                        .saturating_sub(engine.in_flight() + q.width()),
+                                );
+                                progressed |=
+                                    q.frontier()
+                                        .rerank
+                                        .prefetch(ix, engine, free, &mut r.stats)?
+                                        > 0;
+                            }
                             continue;
+                        }
+                        if decoupled {
+                            let f = q.frontier();
+                            progressed |=
+                                f.rerank.step(ix, engine, params.beam_width, &mut r.stats)?;
+                            if !f.rerank.done() {
+                                continue;
+                            }
+                            f.rerank.count_waste(&mut r.stats);
+                            f.take_reranked();
                         }
                         lane.beam.frontier().results(params.k, &mut self.hits);
                     }

@@ -10,7 +10,7 @@
 //! | 1 ..= D | data pages |
 //! | D+1 ..= D+S | sparse index: the first node id of each data page, `u32` each, zero-padded |
 //!
-//! **Header page:** 0 magic `TRAWLGRF`; 8 version (1); 12 page size (4096); 16 element type
+//! **Header page:** 0 magic `TRAWLDGR`; 8 version (1); 12 page size (4096); 16 element type
 //! code; 17 metric code; 18 reserved; 20 `dim`; 24 `n`; 32 `R` (largest degree); 36 medoid;
 //! 40 PQ bytes per vector; 44 payload CRC of the PQ quantiser file; 48 payload CRC of the PQ
 //! codes file; 52 `D`; 60 `S`; 68 CRC-32 of the sparse index entries (`4D` bytes); 72 edges
@@ -32,7 +32,7 @@ use crate::layout::packed::PackedMeta;
 use crate::layout::{FileError, FileErrorKind};
 
 /// Magic of decoupled graph files.
-pub const MAGIC: [u8; 8] = *b"TRAWLGRF";
+pub const MAGIC: [u8; 8] = *b"TRAWLDGR";
 /// Current format version.
 pub const VERSION: u32 = 1;
 /// File name inside an index directory.
@@ -395,10 +395,20 @@ impl GraphFile {
     pub fn heap_bytes(&self) -> usize {
         self.first_ids.len() * 4
     }
-    /// Bytes of a fixed-size cache entry: room for any list (degree field + the worst-case
-    /// Elias-Fano size of `R` ids, DecoupleVS §3.4).
+    /// Bytes of a fixed-size cache entry: room for any list (degree and length fields, 2 bytes
+    /// each, and the worst-case Elias-Fano size of `R` ids, DecoupleVS §3.4).
     pub fn cache_entry_bytes(&self) -> usize {
-        2 + elias_fano::max_bits(self.meta.r, self.universe).div_ceil(8)
+        4 + elias_fano::max_bits(self.meta.r, self.universe).div_ceil(8)
+    }
+
+    /// Lists on data page `page` (a file page number), from the sparse index.
+    pub fn lists_on_page(&self, page: u64) -> u64 {
+        let i = page.saturating_sub(1) as usize;
+        let next = self
+            .first_ids
+            .get(i + 1)
+            .map_or(self.meta.n, |&f| u64::from(f));
+        next.saturating_sub(self.first_ids.get(i).map_or(next, |&f| u64::from(f)))
     }
 
     /// File page holding node `id`'s list (`id < n`).

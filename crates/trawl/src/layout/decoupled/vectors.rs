@@ -139,7 +139,7 @@ impl VectorGeometry {
         if self.n == 0 || self.n > u64::from(u32::MAX) || self.chunk_vectors == 0 {
             return Err(format!("{} vectors", self.n));
         }
-        if self.segment_vectors % self.chunk_vectors != 0 {
+        if !self.segment_vectors.is_multiple_of(self.chunk_vectors) {
             return Err("segments must be whole chunks".into());
         }
         Ok(())
@@ -214,7 +214,7 @@ impl VectorPlanner {
         if self.in_chunk == self.geo.chunk_vectors || self.next == self.geo.n {
             self.close_chunk();
         }
-        if self.next % self.geo.segment_vectors == 0 || self.next == self.geo.n {
+        if self.next.is_multiple_of(self.geo.segment_vectors) || self.next == self.geo.n {
             let lengths = self
                 .seg_counts
                 .iter()
@@ -336,7 +336,7 @@ impl VectorWriter {
             return Err(self.invalid(format!("vector {} of {} bytes", self.next, bytes.len())));
         }
         let id = self.next;
-        if id % geo.segment_vectors == 0 {
+        if id.is_multiple_of(geo.segment_vectors) {
             let seg = (id / geo.segment_vectors) as usize;
             self.tables = self.plan.lengths[seg]
                 .iter()
@@ -344,7 +344,7 @@ impl VectorWriter {
                 .collect::<Result<_, _>>()
                 .map_err(|e| self.invalid(e.to_string()))?;
         }
-        if id % geo.chunk_vectors == 0 {
+        if id.is_multiple_of(geo.chunk_vectors) {
             // A chunk starts on a fresh page.
             if !self.ends.is_empty() {
                 self.flush_page()?;
@@ -437,7 +437,7 @@ impl VectorWriter {
             meta.extend_from_slice(&u32::from(base.is_some()).to_le_bytes());
             match base {
                 Some(b) => meta.extend_from_slice(b),
-                None => meta.extend(std::iter::repeat(0u8).take(v)),
+                None => meta.extend(std::iter::repeat_n(0u8, v)),
             }
         }
         for f in &self.page_first_id {
@@ -724,6 +724,16 @@ impl VectorFile {
     /// Metadata bytes as stored.
     pub fn metadata_bytes(&self) -> u64 {
         self.meta_bytes
+    }
+
+    /// Vectors on data page `page` (a file page number).
+    pub fn vectors_on_page(&self, page: u64) -> u64 {
+        let i = page.saturating_sub(1) as usize;
+        let next = self
+            .page_first_id
+            .get(i + 1)
+            .map_or(self.geo.n, |&f| u64::from(f));
+        next.saturating_sub(self.page_first_id.get(i).map_or(next, |&f| u64::from(f)))
     }
 
     /// File page holding vector `id` (`id < n`).

@@ -1,0 +1,394 @@
+//! Re-ranking on the decoupled layout (DecoupleVS §3.4): the traversal reads only neighbour
+//! lists, so the full-precision vectors that re-rank the result are read on their own, from
+//! the vector file, as late and as few as possible.
+//!
+//! - **Phase 1, prefetch.** While the graph is traversed, the `K + B` expanded nodes nearest by
+//!   PQ distance are tracked. Once that set is full and `B` expansions in a row have left it
+//!   unchanged, the search is *stable*: the vectors of its best members are requested, with
+//!   only the read slots the traversal leaves free (the width minus the reads in flight).
+//! - **Phase 2, batched re-rank.** After the traversal, the expanded nodes are taken in order
+//!   of PQ distance, `B` at a time. A batch's vectors are read (with the next batch's already
+//!   requested, so reads overlap the distance computations), their exact distances enter the
+//!   top-`K`, and the share of the batch that changed the top-`K` is its *benefit*. Re-ranking
+//!   stops after a batch whose benefit is below the threshold (default 0.01), or when every
+//!   expanded node is re-ranked. A threshold of 0 re-ranks every expanded node: the result is
+//!   then exactly the page-packed layout's, which re-ranks every node it expands.
+//!
+//! Every vector read (a page of the vector file) is counted in the query's statistics; a page
+//! holding several wanted vectors is read once. Vectors read but never reached by a batch still
+//! give their exact distances to the result (they cost the read already).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use super::{QueryStats, SearchError};
+use crate::graph::queue::Neighbor;
+use crate::index::DiskIndex;
+use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
+use crate::kernels::{self, Element};
+
+/// Tag bit of vector reads (the low 32 bits of a tag are a lane's read index).
+pub(crate) const VECTOR_TAG: u64 = 1 << 31;
+
+/// Parameters of the decoupled layout's re-rank.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RerankParams {
+    /// `B`: candidates per re-rank batch, and the stability window of the prefetch.
+    pub batch: usize,
+    /// Stop after a batch whose share of top-`K` changes is below this; 0 re-ranks every
+    /// expanded node.
+    pub threshold: f32,
+    /// Prefetch vectors during the traversal once the PQ top-`(K + B)` is stable.
+    pub prefetch: bool,
+}
+
+impl Default for RerankParams {
+    fn default() -> Self {
+        Self {
+            batch: 10,
+            threshold: 0.01,
+            prefetch: true,
+        }
+    }
+}
+
+impl RerankParams {
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<(), SearchError> {
+        if self.batch == 0 || self.batch > 4096 {
+            return Err(SearchError::Unsupported(format!(
+                "re-rank batch {} must be between 1 and 4096",
+                self.batch
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.threshold) {
+            return Err(SearchError::Unsupported(format!(
+                "re-rank threshold {} must be in [0, 1]",
+                self.threshold
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct VRead {
+    /// File page of the vector file.
+    page: u64,
+    ids: Vec<u32>,
+    landed: bool,
+}
+
+/// One query's re-rank state.
+#[derive(Debug, Default)]
+pub(crate) struct Rerank {
+    k: usize,
+    p: RerankParams,
+    tag_base: u64,
+    /// Expanded nodes with their PQ distances.
+    pool: Vec<Neighbor>,
+    /// The `K + B` nearest expanded nodes by PQ distance (unsorted; small).
+    top: Vec<Neighbor>,
+    stable: usize,
+    requested: HashSet<u32>,
+    reads: Vec<VRead>,
+    page_read: HashMap<u64, usize>,
+    in_flight: usize,
+    exact: HashMap<u32, f32>,
+    /// Phase 2.
+    phase2: bool,
+    cursor: usize,
+    best: Vec<f32>,
+    stopped: bool,
+}
+
+impl Rerank {
+    /// Starts a query.
+    pub fn start(&mut self, k: usize, p: RerankParams, tag_base: u64) {
+        self.k = k;
+        self.p = p;
+        self.tag_base = tag_base;
+        self.pool.clear();
+        self.top.clear();
+        self.stable = 0;
+        self.requested.clear();
+        self.reads.clear();
+        self.page_read.clear();
+        self.in_flight = 0;
+        self.exact.clear();
+        self.phase2 = false;
+        self.cursor = 0;
+        self.best.clear();
+        self.stopped = false;
+    }
+
+    /// Vector reads in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Records an expanded node and its PQ distance (phase 1's stability test).
+    pub fn observe(&mut self, id: u32, pq: f32) {
+        let n = Neighbor { id, dist: pq };
+        self.pool.push(n);
+        let cap = self.k + self.p.batch;
+        if self.top.len() < cap {
+            self.top.push(n);
+            self.stable = 0;
+            return;
+        }
+        let (worst, w) = self
+            .top
+            .iter()
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |acc, (i, t)| {
+                if t.dist > acc.1 {
+                    (i, t.dist)
+                } else {
+                    acc
+                }
+            });
+        if pq < w {
+            self.top[worst] = n;
+            self.stable = 0;
+        } else {
+            self.stable += 1;
+        }
+    }
+
+    /// Phase 1: when the top-`(K + B)` is stable, requests the vectors of its best members not
+    /// requested yet, at most `free` reads. Returns the reads issued.
+    pub fn prefetch(
+        &mut self,
+        ix: &DiskIndex,
+        engine: &mut dyn IoEngine,
+        free: usize,
+        stats: &mut QueryStats,
+    ) -> Result<usize, SearchError> {
+        if !self.p.prefetch
+            || free == 0
+            || self.top.len() < self.k + self.p.batch
+            || self.stable < self.p.batch
+        {
+            return Ok(0);
+        }
+        let mut want: Vec<Neighbor> = self
+            .top
+            .iter()
+            .filter(|n| !self.requested.contains(&n.id))
+            .copied()
+            .collect();
+        if want.is_empty() {
+            return Ok(0);
+        }
+        want.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
+        let mut issued = 0;
+        for n in want {
+            if issued >= free || !engine.can_submit() {
+                break;
+            }
+            if self.request(ix, engine, n.id, stats)? {
+                issued += 1;
+                stats.prefetched += 1;
+            }
+        }
+        Ok(issued)
+    }
+
+    /// Requests `id`'s vector: joins a read of its page in flight, or submits one. Returns
+    /// whether a read was submitted.
+    fn request(
+        &mut self,
+        ix: &DiskIndex,
+        engine: &mut dyn IoEngine,
+        id: u32,
+        stats: &mut QueryStats,
+    ) -> Result<bool, SearchError> {
+        let Some(d) = ix.decoupled() else {
+            return Err(SearchError::Unsupported("not a decoupled index".into()));
+        };
+        self.requested.insert(id);
+        let page = d.vectors.locate(id);
+        if let Some(&r) = self.page_read.get(&page) {
+            if !self.reads[r].landed {
+                self.reads[r].ids.push(id);
+                return Ok(false);
+            }
+        }
+        let r = self.reads.len();
+        engine.submit(
+            self.tag_base | VECTOR_TAG | r as u64,
+            ReadRequest {
+                first_page: d.vector_base + page,
+                pages: 1,
+            },
+        )?;
+        self.reads.push(VRead {
+            page,
+            ids: vec![id],
+            landed: false,
+        });
+        self.page_read.insert(page, r);
+        self.in_flight += 1;
+        stats.io_requests += 1;
+        stats.pages_read += 1;
+        stats.bytes_read += PAGE_BYTES as u64;
+        stats.vector_reads += 1;
+        stats.records_read += d.vectors.vectors_on_page(page);
+        Ok(true)
+    }
+
+    /// A vector read landed: decodes the wanted vectors, computes their exact distances and
+    /// hands the slot back.
+    pub fn on_completion<T: Element>(
+        &mut self,
+        ix: &DiskIndex,
+        engine: &mut dyn IoEngine,
+        query: &[T],
+        c: Completion,
+        scratch: &mut Vec<T>,
+        stats: &mut QueryStats,
+    ) -> Result<(), SearchError> {
+        let r = (c.tag & (VECTOR_TAG - 1)) as usize;
+        let result = self.decode_read(ix, engine.buffer(c.slot), query, r, scratch, stats);
+        engine.release(c.slot);
+        self.in_flight = self.in_flight.saturating_sub(1);
+        result
+    }
+
+    fn decode_read<T: Element>(
+        &mut self,
+        ix: &DiskIndex,
+        bytes: &[u8],
+        query: &[T],
+        r: usize,
+        scratch: &mut Vec<T>,
+        stats: &mut QueryStats,
+    ) -> Result<(), SearchError> {
+        let d = ix
+            .decoupled()
+            .ok_or_else(|| SearchError::Unsupported("not a decoupled index".into()))?;
+        let read = self
+            .reads
+            .get_mut(r)
+            .ok_or_else(|| SearchError::BadBatch(format!("unknown vector read {r}")))?;
+        read.landed = true;
+        let page = read.page;
+        let ids = std::mem::take(&mut read.ids);
+        scratch.clear();
+        scratch.resize(ix.dim(), T::default());
+        let t0 = Instant::now();
+        for &id in &ids {
+            d.vectors
+                .decode(
+                    id,
+                    page,
+                    bytes,
+                    ix.verify_pages(),
+                    bytemuck::cast_slice_mut(scratch.as_mut_slice()),
+                )
+                .map_err(|detail| SearchError::Corrupt {
+                    path: d.vectors.path().to_path_buf(),
+                    page,
+                    detail,
+                })?;
+            let dist = kernels::distance(ix.metric(), query, scratch);
+            self.exact.insert(id, dist);
+            stats.exact_distances += 1;
+        }
+        self.reads[r].ids = ids;
+        stats.vector_decode_ns += t0.elapsed().as_nanos() as u64;
+        Ok(())
+    }
+
+    /// Phase 2, one step: requests what the current and next batch need, and processes the
+    /// current batch once its distances are known. Returns whether anything happened.
+    /// `cap` bounds the vector reads in flight.
+    pub fn step(
+        &mut self,
+        ix: &DiskIndex,
+        engine: &mut dyn IoEngine,
+        cap: usize,
+        stats: &mut QueryStats,
+    ) -> Result<bool, SearchError> {
+        if !self.phase2 {
+            self.phase2 = true;
+            self.pool
+                .sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
+            self.pool.dedup_by_key(|n| n.id);
+        }
+        if self.stopped {
+            return Ok(false);
+        }
+        let b = self.p.batch;
+        let mut progressed = false;
+        // Reads for this batch and the next.
+        let end = (self.cursor + 2 * b).min(self.pool.len());
+        for i in self.cursor..end {
+            if self.in_flight >= cap.max(1) || !engine.can_submit() {
+                break;
+            }
+            let id = self.pool[i].id;
+            if !self.requested.contains(&id) {
+                self.request(ix, engine, id, stats)?;
+                progressed = true;
+            }
+        }
+        // Process the batch once every distance is in.
+        let batch_end = (self.cursor + b).min(self.pool.len());
+        if self.pool[self.cursor..batch_end]
+            .iter()
+            .all(|n| self.exact.contains_key(&n.id))
+        {
+            let mut changed = 0usize;
+            for i in self.cursor..batch_end {
+                let d = self.exact[&self.pool[i].id];
+                if self.offer(d) {
+                    changed += 1;
+                }
+            }
+            let len = batch_end - self.cursor;
+            self.cursor = batch_end;
+            stats.rerank_batches += 1;
+            if self.cursor >= self.pool.len()
+                || (len > 0 && (changed as f32) < self.p.threshold * len as f32)
+            {
+                self.stopped = true;
+            }
+            progressed = true;
+        }
+        Ok(progressed)
+    }
+
+    /// Whether `d` enters the exact top-`K` (kept as a sorted vector; `K` is small).
+    fn offer(&mut self, d: f32) -> bool {
+        if self.best.len() == self.k && d >= self.best[self.k - 1] {
+            return false;
+        }
+        let at = self.best.partition_point(|&x| x <= d);
+        self.best.insert(at, d);
+        self.best.truncate(self.k);
+        true
+    }
+
+    /// Whether phase 2 is over (stopped and no read left in flight).
+    pub fn done(&self) -> bool {
+        self.phase2 && self.stopped && self.in_flight == 0
+    }
+
+    /// Every exact distance computed, into `full` (the result set).
+    pub fn results(&self, full: &mut Vec<Neighbor>) {
+        full.clear();
+        full.extend(self.exact.iter().map(|(&id, &dist)| Neighbor { id, dist }));
+    }
+
+    /// Vector reads issued but never processed by a batch count as wasted.
+    pub fn count_waste(&self, stats: &mut QueryStats) {
+        let processed: HashSet<u32> = self.pool[..self.cursor].iter().map(|n| n.id).collect();
+        stats.wasted_reads += self
+            .reads
+            .iter()
+            .filter(|r| !r.ids.iter().any(|id| processed.contains(id)))
+            .count() as u64;
+    }
+}

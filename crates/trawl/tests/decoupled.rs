@@ -1,0 +1,279 @@
+//! The decoupled layout (DecoupleVS): written from a built index, searched with beam search
+//! and PipeSearch, checked against the page-packed layout of the same graph.
+
+mod common;
+
+use common::{build, data, truth, Tap};
+use trawl::graph::recall_at_k;
+use trawl::index::{DiskIndex, IndexLayout, OpenOptions};
+use trawl::io::{EngineKind, PAGE_BYTES};
+use trawl::progress::Control;
+use trawl::search::{
+    PipeParams, QueryStats, RerankParams, SearchError, SearchParams, Searcher, Strategy,
+};
+use trawl::Metric;
+
+fn open(dir: &std::path::Path, layout: IndexLayout, engine: EngineKind, cache: u64) -> DiskIndex {
+    DiskIndex::open(
+        dir,
+        OpenOptions {
+            layout,
+            engine,
+            list_cache_bytes: cache,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn beam(l: usize, rerank: RerankParams) -> SearchParams {
+    SearchParams {
+        k: 10,
+        l,
+        beam_width: 4,
+        rerank,
+        ..SearchParams::default()
+    }
+}
+
+fn read_all() -> RerankParams {
+    RerankParams {
+        threshold: 0.0,
+        ..RerankParams::default()
+    }
+}
+
+fn setup(dir: &std::path::Path) -> (trawl::data::Matrix<f32>, trawl::data::Matrix<f32>) {
+    let (base, q) = data::<f32>(6_000, 60, 40, 11);
+    build(&base, dir, Metric::L2, 10);
+    let ix = common::open(dir);
+    let rep = ix
+        .write_layout(
+            IndexLayout::Decoupled,
+            &Default::default(),
+            &Control::silent(),
+        )
+        .unwrap();
+    let d = rep.decoupled.unwrap();
+    assert_eq!(rep.file_bytes, d.graph_bytes + d.vectors_bytes);
+    assert!(
+        d.graph_bytes < d.lists_raw_bytes,
+        "Elias-Fano shrinks the lists"
+    );
+    assert!(d.vectors_bytes <= d.vectors_raw_bytes + 64 * 1024);
+    (base, q)
+}
+
+#[test]
+fn reading_every_candidate_gives_the_packed_results_with_both_strategies() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = setup(dir.path());
+    let packed = common::open(dir.path());
+    for cache in [0u64, 1 << 20] {
+        let dec = open(dir.path(), IndexLayout::Decoupled, EngineKind::Auto, cache);
+        for l in [20, 60] {
+            let p = beam(l, read_all());
+            let a = packed.search_batch(&q, &p, 1).unwrap();
+            let b = dec.search_batch(&q, &p, 2).unwrap();
+            assert_eq!(a.ids, b.ids, "beam L = {l}, cache {cache}");
+            assert_eq!(a.dists, b.dists, "beam L = {l}, cache {cache}");
+            let (ta, tb) = (a.total(), b.total());
+            // Same traversal: same expansions; every expanded node re-ranked.
+            assert_eq!(ta.nodes_expanded, tb.nodes_expanded);
+            assert_eq!(ta.hops, tb.hops);
+            assert_eq!(tb.exact_distances, tb.nodes_expanded);
+            assert!(tb.vector_reads > 0 && tb.vector_reads <= tb.nodes_expanded);
+            if cache > 0 {
+                assert!(tb.cache_hits > 0, "the list cache serves repeated lists");
+            }
+        }
+    }
+    // PipeSearch: its order depends on when reads land; with reads that land at once (the
+    // memory engine) and no list cache it is deterministic, and the decoupled layout must
+    // traverse exactly as the packed one.
+    let pipe = SearchParams {
+        strategy: Strategy::Pipe(PipeParams::default()),
+        ..beam(40, read_all())
+    };
+    let pm = open(dir.path(), IndexLayout::Packed, EngineKind::Memory, 0);
+    let dm = open(dir.path(), IndexLayout::Decoupled, EngineKind::Memory, 0);
+    let a = pm.search_batch(&q, &pipe, 1).unwrap();
+    let b = dm.search_batch(&q, &pipe, 1).unwrap();
+    assert_eq!(a.ids, b.ids);
+    assert_eq!(a.dists, b.dists);
+    assert_eq!(a.total().nodes_expanded, b.total().nodes_expanded);
+    // And PipeSearch on the disk reaches the packed recall.
+    let gt = truth(&base, &q, Metric::L2);
+    let dec = open(
+        dir.path(),
+        IndexLayout::Decoupled,
+        EngineKind::Auto,
+        1 << 20,
+    );
+    let r = recall_at_k(&dec.search_batch(&q, &pipe, 2).unwrap().ids, 10, &gt).unwrap();
+    let rp = recall_at_k(&a.ids, 10, &gt).unwrap();
+    assert!(r >= rp - 0.02, "pipe on disk {r} vs {rp}");
+}
+
+#[test]
+fn adaptive_rerank_reads_fewer_vectors_for_about_the_same_recall() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = setup(dir.path());
+    let gt = truth(&base, &q, Metric::L2);
+    let dec = open(
+        dir.path(),
+        IndexLayout::Decoupled,
+        EngineKind::Auto,
+        1 << 20,
+    );
+    let full = dec.search_batch(&q, &beam(60, read_all()), 1).unwrap();
+    let adaptive = dec
+        .search_batch(&q, &beam(60, RerankParams::default()), 1)
+        .unwrap();
+    let (tf, ta) = (full.total(), adaptive.total());
+    assert!(
+        ta.vector_reads < tf.vector_reads,
+        "{} vs {}",
+        ta.vector_reads,
+        tf.vector_reads
+    );
+    assert!(ta.rerank_batches >= q.n() as u64);
+    let rf = recall_at_k(&full.ids, 10, &gt).unwrap();
+    let ra = recall_at_k(&adaptive.ids, 10, &gt).unwrap();
+    assert!(ra >= rf - 0.02, "adaptive {ra} vs full {rf}");
+    // Without prefetch, no vector is read during the traversal.
+    let np = RerankParams {
+        prefetch: false,
+        ..RerankParams::default()
+    };
+    let t = dec.search_batch(&q, &beam(60, np), 1).unwrap().total();
+    assert_eq!(t.prefetched, 0);
+    assert!(
+        ta.prefetched > 0,
+        "the PQ top-(K+B) settles during the traversal"
+    );
+}
+
+/// The query statistics count exactly the reads an independent tap sees, for both
+/// strategies, with list-cache hits never counted as reads.
+#[test]
+fn io_counters_are_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, q) = setup(dir.path());
+    let dec = open(
+        dir.path(),
+        IndexLayout::Decoupled,
+        EngineKind::Auto,
+        1 << 20,
+    );
+    for strategy in [Strategy::Beam, Strategy::Pipe(PipeParams::default())] {
+        let p = SearchParams {
+            strategy,
+            ..beam(40, RerankParams::default())
+        };
+        let (tap, seen) = Tap::new(
+            dec.file()
+                .engine(EngineKind::Auto, dec.engine_config())
+                .unwrap(),
+        );
+        let mut s = Searcher::with_engine(&dec, Box::new(tap));
+        let mut total = QueryStats::default();
+        let mut out = Vec::new();
+        for i in 0..q.n() {
+            total += s.search(q.row(i), &p, &mut out).unwrap();
+            assert_eq!(out.len(), 10);
+        }
+        assert_eq!(s.engine().in_flight(), 0);
+        let seen = *seen.lock().unwrap();
+        assert_eq!(seen.requests, total.io_requests, "{strategy:?}");
+        assert_eq!(seen.pages, total.pages_read);
+        assert_eq!(seen.bytes, total.bytes_read);
+        assert_eq!(total.bytes_read, total.pages_read * PAGE_BYTES as u64);
+        assert_eq!(seen.busy, 0, "every slot handed back");
+        assert!(total.vector_reads > 0 && total.vector_reads < total.io_requests);
+    }
+}
+
+#[test]
+fn damaged_pages_are_reported_not_searched() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, q) = setup(dir.path());
+    let p = beam(60, read_all());
+    for file in ["graph.trawl", "vectors.trawl"] {
+        let path = dir.path().join(file);
+        let good = std::fs::read(&path).unwrap();
+        let mut bad = good.clone();
+        // Every data page of both files gets one flipped byte (page 0 is the header).
+        let pages = bad.len() / PAGE_BYTES;
+        for pg in 1..pages.min(200) {
+            bad[pg * PAGE_BYTES + 100] ^= 0x04;
+        }
+        std::fs::write(&path, &bad).unwrap();
+        let dec = DiskIndex::open(
+            dir.path(),
+            OpenOptions {
+                layout: IndexLayout::Decoupled,
+                list_cache_bytes: 0,
+                ..OpenOptions::default()
+            },
+        );
+        match dec {
+            // Damage reached the file's tail (metadata, sparse index): refused at open.
+            Err(e) => assert!(e.to_string().contains(file), "{e}"),
+            Ok(dec) => {
+                let err = dec.search_batch(&q, &p, 1).unwrap_err();
+                assert!(matches!(err, SearchError::Corrupt { .. }), "{file}: {err}");
+            }
+        }
+        std::fs::write(&path, &good).unwrap();
+    }
+    // Restored: searches again.
+    let dec = open(dir.path(), IndexLayout::Decoupled, EngineKind::Auto, 0);
+    dec.search_batch(&q, &p, 1).unwrap();
+    // A missing vector file is a clear error.
+    std::fs::remove_file(dir.path().join("vectors.trawl")).unwrap();
+    let err = DiskIndex::open(
+        dir.path(),
+        OpenOptions {
+            layout: IndexLayout::Decoupled,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("vectors.trawl"), "{err}");
+}
+
+#[test]
+fn space_and_memory_reports_split_the_components() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let packed = common::open(dir.path());
+    let dec = open(
+        dir.path(),
+        IndexLayout::Decoupled,
+        EngineKind::Auto,
+        1 << 20,
+    );
+    let (a, b) = (packed.disk_bytes(), dec.disk_bytes());
+    assert_eq!((b.packed, a.graph, a.vectors), (0, 0, 0));
+    assert!(b.graph > 0 && b.vectors > 0);
+    assert!(b.graph + b.vectors < a.packed, "{b:?} vs {a:?}");
+    assert_eq!(a.pq_codes, b.pq_codes);
+    let m = dec.memory();
+    assert!(m.list_cache_bytes > 0 && m.list_cache_bytes <= 1 << 20);
+    assert!(m.checksum_bytes > 0);
+    // Static node caches and PageSearch belong to the packed layouts.
+    let mut d2 = open(dir.path(), IndexLayout::Decoupled, EngineKind::Auto, 0);
+    assert!(d2
+        .load_cache(10, Default::default(), 1, &Control::silent())
+        .is_err());
+    let ps = SearchParams {
+        page_search: true,
+        ..beam(20, RerankParams::default())
+    };
+    let q = data::<f32>(10, 2, 40, 1).1;
+    assert!(matches!(
+        d2.search_batch(&q, &ps, 1),
+        Err(SearchError::Unsupported(_))
+    ));
+}
