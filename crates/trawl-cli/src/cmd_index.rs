@@ -153,6 +153,13 @@ pub struct SearchOptions {
     /// Decoupled layout: do not prefetch vectors during the traversal.
     #[arg(long)]
     pub no_prefetch: bool,
+    /// Decoupled layout: expansions in a row that leave the PQ top-(k+B) unchanged before the
+    /// prefetch starts (0 = B, the paper's rule).
+    #[arg(long, default_value_t = 0)]
+    pub prefetch_window: usize,
+    /// Decoupled layout: re-rank batches read ahead of the one being processed.
+    #[arg(long, default_value_t = RerankParams::default().lookahead)]
+    pub rerank_lookahead: usize,
     /// Read through the page cache instead of O_DIRECT (figures are then not disk figures).
     #[arg(long)]
     pub buffered: bool,
@@ -193,6 +200,8 @@ impl SearchOptions {
                 batch: self.rerank_batch,
                 threshold: self.rerank_threshold,
                 prefetch: !self.no_prefetch,
+                stable_window: self.prefetch_window,
+                lookahead: self.rerank_lookahead,
             },
         }
     }
@@ -315,6 +324,16 @@ pub struct BenchRow {
     pub page_hits_per_query: f64,
     /// I/O utilisation: nodes expanded from read pages / records on those pages.
     pub io_utilisation: f64,
+    /// Decoupled layout: vector-file reads (the rest of `ios_per_query` are graph reads).
+    pub vector_reads_per_query: f64,
+    /// Decoupled layout: vector reads issued during the traversal (prefetch).
+    pub prefetched_per_query: f64,
+    /// Decoupled layout: re-rank batches.
+    pub rerank_batches_per_query: f64,
+    /// Decoupled layout: microseconds decoding neighbour lists.
+    pub list_decode_us_per_query: f64,
+    /// Decoupled layout: microseconds decoding vectors.
+    pub vector_decode_us_per_query: f64,
 }
 
 pub(crate) fn open_index(
@@ -356,7 +375,7 @@ pub(crate) fn open_index(
         "R": ix.meta().r, "pq_bytes_per_vector": ix.pq().m(),
         "records_per_page": ix.packed().map_or(0, |p| p.geometry().per_page), "layout": o.layout.name(),
         "disk_bytes": {"packed": db.packed, "graph": db.graph, "vectors": db.vectors, "pq": db.pq, "pq_codes": db.pq_codes, "entry": db.entry, "total": db.total()},
-        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch},
+        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "lookahead": o.rerank_lookahead},
         "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists.capacity(), "entry_bytes": d.lists.entry_bytes(), "budget_bytes": d.lists.budget_bytes()})),
         "entry_nodes": ix.entry().map_or(0, |e| e.len()), "entry_list": o.entry_list,
         "memory_bytes": ix.memory(), "memory_total_bytes": ix.memory().total(),
@@ -531,6 +550,11 @@ pub(crate) fn run_sweep<T: Element>(
             records_read_per_query: per(t.records_read),
             page_hits_per_query: per(t.page_hits),
             io_utilisation: t.io_utilisation(),
+            vector_reads_per_query: per(t.vector_reads),
+            prefetched_per_query: per(t.prefetched),
+            rerank_batches_per_query: per(t.rerank_batches),
+            list_decode_us_per_query: t.list_decode_ns as f64 / 1e3 / nq,
+            vector_decode_us_per_query: t.vector_decode_ns as f64 / 1e3 / nq,
         });
     }
     Ok(rows)

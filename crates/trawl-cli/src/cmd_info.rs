@@ -27,6 +27,12 @@ pub fn run(path: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result<
         if &magic == b"TRAWLPAK" {
             return packed_file(path, verify, ctl);
         }
+        if &magic == b"TRAWLDGR" {
+            return decoupled_graph(path, verify);
+        }
+        if &magic == b"TRAWLVEC" {
+            return decoupled_vectors(path, verify);
+        }
         return trawl_file(path, &magic);
     }
     match probe(path) {
@@ -136,15 +142,93 @@ fn packed_file(path: &Path, verify: bool, ctl: &trawl::progress::Control) -> Res
     Ok(())
 }
 
+fn decoupled_graph(path: &Path, verify: bool) -> Result<()> {
+    let g = trawl::layout::decoupled::graph::GraphFile::open(path)?;
+    let m = g.meta();
+    println!("kind:    trawl decoupled graph (Elias-Fano neighbour lists in 4 KiB pages)");
+    println!("nodes:   {} ({} × {} {}, {})", m.n, m.n, m.dim, m.dtype, m.metric);
+    println!(
+        "edges:   {} (avg degree {:.1}, R = {})",
+        g.edges(),
+        g.edges() as f64 / m.n as f64,
+        m.r
+    );
+    let raw = 4 * (m.n + g.edges());
+    println!(
+        "pages:   1 header + {} data + {} sparse index; {} ({:.3}× the {} of uncompressed lists)",
+        g.data_pages(),
+        g.total_pages() - 1 - g.data_pages(),
+        human_bytes(g.file_bytes()),
+        g.file_bytes() as f64 / raw as f64,
+        human_bytes(raw)
+    );
+    println!(
+        "memory:  sparse index {}; list cache entries of {} bytes",
+        human_bytes(g.heap_bytes() as u64),
+        g.cache_entry_bytes()
+    );
+    if verify {
+        println!("verify:  all {} data pages decode and match their checksums", g.verify_all()?);
+    }
+    Ok(())
+}
+
+fn decoupled_vectors(path: &Path, verify: bool) -> Result<()> {
+    let v = trawl::layout::decoupled::vectors::VectorFile::open(path)?;
+    let g = v.geometry();
+    let r = v.report();
+    let raw = g.n * g.vector_bytes() as u64;
+    println!("kind:    trawl decoupled vectors (lossless: XOR base per chunk, Huffman per segment and byte lane)");
+    println!("vectors: {} × {} {}", g.n, g.dim, g.dtype);
+    println!(
+        "layout:  {} segments of {} vectors, {} chunks of {} ({} XOR-coded), {} data pages",
+        r.segments, g.segment_vectors, r.chunks, g.chunk_vectors, r.xor_chunks, r.data_pages
+    );
+    println!(
+        "size:    {} ({:.3}× the {} raw; coded payload {:.3}×; {} vectors stored raw)",
+        human_bytes(v.file_bytes()),
+        v.file_bytes() as f64 / raw as f64,
+        human_bytes(raw),
+        r.payload_bytes as f64 / raw as f64,
+        r.raw_vectors
+    );
+    println!(
+        "memory:  {} (code tables, chunk records and base vectors, first id per page)",
+        human_bytes(v.heap_bytes() as u64)
+    );
+    if verify {
+        let mut n = 0u64;
+        v.scan(|_, _| n += 1)?;
+        println!("verify:  all {n} vectors decode and every page matches its checksum");
+    }
+    Ok(())
+}
+
 fn index_dir(dir: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result<()> {
+    // An index whose packed file was removed keeps only its decoupled layout.
+    let packed_path = dir.join(trawl::layout::packed::FILE_NAME);
+    let layout = if !packed_path.exists()
+        && dir.join(trawl::layout::decoupled::graph::FILE_NAME).exists()
+    {
+        trawl::index::IndexLayout::Decoupled
+    } else {
+        trawl::index::IndexLayout::Packed
+    };
     let opts = trawl::index::OpenOptions {
         direct: false,
+        layout,
         ..Default::default()
     };
     let ix = trawl::index::DiskIndex::open(dir, opts)?;
     let db = ix.disk_bytes();
     println!("index:   {}", dir.display());
-    packed_file(&dir.join(trawl::layout::packed::FILE_NAME), verify, ctl)?;
+    if layout == trawl::index::IndexLayout::Decoupled {
+        println!("(no packed.trawl: the decoupled layout only)");
+        decoupled_graph(&dir.join(trawl::layout::decoupled::graph::FILE_NAME), verify)?;
+        decoupled_vectors(&dir.join(trawl::layout::decoupled::vectors::FILE_NAME), verify)?;
+    } else {
+        packed_file(&packed_path, verify, ctl)?;
+    }
     println!("files:");
     let row = |name: &str, b: u64| println!("  {name:<15} {:>12} ({b} bytes)", human_bytes(b));
     row("packed.trawl", db.packed);
@@ -161,6 +245,23 @@ fn index_dir(dir: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result
         );
     }
     println!("  total           {:>12}", human_bytes(db.total()));
+    let dgraph = dir.join(trawl::layout::decoupled::graph::FILE_NAME);
+    let dvec = dir.join(trawl::layout::decoupled::vectors::FILE_NAME);
+    if let (Ok(g), Ok(v)) = (std::fs::metadata(&dgraph), std::fs::metadata(&dvec)) {
+        let total = g.len() + v.len() + db.pq + db.pq_codes;
+        let packed_total = db.packed + db.pq + db.pq_codes;
+        println!(
+            "  decoupled layout (--layout decoupled): graph.trawl {} + vectors.trawl {} = {} \
+             ({:.3}× packed.trawl); with the PQ files {} ({:.3}× the packed layout's {})",
+            human_bytes(g.len()),
+            human_bytes(v.len()),
+            human_bytes(g.len() + v.len()),
+            (g.len() + v.len()) as f64 / db.packed.max(1) as f64,
+            human_bytes(total),
+            total as f64 / packed_total.max(1) as f64,
+            human_bytes(packed_total)
+        );
+    }
     for layout in [
         trawl::index::IndexLayout::Shuffled,
         trawl::index::IndexLayout::AllInStorage,

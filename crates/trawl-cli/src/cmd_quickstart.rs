@@ -155,6 +155,8 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             rerank_batch: trawl::search::RerankParams::default().batch,
             rerank_threshold: trawl::search::RerankParams::default().threshold,
             no_prefetch: false,
+            prefetch_window: 0,
+            rerank_lookahead: trawl::search::RerankParams::default().lookahead,
             buffered: false,
             no_verify: false,
             sqpoll: false,

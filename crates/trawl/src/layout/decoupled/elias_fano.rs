@@ -190,7 +190,14 @@ fn put_bits(buf: &mut [u8], pos: usize, v: u64, bits: u32) {
     }
 }
 
+#[inline]
 fn get_bits(buf: &[u8], pos: usize, bits: u32) -> u64 {
+    // Fast path: one unaligned little-endian load covers the field (bits ≤ 32, shift ≤ 7).
+    let at = pos / 8;
+    if let Some(w) = buf.get(at..at + 8) {
+        let word = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        return (word >> (pos % 8)) & ((1u64 << bits) - 1);
+    }
     let mut v = 0u64;
     for k in 0..bits as usize {
         let at = pos + k;

@@ -223,31 +223,46 @@ pub fn decode(lanes: &[CodeTable], bits: &[u8], out: &mut [u8]) -> Result<(), Hu
     let mut acc = 0u64;
     let mut nbits = 0u32;
     let mut pos = 0usize;
-    let mut lane = 0usize;
-    for o in out.iter_mut() {
-        if nbits < MAX_CODE_LEN {
-            // Refill: up to 7 whole bytes at once when they are there.
-            if pos + 8 <= bits.len() {
-                let word = u64::from_le_bytes([
-                    bits[pos],
-                    bits[pos + 1],
-                    bits[pos + 2],
-                    bits[pos + 3],
-                    bits[pos + 4],
-                    bits[pos + 5],
-                    bits[pos + 6],
-                    bits[pos + 7],
-                ]);
-                let take = (63 - nbits) / 8;
-                acc |= (word & ((1u64 << (take * 8)) - 1)) << nbits;
-                pos += take as usize;
-                nbits += take * 8;
-            } else {
-                while nbits <= 56 && pos < bits.len() {
-                    acc |= u64::from(bits[pos]) << nbits;
-                    pos += 1;
-                    nbits += 8;
+    let mut done = 0usize;
+    // Fast path: refill to ≥ 56 bits with one load, then decode a whole group of `k ≤ 4`
+    // bytes (≤ 48 bits) without further checks, while 8 input bytes remain.
+    if k <= 4 {
+        while done + k <= out.len() && pos + 8 <= bits.len() {
+            let word = u64::from_le_bytes([
+                bits[pos],
+                bits[pos + 1],
+                bits[pos + 2],
+                bits[pos + 3],
+                bits[pos + 4],
+                bits[pos + 5],
+                bits[pos + 6],
+                bits[pos + 7],
+            ]);
+            let take = (63 - nbits) / 8;
+            acc |= (word & ((1u64 << (take * 8)) - 1)) << nbits;
+            pos += take as usize;
+            nbits += take * 8;
+            for (t, o) in lanes.iter().zip(out[done..done + k].iter_mut()) {
+                let entry = t.decode[(acc & (TABLE_SIZE as u64 - 1)) as usize];
+                let len = u32::from(entry >> 8);
+                if len == 0 {
+                    return Err(HuffError::Corrupt("a bit pattern that is no code"));
                 }
+                *o = entry as u8;
+                acc >>= len;
+                nbits -= len;
+            }
+            done += k;
+        }
+    }
+    // The tail, one byte at a time with every check.
+    let mut lane = 0usize;
+    for o in out[done..].iter_mut() {
+        if nbits < MAX_CODE_LEN {
+            while nbits <= 56 && pos < bits.len() {
+                acc |= u64::from(bits[pos]) << nbits;
+                pos += 1;
+                nbits += 8;
             }
         }
         let entry = lanes[lane].decode[(acc & (TABLE_SIZE as u64 - 1)) as usize];
