@@ -74,6 +74,10 @@ pub struct BuildArgs {
     #[arg(long, default_value = "uniform", value_parser = |s: &str| s.parse::<EntrySampling>())]
     pub entry_sampling: EntrySampling,
     /// Write the build report as JSON here.
+    /// Also write the decoupled layout (graph.trawl + vectors.trawl, DecoupleVS) and report
+    /// its bytes per component against packed.trawl.
+    #[arg(long)]
+    pub decoupled: bool,
     #[arg(long)]
     pub report: Option<PathBuf>,
 }
@@ -157,6 +161,11 @@ pub struct SearchOptions {
     /// prefetch starts (0 = B, the paper's rule).
     #[arg(long, default_value_t = 0)]
     pub prefetch_window: usize,
+    /// Decoupled layout: do not prefetch when the traversal is ending (beam: a round finds
+    /// fewer unexpanded candidates than its width; pipe: none is left); only DecoupleVS's
+    /// stability rule then starts the prefetch.
+    #[arg(long)]
+    pub no_converge_prefetch: bool,
     /// Decoupled layout: re-rank batches read ahead of the one being processed.
     #[arg(long, default_value_t = RerankParams::default().lookahead)]
     pub rerank_lookahead: usize,
@@ -201,6 +210,7 @@ impl SearchOptions {
                 threshold: self.rerank_threshold,
                 prefetch: !self.no_prefetch,
                 stable_window: self.prefetch_window,
+                prefetch_on_converge: !self.no_converge_prefetch,
                 lookahead: self.rerank_lookahead,
             },
         }
@@ -375,7 +385,7 @@ pub(crate) fn open_index(
         "R": ix.meta().r, "pq_bytes_per_vector": ix.pq().m(),
         "records_per_page": ix.packed().map_or(0, |p| p.geometry().per_page), "layout": o.layout.name(),
         "disk_bytes": {"packed": db.packed, "graph": db.graph, "vectors": db.vectors, "pq": db.pq, "pq_codes": db.pq_codes, "entry": db.entry, "total": db.total()},
-        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "lookahead": o.rerank_lookahead},
+        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "converge_prefetch": !o.no_converge_prefetch, "lookahead": o.rerank_lookahead},
         "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists.capacity(), "entry_bytes": d.lists.entry_bytes(), "budget_bytes": d.lists.budget_bytes()})),
         "entry_nodes": ix.entry().map_or(0, |e| e.len()), "entry_list": o.entry_list,
         "memory_bytes": ix.memory(), "memory_total_bytes": ix.memory().total(),
@@ -485,10 +495,41 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
         report.entry_secs,
         human_bytes(report.disk_bytes)
     );
+    let decoupled = if args.decoupled {
+        let ix = DiskIndex::open(dir, OpenOptions::default())
+            .with_context(|| format!("opening {}", dir.display()))?;
+        let r = ix.write_decoupled(&VectorParams::default(), ctl)?;
+        if let Some(d) = &r.decoupled {
+            let pq = report.pq_bytes + report.pq_codes_bytes;
+            println!(
+                "decoupled layout: graph.trawl {} ({:.3}× the lists' {}), vectors.trawl {} \
+                 ({:.3}× the vectors' {}), together {:.3}× packed.trawl; with the PQ files {} \
+                 ({:.3}× the packed layout's {}); metadata in memory {}; {:.1} s",
+                human_bytes(d.graph_bytes),
+                d.graph_bytes as f64 / d.lists_raw_bytes.max(1) as f64,
+                human_bytes(d.lists_raw_bytes),
+                human_bytes(d.vectors_bytes),
+                d.vectors_bytes as f64 / d.vectors_raw_bytes.max(1) as f64,
+                human_bytes(d.vectors_raw_bytes),
+                r.file_bytes as f64 / r.packed_bytes.max(1) as f64,
+                human_bytes(r.file_bytes + pq),
+                (r.file_bytes + pq) as f64 / (r.packed_bytes + pq).max(1) as f64,
+                human_bytes(r.packed_bytes + pq),
+                human_bytes(d.vectors_metadata_bytes + 4 * d.graph_pages),
+                r.total_secs
+            );
+        }
+        Some(r)
+    } else {
+        None
+    };
     if let Some(path) = &args.report {
         let mut v = serde_json::to_value(&report)?;
         v["peak_rss_bytes"] = rss.into();
         v["threads"] = threads.into();
+        if let Some(d) = &decoupled {
+            v["decoupled"] = serde_json::to_value(d)?;
+        }
         write_json(path, &v)?;
     }
     Ok(report)

@@ -146,7 +146,10 @@ fn decoupled_graph(path: &Path, verify: bool) -> Result<()> {
     let g = trawl::layout::decoupled::graph::GraphFile::open(path)?;
     let m = g.meta();
     println!("kind:    trawl decoupled graph (Elias-Fano neighbour lists in 4 KiB pages)");
-    println!("nodes:   {} ({} × {} {}, {})", m.n, m.n, m.dim, m.dtype, m.metric);
+    println!(
+        "nodes:   {} ({} × {} {}, {})",
+        m.n, m.n, m.dim, m.dtype, m.metric
+    );
     println!(
         "edges:   {} (avg degree {:.1}, R = {})",
         g.edges(),
@@ -168,7 +171,10 @@ fn decoupled_graph(path: &Path, verify: bool) -> Result<()> {
         g.cache_entry_bytes()
     );
     if verify {
-        println!("verify:  all {} data pages decode and match their checksums", g.verify_all()?);
+        println!(
+            "verify:  all {} data pages decode and match their checksums",
+            g.verify_all()?
+        );
     }
     Ok(())
 }
@@ -208,7 +214,9 @@ fn index_dir(dir: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result
     // An index whose packed file was removed keeps only its decoupled layout.
     let packed_path = dir.join(trawl::layout::packed::FILE_NAME);
     let layout = if !packed_path.exists()
-        && dir.join(trawl::layout::decoupled::graph::FILE_NAME).exists()
+        && dir
+            .join(trawl::layout::decoupled::graph::FILE_NAME)
+            .exists()
     {
         trawl::index::IndexLayout::Decoupled
     } else {
@@ -224,8 +232,14 @@ fn index_dir(dir: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result
     println!("index:   {}", dir.display());
     if layout == trawl::index::IndexLayout::Decoupled {
         println!("(no packed.trawl: the decoupled layout only)");
-        decoupled_graph(&dir.join(trawl::layout::decoupled::graph::FILE_NAME), verify)?;
-        decoupled_vectors(&dir.join(trawl::layout::decoupled::vectors::FILE_NAME), verify)?;
+        decoupled_graph(
+            &dir.join(trawl::layout::decoupled::graph::FILE_NAME),
+            verify,
+        )?;
+        decoupled_vectors(
+            &dir.join(trawl::layout::decoupled::vectors::FILE_NAME),
+            verify,
+        )?;
     } else {
         packed_file(&packed_path, verify, ctl)?;
     }

@@ -113,6 +113,13 @@ impl BeamQuery {
         self.width
     }
 
+    /// Whether the current round found fewer unexpanded candidates than its width (the
+    /// traversal is ending).
+    pub(crate) fn short_round(&self) -> bool {
+        self.frontier.len() + self.cached.len() + self.from_pages.len() + self.lc_hits.len()
+            < self.width
+    }
+
     /// Whether the search is over (no round in flight, no unexpanded candidate).
     pub(crate) fn done(&self) -> bool {
         self.pending == 0 && !self.f.list.has_unexpanded()

@@ -51,6 +51,11 @@ pub struct RerankParams {
     /// Expansions in a row that must leave the PQ top-`(K + B)` unchanged before the
     /// prefetch starts; 0 = `B` (the paper's rule).
     pub stable_window: usize,
+    /// Also prefetch once the traversal is ending — beam search: a round finds fewer
+    /// unexpanded candidates than its width; PipeSearch: none is left — stable or not (the
+    /// spare slots would idle; DecoupleVS's stability rule alone rarely fires at small `L`,
+    /// where the top-`(K + B)` changes until the last rounds).
+    pub prefetch_on_converge: bool,
     /// Batches whose reads are issued ahead of the one being processed, beyond those sure to
     /// be processed (0: a batch is read once the last one asked for it; 1: the next batch's
     /// reads overlap the current one's, and the batch after the last is read for nothing).
@@ -64,6 +69,7 @@ impl Default for RerankParams {
             threshold: 0.01,
             prefetch: true,
             stable_window: 0,
+            prefetch_on_converge: true,
             lookahead: 0,
         }
     }
@@ -179,21 +185,29 @@ impl Rerank {
         }
     }
 
-    /// Phase 1: when the top-`(K + B)` is stable, requests the vectors of its best members not
+    /// Phase 1: when the top-`(K + B)` is stable — or the traversal is `converging` (beam
+    /// search: its round found fewer unexpanded candidates than its width; PipeSearch: no
+    /// unexpanded candidate is left, only reads in flight) and
+    /// [`RerankParams::prefetch_on_converge`] — requests the vectors of its best members not
     /// requested yet, at most `free` reads. Returns the reads issued.
     pub fn prefetch(
         &mut self,
         ix: &DiskIndex,
         engine: &mut dyn IoEngine,
         free: usize,
+        converging: bool,
         stats: &mut QueryStats,
     ) -> Result<usize, SearchError> {
+        let converging = converging && self.p.prefetch_on_converge;
         let window = if self.p.stable_window == 0 {
             self.p.batch
         } else {
             self.p.stable_window
         };
-        if !self.p.prefetch || free == 0 || self.top.len() < self.k + self.p.batch || self.stable < window
+        if !self.p.prefetch
+            || free == 0
+            || self.top.len() < self.k + self.p.batch
+            || (self.stable < window && !converging)
         {
             return Ok(0);
         }

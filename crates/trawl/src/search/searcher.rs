@@ -300,11 +300,16 @@ impl<'i> Searcher<'i> {
                                         .depth()
                                         .saturating_sub(engine.in_flight() + q.width()),
                                 );
-                                progressed |=
-                                    q.frontier()
-                                        .rerank
-                                        .prefetch(ix, engine, free, &mut r.stats)?
-                                        > 0;
+                                // Converging: no unexpanded candidate left, only reads in
+                                // flight whose records may still add some.
+                                let converging = !q.frontier().list.has_unexpanded();
+                                progressed |= q.frontier().rerank.prefetch(
+                                    ix,
+                                    engine,
+                                    free,
+                                    converging,
+                                    &mut r.stats,
+                                )? > 0;
                             }
                             if q.converged() {
                                 q.tick(&mut r.stats);
@@ -338,16 +343,19 @@ impl<'i> Searcher<'i> {
                         if !q.done() {
                             if decoupled {
                                 let busy = q.frontier().rerank.in_flight();
+                                let converging = q.short_round();
                                 let free = q.free_slots().saturating_sub(busy).min(
                                     engine
                                         .depth()
                                         .saturating_sub(engine.in_flight() + q.width()),
                                 );
-                                progressed |=
-                                    q.frontier()
-                                        .rerank
-                                        .prefetch(ix, engine, free, &mut r.stats)?
-                                        > 0;
+                                progressed |= q.frontier().rerank.prefetch(
+                                    ix,
+                                    engine,
+                                    free,
+                                    converging,
+                                    &mut r.stats,
+                                )? > 0;
                             }
                             continue;
                         }
