@@ -619,3 +619,61 @@ fn design_space_entry_layout_and_ablation() {
     ]);
     assert!(bad.contains("unknown ablation configuration"), "{bad}");
 }
+
+#[test]
+fn decoupled_layout_build_info_search_without_the_packed_file() {
+    let d = pipeline("l2");
+    let ix = d.graph.parent().unwrap().join("dvs");
+    let report = ix.with_extension("report.json");
+    let out = build_disk_index(&d, &ix, &["--decoupled", "--report", s(&report)]);
+    assert!(
+        out.contains("decoupled layout: graph.trawl") && out.contains("× packed.trawl"),
+        "{out}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let dr = &r["decoupled"]["decoupled"];
+    assert!(dr["graph_bytes"].as_u64().unwrap() < dr["lists_raw_bytes"].as_u64().unwrap());
+    let info = ok(&["info", s(&ix)]);
+    assert!(
+        info.contains("decoupled layout (--layout decoupled)"),
+        "{info}"
+    );
+    let g = ok(&["info", s(&ix.join("graph.trawl")), "--verify"]);
+    assert!(
+        g.contains("decoupled graph") && g.contains("verify:"),
+        "{g}"
+    );
+    let v = ok(&["info", s(&ix.join("vectors.trawl")), "--verify"]);
+    assert!(v.contains("all 3000 vectors decode"), "{v}");
+    let search = |extra: &[&str]| {
+        let out = ix.with_extension(format!("res{}.bin", extra.len()));
+        let mut args = vec![
+            "search",
+            s(&ix),
+            "--queries",
+            s(&d.queries),
+            "--gt",
+            s(&d.gt),
+            "-L",
+            "40",
+            "-o",
+            s(&out),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+        std::fs::read(&out).unwrap()
+    };
+    // Re-ranking every candidate gives the packed layout's results, byte for byte.
+    let packed = search(&[]);
+    let full = search(&["--layout", "decoupled", "--rerank-threshold", "0"]);
+    assert_eq!(packed, full);
+    // Without packed.trawl the decoupled layout still opens, searches and describes itself.
+    std::fs::remove_file(ix.join("packed.trawl")).unwrap();
+    let again = search(&["--layout", "decoupled", "--rerank-threshold", "0"]);
+    assert_eq!(packed, again);
+    let info = ok(&["info", s(&ix)]);
+    assert!(info.contains("the decoupled layout only"), "{info}");
+    let bad = fails(&["search", s(&ix), "--queries", s(&d.queries)]);
+    assert!(bad.contains("packed.trawl"), "{bad}");
+}

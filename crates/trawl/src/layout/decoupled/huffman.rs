@@ -45,6 +45,8 @@ pub enum HuffError {
 /// table (`symbol | length << 8` per `MAX_CODE_LEN`-bit window; length 0 = no code).
 #[derive(Clone)]
 pub struct CodeTable {
+    /// No code at all: the lane is stored raw.
+    raw: bool,
     lens: [u8; 256],
     codes: [u16; 256],
     decode: Box<[u16; TABLE_SIZE]>,
@@ -151,6 +153,7 @@ impl CodeTable {
             }
         }
         Ok(Self {
+            raw: lens.iter().all(|&l| l == 0),
             lens: *lens,
             codes,
             decode,
@@ -160,6 +163,12 @@ impl CodeTable {
     /// The code lengths (what a file stores).
     pub fn lengths(&self) -> &[u8; 256] {
         &self.lens
+    }
+
+    /// Whether the table has no code at all: its lane is stored raw ([`encode_split`]).
+    #[inline]
+    pub fn is_raw(&self) -> bool {
+        self.raw
     }
 
     /// Bits this table spends on `byte` (0 = no code).
@@ -288,6 +297,166 @@ pub fn decode(lanes: &[CodeTable], bits: &[u8], out: &mut [u8]) -> Result<(), Hu
     Ok(())
 }
 
+/// Code lengths for a lane with byte `counts`, or all zero — the lane is stored raw — when
+/// coding would save less than 1% of its bytes (the mantissa bytes of floats: coding them costs a
+/// table lookup per byte and saves nothing).
+pub fn lane_lengths(counts: &[u64; 256]) -> [u8; 256] {
+    let lens = lengths_from_counts(counts);
+    let total: u64 = counts.iter().sum();
+    let bits: u64 = counts
+        .iter()
+        .zip(lens.iter())
+        .map(|(&c, &l)| c * u64::from(l))
+        .sum();
+    if total == 0 || bits * 100 >= total * 8 * 99 {
+        [0; 256]
+    } else {
+        lens
+    }
+}
+
+/// [`encode`] with raw lanes: appends first the bytes of the lanes whose table
+/// [`CodeTable::is_raw`], verbatim and in position order, then the code of the other bytes
+/// (position order, each with its lane's table), padded to a whole byte.
+pub fn encode_split(lanes: &[CodeTable], bytes: &[u8], out: &mut Vec<u8>) -> Result<(), HuffError> {
+    let k = lanes.len();
+    for chunk in bytes.chunks(k) {
+        for (&b, t) in chunk.iter().zip(lanes) {
+            if t.is_raw() {
+                out.push(b);
+            }
+        }
+    }
+    if lanes.iter().all(CodeTable::is_raw) {
+        return Ok(());
+    }
+    let mut acc = 0u64;
+    let mut nbits = 0u32;
+    for (i, &b) in bytes.iter().enumerate() {
+        let t = &lanes[i % k];
+        if t.is_raw() {
+            continue;
+        }
+        let len = t.len_of(b);
+        if len == 0 {
+            return Err(HuffError::NoCode {
+                byte: b,
+                lane: i % k,
+            });
+        }
+        acc |= u64::from(t.codes[b as usize]) << nbits;
+        nbits += len;
+        while nbits >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            nbits -= 8;
+        }
+    }
+    if nbits > 0 {
+        out.push(acc as u8);
+    }
+    Ok(())
+}
+
+/// Decodes what [`encode_split`] wrote into `out` (its length is the vector's).
+pub fn decode_split(lanes: &[CodeTable], bits: &[u8], out: &mut [u8]) -> Result<(), HuffError> {
+    let k = lanes.len();
+    let mut raw_lanes = [false; 8];
+    if k > raw_lanes.len() {
+        return Err(HuffError::BadLengths("more than 8 lanes"));
+    }
+    for (l, t) in lanes.iter().enumerate() {
+        raw_lanes[l] = t.is_raw();
+    }
+    let raw_per_group = raw_lanes[..k].iter().filter(|&&r| r).count();
+    let raw_count =
+        out.len() / k * raw_per_group + (0..out.len() % k).filter(|&l| raw_lanes[l]).count();
+    if bits.len() < raw_count {
+        return Err(HuffError::Corrupt("shorter than the raw lanes"));
+    }
+    let (raw, code) = bits.split_at(raw_count);
+    let mut coded = [0usize; 8];
+    let mut c = 0;
+    for l in 0..k {
+        if !raw_lanes[l] {
+            coded[c] = l;
+            c += 1;
+        }
+    }
+    let coded = &coded[..c];
+    if c == k {
+        return decode(lanes, code, out);
+    }
+    // Scatter the raw bytes to their lanes: `raw_idx` lists the raw lanes of a group.
+    let mut raw_idx = [0usize; 8];
+    let mut nr = 0;
+    for (l, &is_raw) in raw_lanes[..k].iter().enumerate() {
+        if is_raw {
+            raw_idx[nr] = l;
+            nr += 1;
+        }
+    }
+    let raw_idx = &raw_idx[..nr];
+    for (chunk, src) in out.chunks_mut(k).zip(raw.chunks(nr.max(1))) {
+        for (&l, &b) in raw_idx.iter().zip(src) {
+            if let Some(o) = chunk.get_mut(l) {
+                *o = b;
+            }
+        }
+    }
+    if coded.is_empty() {
+        return if code.is_empty() {
+            Ok(())
+        } else {
+            Err(HuffError::Corrupt("bits left over after the raw lanes"))
+        };
+    }
+    // The coded lanes' symbols, in position order.
+    let groups = out.len() / k;
+    let mut acc = 0u64;
+    let mut nbits = 0u32;
+    let mut pos = 0usize;
+    for g in 0..=groups {
+        for &l in coded {
+            let at = g * k + l;
+            if at >= out.len() {
+                break;
+            }
+            if nbits < MAX_CODE_LEN {
+                if pos + 8 <= code.len() {
+                    let w = &code[pos..pos + 8];
+                    let word = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+                    let take = (63 - nbits) / 8;
+                    acc |= (word & ((1u64 << (take * 8)) - 1)) << nbits;
+                    pos += take as usize;
+                    nbits += take * 8;
+                } else {
+                    while nbits <= 56 && pos < code.len() {
+                        acc |= u64::from(code[pos]) << nbits;
+                        pos += 1;
+                        nbits += 8;
+                    }
+                }
+            }
+            let entry = lanes[l].decode[(acc & (TABLE_SIZE as u64 - 1)) as usize];
+            let len = u32::from(entry >> 8);
+            if len == 0 {
+                return Err(HuffError::Corrupt("a bit pattern that is no code"));
+            }
+            if len > nbits {
+                return Err(HuffError::Corrupt("the stream ends inside a code"));
+            }
+            out[at] = entry as u8;
+            acc >>= len;
+            nbits -= len;
+        }
+    }
+    if pos != code.len() || nbits >= 8 || acc != 0 {
+        return Err(HuffError::Corrupt("bits left over after the last byte"));
+    }
+    Ok(())
+}
+
 /// Shannon entropy in bits of the bytes counted in `counts` (times their number): a lower bound
 /// of their Huffman size, used to choose between raw and XOR-delta coding.
 pub fn entropy_bits(counts: &[u64; 256]) -> f64 {
@@ -392,7 +561,69 @@ mod tests {
         assert!(decode(&t, &longer, &mut dec).is_err());
     }
 
+    #[test]
+    fn uniform_lanes_are_stored_raw_and_split_coding_round_trips() {
+        // Float-like data: lanes 0..3 uniform, lane 3 skewed.
+        let mut data = Vec::new();
+        let mut x = 12345u32;
+        for i in 0..4000 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            data.push((x >> 8) as u8);
+            data.push((x >> 16) as u8);
+            data.push((x >> 24) as u8);
+            data.push(if i % 7 == 0 { 0xbd } else { 0x3d });
+        }
+        let lanes: Vec<CodeTable> = (0..4)
+            .map(|l| {
+                let mut c = [0u64; 256];
+                for (i, &b) in data.iter().enumerate() {
+                    if i % 4 == l {
+                        c[b as usize] += 1;
+                    }
+                }
+                CodeTable::from_lengths(&lane_lengths(&c)).unwrap()
+            })
+            .collect();
+        assert!(lanes[0].is_raw() && lanes[1].is_raw() && lanes[2].is_raw());
+        assert!(!lanes[3].is_raw());
+        for v in data.chunks(200) {
+            let mut enc = Vec::new();
+            encode_split(&lanes, v, &mut enc).unwrap();
+            assert!(enc.len() < v.len());
+            let mut dec = vec![0u8; v.len()];
+            decode_split(&lanes, &enc, &mut dec).unwrap();
+            assert_eq!(dec, v);
+            assert!(decode_split(&lanes, &enc[..enc.len() - 1], &mut dec).is_err());
+        }
+    }
+
     proptest! {
+        #[test]
+        fn split_coding_round_trips(data in proptest::collection::vec(any::<u8>(), 0..2000),
+                                    skew in proptest::collection::vec(0u8..3, 0..2000),
+                                    lanes in 1usize..5, raw_mask in 0u8..16) {
+            // Mix uniform and skewed bytes; force some lanes raw.
+            let bytes: Vec<u8> = data.iter().zip(skew.iter().chain(std::iter::repeat(&0)))
+                .enumerate()
+                .map(|(i, (&a, &b))| if i % 2 == 0 { a } else { b })
+                .collect();
+            let tables: Vec<CodeTable> = (0..lanes).map(|l| {
+                if raw_mask >> l & 1 == 1 {
+                    return CodeTable::from_lengths(&[0; 256]).unwrap();
+                }
+                let mut c = [0u64; 256];
+                for (i, &b) in bytes.iter().enumerate() {
+                    if i % lanes == l { c[b as usize] += 1; }
+                }
+                CodeTable::from_lengths(&lengths_from_counts(&c)).unwrap()
+            }).collect();
+            let mut enc = Vec::new();
+            encode_split(&tables, &bytes, &mut enc).unwrap();
+            let mut dec = vec![0u8; bytes.len()];
+            decode_split(&tables, &enc, &mut dec).unwrap();
+            prop_assert_eq!(dec, bytes);
+        }
+
         #[test]
         fn random_bytes_round_trip(data in proptest::collection::vec(any::<u8>(), 0..3000), lanes in 1usize..5) {
             round_trip(&data, lanes);
