@@ -184,15 +184,10 @@ impl DiskIndex {
             return self.write_decoupled(&VectorParams::default(), ctl);
         }
         let t0 = Instant::now();
-        let src = self.packed_file()?;
+        let src = self.layout_source()?;
         let bad = |m: String| {
             IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
         };
-        if self.options().layout != IndexLayout::Packed || src.is_permuted() {
-            return Err(bad(
-                "layouts are written from the packed layout: open the index with it".into(),
-            ));
-        }
         let out_path = self.dir().join(layout.file_name());
         let mut report = LayoutReport {
             layout: layout.name().into(),
@@ -288,6 +283,21 @@ impl DiskIndex {
         Ok(report)
     }
 
+    /// The page-packed file every other layout is written from: the index must be open with
+    /// the packed layout.
+    fn layout_source(&self) -> Result<&packed::PackedFile, IndexBuildError> {
+        let src = self.packed_file()?;
+        if self.options().layout != IndexLayout::Packed || src.is_permuted() {
+            return Err(IndexBuildError::File(FileError::new(
+                src.path(),
+                FileErrorKind::Invalid(
+                    "layouts are written from the packed layout: open the index with it".into(),
+                ),
+            )));
+        }
+        Ok(src)
+    }
+
     /// Writes the decoupled layout (`graph.trawl` and `vectors.trawl`) from the page-packed
     /// file in two sequential passes: the first writes the graph file and gathers the vector
     /// statistics (base vectors, XOR decisions, code tables), the second codes the vectors.
@@ -298,15 +308,10 @@ impl DiskIndex {
         ctl: &Control,
     ) -> Result<LayoutReport, IndexBuildError> {
         let t0 = Instant::now();
-        let src = self.packed_file()?;
+        let src = self.layout_source()?;
         let bad = |m: String| {
             IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
         };
-        if self.options().layout != IndexLayout::Packed || src.is_permuted() {
-            return Err(bad(
-                "layouts are written from the packed layout: open the index with it".into(),
-            ));
-        }
         let meta = *src.meta();
         let graph_path = self.dir().join(IndexLayout::Decoupled.file_name());
         let vectors_path = self.dir().join(dvectors::FILE_NAME);

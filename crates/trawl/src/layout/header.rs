@@ -240,6 +240,74 @@ pub fn read_envelope(
     Ok((version, payload))
 }
 
+/// The first page of a paged trawl file (the page-packed index, the decoupled graph and
+/// vector files), read and checked: magic at bytes 0..8, version at 8..12, CRC-32 of bytes
+/// 0..4092 at 4092..4096. The file is left positioned after the page.
+#[derive(Debug)]
+pub struct HeaderPage {
+    /// The open file.
+    pub file: File,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The page.
+    pub bytes: Vec<u8>,
+    /// The format version (within the accepted range).
+    pub version: u32,
+}
+
+/// Reads and checks the header page of `path` (see [`HeaderPage`]); versions outside
+/// `versions` are refused.
+pub fn read_header_page(
+    path: &Path,
+    magic: [u8; 8],
+    kind_name: &'static str,
+    versions: std::ops::RangeInclusive<u32>,
+) -> Result<HeaderPage, FileError> {
+    const PAGE: usize = crate::io::PAGE_BYTES;
+    let fail = |kind: FileErrorKind| FileError::new(path, kind);
+    let mut file = File::open(path).map_err(|e| fail(e.into()))?;
+    let len = file.metadata().map_err(|e| fail(e.into()))?.len();
+    if len < PAGE as u64 {
+        return Err(fail(FileErrorKind::SizeMismatch {
+            expected: PAGE as u64,
+            actual: len,
+        }));
+    }
+    let mut h = vec![0u8; PAGE];
+    file.read_exact(&mut h).map_err(|e| fail(e.into()))?;
+    let found: [u8; 8] = h[0..8].try_into().unwrap_or_default();
+    if found != magic {
+        return Err(fail(FileErrorKind::WrongMagic {
+            expected: kind_name,
+            found,
+        }));
+    }
+    let le = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    if crc32fast::hash(&h[..PAGE - 4]) != le(PAGE - 4) {
+        return Err(fail(FileErrorKind::Checksum { what: "header" }));
+    }
+    let version = le(8);
+    if !versions.contains(&version) {
+        return Err(fail(FileErrorKind::UnsupportedVersion {
+            found: version,
+            supported: *versions.end(),
+        }));
+    }
+    Ok(HeaderPage {
+        file,
+        len,
+        bytes: h,
+        version,
+    })
+}
+
+/// Writes the CRC-32 of a header page's bytes 0..4092 into its last 4 bytes.
+pub fn seal_header_page(h: &mut [u8]) {
+    let n = h.len();
+    let crc = crc32fast::hash(&h[..n - 4]);
+    h[n - 4..].copy_from_slice(&crc.to_le_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -103,9 +103,9 @@ impl BeamQuery {
         Ok(())
     }
 
-    /// Read slots of the current round not taken by its graph reads.
-    pub(crate) fn free_slots(&self) -> usize {
-        self.width.saturating_sub(self.pending)
+    /// Reads of the current round still in flight.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.pending
     }
 
     /// The current round's width.
@@ -179,15 +179,7 @@ impl BeamQuery {
                     self.lc_bytes.extend_from_slice(&self.lc_buf);
                     continue;
                 }
-                let page = d.graph.locate(c.id);
-                let read = match self.reads.iter().position(|&p| p == page) {
-                    Some(i) => i,
-                    None => {
-                        self.reads.push(page);
-                        self.reads.len() - 1
-                    }
-                };
-                self.frontier.push((c.id, read));
+                self.add_to_round(c.id, d.graph.locate(c.id));
                 continue;
             }
             if ix.cache().contains(c.id) {
@@ -199,14 +191,7 @@ impl BeamQuery {
                 continue;
             }
             let (page, _) = ix.packed_file()?.locate(c.id);
-            let read = match self.reads.iter().position(|&p| p == page) {
-                Some(i) => i,
-                None => {
-                    self.reads.push(page);
-                    self.reads.len() - 1
-                }
-            };
-            self.frontier.push((c.id, read));
+            self.add_to_round(c.id, page);
         }
         let pages = match ix.packed() {
             Some(p) => p.geometry().read_pages() as u32,
@@ -256,6 +241,18 @@ impl BeamQuery {
             self.expand_held(ix, query, id, vec_scratch, stats)?;
         }
         Ok(true)
+    }
+
+    /// Puts `id` on this round's read of `page` (one read per distinct page).
+    fn add_to_round(&mut self, id: u32, page: u64) {
+        let read = match self.reads.iter().position(|&p| p == page) {
+            Some(i) => i,
+            None => {
+                self.reads.push(page);
+                self.reads.len() - 1
+            }
+        };
+        self.frontier.push((id, read));
     }
 
     /// Expands `id` from the copy of its record PageSearch kept.

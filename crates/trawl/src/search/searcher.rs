@@ -295,11 +295,7 @@ impl<'i> Searcher<'i> {
                                 q.explore_one(ix, engine, r.query, &mut vec_scratch, &mut r.stats)?;
                             if decoupled {
                                 let busy = q.in_flight() + q.frontier().rerank.in_flight();
-                                let free = q.width().saturating_sub(busy).min(
-                                    engine
-                                        .depth()
-                                        .saturating_sub(engine.in_flight() + q.width()),
-                                );
+                                let free = prefetch_room(engine, q.width(), busy);
                                 // Converging: no unexpanded candidate left, only reads in
                                 // flight whose records may still add some.
                                 let converging = !q.frontier().list.has_unexpanded();
@@ -342,13 +338,9 @@ impl<'i> Searcher<'i> {
                         let q = &mut lane.beam;
                         if !q.done() {
                             if decoupled {
-                                let busy = q.frontier().rerank.in_flight();
+                                let busy = q.in_flight() + q.frontier().rerank.in_flight();
                                 let converging = q.short_round();
-                                let free = q.free_slots().saturating_sub(busy).min(
-                                    engine
-                                        .depth()
-                                        .saturating_sub(engine.in_flight() + q.width()),
-                                );
+                                let free = prefetch_room(engine, q.width(), busy);
                                 progressed |= q.frontier().rerank.prefetch(
                                     ix,
                                     engine,
@@ -382,4 +374,12 @@ impl<'i> Searcher<'i> {
         self.completions = done;
         outcome
     }
+}
+
+/// Vector reads a query may prefetch: its width less its `busy` reads (graph and vector), and
+/// never so many that the engine could not take a full round of graph reads after them.
+fn prefetch_room(engine: &dyn IoEngine, width: usize, busy: usize) -> usize {
+    width
+        .saturating_sub(busy)
+        .min(engine.depth().saturating_sub(engine.in_flight() + width))
 }

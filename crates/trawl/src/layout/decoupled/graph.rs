@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use super::elias_fano;
 use crate::io::PAGE_BYTES;
 use crate::kernels::{DType, Metric};
+use crate::layout::header::{read_header_page, seal_header_page};
 use crate::layout::packed::PackedMeta;
 use crate::layout::{FileError, FileErrorKind};
 
@@ -227,8 +228,7 @@ impl GraphWriter {
         h[60..68].copy_from_slice(&s.to_le_bytes());
         h[68..72].copy_from_slice(&index_crc.to_le_bytes());
         h[72..80].copy_from_slice(&self.edges.to_le_bytes());
-        let crc = crc32fast::hash(&h[..PAGE_BYTES - 4]);
-        h[PAGE_BYTES - 4..].copy_from_slice(&crc.to_le_bytes());
+        seal_header_page(&mut h);
         let out = self.out.take().ok_or_else(|| {
             FileError::new(&self.path, FileErrorKind::Invalid("writer finished".into()))
         })?;
@@ -270,33 +270,8 @@ impl GraphFile {
     pub fn open(path: &Path) -> Result<Self, FileError> {
         let fail = |kind: FileErrorKind| FileError::new(path, kind);
         let invalid = |m: String| FileError::new(path, FileErrorKind::Invalid(m));
-        let mut file = File::open(path).map_err(|e| fail(e.into()))?;
-        let actual = file.metadata().map_err(|e| fail(e.into()))?.len();
-        if actual < PAGE_BYTES as u64 {
-            return Err(fail(FileErrorKind::SizeMismatch {
-                expected: PAGE_BYTES as u64,
-                actual,
-            }));
-        }
-        let mut h = vec![0u8; PAGE_BYTES];
-        file.read_exact(&mut h).map_err(|e| fail(e.into()))?;
-        let found: [u8; 8] = h[0..8].try_into().unwrap_or_default();
-        if found != MAGIC {
-            return Err(fail(FileErrorKind::WrongMagic {
-                expected: "trawl decoupled graph",
-                found,
-            }));
-        }
-        if crc32fast::hash(&h[..PAGE_BYTES - 4]) != le32(&h, PAGE_BYTES - 4) {
-            return Err(fail(FileErrorKind::Checksum { what: "header" }));
-        }
-        let version = le32(&h, 8);
-        if version == 0 || version > VERSION {
-            return Err(fail(FileErrorKind::UnsupportedVersion {
-                found: version,
-                supported: VERSION,
-            }));
-        }
+        let hp = read_header_page(path, MAGIC, "trawl decoupled graph", 1..=VERSION)?;
+        let (mut file, actual, h) = (hp.file, hp.len, hp.bytes);
         if le32(&h, 12) as usize != PAGE_BYTES {
             return Err(invalid(format!("page size {}", le32(&h, 12))));
         }

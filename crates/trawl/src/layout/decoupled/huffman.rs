@@ -225,6 +225,25 @@ pub fn encode(lanes: &[CodeTable], bytes: &[u8], out: &mut Vec<u8>) -> Result<()
     Ok(())
 }
 
+/// Tops the bit buffer `acc` (`nbits` valid bits) up to at least 56 bits from `bits[pos..]`,
+/// with one unaligned load when 8 bytes remain, else byte by byte (fewer bits at the end).
+#[inline(always)]
+fn refill(bits: &[u8], pos: &mut usize, acc: &mut u64, nbits: &mut u32) {
+    if let Some(w) = bits.get(*pos..*pos + 8) {
+        let word = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        let take = (63 - *nbits) / 8;
+        *acc |= (word & ((1u64 << (take * 8)) - 1)) << *nbits;
+        *pos += take as usize;
+        *nbits += take * 8;
+    } else {
+        while *nbits <= 56 && *pos < bits.len() {
+            *acc |= u64::from(bits[*pos]) << *nbits;
+            *pos += 1;
+            *nbits += 8;
+        }
+    }
+}
+
 /// Decodes `out.len()` bytes from `bits`, which must be exactly their code plus zero padding to
 /// a whole byte.
 pub fn decode(lanes: &[CodeTable], bits: &[u8], out: &mut [u8]) -> Result<(), HuffError> {
@@ -237,20 +256,7 @@ pub fn decode(lanes: &[CodeTable], bits: &[u8], out: &mut [u8]) -> Result<(), Hu
     // bytes (≤ 48 bits) without further checks, while 8 input bytes remain.
     if k <= 4 {
         while done + k <= out.len() && pos + 8 <= bits.len() {
-            let word = u64::from_le_bytes([
-                bits[pos],
-                bits[pos + 1],
-                bits[pos + 2],
-                bits[pos + 3],
-                bits[pos + 4],
-                bits[pos + 5],
-                bits[pos + 6],
-                bits[pos + 7],
-            ]);
-            let take = (63 - nbits) / 8;
-            acc |= (word & ((1u64 << (take * 8)) - 1)) << nbits;
-            pos += take as usize;
-            nbits += take * 8;
+            refill(bits, &mut pos, &mut acc, &mut nbits);
             for (t, o) in lanes.iter().zip(out[done..done + k].iter_mut()) {
                 let entry = t.decode[(acc & (TABLE_SIZE as u64 - 1)) as usize];
                 let len = u32::from(entry >> 8);
@@ -268,11 +274,7 @@ pub fn decode(lanes: &[CodeTable], bits: &[u8], out: &mut [u8]) -> Result<(), Hu
     let mut lane = 0usize;
     for o in out[done..].iter_mut() {
         if nbits < MAX_CODE_LEN {
-            while nbits <= 56 && pos < bits.len() {
-                acc |= u64::from(bits[pos]) << nbits;
-                pos += 1;
-                nbits += 8;
-            }
+            refill(bits, &mut pos, &mut acc, &mut nbits);
         }
         let entry = lanes[lane].decode[(acc & (TABLE_SIZE as u64 - 1)) as usize];
         let len = u32::from(entry >> 8);
@@ -423,20 +425,7 @@ pub fn decode_split(lanes: &[CodeTable], bits: &[u8], out: &mut [u8]) -> Result<
                 break;
             }
             if nbits < MAX_CODE_LEN {
-                if pos + 8 <= code.len() {
-                    let w = &code[pos..pos + 8];
-                    let word = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-                    let take = (63 - nbits) / 8;
-                    acc |= (word & ((1u64 << (take * 8)) - 1)) << nbits;
-                    pos += take as usize;
-                    nbits += take * 8;
-                } else {
-                    while nbits <= 56 && pos < code.len() {
-                        acc |= u64::from(code[pos]) << nbits;
-                        pos += 1;
-                        nbits += 8;
-                    }
-                }
+                refill(code, &mut pos, &mut acc, &mut nbits);
             }
             let entry = lanes[l].decode[(acc & (TABLE_SIZE as u64 - 1)) as usize];
             let len = u32::from(entry >> 8);

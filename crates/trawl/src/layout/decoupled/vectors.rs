@@ -49,6 +49,7 @@ use super::graph::{le16, le32, le64, page_crc_ok, seal_page};
 use super::huffman::{self, CodeTable};
 use crate::io::PAGE_BYTES;
 use crate::kernels::DType;
+use crate::layout::header::{read_header_page, seal_header_page};
 use crate::layout::{FileError, FileErrorKind};
 
 /// Magic of decoupled vector files.
@@ -524,8 +525,7 @@ impl VectorWriter {
         h[96..104].copy_from_slice(&self.payload_bytes.to_le_bytes());
         h[104..112].copy_from_slice(&self.raw_vectors.to_le_bytes());
         h[112..120].copy_from_slice(&(self.plan.xor_chunks() as u64).to_le_bytes());
-        let crc = crc32fast::hash(&h[..PAGE_BYTES - 4]);
-        h[PAGE_BYTES - 4..].copy_from_slice(&crc.to_le_bytes());
+        seal_header_page(&mut h);
         let path = self.path.clone();
         let io = |e: std::io::Error| FileError::new(&path, e.into());
         let out = self
@@ -605,33 +605,8 @@ impl VectorFile {
     pub fn open(path: &Path) -> Result<Self, FileError> {
         let fail = |kind: FileErrorKind| FileError::new(path, kind);
         let invalid = |m: String| FileError::new(path, FileErrorKind::Invalid(m));
-        let mut file = File::open(path).map_err(|e| fail(e.into()))?;
-        let actual = file.metadata().map_err(|e| fail(e.into()))?.len();
-        if actual < PAGE_BYTES as u64 {
-            return Err(fail(FileErrorKind::SizeMismatch {
-                expected: PAGE_BYTES as u64,
-                actual,
-            }));
-        }
-        let mut h = vec![0u8; PAGE_BYTES];
-        file.read_exact(&mut h).map_err(|e| fail(e.into()))?;
-        let found: [u8; 8] = h[0..8].try_into().unwrap_or_default();
-        if found != MAGIC {
-            return Err(fail(FileErrorKind::WrongMagic {
-                expected: "trawl decoupled vectors",
-                found,
-            }));
-        }
-        if crc32fast::hash(&h[..PAGE_BYTES - 4]) != le32(&h, PAGE_BYTES - 4) {
-            return Err(fail(FileErrorKind::Checksum { what: "header" }));
-        }
-        let version = le32(&h, 8);
-        if version != VERSION {
-            return Err(fail(FileErrorKind::UnsupportedVersion {
-                found: version,
-                supported: VERSION,
-            }));
-        }
+        let hp = read_header_page(path, MAGIC, "trawl decoupled vectors", VERSION..=VERSION)?;
+        let (mut file, actual, h) = (hp.file, hp.len, hp.bytes);
         let dtype = DType::from_code(h[16]).ok_or_else(|| invalid("element type".into()))?;
         let geo = VectorGeometry {
             dtype,

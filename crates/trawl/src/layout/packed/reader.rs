@@ -121,33 +121,13 @@ impl PackedFile {
     /// when read ([`PackedFile::check_page`]) or all at once by [`PackedFile::verify_all`].
     pub fn open(path: &Path) -> Result<Self, FileError> {
         let fail = |kind: FileErrorKind| FileError::new(path, kind);
-        let mut file = File::open(path).map_err(|e| fail(e.into()))?;
-        let actual = file.metadata().map_err(|e| fail(e.into()))?.len();
-        if actual < PAGE_BYTES as u64 {
-            return Err(fail(FileErrorKind::SizeMismatch {
-                expected: PAGE_BYTES as u64,
-                actual,
-            }));
-        }
-        let mut h = vec![0u8; PAGE_BYTES];
-        file.read_exact(&mut h).map_err(|e| fail(e.into()))?;
-        let found: [u8; 8] = h[0..8].try_into().unwrap_or_default();
-        if found != MAGIC {
-            return Err(fail(FileErrorKind::WrongMagic {
-                expected: "trawl page-packed index",
-                found,
-            }));
-        }
-        if crc32fast::hash(&h[..PAGE_BYTES - 4]) != le32(&h, PAGE_BYTES - 4) {
-            return Err(fail(FileErrorKind::Checksum { what: "header" }));
-        }
-        let version = le32(&h, 8);
-        if version == 0 || version > VERSION {
-            return Err(fail(FileErrorKind::UnsupportedVersion {
-                found: version,
-                supported: VERSION,
-            }));
-        }
+        let hp = crate::layout::header::read_header_page(
+            path,
+            MAGIC,
+            "trawl page-packed index",
+            1..=VERSION,
+        )?;
+        let (mut file, actual, h) = (hp.file, hp.len, hp.bytes);
         let (meta, geo, table_crc) = decode_header(path, &h)?;
         let expected = geo.total_pages() * PAGE_BYTES as u64;
         if actual != expected {
