@@ -163,13 +163,24 @@ impl Frontier {
             stats.pq_distances += scored;
             return;
         }
+        self.offer_neighbors(ix, view.neighbors(), stats);
+    }
+
+    /// Offers the unvisited `neighbors` to the list with their PQ distances (codes in memory).
+    #[inline]
+    fn offer_neighbors(
+        &mut self,
+        ix: &DiskIndex,
+        neighbors: impl Iterator<Item = u32>,
+        stats: &mut QueryStats,
+    ) {
         self.fresh.clear();
-        for nb in view.neighbors() {
+        for nb in neighbors {
             if self.visited.insert(nb) {
                 self.fresh.push(nb);
             }
         }
-        let Some(codes) = ix.codes() else {
+        let (Some(codes), Some(table)) = (ix.codes(), self.table.as_ref()) else {
             return;
         };
         for &nb in &self.fresh {
@@ -205,24 +216,9 @@ impl Frontier {
         let pq = self.pq_distance(ix, id);
         self.rerank.observe(id, pq);
         stats.nodes_expanded += 1;
-        let Some(codes) = ix.codes() else {
-            return Ok(());
-        };
-        self.fresh.clear();
-        for &nb in &self.nbrs {
-            if self.visited.insert(nb) {
-                self.fresh.push(nb);
-            }
-        }
-        let table = self.table.as_ref().expect("filled at query start");
-        for &nb in &self.fresh {
-            codes.prefetch(nb as usize);
-        }
-        for &nb in &self.fresh {
-            self.list
-                .insert(nb, table.distance(codes.code(nb as usize)));
-        }
-        stats.pq_distances += self.fresh.len() as u64;
+        let nbrs = std::mem::take(&mut self.nbrs);
+        self.offer_neighbors(ix, nbrs.iter().copied(), stats);
+        self.nbrs = nbrs;
         Ok(())
     }
 

@@ -62,6 +62,35 @@ pub(crate) fn seal_page(page: &mut [u8]) {
     page[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Checks data page `page_no` (file page number) read for item `id`: its CRC when `verify`,
+/// its first id against `first_ids` (the in-memory index of every data page's first id) and
+/// that it holds `id`. Returns the page's first id and item count. Shared by the graph and
+/// vector files, whose data pages start alike (CRC, first id, count).
+pub(crate) fn check_data_page(
+    page: &[u8],
+    page_no: u64,
+    id: u32,
+    first_ids: &[u32],
+    verify: bool,
+) -> Result<(u32, usize), String> {
+    if page.len() < PAGE_BYTES {
+        return Err("short page".into());
+    }
+    if verify && !page_crc_ok(page) {
+        return Err(format!("checksum mismatch in page {page_no}"));
+    }
+    let first = le32(page, 4);
+    let count = usize::from(le16(page, 8));
+    let expected = first_ids.get(page_no.wrapping_sub(1) as usize).copied();
+    if expected != Some(first) || id < first || (id - first) as usize >= count {
+        return Err(format!(
+            "page {page_no} holds items {first}..{} (count {count}), not {id}",
+            u64::from(first) + count as u64
+        ));
+    }
+    Ok((first, count))
+}
+
 /// Largest degree whose list always fits a page with its header and degree field.
 pub fn max_degree_for(n: u64) -> usize {
     let universe = u32::try_from(n).unwrap_or(u32::MAX);
@@ -402,24 +431,7 @@ impl GraphFile {
         page: &'a [u8],
         verify: bool,
     ) -> Result<(usize, &'a [u8]), String> {
-        if page.len() < PAGE_BYTES {
-            return Err("short page".into());
-        }
-        if verify && !page_crc_ok(page) {
-            return Err(format!("checksum mismatch in page {page_no}"));
-        }
-        let first = le32(page, 4);
-        let count = usize::from(le16(page, 8));
-        let expected_first = self
-            .first_ids
-            .get(page_no.wrapping_sub(1) as usize)
-            .copied();
-        if expected_first != Some(first) || id < first || (id - first) as usize >= count {
-            return Err(format!(
-                "page {page_no} holds nodes {first}..{} (count {count}), not {id}",
-                u64::from(first) + count as u64
-            ));
-        }
+        let (first, count) = check_data_page(page, page_no, id, &self.first_ids, verify)?;
         let k = (id - first) as usize;
         let degrees = PAGE_HEADER;
         if degrees + 2 * count > PAGE_BYTES {

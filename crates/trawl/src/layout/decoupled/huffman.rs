@@ -196,35 +196,6 @@ pub fn coded_bits(lanes: &[CodeTable], bytes: &[u8]) -> Option<usize> {
     Some(bits)
 }
 
-/// Appends the code of `bytes` (byte `i` with `lanes[i % lanes.len()]`) to `out`, padded to a
-/// whole byte with zero bits.
-pub fn encode(lanes: &[CodeTable], bytes: &[u8], out: &mut Vec<u8>) -> Result<(), HuffError> {
-    let k = lanes.len();
-    let mut acc = 0u64;
-    let mut nbits = 0u32;
-    for (i, &b) in bytes.iter().enumerate() {
-        let t = &lanes[i % k];
-        let len = t.len_of(b);
-        if len == 0 {
-            return Err(HuffError::NoCode {
-                byte: b,
-                lane: i % k,
-            });
-        }
-        acc |= u64::from(t.codes[b as usize]) << nbits;
-        nbits += len;
-        while nbits >= 8 {
-            out.push(acc as u8);
-            acc >>= 8;
-            nbits -= 8;
-        }
-    }
-    if nbits > 0 {
-        out.push(acc as u8);
-    }
-    Ok(())
-}
-
 /// Tops the bit buffer `acc` (`nbits` valid bits) up to at least 56 bits from `bits[pos..]`,
 /// with one unaligned load when 8 bytes remain, else byte by byte (fewer bits at the end).
 #[inline(always)]
@@ -317,9 +288,10 @@ pub fn lane_lengths(counts: &[u64; 256]) -> [u8; 256] {
     }
 }
 
-/// [`encode`] with raw lanes: appends first the bytes of the lanes whose table
-/// [`CodeTable::is_raw`], verbatim and in position order, then the code of the other bytes
-/// (position order, each with its lane's table), padded to a whole byte.
+/// Codes `bytes` (byte `i` with `lanes[i % lanes.len()]`) onto `out`: first the bytes of the
+/// lanes whose table [`CodeTable::is_raw`], verbatim and in position order, then the code of
+/// the other bytes (position order, each with its lane's table), padded to a whole byte with
+/// zero bits. Without raw lanes the output is exactly what [`decode`] reads.
 pub fn encode_split(lanes: &[CodeTable], bytes: &[u8], out: &mut Vec<u8>) -> Result<(), HuffError> {
     let k = lanes.len();
     for chunk in bytes.chunks(k) {
@@ -486,7 +458,7 @@ mod tests {
     fn round_trip(data: &[u8], lanes: usize) {
         let t = tables_for(data, lanes);
         let mut enc = Vec::new();
-        encode(&t, data, &mut enc).unwrap();
+        encode_split(&t, data, &mut enc).unwrap();
         assert_eq!(enc.len(), coded_bits(&t, data).unwrap().div_ceil(8));
         let mut dec = vec![0u8; data.len()];
         decode(&t, &enc, &mut dec).unwrap();
@@ -503,7 +475,7 @@ mod tests {
         round_trip(&all, 4);
         let t = tables_for(&[0u8; 10], 1);
         let mut enc = Vec::new();
-        encode(&t, &[0u8; 10], &mut enc).unwrap();
+        encode_split(&t, &[0u8; 10], &mut enc).unwrap();
         assert_eq!(enc.len(), 2, "10 one-bit codes");
     }
 
@@ -532,7 +504,7 @@ mod tests {
         let t = tables_for(&[1, 2, 3], 1);
         let mut out = Vec::new();
         assert!(matches!(
-            encode(&t, &[9], &mut out),
+            encode_split(&t, &[9], &mut out),
             Err(HuffError::NoCode { byte: 9, .. })
         ));
     }
@@ -542,7 +514,7 @@ mod tests {
         let data: Vec<u8> = (0..500u32).map(|i| (i * i % 251) as u8).collect();
         let t = tables_for(&data, 4);
         let mut enc = Vec::new();
-        encode(&t, &data, &mut enc).unwrap();
+        encode_split(&t, &data, &mut enc).unwrap();
         let mut dec = vec![0u8; data.len()];
         assert!(decode(&t, &enc[..enc.len() - 1], &mut dec).is_err());
         let mut longer = enc.clone();
@@ -628,7 +600,7 @@ mod tests {
                                        flips in proptest::collection::vec((any::<usize>(), 0u8..8), 1..4)) {
             let t = tables_for(&data, 4);
             let mut enc = Vec::new();
-            encode(&t, &data, &mut enc).unwrap();
+            encode_split(&t, &data, &mut enc).unwrap();
             for (at, bit) in flips {
                 let i = at % enc.len();
                 enc[i] ^= 1 << bit;

@@ -45,7 +45,7 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::graph::{le16, le32, le64, page_crc_ok, seal_page};
+use super::graph::{check_data_page, le16, le32, le64, page_crc_ok, seal_page};
 use super::huffman::{self, CodeTable};
 use crate::io::PAGE_BYTES;
 use crate::kernels::DType;
@@ -791,24 +791,10 @@ impl VectorFile {
         out: &mut [u8],
     ) -> Result<(), String> {
         let v = self.geo.vector_bytes();
-        if page.len() < PAGE_BYTES || out.len() != v {
-            return Err("short page".into());
+        if out.len() != v {
+            return Err(format!("output of {} bytes for vectors of {v}", out.len()));
         }
-        if verify && !page_crc_ok(page) {
-            return Err(format!("checksum mismatch in page {page_no}"));
-        }
-        let first = le32(page, 4);
-        let count = usize::from(le16(page, 8));
-        let expected = self
-            .page_first_id
-            .get(page_no.wrapping_sub(1) as usize)
-            .copied();
-        if expected != Some(first) || id < first || (id - first) as usize >= count {
-            return Err(format!(
-                "page {page_no} holds vectors {first}..{}, not {id}",
-                u64::from(first) + count as u64
-            ));
-        }
+        let (first, count) = check_data_page(page, page_no, id, &self.page_first_id, verify)?;
         let k = (id - first) as usize;
         let data = PAGE_HEADER + 2 * count;
         if data > PAGE_BYTES {
