@@ -62,6 +62,23 @@ pub(crate) fn seal_page(page: &mut [u8]) {
     page[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Lays out a data page of the graph or vector file: first id, item count, one `u16` per
+/// item (degrees, or end offsets), then `data`, zero to the end, CRC sealed. Returns the bytes
+/// used after the fixed header.
+pub(crate) fn build_data_page(page: &mut [u8], first: u32, table: &[u16], data: &[u8]) -> usize {
+    page.fill(0);
+    page[4..8].copy_from_slice(&first.to_le_bytes());
+    page[8..10].copy_from_slice(&(table.len() as u16).to_le_bytes());
+    let mut at = PAGE_HEADER;
+    for t in table {
+        page[at..at + 2].copy_from_slice(&t.to_le_bytes());
+        at += 2;
+    }
+    page[at..at + data.len()].copy_from_slice(data);
+    seal_page(page);
+    at - PAGE_HEADER + data.len()
+}
+
 /// Checks data page `page_no` (file page number) read for item `id`: its CRC when `verify`,
 /// its first id against `first_ids` (the in-memory index of every data page's first id) and
 /// that it holds `id`. Returns the page's first id and item count. Shared by the graph and
@@ -198,17 +215,7 @@ impl GraphWriter {
     }
 
     fn flush_page(&mut self) -> Result<(), FileError> {
-        let page = &mut self.page;
-        page.fill(0);
-        page[4..8].copy_from_slice(&self.first.to_le_bytes());
-        page[8..10].copy_from_slice(&(self.degrees.len() as u16).to_le_bytes());
-        let mut at = PAGE_HEADER;
-        for d in &self.degrees {
-            page[at..at + 2].copy_from_slice(&d.to_le_bytes());
-            at += 2;
-        }
-        page[at..at + self.lists.len()].copy_from_slice(&self.lists);
-        seal_page(page);
+        build_data_page(&mut self.page, self.first, &self.degrees, &self.lists);
         self.sparse.push(self.first);
         self.degrees.clear();
         self.lists.clear();

@@ -45,7 +45,7 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::graph::{check_data_page, le16, le32, le64, page_crc_ok, seal_page};
+use super::graph::{build_data_page, check_data_page, le16, le32, le64, page_crc_ok};
 use super::huffman::{self, CodeTable};
 use crate::io::PAGE_BYTES;
 use crate::kernels::DType;
@@ -443,18 +443,8 @@ impl VectorWriter {
     }
 
     fn flush_page(&mut self) -> Result<(), FileError> {
-        let page = &mut self.page;
-        page.fill(0);
-        page[4..8].copy_from_slice(&self.first.to_le_bytes());
-        page[8..10].copy_from_slice(&(self.ends.len() as u16).to_le_bytes());
-        let mut at = PAGE_HEADER;
-        for e in &self.ends {
-            page[at..at + 2].copy_from_slice(&e.to_le_bytes());
-            at += 2;
-        }
-        page[at..at + self.data.len()].copy_from_slice(&self.data);
-        self.payload_bytes += (at - PAGE_HEADER + self.data.len()) as u64;
-        seal_page(page);
+        self.payload_bytes +=
+            build_data_page(&mut self.page, self.first, &self.ends, &self.data) as u64;
         self.page_first_id.push(self.first);
         self.ends.clear();
         self.data.clear();
