@@ -19,6 +19,8 @@ enum Backing<T> {
         /// Byte offset of element 0.
         offset: usize,
     },
+    /// Memory the caller owns (see [`Matrix::from_raw_parts`]).
+    Borrowed,
 }
 
 /// `n` vectors of `dim` elements each, stored row-major.
@@ -52,6 +54,32 @@ impl<T: Element> Matrix<T> {
         let ptr = NonNull::new(data.as_ptr() as *mut T).unwrap_or(NonNull::dangling());
         Some(Self {
             backing: Backing::Owned(data),
+            ptr,
+            n,
+            dim,
+        })
+    }
+
+    /// Borrows `n × dim` row-major elements at `ptr` that the caller owns: the zero-copy view
+    /// of a buffer from another runtime (a numpy array in the Python bindings). Returns `None`
+    /// when `dim` is zero, `ptr` is null or misaligned, or the size overflows.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be valid for reads of `n * dim` elements, and the memory must stay allocated
+    /// and unmodified for as long as the returned matrix (or anything made from it) lives.
+    pub unsafe fn from_raw_parts(ptr: *const T, n: usize, dim: usize) -> Option<Self> {
+        n.checked_mul(dim)?.checked_mul(std::mem::size_of::<T>())?;
+        if dim == 0 || ptr.align_offset(std::mem::align_of::<T>()) != 0 {
+            return None;
+        }
+        let ptr = if n == 0 {
+            NonNull::dangling()
+        } else {
+            NonNull::new(ptr as *mut T)?
+        };
+        Some(Self {
+            backing: Backing::Borrowed,
             ptr,
             n,
             dim,
@@ -147,7 +175,7 @@ impl<T: Element> Matrix<T> {
     pub fn into_vec(self) -> Vec<T> {
         match self.backing {
             Backing::Owned(v) => v,
-            Backing::Mapped { .. } => self.as_slice().to_vec(),
+            Backing::Mapped { .. } | Backing::Borrowed => self.as_slice().to_vec(),
         }
     }
 
@@ -170,6 +198,13 @@ impl<T: Element> Clone for Matrix<T> {
                     mmap: Arc::clone(mmap),
                     offset: *offset,
                 },
+                ptr: self.ptr,
+                n: self.n,
+                dim: self.dim,
+            },
+            // The caller's contract (`from_raw_parts`) covers everything made from the matrix.
+            Backing::Borrowed => Self {
+                backing: Backing::Borrowed,
                 ptr: self.ptr,
                 n: self.n,
                 dim: self.dim,
@@ -262,6 +297,30 @@ mod tests {
         assert_eq!(m.as_slice(), &vals[..]);
         let owned = Matrix::from_vec(vals, 5).unwrap();
         assert!(owned.resident_copy().is_none());
+    }
+
+    #[test]
+    fn borrowed_matrix_views_the_callers_memory() {
+        let vals: Vec<f32> = (0..12).map(|x| x as f32).collect();
+        // SAFETY: `vals` outlives every matrix made here and is not modified.
+        let m = unsafe { Matrix::from_raw_parts(vals.as_ptr(), 3, 4) }.unwrap();
+        assert_eq!(m.as_slice().as_ptr(), vals.as_ptr());
+        assert_eq!(m.row(2), &[8.0, 9.0, 10.0, 11.0]);
+        assert_eq!(m.clone().as_slice().as_ptr(), vals.as_ptr());
+        assert!(m.resident_copy().is_none());
+        assert_eq!(m.into_vec(), vals);
+        // SAFETY: a zero dimension is refused before any read.
+        assert!(unsafe { Matrix::from_raw_parts(vals.as_ptr(), 3, 0) }.is_none());
+        // SAFETY: a null pointer is refused.
+        assert!(unsafe { Matrix::<f32>::from_raw_parts(std::ptr::null(), 3, 4) }.is_none());
+        let odd = vals.as_ptr().cast::<u8>().wrapping_add(1).cast::<f32>();
+        // SAFETY: a misaligned pointer is refused.
+        assert!(unsafe { Matrix::from_raw_parts(odd, 1, 1) }.is_none());
+        // SAFETY: an overflowing size is refused.
+        assert!(unsafe { Matrix::<f32>::from_raw_parts(vals.as_ptr(), usize::MAX, 2) }.is_none());
+        // SAFETY: zero rows read nothing.
+        let empty = unsafe { Matrix::<f32>::from_raw_parts(std::ptr::null(), 0, 4) }.unwrap();
+        assert_eq!(empty.n(), 0);
     }
 
     #[test]

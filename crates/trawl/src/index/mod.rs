@@ -640,7 +640,33 @@ impl DiskIndex {
         threads: usize,
         interleave: usize,
     ) -> Result<BatchOutput, SearchError> {
-        let nq = queries.n();
+        if queries.dim() != self.dim() {
+            return Err(SearchError::DimMismatch {
+                expected: self.dim(),
+                got: queries.dim(),
+            });
+        }
+        self.search_rows(queries.as_slice(), params, threads, interleave)
+    }
+
+    /// [`DiskIndex::search_batch_with`] over row-major queries in a plain slice (its length a
+    /// multiple of the index's dimension): the zero-copy entry point of the bindings.
+    pub fn search_rows<T: Element>(
+        &self,
+        rows: &[T],
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+    ) -> Result<BatchOutput, SearchError> {
+        let dim = self.dim();
+        if dim == 0 || !rows.len().is_multiple_of(dim) {
+            return Err(SearchError::BadBatch(format!(
+                "the queries hold {} elements, not a multiple of the dimension {dim}",
+                rows.len()
+            )));
+        }
+        let nq = rows.len() / dim;
+        let row = |q: usize| &rows[q * dim..(q + 1) * dim];
         if interleave == 0 || interleave > crate::search::MAX_INTERLEAVE {
             return Err(SearchError::BadBatch(format!(
                 "interleave {interleave} must be between 1 and {}",
@@ -659,11 +685,11 @@ impl DiskIndex {
             cfg.depth = cfg.depth.max(interleave * per_query);
         }
         let k = params.k;
-        if let Some(row) = (0..nq).find(|&q| queries.row(q).iter().any(|x| !x.is_finite())) {
+        if let Some(row) = (0..nq).find(|&q| row(q).iter().any(|x| !x.is_finite())) {
             return Err(SearchError::NonFiniteQuery { row });
         }
         if nq > 0 {
-            self.check_query(queries.row(0), params, cfg.depth)?;
+            self.check_query(row(0), params, cfg.depth)?;
         }
         let threads = threads.clamp(1, nq.max(1));
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -689,7 +715,7 @@ impl DiskIndex {
                             interleave,
                             &mut || {
                                 let q = cursor.fetch_add(1, Ordering::Relaxed);
-                                (q < nq).then(|| (q, queries.row(q)))
+                                (q < nq).then(|| (q, row(q)))
                             },
                             &mut |q, hits, st| part.push((q, hits.to_vec(), st)),
                         )?;

@@ -87,6 +87,12 @@ impl<'i> Searcher<'i> {
         self.engine.as_ref()
     }
 
+    /// Gives the engine back (to keep it for a later searcher: creating an io_uring engine
+    /// and its aligned buffers costs far more than one query).
+    pub fn into_engine(self) -> Box<dyn IoEngine> {
+        self.engine
+    }
+
     /// How long to poll the completion queue (without a system call) before blocking in the
     /// kernel when waiting for reads; zero (the default) blocks at once. Polling saves the
     /// sleep and wake-up of a blocking wait but keeps the core busy: use it only when every

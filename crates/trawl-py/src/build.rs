@@ -1,0 +1,174 @@
+//! `trawl.build`: an index from a numpy array or a vector file, GIL released, Ctrl-C honoured.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use trawl::data::{read, AnyMatrix, Matrix};
+use trawl::index::{self, DiskIndex, IndexParams, OpenOptions};
+use trawl::layout::decoupled::vectors::VectorParams;
+use trawl::progress::Control;
+use trawl::{DType, Element};
+
+use crate::arrays::{as_array, dtype_of, Elements};
+use crate::errors::{err, invalid, Kind, PyResultExt};
+use crate::params::BuildParams;
+use crate::pyjson::ser_to_py;
+
+/// How often a running build checks for Ctrl-C (and other signals).
+const SIGNAL_POLL: Duration = Duration::from_millis(25);
+
+/// Runs `work` on a thread of its own with the GIL released; meanwhile the calling thread
+/// checks for signals. On Ctrl-C (or any signal handler raising) it sets `cancel`, waits for
+/// `work` to notice and return, and raises the handler's exception (`KeyboardInterrupt`).
+pub fn run_interruptible<R: Send>(
+    py: Python<'_>,
+    cancel: &AtomicBool,
+    work: impl FnOnce() -> R + Send,
+) -> PyResult<R> {
+    let (result, interrupted) = py.detach(|| {
+        std::thread::scope(|s| {
+            let handle = s.spawn(work);
+            let mut interrupted: Option<PyErr> = None;
+            while !handle.is_finished() {
+                std::thread::park_timeout(SIGNAL_POLL);
+                if interrupted.is_none() {
+                    if let Err(e) = Python::attach(|py| py.check_signals()) {
+                        cancel.store(true, Ordering::Relaxed);
+                        interrupted = Some(e);
+                    }
+                }
+            }
+            (handle.join(), interrupted)
+        })
+    });
+    if let Some(e) = interrupted {
+        return Err(e);
+    }
+    result.map_err(|_| err(Kind::Other, "internal error: the build thread panicked"))
+}
+
+/// Builds a disk index over `data` into `index_dir` and returns the build report (a dict).
+///
+/// `data` is a 2-D numpy array of float32, uint8 or int8 (read in place when C-contiguous),
+/// or the path of a vector file (.fbin/.u8bin/.i8bin, .fvecs/.bvecs, .npy; memory-mapped).
+/// The GIL is released while it runs; Ctrl-C stops it (the directory may then hold a
+/// partial index: build again).
+#[pyfunction]
+#[pyo3(signature = (data, index_dir, params = None))]
+pub fn build<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    index_dir: PathBuf,
+    params: Option<BuildParams>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let params = params.unwrap_or_default();
+    let lib = params.to_lib()?;
+    let threads = params.thread_count()?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let ctl = if params.progress {
+        Control::with_progress()
+    } else {
+        Control::silent()
+    }
+    .with_cancel_flag(Arc::clone(&cancel));
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| err(Kind::Other, format!("creating the thread pool: {e}")))?;
+    let dir = index_dir.as_path();
+    let run = |m: &AnyMatrix| {
+        run_interruptible(py, &cancel, || {
+            pool.install(|| build_any(m, dir, &lib, &params, &ctl))
+        })
+    };
+
+    let report = if let Ok(path) = data.extract::<PathBuf>() {
+        let m = py.detach(|| read::read_matrix_any(&path)).py()?;
+        run(&m)??
+    } else {
+        let arr = as_array(data, "data")?;
+        if arr.ndim() != 2 {
+            return Err(invalid(format!(
+                "data must be a 2-D array (n vectors × dimension), not {}-D",
+                arr.ndim()
+            )));
+        }
+        let shape = arr.shape().to_vec();
+        let (n, dim) = (shape[0], shape[1]);
+        if n == 0 || dim == 0 {
+            return Err(invalid(format!(
+                "data has shape ({n}, {dim}): nothing to index"
+            )));
+        }
+        match dtype_of(&arr)? {
+            DType::F32 => {
+                let e = Elements::<f32>::of(&arr)?;
+                run(&AnyMatrix::F32(view(e.as_slice(), n, dim)?))??
+            }
+            DType::U8 => {
+                let e = Elements::<u8>::of(&arr)?;
+                run(&AnyMatrix::U8(view(e.as_slice(), n, dim)?))??
+            }
+            DType::I8 => {
+                let e = Elements::<i8>::of(&arr)?;
+                run(&AnyMatrix::I8(view(e.as_slice(), n, dim)?))??
+            }
+        }
+    };
+    ser_to_py(py, &report)
+}
+
+use numpy::PyUntypedArrayMethods;
+
+/// A matrix over `rows` without a copy.
+fn view<T: Element>(rows: &[T], n: usize, dim: usize) -> PyResult<Matrix<T>> {
+    if rows.len() != n * dim {
+        return Err(invalid("array size does not match its shape"));
+    }
+    // SAFETY: `rows` (the numpy buffer under its read-only borrow, or our copy) outlives the
+    // matrix: both live until `build` returns, and the build drops the matrix before that.
+    unsafe { Matrix::from_raw_parts(rows.as_ptr(), n, dim) }
+        .ok_or_else(|| invalid("the array's buffer is not aligned for its dtype"))
+}
+
+/// The build report, plus the decoupled layout's when asked for.
+fn build_any(
+    m: &AnyMatrix,
+    dir: &Path,
+    lib: &IndexParams,
+    params: &BuildParams,
+    ctl: &Control,
+) -> PyResult<serde_json::Value> {
+    let t0 = std::time::Instant::now();
+    let mut report = match m {
+        AnyMatrix::F32(m) => index::build_index(m, dir, lib, ctl),
+        AnyMatrix::U8(m) => index::build_index(m, dir, lib, ctl),
+        AnyMatrix::I8(m) => index::build_index(m, dir, lib, ctl),
+    }
+    .map_err(|e| {
+        if ctl.check().is_err() {
+            err(Kind::Other, "the build was interrupted")
+        } else {
+            crate::errors::IntoPyErr::into_py_err(e)
+        }
+    })?;
+    report.total_secs = t0.elapsed().as_secs_f64();
+    let mut v = serde_json::to_value(&report).unwrap_or_default();
+    if params.decoupled {
+        let ix = DiskIndex::open(dir, OpenOptions::default()).py()?;
+        let d = ix
+            .write_decoupled(&VectorParams::default(), ctl)
+            .map_err(|e| {
+                if ctl.check().is_err() {
+                    err(Kind::Other, "the build was interrupted")
+                } else {
+                    crate::errors::IntoPyErr::into_py_err(e)
+                }
+            })?;
+        v["decoupled"] = serde_json::to_value(&d).unwrap_or_default();
+    }
+    Ok(v)
+}

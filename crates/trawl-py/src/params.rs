@@ -1,0 +1,403 @@
+//! `BuildParams` and `SearchParams`: plain attribute bags, checked when used.
+//!
+//! Integer attributes are held as Python ints (`i64`) rather than `usize` so that a negative
+//! value is an `InvalidInputError` naming the parameter, not an `OverflowError` at assignment.
+
+#![allow(non_snake_case)]
+
+use pyo3::prelude::*;
+use trawl::graph::VamanaParams;
+use trawl::index::IndexParams;
+use trawl::quant::pq::PqParams;
+use trawl::search::entry::{EntryParams, EntrySampling};
+use trawl::search::{
+    PipeParams, RerankParams, SearchParams as LibSearchParams, Strategy, WidthPolicy,
+    WidthSchedule, DEFAULT_BEAM_WIDTH,
+};
+use trawl::Metric;
+
+use crate::errors::invalid;
+
+/// `value` as a count of at least `min`, or an `InvalidInputError` naming `name`.
+pub fn count(name: &str, value: i64, min: i64) -> PyResult<usize> {
+    if value < min {
+        return Err(invalid(format!("{name} = {value} must be at least {min}")));
+    }
+    usize::try_from(value).map_err(|_| invalid(format!("{name} = {value} is too large")))
+}
+
+fn parse<T: std::str::FromStr>(name: &str, value: &str) -> PyResult<T>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .parse()
+        .map_err(|e| invalid(format!("{name} = {value:?}: {e}")))
+}
+
+/// Parameters of `trawl.build`. Every argument is keyword-only and optional; the defaults
+/// are those of `trawl build` on the command line.
+#[pyclass(module = "trawl._trawl", get_all, set_all, from_py_object)]
+#[derive(Debug, Clone)]
+pub struct BuildParams {
+    /// Distance: "l2" (squared Euclidean), "ip" (negative inner product) or "cosine".
+    pub metric: String,
+    /// Maximum out-degree of the Vamana graph.
+    pub R: i64,
+    /// Candidate list size of the graph build.
+    pub L: i64,
+    /// Pruning factor α (≥ 1).
+    pub alpha: f64,
+    /// Bytes per vector of the in-memory PQ codes (at most the dimension).
+    pub pq_bytes: i64,
+    /// Build threads; 0 = one per core.
+    pub threads: i64,
+    /// Seed of the PQ training, the graph build and the entry sample.
+    pub seed: i64,
+    /// Memory budget of the graph build in GiB (the graph is built in overlapping shards
+    /// when the whole would not fit); None = no limit.
+    pub memory_budget_gb: Option<f64>,
+    /// Fill every pruned list up to R neighbours (DiskANN's disk build does so).
+    pub saturate: bool,
+    /// Share of the vectors sampled into the in-memory entry index; 0 = none.
+    pub entry_ratio: f64,
+    /// Out-degree of the entry index's graph.
+    pub entry_degree: i64,
+    /// Candidate list size of the entry index's build.
+    pub entry_build_list: i64,
+    /// How the entry sample is drawn: "uniform" or "freq" (most visited by sample searches).
+    pub entry_sampling: String,
+    /// Also write the decoupled layout (compressed graph and vector files).
+    pub decoupled: bool,
+    /// Show progress bars on stderr (only when it is a terminal).
+    pub progress: bool,
+}
+
+#[pymethods]
+impl BuildParams {
+    #[new]
+    #[pyo3(signature = (*, metric = "l2".to_string(), R = 64, L = 100, alpha = 1.2, pq_bytes = 32,
+        threads = 0, seed = VamanaParams::default().seed as i64, memory_budget_gb = None,
+        saturate = false, entry_ratio = 0.01, entry_degree = 32, entry_build_list = 64,
+        entry_sampling = "uniform".to_string(), decoupled = false, progress = true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        metric: String,
+        R: i64,
+        L: i64,
+        alpha: f64,
+        pq_bytes: i64,
+        threads: i64,
+        seed: i64,
+        memory_budget_gb: Option<f64>,
+        saturate: bool,
+        entry_ratio: f64,
+        entry_degree: i64,
+        entry_build_list: i64,
+        entry_sampling: String,
+        decoupled: bool,
+        progress: bool,
+    ) -> Self {
+        Self {
+            metric,
+            R,
+            L,
+            alpha,
+            pq_bytes,
+            threads,
+            seed,
+            memory_budget_gb,
+            saturate,
+            entry_ratio,
+            entry_degree,
+            entry_build_list,
+            entry_sampling,
+            decoupled,
+            progress,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "BuildParams(metric={:?}, R={}, L={}, alpha={}, pq_bytes={}, threads={}, seed={}, \
+             memory_budget_gb={}, saturate={}, entry_ratio={}, entry_degree={}, \
+             entry_build_list={}, entry_sampling={:?}, decoupled={}, progress={})",
+            self.metric,
+            self.R,
+            self.L,
+            self.alpha,
+            self.pq_bytes,
+            self.threads,
+            self.seed,
+            self.memory_budget_gb
+                .map_or("None".to_string(), |g| g.to_string()),
+            py_bool(self.saturate),
+            self.entry_ratio,
+            self.entry_degree,
+            self.entry_build_list,
+            self.entry_sampling,
+            py_bool(self.decoupled),
+            py_bool(self.progress),
+        )
+    }
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+impl Default for BuildParams {
+    fn default() -> Self {
+        Self::new(
+            "l2".into(),
+            64,
+            100,
+            1.2,
+            32,
+            0,
+            VamanaParams::default().seed as i64,
+            None,
+            false,
+            0.01,
+            32,
+            64,
+            "uniform".into(),
+            false,
+            true,
+        )
+    }
+}
+
+impl BuildParams {
+    /// The library's parameters, exactly as `trawl build` maps its options.
+    pub fn to_lib(&self) -> PyResult<IndexParams> {
+        let metric: Metric = parse("metric", &self.metric)?;
+        let seed = u64::try_from(self.seed)
+            .map_err(|_| invalid(format!("seed = {} must be at least 0", self.seed)))?;
+        if !(self.alpha.is_finite() && self.alpha >= 1.0) {
+            return Err(invalid(format!(
+                "alpha = {} must be at least 1",
+                self.alpha
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.entry_ratio) {
+            return Err(invalid(format!(
+                "entry_ratio = {} must be between 0 (no entry index) and 1",
+                self.entry_ratio
+            )));
+        }
+        let budget = match self.memory_budget_gb {
+            Some(g) if !(g.is_finite() && g > 0.0) => {
+                return Err(invalid(format!("memory_budget_gb = {g} must be positive")))
+            }
+            Some(g) => Some((g * (1u64 << 30) as f64) as u64),
+            None => None,
+        };
+        let sampling: EntrySampling = parse("entry_sampling", &self.entry_sampling)?;
+        Ok(IndexParams {
+            metric,
+            graph: VamanaParams {
+                r: count("R", self.R, 1)?,
+                l: count("L", self.L, 1)?,
+                alpha: self.alpha as f32,
+                seed,
+                memory_budget_bytes: budget,
+                saturate: self.saturate,
+                ..VamanaParams::default()
+            },
+            pq: PqParams {
+                bytes_per_vector: count("pq_bytes", self.pq_bytes, 1)?,
+                seed,
+                ..PqParams::default()
+            },
+            entry: (self.entry_ratio > 0.0)
+                .then(|| -> PyResult<EntryParams> {
+                    Ok(EntryParams {
+                        ratio: self.entry_ratio,
+                        r: count("entry_degree", self.entry_degree, 1)?,
+                        l: count("entry_build_list", self.entry_build_list, 1)?,
+                        seed,
+                        sampling,
+                    })
+                })
+                .transpose()?,
+        })
+    }
+
+    /// Build threads (0 = one per core).
+    pub fn thread_count(&self) -> PyResult<usize> {
+        count("threads", self.threads, 0)
+    }
+}
+
+/// Parameters of `Index.search` and `Index.batch_search`. Keyword-only, all optional; the
+/// defaults are those of `trawl search`.
+#[pyclass(module = "trawl._trawl", get_all, set_all, from_py_object)]
+#[derive(Debug, Clone)]
+pub struct SearchParams {
+    /// Candidate list size (larger: slower, more accurate); None = max(100, k).
+    pub L: Option<i64>,
+    /// Beam search: records read per round trip.
+    pub beam_width: i64,
+    /// "beam" (beam search) or "pipe" (PipeSearch: reads overlap the computation).
+    pub strategy: String,
+    /// Seed each query with this many nodes of the in-memory entry index (0 = start at the
+    /// medoid); PipeANN uses 10.
+    pub entry_list: i64,
+    /// PipeSearch width policy: "dynamic", "static" or "fixed".
+    pub pipe_width: String,
+    /// PipeSearch: width at the start of a query (dynamic policy).
+    pub pipe_start_width: i64,
+    /// PipeSearch: largest width (at most the index's queue depth).
+    pub pipe_max_width: i64,
+    /// Beam search: widen the beam with the explored position, e.g. "4,4,8,8,16,16,24,24,32"
+    /// or "5:4,8,16" (OctopusANN's DynamicWidth, capped by beam_width); None = fixed width.
+    pub dynamic_width: Option<String>,
+    /// Beam search: score every record of each page read (PageSearch).
+    pub page_search: bool,
+    /// Decoupled layout: vectors re-ranked per batch.
+    pub rerank_batch: i64,
+    /// Decoupled layout: stop re-ranking after a batch that changes less than this share of
+    /// the top k (0 re-ranks every expanded node).
+    pub rerank_threshold: f64,
+    /// Decoupled layout: prefetch vectors during the traversal.
+    pub prefetch: bool,
+}
+
+#[pymethods]
+impl SearchParams {
+    #[new]
+    #[pyo3(signature = (*, L = None, beam_width = DEFAULT_BEAM_WIDTH as i64, strategy = "beam".to_string(),
+        entry_list = 0, pipe_width = "dynamic".to_string(), pipe_start_width = 4,
+        pipe_max_width = 32, dynamic_width = None, page_search = false, rerank_batch = 10,
+        rerank_threshold = 0.01, prefetch = true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        L: Option<i64>,
+        beam_width: i64,
+        strategy: String,
+        entry_list: i64,
+        pipe_width: String,
+        pipe_start_width: i64,
+        pipe_max_width: i64,
+        dynamic_width: Option<String>,
+        page_search: bool,
+        rerank_batch: i64,
+        rerank_threshold: f64,
+        prefetch: bool,
+    ) -> Self {
+        Self {
+            L,
+            beam_width,
+            strategy,
+            entry_list,
+            pipe_width,
+            pipe_start_width,
+            pipe_max_width,
+            dynamic_width,
+            page_search,
+            rerank_batch,
+            rerank_threshold,
+            prefetch,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "SearchParams(L={}, beam_width={}, strategy={:?}, entry_list={}, pipe_width={:?}, \
+             pipe_start_width={}, pipe_max_width={}, dynamic_width={}, page_search={}, \
+             rerank_batch={}, rerank_threshold={}, prefetch={})",
+            self.L.map_or("None".to_string(), |l| l.to_string()),
+            self.beam_width,
+            self.strategy,
+            self.entry_list,
+            self.pipe_width,
+            self.pipe_start_width,
+            self.pipe_max_width,
+            self.dynamic_width
+                .as_ref()
+                .map_or("None".to_string(), |d| format!("{d:?}")),
+            py_bool(self.page_search),
+            self.rerank_batch,
+            self.rerank_threshold,
+            py_bool(self.prefetch),
+        )
+    }
+}
+
+impl Default for SearchParams {
+    fn default() -> Self {
+        Self::new(
+            None,
+            DEFAULT_BEAM_WIDTH as i64,
+            "beam".into(),
+            0,
+            "dynamic".into(),
+            4,
+            32,
+            None,
+            false,
+            10,
+            0.01,
+            true,
+        )
+    }
+}
+
+impl SearchParams {
+    /// The library's parameters for `k` results.
+    pub fn to_lib(&self, k: usize) -> PyResult<LibSearchParams> {
+        let l = match self.L {
+            Some(l) => count("L", l, 1)?,
+            None => k.max(100),
+        };
+        if k > l {
+            return Err(invalid(format!(
+                "k = {k} is larger than the list size L = {l}: raise L"
+            )));
+        }
+        let strategy = match self.strategy.as_str() {
+            "beam" => Strategy::Beam,
+            "pipe" => Strategy::Pipe(PipeParams {
+                policy: parse::<WidthPolicy>("pipe_width", &self.pipe_width)?,
+                start_width: count("pipe_start_width", self.pipe_start_width, 1)?,
+                max_width: count("pipe_max_width", self.pipe_max_width, 1)?,
+                ..PipeParams::default()
+            }),
+            other => {
+                return Err(invalid(format!(
+                    "strategy = {other:?}: expected \"beam\" or \"pipe\""
+                )))
+            }
+        };
+        let dynamic_width = match &self.dynamic_width {
+            Some(s) => Some(parse::<WidthSchedule>("dynamic_width", s)?),
+            None => None,
+        };
+        if !(self.rerank_threshold.is_finite() && (0.0..=1.0).contains(&self.rerank_threshold)) {
+            return Err(invalid(format!(
+                "rerank_threshold = {} must be between 0 and 1",
+                self.rerank_threshold
+            )));
+        }
+        Ok(LibSearchParams {
+            k,
+            l,
+            beam_width: count("beam_width", self.beam_width, 1)?,
+            strategy,
+            entry_list: count("entry_list", self.entry_list, 0)?,
+            dynamic_width,
+            page_search: self.page_search,
+            rerank: RerankParams {
+                batch: count("rerank_batch", self.rerank_batch, 1)?,
+                threshold: self.rerank_threshold as f32,
+                prefetch: self.prefetch,
+                ..RerankParams::default()
+            },
+        })
+    }
+}

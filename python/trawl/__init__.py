@@ -1,0 +1,39 @@
+"""trawl: disk-resident approximate nearest neighbour search.
+
+The index lives on an SSD — the graph and the full vectors in 4 KiB pages read with O_DIRECT,
+only compressed (PQ) codes in memory — and is searched with beam search or PipeSearch::
+
+    import numpy as np
+    import trawl
+
+    data = np.random.default_rng(0).standard_normal((20_000, 64), dtype=np.float32)
+    trawl.build(data, "my-index", trawl.BuildParams(metric="l2", R=64, L=100, pq_bytes=32))
+    index = trawl.Index.open("my-index")
+    ids, dists = index.search(data[0], k=10)
+    ids, dists = index.batch_search(data[:100], k=10, params=trawl.SearchParams(L=50))
+    print(index.stats["pages_read"] / index.stats["queries"], "pages per query")
+
+Inputs are numpy arrays of float32, uint8 or int8 (read in place when C-contiguous). Results
+are uint32 ids (``MISSING_ID`` where fewer than k results exist) and float32 distances in the
+metric's own units: squared Euclidean for "l2", ``-<a, b>`` for "ip", ``1 - cos`` for "cosine".
+"""
+
+from . import errors
+from ._trawl import MISSING_ID, BuildParams, Index, SearchParams, __version__, build
+from .errors import (CorruptIndexError, Error, IndexNotFoundError, InvalidInputError,
+                     StorageError)
+
+__all__ = [
+    "build",
+    "BuildParams",
+    "Index",
+    "SearchParams",
+    "MISSING_ID",
+    "Error",
+    "InvalidInputError",
+    "IndexNotFoundError",
+    "StorageError",
+    "CorruptIndexError",
+    "errors",
+    "__version__",
+]
