@@ -1,0 +1,382 @@
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import trawl
+from conftest import FAST, brute_force, gaussian, recall, trawl_cli
+
+
+def write_fbin(path, x):
+    with open(path, "wb") as f:
+        np.array(x.shape, dtype="<u4").tofile(f)
+        np.ascontiguousarray(x, dtype=np.float32).tofile(f)
+
+
+def read_result(path):
+    """The CLI's result file: i32 nq, i32 k, nq*k u32 ids, nq*k f32 distances."""
+    raw = np.fromfile(path, dtype=np.uint8)
+    nq, k = np.frombuffer(raw[:8].tobytes(), dtype="<i4")
+    ids = np.frombuffer(raw[8:8 + 4 * nq * k].tobytes(), dtype="<u4").reshape(nq, k)
+    dists = np.frombuffer(raw[8 + 4 * nq * k:].tobytes(), dtype="<f4").reshape(nq, k)
+    return ids, dists
+
+
+# --- build, open, search, batch_search ------------------------------------------------------
+
+def test_build_open_search_batch_search(f32_index):
+    d, data, queries, report = f32_index
+    assert report["n"] == 4000 and report["dim"] == 32 and report["metric"] == "l2"
+    assert report["disk_bytes"] == sum(f.stat().st_size for f in d.iterdir())
+    index = trawl.Index.open(d)
+    assert (index.n, index.dim, index.dtype, index.metric, len(index)) == (4000, 32, "float32", "l2", 4000)
+    truth = brute_force(data, queries, 10)
+
+    ids, dists = index.batch_search(queries, k=10, params=trawl.SearchParams(L=64), threads=2)
+    assert ids.shape == (50, 10) and dists.shape == (50, 10)
+    assert ids.dtype == np.uint32 and dists.dtype == np.float32
+    assert recall(ids, truth) >= 0.95
+    # Distances are exact squared L2 distances of the returned ids, sorted.
+    exact = ((data[ids.astype(np.int64)] - queries[:, None, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(dists, exact, rtol=1e-4, atol=1e-3)
+    assert np.all(np.diff(dists, axis=1) >= 0)
+
+    # One query at a time gives the batch's rows.
+    for i in range(5):
+        one_ids, one_dists = index.search(queries[i], k=10, params=trawl.SearchParams(L=64))
+        assert one_ids.shape == (10,)
+        np.testing.assert_array_equal(one_ids, ids[i])
+        np.testing.assert_array_equal(one_dists, dists[i])
+
+
+def test_search_finds_indexed_vectors_themselves(f32_index):
+    d, data, _, _ = f32_index
+    index = trawl.Index(d)
+    ids, dists = index.batch_search(data[:20], k=1)
+    np.testing.assert_array_equal(ids[:, 0], np.arange(20))
+    np.testing.assert_array_equal(dists[:, 0], 0)
+
+
+def test_pipe_strategy_and_entry_list(f32_index):
+    d, data, queries, _ = f32_index
+    index = trawl.Index.open(d)
+    truth = brute_force(data, queries, 10)
+    p = trawl.SearchParams(L=64, strategy="pipe", entry_list=10)
+    ids, _ = index.batch_search(queries, k=10, params=p, threads=1)
+    assert recall(ids, truth) >= 0.95
+
+
+def test_build_from_a_file_equals_build_from_the_array(f32_index, tmp_path):
+    d, data, queries, _ = f32_index
+    path = tmp_path / "base.fbin"
+    write_fbin(path, data)
+    trawl.build(str(path), tmp_path / "from-file", trawl.BuildParams(threads=1, **FAST))
+    np.save(tmp_path / "base.npy", data)
+    trawl.build(tmp_path / "base.npy", tmp_path / "from-npy", trawl.BuildParams(threads=1, **FAST))
+    p = trawl.SearchParams(L=64)
+    want = trawl.Index.open(d).batch_search(queries, 10, p, threads=1)
+    for sub in ("from-file", "from-npy"):
+        got = trawl.Index.open(tmp_path / sub).batch_search(queries, 10, p, threads=1)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+# --- the same results as the command line ----------------------------------------------------
+
+def test_results_identical_to_the_cli(f32_index, tmp_path):
+    cli = trawl_cli()
+    d, data, queries, _ = f32_index
+    qpath = tmp_path / "q.fbin"
+    write_fbin(qpath, queries)
+    disk = trawl.Index.open(d)
+    # PipeSearch explores reads in the order they land: deterministic only when every read
+    # lands at once, as with the memory engine (on both sides).
+    memory = trawl.Index.open(d, engine="memory")
+    for extra, index, params in [
+        ([], disk, trawl.SearchParams(L=40)),
+        (["-W", "8"], disk, trawl.SearchParams(L=40, beam_width=8)),
+        (["-W", "8", "--dynamic-width"], disk,
+         trawl.SearchParams(L=40, beam_width=8, dynamic_width="4,4,8,8,16,16,24,24,32")),
+        (["--strategy", "pipe", "--entry-list", "10", "--engine", "memory"], memory,
+         trawl.SearchParams(L=40, strategy="pipe", entry_list=10)),
+    ]:
+        out = tmp_path / "res.bin"
+        subprocess.run([str(cli), "search", str(d), "--queries", str(qpath), "-k", "10",
+                        "-L", "40", "--threads", "1", "-o", str(out), *extra],
+                       check=True, capture_output=True)
+        cli_ids, cli_dists = read_result(out)
+        ids, dists = index.batch_search(queries, 10, params, threads=1)
+        np.testing.assert_array_equal(ids, cli_ids, err_msg=" ".join(extra))
+        np.testing.assert_array_equal(dists, cli_dists, err_msg=" ".join(extra))
+
+
+def test_cli_build_writes_the_same_index(f32_index, tmp_path):
+    cli = trawl_cli()
+    d, data, _, _ = f32_index
+    path = tmp_path / "base.fbin"
+    write_fbin(path, data)
+    subprocess.run([str(cli), "build", str(path), str(tmp_path / "cli"), "--metric", "l2",
+                    "-R", "32", "-L", "64", "--pq-bytes", "16", "--threads", "1"],
+                   check=True, capture_output=True)
+    names = sorted(f.name for f in d.iterdir())
+    assert names == sorted(f.name for f in (tmp_path / "cli").iterdir())
+    for name in names:
+        assert (d / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
+
+
+# --- dtypes ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_integer_dtypes(tmp_path, dtype):
+    data = gaussian(3000, 24, seed=3, dtype=dtype)
+    queries = gaussian(30, 24, seed=4, dtype=dtype)
+    trawl.build(data, tmp_path / "ix", trawl.BuildParams(threads=2, **FAST))
+    index = trawl.Index.open(tmp_path / "ix")
+    assert index.dtype == np.dtype(dtype).name
+    ids, dists = index.batch_search(queries, k=10, params=trawl.SearchParams(L=64))
+    assert recall(ids, brute_force(data, queries, 10)) >= 0.9
+    exact = ((data[ids.astype(np.int64)].astype(np.float64) - queries[:, None, :].astype(np.float64)) ** 2).sum(-1)
+    np.testing.assert_allclose(dists, exact, rtol=1e-5)
+    # A float32 query against an integer index is refused, not converted.
+    with pytest.raises(trawl.InvalidInputError, match="dtype"):
+        index.search(queries[0].astype(np.float32), k=10)
+
+
+def test_non_contiguous_inputs_give_the_same_results(f32_index):
+    d, data, queries, _ = f32_index
+    index = trawl.Index.open(d)
+    p = trawl.SearchParams(L=64)
+    want = index.batch_search(queries, 10, p, threads=1)
+    fortran = np.asfortranarray(queries)
+    strided = np.repeat(queries, 2, axis=0)[::2]
+    for q in (fortran, strided):
+        assert not q.flags["C_CONTIGUOUS"]
+        got = index.batch_search(q, 10, p, threads=1)
+        np.testing.assert_array_equal(got[0], want[0])
+    column = np.repeat(queries[:1].T, 2, axis=1)[:, 0]  # strided 1-D view
+    assert not column.flags["C_CONTIGUOUS"]
+    np.testing.assert_array_equal(index.search(column, 10, p)[0], want[0][0])
+
+
+@pytest.mark.parametrize("metric", ["ip", "cosine"])
+def test_other_metrics(tmp_path, metric):
+    data = gaussian(3000, 16, seed=5)
+    queries = gaussian(30, 16, seed=6)
+    trawl.build(data, tmp_path / "ix", trawl.BuildParams(metric=metric, threads=2, **FAST))
+    index = trawl.Index.open(tmp_path / "ix")
+    assert index.metric == metric
+    ids, _ = index.batch_search(queries, k=10, params=trawl.SearchParams(L=64))
+    assert recall(ids, brute_force(data, queries, 10, metric)) >= 0.9
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+def test_bad_queries_raise_invalid_input(f32_index):
+    d, data, queries, _ = f32_index
+    index = trawl.Index.open(d)
+    cases = [
+        (lambda: index.search(queries[0][:31], k=10), "dimension"),
+        (lambda: index.batch_search(queries[:, :31], k=10), "dimension"),
+        (lambda: index.search(queries[0].astype(np.float64), k=10), "float64|dtype"),
+        (lambda: index.batch_search(queries.astype(np.float64), k=10), "float64|dtype"),
+        (lambda: index.search(queries[:2], k=10), "1-D"),
+        (lambda: index.batch_search(queries[0], k=10), "2-D"),
+        (lambda: index.search(list(queries[0]), k=10), "numpy array"),
+        (lambda: index.search(queries[0], k=0), "k = 0"),
+        (lambda: index.search(queries[0], k=-3), "k = -3"),
+        (lambda: index.batch_search(queries, k=0), "k = 0"),
+        (lambda: index.search(queries[0], k=4001), "larger than the 4000"),
+        (lambda: index.batch_search(queries, k=4001), "larger than the 4000"),
+        (lambda: index.search(queries[0], k=50, params=trawl.SearchParams(L=20)), "L = 20"),
+        (lambda: index.search(queries[0], params=trawl.SearchParams(strategy="dfs")), "strategy"),
+        (lambda: index.search(queries[0], params=trawl.SearchParams(beam_width=0)), "beam_width"),
+        (lambda: index.search(queries[0], params=trawl.SearchParams(beam_width=65)), "beam width"),
+        (lambda: index.batch_search(queries, threads=-1), "threads"),
+    ]
+    nan = queries.copy()
+    nan[7, 3] = np.nan
+    cases += [
+        (lambda: index.search(nan[7], k=10), "non-finite"),
+        (lambda: index.batch_search(nan, k=10), "query 7"),
+    ]
+    inf = queries[0].copy()
+    inf[0] = np.inf
+    cases.append((lambda: index.search(inf, k=10), "non-finite"))
+    for call, pattern in cases:
+        with pytest.raises(trawl.InvalidInputError, match=pattern) as e:
+            call()
+        assert isinstance(e.value, ValueError) and isinstance(e.value, trawl.Error)
+
+
+def test_bad_build_input_raises_invalid_input(tmp_path):
+    data = gaussian(500, 8, seed=7)
+    nan = data.copy()
+    nan[42, 5] = np.nan
+    cases = [
+        (lambda: trawl.build(nan, tmp_path / "a", trawl.BuildParams(**FAST)), "row 42"),
+        (lambda: trawl.build(data.astype(np.float64), tmp_path / "a"), "float64"),
+        (lambda: trawl.build(data[0], tmp_path / "a"), "2-D"),
+        (lambda: trawl.build(data[:0], tmp_path / "a"), "nothing to index"),
+        (lambda: trawl.build(data, tmp_path / "a", trawl.BuildParams(metric="hamming")), "metric"),
+        (lambda: trawl.build(data, tmp_path / "a", trawl.BuildParams(R=0)), "R = 0"),
+        (lambda: trawl.build(data, tmp_path / "a", trawl.BuildParams(pq_bytes=-1)), "pq_bytes"),
+        (lambda: trawl.build(data, tmp_path / "a", trawl.BuildParams(alpha=0.5)), "alpha"),
+        (lambda: trawl.build(data, tmp_path / "a", trawl.BuildParams(entry_ratio=2.0)), "entry_ratio"),
+        (lambda: trawl.build(data, tmp_path / "a", trawl.BuildParams(threads=-2)), "threads"),
+    ]
+    for call, pattern in cases:
+        with pytest.raises(trawl.InvalidInputError, match=pattern):
+            call()
+    # More PQ bytes than dimensions is clamped to the dimension (as on the command line).
+    report = trawl.build(data, tmp_path / "b", trawl.BuildParams(R=16, L=32, pq_bytes=9, progress=False))
+    assert report["pq_bytes_per_vector"] == 8
+
+
+def test_missing_paths_raise_file_not_found(tmp_path):
+    for call in (
+        lambda: trawl.Index.open(tmp_path / "nope"),
+        lambda: trawl.Index(str(tmp_path / "nope")),
+        lambda: trawl.build(str(tmp_path / "nope.fbin"), tmp_path / "ix"),
+    ):
+        with pytest.raises(trawl.IndexNotFoundError) as e:
+            call()
+        assert isinstance(e.value, FileNotFoundError) and isinstance(e.value, OSError)
+    # An existing directory that holds no index.
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="not an index"):
+        trawl.Index.open(tmp_path / "empty")
+
+
+def test_bad_open_options_raise_invalid_input(f32_index):
+    d = f32_index[0]
+    for kw in ({"layout": "zigzag"}, {"engine": "floppy"}, {"cache_nodes": -1},
+               {"cache_policy": "lru"}, {"list_cache_mb": -1.0}, {"queue_depth": 0}):
+        with pytest.raises(trawl.InvalidInputError):
+            trawl.Index.open(d, **kw)
+
+
+def test_damaged_files_raise_corrupt_index(f32_index, tmp_path):
+    d, _, queries, _ = f32_index
+    import shutil
+    broken = tmp_path / "broken"
+    shutil.copytree(d, broken)
+    packed = broken / "packed.trawl"
+    raw = bytearray(packed.read_bytes())
+    raw[4096 * 3 + 100] ^= 0xFF  # a data page: found when the page is read
+    packed.write_bytes(bytes(raw))
+    index = trawl.Index.open(broken, engine="pread")
+    with pytest.raises(trawl.CorruptIndexError, match="corrupt"):
+        for _ in range(3):
+            index.batch_search(np.concatenate([queries] * 20), k=10,
+                               params=trawl.SearchParams(L=200), threads=1)
+    # A truncated file is refused at open.
+    packed.write_bytes(bytes(raw[: len(raw) - 4096]))
+    with pytest.raises(trawl.CorruptIndexError):
+        trawl.Index.open(broken)
+
+
+# --- statistics, info, layouts ---------------------------------------------------------------
+
+def test_stats_are_exact_sums(f32_index):
+    d, _, queries, _ = f32_index
+    index = trawl.Index.open(d)
+    assert index.stats["queries"] == 0
+    index.batch_search(queries, k=10, threads=2)
+    first = index.stats
+    last = index.last_stats
+    assert first["queries"] == 50
+    assert len(last["pages_read"]) == 50 and len(last["latency_us"]) == 50
+    for key in ("pages_read", "io_requests", "bytes_read", "hops", "nodes_expanded"):
+        assert last[key].sum() == first[key], key
+    assert first["pages_read"] > 0 and first["bytes_read"] == 4096 * first["pages_read"]
+    assert np.all(last["latency_us"] > 0)
+    index.search(queries[0], k=10)
+    assert index.stats["queries"] == 51
+    assert index.stats["pages_read"] == first["pages_read"] + index.last_stats["pages_read"][0]
+    index.reset_stats()
+    assert index.stats["queries"] == 0 and index.stats["pages_read"] == 0
+
+
+def test_info_describes_the_index(f32_index):
+    d, _, _, report = f32_index
+    with trawl.Index.open(d, cache_nodes=100) as index:
+        info = index.info()
+        assert "Index" in repr(index)
+    assert info["n"] == 4000 and info["dim"] == 32 and info["R"] == 32 and info["pq_bytes"] == 16
+    assert info["layout"] == "packed" and info["metric"] == "l2" and info["dtype"] == "float32"
+    assert info["disk_bytes"]["total"] == report["disk_bytes"]
+    assert info["cache"]["nodes"] == 100
+    assert info["memory_bytes"]["pq_codes_bytes"] == 4000 * 16
+    assert info["engine"]["direct"] is True
+
+
+def test_memory_engine_and_decoupled_layout(tmp_path):
+    data = gaussian(3000, 32, seed=8)
+    queries = gaussian(30, 32, seed=9)
+    report = trawl.build(data, tmp_path / "ix", trawl.BuildParams(decoupled=True, threads=2, **FAST))
+    assert report["decoupled"]["file_bytes"] > 0
+    packed = trawl.Index.open(tmp_path / "ix", engine="memory")
+    dec = trawl.Index.open(tmp_path / "ix", layout="decoupled")
+    assert dec.info()["layout"] == "decoupled"
+    p = trawl.SearchParams(L=50, rerank_threshold=0.0)
+    a = packed.batch_search(queries, 10, p, threads=1)
+    b = dec.batch_search(queries, 10, p, threads=1)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert packed.stats["pages_read"] > 0  # the memory engine still counts its page reads
+    assert dec.stats["vector_reads"] > 0
+
+
+def test_params_objects():
+    p = trawl.BuildParams(R=48, metric="cosine")
+    p.L = 77
+    assert (p.R, p.L, p.metric, p.pq_bytes) == (48, 77, "cosine", 32)
+    assert "R=48" in repr(p) and "L=77" in repr(p)
+    s = trawl.SearchParams()
+    assert s.L is None and s.beam_width == 4 and s.strategy == "beam"
+    with pytest.raises(TypeError):
+        trawl.SearchParams(7)  # keyword-only
+    assert trawl.MISSING_ID == 2**32 - 1
+    assert isinstance(trawl.__version__, str)
+
+
+# --- the GIL and Ctrl-C ----------------------------------------------------------------------
+
+def test_search_releases_the_gil(f32_index):
+    d, data, _, _ = f32_index
+    index = trawl.Index.open(d, engine="memory")
+    queries = np.concatenate([data[:2000]] * 4)
+    p = trawl.SearchParams(L=200)
+    t0 = time.perf_counter()
+    index.batch_search(queries[:2000], k=10, params=p, threads=1)
+    alone = time.perf_counter() - t0
+    ticks = 0
+    worker = threading.Thread(target=index.batch_search, args=(queries, 10, p, 1))
+    worker.start()
+    while worker.is_alive():
+        ticks += 1
+        time.sleep(0.001)
+    worker.join()
+    # The search ran ~4 × `alone`; holding the GIL would have allowed no tick at all while it
+    # ran (this thread would wait for the whole call).
+    assert alone > 0.02, alone
+    assert ticks >= 10, (ticks, alone)
+
+
+def test_ctrl_c_interrupts_a_build(tmp_path):
+    data = gaussian(60_000, 64, seed=10)
+    params = trawl.BuildParams(R=64, L=100, pq_bytes=32, threads=1, progress=False)
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        trawl.build(data, tmp_path / "ix", params)
+    elapsed = time.perf_counter() - t0
+    timer.join()
+    # The whole build takes tens of seconds on one thread; the interrupt lands within the
+    # current phase's next cancellation check.
+    assert elapsed < 8.0, elapsed
