@@ -73,11 +73,11 @@ pub struct BuildArgs {
     /// nodes most read by sample searches of the built index, OctopusANN's visit frequency).
     #[arg(long, default_value = "uniform", value_parser = |s: &str| s.parse::<EntrySampling>())]
     pub entry_sampling: EntrySampling,
-    /// Write the build report as JSON here.
     /// Also write the decoupled layout (graph.trawl + vectors.trawl, DecoupleVS) and report
     /// its bytes per component against packed.trawl.
     #[arg(long)]
     pub decoupled: bool,
+    /// Write the build report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
 }
