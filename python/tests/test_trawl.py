@@ -367,6 +367,23 @@ def test_search_releases_the_gil(f32_index):
     assert ticks >= 10, (ticks, alone)
 
 
+def test_build_releases_the_gil(tmp_path):
+    data = gaussian(8000, 32, seed=11)
+    params = trawl.BuildParams(threads=1, **FAST)
+    ticks = 0
+    worker = threading.Thread(target=trawl.build, args=(data, tmp_path / "ix", params))
+    t0 = time.perf_counter()
+    worker.start()
+    while worker.is_alive():
+        ticks += 1
+        time.sleep(0.001)
+    worker.join()
+    took = time.perf_counter() - t0
+    assert took > 0.1, took
+    assert ticks >= 20, (ticks, took)
+    assert trawl.Index.open(tmp_path / "ix").n == 8000  # built from a thread, no signal check
+
+
 def test_ctrl_c_interrupts_a_build(tmp_path):
     data = gaussian(60_000, 64, seed=10)
     params = trawl.BuildParams(R=64, L=100, pq_bytes=32, threads=1, progress=False)

@@ -5,15 +5,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 use trawl::data::{read, AnyMatrix, Matrix};
-use trawl::index::{self, DiskIndex, IndexParams, OpenOptions};
+use trawl::index::{self, DiskIndex, IndexBuildError, IndexParams, OpenOptions};
 use trawl::layout::decoupled::vectors::VectorParams;
 use trawl::progress::Control;
 use trawl::{DType, Element};
 
 use crate::arrays::{as_array, dtype_of, Elements};
-use crate::errors::{err, invalid, Kind, PyResultExt};
+use crate::errors::{err, invalid, IntoPyErr, Kind, PyResultExt};
 use crate::params::BuildParams;
 use crate::pyjson::ser_to_py;
 
@@ -121,8 +122,6 @@ pub fn build<'py>(
     ser_to_py(py, &report)
 }
 
-use numpy::PyUntypedArrayMethods;
-
 /// A matrix over `rows` without a copy.
 fn view<T: Element>(rows: &[T], n: usize, dim: usize) -> PyResult<Matrix<T>> {
     if rows.len() != n * dim {
@@ -142,32 +141,28 @@ fn build_any(
     params: &BuildParams,
     ctl: &Control,
 ) -> PyResult<serde_json::Value> {
+    // A build stopped by the cancel flag says so (the caller raises KeyboardInterrupt).
+    let fail = |e: IndexBuildError| {
+        if ctl.check().is_err() {
+            err(Kind::Other, "the build was interrupted")
+        } else {
+            e.into_py_err()
+        }
+    };
     let t0 = std::time::Instant::now();
     let mut report = match m {
         AnyMatrix::F32(m) => index::build_index(m, dir, lib, ctl),
         AnyMatrix::U8(m) => index::build_index(m, dir, lib, ctl),
         AnyMatrix::I8(m) => index::build_index(m, dir, lib, ctl),
     }
-    .map_err(|e| {
-        if ctl.check().is_err() {
-            err(Kind::Other, "the build was interrupted")
-        } else {
-            crate::errors::IntoPyErr::into_py_err(e)
-        }
-    })?;
+    .map_err(fail)?;
     report.total_secs = t0.elapsed().as_secs_f64();
     let mut v = serde_json::to_value(&report).unwrap_or_default();
     if params.decoupled {
         let ix = DiskIndex::open(dir, OpenOptions::default()).py()?;
         let d = ix
             .write_decoupled(&VectorParams::default(), ctl)
-            .map_err(|e| {
-                if ctl.check().is_err() {
-                    err(Kind::Other, "the build was interrupted")
-                } else {
-                    crate::errors::IntoPyErr::into_py_err(e)
-                }
-            })?;
+            .map_err(fail)?;
         v["decoupled"] = serde_json::to_value(&d).unwrap_or_default();
     }
     Ok(v)
