@@ -246,3 +246,18 @@ def build_trawl_index(ds, prefix: str, args, extra: list[str] = ()) -> Path:
     log(" ".join(cmd))
     subprocess.run(cmd, check=True)
     return idx
+
+
+def import_pyplot(script: str):
+    """matplotlib.pyplot with the Agg backend, or None after saying how to get it (the plotting
+    scripts run inside bench/.venv-plot)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"{script}: matplotlib is missing; use bench/.venv-plot/bin/python "
+              "(python3 -m venv bench/.venv-plot && bench/.venv-plot/bin/pip install matplotlib)",
+              file=sys.stderr)
+        return None
+    return plt

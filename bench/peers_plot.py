@@ -16,6 +16,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import import_pyplot  # noqa: E402
 
 DISK = ("trawl-beam", "trawl-pipe", "trawl-decoupled", "diskann")
 STYLE = {  # side: (colour, marker, line style)
@@ -49,14 +51,8 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--min-recall", type=float, default=0.5, help="left edge of the x axis")
     args = ap.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("peers_plot.py: matplotlib is missing; use bench/.venv-plot/bin/python "
-              "(python3 -m venv bench/.venv-plot && bench/.venv-plot/bin/pip install matplotlib)",
-              file=sys.stderr)
+    plt = import_pyplot("peers_plot.py")
+    if plt is None:
         return 2
     doc = json.loads(Path(args.json).read_text())
     sides = doc["sides"]

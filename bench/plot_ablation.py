@@ -21,6 +21,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import import_pyplot  # noqa: E402
 
 SINGLE = ["Baseline", "Cache", "MemGraph", "PageShuffle", "PageSearch", "DynamicWidth",
           "Pipeline", "AllInStorage"]
@@ -47,14 +49,8 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--title", default=None)
     args = ap.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plot_ablation.py: matplotlib is missing; use bench/.venv-plot/bin/python "
-              "(python3 -m venv bench/.venv-plot && bench/.venv-plot/bin/pip install matplotlib)",
-              file=sys.stderr)
+    plt = import_pyplot("plot_ablation.py")
+    if plt is None:
         return 2
     doc = json.loads(Path(args.json).read_text())
     runs = {r["name"]: r for r in doc["runs"]}

@@ -21,6 +21,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import import_pyplot  # noqa: E402
 
 
 def load_series(spec: str) -> list[tuple[str, list[dict]]]:
@@ -47,14 +49,8 @@ def main() -> int:
     ap.add_argument("--title", default=None)
     ap.add_argument("--k", type=int, default=10, help="k of recall@k (axis label only)")
     args = ap.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plot_bench.py: matplotlib is missing. Create the plotting venv with\n"
-              "  python3 -m venv bench/.venv-plot && bench/.venv-plot/bin/pip install matplotlib\n"
-              "and run this script with bench/.venv-plot/bin/python.", file=sys.stderr)
+    plt = import_pyplot("plot_bench.py")
+    if plt is None:
         return 2
     series = [s for spec in args.inputs for s in load_series(spec)]
     title = args.title or ", ".join(Path(i.rpartition("=")[2]).stem for i in args.inputs)
