@@ -20,8 +20,8 @@ metric's own units: squared Euclidean for "l2", ``-<a, b>`` for "ip", ``1 - cos`
 
 from . import errors
 from ._trawl import MISSING_ID, BuildParams, Index, SearchParams, __version__, build
-from .errors import (CorruptIndexError, Error, IndexNotFoundError, InvalidInputError,
-                     StorageError)
+from .errors import (CorruptIndexError, Error, IndexNotFoundError, InternalError,
+                     InvalidInputError, StorageError)
 
 __all__ = [
     "build",
@@ -34,6 +34,7 @@ __all__ = [
     "IndexNotFoundError",
     "StorageError",
     "CorruptIndexError",
+    "InternalError",
     "errors",
     "__version__",
 ]

@@ -11,6 +11,10 @@ user would catch for that kind of problem:
   O_DIRECT refused by the file system).
 * :class:`CorruptIndexError`: a file is damaged, truncated, of the wrong kind, or from another
   build; rebuild the index.
+* :class:`InternalError`: an invariant of trawl itself failed — a bug; please report it.
+
+The class follows from the library's error kind (``invalid_input``, ``not_found``,
+``corrupt``, ``storage``, ``internal``), not from the message.
 
 The message is the library's own. A build stopped with Ctrl-C raises ``KeyboardInterrupt``.
 """
@@ -36,10 +40,15 @@ class CorruptIndexError(Error):
     """An index file is damaged, truncated, of the wrong kind, or from another build."""
 
 
+class InternalError(Error):
+    """A bug in trawl: an internal invariant did not hold. Please report it."""
+
+
 __all__ = [
     "Error",
     "InvalidInputError",
     "IndexNotFoundError",
     "StorageError",
     "CorruptIndexError",
+    "InternalError",
 ]

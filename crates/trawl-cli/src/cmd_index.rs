@@ -16,8 +16,8 @@ use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
 use trawl::search::entry::{EntryParams, EntrySampling};
 use trawl::search::{
-    CachePolicy, PipeParams, RerankParams, SearchParams, Strategy, WidthPolicy, WidthSchedule,
-    DEFAULT_BEAM_WIDTH,
+    BeamParams, CachePolicy, PipeParams, RerankParams, SearchError, SearchParams, Strategy,
+    WidthPolicy, WidthSchedule, DEFAULT_BEAM_WIDTH,
 };
 use trawl::{Element, Metric};
 
@@ -186,25 +186,26 @@ pub struct SearchOptions {
 
 impl SearchOptions {
     /// The search parameters these options describe.
-    pub fn params(&self, k: usize, l: usize) -> SearchParams {
-        let strategy = if self.strategy == "pipe" {
-            Strategy::Pipe(PipeParams {
+    pub fn params(&self, k: usize, l: usize) -> Result<SearchParams, SearchError> {
+        let strategy = Strategy::named(
+            &self.strategy,
+            BeamParams {
+                width: self.beam_width,
+                dynamic_width: self.dynamic_width,
+                page_search: self.page_search,
+            },
+            PipeParams {
                 policy: self.pipe_width,
                 start_width: self.pipe_start_width,
                 max_width: self.pipe_max_width,
                 ..PipeParams::default()
-            })
-        } else {
-            Strategy::Beam
-        };
-        SearchParams {
+            },
+        )?;
+        Ok(SearchParams {
             k,
             l,
-            beam_width: self.beam_width,
             strategy,
             entry_list: self.entry_list,
-            dynamic_width: self.dynamic_width,
-            page_search: self.page_search,
             rerank: RerankParams {
                 batch: self.rerank_batch,
                 threshold: self.rerank_threshold,
@@ -213,7 +214,7 @@ impl SearchOptions {
                 prefetch_on_converge: !self.no_converge_prefetch,
                 lookahead: self.rerank_lookahead,
             },
-        }
+        })
     }
 }
 
@@ -386,7 +387,7 @@ pub(crate) fn open_index(
         "records_per_page": ix.packed().map_or(0, |p| p.geometry().per_page), "layout": o.layout.name(),
         "disk_bytes": {"packed": db.packed, "graph": db.graph, "vectors": db.vectors, "pq": db.pq, "pq_codes": db.pq_codes, "entry": db.entry, "total": db.total()},
         "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "converge_prefetch": !o.no_converge_prefetch, "lookahead": o.rerank_lookahead},
-        "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists.capacity(), "entry_bytes": d.lists.entry_bytes(), "budget_bytes": d.lists.budget_bytes()})),
+        "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists().capacity(), "entry_bytes": d.lists().entry_bytes(), "budget_bytes": d.lists().budget_bytes()})),
         "entry_nodes": ix.entry().map_or(0, |e| e.len()), "entry_list": o.entry_list,
         "memory_bytes": ix.memory(), "memory_total_bytes": ix.memory().total(),
         "cache": cache, "cache_policy": format!("{policy:?}"),
@@ -552,7 +553,7 @@ pub(crate) fn run_sweep<T: Element>(
 ) -> Result<Vec<BenchRow>> {
     let mut rows = Vec::new();
     for &l in ls {
-        let p = o.params(k, l);
+        let p = o.params(k, l)?;
         let out = ix.search_batch_with(queries, &p, o.threads, o.interleave)?;
         let nq = queries.n().max(1) as f64;
         let truth = GroundTruth {
@@ -576,26 +577,26 @@ pub(crate) fn run_sweep<T: Element>(
                 p99: percentile(&lat, 0.99),
                 p999: percentile(&lat, 0.999),
             },
-            pages_per_query: per(t.pages_read),
-            ios_per_query: per(t.io_requests),
-            bytes_per_query: per(t.bytes_read),
-            hops_per_query: per(t.hops),
-            nodes_expanded_per_query: per(t.nodes_expanded),
-            cache_hits_per_query: per(t.cache_hits),
-            pq_distances_per_query: per(t.pq_distances),
-            exact_distances_per_query: per(t.exact_distances),
-            io_wait_us_per_query: t.io_wait_ns as f64 / 1e3 / nq,
+            pages_per_query: per(t.io.pages_read),
+            ios_per_query: per(t.io.io_requests),
+            bytes_per_query: per(t.io.bytes_read),
+            hops_per_query: per(t.traversal.hops),
+            nodes_expanded_per_query: per(t.traversal.nodes_expanded),
+            cache_hits_per_query: per(t.traversal.cache_hits),
+            pq_distances_per_query: per(t.traversal.pq_distances),
+            exact_distances_per_query: per(t.traversal.exact_distances),
+            io_wait_us_per_query: t.io.io_wait_ns as f64 / 1e3 / nq,
             compute_us_per_query: t.compute_ns() as f64 / 1e3 / nq,
             occupancy: t.occupancy(),
-            wasted_reads_per_query: per(t.wasted_reads),
-            records_read_per_query: per(t.records_read),
-            page_hits_per_query: per(t.page_hits),
+            wasted_reads_per_query: per(t.io.wasted_reads),
+            records_read_per_query: per(t.io.records_read),
+            page_hits_per_query: per(t.traversal.page_hits),
             io_utilisation: t.io_utilisation(),
-            vector_reads_per_query: per(t.vector_reads),
-            prefetched_per_query: per(t.prefetched),
-            rerank_batches_per_query: per(t.rerank_batches),
-            list_decode_us_per_query: t.list_decode_ns as f64 / 1e3 / nq,
-            vector_decode_us_per_query: t.vector_decode_ns as f64 / 1e3 / nq,
+            vector_reads_per_query: per(t.rerank.vector_reads),
+            prefetched_per_query: per(t.rerank.prefetched),
+            rerank_batches_per_query: per(t.rerank.rerank_batches),
+            list_decode_us_per_query: t.traversal.list_decode_ns as f64 / 1e3 / nq,
+            vector_decode_us_per_query: t.rerank.vector_decode_ns as f64 / 1e3 / nq,
         });
     }
     Ok(rows)
@@ -717,7 +718,7 @@ fn search_one<T: Element>(
     q: &Matrix<T>,
     args: &SearchArgs,
 ) -> Result<trawl::index::BatchOutput> {
-    let p = args.opts.params(args.k, args.l);
+    let p = args.opts.params(args.k, args.l)?;
     Ok(ix.search_batch_with(q, &p, args.opts.threads, args.opts.interleave)?)
 }
 
@@ -738,10 +739,10 @@ pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
         out.wall_secs,
         nq / out.wall_secs,
         args.opts.threads,
-        t.pages_read as f64 / nq,
-        t.io_requests as f64 / nq,
-        t.hops as f64 / nq,
-        t.cache_hits as f64 / nq
+        t.io.pages_read as f64 / nq,
+        t.io.io_requests as f64 / nq,
+        t.traversal.hops as f64 / nq,
+        t.traversal.cache_hits as f64 / nq
     );
     if let Some(gt_path) = &args.gt {
         let gt = trawl::data::groundtruth::read_ground_truth(gt_path)?;

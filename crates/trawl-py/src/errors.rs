@@ -1,23 +1,24 @@
-//! The library's errors as Python exceptions.
+//! The library's errors as Python exceptions, chosen by the library's [`ErrorKind`] alone.
 //!
 //! The classes live in `trawl/errors.py` (so that they can inherit from both `trawl.Error`
 //! and the built-in they refine, which `create_exception!` cannot express):
 //!
-//! | class | bases | raised for |
-//! |---|---|---|
-//! | `InvalidInputError` | `Error`, `ValueError` | wrong shape, dimension or dtype, NaN, bad `k`, bad parameters |
-//! | `IndexNotFoundError` | `Error`, `FileNotFoundError` | the directory is missing or not an index |
-//! | `CorruptIndexError` | `Error` | a file is damaged, truncated, of the wrong kind or from another build |
-//! | `StorageError` | `Error`, `OSError` | an I/O error |
-//! | `Error` | `Exception` | anything else the library reports |
+//! | kind | class | bases | raised for |
+//! |---|---|---|---|
+//! | `InvalidInput` | `InvalidInputError` | `Error`, `ValueError` | wrong shape, dimension or dtype, NaN, bad `k`, bad parameters |
+//! | `NotFound` | `IndexNotFoundError` | `Error`, `FileNotFoundError` | the directory is missing or not an index |
+//! | `Corrupt` | `CorruptIndexError` | `Error` | a file is damaged, truncated, of the wrong kind or from another build |
+//! | `Storage` | `StorageError` | `Error`, `OSError` | an I/O error |
+//! | `Internal` | `InternalError` | `Error` | a bug in trawl (please report it) |
+//! | `Cancelled` | `Error` | `Exception` | a cancelled operation (a build stopped by Ctrl-C raises `KeyboardInterrupt` instead) |
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;
-use trawl::data::{DataError, DataErrorKind};
+use trawl::data::DataError;
 use trawl::index::{IndexBuildError, OpenError};
 use trawl::io::IoError;
-use trawl::layout::{FileError, FileErrorKind};
 use trawl::search::SearchError;
+use trawl::ErrorKind;
 
 /// The exception classes of `trawl.errors`.
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +27,7 @@ pub enum Kind {
     NotFound,
     Corrupt,
     Storage,
+    Internal,
     Other,
 }
 
@@ -36,7 +38,21 @@ impl Kind {
             Kind::NotFound => "IndexNotFoundError",
             Kind::Corrupt => "CorruptIndexError",
             Kind::Storage => "StorageError",
+            Kind::Internal => "InternalError",
             Kind::Other => "Error",
+        }
+    }
+}
+
+impl From<ErrorKind> for Kind {
+    fn from(k: ErrorKind) -> Self {
+        match k {
+            ErrorKind::InvalidInput => Kind::Invalid,
+            ErrorKind::NotFound => Kind::NotFound,
+            ErrorKind::Corrupt => Kind::Corrupt,
+            ErrorKind::Storage => Kind::Storage,
+            ErrorKind::Internal => Kind::Internal,
+            ErrorKind::Cancelled => Kind::Other,
         }
     }
 }
@@ -62,65 +78,6 @@ pub fn invalid(msg: impl Into<String>) -> PyErr {
     err(Kind::Invalid, msg)
 }
 
-fn file_kind(e: &FileError) -> Kind {
-    match &e.kind {
-        FileErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Kind::NotFound,
-        FileErrorKind::Io(_) => Kind::Storage,
-        _ => Kind::Corrupt,
-    }
-}
-
-fn io_kind(e: &IoError) -> Kind {
-    match e {
-        IoError::BadConfig(_) => Kind::Invalid,
-        IoError::Open { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            Kind::NotFound
-        }
-        _ => Kind::Storage,
-    }
-}
-
-fn data_kind(e: &DataError) -> Kind {
-    match &e.kind {
-        DataErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Kind::NotFound,
-        DataErrorKind::Io(_) => Kind::Storage,
-        _ => Kind::Invalid,
-    }
-}
-
-pub fn search_kind(e: &SearchError) -> Kind {
-    match e {
-        SearchError::Io(io) => io_kind(io),
-        SearchError::Corrupt { .. } => Kind::Corrupt,
-        SearchError::File(f) => file_kind(f),
-        _ => Kind::Invalid,
-    }
-}
-
-pub fn open_kind(e: &OpenError) -> Kind {
-    match e {
-        OpenError::NotAnIndex { .. } => Kind::NotFound,
-        OpenError::File(f) => file_kind(f),
-        OpenError::Mismatch { .. } => Kind::Corrupt,
-        OpenError::Io(io) => io_kind(io),
-    }
-}
-
-pub fn build_kind(e: &IndexBuildError) -> Kind {
-    match e {
-        IndexBuildError::Data(d) => data_kind(d),
-        IndexBuildError::Pq(_) | IndexBuildError::Graph(_) => Kind::Invalid,
-        IndexBuildError::File(f) => match file_kind(f) {
-            // Writing: a missing path is a storage problem, not a missing index.
-            Kind::NotFound => Kind::Storage,
-            k => k,
-        },
-        IndexBuildError::Search(s) => search_kind(s),
-        IndexBuildError::Open(o) => open_kind(o),
-        IndexBuildError::Dir { .. } => Kind::Storage,
-    }
-}
-
 /// Converts a library error into its exception.
 pub trait IntoPyErr {
     fn into_py_err(self) -> PyErr;
@@ -128,31 +85,31 @@ pub trait IntoPyErr {
 
 impl IntoPyErr for SearchError {
     fn into_py_err(self) -> PyErr {
-        err(search_kind(&self), self.to_string())
+        err(self.kind().into(), self.to_string())
     }
 }
 
 impl IntoPyErr for OpenError {
     fn into_py_err(self) -> PyErr {
-        err(open_kind(&self), self.to_string())
+        err(self.kind().into(), self.to_string())
     }
 }
 
 impl IntoPyErr for IndexBuildError {
     fn into_py_err(self) -> PyErr {
-        err(build_kind(&self), self.to_string())
+        err(self.kind().into(), self.to_string())
     }
 }
 
 impl IntoPyErr for DataError {
     fn into_py_err(self) -> PyErr {
-        err(data_kind(&self), self.to_string())
+        err(self.kind().into(), self.to_string())
     }
 }
 
 impl IntoPyErr for IoError {
     fn into_py_err(self) -> PyErr {
-        err(io_kind(&self), self.to_string())
+        err(self.kind().into(), self.to_string())
     }
 }
 

@@ -411,7 +411,7 @@ impl Index {
         let ix = &*self.ix;
         let spin = Duration::from_micros(ix.options().spin_us.unwrap_or(AUTO_SPIN_US));
         let (res, engine) = py.detach(move || {
-            let mut s = Searcher::with_engine(ix, engine);
+            let mut s = Searcher::with_engine(ix.view(), engine);
             s.set_spin(spin);
             let mut hits = Vec::with_capacity(p.k);
             let r = s.search(q, p, &mut hits).map(|st| (hits, st));

@@ -11,12 +11,12 @@ use trawl::index::IndexParams;
 use trawl::quant::pq::PqParams;
 use trawl::search::entry::{EntryParams, EntrySampling};
 use trawl::search::{
-    PipeParams, RerankParams, SearchParams as LibSearchParams, Strategy, WidthPolicy,
+    BeamParams, PipeParams, RerankParams, SearchParams as LibSearchParams, Strategy, WidthPolicy,
     WidthSchedule, DEFAULT_BEAM_WIDTH,
 };
 use trawl::Metric;
 
-use crate::errors::invalid;
+use crate::errors::{invalid, PyResultExt};
 
 /// `value` as a count of at least `min`, or an `InvalidInputError` naming `name`.
 pub fn count(name: &str, value: i64, min: i64) -> PyResult<usize> {
@@ -360,24 +360,29 @@ impl SearchParams {
                 "k = {k} is larger than the list size L = {l}: raise L"
             )));
         }
-        let strategy = match self.strategy.as_str() {
-            "beam" => Strategy::Beam,
-            "pipe" => Strategy::Pipe(PipeParams {
-                policy: parse::<WidthPolicy>("pipe_width", &self.pipe_width)?,
-                start_width: count("pipe_start_width", self.pipe_start_width, 1)?,
-                max_width: count("pipe_max_width", self.pipe_max_width, 1)?,
-                ..PipeParams::default()
-            }),
-            other => {
-                return Err(invalid(format!(
-                    "strategy = {other:?}: expected \"beam\" or \"pipe\""
-                )))
-            }
-        };
         let dynamic_width = match &self.dynamic_width {
             Some(s) => Some(parse::<WidthSchedule>("dynamic_width", s)?),
             None => None,
         };
+        let strategy = Strategy::named(
+            &self.strategy,
+            BeamParams {
+                width: count("beam_width", self.beam_width, 1)?,
+                dynamic_width,
+                page_search: self.page_search,
+            },
+            if self.strategy == "pipe" {
+                PipeParams {
+                    policy: parse::<WidthPolicy>("pipe_width", &self.pipe_width)?,
+                    start_width: count("pipe_start_width", self.pipe_start_width, 1)?,
+                    max_width: count("pipe_max_width", self.pipe_max_width, 1)?,
+                    ..PipeParams::default()
+                }
+            } else {
+                PipeParams::default()
+            },
+        )
+        .py()?;
         if !(self.rerank_threshold.is_finite() && (0.0..=1.0).contains(&self.rerank_threshold)) {
             return Err(invalid(format!(
                 "rerank_threshold = {} must be between 0 and 1",
@@ -387,11 +392,8 @@ impl SearchParams {
         Ok(LibSearchParams {
             k,
             l,
-            beam_width: count("beam_width", self.beam_width, 1)?,
             strategy,
             entry_list: count("entry_list", self.entry_list, 0)?,
-            dynamic_width,
-            page_search: self.page_search,
             rerank: RerankParams {
                 batch: count("rerank_batch", self.rerank_batch, 1)?,
                 threshold: self.rerank_threshold as f32,

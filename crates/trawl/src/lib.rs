@@ -13,10 +13,12 @@
 //! - [`layout`]: on-disk formats: file envelopes (magic, version, checksum), the page-packed index.
 //! - [`search`]: search over a disk index (beam search, static cache, per-query statistics).
 //! - [`index`]: the disk index directory: [`index::build_index`], [`index::DiskIndex`].
+//! - [`error`]: [`ErrorKind`], the kind of every error the library returns.
 //! - [`mem`]: placement of large build arrays (transparent huge pages).
 //! - [`progress`]: progress reporting and cancellation, passed explicitly to long operations.
 
 pub mod data;
+pub mod error;
 pub mod exact;
 pub mod graph;
 pub mod index;
@@ -29,4 +31,5 @@ pub mod quant;
 pub mod search;
 pub mod synth;
 
+pub use error::ErrorKind;
 pub use kernels::{DType, Element, Metric};

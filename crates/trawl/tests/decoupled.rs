@@ -9,7 +9,7 @@ use trawl::index::{DiskIndex, IndexLayout, OpenOptions};
 use trawl::io::{EngineKind, PAGE_BYTES};
 use trawl::progress::Control;
 use trawl::search::{
-    PipeParams, QueryStats, RerankParams, SearchError, SearchParams, Searcher, Strategy,
+    BeamParams, PipeParams, QueryStats, RerankParams, SearchError, SearchParams, Searcher, Strategy,
 };
 use trawl::Metric;
 
@@ -28,11 +28,8 @@ fn open(dir: &std::path::Path, layout: IndexLayout, engine: EngineKind, cache: u
 
 fn beam(l: usize, rerank: RerankParams) -> SearchParams {
     SearchParams {
-        k: 10,
-        l,
-        beam_width: 4,
         rerank,
-        ..SearchParams::default()
+        ..SearchParams::beam(10, l, 4)
     }
 }
 
@@ -79,12 +76,17 @@ fn reading_every_candidate_gives_the_packed_results_with_both_strategies() {
             assert_eq!(a.dists, b.dists, "beam L = {l}, cache {cache}");
             let (ta, tb) = (a.total(), b.total());
             // Same traversal: same expansions; every expanded node re-ranked.
-            assert_eq!(ta.nodes_expanded, tb.nodes_expanded);
-            assert_eq!(ta.hops, tb.hops);
-            assert_eq!(tb.exact_distances, tb.nodes_expanded);
-            assert!(tb.vector_reads > 0 && tb.vector_reads <= tb.nodes_expanded);
+            assert_eq!(ta.traversal.nodes_expanded, tb.traversal.nodes_expanded);
+            assert_eq!(ta.traversal.hops, tb.traversal.hops);
+            assert_eq!(tb.traversal.exact_distances, tb.traversal.nodes_expanded);
+            assert!(
+                tb.rerank.vector_reads > 0 && tb.rerank.vector_reads <= tb.traversal.nodes_expanded
+            );
             if cache > 0 {
-                assert!(tb.cache_hits > 0, "the list cache serves repeated lists");
+                assert!(
+                    tb.traversal.cache_hits > 0,
+                    "the list cache serves repeated lists"
+                );
             }
         }
     }
@@ -112,13 +114,16 @@ fn reading_every_candidate_gives_the_packed_results_with_both_strategies() {
         assert!(dists.windows(2).all(|w| w[0] <= w[1]), "query {i} sorted");
     }
     let (ta, tb) = (a.total(), b.total());
-    assert_eq!(tb.exact_distances, tb.nodes_expanded);
-    let diff = ta.nodes_expanded.abs_diff(tb.nodes_expanded);
+    assert_eq!(tb.traversal.exact_distances, tb.traversal.nodes_expanded);
+    let diff = ta
+        .traversal
+        .nodes_expanded
+        .abs_diff(tb.traversal.nodes_expanded);
     assert!(
-        diff * 100 <= ta.nodes_expanded,
+        diff * 100 <= ta.traversal.nodes_expanded,
         "expansions {} vs {}",
-        ta.nodes_expanded,
-        tb.nodes_expanded
+        ta.traversal.nodes_expanded,
+        tb.traversal.nodes_expanded
     );
     let same = a.ids.iter().zip(&b.ids).filter(|(x, y)| x == y).count();
     assert!(
@@ -146,14 +151,14 @@ fn interleaved_queries_keep_their_reads_apart() {
     let dir = tempfile::tempdir().unwrap();
     let (base, q) = setup(dir.path());
     let dec = open(dir.path(), IndexLayout::Decoupled, EngineKind::Auto, 0);
-    for strategy in [Strategy::Beam, Strategy::Pipe(PipeParams::default())] {
+    for strategy in [Strategy::default(), Strategy::Pipe(PipeParams::default())] {
         let p = SearchParams {
             strategy,
             ..beam(40, read_all())
         };
         let one = dec.search_batch_with(&q, &p, 1, 1).unwrap();
         let many = dec.search_batch_with(&q, &p, 2, 6).unwrap();
-        if strategy == Strategy::Beam {
+        if strategy == Strategy::default() {
             assert_eq!(one.ids, many.ids);
             assert_eq!(one.dists, many.dists);
         } else {
@@ -169,7 +174,7 @@ fn interleaved_queries_keep_their_reads_apart() {
         }
         let t = many.total();
         assert_eq!(
-            t.exact_distances, t.nodes_expanded,
+            t.traversal.exact_distances, t.traversal.nodes_expanded,
             "threshold 0 re-ranks all"
         );
     }
@@ -192,12 +197,12 @@ fn adaptive_rerank_reads_fewer_vectors_for_about_the_same_recall() {
         .unwrap();
     let (tf, ta) = (full.total(), adaptive.total());
     assert!(
-        ta.vector_reads < tf.vector_reads,
+        ta.rerank.vector_reads < tf.rerank.vector_reads,
         "{} vs {}",
-        ta.vector_reads,
-        tf.vector_reads
+        ta.rerank.vector_reads,
+        tf.rerank.vector_reads
     );
-    assert!(ta.rerank_batches >= q.n() as u64);
+    assert!(ta.rerank.rerank_batches >= q.n() as u64);
     let rf = recall_at_k(&full.ids, 10, &gt).unwrap();
     let ra = recall_at_k(&adaptive.ids, 10, &gt).unwrap();
     assert!(ra >= rf - 0.02, "adaptive {ra} vs full {rf}");
@@ -207,9 +212,9 @@ fn adaptive_rerank_reads_fewer_vectors_for_about_the_same_recall() {
         ..RerankParams::default()
     };
     let t = dec.search_batch(&q, &beam(60, np), 1).unwrap().total();
-    assert_eq!(t.prefetched, 0);
+    assert_eq!(t.rerank.prefetched, 0);
     assert!(
-        ta.prefetched > 0,
+        ta.rerank.prefetched > 0,
         "the PQ top-(K+B) settles during the traversal"
     );
 }
@@ -226,7 +231,7 @@ fn io_counters_are_exact() {
         EngineKind::Auto,
         1 << 20,
     );
-    for strategy in [Strategy::Beam, Strategy::Pipe(PipeParams::default())] {
+    for strategy in [Strategy::default(), Strategy::Pipe(PipeParams::default())] {
         let p = SearchParams {
             strategy,
             ..beam(40, RerankParams::default())
@@ -236,7 +241,7 @@ fn io_counters_are_exact() {
                 .engine(EngineKind::Auto, dec.engine_config())
                 .unwrap(),
         );
-        let mut s = Searcher::with_engine(&dec, Box::new(tap));
+        let mut s = Searcher::with_engine(dec.view(), Box::new(tap));
         let mut total = QueryStats::default();
         let mut out = Vec::new();
         for i in 0..q.n() {
@@ -245,12 +250,12 @@ fn io_counters_are_exact() {
         }
         assert_eq!(s.engine().in_flight(), 0);
         let seen = *seen.lock().unwrap();
-        assert_eq!(seen.requests, total.io_requests, "{strategy:?}");
-        assert_eq!(seen.pages, total.pages_read);
-        assert_eq!(seen.bytes, total.bytes_read);
-        assert_eq!(total.bytes_read, total.pages_read * PAGE_BYTES as u64);
+        assert_eq!(seen.requests, total.io.io_requests, "{strategy:?}");
+        assert_eq!(seen.pages, total.io.pages_read);
+        assert_eq!(seen.bytes, total.io.bytes_read);
+        assert_eq!(total.io.bytes_read, total.io.pages_read * PAGE_BYTES as u64);
         assert_eq!(seen.busy, 0, "every slot handed back");
-        assert!(total.vector_reads > 0 && total.vector_reads < total.io_requests);
+        assert!(total.rerank.vector_reads > 0 && total.rerank.vector_reads < total.io.io_requests);
     }
 }
 
@@ -328,7 +333,10 @@ fn space_and_memory_reports_split_the_components() {
         .load_cache(10, Default::default(), 1, &Control::silent())
         .is_err());
     let ps = SearchParams {
-        page_search: true,
+        strategy: Strategy::Beam(BeamParams {
+            page_search: true,
+            ..BeamParams::default()
+        }),
         ..beam(20, RerankParams::default())
     };
     let q = data::<f32>(10, 2, 40, 1).1;

@@ -10,15 +10,23 @@ use trawl::graph::recall_at_k;
 use trawl::index::{build_index, BatchOutput, DiskIndex};
 use trawl::progress::Control;
 use trawl::search::entry::{EntryParams, EntrySampling};
-use trawl::search::{PipeParams, SearchError, SearchParams, Strategy, WidthSchedule};
+use trawl::search::{BeamParams, SearchError, SearchParams, Strategy, WidthSchedule};
 use trawl::Metric;
 
 fn beam(l: usize, w: usize) -> SearchParams {
+    SearchParams::beam(10, l, w)
+}
+
+/// Beam search with list size `l`, width `w` and the switches `f` sets.
+fn beam_with(l: usize, w: usize, f: impl FnOnce(&mut BeamParams)) -> SearchParams {
+    let mut b = BeamParams {
+        width: w,
+        ..BeamParams::default()
+    };
+    f(&mut b);
     SearchParams {
-        k: 10,
-        l,
-        beam_width: w,
-        ..SearchParams::default()
+        strategy: Strategy::Beam(b),
+        ..SearchParams::beam(10, l, w)
     }
 }
 
@@ -37,41 +45,32 @@ fn dynamic_width_follows_its_schedule_and_a_constant_one_is_fixed_width() {
     let ix = open(dir.path());
     let fixed = ix.search_batch(&q, &beam(40, 8), 1).unwrap();
     // A schedule that is 8 everywhere is the fixed width 8: same results, same reads.
-    let constant = SearchParams {
-        dynamic_width: Some("8".parse().unwrap()),
-        ..beam(40, 8)
-    };
+    let constant = beam_with(40, 8, |b| b.dynamic_width = Some("8".parse().unwrap()));
     let c = ix.search_batch(&q, &constant, 1).unwrap();
     assert_eq!(c.ids, fixed.ids);
-    assert_eq!(c.total().pages_read, fixed.total().pages_read);
-    assert_eq!(c.total().hops, fixed.total().hops);
+    assert_eq!(c.total().io.pages_read, fixed.total().io.pages_read);
+    assert_eq!(c.total().traversal.hops, fixed.total().traversal.hops);
     // Width 1 everywhere (capped by W = 8): one read per round trip.
-    let one = SearchParams {
-        dynamic_width: Some("1".parse().unwrap()),
-        ..beam(40, 8)
-    };
+    let one = beam_with(40, 8, |b| b.dynamic_width = Some("1".parse().unwrap()));
     let t = ix.search_batch(&q, &one, 1).unwrap().total();
-    assert_eq!(t.io_requests, t.hops, "one read per round");
+    assert_eq!(t.io.io_requests, t.traversal.hops, "one read per round");
     // The default schedule (4 → 32) under W = 32 starts narrower than W = 32 and ends wider
     // than 4: fewer round trips than W = 4 and fewer reads than W = 32.
-    let dw = SearchParams {
-        dynamic_width: Some(WidthSchedule::default()),
-        ..beam(40, 32)
-    };
+    let dw = beam_with(40, 32, |b| b.dynamic_width = Some(WidthSchedule::default()));
     let d = ix.search_batch(&q, &dw, 1).unwrap();
     let w4 = ix.search_batch(&q, &beam(40, 4), 1).unwrap().total();
     let w32 = ix.search_batch(&q, &beam(40, 32), 1).unwrap().total();
     assert!(
-        d.total().hops < w4.hops,
+        d.total().traversal.hops < w4.traversal.hops,
         "{} vs {}",
-        d.total().hops,
-        w4.hops
+        d.total().traversal.hops,
+        w4.traversal.hops
     );
     assert!(
-        d.total().pages_read < w32.pages_read,
+        d.total().io.pages_read < w32.io.pages_read,
         "{} vs {}",
-        d.total().pages_read,
-        w32.pages_read
+        d.total().io.pages_read,
+        w32.io.pages_read
     );
     let gt = truth(&base, &q, Metric::L2);
     let r4 = recall_at_k(&ix.search_batch(&q, &beam(40, 4), 1).unwrap().ids, 10, &gt).unwrap();
@@ -91,24 +90,21 @@ fn page_search_scores_whole_pages_and_expands_from_them_without_reads() {
     let gt = truth(&base, &q, Metric::L2);
     for l in [20, 40] {
         let b = ix.search_batch(&q, &beam(l, 4), 1).unwrap();
-        let ps = SearchParams {
-            page_search: true,
-            ..beam(l, 4)
-        };
+        let ps = beam_with(l, 4, |b| b.page_search = true);
         let p = ix.search_batch(&q, &ps, 1).unwrap();
         no_repeats(&p, 10);
         let (tb, tp) = (b.total(), p.total());
         // Every record of every page read is scored once.
-        assert!(tp.exact_distances > tp.nodes_expanded);
-        assert!(tp.exact_distances <= tp.records_read);
+        assert!(tp.traversal.exact_distances > tp.traversal.nodes_expanded);
+        assert!(tp.traversal.exact_distances <= tp.io.records_read);
         assert!(
-            tp.page_hits > 0,
+            tp.traversal.page_hits > 0,
             "L = {l}: nothing expanded from a kept page"
         );
-        assert_eq!(tb.page_hits, 0);
+        assert_eq!(tb.traversal.page_hits, 0);
         // Records read: every page read brings `per_page` records (the last page fewer).
-        assert!(tp.records_read <= tp.pages_read * per_page);
-        assert!(tp.records_read > tp.pages_read * (per_page - 1));
+        assert!(tp.io.records_read <= tp.io.pages_read * per_page);
+        assert!(tp.io.records_read > tp.io.pages_read * (per_page - 1));
         assert!(
             tp.io_utilisation() > tb.io_utilisation(),
             "L = {l}: U_io {} vs {}",
@@ -119,16 +115,9 @@ fn page_search_scores_whole_pages_and_expands_from_them_without_reads() {
         let rp = recall_at_k(&p.ids, 10, &gt).unwrap();
         assert!(rp >= rb - 0.01, "L = {l}: page search recall {rp} vs {rb}");
     }
-    // PageSearch and DynamicWidth are beam-search switches.
-    let piped = SearchParams {
-        page_search: true,
-        strategy: Strategy::Pipe(PipeParams::default()),
-        ..beam(20, 4)
-    };
-    assert!(matches!(
-        ix.search_batch(&q, &piped, 1),
-        Err(SearchError::Unsupported(_))
-    ));
+    // PageSearch and DynamicWidth are beam-search switches: they live in `BeamParams`, so
+    // PipeSearch with either cannot be expressed (the CLI and Python refuse the combination
+    // when they map their flags; tested there).
 }
 
 #[test]
@@ -141,18 +130,11 @@ fn page_search_changes_nothing_when_a_page_holds_one_record() {
     assert_eq!(ix.packed().unwrap().geometry().per_page, 1);
     let b = ix.search_batch(&q, &beam(30, 4), 1).unwrap();
     let p = ix
-        .search_batch(
-            &q,
-            &SearchParams {
-                page_search: true,
-                ..beam(30, 4)
-            },
-            1,
-        )
+        .search_batch(&q, &beam_with(30, 4, |b| b.page_search = true), 1)
         .unwrap();
     assert_eq!(p.ids, b.ids);
-    assert_eq!(p.total().pages_read, b.total().pages_read);
-    assert_eq!(p.total().page_hits, 0);
+    assert_eq!(p.total().io.pages_read, b.total().io.pages_read);
+    assert_eq!(p.total().traversal.page_hits, 0);
 }
 
 #[test]
@@ -257,16 +239,13 @@ fn shuffled_and_all_in_storage_layouts_search_the_same_graph() {
             assert_eq!(got.ids, want.ids, "{name}, L = {l}: ids");
             assert_eq!(got.dists, want.dists, "{name}, L = {l}: distances");
             assert_eq!(
-                got.total().nodes_expanded,
-                want.total().nodes_expanded,
+                got.total().traversal.nodes_expanded,
+                want.total().traversal.nodes_expanded,
                 "{name}, L = {l}"
             );
         }
         // PageShuffle + PageSearch: more of each page read is used than without the shuffle.
-        let ps = SearchParams {
-            page_search: true,
-            ..beam(l, 4)
-        };
+        let ps = beam_with(l, 4, |b| b.page_search = true);
         let (pp, sp) = (
             ix.search_batch(&q, &ps, 1).unwrap().total(),
             sx.search_batch(&q, &ps, 1).unwrap().total(),
@@ -277,7 +256,7 @@ fn shuffled_and_all_in_storage_layouts_search_the_same_graph() {
             sp.io_utilisation(),
             pp.io_utilisation()
         );
-        assert!(sp.page_hits > pp.page_hits, "L = {l}");
+        assert!(sp.traversal.page_hits > pp.traversal.page_hits, "L = {l}");
     }
     // The entry index needs codes in memory: refused on All-in-Storage, fine on the shuffle.
     let seeded = SearchParams {
@@ -354,20 +333,27 @@ fn all_switches_off_is_the_baseline_and_switches_leave_no_trace() {
     let ix = open(dir.path());
     assert!(ix.entry().is_some());
     let all_on = SearchParams {
-        dynamic_width: Some(WidthSchedule::default()),
-        page_search: true,
         entry_list: 10,
-        ..beam(30, 32)
+        ..beam_with(30, 32, |b| {
+            b.dynamic_width = Some(WidthSchedule::default());
+            b.page_search = true;
+        })
     };
     let same = |a: &trawl::search::QueryStats, b: &trawl::search::QueryStats, what: &str| {
-        assert_eq!(a.pages_read, b.pages_read, "{what}: pages");
-        assert_eq!(a.io_requests, b.io_requests, "{what}: requests");
-        assert_eq!(a.bytes_read, b.bytes_read, "{what}: bytes");
-        assert_eq!(a.hops, b.hops, "{what}: hops");
-        assert_eq!(a.nodes_expanded, b.nodes_expanded, "{what}: expanded");
-        assert_eq!(a.records_read, b.records_read, "{what}: records");
-        assert_eq!(a.page_hits, 0, "{what}: page hits");
-        assert_eq!(a.cache_hits, b.cache_hits, "{what}: cache hits");
+        assert_eq!(a.io.pages_read, b.io.pages_read, "{what}: pages");
+        assert_eq!(a.io.io_requests, b.io.io_requests, "{what}: requests");
+        assert_eq!(a.io.bytes_read, b.io.bytes_read, "{what}: bytes");
+        assert_eq!(a.traversal.hops, b.traversal.hops, "{what}: hops");
+        assert_eq!(
+            a.traversal.nodes_expanded, b.traversal.nodes_expanded,
+            "{what}: expanded"
+        );
+        assert_eq!(a.io.records_read, b.io.records_read, "{what}: records");
+        assert_eq!(a.traversal.page_hits, 0, "{what}: page hits");
+        assert_eq!(
+            a.traversal.cache_hits, b.traversal.cache_hits,
+            "{what}: cache hits"
+        );
     };
     let after = ix.search_batch(&q, &baseline, 1).unwrap();
     assert_eq!(after.ids, before.ids);
@@ -379,7 +365,7 @@ fn all_switches_off_is_the_baseline_and_switches_leave_no_trace() {
     let mut on_pages = 0;
     for (i, row) in q.rows().enumerate() {
         let mut hits = Vec::new();
-        on_pages += s.search(row, &all_on, &mut hits).unwrap().pages_read;
+        on_pages += s.search(row, &all_on, &mut hits).unwrap().io.pages_read;
         let st = s.search(row, &baseline, &mut hits).unwrap();
         let ids: Vec<u32> = hits.iter().map(|h| h.0).collect();
         let dists: Vec<f32> = hits.iter().map(|h| h.1).collect();
@@ -388,8 +374,8 @@ fn all_switches_off_is_the_baseline_and_switches_leave_no_trace() {
         same(&st, &before.stats[i], &format!("query {i}"));
     }
     assert!(
-        on_pages < before.total().pages_read,
+        on_pages < before.total().io.pages_read,
         "the switches changed nothing: {on_pages} pages vs {}",
-        before.total().pages_read
+        before.total().io.pages_read
     );
 }

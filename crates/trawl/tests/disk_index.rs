@@ -9,17 +9,11 @@ use trawl::graph::recall_at_k;
 use trawl::index::{build_index, DiskIndex, OpenError, OpenOptions};
 use trawl::io::EngineKind;
 use trawl::progress::Control;
-use trawl::search::{CachePolicy, SearchError, SearchParams, Searcher, Strategy};
+use trawl::search::{CachePolicy, SearchError, SearchParams, Searcher};
 use trawl::{DType, Metric};
 
 fn sp(l: usize) -> SearchParams {
-    SearchParams {
-        k: 10,
-        l,
-        beam_width: 4,
-        strategy: Strategy::Beam,
-        ..SearchParams::default()
-    }
+    SearchParams::beam(10, l, 4)
 }
 
 #[test]
@@ -71,7 +65,7 @@ fn io_counters_match_an_independent_count_and_caches_change_nothing_but_io() {
     let run = |ix: &DiskIndex, kind: EngineKind| {
         let inner = ix.file().engine(kind, ix.engine_config()).unwrap();
         let (tap, seen) = Tap::new(inner);
-        let mut s = Searcher::with_engine(ix, Box::new(tap));
+        let mut s = Searcher::with_engine(ix.view(), Box::new(tap));
         let mut total = trawl::search::QueryStats::default();
         let mut results = Vec::new();
         for row in q.rows() {
@@ -86,32 +80,35 @@ fn io_counters_match_an_independent_count_and_caches_change_nothing_but_io() {
         (total, seen, results)
     };
     let (plain, seen, want) = run(&ix, EngineKind::Pread);
-    assert_eq!(plain.io_requests, seen.0);
-    assert_eq!(plain.pages_read, seen.1);
-    assert_eq!(plain.bytes_read, seen.2);
-    assert_eq!(plain.bytes_read, plain.pages_read * 4096);
-    assert_eq!(plain.cache_hits, 0);
+    assert_eq!(plain.io.io_requests, seen.0);
+    assert_eq!(plain.io.pages_read, seen.1);
+    assert_eq!(plain.io.bytes_read, seen.2);
+    assert_eq!(plain.io.bytes_read, plain.io.pages_read * 4096);
+    assert_eq!(plain.traversal.cache_hits, 0);
     assert!(
-        plain.io_requests <= plain.nodes_expanded,
+        plain.io.io_requests <= plain.traversal.nodes_expanded,
         "one read serves ≥ 1 node"
     );
-    assert_eq!(plain.exact_distances, plain.nodes_expanded);
-    assert!(plain.pq_distances > plain.nodes_expanded);
+    assert_eq!(
+        plain.traversal.exact_distances,
+        plain.traversal.nodes_expanded
+    );
+    assert!(plain.traversal.pq_distances > plain.traversal.nodes_expanded);
     // io_uring gives the same traversal, counts and results.
     let (uring, seen_u, got) = run(&ix, EngineKind::Auto);
     assert_eq!(got, want);
     assert_eq!(
         (
-            uring.pages_read,
-            uring.io_requests,
-            uring.nodes_expanded,
-            uring.hops
+            uring.io.pages_read,
+            uring.io.io_requests,
+            uring.traversal.nodes_expanded,
+            uring.traversal.hops
         ),
         (
-            plain.pages_read,
-            plain.io_requests,
-            plain.nodes_expanded,
-            plain.hops
+            plain.io.pages_read,
+            plain.io.io_requests,
+            plain.traversal.nodes_expanded,
+            plain.traversal.hops
         )
     );
     assert_eq!((seen_u.0, seen_u.1), (seen.0, seen.1));
@@ -121,12 +118,15 @@ fn io_counters_match_an_independent_count_and_caches_change_nothing_but_io() {
         assert_eq!(ix.cache().len(), 300);
         let (cached, seen_c, got) = run(&ix, EngineKind::Auto);
         assert_eq!(got, want, "{policy:?}: a cache must not change results");
-        assert_eq!(cached.nodes_expanded, plain.nodes_expanded);
-        assert_eq!(cached.hops, plain.hops);
-        assert!(cached.cache_hits > 0, "{policy:?}");
-        assert!(cached.pages_read < plain.pages_read, "{policy:?}");
         assert_eq!(
-            (cached.io_requests, cached.pages_read),
+            cached.traversal.nodes_expanded,
+            plain.traversal.nodes_expanded
+        );
+        assert_eq!(cached.traversal.hops, plain.traversal.hops);
+        assert!(cached.traversal.cache_hits > 0, "{policy:?}");
+        assert!(cached.io.pages_read < plain.io.pages_read, "{policy:?}");
+        assert_eq!(
+            (cached.io.io_requests, cached.io.pages_read),
             (seen_c.0, seen_c.1)
         );
     }
@@ -134,7 +134,7 @@ fn io_counters_match_an_independent_count_and_caches_change_nothing_but_io() {
     ix.load_cache(1, CachePolicy::Bfs, 1, &Control::silent())
         .unwrap();
     let (one, _, _) = run(&ix, EngineKind::Pread);
-    assert_eq!(one.cache_hits, q.n() as u64);
+    assert_eq!(one.traversal.cache_hits, q.n() as u64);
 }
 
 #[test]
@@ -155,7 +155,7 @@ fn batch_matches_single_queries_for_any_thread_count() {
         let st = s.search(row, &sp(30), &mut hits).unwrap();
         let ids: Vec<u32> = hits.iter().map(|h| h.0).collect();
         assert_eq!(ids, one.ids[i * 10..(i + 1) * 10]);
-        assert_eq!(st.pages_read, one.stats[i].pages_read);
+        assert_eq!(st.io.pages_read, one.stats[i].io.pages_read);
     }
 }
 
@@ -245,25 +245,11 @@ fn bad_input_gives_typed_errors() {
         Err(SearchError::KTooLarge { .. })
     ));
     assert!(matches!(
-        s.search(
-            row,
-            &SearchParams {
-                beam_width: 0,
-                ..sp(10)
-            },
-            &mut hits
-        ),
+        s.search(row, &SearchParams::beam(10, 10, 0), &mut hits),
         Err(SearchError::InvalidBeamWidth { .. })
     ));
     assert!(matches!(
-        s.search(
-            row,
-            &SearchParams {
-                beam_width: 1000,
-                ..sp(10)
-            },
-            &mut hits
-        ),
+        s.search(row, &SearchParams::beam(10, 10, 1000), &mut hits),
         Err(SearchError::InvalidBeamWidth { .. })
     ));
     assert!(matches!(

@@ -17,7 +17,8 @@ use trawl::index::{DiskIndex, IndexLayout, OpenOptions};
 use trawl::io::EngineKind;
 use trawl::progress::Control;
 use trawl::search::{
-    CachePolicy, PipeParams, QueryStats, RerankParams, SearchParams, Strategy, WidthPolicy,
+    BeamParams, CachePolicy, PipeParams, QueryStats, RerankParams, SearchParams, Strategy,
+    WidthPolicy,
 };
 
 /// Counters compared (every exact one; times are left out).
@@ -394,14 +395,15 @@ fn search_params(c: &Config) -> SearchParams {
     SearchParams {
         k: 10,
         l: c.l,
-        beam_width: c.w,
         strategy: match c.pipe {
             Some(p) => Strategy::Pipe(p),
-            None => Strategy::Beam,
+            None => Strategy::Beam(BeamParams {
+                width: c.w,
+                dynamic_width: c.dynamic_width.then(Default::default),
+                page_search: c.page_search,
+            }),
         },
         entry_list: c.entry_list,
-        dynamic_width: c.dynamic_width.then(Default::default),
-        page_search: c.page_search,
         rerank: c.rerank,
     }
 }

@@ -54,15 +54,18 @@ fn pipe_recall_is_within_two_points_of_beam_at_equal_l() {
                 "L = {l}, {policy:?}: pipe recall {rp} vs beam {rb}"
             );
             let t = p.total();
-            assert_eq!(t.bytes_read, t.pages_read * 4096);
-            assert!(t.wasted_reads <= t.io_requests);
+            assert_eq!(t.io.bytes_read, t.io.pages_read * 4096);
+            assert!(t.io.wasted_reads <= t.io.io_requests);
             assert!(
                 t.occupancy() > 0.0 && t.occupancy() <= 1.0,
                 "{}",
                 t.occupancy()
             );
             // Every read that was not wasted had at least one of its records explored.
-            assert!(t.nodes_expanded - t.cache_hits >= t.io_requests - t.wasted_reads);
+            assert!(
+                t.traversal.nodes_expanded - t.traversal.cache_hits
+                    >= t.io.io_requests - t.io.wasted_reads
+            );
         }
         // Seeded by the in-memory entry index, both strategies keep their recall, and the
         // entry search's distances are counted apart.
@@ -74,15 +77,15 @@ fn pipe_recall_is_within_two_points_of_beam_at_equal_l() {
             let e = ix.search_batch(&q, &seeded, 2).unwrap();
             let re = recall_at_k(&e.ids, 10, &gt).unwrap();
             assert!(re >= rb - 0.02, "L = {l}, entry: recall {re} vs beam {rb}");
-            assert!(e.total().entry_distances >= 10 * q.n() as u64);
-            assert_eq!(b.total().entry_distances, 0);
+            assert!(e.total().traversal.entry_distances >= 10 * q.n() as u64);
+            assert_eq!(b.total().traversal.entry_distances, 0);
         }
         // Throughput mode: beam search interleaved gives exactly the single-query traversal
         // (rounds do not depend on timing); PipeSearch interleaved keeps its recall.
         let bi = ix.search_batch_with(&q, &beam(l), 2, 4).unwrap();
         assert_eq!(bi.ids, b.ids, "L = {l}");
-        assert_eq!(bi.total().pages_read, b.total().pages_read);
-        assert_eq!(bi.total().hops, b.total().hops);
+        assert_eq!(bi.total().io.pages_read, b.total().io.pages_read);
+        assert_eq!(bi.total().traversal.hops, b.total().traversal.hops);
         let pi = ix
             .search_batch_with(&q, &pipe(l, WidthPolicy::Dynamic), 2, 4)
             .unwrap();
@@ -106,7 +109,7 @@ fn tapped(
     let mut cfg = ix.engine_config();
     cfg.depth = cfg.depth.max(interleave * 64);
     let (tap, seen) = Tap::new(ix.file().engine(kind, cfg).unwrap());
-    let mut s = Searcher::with_engine(ix, Box::new(tap));
+    let mut s = Searcher::with_engine(ix.view(), Box::new(tap));
     let mut total = QueryStats::default();
     let mut results = 0;
     let mut next_row = 0;
@@ -157,17 +160,20 @@ fn pipe_counters_match_an_independent_count_and_no_read_outlives_its_query() {
                 let (t, seen, n) = tapped(&ix, kind, &q, &p, interleave);
                 let what = format!("{kind:?}, interleave {interleave}, cached {cached}");
                 assert_eq!(n, q.n(), "{what}");
-                assert_eq!(t.io_requests, seen.requests, "{what}");
-                assert_eq!(t.pages_read, seen.pages, "{what}");
-                assert_eq!(t.bytes_read, t.pages_read * 4096, "{what}");
+                assert_eq!(t.io.io_requests, seen.requests, "{what}");
+                assert_eq!(t.io.pages_read, seen.pages, "{what}");
+                assert_eq!(t.io.bytes_read, t.io.pages_read * 4096, "{what}");
                 // Every read is delivered (drained ones included) before the queries return.
-                assert_eq!(seen.bytes, t.bytes_read, "{what}");
+                assert_eq!(seen.bytes, t.io.bytes_read, "{what}");
                 assert!(seen.max_busy as usize <= 64 * interleave, "{what}");
-                assert_eq!(cached, t.cache_hits > 0, "{what}");
-                assert_eq!(t.exact_distances, t.nodes_expanded, "{what}");
+                assert_eq!(cached, t.traversal.cache_hits > 0, "{what}");
+                assert_eq!(
+                    t.traversal.exact_distances, t.traversal.nodes_expanded,
+                    "{what}"
+                );
                 let b = tapped(&ix, kind, &q, &beam(40), interleave).0;
                 assert_eq!(
-                    b.wasted_reads, 0,
+                    b.io.wasted_reads, 0,
                     "beam search explores every record it reads"
                 );
             }
@@ -319,10 +325,14 @@ fn memory_and_simulated_engines_serve_the_same_search() {
         .unwrap();
         let got = ix.search_batch(&q, &beam(30), 1).unwrap();
         assert_eq!(got.ids, want.ids, "{engine}: beam search ids");
-        assert_eq!(got.total().pages_read, want.total().pages_read, "{engine}");
         assert_eq!(
-            got.total().io_requests,
-            want.total().io_requests,
+            got.total().io.pages_read,
+            want.total().io.pages_read,
+            "{engine}"
+        );
+        assert_eq!(
+            got.total().io.io_requests,
+            want.total().io.io_requests,
             "{engine}"
         );
         let p = ix
@@ -334,10 +344,10 @@ fn memory_and_simulated_engines_serve_the_same_search() {
             // Each beam-search round waits for its reads: at least the modelled 40 µs.
             let t = got.total();
             assert!(
-                t.total_ns >= t.hops * 40_000,
+                t.total_ns >= t.traversal.hops * 40_000,
                 "{engine}: {} ns for {} rounds",
                 t.total_ns,
-                t.hops
+                t.traversal.hops
             );
         }
     }

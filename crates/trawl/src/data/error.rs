@@ -17,6 +17,17 @@ pub struct DataError {
     pub kind: DataErrorKind,
 }
 
+impl DataError {
+    /// What kind of failure this is: an OS error's kind, else `InvalidInput` (the input data
+    /// is unusable as given).
+    pub fn kind(&self) -> crate::ErrorKind {
+        match &self.kind {
+            DataErrorKind::Io(e) => crate::ErrorKind::of_io(e),
+            _ => crate::ErrorKind::InvalidInput,
+        }
+    }
+}
+
 /// The reason a vector or ground-truth file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum DataErrorKind {

@@ -113,6 +113,20 @@ pub enum BuildError {
     Cancelled(#[from] Cancelled),
 }
 
+impl BuildError {
+    /// What kind of failure this is: `Cancelled` when cancelled, else `InvalidInput` (a
+    /// parameter, the data or the budget does not allow the build).
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::Cancelled(_)
+            | Self::Clustering(crate::kernels::kmeans::KMeansError::Cancelled(_)) => {
+                crate::ErrorKind::Cancelled
+            }
+            _ => crate::ErrorKind::InvalidInput,
+        }
+    }
+}
+
 fn invalid(name: &'static str, reason: String) -> BuildError {
     BuildError::InvalidParam { name, reason }
 }

@@ -70,6 +70,26 @@ pub enum IndexBuildError {
     },
 }
 
+impl IndexBuildError {
+    /// What kind of failure this is. A file that cannot be written is a storage failure even
+    /// when its directory is missing (`NotFound` is for indexes and inputs).
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind as K;
+        match self {
+            Self::Data(d) => d.kind(),
+            Self::Pq(_) => K::InvalidInput,
+            Self::Graph(g) => g.kind(),
+            Self::File(f) => match f.kind() {
+                K::NotFound => K::Storage,
+                k => k,
+            },
+            Self::Search(s) => s.kind(),
+            Self::Open(o) => o.kind(),
+            Self::Dir { .. } => K::Storage,
+        }
+    }
+}
+
 /// What a build did and produced.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct IndexBuildReport {

@@ -89,7 +89,9 @@ impl DiskIndex {
         ctl: &Control,
     ) -> Result<CacheReport, SearchError> {
         let t0 = Instant::now();
-        self.cache = NodeCache::empty();
+        if let Some(r) = self.layout.records_mut() {
+            r.set_cache(NodeCache::empty());
+        }
         let nodes = nodes.min(self.n());
         if nodes == 0 {
             return Ok(CacheReport::default());
@@ -119,10 +121,15 @@ impl DiskIndex {
             let i = slot_of[&id];
             records[i * rb..(i + 1) * rb].copy_from_slice(rec);
         })?;
-        self.cache = NodeCache::from_records(&ids, records, rb);
+        let cache = NodeCache::from_records(&ids, records, rb);
+        let bytes = cache.heap_bytes() as u64;
+        self.layout
+            .records_mut()
+            .ok_or_else(|| SearchError::Internal("a record layout lost its records".into()))?
+            .set_cache(cache);
         Ok(CacheReport {
             nodes: ids.len(),
-            bytes: self.cache.heap_bytes() as u64,
+            bytes,
             secs: t0.elapsed().as_secs_f64(),
             pages_read: pages,
         })
@@ -193,13 +200,8 @@ impl DiskIndex {
             let i = pos[&id];
             vectors[i * vb..(i + 1) * vb].copy_from_slice(&rec[..vb]);
         })?;
-        let params = SearchParams {
-            k: 1,
-            l: l.max(1),
-            beam_width: beam_width.clamp(1, self.engine_config().depth),
-            strategy: crate::search::Strategy::Beam,
-            ..SearchParams::default()
-        };
+        let params =
+            SearchParams::beam(1, l.max(1), beam_width.clamp(1, self.engine_config().depth));
         let counts = match self.dtype() {
             DType::F32 => self.count_visits::<f32>(&vectors, &params, threads, ctl)?,
             DType::U8 => self.count_visits::<u8>(&vectors, &params, threads, ctl)?,
@@ -260,7 +262,7 @@ impl DiskIndex {
                             }
                             let st =
                                 s.search(&queries[q * dim..(q + 1) * dim], params, &mut hits)?;
-                            pages += st.pages_read;
+                            pages += st.io.pages_read;
                             bar.inc(1);
                         }
                         Ok((s.take_trace(), pages))
@@ -271,7 +273,7 @@ impl DiskIndex {
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        Err(SearchError::BadBatch("a cache thread panicked".into()))
+                        Err(SearchError::Internal("a cache thread panicked".into()))
                     })
                 })
                 .collect()

@@ -12,29 +12,28 @@
 //! The packed header holds the payload checksums of both PQ files, so files from different
 //! builds are never mixed.
 
+mod batch;
 mod build;
 mod cache_load;
 mod entry_build;
 mod layouts;
+mod open;
 
+pub use batch::BatchOutput;
 pub use build::{build_index, IndexBuildError, IndexBuildReport, IndexParams};
 pub use entry_build::EntryReport;
 pub use layouts::{IndexLayout, LayoutReport, ShuffleParams};
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
-use crate::data::Matrix;
-use crate::io::{EngineConfig, EngineKind, IoError, IoFile};
-use crate::kernels::{DType, Element, Metric};
-use crate::layout::decoupled::graph::{self as dgraph, GraphFile};
-use crate::layout::decoupled::vectors::{self as dvectors, VectorFile};
-use crate::layout::packed::{self, PackedFile, PackedMeta};
+use crate::io::{EngineKind, IoError, IoFile};
+use crate::kernels::{DType, Metric};
+use crate::layout::packed::{PackedFile, PackedMeta};
 use crate::layout::{FileError, FileErrorKind};
 use crate::quant::pq::{PqCodes, ProductQuantizer};
 use crate::search::entry::{self, EntryIndex};
-use crate::search::{ListCache, NodeCache, QueryStats, SearchError, SearchParams, Searcher};
+use crate::search::{DecoupledLayout, LayoutReader, NodeCache, SearchError};
+use crate::ErrorKind;
 
 /// File name of the PQ quantiser inside an index directory.
 pub const PQ_FILE: &str = "pq.trawl";
@@ -118,6 +117,18 @@ pub enum OpenError {
     Io(#[from] IoError),
 }
 
+impl OpenError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::NotAnIndex { .. } => ErrorKind::NotFound,
+            Self::File(f) => f.kind(),
+            Self::Mismatch { .. } => ErrorKind::Corrupt,
+            Self::Io(e) => e.kind(),
+        }
+    }
+}
+
 /// Memory an opened index holds, by part.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MemoryReport {
@@ -175,64 +186,21 @@ impl DiskBytes {
     }
 }
 
-/// Results of a batch: `nq × k` ids and distances (missing results are `u32::MAX` / `+∞`),
-/// one [`QueryStats`] per query, and the batch's wall time.
-#[derive(Debug, Clone, Default)]
-pub struct BatchOutput {
-    /// Results per query.
-    pub k: usize,
-    /// Row-major ids.
-    pub ids: Vec<u32>,
-    /// Row-major exact distances.
-    pub dists: Vec<f32>,
-    /// Per-query statistics.
-    pub stats: Vec<QueryStats>,
-    /// Seconds for the whole batch.
-    pub wall_secs: f64,
-}
-
-impl BatchOutput {
-    /// The statistics summed over queries.
-    pub fn total(&self) -> QueryStats {
-        let mut t = QueryStats::default();
-        for s in &self.stats {
-            t += *s;
-        }
-        t
-    }
-}
-
 /// An opened disk index.
 #[derive(Debug)]
 pub struct DiskIndex {
     dir: PathBuf,
     meta: PackedMeta,
-    /// The page-packed file (every layout but the decoupled one).
-    packed: Option<PackedFile>,
-    /// The decoupled layout's files and list cache.
-    decoupled: Option<Box<Decoupled>>,
+    /// The layout searched: exactly one reader.
+    layout: LayoutReader,
+    /// The file (or joined files) the layout reads.
     file: IoFile,
     pq: ProductQuantizer,
     /// The PQ codes in memory (`None` for the All-in-Storage layout, whose records carry their
     /// neighbours' codes).
     codes: Option<PqCodes>,
-    cache: NodeCache,
     entry: Option<EntryIndex>,
     opts: OpenOptions,
-}
-
-/// The decoupled layout of an opened index: the graph and vector files (read through one
-/// page space, the vector file's pages after the graph file's) and the list cache.
-#[derive(Debug)]
-pub struct Decoupled {
-    /// The graph file.
-    pub graph: GraphFile,
-    /// The vector file.
-    pub vectors: VectorFile,
-    /// Page of the joint page space where the vector file starts (the graph file's pages).
-    pub vector_base: u64,
-    /// The LRU cache of compressed neighbour lists.
-    pub lists: ListCache,
 }
 
 /// Payload CRC recorded in a trawl envelope header (bytes 24..28).
@@ -246,163 +214,6 @@ pub(crate) fn payload_crc(path: &Path) -> Result<u32, FileError> {
 }
 
 impl DiskIndex {
-    /// Opens the index in `dir`, checking every file's header and checksums and that the files
-    /// belong together. The static cache starts empty ([`DiskIndex::load_cache`]).
-    pub fn open(dir: &Path, opts: OpenOptions) -> Result<Self, OpenError> {
-        if !dir.is_dir() {
-            return Err(OpenError::NotAnIndex {
-                dir: dir.to_path_buf(),
-                reason: "no such directory".into(),
-            });
-        }
-        let packed_path = dir.join(opts.layout.file_name());
-        if !packed_path.is_file() {
-            return Err(match opts.layout {
-                IndexLayout::Packed => OpenError::NotAnIndex {
-                    dir: dir.to_path_buf(),
-                    reason: format!("{} is missing", packed::FILE_NAME),
-                },
-                other => OpenError::Mismatch {
-                    dir: dir.to_path_buf(),
-                    reason: format!(
-                        "no {} layout ({} is missing; write it with `trawl layout {} --{}`)",
-                        other.name(),
-                        other.file_name(),
-                        dir.display(),
-                        other.name()
-                    ),
-                },
-            });
-        }
-        let mismatch = |reason: String| OpenError::Mismatch {
-            dir: dir.to_path_buf(),
-            reason,
-        };
-        let (meta, packed, decoupled, io_files) = if opts.layout == IndexLayout::Decoupled {
-            let graph = GraphFile::open(&packed_path)?;
-            let vectors_path = dir.join(dvectors::FILE_NAME);
-            if !vectors_path.is_file() {
-                return Err(mismatch(format!(
-                    "{} is missing beside {} (rewrite the layout with `trawl layout {} --decoupled`)",
-                    dvectors::FILE_NAME,
-                    dgraph::FILE_NAME,
-                    dir.display()
-                )));
-            }
-            let vectors = VectorFile::open(&vectors_path)?;
-            let meta = *graph.meta();
-            let vg = vectors.geometry();
-            if vg.n != meta.n || vg.dim != meta.dim || vg.dtype != meta.dtype {
-                return Err(mismatch(format!(
-                    "the vector file ({} × {} {}) does not match the graph ({} × {} {})",
-                    vg.n,
-                    vg.dim,
-                    vg.dtype.name(),
-                    meta.n,
-                    meta.dim,
-                    meta.dtype.name()
-                )));
-            }
-            let files = IoFile::concat(&[
-                IoFile::open(&packed_path, opts.direct)?,
-                IoFile::open(&vectors_path, opts.direct)?,
-            ])?;
-            let lists = ListCache::new(graph.cache_entry_bytes(), opts.list_cache_bytes);
-            let d = Decoupled {
-                vector_base: graph.total_pages(),
-                graph,
-                vectors,
-                lists,
-            };
-            (meta, None, Some(Box::new(d)), files)
-        } else {
-            let packed = PackedFile::open(&packed_path)?;
-            let meta = *packed.meta();
-            let ais = meta.neighbor_code_bytes > 0;
-            if ais != (opts.layout == IndexLayout::AllInStorage)
-                || meta.permuted != (opts.layout == IndexLayout::Shuffled)
-            {
-                return Err(OpenError::Mismatch {
-                    dir: dir.to_path_buf(),
-                    reason: format!(
-                        "{} is not a {} layout (permuted: {}, neighbour codes: {})",
-                        opts.layout.file_name(),
-                        opts.layout.name(),
-                        meta.permuted,
-                        ais
-                    ),
-                });
-            }
-            let file = IoFile::open(&packed_path, opts.direct)?;
-            (meta, Some(packed), None, file)
-        };
-        let ais = meta.neighbor_code_bytes > 0;
-        let pq_path = dir.join(PQ_FILE);
-        let codes_path = dir.join(PQ_CODES_FILE);
-        if payload_crc(&pq_path)? != meta.pq_crc || payload_crc(&codes_path)? != meta.pq_codes_crc {
-            return Err(mismatch(
-                "the PQ files are not the ones this index was built with (mixed builds?)".into(),
-            ));
-        }
-        let pq = ProductQuantizer::load(&pq_path)?;
-        // All-in-Storage searches without the codes in memory.
-        let codes = if ais {
-            None
-        } else {
-            Some(PqCodes::load(&codes_path)?)
-        };
-        let (codes_m, codes_n) = codes
-            .as_ref()
-            .map_or((pq.m(), meta.n as usize), |c| (c.m(), c.n()));
-        if pq.dim() != meta.dim
-            || pq.metric() != meta.metric
-            || pq.m() != meta.pq_bytes
-            || codes_m != pq.m()
-            || codes_n as u64 != meta.n
-        {
-            return Err(mismatch(format!(
-                "PQ ({} dims, {} bytes, {} codes, {}) does not match the index ({} dims, {} bytes, n = {}, {})",
-                pq.dim(),
-                pq.m(),
-                codes_n,
-                pq.metric().name(),
-                meta.dim,
-                meta.pq_bytes,
-                meta.n,
-                meta.metric.name()
-            )));
-        }
-        let entry_path = dir.join(entry::FILE_NAME);
-        let entry = if entry_path.is_file() {
-            Some(EntryIndex::load(
-                &entry_path,
-                meta.n,
-                meta.dtype,
-                meta.dim,
-                meta.metric,
-                meta.pq_codes_crc,
-            )?)
-        } else {
-            None
-        };
-        let mut file = io_files;
-        if opts.engine.needs_resident() {
-            file.load_resident()?;
-        }
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            meta,
-            packed,
-            decoupled,
-            file,
-            pq,
-            codes,
-            cache: NodeCache::empty(),
-            entry,
-            opts,
-        })
-    }
-
     /// The index directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -431,13 +242,17 @@ impl DiskIndex {
     pub fn meta(&self) -> &PackedMeta {
         &self.meta
     }
+    /// The layout's reader.
+    pub fn layout(&self) -> &LayoutReader {
+        &self.layout
+    }
     /// The page-packed file (`None` for the decoupled layout).
     pub fn packed(&self) -> Option<&PackedFile> {
-        self.packed.as_ref()
+        self.layout.records().map(|r| r.file())
     }
-    /// The page-packed file, or an error naming `what` for the decoupled layout.
+    /// The page-packed file, or an error for the decoupled layout.
     pub(crate) fn packed_file(&self) -> Result<&PackedFile, SearchError> {
-        self.packed.as_ref().ok_or_else(|| {
+        self.packed().ok_or_else(|| {
             SearchError::Unsupported(
                 "this needs a page-packed layout; the decoupled layout keeps vectors and lists \
                  apart (open the index with the packed layout for it)"
@@ -446,16 +261,12 @@ impl DiskIndex {
         })
     }
     /// The decoupled layout's files and list cache (`None` for the page-packed layouts).
-    pub fn decoupled(&self) -> Option<&Decoupled> {
-        self.decoupled.as_deref()
+    pub fn decoupled(&self) -> Option<&DecoupledLayout> {
+        self.layout.decoupled()
     }
     /// The file of the index's layout (the graph file for the decoupled layout), for errors.
     pub fn layout_path(&self) -> &Path {
-        match (&self.packed, &self.decoupled) {
-            (Some(p), _) => p.path(),
-            (None, Some(d)) => d.graph.path(),
-            (None, None) => &self.dir,
-        }
+        self.layout.path()
     }
     /// The quantiser.
     pub fn pq(&self) -> &ProductQuantizer {
@@ -465,9 +276,13 @@ impl DiskIndex {
     pub fn codes(&self) -> Option<&PqCodes> {
         self.codes.as_ref()
     }
-    /// The static cache.
+    /// The static node cache (always empty for the decoupled layout, which caches lists).
     pub fn cache(&self) -> &NodeCache {
-        &self.cache
+        static EMPTY: std::sync::OnceLock<NodeCache> = std::sync::OnceLock::new();
+        match self.layout.records() {
+            Some(r) => r.cache(),
+            None => EMPTY.get_or_init(NodeCache::empty),
+        }
     }
     /// The in-memory entry index, when the index has one.
     pub fn entry(&self) -> Option<&EntryIndex> {
@@ -489,33 +304,25 @@ impl DiskIndex {
 
     /// Memory held by the index, by part.
     pub fn memory(&self) -> MemoryReport {
+        let (cache_bytes, list_cache_bytes) = self.layout.cache_bytes();
         MemoryReport {
             pq_codes_bytes: self.codes.as_ref().map_or(0, |c| c.as_bytes().len() as u64),
             pq_codebook_bytes: self.pq.centroids().len() as u64 * 4,
-            checksum_bytes: match (&self.packed, &self.decoupled) {
-                (Some(p), _) => p.heap_bytes() as u64,
-                (None, Some(d)) => (d.graph.heap_bytes() + d.vectors.heap_bytes()) as u64,
-                (None, None) => 0,
-            },
-            cache_bytes: self.cache.heap_bytes() as u64,
+            checksum_bytes: self.layout.heap_bytes() as u64,
+            cache_bytes,
             entry_bytes: self.entry.as_ref().map_or(0, |e| e.heap_bytes() as u64),
-            list_cache_bytes: self
-                .decoupled
-                .as_ref()
-                .map_or(0, |d| d.lists.budget_bytes()),
+            list_cache_bytes,
         }
     }
 
     /// Bytes on disk of each file.
     pub fn disk_bytes(&self) -> DiskBytes {
         let len = |p: PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let d = self.layout.decoupled();
         DiskBytes {
-            packed: self.packed.as_ref().map_or(0, |p| p.file_bytes()),
-            graph: self.decoupled.as_ref().map_or(0, |d| d.graph.file_bytes()),
-            vectors: self
-                .decoupled
-                .as_ref()
-                .map_or(0, |d| d.vectors.file_bytes()),
+            packed: self.packed().map_or(0, |p| p.file_bytes()),
+            graph: d.map_or(0, |d| d.graph().file_bytes()),
+            vectors: d.map_or(0, |d| d.vectors().file_bytes()),
             pq: len(self.dir.join(PQ_FILE)),
             // All-in-Storage needs no codes file at search time.
             pq_codes: if self.codes.is_some() {
@@ -529,226 +336,5 @@ impl DiskIndex {
                 0
             },
         }
-    }
-
-    /// The engine configuration of this index's searchers.
-    pub fn engine_config(&self) -> EngineConfig {
-        EngineConfig {
-            depth: self.opts.queue_depth.max(1),
-            max_pages_per_read: self
-                .packed
-                .as_ref()
-                .map_or(1, |p| p.geometry().read_pages()),
-            register_buffers: self.opts.register_buffers,
-            sqpoll: self.opts.sqpoll,
-        }
-    }
-
-    /// A searcher with its own I/O engine (make one per thread).
-    pub fn searcher(&self) -> Result<Searcher<'_>, IoError> {
-        let engine = self.file.engine(self.opts.engine, self.engine_config())?;
-        Ok(Searcher::with_engine(self, engine))
-    }
-
-    /// Checks a query against the index and the parameters.
-    pub(crate) fn check_query<T: Element>(
-        &self,
-        query: &[T],
-        p: &SearchParams,
-        depth: usize,
-    ) -> Result<(), SearchError> {
-        if T::DTYPE != self.dtype() {
-            return Err(SearchError::DTypeMismatch {
-                expected: self.dtype().name(),
-                got: T::DTYPE.name(),
-            });
-        }
-        if query.len() != self.dim() {
-            return Err(SearchError::DimMismatch {
-                expected: self.dim(),
-                got: query.len(),
-            });
-        }
-        if p.k == 0 || p.k > p.l {
-            return Err(SearchError::InvalidK { k: p.k, l: p.l });
-        }
-        if p.k > self.n() {
-            return Err(SearchError::KTooLarge {
-                k: p.k,
-                n: self.n() as u64,
-            });
-        }
-        if p.beam_width == 0 || p.beam_width > depth {
-            return Err(SearchError::InvalidBeamWidth {
-                beam_width: p.beam_width,
-                max: depth,
-            });
-        }
-        if let crate::search::Strategy::Pipe(pp) = &p.strategy {
-            pp.validate(depth)?;
-            if p.page_search || p.dynamic_width.is_some() {
-                return Err(SearchError::Unsupported(
-                    "PageSearch and DynamicWidth are beam-search options (PipeSearch sets its \
-                     width with its own policy)"
-                        .into(),
-                ));
-            }
-        }
-        if self.decoupled.is_some() {
-            if p.page_search {
-                return Err(SearchError::Unsupported(
-                    "PageSearch scores the other records of a page read, and the decoupled \
-                     layout's graph pages hold no vectors"
-                        .into(),
-                ));
-            }
-            p.rerank.validate()?;
-        }
-        if p.entry_list > 0 && self.entry.is_none() {
-            return Err(SearchError::NoEntryIndex);
-        }
-        if p.entry_list > 0 && self.codes.is_none() {
-            return Err(SearchError::Unsupported(
-                "the entry index seeds the list with PQ distances, and the All-in-Storage \
-                 layout keeps no PQ codes in memory: search it with entry_list = 0"
-                    .into(),
-            ));
-        }
-        if query.iter().any(|x| !x.is_finite()) {
-            return Err(SearchError::NonFiniteQuery { row: 0 });
-        }
-        Ok(())
-    }
-
-    /// Searches every row of `queries` over `threads` threads (each with its own engine),
-    /// timing each query.
-    pub fn search_batch<T: Element>(
-        &self,
-        queries: &Matrix<T>,
-        params: &SearchParams,
-        threads: usize,
-    ) -> Result<BatchOutput, SearchError> {
-        self.search_batch_with(queries, params, threads, 1)
-    }
-
-    /// [`DiskIndex::search_batch`] with `interleave` queries in flight on each thread
-    /// (throughput mode when above 1): each thread's engine gets enough slots for all of them.
-    pub fn search_batch_with<T: Element>(
-        &self,
-        queries: &Matrix<T>,
-        params: &SearchParams,
-        threads: usize,
-        interleave: usize,
-    ) -> Result<BatchOutput, SearchError> {
-        if queries.dim() != self.dim() {
-            return Err(SearchError::DimMismatch {
-                expected: self.dim(),
-                got: queries.dim(),
-            });
-        }
-        self.search_rows(queries.as_slice(), params, threads, interleave)
-    }
-
-    /// [`DiskIndex::search_batch_with`] over row-major queries in a plain slice (its length a
-    /// multiple of the index's dimension): the zero-copy entry point of the bindings.
-    pub fn search_rows<T: Element>(
-        &self,
-        rows: &[T],
-        params: &SearchParams,
-        threads: usize,
-        interleave: usize,
-    ) -> Result<BatchOutput, SearchError> {
-        let dim = self.dim();
-        if dim == 0 || !rows.len().is_multiple_of(dim) {
-            return Err(SearchError::BadBatch(format!(
-                "the queries hold {} elements, not a multiple of the dimension {dim}",
-                rows.len()
-            )));
-        }
-        let nq = rows.len() / dim;
-        let row = |q: usize| &rows[q * dim..(q + 1) * dim];
-        if interleave == 0 || interleave > crate::search::MAX_INTERLEAVE {
-            return Err(SearchError::BadBatch(format!(
-                "interleave {interleave} must be between 1 and {}",
-                crate::search::MAX_INTERLEAVE
-            )));
-        }
-        let mut cfg = self.engine_config();
-        if interleave > 1 {
-            let per_query = match &params.strategy {
-                crate::search::Strategy::Beam => params.beam_width,
-                // In flight plus landed-but-unexplored records.
-                crate::search::Strategy::Pipe(pp) => 2 * pp.max_width,
-            };
-            // Decoupled layout: as many vector reads again (prefetch and re-rank).
-            let per_query = per_query * if self.decoupled.is_some() { 2 } else { 1 };
-            cfg.depth = cfg.depth.max(interleave * per_query);
-        }
-        let k = params.k;
-        if let Some(row) = (0..nq).find(|&q| row(q).iter().any(|x| !x.is_finite())) {
-            return Err(SearchError::NonFiniteQuery { row });
-        }
-        if nq > 0 {
-            self.check_query(row(0), params, cfg.depth)?;
-        }
-        let threads = threads.clamp(1, nq.max(1));
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let spin =
-            std::time::Duration::from_micros(self.opts.spin_us.unwrap_or(if threads <= cores {
-                AUTO_SPIN_US
-            } else {
-                0
-            }));
-        let cursor = AtomicUsize::new(0);
-        let t0 = Instant::now();
-        type Part = Vec<(usize, Vec<(u32, f32)>, QueryStats)>;
-        let parts: Vec<Result<Part, SearchError>> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| -> Result<Part, SearchError> {
-                        let engine = self.file.engine(self.opts.engine, cfg)?;
-                        let mut searcher = Searcher::with_engine(self, engine);
-                        searcher.set_spin(spin);
-                        let mut part = Vec::new();
-                        searcher.search_stream(
-                            params,
-                            interleave,
-                            &mut || {
-                                let q = cursor.fetch_add(1, Ordering::Relaxed);
-                                (q < nq).then(|| (q, row(q)))
-                            },
-                            &mut |q, hits, st| part.push((q, hits.to_vec(), st)),
-                        )?;
-                        Ok(part)
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| {
-                    w.join().unwrap_or_else(|_| {
-                        Err(SearchError::BadBatch("a search thread panicked".into()))
-                    })
-                })
-                .collect()
-        });
-        let wall_secs = t0.elapsed().as_secs_f64();
-        let mut out = BatchOutput {
-            k,
-            ids: vec![u32::MAX; nq * k],
-            dists: vec![f32::INFINITY; nq * k],
-            stats: vec![QueryStats::default(); nq],
-            wall_secs,
-        };
-        for part in parts {
-            for (q, hits, st) in part? {
-                for (j, (id, d)) in hits.into_iter().enumerate() {
-                    out.ids[q * k + j] = id;
-                    out.dists[q * k + j] = d;
-                }
-                out.stats[q] = st;
-            }
-        }
-        Ok(out)
     }
 }

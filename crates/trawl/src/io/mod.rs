@@ -305,6 +305,25 @@ pub enum IoError {
     },
 }
 
+impl IoError {
+    /// What kind of failure this is. A queue overrun or a read longer than the engine allows
+    /// is the caller's bug (`Internal`); a read past the end of the file means the file is not
+    /// what its header says (`Corrupt`).
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind as K;
+        match self {
+            Self::Open { source, .. } => K::of_io(source),
+            Self::BadConfig(_) => K::InvalidInput,
+            Self::QueueFull { .. } | Self::BadLength { .. } => K::Internal,
+            Self::OutOfRange { .. } => K::Corrupt,
+            Self::DirectUnsupported { .. }
+            | Self::UringUnavailable(_)
+            | Self::ShortRead { .. }
+            | Self::Read { .. } => K::Storage,
+        }
+    }
+}
+
 /// Tagged page reads into engine-owned buffers through a bounded queue.
 ///
 /// Protocol: `submit` while [`IoEngine::can_submit`]; `wait(min)` returns completions (at least

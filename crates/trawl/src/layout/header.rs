@@ -81,6 +81,15 @@ pub enum FileErrorKind {
 }
 
 impl FileError {
+    /// What kind of failure this is: an OS error's kind, else `Corrupt` (the file is damaged,
+    /// truncated, of the wrong kind or from another version).
+    pub fn kind(&self) -> crate::ErrorKind {
+        match &self.kind {
+            FileErrorKind::Io(e) => crate::ErrorKind::of_io(e),
+            _ => crate::ErrorKind::Corrupt,
+        }
+    }
+
     /// Builds an error for `path`.
     pub fn new(path: impl Into<PathBuf>, kind: FileErrorKind) -> Self {
         Self {

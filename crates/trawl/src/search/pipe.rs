@@ -32,10 +32,11 @@
 
 use std::time::Instant;
 
-use super::explore::{check_read, corrupt, Frontier};
-use super::{QueryStats, SearchError, SearchParams};
-use crate::index::DiskIndex;
-use crate::io::{Completion, IoEngine, ReadRequest, Slot, PAGE_BYTES};
+use super::explore::Frontier;
+use super::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
+use super::source::{GraphSource, Held};
+use super::{QueryStats, SearchConfig, SearchError, Strategy};
+use crate::io::{Completion, IoEngine, ReadRequest, Slot};
 use crate::kernels::Element;
 
 /// How the pipeline width changes during a query.
@@ -201,7 +202,7 @@ impl WidthController {
     }
 }
 
-/// Marks a node explored from the cache instead of a read.
+/// Marks a node explored from memory instead of a read.
 const NO_READ: u32 = u32::MAX;
 
 /// A node to explore: its PQ distance and the read that brings its record.
@@ -224,8 +225,8 @@ struct PipeRead {
     released: bool,
 }
 
-/// The state of one PipeSearch query: usable alone ([`PipeQuery::run_single`]) or interleaved
-/// with other queries on one engine (tags carry the query's `tag_base` in their high half).
+/// The state of one PipeSearch query, usable alone or interleaved with other queries on one
+/// engine (tags carry the query's `tag_base` in their high half).
 #[derive(Debug, Default)]
 pub struct PipeQuery {
     f: Frontier,
@@ -242,118 +243,24 @@ pub struct PipeQuery {
     landed_in_poll: usize,
     in_pool_in_poll: usize,
     mark: Option<Instant>,
-    /// Decoupled layout: lists copied from the list cache at issue time (`(id, degree,
-    /// offset in held_bytes)`), explored like landed reads.
-    held: Vec<(u32, u16, u32)>,
-    held_bytes: Vec<u8>,
-    lc_buf: Vec<u8>,
+    /// Nodes explored from memory (the static cache's records, or lists copied from the list
+    /// cache at issue time), explored like landed reads.
+    held: Held,
+    /// The traversal has converged; reads still in flight are waited out.
+    finishing: bool,
 }
 
 impl PipeQuery {
-    /// The candidate list, visited set and explored nodes of the last query.
-    pub(crate) fn frontier(&mut self) -> &mut Frontier {
-        &mut self.f
-    }
-
-    /// Reads of this query in flight.
-    pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight
-    }
-
-    /// The pipeline's current width.
-    pub(crate) fn width(&self) -> usize {
-        self.width.width()
-    }
-
-    /// Starts a query from `entry` (nearest first; the medoid when empty): submits the first
-    /// reads, then builds the PQ table while they fly.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn start<T: Element>(
+    /// Sends the read of `id` (or joins a live read of its page, or takes it from memory).
+    fn submit_node<G: GraphSource>(
         &mut self,
-        ix: &DiskIndex,
-        engine: &mut dyn IoEngine,
-        query: &[T],
-        params: &SearchParams,
-        pp: &PipeParams,
-        tag_base: u64,
-        entry: &[u32],
-        stats: &mut QueryStats,
-    ) -> Result<(), SearchError> {
-        self.reads.clear();
-        self.live.clear();
-        self.waiting.clear();
-        self.ready.clear();
-        self.in_flight = 0;
-        self.tag_base = tag_base;
-        self.width = WidthController::new(pp);
-        self.landed_in_poll = 0;
-        self.in_pool_in_poll = 0;
-        self.mark = Some(Instant::now());
-        let medoid = [ix.medoid()];
-        let entry = if entry.is_empty() { &medoid[..] } else { entry };
-        self.f.reset(ix, params.l);
-        self.f.rerank.start(params.k, params.rerank, tag_base);
-        self.held.clear();
-        self.held_bytes.clear();
-        // Overlapping initialisation: the nearest entries' reads go out first.
-        let first = entry.len().min(self.width.width());
-        let mut issued = 0;
-        for (i, &id) in entry.iter().enumerate() {
-            if entry[..i].contains(&id) {
-                continue;
-            }
-            self.f.visited.insert(id);
-            if issued < first && engine.can_submit() {
-                self.submit_node(ix, engine, id, f32::NAN, stats)?;
-                issued += 1;
-            }
-        }
-        self.f.fill_table(ix, query)?;
-        for (i, &id) in entry.iter().enumerate() {
-            if entry[..i].contains(&id) {
-                continue;
-            }
-            let d = self.f.pq_distance(ix, id);
-            stats.pq_distances += 1;
-            self.f.list.insert(id, d);
-            let mut pending = false;
-            for p in self.waiting.iter_mut().chain(self.ready.iter_mut()) {
-                if p.id == id && p.dist.is_nan() {
-                    p.dist = d;
-                    pending = true;
-                }
-            }
-            if pending {
-                self.f.list.mark_expanded(id);
-            }
-        }
-        Ok(())
-    }
-
-    /// Sends the read of `id` (or joins a live read of its page, or takes it from the cache).
-    fn submit_node(
-        &mut self,
-        ix: &DiskIndex,
+        g: &G,
         engine: &mut dyn IoEngine,
         id: u32,
         dist: f32,
         stats: &mut QueryStats,
     ) -> Result<(), SearchError> {
-        let dec = ix.decoupled();
-        if let Some(d) = dec {
-            // Copy a cached list now: another thread may evict it before it is explored.
-            if let Some(degree) = d.lists.get(id, &mut self.lc_buf) {
-                self.held
-                    .push((id, degree as u16, self.held_bytes.len() as u32));
-                self.held_bytes.extend_from_slice(&self.lc_buf);
-                self.ready.push(Pending {
-                    id,
-                    dist,
-                    read: NO_READ,
-                });
-                return Ok(());
-            }
-        } else if ix.cache().contains(id) {
+        if g.hold(id, &mut self.held) {
             self.ready.push(Pending {
                 id,
                 dist,
@@ -361,11 +268,8 @@ impl PipeQuery {
             });
             return Ok(());
         }
-        let (page, pages) = match (dec, ix.packed()) {
-            (Some(d), _) => (d.graph.locate(id), 1u32),
-            (None, Some(p)) => (p.locate(id).0, p.geometry().read_pages() as u32),
-            (None, None) => return Err(corrupt(ix, 0, "no layout".into())),
-        };
+        let page = g.locate(id);
+        let pages = g.pages_per_read();
         if let Some(&r) = self
             .live
             .iter()
@@ -399,22 +303,15 @@ impl PipeQuery {
         self.live.push(r);
         self.waiting.push(Pending { id, dist, read: r });
         self.in_flight += 1;
-        stats.io_requests += 1;
-        stats.pages_read += u64::from(pages);
-        stats.bytes_read += u64::from(pages) * PAGE_BYTES as u64;
-        stats.records_read += match (dec, ix.packed()) {
-            (Some(d), _) => d.graph.lists_on_page(page),
-            (None, Some(p)) => p.records_on_page(page),
-            (None, None) => 0,
-        };
+        stats.count_read(pages, g.nodes_on_page(page));
         Ok(())
     }
 
     /// Issues the read of the nearest unread candidate if the pipeline has room; returns
     /// whether a candidate was taken.
-    pub(crate) fn issue_one(
+    fn issue_one<G: GraphSource>(
         &mut self,
-        ix: &DiskIndex,
+        g: &G,
         engine: &mut dyn IoEngine,
         stats: &mut QueryStats,
     ) -> Result<bool, SearchError> {
@@ -424,18 +321,15 @@ impl PipeQuery {
         let Some(c) = self.f.list.pop_unexpanded() else {
             return Ok(false);
         };
-        self.submit_node(ix, engine, c.id, c.dist, stats)?;
+        self.submit_node(g, engine, c.id, c.dist, stats)?;
         Ok(true)
     }
 
     /// Explores the nearest arrived record; returns whether there was one.
-    pub(crate) fn explore_one<T: Element>(
+    fn explore_one<G: GraphSource, T: Element>(
         &mut self,
-        ix: &DiskIndex,
-        engine: &mut dyn IoEngine,
-        query: &[T],
-        vec_scratch: &mut Vec<T>,
-        stats: &mut QueryStats,
+        src: &GraphView<'_, G>,
+        t: &mut Turn<'_, T>,
     ) -> Result<bool, SearchError> {
         let Some(i) = (0..self.ready.len()).min_by(|&a, &b| {
             let (x, y) = (&self.ready[a], &self.ready[b]);
@@ -443,52 +337,28 @@ impl PipeQuery {
         }) else {
             return Ok(false);
         };
+        let g = src.graph;
         let p = self.ready.swap_remove(i);
-        if p.read == NO_READ && ix.decoupled().is_some() {
-            let h = self
-                .held
-                .iter()
-                .position(|h| h.0 == p.id)
-                .ok_or_else(|| corrupt(ix, 0, format!("list {} was not kept", p.id)))?;
-            let (id, degree, at) = self.held[h];
-            let end = self
-                .held
-                .get(h + 1)
-                .map_or(self.held_bytes.len(), |n| n.2 as usize);
-            self.f.explore_coded(
-                ix,
-                id,
-                usize::from(degree),
-                &self.held_bytes[at as usize..end],
-                0,
-                stats,
-            )?;
-            stats.cache_hits += 1;
-        } else if p.read == NO_READ {
-            self.f.explore_cached(ix, query, p.id, vec_scratch, stats)?;
+        if p.read == NO_READ {
+            g.expand_held(&src.space, &mut self.f, p.id, &self.held, &mut t.x)?;
         } else {
             let rd = self.reads[p.read as usize];
-            let slot = rd.slot.expect("ready nodes have landed");
-            if let Some(d) = ix.decoupled() {
-                let (degree, coded) = d
-                    .graph
-                    .list_bytes(p.id, rd.page, engine.buffer(slot), ix.verify_pages())
-                    .map_err(|m| corrupt(ix, rd.page, m))?;
-                d.lists.insert(p.id, degree, coded);
-                self.f
-                    .explore_coded(ix, p.id, degree, coded, rd.page, stats)?;
-            } else {
-                let view = ix
-                    .packed_file()?
-                    .record(p.id, engine.buffer(slot))
-                    .map_err(|d| corrupt(ix, rd.page, d))?;
-                self.f.explore(ix, query, p.id, view, vec_scratch, stats);
-            }
+            let slot = rd
+                .slot
+                .ok_or_else(|| SearchError::Internal(format!("node {} is not landed", p.id)))?;
+            g.expand(
+                &src.space,
+                &mut self.f,
+                p.id,
+                rd.page,
+                t.engine.buffer(slot),
+                &mut t.x,
+            )?;
             let rd = &mut self.reads[p.read as usize];
             rd.left -= 1;
             rd.explored += 1;
             if rd.left == 0 {
-                engine.release(slot);
+                t.engine.release(slot);
                 rd.released = true;
                 self.live.retain(|&r| r != p.read);
             }
@@ -498,9 +368,9 @@ impl PipeQuery {
     }
 
     /// Takes a completion of this query: its nodes become explorable.
-    pub(crate) fn on_completion(
+    fn landed<G: GraphSource>(
         &mut self,
-        ix: &DiskIndex,
+        g: &G,
         engine: &dyn IoEngine,
         c: Completion,
     ) -> Result<(), SearchError> {
@@ -509,7 +379,7 @@ impl PipeQuery {
         rd.slot = Some(c.slot);
         self.in_flight -= 1;
         let page = rd.page;
-        check_read(ix, page, engine.buffer(c.slot))?;
+        g.check_read(page, engine.buffer(c.slot))?;
         let mut in_pool = false;
         let mut j = 0;
         while j < self.waiting.len() {
@@ -527,7 +397,7 @@ impl PipeQuery {
     }
 
     /// Ends a poll: the width policy sees what landed in it.
-    pub(crate) fn end_poll(&mut self) {
+    fn end_poll(&mut self) {
         self.width
             .on_landed(self.landed_in_poll, self.in_pool_in_poll);
         self.landed_in_poll = 0;
@@ -535,7 +405,7 @@ impl PipeQuery {
     }
 
     /// Whether every candidate in the list has been explored.
-    pub(crate) fn converged(&self) -> bool {
+    fn converged(&self) -> bool {
         if self.f.list.has_unexpanded() {
             return false;
         }
@@ -549,20 +419,20 @@ impl PipeQuery {
     /// Adds the time since the last tick, weighted by reads in flight and by the width, to the
     /// occupancy counters (only while a read is in flight).
     #[inline]
-    pub(crate) fn tick(&mut self, stats: &mut QueryStats) {
+    fn tick(&mut self, stats: &mut QueryStats) {
         let now = Instant::now();
         if let Some(m) = self.mark.replace(now) {
             if self.in_flight > 0 {
                 let dt = now.duration_since(m).as_nanos() as u64;
-                stats.inflight_time_ns += dt * self.in_flight as u64;
-                stats.width_time_ns += dt * self.width.width() as u64;
+                stats.io.inflight_time_ns += dt * self.in_flight as u64;
+                stats.io.width_time_ns += dt * self.width.width() as u64;
             }
         }
     }
 
     /// Hands back every landed buffer this query still holds and counts the reads none of
-    /// whose records were explored. Reads in flight are the caller's to drain.
-    pub(crate) fn finish(&mut self, engine: &mut dyn IoEngine, stats: &mut QueryStats) {
+    /// whose records were explored. Reads in flight are waited out ([`PipeQuery::discard`]).
+    fn finish(&mut self, engine: &mut dyn IoEngine, stats: &mut QueryStats) {
         for &r in &self.live {
             let rd = &mut self.reads[r as usize];
             if let (Some(slot), false) = (rd.slot, rd.released) {
@@ -572,12 +442,12 @@ impl PipeQuery {
         }
         self.live.retain(|&r| self.reads[r as usize].slot.is_none());
         self.ready.clear();
-        stats.wasted_reads += self.reads.iter().filter(|r| r.explored == 0).count() as u64;
+        stats.io.wasted_reads += self.reads.iter().filter(|r| r.explored == 0).count() as u64;
         self.mark = None;
     }
 
     /// A read of this query that landed after [`PipeQuery::finish`]: hand its buffer back.
-    pub(crate) fn discard(&mut self, engine: &mut dyn IoEngine, c: Completion) {
+    fn discard(&mut self, engine: &mut dyn IoEngine, c: Completion) {
         let r = (c.tag & 0xffff_ffff) as usize;
         if let Some(rd) = self.reads.get_mut(r) {
             rd.slot = Some(c.slot);
@@ -587,10 +457,126 @@ impl PipeQuery {
         self.in_flight = self.in_flight.saturating_sub(1);
         engine.release(c.slot);
     }
+}
 
-    /// Hands back every landed buffer this query holds and forgets its pending nodes (after an
-    /// error); reads in flight are drained by the caller ([`drain_engine`]).
-    pub(crate) fn release_held(&mut self, engine: &mut dyn IoEngine) {
+impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
+    /// Starts a query from `seeds` (nearest first; the medoid when empty): submits the first
+    /// reads, then builds the PQ table while they fly.
+    fn start<T: Element>(
+        &mut self,
+        src: &GraphView<'v, G>,
+        cfg: &SearchConfig,
+        t: &mut Turn<'_, T>,
+        seeds: &[u32],
+        tag_base: u64,
+    ) -> Result<(), SearchError> {
+        let Strategy::Pipe(pp) = cfg.strategy() else {
+            return Err(SearchError::Internal(
+                "a PipeSearch query started with another strategy".into(),
+            ));
+        };
+        let (space, g) = (&src.space, src.graph);
+        self.reads.clear();
+        self.live.clear();
+        self.waiting.clear();
+        self.ready.clear();
+        self.in_flight = 0;
+        self.tag_base = tag_base;
+        self.width = WidthController::new(pp);
+        self.landed_in_poll = 0;
+        self.in_pool_in_poll = 0;
+        self.mark = Some(Instant::now());
+        self.finishing = false;
+        let medoid = [space.medoid];
+        let entry = if seeds.is_empty() { &medoid[..] } else { seeds };
+        self.f.reset(space.n, cfg.l());
+        self.held.clear();
+        // Overlapping initialisation: the nearest entries' reads go out first.
+        let first = entry.len().min(self.width.width());
+        let mut issued = 0;
+        for (i, &id) in entry.iter().enumerate() {
+            if entry[..i].contains(&id) {
+                continue;
+            }
+            self.f.visited.insert(id);
+            if issued < first && t.engine.can_submit() {
+                self.submit_node(g, &mut *t.engine, id, f32::NAN, t.x.stats)?;
+                issued += 1;
+            }
+        }
+        self.f.fill_table(space, t.x.query)?;
+        for (i, &id) in entry.iter().enumerate() {
+            if entry[..i].contains(&id) {
+                continue;
+            }
+            let d = self.f.pq_distance(space, id);
+            t.x.stats.traversal.pq_distances += 1;
+            self.f.list.insert(id, d);
+            let mut pending = false;
+            for p in self.waiting.iter_mut().chain(self.ready.iter_mut()) {
+                if p.id == id && p.dist.is_nan() {
+                    p.dist = d;
+                    pending = true;
+                }
+            }
+            if pending {
+                self.f.list.mark_expanded(id);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_blocked(&mut self, stats: &mut QueryStats) {
+        if !self.finishing {
+            stats.traversal.hops += 1;
+        }
+    }
+
+    /// Closes the occupancy interval before the landed reads leave the pipeline.
+    fn before_route(&mut self, stats: &mut QueryStats) {
+        if !self.finishing {
+            self.tick(stats);
+        }
+    }
+
+    fn on_completion<T: Element>(
+        &mut self,
+        src: &GraphView<'v, G>,
+        t: &mut Turn<'_, T>,
+        c: Completion,
+    ) -> Result<(), SearchError> {
+        if self.finishing {
+            self.discard(&mut *t.engine, c);
+            Ok(())
+        } else {
+            self.landed(src.graph, &*t.engine, c)
+        }
+    }
+
+    fn step<T: Element>(
+        &mut self,
+        src: &GraphView<'v, G>,
+        t: &mut Turn<'_, T>,
+    ) -> Result<bool, SearchError> {
+        if self.finishing {
+            return Ok(false);
+        }
+        let progressed = Traversal::advance(self, src, t)?;
+        Traversal::<'v, G>::settle(self, &mut *t.engine, t.x.stats);
+        Ok(progressed)
+    }
+
+    fn finished(&self) -> bool {
+        self.finishing && self.in_flight == 0
+    }
+
+    fn results(&mut self, k: usize, out: &mut Vec<(u32, f32)>, _stats: &mut QueryStats) {
+        record_results(&mut self.f, k, out);
+    }
+
+    /// Hands back every landed buffer this query holds and forgets its pending nodes; reads
+    /// in flight are drained by the searcher ([`drain_engine`]).
+    fn abort(&mut self, engine: &mut dyn IoEngine) {
         for &r in &self.live {
             let rd = &mut self.reads[r as usize];
             if let (Some(slot), false) = (rd.slot, rd.released) {
@@ -602,6 +588,47 @@ impl PipeQuery {
         self.ready.clear();
         self.waiting.clear();
         self.in_flight = 0;
+    }
+}
+
+impl super::machine::HasFrontier for PipeQuery {
+    fn frontier_ref(&self) -> &Frontier {
+        &self.f
+    }
+}
+
+impl<'v, G: GraphSource + 'v> Traversal<'v, G> for PipeQuery {
+    /// One turn: the width policy sees the last poll, then at most one read is issued and one
+    /// arrived record explored.
+    fn advance<T: Element>(
+        &mut self,
+        src: &GraphView<'v, G>,
+        t: &mut Turn<'_, T>,
+    ) -> Result<bool, SearchError> {
+        self.end_poll();
+        self.tick(t.x.stats);
+        let mut progressed = self.issue_one(src.graph, &mut *t.engine, t.x.stats)?;
+        progressed |= self.explore_one(src, t)?;
+        Ok(progressed)
+    }
+    fn settle(&mut self, engine: &mut dyn IoEngine, stats: &mut QueryStats) {
+        if !self.finishing && self.converged() {
+            self.tick(stats);
+            self.finish(engine, stats);
+            self.finishing = true;
+        }
+    }
+    fn traversed(&self) -> bool {
+        self.finishing
+    }
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+    fn width(&self) -> usize {
+        self.width.width()
+    }
+    fn converging(&self) -> bool {
+        !self.f.list.has_unexpanded()
     }
 }
 

@@ -29,14 +29,13 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use super::{QueryStats, SearchError};
+use super::explore::sorted_results;
+use super::machine::{QueryMachine, Turn, VectorView};
+use super::source::{Expand, VectorSource, VECTOR_TAG};
+use super::{QueryStats, SearchConfig, SearchError};
 use crate::graph::queue::Neighbor;
-use crate::index::DiskIndex;
-use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
+use crate::io::{Completion, IoEngine, ReadRequest};
 use crate::kernels::{self, Element};
-
-/// Tag bit of vector reads (the low 32 bits of a tag are a lane's read index).
-pub(crate) const VECTOR_TAG: u64 = 1 << 31;
 
 /// Parameters of the decoupled layout's re-rank.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,19 +78,19 @@ impl RerankParams {
     /// Checks the parameters.
     pub fn validate(&self) -> Result<(), SearchError> {
         if self.batch == 0 || self.batch > 4096 {
-            return Err(SearchError::Unsupported(format!(
+            return Err(SearchError::InvalidRerank(format!(
                 "re-rank batch {} must be between 1 and 4096",
                 self.batch
             )));
         }
         if self.lookahead > 16 {
-            return Err(SearchError::Unsupported(format!(
+            return Err(SearchError::InvalidRerank(format!(
                 "re-rank lookahead {} must be at most 16 batches",
                 self.lookahead
             )));
         }
         if !(0.0..=1.0).contains(&self.threshold) {
-            return Err(SearchError::Unsupported(format!(
+            return Err(SearchError::InvalidRerank(format!(
                 "re-rank threshold {} must be in [0, 1]",
                 self.threshold
             )));
@@ -102,7 +101,7 @@ impl RerankParams {
 
 #[derive(Debug)]
 struct VRead {
-    /// File page of the vector file.
+    /// Page of the vector (in the engine's page space).
     page: u64,
     ids: Vec<u32>,
     landed: bool,
@@ -110,10 +109,12 @@ struct VRead {
 
 /// One query's re-rank state.
 #[derive(Debug, Default)]
-pub(crate) struct Rerank {
+pub struct Rerank {
     k: usize,
     p: RerankParams,
     tag_base: u64,
+    /// Most vector reads in flight in phase 2.
+    cap: usize,
     /// Expanded nodes with their PQ distances.
     pool: Vec<Neighbor>,
     /// The `K + B` nearest expanded nodes by PQ distance (unsorted; small).
@@ -132,10 +133,12 @@ pub(crate) struct Rerank {
 }
 
 impl Rerank {
-    /// Starts a query.
-    pub fn start(&mut self, k: usize, p: RerankParams, tag_base: u64) {
-        self.k = k;
-        self.p = p;
+    /// Starts a query: `K`, the re-rank parameters and the cap on vector reads in flight
+    /// (the strategy's width) come from `cfg`.
+    pub fn begin(&mut self, cfg: &SearchConfig, tag_base: u64) {
+        self.k = cfg.k();
+        self.p = cfg.rerank_or_default();
+        self.cap = cfg.strategy().max_reads();
         self.tag_base = tag_base;
         self.pool.clear();
         self.top.clear();
@@ -190,9 +193,9 @@ impl Rerank {
     /// unexpanded candidate is left, only reads in flight) and
     /// [`RerankParams::prefetch_on_converge`] — requests the vectors of its best members not
     /// requested yet, at most `free` reads. Returns the reads issued.
-    pub fn prefetch(
+    pub fn prefetch<V: VectorSource>(
         &mut self,
-        ix: &DiskIndex,
+        src: &VectorView<'_, V>,
         engine: &mut dyn IoEngine,
         free: usize,
         converging: bool,
@@ -226,9 +229,9 @@ impl Rerank {
             if issued >= free || !engine.can_submit() {
                 break;
             }
-            if self.request(ix, engine, n.id, stats)? {
+            if self.request(src.vectors, engine, n.id, stats)? {
                 issued += 1;
-                stats.prefetched += 1;
+                stats.rerank.prefetched += 1;
             }
         }
         Ok(issued)
@@ -236,18 +239,15 @@ impl Rerank {
 
     /// Requests `id`'s vector: joins a read of its page in flight, or submits one. Returns
     /// whether a read was submitted.
-    fn request(
+    fn request<V: VectorSource>(
         &mut self,
-        ix: &DiskIndex,
+        vectors: &V,
         engine: &mut dyn IoEngine,
         id: u32,
         stats: &mut QueryStats,
     ) -> Result<bool, SearchError> {
-        let Some(d) = ix.decoupled() else {
-            return Err(SearchError::Unsupported("not a decoupled index".into()));
-        };
         self.requested.insert(id);
-        let page = d.vectors.locate(id);
+        let page = vectors.vector_page(id);
         if let Some(&r) = self.page_read.get(&page) {
             if !self.reads[r].landed {
                 self.reads[r].ids.push(id);
@@ -258,7 +258,7 @@ impl Rerank {
         engine.submit(
             self.tag_base | VECTOR_TAG | r as u64,
             ReadRequest {
-                first_page: d.vector_base + page,
+                first_page: page,
                 pages: 1,
             },
         )?;
@@ -269,87 +269,71 @@ impl Rerank {
         });
         self.page_read.insert(page, r);
         self.in_flight += 1;
-        stats.io_requests += 1;
-        stats.pages_read += 1;
-        stats.bytes_read += PAGE_BYTES as u64;
-        stats.vector_reads += 1;
-        stats.records_read += d.vectors.vectors_on_page(page);
+        stats.count_read(1, vectors.vectors_on_page(page));
+        stats.rerank.vector_reads += 1;
         Ok(true)
     }
 
     /// A vector read landed: decodes the wanted vectors, computes their exact distances and
     /// hands the slot back.
-    pub fn on_completion<T: Element>(
+    fn landed<V: VectorSource, T: Element>(
         &mut self,
-        ix: &DiskIndex,
-        engine: &mut dyn IoEngine,
-        query: &[T],
+        src: &VectorView<'_, V>,
+        t: &mut Turn<'_, T>,
         c: Completion,
-        scratch: &mut Vec<T>,
-        stats: &mut QueryStats,
     ) -> Result<(), SearchError> {
         let r = (c.tag & (VECTOR_TAG - 1)) as usize;
-        let result = self.decode_read(ix, engine.buffer(c.slot), query, r, scratch, stats);
+        let Turn { engine, x, .. } = t;
+        let result = self.decode_read(src, engine.buffer(c.slot), r, x);
         engine.release(c.slot);
         self.in_flight = self.in_flight.saturating_sub(1);
         result
     }
 
-    fn decode_read<T: Element>(
+    fn decode_read<V: VectorSource, T: Element>(
         &mut self,
-        ix: &DiskIndex,
+        src: &VectorView<'_, V>,
         bytes: &[u8],
-        query: &[T],
         r: usize,
-        scratch: &mut Vec<T>,
-        stats: &mut QueryStats,
+        x: &mut Expand<'_, T>,
     ) -> Result<(), SearchError> {
-        let d = ix
-            .decoupled()
-            .ok_or_else(|| SearchError::Unsupported("not a decoupled index".into()))?;
         let read = self
             .reads
             .get_mut(r)
-            .ok_or_else(|| SearchError::BadBatch(format!("unknown vector read {r}")))?;
+            .ok_or_else(|| SearchError::Internal(format!("unknown vector read {r}")))?;
         read.landed = true;
         let page = read.page;
         let ids = std::mem::take(&mut read.ids);
+        let scratch = &mut *x.scratch;
         scratch.clear();
-        scratch.resize(ix.dim(), T::default());
+        scratch.resize(src.dim, T::default());
         let t0 = Instant::now();
         for &id in &ids {
-            d.vectors
-                .decode(
-                    id,
-                    page,
-                    bytes,
-                    ix.verify_pages(),
-                    bytemuck::cast_slice_mut(scratch.as_mut_slice()),
-                )
-                .map_err(|detail| SearchError::Corrupt {
-                    path: d.vectors.path().to_path_buf(),
-                    page,
-                    detail,
-                })?;
-            let dist = kernels::distance(ix.metric(), query, scratch);
+            src.vectors.decode_vector(
+                id,
+                page,
+                bytes,
+                bytemuck::cast_slice_mut(scratch.as_mut_slice()),
+            )?;
+            let dist = kernels::distance(src.metric, x.query, scratch);
             self.exact.insert(id, dist);
-            stats.exact_distances += 1;
+            x.stats.traversal.exact_distances += 1;
         }
         self.reads[r].ids = ids;
-        stats.vector_decode_ns += t0.elapsed().as_nanos() as u64;
+        x.stats.rerank.vector_decode_ns += t0.elapsed().as_nanos() as u64;
         Ok(())
     }
 
     /// Phase 2, one step: requests what the current and next batch need, and processes the
-    /// current batch once its distances are known. Returns whether anything happened.
-    /// `cap` bounds the vector reads in flight.
-    pub fn step(
+    /// current batch once its distances are known. Returns whether anything happened. The
+    /// strategy's width bounds the vector reads in flight.
+    fn phase2<V: VectorSource>(
         &mut self,
-        ix: &DiskIndex,
+        vectors: &V,
         engine: &mut dyn IoEngine,
-        cap: usize,
         stats: &mut QueryStats,
     ) -> Result<bool, SearchError> {
+        let cap = self.cap;
         if !self.phase2 {
             self.phase2 = true;
             self.pool
@@ -374,7 +358,7 @@ impl Rerank {
             }
             let id = self.pool[i].id;
             if !self.requested.contains(&id) {
-                self.request(ix, engine, id, stats)?;
+                self.request(vectors, engine, id, stats)?;
                 progressed = true;
             }
         }
@@ -393,7 +377,7 @@ impl Rerank {
             }
             let len = batch_end - self.cursor;
             self.cursor = batch_end;
-            stats.rerank_batches += 1;
+            stats.rerank.rerank_batches += 1;
             if self.cursor >= self.pool.len()
                 || (len > 0 && (changed as f32) < self.p.threshold * len as f32)
             {
@@ -420,19 +404,57 @@ impl Rerank {
         self.phase2 && self.stopped && self.in_flight == 0
     }
 
-    /// Every exact distance computed, into `full` (the result set).
-    pub fn results(&self, full: &mut Vec<Neighbor>) {
-        full.clear();
-        full.extend(self.exact.iter().map(|(&id, &dist)| Neighbor { id, dist }));
-    }
-
     /// Vector reads issued but never processed by a batch count as wasted.
-    pub fn count_waste(&self, stats: &mut QueryStats) {
+    fn count_waste(&self, stats: &mut QueryStats) {
         let processed: HashSet<u32> = self.pool[..self.cursor].iter().map(|n| n.id).collect();
-        stats.wasted_reads += self
+        stats.io.wasted_reads += self
             .reads
             .iter()
             .filter(|r| !r.ids.iter().any(|id| processed.contains(id)))
             .count() as u64;
+    }
+}
+
+/// The re-rank as a query machine of its own: started with the candidates it is to re-rank
+/// ([`Rerank::observe`]), it reads their vectors in batches until the top-`K` settles. Every
+/// exact distance it computed is a result, whether or not its batch was processed.
+impl<'v, V: VectorSource> QueryMachine<VectorView<'v, V>> for Rerank {
+    fn start<T: Element>(
+        &mut self,
+        _src: &VectorView<'v, V>,
+        cfg: &SearchConfig,
+        _t: &mut Turn<'_, T>,
+        _seeds: &[u32],
+        tag_base: u64,
+    ) -> Result<(), SearchError> {
+        self.begin(cfg, tag_base);
+        Ok(())
+    }
+    fn on_completion<T: Element>(
+        &mut self,
+        src: &VectorView<'v, V>,
+        t: &mut Turn<'_, T>,
+        c: Completion,
+    ) -> Result<(), SearchError> {
+        self.landed(src, t, c)
+    }
+    fn step<T: Element>(
+        &mut self,
+        src: &VectorView<'v, V>,
+        t: &mut Turn<'_, T>,
+    ) -> Result<bool, SearchError> {
+        self.phase2(src.vectors, &mut *t.engine, t.x.stats)
+    }
+    fn finished(&self) -> bool {
+        self.done()
+    }
+    fn results(&mut self, k: usize, out: &mut Vec<(u32, f32)>, stats: &mut QueryStats) {
+        self.count_waste(stats);
+        let mut full: Vec<Neighbor> = self
+            .exact
+            .iter()
+            .map(|(&id, &dist)| Neighbor { id, dist })
+            .collect();
+        sorted_results(&mut full, k, out);
     }
 }

@@ -1,0 +1,235 @@
+//! Searching an opened index: searchers (one per thread) and batches of queries over threads.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{DiskIndex, AUTO_SPIN_US};
+use crate::data::Matrix;
+use crate::io::{EngineConfig, IoError};
+use crate::kernels::Element;
+use crate::search::{
+    GraphSpace, IndexView, PqCodesAt, PqSource, QueryStats, SearchError, SearchParams, Searcher,
+    MAX_INTERLEAVE,
+};
+
+/// Results of a batch: `nq × k` ids and distances (missing results are `u32::MAX` / `+∞`),
+/// one [`QueryStats`] per query, and the batch's wall time.
+#[derive(Debug, Clone, Default)]
+pub struct BatchOutput {
+    /// Results per query.
+    pub k: usize,
+    /// Row-major ids.
+    pub ids: Vec<u32>,
+    /// Row-major exact distances.
+    pub dists: Vec<f32>,
+    /// Per-query statistics.
+    pub stats: Vec<QueryStats>,
+    /// Seconds for the whole batch.
+    pub wall_secs: f64,
+}
+
+impl BatchOutput {
+    /// The statistics summed over queries.
+    pub fn total(&self) -> QueryStats {
+        let mut t = QueryStats::default();
+        for s in &self.stats {
+            t += *s;
+        }
+        t
+    }
+}
+
+impl DiskIndex {
+    /// The index as a searcher reads it.
+    pub fn view(&self) -> IndexView<'_> {
+        let codes = match (&self.codes, self.layout.records()) {
+            (Some(c), _) => PqCodesAt::Memory(c),
+            (None, Some(r)) => PqCodesAt::Records {
+                medoid: r.file().medoid_code(),
+            },
+            (None, None) => PqCodesAt::Records { medoid: &[] },
+        };
+        IndexView {
+            space: GraphSpace {
+                n: self.n(),
+                dim: self.dim(),
+                dtype: self.dtype(),
+                metric: self.metric(),
+                medoid: self.medoid(),
+                pq: PqSource {
+                    quantizer: &self.pq,
+                    codes,
+                },
+                entry: self.entry.as_ref(),
+            },
+            layout: &self.layout,
+        }
+    }
+
+    /// The engine configuration of this index's searchers.
+    pub fn engine_config(&self) -> EngineConfig {
+        EngineConfig {
+            depth: self.opts.queue_depth.max(1),
+            max_pages_per_read: self.layout.pages_per_read(),
+            register_buffers: self.opts.register_buffers,
+            sqpoll: self.opts.sqpoll,
+        }
+    }
+
+    /// A searcher with its own I/O engine (make one per thread).
+    pub fn searcher(&self) -> Result<Searcher<'_>, IoError> {
+        let engine = self.file.engine(self.opts.engine, self.engine_config())?;
+        Ok(Searcher::with_engine(self.view(), engine))
+    }
+
+    /// Searches every row of `queries` over `threads` threads (each with its own engine),
+    /// timing each query.
+    pub fn search_batch<T: Element>(
+        &self,
+        queries: &Matrix<T>,
+        params: &SearchParams,
+        threads: usize,
+    ) -> Result<BatchOutput, SearchError> {
+        self.search_batch_with(queries, params, threads, 1)
+    }
+
+    /// [`DiskIndex::search_batch`] with `interleave` queries in flight on each thread
+    /// (throughput mode when above 1): each thread's engine gets enough slots for all of them.
+    pub fn search_batch_with<T: Element>(
+        &self,
+        queries: &Matrix<T>,
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+    ) -> Result<BatchOutput, SearchError> {
+        if queries.dim() != self.dim() {
+            return Err(SearchError::DimMismatch {
+                expected: self.dim(),
+                got: queries.dim(),
+            });
+        }
+        self.search_rows(queries.as_slice(), params, threads, interleave)
+    }
+
+    /// [`DiskIndex::search_batch_with`] over row-major queries in a plain slice (its length a
+    /// multiple of the index's dimension): the zero-copy entry point of the bindings. The
+    /// parameters are checked once for the batch.
+    pub fn search_rows<T: Element>(
+        &self,
+        rows: &[T],
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+    ) -> Result<BatchOutput, SearchError> {
+        let dim = self.dim();
+        if dim == 0 || !rows.len().is_multiple_of(dim) {
+            return Err(SearchError::BadBatch(format!(
+                "the queries hold {} elements, not a multiple of the dimension {dim}",
+                rows.len()
+            )));
+        }
+        let nq = rows.len() / dim;
+        let row = |q: usize| &rows[q * dim..(q + 1) * dim];
+        if interleave == 0 || interleave > MAX_INTERLEAVE {
+            return Err(SearchError::BadBatch(format!(
+                "interleave {interleave} must be between 1 and {MAX_INTERLEAVE}"
+            )));
+        }
+        let mut cfg = self.engine_config();
+        if interleave > 1 {
+            // Enough slots for every lane; the parameters are checked against the depth the
+            // engines get.
+            let per_query = self
+                .view()
+                .configure(params, usize::MAX)
+                .map_or(1, |c| c.slots_per_query());
+            cfg.depth = cfg.depth.max(interleave * per_query);
+        }
+        let k = params.k;
+        if let Some(row) = (0..nq).find(|&q| row(q).iter().any(|x| !x.is_finite())) {
+            return Err(SearchError::NonFiniteQuery { row });
+        }
+        self.view().configure(params, cfg.depth)?;
+        if nq > 0 {
+            self.view().space.check_query(row(0))?;
+        }
+        let threads = threads.clamp(1, nq.max(1));
+        let parts = self.run_threads(params, cfg, threads, interleave, nq, &row)?;
+        let (parts, wall_secs) = parts;
+        let mut out = BatchOutput {
+            k,
+            ids: vec![u32::MAX; nq * k],
+            dists: vec![f32::INFINITY; nq * k],
+            stats: vec![QueryStats::default(); nq],
+            wall_secs,
+        };
+        for (q, hits, st) in parts {
+            for (j, (id, d)) in hits.into_iter().enumerate() {
+                out.ids[q * k + j] = id;
+                out.dists[q * k + j] = d;
+            }
+            out.stats[q] = st;
+        }
+        Ok(out)
+    }
+
+    /// Runs `nq` queries (`row(q)`) over `threads` threads, each with its own engine of
+    /// configuration `cfg`, taking queries from a shared cursor. Returns every `(query, hits,
+    /// stats)` and the wall time.
+    #[allow(clippy::type_complexity)]
+    fn run_threads<'r, T: Element>(
+        &self,
+        params: &SearchParams,
+        cfg: EngineConfig,
+        threads: usize,
+        interleave: usize,
+        nq: usize,
+        row: &(dyn Fn(usize) -> &'r [T] + Sync),
+    ) -> Result<(Vec<(usize, Vec<(u32, f32)>, QueryStats)>, f64), SearchError> {
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let spin = Duration::from_micros(self.opts.spin_us.unwrap_or(if threads <= cores {
+            AUTO_SPIN_US
+        } else {
+            0
+        }));
+        let cursor = AtomicUsize::new(0);
+        let t0 = Instant::now();
+        type Part = Vec<(usize, Vec<(u32, f32)>, QueryStats)>;
+        let parts: Vec<Result<Part, SearchError>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| -> Result<Part, SearchError> {
+                        let engine = self.file.engine(self.opts.engine, cfg)?;
+                        let mut searcher = Searcher::with_engine(self.view(), engine);
+                        searcher.set_spin(spin);
+                        let mut part = Vec::new();
+                        searcher.search_stream(
+                            params,
+                            interleave,
+                            &mut || {
+                                let q = cursor.fetch_add(1, Ordering::Relaxed);
+                                (q < nq).then(|| (q, row(q)))
+                            },
+                            &mut |q, hits, st| part.push((q, hits.to_vec(), st)),
+                        )?;
+                        Ok(part)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join().unwrap_or_else(|_| {
+                        Err(SearchError::Internal("a search thread panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        let wall_secs = t0.elapsed().as_secs_f64();
+        let mut all = Vec::with_capacity(nq);
+        for part in parts {
+            all.extend(part?);
+        }
+        Ok((all, wall_secs))
+    }
+}

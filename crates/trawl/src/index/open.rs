@@ -1,0 +1,200 @@
+//! Opening an index directory: every file's header and checksums, that the files belong
+//! together, and the layout reader the options ask for.
+
+use std::path::Path;
+
+use super::{payload_crc, DiskIndex, IndexLayout, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE};
+use crate::io::IoFile;
+use crate::layout::decoupled::graph::{self as dgraph, GraphFile};
+use crate::layout::decoupled::vectors::{self as dvectors, VectorFile};
+use crate::layout::packed::{self, PackedFile, PackedMeta};
+use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::search::entry::{self, EntryIndex};
+use crate::search::{DecoupledLayout, LayoutReader, RecordLayout};
+
+impl DiskIndex {
+    /// Opens the index in `dir`, checking every file's header and checksums and that the files
+    /// belong together. The static cache starts empty ([`DiskIndex::load_cache`]).
+    pub fn open(dir: &Path, opts: OpenOptions) -> Result<Self, OpenError> {
+        if !dir.is_dir() {
+            return Err(OpenError::NotAnIndex {
+                dir: dir.to_path_buf(),
+                reason: "no such directory".into(),
+            });
+        }
+        let layout_path = dir.join(opts.layout.file_name());
+        if !layout_path.is_file() {
+            return Err(missing_layout(dir, opts.layout));
+        }
+        let (layout, file) = open_layout(dir, &opts)?;
+        let meta = *layout.meta();
+        let (pq, codes) = open_pq(
+            dir,
+            &meta,
+            layout
+                .records()
+                .is_some_and(|r| r.file().meta().neighbor_code_bytes > 0),
+        )?;
+        let entry_path = dir.join(entry::FILE_NAME);
+        let entry = if entry_path.is_file() {
+            Some(EntryIndex::load(
+                &entry_path,
+                meta.n,
+                meta.dtype,
+                meta.dim,
+                meta.metric,
+                meta.pq_codes_crc,
+            )?)
+        } else {
+            None
+        };
+        let mut file = file;
+        if opts.engine.needs_resident() {
+            file.load_resident()?;
+        }
+        let ix = Self {
+            dir: dir.to_path_buf(),
+            meta,
+            layout,
+            file,
+            pq,
+            codes,
+            entry,
+            opts,
+        };
+        Ok(ix)
+    }
+}
+
+/// The error for a layout whose file is missing.
+fn missing_layout(dir: &Path, layout: IndexLayout) -> OpenError {
+    match layout {
+        IndexLayout::Packed => OpenError::NotAnIndex {
+            dir: dir.to_path_buf(),
+            reason: format!("{} is missing", packed::FILE_NAME),
+        },
+        other => OpenError::Mismatch {
+            dir: dir.to_path_buf(),
+            reason: format!(
+                "no {} layout ({} is missing; write it with `trawl layout {} --{}`)",
+                other.name(),
+                other.file_name(),
+                dir.display(),
+                other.name()
+            ),
+        },
+    }
+}
+
+/// Opens the layout's reader and the file (or files) searches read.
+fn open_layout(dir: &Path, opts: &OpenOptions) -> Result<(LayoutReader, IoFile), OpenError> {
+    let path = dir.join(opts.layout.file_name());
+    let mismatch = |reason: String| OpenError::Mismatch {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    if opts.layout == IndexLayout::Decoupled {
+        let graph = GraphFile::open(&path)?;
+        let vectors_path = dir.join(dvectors::FILE_NAME);
+        if !vectors_path.is_file() {
+            return Err(mismatch(format!(
+                "{} is missing beside {} (rewrite the layout with `trawl layout {} --decoupled`)",
+                dvectors::FILE_NAME,
+                dgraph::FILE_NAME,
+                dir.display()
+            )));
+        }
+        let vectors = VectorFile::open(&vectors_path)?;
+        let meta = *graph.meta();
+        let vg = vectors.geometry();
+        if vg.n != meta.n || vg.dim != meta.dim || vg.dtype != meta.dtype {
+            return Err(mismatch(format!(
+                "the vector file ({} × {} {}) does not match the graph ({} × {} {})",
+                vg.n,
+                vg.dim,
+                vg.dtype.name(),
+                meta.n,
+                meta.dim,
+                meta.dtype.name()
+            )));
+        }
+        let files = IoFile::concat(&[
+            IoFile::open(&path, opts.direct)?,
+            IoFile::open(&vectors_path, opts.direct)?,
+        ])?;
+        let d = DecoupledLayout::new(graph, vectors, opts.list_cache_bytes, opts.verify_pages);
+        return Ok((LayoutReader::Decoupled(Box::new(d)), files));
+    }
+    let packed = PackedFile::open(&path)?;
+    let meta = *packed.meta();
+    let ais = meta.neighbor_code_bytes > 0;
+    if ais != (opts.layout == IndexLayout::AllInStorage)
+        || meta.permuted != (opts.layout == IndexLayout::Shuffled)
+    {
+        return Err(mismatch(format!(
+            "{} is not a {} layout (permuted: {}, neighbour codes: {})",
+            opts.layout.file_name(),
+            opts.layout.name(),
+            meta.permuted,
+            ais
+        )));
+    }
+    let file = IoFile::open(&path, opts.direct)?;
+    let r = RecordLayout::new(packed, opts.verify_pages);
+    let reader = match opts.layout {
+        IndexLayout::Packed => LayoutReader::Packed(r),
+        IndexLayout::Shuffled => LayoutReader::Shuffled(r),
+        IndexLayout::AllInStorage => LayoutReader::AllInStorage(r),
+        IndexLayout::Decoupled => unreachable!("handled above"),
+    };
+    Ok((reader, file))
+}
+
+/// Loads the quantiser and (unless the records carry them: `ais`) the codes, checking that
+/// they are the ones the graph was built with.
+fn open_pq(
+    dir: &Path,
+    meta: &PackedMeta,
+    ais: bool,
+) -> Result<(ProductQuantizer, Option<PqCodes>), OpenError> {
+    let mismatch = |reason: String| OpenError::Mismatch {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    let pq_path = dir.join(PQ_FILE);
+    let codes_path = dir.join(PQ_CODES_FILE);
+    if payload_crc(&pq_path)? != meta.pq_crc || payload_crc(&codes_path)? != meta.pq_codes_crc {
+        return Err(mismatch(
+            "the PQ files are not the ones this index was built with (mixed builds?)".into(),
+        ));
+    }
+    let pq = ProductQuantizer::load(&pq_path)?;
+    // All-in-Storage searches without the codes in memory.
+    let codes = if ais {
+        None
+    } else {
+        Some(PqCodes::load(&codes_path)?)
+    };
+    let (codes_m, codes_n) = codes
+        .as_ref()
+        .map_or((pq.m(), meta.n as usize), |c| (c.m(), c.n()));
+    if pq.dim() != meta.dim
+        || pq.metric() != meta.metric
+        || pq.m() != meta.pq_bytes
+        || codes_m != pq.m()
+        || codes_n as u64 != meta.n
+    {
+        return Err(mismatch(format!(
+            "PQ ({} dims, {} bytes, {} codes, {}) does not match the index ({} dims, {} bytes, n = {}, {})",
+            pq.dim(),
+            pq.m(),
+            codes_n,
+            pq.metric().name(),
+            meta.dim,
+            meta.pq_bytes,
+            meta.n,
+            meta.metric.name()
+        )));
+    }
+    Ok((pq, codes))
+}

@@ -1,0 +1,385 @@
+//! The layout readers: one [`LayoutReader`] per opened index, one variant per disk layout, each
+//! implementing the narrow views of [`super::source`] that its layout can serve.
+//!
+//! | variant | reader | [`GraphSource`] | [`VectorSource`] |
+//! |---|---|---|---|
+//! | `Packed`, `Shuffled`, `AllInStorage` | [`RecordLayout`]: the page-packed file (identity order, PageShuffle order, or records carrying their neighbours' PQ codes) and the static node cache | records | — (records carry the vectors) |
+//! | `Decoupled` | [`DecoupledLayout`]: graph file, vector file, list cache | coded lists | the vector file |
+
+use std::path::Path;
+
+use super::explore::{corrupt, Frontier};
+use super::source::{Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, VectorSource};
+use super::{ListCache, NodeCache, SearchError};
+use crate::kernels::Element;
+use crate::layout::decoupled::graph::GraphFile;
+use crate::layout::decoupled::vectors::VectorFile;
+use crate::layout::packed::{PackedFile, PackedMeta, RecordView};
+
+/// A page-packed layout: records (vector, degree, neighbours) in pages, and the static cache of
+/// whole records.
+#[derive(Debug)]
+pub struct RecordLayout {
+    file: PackedFile,
+    cache: NodeCache,
+    verify: bool,
+}
+
+impl RecordLayout {
+    /// The layout of `file`; pages are checked against their CRCs when `verify`.
+    pub fn new(file: PackedFile, verify: bool) -> Self {
+        Self {
+            file,
+            cache: NodeCache::empty(),
+            verify,
+        }
+    }
+    /// The page-packed file.
+    pub fn file(&self) -> &PackedFile {
+        &self.file
+    }
+    /// The static node cache.
+    pub fn cache(&self) -> &NodeCache {
+        &self.cache
+    }
+    /// Replaces the static node cache.
+    pub fn set_cache(&mut self, cache: NodeCache) {
+        self.cache = cache;
+    }
+}
+
+impl PageRecords for PackedFile {
+    #[inline]
+    fn ids_on_page(&self, page: u64, out: &mut Vec<u32>) {
+        PackedFile::ids_on_page(self, page, out)
+    }
+    #[inline]
+    fn offset(&self, id: u32) -> usize {
+        self.locate(id).1
+    }
+    #[inline]
+    fn record_bytes(&self) -> usize {
+        self.geometry().record_bytes
+    }
+    #[inline]
+    fn record<'a>(&self, id: u32, bytes: &'a [u8]) -> Result<RecordView<'a>, String> {
+        PackedFile::record(self, id, bytes)
+    }
+    #[inline]
+    fn decode<'a>(&self, id: u32, rec: &'a [u8]) -> Result<RecordView<'a>, String> {
+        PackedFile::decode(self, id, rec)
+    }
+}
+
+impl GraphSource for RecordLayout {
+    const RECORDS: bool = true;
+    type Records = PackedFile;
+
+    fn path(&self) -> &Path {
+        self.file.path()
+    }
+    #[inline]
+    fn locate(&self, id: u32) -> u64 {
+        self.file.locate(id).0
+    }
+    #[inline]
+    fn pages_per_read(&self) -> u32 {
+        self.file.geometry().read_pages() as u32
+    }
+    #[inline]
+    fn nodes_on_page(&self, page: u64) -> u64 {
+        self.file.records_on_page(page)
+    }
+    #[inline]
+    fn check_read(&self, page: u64, bytes: &[u8]) -> Result<(), SearchError> {
+        if self.verify {
+            self.file.check_pages(page, bytes).map_err(|p| {
+                corrupt(self.path(), page, format!("checksum mismatch in page {p}"))
+            })?;
+        }
+        Ok(())
+    }
+    #[inline]
+    fn hold(&self, id: u32, held: &mut Held) -> bool {
+        if self.cache.contains(id) {
+            held.push_id(id);
+            return true;
+        }
+        false
+    }
+    fn expand_held<T: Element>(
+        &self,
+        space: &GraphSpace<'_>,
+        f: &mut Frontier,
+        id: u32,
+        _held: &Held,
+        x: &mut Expand<'_, T>,
+    ) -> Result<(), SearchError> {
+        let rec = self.cache.record(id).unwrap_or(&[]);
+        let view = self
+            .file
+            .decode(id, rec)
+            .map_err(|d| corrupt(self.path(), 0, format!("cached {d}")))?;
+        f.explore(space, x.query, id, view, x.scratch, x.stats);
+        x.stats.traversal.cache_hits += 1;
+        Ok(())
+    }
+    #[inline]
+    fn expand<T: Element>(
+        &self,
+        space: &GraphSpace<'_>,
+        f: &mut Frontier,
+        id: u32,
+        page: u64,
+        bytes: &[u8],
+        x: &mut Expand<'_, T>,
+    ) -> Result<(), SearchError> {
+        let view = self
+            .file
+            .record(id, bytes)
+            .map_err(|d| corrupt(self.path(), page, d))?;
+        f.explore(space, x.query, id, view, x.scratch, x.stats);
+        Ok(())
+    }
+    fn page_records(&self) -> Option<&PackedFile> {
+        Some(&self.file)
+    }
+}
+
+/// DecoupleVS's layout: compressed neighbour lists in the graph file, compressed vectors in the
+/// vector file (read through one page space, the vector file's pages after the graph file's),
+/// and the LRU cache of coded lists shared by the index's searchers.
+#[derive(Debug)]
+pub struct DecoupledLayout {
+    graph: GraphFile,
+    vectors: VectorFile,
+    vector_base: u64,
+    lists: ListCache,
+    verify: bool,
+}
+
+impl DecoupledLayout {
+    /// The layout of `graph` and `vectors` (whose pages follow the graph file's in the
+    /// engine's page space), with a list cache of `list_cache_bytes`.
+    pub fn new(graph: GraphFile, vectors: VectorFile, list_cache_bytes: u64, verify: bool) -> Self {
+        let lists = ListCache::new(graph.cache_entry_bytes(), list_cache_bytes);
+        Self {
+            vector_base: graph.total_pages(),
+            graph,
+            vectors,
+            lists,
+            verify,
+        }
+    }
+    /// The graph file.
+    pub fn graph(&self) -> &GraphFile {
+        &self.graph
+    }
+    /// The vector file.
+    pub fn vectors(&self) -> &VectorFile {
+        &self.vectors
+    }
+    /// Page of the joint page space where the vector file starts.
+    pub fn vector_base(&self) -> u64 {
+        self.vector_base
+    }
+    /// The list cache.
+    pub fn lists(&self) -> &ListCache {
+        &self.lists
+    }
+}
+
+impl GraphSource for DecoupledLayout {
+    const RECORDS: bool = false;
+    type Records = NoRecords;
+
+    fn path(&self) -> &Path {
+        self.graph.path()
+    }
+    #[inline]
+    fn locate(&self, id: u32) -> u64 {
+        self.graph.locate(id)
+    }
+    #[inline]
+    fn pages_per_read(&self) -> u32 {
+        1
+    }
+    #[inline]
+    fn nodes_on_page(&self, page: u64) -> u64 {
+        self.graph.lists_on_page(page)
+    }
+    /// Each list is checked (with its page's CRC) when it is taken from the page.
+    #[inline]
+    fn check_read(&self, _page: u64, _bytes: &[u8]) -> Result<(), SearchError> {
+        Ok(())
+    }
+    #[inline]
+    fn hold(&self, id: u32, held: &mut Held) -> bool {
+        match self.lists.get(id, held.scratch()) {
+            Some(degree) => {
+                held.push_scratch(id, degree as u16);
+                true
+            }
+            None => false,
+        }
+    }
+    fn expand_held<T: Element>(
+        &self,
+        space: &GraphSpace<'_>,
+        f: &mut Frontier,
+        id: u32,
+        held: &Held,
+        x: &mut Expand<'_, T>,
+    ) -> Result<(), SearchError> {
+        let (degree, coded) = held
+            .copy_of(id)
+            .ok_or_else(|| SearchError::Internal(format!("list {id} was not kept")))?;
+        self.explore_list(space, f, id, degree, coded, 0, x)?;
+        x.stats.traversal.cache_hits += 1;
+        Ok(())
+    }
+    #[inline]
+    fn expand<T: Element>(
+        &self,
+        space: &GraphSpace<'_>,
+        f: &mut Frontier,
+        id: u32,
+        page: u64,
+        bytes: &[u8],
+        x: &mut Expand<'_, T>,
+    ) -> Result<(), SearchError> {
+        let (degree, coded) = self
+            .graph
+            .list_bytes(id, page, bytes, self.verify)
+            .map_err(|m| corrupt(self.path(), page, m))?;
+        self.lists.insert(id, degree, coded);
+        self.explore_list(space, f, id, degree, coded, page, x)
+    }
+    fn page_records(&self) -> Option<&NoRecords> {
+        None
+    }
+}
+
+impl DecoupledLayout {
+    /// Decodes a coded list (timed) and explores `id` from it.
+    #[allow(clippy::too_many_arguments)]
+    fn explore_list<T: Element>(
+        &self,
+        space: &GraphSpace<'_>,
+        f: &mut Frontier,
+        id: u32,
+        degree: usize,
+        coded: &[u8],
+        page: u64,
+        x: &mut Expand<'_, T>,
+    ) -> Result<(), SearchError> {
+        let t0 = std::time::Instant::now();
+        self.graph
+            .decode_list(degree, coded, &mut f.nbrs)
+            .map_err(|e| corrupt(self.path(), page, format!("node {id}: {e}")))?;
+        x.stats.traversal.list_decode_ns += t0.elapsed().as_nanos() as u64;
+        f.explore_list(space, id, x.stats);
+        Ok(())
+    }
+}
+
+impl VectorSource for DecoupledLayout {
+    #[inline]
+    fn vector_page(&self, id: u32) -> u64 {
+        self.vector_base + self.vectors.locate(id)
+    }
+    #[inline]
+    fn vectors_on_page(&self, page: u64) -> u64 {
+        self.vectors
+            .vectors_on_page(page.saturating_sub(self.vector_base))
+    }
+    fn decode_vector(
+        &self,
+        id: u32,
+        page: u64,
+        bytes: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), SearchError> {
+        let file_page = page.saturating_sub(self.vector_base);
+        self.vectors
+            .decode(id, file_page, bytes, self.verify, out)
+            .map_err(|detail| corrupt(self.vectors.path(), file_page, detail))
+    }
+}
+
+/// The layout of an opened graph index: exactly one reader, whatever the layout.
+#[derive(Debug)]
+pub enum LayoutReader {
+    /// The page-packed file as built: node `i`'s record in slot `i`.
+    Packed(RecordLayout),
+    /// PageShuffle: records reordered so graph neighbours share pages.
+    Shuffled(RecordLayout),
+    /// All-in-Storage: every record carries its neighbours' PQ codes; no codes in memory.
+    AllInStorage(RecordLayout),
+    /// DecoupleVS: compressed lists and vectors in two files.
+    Decoupled(Box<DecoupledLayout>),
+}
+
+impl LayoutReader {
+    /// The page-packed reader (`None` for the decoupled layout).
+    pub fn records(&self) -> Option<&RecordLayout> {
+        match self {
+            Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => Some(r),
+            Self::Decoupled(_) => None,
+        }
+    }
+    /// The page-packed reader, mutable (to load a cache).
+    pub fn records_mut(&mut self) -> Option<&mut RecordLayout> {
+        match self {
+            Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => Some(r),
+            Self::Decoupled(_) => None,
+        }
+    }
+    /// The decoupled reader (`None` for the page-packed layouts).
+    pub fn decoupled(&self) -> Option<&DecoupledLayout> {
+        match self {
+            Self::Decoupled(d) => Some(d),
+            _ => None,
+        }
+    }
+    /// The graph's shape, from the layout's header.
+    pub fn meta(&self) -> &PackedMeta {
+        match self {
+            Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => r.file.meta(),
+            Self::Decoupled(d) => d.graph.meta(),
+        }
+    }
+    /// The layout's file (the graph file for the decoupled layout), for errors.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => r.file.path(),
+            Self::Decoupled(d) => d.graph.path(),
+        }
+    }
+    /// Pages of the largest read a search makes.
+    pub fn pages_per_read(&self) -> usize {
+        match self {
+            Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => {
+                r.file.geometry().read_pages()
+            }
+            Self::Decoupled(_) => 1,
+        }
+    }
+    /// Memory the reader holds besides caches: page checksums (and PageShuffle's order); for
+    /// the decoupled layout the graph's sparse index and the vector file's metadata.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => r.file.heap_bytes(),
+            Self::Decoupled(d) => d.graph.heap_bytes() + d.vectors.heap_bytes(),
+        }
+    }
+    /// Memory of the caches: the static node cache, or the list cache's budget.
+    pub fn cache_bytes(&self) -> (u64, u64) {
+        match self {
+            Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => {
+                (r.cache.heap_bytes() as u64, 0)
+            }
+            Self::Decoupled(d) => (0, d.lists.budget_bytes()),
+        }
+    }
+}

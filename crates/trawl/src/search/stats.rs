@@ -1,0 +1,194 @@
+//! [`QueryStats`]: what one query did, grouped by part — the traversal, the I/O, the re-rank
+//! from disk. Every field is an exact count except the times. In JSON the groups are flattened,
+//! so the field names are those of the flat record the bench scripts read.
+
+use std::ops::AddAssign;
+
+/// What the traversal of the graph did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TraversalStats {
+    /// Beam search: round trips, iterations that expanded at least one node (DiskANN's
+    /// "hops"). PipeSearch: times the search had nothing to issue or explore and waited for a
+    /// read (its stalls on the device).
+    pub hops: u64,
+    /// Nodes expanded (records whose neighbours were scored).
+    pub nodes_expanded: u64,
+    /// Nodes expanded from memory (the static node cache, or the decoupled layout's list
+    /// cache) instead of the file.
+    pub cache_hits: u64,
+    /// Nodes expanded from a page this query had already read (PageSearch), without a read.
+    pub page_hits: u64,
+    /// PQ (approximate) distance computations.
+    pub pq_distances: u64,
+    /// Full-precision distance computations (on records read or cached, or on vectors the
+    /// re-rank read).
+    pub exact_distances: u64,
+    /// Full-precision distance computations in the in-memory entry index.
+    pub entry_distances: u64,
+    /// Decoupled layout: nanoseconds decoding neighbour lists (Elias-Fano).
+    pub list_decode_ns: u64,
+}
+
+/// What the query read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IoStats {
+    /// 4 KiB pages read from the file.
+    pub pages_read: u64,
+    /// Read requests issued (one per distinct page run; a request may carry several pages when
+    /// a record spans pages).
+    pub io_requests: u64,
+    /// Bytes read from the file (`pages_read × 4096`).
+    pub bytes_read: u64,
+    /// Records (or lists, or vectors) on the pages read: every one a read brought into memory,
+    /// whether the search used it or not.
+    pub records_read: u64,
+    /// Reads none of whose records were used (PipeSearch's speculative reads that turned out
+    /// useless, re-rank reads no batch reached; always 0 for beam search on records).
+    pub wasted_reads: u64,
+    /// Nanoseconds spent blocked waiting for reads.
+    pub io_wait_ns: u64,
+    /// Σ over the time a read was in flight of (reads in flight × nanoseconds).
+    pub inflight_time_ns: u64,
+    /// Σ over the same time of (pipeline width × nanoseconds); `inflight_time_ns /
+    /// width_time_ns` is the pipeline occupancy (PipeANN's I/O pipeline utilisation).
+    pub width_time_ns: u64,
+}
+
+/// What the re-rank from a vector file did (decoupled layout; zero elsewhere).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RerankStats {
+    /// Reads of the vector file (each one page; included in the I/O counts, the rest of which
+    /// are graph reads).
+    pub vector_reads: u64,
+    /// Vector reads issued during the traversal (phase-1 prefetch).
+    pub prefetched: u64,
+    /// Re-rank batches processed.
+    pub rerank_batches: u64,
+    /// Nanoseconds decoding vectors (Huffman, XOR).
+    pub vector_decode_ns: u64,
+}
+
+/// What one query did. Summed over queries with `+=`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueryStats {
+    /// The graph traversal.
+    #[serde(flatten)]
+    pub traversal: TraversalStats,
+    /// Reads.
+    #[serde(flatten)]
+    pub io: IoStats,
+    /// The re-rank from a vector file.
+    #[serde(flatten)]
+    pub rerank: RerankStats,
+    /// Nanoseconds of the whole query (`io.io_wait_ns` included).
+    pub total_ns: u64,
+}
+
+impl QueryStats {
+    /// Nanoseconds not spent waiting for reads.
+    pub fn compute_ns(&self) -> u64 {
+        self.total_ns.saturating_sub(self.io.io_wait_ns)
+    }
+
+    /// I/O utilisation `U_io` (OctopusANN Eq. 3) at record level: nodes expanded from read
+    /// pages over the records those pages held (0 without reads). Reading a page for one of its
+    /// records and ignoring the others lowers it; PageSearch and PageShuffle raise it.
+    pub fn io_utilisation(&self) -> f64 {
+        if self.io.records_read == 0 {
+            0.0
+        } else {
+            self.traversal
+                .nodes_expanded
+                .saturating_sub(self.traversal.cache_hits) as f64
+                / self.io.records_read as f64
+        }
+    }
+
+    /// Mean reads in flight over the mean width while reads were in flight (0 without reads).
+    pub fn occupancy(&self) -> f64 {
+        if self.io.width_time_ns == 0 {
+            0.0
+        } else {
+            self.io.inflight_time_ns as f64 / self.io.width_time_ns as f64
+        }
+    }
+
+    /// Counts one read request of `pages` pages holding `records` records (or lists, or
+    /// vectors).
+    #[inline]
+    pub(crate) fn count_read(&mut self, pages: u32, records: u64) {
+        self.io.io_requests += 1;
+        self.io.pages_read += u64::from(pages);
+        self.io.bytes_read += u64::from(pages) * crate::io::PAGE_BYTES as u64;
+        self.io.records_read += records;
+    }
+}
+
+impl AddAssign for TraversalStats {
+    fn add_assign(&mut self, o: Self) {
+        self.hops += o.hops;
+        self.nodes_expanded += o.nodes_expanded;
+        self.cache_hits += o.cache_hits;
+        self.page_hits += o.page_hits;
+        self.pq_distances += o.pq_distances;
+        self.exact_distances += o.exact_distances;
+        self.entry_distances += o.entry_distances;
+        self.list_decode_ns += o.list_decode_ns;
+    }
+}
+
+impl AddAssign for IoStats {
+    fn add_assign(&mut self, o: Self) {
+        self.pages_read += o.pages_read;
+        self.io_requests += o.io_requests;
+        self.bytes_read += o.bytes_read;
+        self.records_read += o.records_read;
+        self.wasted_reads += o.wasted_reads;
+        self.io_wait_ns += o.io_wait_ns;
+        self.inflight_time_ns += o.inflight_time_ns;
+        self.width_time_ns += o.width_time_ns;
+    }
+}
+
+impl AddAssign for RerankStats {
+    fn add_assign(&mut self, o: Self) {
+        self.vector_reads += o.vector_reads;
+        self.prefetched += o.prefetched;
+        self.rerank_batches += o.rerank_batches;
+        self.vector_decode_ns += o.vector_decode_ns;
+    }
+}
+
+impl AddAssign for QueryStats {
+    fn add_assign(&mut self, o: Self) {
+        self.traversal += o.traversal;
+        self.io += o.io;
+        self.rerank += o.rerank;
+        self.total_ns += o.total_ns;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_keeps_the_flat_names() {
+        let mut s = QueryStats::default();
+        s.io.pages_read = 3;
+        s.traversal.hops = 2;
+        s.rerank.vector_reads = 1;
+        s.total_ns = 9;
+        let v = serde_json::to_value(s).unwrap();
+        let o = v.as_object().unwrap();
+        assert_eq!(o["pages_read"], 3);
+        assert_eq!(o["hops"], 2);
+        assert_eq!(o["vector_reads"], 1);
+        assert_eq!(o["total_ns"], 9);
+        assert_eq!(o.len(), 21, "{o:?}");
+        let mut t = s;
+        t += s;
+        assert_eq!(t.io.pages_read, 6);
+        assert_eq!(t.total_ns, 18);
+    }
+}
