@@ -9,7 +9,9 @@ use serde::Serialize;
 use trawl::data::matrix::AnyMatrix;
 use trawl::data::{read, GroundTruth, Matrix};
 use trawl::graph::VamanaParams;
-use trawl::index::{self, DiskIndex, IndexLayout, IndexParams, OpenOptions, ShuffleParams};
+use trawl::index::{
+    self, open_any, AnyIndex, DiskIndex, IndexLayout, IndexParams, OpenOptions, ShuffleParams,
+};
 use trawl::io::EngineKind;
 use trawl::layout::decoupled::vectors::VectorParams;
 use trawl::progress::Control;
@@ -367,8 +369,10 @@ pub(crate) fn open_index(
         ..OpenOptions::default()
     };
     let t_load = Instant::now();
-    let mut ix =
-        DiskIndex::open(dir, opts).with_context(|| format!("opening {}", dir.display()))?;
+    // Only the graph kind exists; a new kind makes this pattern refutable, and the compiler
+    // asks for its arm.
+    let AnyIndex::Graph(mut ix) =
+        open_any(dir, opts).with_context(|| format!("opening {}", dir.display()))?;
     let policy = match (o.cache_policy, o.cache_samples) {
         (CachePolicy::Frequency { l, beam_width, .. }, Some(n)) => CachePolicy::Frequency {
             sample_queries: n,
@@ -380,16 +384,12 @@ pub(crate) fn open_index(
     let cache = ix.load_cache(o.cache_nodes, policy, o.threads.max(1), ctl)?;
     let load_secs = t_load.elapsed().as_secs_f64();
     let engine = ix.searcher()?.engine().info();
-    let db = ix.disk_bytes();
-    let info = serde_json::json!({
-        "n": ix.n(), "dim": ix.dim(), "dtype": ix.dtype().name(), "metric": ix.metric().name(),
-        "R": ix.meta().r, "pq_bytes_per_vector": ix.pq().m(),
-        "records_per_page": ix.packed().map_or(0, |p| p.geometry().per_page), "layout": o.layout.name(),
-        "disk_bytes": {"packed": db.packed, "graph": db.graph, "vectors": db.vectors, "pq": db.pq, "pq_codes": db.pq_codes, "entry": db.entry, "total": db.total()},
+    // The index's own description (shared with `trawl info` and Python), then the run's.
+    let mut info = serde_json::to_value(ix.info()?)?;
+    let run = serde_json::json!({
         "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "converge_prefetch": !o.no_converge_prefetch, "lookahead": o.rerank_lookahead},
         "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists().capacity(), "entry_bytes": d.lists().entry_bytes(), "budget_bytes": d.lists().budget_bytes()})),
-        "entry_nodes": ix.entry().map_or(0, |e| e.len()), "entry_list": o.entry_list,
-        "memory_bytes": ix.memory(), "memory_total_bytes": ix.memory().total(),
+        "entry_list": o.entry_list,
         "cache": cache, "cache_policy": format!("{policy:?}"),
         "engine": {"name": engine.name, "direct": engine.direct,
                    "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll},
@@ -402,6 +402,9 @@ pub(crate) fn open_index(
         "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
         "passes_per_L": 1, "warmup": false,
     });
+    if let (Some(obj), serde_json::Value::Object(run)) = (info.as_object_mut(), run) {
+        obj.extend(run);
+    }
     println!(
         "index {}: {} × {} {} ({}), {} engine{}{}; cache {} nodes ({}) in {:.2} s",
         dir.display(),

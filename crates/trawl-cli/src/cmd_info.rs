@@ -10,9 +10,15 @@ use trawl::graph::Graph;
 
 use crate::runtime::human_bytes;
 
-pub fn run(path: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result<()> {
+pub fn run(path: &Path, verify: bool, json: bool, ctl: &trawl::progress::Control) -> Result<()> {
     if path.is_dir() {
-        return index_dir(path, verify, ctl);
+        return index_dir(path, verify, json, ctl);
+    }
+    if json {
+        anyhow::bail!(
+            "--json describes an index directory; {} is a file",
+            path.display()
+        );
     }
     let size = std::fs::metadata(path)
         .with_context(|| format!("reading {}", path.display()))?
@@ -210,7 +216,7 @@ fn decoupled_vectors(path: &Path, verify: bool) -> Result<()> {
     Ok(())
 }
 
-fn index_dir(dir: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result<()> {
+fn index_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Control) -> Result<()> {
     // An index whose packed file was removed keeps only its decoupled layout.
     let packed_path = dir.join(trawl::layout::packed::FILE_NAME);
     let layout = if !packed_path.exists()
@@ -227,9 +233,30 @@ fn index_dir(dir: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result
         layout,
         ..Default::default()
     };
-    let ix = trawl::index::DiskIndex::open(dir, opts)?;
+    let trawl::index::AnyIndex::Graph(ix) = trawl::index::open_any(dir, opts)?;
+    let info = ix.info()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+        return Ok(());
+    }
     let db = ix.disk_bytes();
     println!("index:   {}", dir.display());
+    println!(
+        "kind:    {} index; layouts {}; {}",
+        info.kind.name(),
+        info.layouts.join(", "),
+        if info.manifest {
+            "manifest.trawl lists every file"
+        } else {
+            "no manifest (built before manifests; written at the next `trawl layout` or `trawl entry`)"
+        }
+    );
+    if let Some(b) = &info.build {
+        println!(
+            "build:   R = {}, L = {}, alpha = {}, {} PQ bytes, entry ratio {}, seed {}",
+            b.r, b.l, b.alpha, b.pq_bytes, b.entry_ratio, b.seed
+        );
+    }
     if layout == trawl::index::IndexLayout::Decoupled {
         println!("(no packed.trawl: the decoupled layout only)");
         decoupled_graph(

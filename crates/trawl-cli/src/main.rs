@@ -52,6 +52,9 @@ enum Command {
         /// Also read every page of an index and check its checksum.
         #[arg(long)]
         verify: bool,
+        /// For an index directory: print its description (the library's `IndexInfo`) as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Build and search in-memory Vamana graphs.
     #[command(subcommand)]
@@ -88,7 +91,7 @@ fn main() -> ExitCode {
         }),
         Command::Entry(args) => cmd_index::entry(&args, &ctl),
         Command::Layout(args) => cmd_index::layout(&args, &ctl),
-        Command::Info { file, verify } => cmd_info::run(&file, verify, &ctl),
+        Command::Info { file, verify, json } => cmd_info::run(&file, verify, json, &ctl),
         Command::Graph(cmd) => cmd_graph::run(cmd, &ctl),
         Command::Quickstart(args) => cmd_quickstart::run(&args, &ctl),
     };

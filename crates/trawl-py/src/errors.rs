@@ -123,3 +123,9 @@ impl<T, E: IntoPyErr> PyResultExt<T> for Result<T, E> {
         self.map_err(IntoPyErr::into_py_err)
     }
 }
+
+impl IntoPyErr for trawl::layout::FileError {
+    fn into_py_err(self) -> PyErr {
+        err(self.kind().into(), self.to_string())
+    }
+}

@@ -14,7 +14,7 @@ use trawl::search::{CachePolicy, QueryStats, SearchParams as LibSearchParams, Se
 use trawl::{DType, Element};
 
 use crate::arrays::{as_array, dtype_of, Elements};
-use crate::errors::{invalid, PyResultExt};
+use crate::errors::{err, invalid, Kind, PyResultExt};
 use crate::params::{count, SearchParams};
 use crate::pyjson::to_py;
 
@@ -100,7 +100,8 @@ impl Index {
             .parse()
             .map_err(|e: String| parse_err("cache_policy", e))?;
         let (ix, cache) = py.detach(|| -> PyResult<_> {
-            let mut ix = DiskIndex::open(&index_dir, opts).py()?;
+            let trawl::index::AnyIndex::Graph(mut ix) =
+                trawl::index::open_any(&index_dir, opts).py()?;
             let threads = std::thread::available_parallelism().map_or(1, |c| c.get());
             let cache = ix
                 .load_cache(nodes, policy, threads, &Control::silent())
@@ -317,25 +318,21 @@ impl Index {
         let engine = self.engine()?;
         let e = engine.info();
         self.put_engine(engine);
-        let db = ix.disk_bytes();
         let o = ix.options();
-        let v = serde_json::json!({
-            "dir": ix.dir().display().to_string(),
-            "n": ix.n(), "dim": ix.dim(), "dtype": numpy_name(ix.dtype()),
-            "metric": ix.metric().name(), "R": ix.meta().r, "pq_bytes": ix.pq().m(),
-            "medoid": ix.medoid(), "layout": o.layout.name(),
-            "records_per_page": ix.packed().map_or(0, |p| p.geometry().per_page),
-            "entry_nodes": ix.entry().map_or(0, |e| e.len()),
-            "disk_bytes": {"packed": db.packed, "graph": db.graph, "vectors": db.vectors,
-                           "pq": db.pq, "pq_codes": db.pq_codes, "entry": db.entry,
-                           "total": db.total()},
-            "memory_bytes": ix.memory(), "memory_total_bytes": ix.memory().total(),
+        // The library's description, with what only this handle knows (its cache and engine)
+        // and the element type by its numpy name.
+        let mut v = serde_json::to_value(ix.info().py()?)
+            .map_err(|e| err(Kind::Internal, e.to_string()))?;
+        let extra = serde_json::json!({
+            "dtype": numpy_name(ix.dtype()),
             "cache": self.cache,
             "engine": {"name": e.name, "direct": e.direct,
                        "registered_buffers": e.registered_buffers, "sqpoll": e.sqpoll,
                        "queue_depth": o.queue_depth},
-            "verify_pages": o.verify_pages,
         });
+        if let (Some(obj), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
+            obj.extend(extra);
+        }
         to_py(py, &v)
     }
 

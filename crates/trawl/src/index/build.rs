@@ -150,6 +150,9 @@ pub fn build_index<T: Element>(
         dir: dir.to_path_buf(),
         source,
     })?;
+    // The old manifest describes files this build is about to replace: until the new one is
+    // written at the end, the directory is an index without a manifest.
+    remove_if_present(&dir.join(super::manifest::MANIFEST_FILE))?;
     let mut pq_params = params.pq.clone();
     pq_params.bytes_per_vector = pq_params.bytes_per_vector.clamp(1, data.dim());
     let pq = ProductQuantizer::train(data, params.metric, &pq_params, ctl)?;
@@ -206,18 +209,23 @@ pub fn build_index<T: Element>(
         }
         None => {
             // An entry file of an earlier build would be refused at open: remove it.
-            match std::fs::remove_file(&entry_path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(IndexBuildError::Dir {
-                        dir: entry_path,
-                        source: e,
-                    })
-                }
-                _ => (0, 0),
-            }
+            remove_if_present(&entry_path)?;
+            (0, 0)
         }
     };
     let entry_secs = t_entry.elapsed().as_secs_f64();
+    super::manifest::Manifest::record(
+        dir,
+        Some(super::manifest::BuildRecord {
+            r: params.graph.r,
+            l: params.graph.l,
+            alpha: params.graph.alpha,
+            pq_bytes: pq.m(),
+            entry_ratio: params.entry.map_or(0.0, |e| e.ratio),
+            memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
+            seed: params.graph.seed,
+        }),
+    )?;
     let geo = packed::PackedGeometry::of(&meta).unwrap_or(packed::PackedGeometry {
         vector_bytes: 0,
         record_bytes: 0,
@@ -249,4 +257,15 @@ pub fn build_index<T: Element>(
         entry_bytes,
         disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes + entry_bytes,
     })
+}
+
+/// Removes `path` if it exists.
+fn remove_if_present(path: &Path) -> Result<(), IndexBuildError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(IndexBuildError::Dir {
+            dir: path.to_path_buf(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
 }

@@ -112,6 +112,7 @@ impl DiskIndex {
         let path = self.dir().join(entry::FILE_NAME);
         let meta = *self.packed_file()?.meta();
         let file_bytes = e.save(&path, meta.n, meta.pq_codes_crc)?;
+        super::manifest::Manifest::record(self.dir(), None)?;
         let report = EntryReport {
             nodes: e.len(),
             file_bytes,

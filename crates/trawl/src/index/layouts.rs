@@ -279,6 +279,7 @@ impl DiskIndex {
             ..meta
         })
         .map_or(0, |g| g.per_page);
+        super::manifest::Manifest::record(self.dir(), None)?;
         report.total_secs = t0.elapsed().as_secs_f64();
         Ok(report)
     }
@@ -353,6 +354,7 @@ impl DiskIndex {
         let vrep = vw.finish()?;
         let pass2_secs = t2.elapsed().as_secs_f64();
         let graph_pages = graph_bytes / PAGE_BYTES as u64;
+        super::manifest::Manifest::record(self.dir(), None)?;
         Ok(LayoutReport {
             layout: IndexLayout::Decoupled.name().into(),
             file: format!(

@@ -16,13 +16,17 @@ mod batch;
 mod build;
 mod cache_load;
 mod entry_build;
+mod info;
 mod layouts;
+pub mod manifest;
 mod open;
 
 pub use batch::BatchOutput;
 pub use build::{build_index, IndexBuildError, IndexBuildReport, IndexParams};
 pub use entry_build::EntryReport;
+pub use info::{open_any, AnyIndex, DiskBytesInfo, IndexInfo};
 pub use layouts::{IndexLayout, LayoutReport, ShuffleParams};
+pub use manifest::{BuildRecord, IndexKind, Manifest, ManifestFile, MANIFEST_FILE};
 
 use std::path::{Path, PathBuf};
 

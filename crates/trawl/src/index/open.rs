@@ -26,6 +26,18 @@ impl DiskIndex {
         if !layout_path.is_file() {
             return Err(missing_layout(dir, opts.layout));
         }
+        // The manifest (when the index has one) first: a file of another build is named as
+        // such before its contents are looked at.
+        if let Some(m) = super::manifest::Manifest::load_if_present(dir)? {
+            let mut names = vec![opts.layout.file_name(), PQ_FILE, PQ_CODES_FILE];
+            if opts.layout == IndexLayout::Decoupled {
+                names.push(dvectors::FILE_NAME);
+            }
+            if dir.join(entry::FILE_NAME).is_file() {
+                names.push(entry::FILE_NAME);
+            }
+            m.check_files(dir, &names)?;
+        }
         let (layout, file) = open_layout(dir, &opts)?;
         let meta = *layout.meta();
         let (pq, codes) = open_pq(

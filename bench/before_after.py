@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Two trawl binaries side by side on one index: QPS at equal recall, paired and alternating.
+
+A refactoring that must not cost speed is measured here: both binaries search the same index
+with the same flags, one `trawl bench` sweep each, alternating A B / B A within every repetition
+(a shared disk's speed drifts over minutes, so only interleaved runs give a ratio). For each
+configuration the QPS at the target recalls is interpolated on each sweep's recall–QPS curve;
+the report gives the medians per binary and the median of the per-repetition ratios B / A.
+
+    python3 bench/before_after.py gen-1m --bin-a /tmp/trawl-before --bin-b target/release/trawl
+    python3 bench/before_after.py glove-400k --repeat 5 --configs beam,pipe
+
+The index is built once (by --bin-a, R/L/PQ as the other bench scripts) beside the dataset, with
+its PageShuffle and decoupled layouts and a MemGraph entry index for C5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+import datasets  # noqa: E402
+
+# name -> flags (every configuration at 2 threads, k = 10, O_DIRECT, the default engine).
+CONFIGS = {
+    "beam": ["--strategy", "beam", "-W", "4"],
+    "pipe": ["--strategy", "pipe"],
+    # OctopusANN's C5: MemGraph + PageShuffle + PageSearch + DynamicWidth.
+    "c5": ["--layout", "shuffle", "--page-search", "--dynamic-width", "-W", "32",
+           "--entry-list", "10"],
+    "decoupled": ["--layout", "decoupled", "-W", "8"],
+}
+DEFAULT_L = {
+    "beam": "10,15,20,30,40,60",
+    "pipe": "10,15,20,30,40,60",
+    "c5": "10,15,20,30,40,60",
+    "decoupled": "10,15,20,30,40,60,80",
+}
+
+
+def qps_at(points: list[tuple[float, float]], target: float) -> float | None:
+    """QPS at `target` recall, linear between the two sweep points around it (None when the
+    sweep never reaches it)."""
+    pts = sorted(points)
+    for (r0, q0), (r1, q1) in zip(pts, pts[1:]):
+        if r0 <= target <= r1:
+            if r1 == r0:
+                return max(q0, q1)
+            return q0 + (q1 - q0) * (target - r0) / (r1 - r0)
+    if pts and pts[0][0] >= target:
+        return pts[0][1]
+    return None
+
+
+def run_one(binary: str, idx: Path, ds, flags: list[str], lsizes: str, out: Path,
+            threads: int) -> list[tuple[float, float]]:
+    cmd = [binary, "bench", str(idx), "--queries", ds.queries, "--gt", ds.gt, "-k", "10",
+           "-L", lsizes, "--threads", str(threads), "--json", str(out), "--quiet", *flags]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    rows = json.loads(out.read_text())
+    rows = rows["rows"]
+    return [(r["recall"], r["qps"]) for r in rows]
+
+
+def ensure_index(ds, args) -> Path:
+    idx = common.build_trawl_index(ds, "ba", args)
+    binary = args.bin_a
+    for layout, name in (("--shuffle", "packed-shuffled.trawl"), ("--decoupled", "graph.trawl")):
+        if not (idx / name).exists():
+            subprocess.run([binary, "layout", str(idx), layout, "--quiet"], check=True)
+    return idx
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dataset")
+    ap.add_argument("--bin-a", required=True, help="the reference binary (before)")
+    ap.add_argument("--bin-b", required=True, help="the binary measured against it (after)")
+    ap.add_argument("--configs", default="beam,pipe,c5,decoupled")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--targets", default="0.90,0.95")
+    ap.add_argument("-R", type=int, default=64)
+    ap.add_argument("-L", type=int, default=100)
+    ap.add_argument("--pq-bytes", type=int, default=32)
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--out", default="bench/out/before_after")
+    args = ap.parse_args()
+    import os
+    os.environ["TRAWL_BIN"] = args.bin_a  # builds the index and prepares the data
+    ds = datasets.prepare(args.dataset)
+    idx = ensure_index(ds, args)
+    out = Path(args.out) / args.dataset
+    out.mkdir(parents=True, exist_ok=True)
+    targets = [float(t) for t in args.targets.split(",")]
+    configs = args.configs.split(",")
+    bins = {"A": args.bin_a, "B": args.bin_b}
+    # results[config][bin] = list of per-repetition {target: qps}
+    results: dict = {c: {"A": [], "B": []} for c in configs}
+    for rep in range(args.repeat):
+        for ci, c in enumerate(configs):
+            order = ["A", "B"] if (rep + ci) % 2 == 0 else ["B", "A"]
+            for side in order:
+                f = out / f"{c}.{side}.{rep}.json"
+                pts = run_one(bins[side], idx, ds, CONFIGS[c], DEFAULT_L[c], f, args.threads)
+                results[c][side].append({t: qps_at(pts, t) for t in targets})
+                common.log(f"rep {rep} {c} {side}: " + ", ".join(
+                    f"{t}: {results[c][side][-1][t] or float('nan'):.0f}" for t in targets))
+    lines = [f"# before/after on {args.dataset}", "",
+             f"A = `{args.bin_a}`, B = `{args.bin_b}`; {args.repeat} repetitions, A/B order "
+             f"alternating; {args.threads} threads, O_DIRECT; index R{args.R} L{args.L} "
+             f"pq{args.pq_bytes}; machine: {json.dumps(common.machine_info())}",
+             "", "| config | recall | QPS A (median) | QPS B (median) | B/A per repetition | "
+             "B/A median |", "|---|---|---|---|---|---|"]
+    summary = {}
+    for c in configs:
+        for t in targets:
+            a = [r[t] for r in results[c]["A"]]
+            b = [r[t] for r in results[c]["B"]]
+            ratios = [y / x for x, y in zip(a, b) if x and y]
+            if not ratios:
+                lines.append(f"| {c} | {t} | – | – | not reached | – |")
+                continue
+            med = statistics.median(ratios)
+            summary[f"{c}@{t}"] = med
+            lines.append(
+                f"| {c} | {t} | {statistics.median([x for x in a if x]):.0f} | "
+                f"{statistics.median([y for y in b if y]):.0f} | "
+                f"{', '.join(f'{r:.3f}' for r in ratios)} | **{med:.3f}** |")
+    md = "\n".join(lines) + "\n"
+    (out / "before_after.md").write_text(md)
+    (out / "before_after.json").write_text(json.dumps(
+        {"results": results, "summary": summary}, indent=1, default=str))
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

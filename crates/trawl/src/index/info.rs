@@ -1,0 +1,144 @@
+//! [`IndexInfo`]: one description of an opened index — shape, layout, files, bytes on disk,
+//! memory at search time, build parameters — that `trawl info`, `trawl bench`'s JSON and
+//! Python's `Index.info()` all print; and [`open_any`], which opens whatever kind of index a
+//! directory holds.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::manifest::{BuildRecord, IndexKind, Manifest, ManifestFile};
+use super::{DiskBytes, DiskIndex, MemoryReport, OpenError, OpenOptions};
+
+/// What an opened index is and holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexInfo {
+    /// The index directory.
+    pub dir: String,
+    /// The index kind.
+    pub kind: IndexKind,
+    /// Vectors.
+    pub n: usize,
+    /// Dimension.
+    pub dim: usize,
+    /// Element type (`f32`, `u8`, `i8`).
+    pub dtype: String,
+    /// Metric (`l2`, `ip`, `cosine`).
+    pub metric: String,
+    /// Neighbour slots per node (the graph's maximum degree).
+    #[serde(rename = "R")]
+    pub r: usize,
+    /// PQ bytes per vector.
+    pub pq_bytes: usize,
+    /// The entry point.
+    pub medoid: u32,
+    /// The layout opened.
+    pub layout: String,
+    /// Records per 4 KiB page of a page-packed layout (0 for the decoupled layout, or when a
+    /// record spans pages).
+    pub records_per_page: usize,
+    /// Nodes of the in-memory entry index (0 without one).
+    pub entry_nodes: usize,
+    /// Layouts written for this build (from the manifest; for an index without one, the
+    /// layout files present).
+    pub layouts: Vec<String>,
+    /// Bytes on disk of the files the opened layout searches.
+    pub disk_bytes: DiskBytesInfo,
+    /// Memory held at search time, by part.
+    pub memory_bytes: MemoryReport,
+    /// Memory held at search time.
+    pub memory_total_bytes: u64,
+    /// Whether pages are checked against their checksums when read.
+    pub verify_pages: bool,
+    /// Whether the directory has a manifest (indexes built before manifests have none).
+    pub manifest: bool,
+    /// Every file of the index as the manifest records it (empty without a manifest).
+    pub files: Vec<ManifestFile>,
+    /// The build parameters, when the manifest records them.
+    pub build: Option<BuildRecord>,
+}
+
+/// [`DiskBytes`] with its total.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct DiskBytesInfo {
+    /// Per file.
+    #[serde(flatten)]
+    pub files: DiskBytes,
+    /// Their sum.
+    pub total: u64,
+}
+
+impl DiskIndex {
+    /// The description of this index ([`IndexInfo`]). Reads the manifest again (it may have
+    /// been rewritten since the index was opened, by `trawl layout` for example).
+    pub fn info(&self) -> Result<IndexInfo, OpenError> {
+        let manifest = Manifest::load_if_present(self.dir())?;
+        let layouts = match &manifest {
+            Some(m) => m.layouts.clone(),
+            None => super::IndexLayout::ALL
+                .iter()
+                .filter(|l| self.dir().join(l.file_name()).is_file())
+                .map(|l| l.name().to_string())
+                .collect(),
+        };
+        let db = self.disk_bytes();
+        let mem = self.memory();
+        Ok(IndexInfo {
+            dir: self.dir().display().to_string(),
+            kind: IndexKind::Graph,
+            n: self.n(),
+            dim: self.dim(),
+            dtype: self.dtype().name().into(),
+            metric: self.metric().name().into(),
+            r: self.meta().r,
+            pq_bytes: self.pq().m(),
+            medoid: self.medoid(),
+            layout: self.options().layout.name().into(),
+            records_per_page: self.packed().map_or(0, |p| p.geometry().per_page),
+            entry_nodes: self.entry().map_or(0, |e| e.len()),
+            layouts,
+            disk_bytes: DiskBytesInfo {
+                files: db,
+                total: db.total(),
+            },
+            memory_bytes: mem,
+            memory_total_bytes: mem.total(),
+            verify_pages: self.verify_pages(),
+            manifest: manifest.is_some(),
+            files: manifest.as_ref().map_or_else(Vec::new, |m| m.files.clone()),
+            build: manifest.and_then(|m| m.build),
+        })
+    }
+}
+
+/// An opened index of any kind.
+#[derive(Debug)]
+pub enum AnyIndex {
+    /// A graph index.
+    Graph(DiskIndex),
+}
+
+impl AnyIndex {
+    /// The index kind.
+    pub fn kind(&self) -> IndexKind {
+        match self {
+            Self::Graph(_) => IndexKind::Graph,
+        }
+    }
+
+    /// Its description.
+    pub fn info(&self) -> Result<IndexInfo, OpenError> {
+        match self {
+            Self::Graph(g) => g.info(),
+        }
+    }
+}
+
+/// Opens the index in `dir`, whatever its kind: the manifest names the kind; an index without
+/// a manifest (built before manifests existed) is a graph index.
+pub fn open_any(dir: &Path, opts: OpenOptions) -> Result<AnyIndex, OpenError> {
+    let kind = Manifest::load_if_present(dir)?.map_or(IndexKind::Graph, |m| m.kind);
+    match kind {
+        IndexKind::Graph => Ok(AnyIndex::Graph(DiskIndex::open(dir, opts)?)),
+    }
+}

@@ -1,0 +1,282 @@
+//! The manifest of an index directory (`manifest.trawl`): what kind of index it is, its files
+//! with their sizes and checksums, the layouts written, and the build parameters — in the
+//! envelope every trawl file has (magic `TRAWLMAN`, format version, CRC), with a JSON payload.
+//!
+//! It is written last by every operation that writes index files (build, `trawl layout`,
+//! `trawl entry`), from the files present that belong together (a layout file whose header does
+//! not name the current PQ files is left out as stale). Opening checks every file the opened
+//! layout reads against it: size and the checksum in the file's own header (a payload CRC for
+//! envelope files, the header page's CRC for paged files — cheap to read, and they change with
+//! any rebuild). An index written before manifests existed has none and still opens; it gets
+//! one the next time one of those operations writes into it.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{IndexLayout, OpenError, PQ_CODES_FILE, PQ_FILE};
+use crate::layout::decoupled::vectors as dvectors;
+use crate::layout::header::{read_envelope, EnvelopeWriter};
+use crate::layout::packed::PackedMeta;
+use crate::layout::{FileError, FileErrorKind};
+use crate::search::entry;
+
+/// File name of the manifest inside an index directory.
+pub const MANIFEST_FILE: &str = "manifest.trawl";
+const MAGIC: [u8; 8] = *b"TRAWLMAN";
+const VERSION: u32 = 1;
+
+/// The kinds of index trawl builds. Opening dispatches on it ([`super::open_any`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexKind {
+    /// A Vamana graph on disk with PQ codes in memory ([`super::DiskIndex`]).
+    Graph,
+}
+
+impl IndexKind {
+    /// `graph`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Graph => "graph",
+        }
+    }
+}
+
+/// How the index was built (what `trawl build` or `trawl::build_index` was given).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildRecord {
+    /// Maximum degree.
+    #[serde(rename = "R")]
+    pub r: usize,
+    /// Build list size.
+    #[serde(rename = "L")]
+    pub l: usize,
+    /// Pruning α.
+    pub alpha: f32,
+    /// PQ bytes per vector.
+    pub pq_bytes: usize,
+    /// Entry index: share of the nodes sampled (0 without one).
+    pub entry_ratio: f64,
+    /// Build memory budget in bytes (0: none).
+    pub memory_budget_bytes: u64,
+    /// Graph build seed.
+    pub seed: u64,
+}
+
+/// One file of the index, as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestFile {
+    /// File name inside the index directory.
+    pub name: String,
+    /// What it is: `packed`, `shuffle`, `ais`, `graph`, `vectors`, `pq`, `pq_codes`, `entry`.
+    pub role: String,
+    /// Bytes.
+    pub bytes: u64,
+    /// The checksum in the file's own header (see the module docs).
+    pub checksum: u32,
+}
+
+/// The manifest of an index directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The index kind.
+    pub kind: IndexKind,
+    /// The trawl version that wrote the manifest.
+    pub written_by: String,
+    /// Vectors.
+    pub n: u64,
+    /// Dimension.
+    pub dim: usize,
+    /// Element type (`f32`, `u8`, `i8`).
+    pub dtype: String,
+    /// Metric (`l2`, `ip`, `cosine`).
+    pub metric: String,
+    /// Layouts whose files are present and belong to this build.
+    pub layouts: Vec<String>,
+    /// Every file of the index.
+    pub files: Vec<ManifestFile>,
+    /// The build parameters (`None` for an index built before manifests existed).
+    pub build: Option<BuildRecord>,
+}
+
+/// The checksum a file's header carries: bytes 24..28 of an envelope file (its payload CRC),
+/// the last 4 bytes of a paged file's header page (the CRC of that page, which holds the
+/// checksum of its page-checksum table).
+pub(crate) fn header_checksum(path: &Path) -> Result<u32, FileError> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| FileError::new(path, e.into()))?;
+    let mut h = vec![0u8; crate::io::PAGE_BYTES];
+    let got = f.read(&mut h).map_err(|e| FileError::new(path, e.into()))?;
+    let le = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    let paged =
+        got >= crate::io::PAGE_BYTES && matches!(&h[..8], b"TRAWLPAK" | b"TRAWLDGR" | b"TRAWLVEC");
+    if paged {
+        return Ok(le(crate::io::PAGE_BYTES - 4));
+    }
+    if got < crate::layout::header::HEADER_BYTES {
+        return Err(FileError::new(
+            path,
+            FileErrorKind::SizeMismatch {
+                expected: crate::layout::header::HEADER_BYTES as u64,
+                actual: got as u64,
+            },
+        ));
+    }
+    Ok(le(24))
+}
+
+fn entry_of(dir: &Path, name: &str, role: &str) -> Result<ManifestFile, FileError> {
+    let path = dir.join(name);
+    let bytes = std::fs::metadata(&path)
+        .map_err(|e| FileError::new(&path, e.into()))?
+        .len();
+    Ok(ManifestFile {
+        name: name.into(),
+        role: role.into(),
+        bytes,
+        checksum: header_checksum(&path)?,
+    })
+}
+
+/// Whether a layout's graph header belongs to the build of `meta` (same shape, same PQ files).
+fn same_build(a: &PackedMeta, b: &PackedMeta) -> bool {
+    a.n == b.n
+        && a.dim == b.dim
+        && a.dtype == b.dtype
+        && a.metric == b.metric
+        && a.pq_crc == b.pq_crc
+        && a.pq_codes_crc == b.pq_codes_crc
+}
+
+impl Manifest {
+    /// Reads the manifest of `dir`; `None` when the index has none (built before manifests).
+    pub fn load_if_present(dir: &Path) -> Result<Option<Self>, OpenError> {
+        let path = dir.join(MANIFEST_FILE);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let (_, payload) = read_envelope(&path, MAGIC, "trawl index manifest", VERSION)?;
+        let m: Self = serde_json::from_slice(&payload)
+            .map_err(|e| FileError::new(&path, FileErrorKind::Invalid(format!("manifest: {e}"))))?;
+        Ok(Some(m))
+    }
+
+    /// Describes the index in `dir` as its files are now: the packed file (or, without it, the
+    /// decoupled graph) sets the build; PQ files, entry index and every layout whose header
+    /// matches it are listed. `build` is kept from an earlier manifest when `None`.
+    pub fn describe(dir: &Path, build: Option<BuildRecord>) -> Result<Self, FileError> {
+        let packed_path = dir.join(IndexLayout::Packed.file_name());
+        let graph_path = dir.join(IndexLayout::Decoupled.file_name());
+        let base = if packed_path.is_file() {
+            *crate::layout::packed::PackedFile::open(&packed_path)?.meta()
+        } else {
+            *crate::layout::decoupled::graph::GraphFile::open(&graph_path)?.meta()
+        };
+        let mut files = vec![
+            entry_of(dir, PQ_FILE, "pq")?,
+            entry_of(dir, PQ_CODES_FILE, "pq_codes")?,
+        ];
+        let mut layouts = Vec::new();
+        for layout in IndexLayout::ALL {
+            let path = dir.join(layout.file_name());
+            if !path.is_file() {
+                continue;
+            }
+            let meta = match layout {
+                IndexLayout::Decoupled => {
+                    if !dir.join(dvectors::FILE_NAME).is_file() {
+                        continue;
+                    }
+                    *crate::layout::decoupled::graph::GraphFile::open(&path)?.meta()
+                }
+                _ => *crate::layout::packed::PackedFile::open(&path)?.meta(),
+            };
+            if !same_build(&meta, &base) {
+                continue; // a layout of an earlier build
+            }
+            layouts.push(layout.name().to_string());
+            let role = if layout == IndexLayout::Decoupled {
+                "graph"
+            } else {
+                layout.name()
+            };
+            files.push(entry_of(dir, layout.file_name(), role)?);
+            if layout == IndexLayout::Decoupled {
+                files.push(entry_of(dir, dvectors::FILE_NAME, "vectors")?);
+            }
+        }
+        if dir.join(entry::FILE_NAME).is_file() {
+            files.push(entry_of(dir, entry::FILE_NAME, "entry")?);
+        }
+        let build = match build {
+            Some(b) => Some(b),
+            None => Self::load_if_present(dir)
+                .ok()
+                .flatten()
+                .and_then(|m| m.build),
+        };
+        Ok(Self {
+            kind: IndexKind::Graph,
+            written_by: env!("CARGO_PKG_VERSION").into(),
+            n: base.n,
+            dim: base.dim,
+            dtype: base.dtype.name().into(),
+            metric: base.metric.name().into(),
+            layouts,
+            files,
+            build,
+        })
+    }
+
+    /// Writes the manifest describing `dir` now ([`Manifest::describe`]), replacing the old one
+    /// atomically. Returns it.
+    pub fn record(dir: &Path, build: Option<BuildRecord>) -> Result<Self, FileError> {
+        let m = Self::describe(dir, build)?;
+        let path = dir.join(MANIFEST_FILE);
+        let json = serde_json::to_vec_pretty(&m)
+            .map_err(|e| FileError::new(&path, FileErrorKind::Invalid(e.to_string())))?;
+        let mut w = EnvelopeWriter::create(&path, MAGIC, VERSION)?;
+        w.write(&json)?;
+        w.finish()?;
+        Ok(m)
+    }
+
+    /// The recorded file named `name`.
+    pub fn file(&self, name: &str) -> Option<&ManifestFile> {
+        self.files.iter().find(|f| f.name == name)
+    }
+
+    /// Checks that `names`, the files an opened index reads, are the ones recorded: listed,
+    /// with the recorded header checksum. A missing file is left to the
+    /// code that opens it (which says what is missing and how to make it).
+    pub fn check_files(&self, dir: &Path, names: &[&str]) -> Result<(), OpenError> {
+        let mismatch = |reason: String| OpenError::Mismatch {
+            dir: dir.to_path_buf(),
+            reason,
+        };
+        for &name in names {
+            if !dir.join(name).exists() {
+                continue;
+            }
+            let Some(f) = self.file(name) else {
+                return Err(mismatch(format!(
+                    "{name} is not part of this index (its manifest does not list it: a file \
+                     of another build?)"
+                )));
+            };
+            // The header checksum identifies the file; a file that keeps it but changed size
+            // is damaged or truncated, which its own reader reports precisely.
+            let now = entry_of(dir, name, &f.role)?;
+            if now.checksum != f.checksum {
+                return Err(mismatch(format!(
+                    "{name} is not the file this index was built with, or its header is \
+                     damaged (header checksum {:08x}, {} bytes; the manifest records {:08x}, \
+                     {} bytes)",
+                    now.checksum, now.bytes, f.checksum, f.bytes
+                )));
+            }
+        }
+        Ok(())
+    }
+}
