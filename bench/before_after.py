@@ -65,7 +65,7 @@ def run_one(binary: str, idx: Path, ds, flags: list[str], lsizes: str, out: Path
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     rows = json.loads(out.read_text())
     rows = rows["rows"]
-    return [(r["recall"], r["qps"]) for r in rows]
+    return [(r["recall"], r["qps"], r["pages_per_query"]) for r in rows]
 
 
 def ensure_index(ds, args) -> Path:
@@ -104,13 +104,16 @@ def main() -> None:
     bins = {"A": args.bin_a, "B": args.bin_b}
     # results[config][bin] = list of per-repetition {target: qps}
     results: dict = {c: {"A": [], "B": []} for c in configs}
+    sweeps: dict = {}  # (config, side) -> per repetition [(recall, pages per query) per L]
     for rep in range(args.repeat):
         for ci, c in enumerate(configs):
             order = ["A", "B"] if (rep + ci) % 2 == 0 else ["B", "A"]
             for side in order:
                 f = out / f"{c}.{side}.{rep}.json"
-                pts = run_one(bins[side], idx, ds, CONFIGS[c], DEFAULT_L[c], f, args.threads)
+                rows = run_one(bins[side], idx, ds, CONFIGS[c], DEFAULT_L[c], f, args.threads)
+                pts = [(r, q) for r, q, _ in rows]
                 results[c][side].append({t: qps_at(pts, t) for t in targets})
+                sweeps.setdefault((c, side), []).append([(r, p) for r, _, p in rows])
                 common.log(f"rep {rep} {c} {side}: " + ", ".join(
                     f"{t}: {results[c][side][-1][t] or float('nan'):.0f}" for t in targets))
     lines = [f"# before/after on {args.dataset}", "",
@@ -134,6 +137,14 @@ def main() -> None:
                 f"| {c} | {t} | {statistics.median([x for x in a if x]):.0f} | "
                 f"{statistics.median([y for y in b if y]):.0f} | "
                 f"{', '.join(f'{r:.3f}' for r in ratios)} | **{med:.3f}** |")
+    lines += ["", "Recall and pages per query per list size, A vs B (identical where the search "
+              "is deterministic: beam search and C5; PipeSearch and the decoupled layout's "
+              "prefetch depend on when reads land):", ""]
+    for c in configs:
+        a, b = sweeps.get((c, "A"), []), sweeps.get((c, "B"), [])
+        same = all(x == y for x, y in zip(a, b)) and len(a) == len(b)
+        lines.append(f"- {c}: {'identical in every repetition' if same else 'differ'}; A "
+                     f"{a[0] if a else []}, B {b[0] if b else []}")
     md = "\n".join(lines) + "\n"
     (out / "before_after.md").write_text(md)
     (out / "before_after.json").write_text(json.dumps(

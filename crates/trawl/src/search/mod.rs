@@ -166,3 +166,6 @@ impl SearchError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

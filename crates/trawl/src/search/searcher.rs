@@ -423,3 +423,55 @@ fn poll<'q, S, M: QueryMachine<S>, T>(
     }
     Ok(())
 }
+
+/// Runs `queries` through machines `M` over any graph source, `interleave` at a time — how
+/// the tests drive a strategy over a synthetic page source. Returns each query's hits and
+/// statistics (in query order), the ids expanded from reads (beam search's trace) and the
+/// engine.
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+pub(crate) fn run_on<'v, G, M, T>(
+    engine: Box<dyn IoEngine>,
+    view: &GraphView<'v, G>,
+    cfg: &SearchConfig,
+    interleave: usize,
+    queries: &[Vec<T>],
+) -> Result<
+    (
+        Vec<(Vec<(u32, f32)>, QueryStats)>,
+        Vec<u32>,
+        Box<dyn IoEngine>,
+    ),
+    SearchError,
+>
+where
+    G: GraphSource,
+    M: QueryMachine<GraphView<'v, G>> + Default,
+    T: Element,
+{
+    let mut io = Io {
+        engine,
+        completions: Vec::new(),
+        hits: Vec::new(),
+        entry: EntryScratch::default(),
+        seeds: Vec::new(),
+        trace: Some(Vec::new()),
+        spin: Duration::ZERO,
+    };
+    let mut lanes: Vec<M> = Vec::new();
+    let mut out = vec![(Vec::new(), QueryStats::default()); queries.len()];
+    let mut q = 0;
+    run(
+        &mut io,
+        view,
+        cfg,
+        &mut lanes,
+        interleave,
+        &mut || {
+            q += 1;
+            queries.get(q - 1).map(|v| (q - 1, v.as_slice()))
+        },
+        &mut |i, hits, st| out[i] = (hits.to_vec(), st),
+    )?;
+    Ok((out, io.trace.unwrap_or_default(), io.engine))
+}

@@ -45,6 +45,17 @@ pub struct RecordView<'a> {
 }
 
 impl<'a> RecordView<'a> {
+    /// A view of a record's parts: vector bytes, neighbour ids (little-endian `u32`s) and the
+    /// neighbours' PQ codes (`code_bytes` each; empty without).
+    pub fn from_parts(vector: &'a [u8], ids: &'a [u8], codes: &'a [u8], code_bytes: usize) -> Self {
+        Self {
+            vector,
+            ids,
+            codes,
+            code_bytes,
+        }
+    }
+
     /// The raw vector bytes.
     #[inline]
     pub fn vector_bytes(&self) -> &'a [u8] {
