@@ -1,0 +1,299 @@
+//! `trawl bench`: sweep list sizes over a disk index.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use trawl::data::matrix::AnyMatrix;
+use trawl::data::{read, GroundTruth, Matrix};
+use trawl::index::DiskIndex;
+use trawl::progress::Control;
+use trawl::Element;
+
+use crate::cmd_graph::write_json;
+use crate::runtime::peak_rss_bytes;
+
+use super::*;
+
+/// Arguments of `trawl bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Index directory.
+    pub index_dir: PathBuf,
+    /// Query vectors.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// Ground truth (DiskANN/big-ann .bin or .ivecs).
+    #[arg(long)]
+    pub gt: PathBuf,
+    /// Neighbours per query.
+    #[arg(short = 'k', default_value_t = 10)]
+    pub k: usize,
+    /// Comma-separated list sizes to sweep.
+    #[arg(
+        short = 'L',
+        long = "list-sizes",
+        default_value = "10,20,40,80",
+        value_delimiter = ','
+    )]
+    pub l: Vec<usize>,
+    /// Write the sweep as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the sweep as CSV here.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Search only the first N queries (and the ground truth's first N rows).
+    #[arg(long)]
+    pub max_queries: Option<usize>,
+    /// Run OctopusANN's ablation instead of one configuration: Baseline (beam search, width
+    /// -W), Cache, MemGraph, PageShuffle, PageSearch, DynamicWidth, Pipeline, C1–C5 and
+    /// All-in-Storage, each a sweep of -L; writes ablation.{csv,md,json} into --ablation-out.
+    /// Missing layouts are written first (`trawl layout`).
+    #[arg(long)]
+    pub ablation: bool,
+    /// Directory of the ablation's outputs.
+    #[arg(long, default_value = "ablation-out")]
+    pub ablation_out: PathBuf,
+    /// Ablation configurations to run, comma-separated (default: all, in the paper's order).
+    #[arg(long, value_delimiter = ',')]
+    pub ablation_configs: Vec<String>,
+    /// Ablation: list size of the MemGraph (entry index) search.
+    #[arg(long, default_value_t = 10)]
+    pub memgraph_list: usize,
+    /// Ablation: largest width of DynamicWidth and of PipeSearch's dynamic policy.
+    #[arg(long, default_value_t = 32)]
+    pub dw_max_width: usize,
+    /// Ablation: cached nodes of the Cache configuration (default: 0.1% of the nodes).
+    #[arg(long)]
+    pub ablation_cache_nodes: Option<usize>,
+    #[command(flatten)]
+    pub opts: SearchOptions,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+}
+
+/// One row of a bench sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRow {
+    #[serde(rename = "L")]
+    pub l: usize,
+    pub recall: f64,
+    pub qps: f64,
+    pub latency_us: Latency,
+    pub pages_per_query: f64,
+    pub ios_per_query: f64,
+    pub bytes_per_query: f64,
+    pub hops_per_query: f64,
+    pub nodes_expanded_per_query: f64,
+    pub cache_hits_per_query: f64,
+    pub pq_distances_per_query: f64,
+    pub exact_distances_per_query: f64,
+    pub io_wait_us_per_query: f64,
+    pub compute_us_per_query: f64,
+    /// Mean reads in flight / width while reads were in flight.
+    pub occupancy: f64,
+    /// Reads none of whose records were explored.
+    pub wasted_reads_per_query: f64,
+    /// Records on the pages read.
+    pub records_read_per_query: f64,
+    /// Nodes expanded from pages already read (PageSearch).
+    pub page_hits_per_query: f64,
+    /// I/O utilisation: nodes expanded from read pages / records on those pages.
+    pub io_utilisation: f64,
+    /// Decoupled layout: vector-file reads (the rest of `ios_per_query` are graph reads).
+    pub vector_reads_per_query: f64,
+    /// Decoupled layout: vector reads issued during the traversal (prefetch).
+    pub prefetched_per_query: f64,
+    /// Decoupled layout: re-rank batches.
+    pub rerank_batches_per_query: f64,
+    /// Decoupled layout: microseconds decoding neighbour lists.
+    pub list_decode_us_per_query: f64,
+    /// Decoupled layout: microseconds decoding vectors.
+    pub vector_decode_us_per_query: f64,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted
+        .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+pub(crate) fn run_sweep<T: Element>(
+    ix: &DiskIndex,
+    queries: &Matrix<T>,
+    gt: &GroundTruth,
+    k: usize,
+    ls: &[usize],
+    o: &SearchOptions,
+) -> Result<Vec<BenchRow>> {
+    let mut rows = Vec::new();
+    for &l in ls {
+        let p = o.params(k, l)?;
+        let out = ix.search_batch_with(queries, &p, o.threads, o.interleave)?;
+        let nq = queries.n().max(1) as f64;
+        let truth = GroundTruth {
+            nq: queries.n(),
+            k: gt.k,
+            ids: gt.ids[..queries.n() * gt.k].to_vec(),
+            dists: Vec::new(),
+        };
+        let recall = trawl::graph::recall_at_k(&out.ids, k, &truth).unwrap_or(0.0);
+        let mut lat: Vec<f64> = out.stats.iter().map(|s| s.total_ns as f64 / 1e3).collect();
+        lat.sort_by(f64::total_cmp);
+        let t = out.total();
+        let per = |x: u64| x as f64 / nq;
+        rows.push(BenchRow {
+            l,
+            recall,
+            qps: nq / out.wall_secs,
+            latency_us: Latency {
+                mean: lat.iter().sum::<f64>() / nq,
+                p50: percentile(&lat, 0.5),
+                p99: percentile(&lat, 0.99),
+                p999: percentile(&lat, 0.999),
+            },
+            pages_per_query: per(t.io.pages_read),
+            ios_per_query: per(t.io.io_requests),
+            bytes_per_query: per(t.io.bytes_read),
+            hops_per_query: per(t.traversal.hops),
+            nodes_expanded_per_query: per(t.traversal.nodes_expanded),
+            cache_hits_per_query: per(t.traversal.cache_hits),
+            pq_distances_per_query: per(t.traversal.pq_distances),
+            exact_distances_per_query: per(t.traversal.exact_distances),
+            io_wait_us_per_query: t.io.io_wait_ns as f64 / 1e3 / nq,
+            compute_us_per_query: t.compute_ns() as f64 / 1e3 / nq,
+            occupancy: t.occupancy(),
+            wasted_reads_per_query: per(t.io.wasted_reads),
+            records_read_per_query: per(t.io.records_read),
+            page_hits_per_query: per(t.traversal.page_hits),
+            io_utilisation: t.io_utilisation(),
+            vector_reads_per_query: per(t.rerank.vector_reads),
+            prefetched_per_query: per(t.rerank.prefetched),
+            rerank_batches_per_query: per(t.rerank.rerank_batches),
+            list_decode_us_per_query: t.traversal.list_decode_ns as f64 / 1e3 / nq,
+            vector_decode_us_per_query: t.rerank.vector_decode_ns as f64 / 1e3 / nq,
+        });
+    }
+    Ok(rows)
+}
+
+pub(super) fn check_gt(gt: &GroundTruth, nq: usize, k: usize) -> Result<()> {
+    if gt.nq < nq {
+        bail!("ground truth covers {} queries but there are {nq}", gt.nq);
+    }
+    if gt.k < k {
+        bail!(
+            "ground truth has {} neighbours per query, fewer than k = {k}",
+            gt.k
+        );
+    }
+    Ok(())
+}
+
+/// Runs the bench sweep; returns the rows and the run description.
+pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_json::Value)> {
+    if args.l.is_empty() {
+        bail!("give at least one list size with -L");
+    }
+    let (ix, info) = open_index(&args.index_dir, &args.opts, ctl)?;
+    let (queries, gt) = load_queries(args)?;
+    let rows = match &queries {
+        AnyMatrix::F32(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+        AnyMatrix::U8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+        AnyMatrix::I8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+    };
+    let mut info = info;
+    info["k"] = args.k.into();
+    info["queries"] = queries.n().into();
+    info["peak_rss_bytes"] = peak_rss_bytes().into();
+    if let Some(path) = &args.json {
+        let mut v = info.clone();
+        v["rows"] = serde_json::to_value(&rows)?;
+        write_json(path, &v)?;
+    }
+    if let Some(path) = &args.csv {
+        write_csv(path, &rows)?;
+    }
+    Ok((rows, info))
+}
+
+/// The bench's queries (the first `--max-queries`) and their checked ground truth.
+pub(crate) fn load_queries(args: &BenchArgs) -> Result<(AnyMatrix, GroundTruth)> {
+    let mut queries = read::read_matrix_any(&args.queries)?;
+    if let Some(m) = args.max_queries {
+        if m == 0 {
+            bail!("--max-queries must be at least 1");
+        }
+        queries = match queries {
+            AnyMatrix::F32(q) => AnyMatrix::F32(q.slice_rows(0, m)),
+            AnyMatrix::U8(q) => AnyMatrix::U8(q.slice_rows(0, m)),
+            AnyMatrix::I8(q) => AnyMatrix::I8(q.slice_rows(0, m)),
+        };
+    }
+    let gt = trawl::data::groundtruth::read_ground_truth(&args.gt)?;
+    check_gt(&gt, queries.n(), args.k)?;
+    Ok((queries, gt))
+}
+
+fn write_csv(path: &Path, rows: &[BenchRow]) -> Result<()> {
+    let mut s = String::from(
+        "L,recall,qps,mean_us,p50_us,p99_us,p999_us,pages_per_query,ios_per_query,bytes_per_query,\
+         hops_per_query,nodes_expanded_per_query,cache_hits_per_query,pq_distances_per_query,\
+         exact_distances_per_query,io_wait_us_per_query,compute_us_per_query,occupancy,\
+         wasted_reads_per_query,records_read_per_query,page_hits_per_query,io_utilisation\n",
+    );
+    for r in rows {
+        s += &format!(
+            "{},{:.5},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.3},{:.1},{:.3},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1},{:.4},{:.3},{:.2},{:.3},{:.4}\n",
+            r.l, r.recall, r.qps, r.latency_us.mean, r.latency_us.p50, r.latency_us.p99,
+            r.latency_us.p999, r.pages_per_query, r.ios_per_query, r.bytes_per_query,
+            r.hops_per_query, r.nodes_expanded_per_query, r.cache_hits_per_query,
+            r.pq_distances_per_query, r.exact_distances_per_query, r.io_wait_us_per_query,
+            r.compute_us_per_query, r.occupancy, r.wasted_reads_per_query,
+            r.records_read_per_query, r.page_hits_per_query, r.io_utilisation
+        );
+    }
+    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Prints a bench sweep as a table.
+pub fn print_bench(rows: &[BenchRow], k: usize) {
+    println!(
+        "{:>5} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>8} {:>5} {:>6} {:>5}",
+        "L",
+        format!("recall@{k}"),
+        "QPS",
+        "mean µs",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "pages",
+        "I/Os",
+        "hops",
+        "cached",
+        "I/O µs",
+        "CPU µs",
+        "occ",
+        "wasted",
+        "U_io"
+    );
+    for r in rows {
+        println!(
+            "{:>5} {:>9.4} {:>8.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>7.1} {:>7.1} {:>6.1} {:>7.1} {:>8.0} {:>8.0} {:>5.2} {:>6.1} {:>5.2}",
+            r.l, r.recall, r.qps, r.latency_us.mean, r.latency_us.p50, r.latency_us.p99,
+            r.latency_us.p999, r.pages_per_query, r.ios_per_query, r.hops_per_query,
+            r.cache_hits_per_query, r.io_wait_us_per_query, r.compute_us_per_query,
+            r.occupancy, r.wasted_reads_per_query, r.io_utilisation
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! `trawl build | search | bench | entry | layout`: the disk index, one file per command;
+//! this file holds what `search` and `bench` share (the search options and opening an index).
+
+mod bench;
+mod build;
+mod entry;
+mod layout;
+mod search;
+
+pub use bench::{bench, print_bench, BenchArgs, BenchRow};
+pub(crate) use bench::{load_queries, run_sweep};
+pub use build::{build, BuildArgs};
+pub use entry::{entry, EntryArgs};
+pub use layout::{layout, LayoutArgs};
+pub use search::{search, SearchArgs};
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use trawl::index::{open_any, AnyIndex, DiskIndex, IndexLayout, OpenOptions};
+use trawl::io::EngineKind;
+use trawl::progress::Control;
+use trawl::search::{
+    BeamParams, CachePolicy, PipeParams, RerankParams, SearchError, SearchParams, Strategy,
+    WidthPolicy, WidthSchedule, DEFAULT_BEAM_WIDTH,
+};
+
+use crate::runtime::human_bytes;
+
+/// How an index is opened and searched: options shared by `search` and `bench`.
+#[derive(Debug, Args, Clone)]
+pub struct SearchOptions {
+    /// Search strategy: beam (DiskANN's rounds of W reads) or pipe (PipeANN's pipelined
+    /// search).
+    #[arg(long, default_value = "beam", value_parser = ["beam", "pipe"])]
+    pub strategy: String,
+    /// Records read per round trip (beam width W; beam search).
+    #[arg(short = 'W', long, default_value_t = DEFAULT_BEAM_WIDTH)]
+    pub beam_width: usize,
+    /// PipeSearch width policy: dynamic (PipeANN's default), static (by explored position) or
+    /// fixed (always --pipe-max-width).
+    #[arg(long, default_value = "dynamic", value_parser = |s: &str| s.parse::<WidthPolicy>())]
+    pub pipe_width: WidthPolicy,
+    /// PipeSearch starting width (dynamic policy).
+    #[arg(long, default_value_t = PipeParams::default().start_width)]
+    pub pipe_start_width: usize,
+    /// PipeSearch largest width.
+    #[arg(long, default_value_t = PipeParams::default().max_width)]
+    pub pipe_max_width: usize,
+    /// Beam search: widen the beam with the explored position (OctopusANN's DynamicWidth),
+    /// capped by -W. Takes a schedule `[STEP:]W1,W2,...` (a width per STEP explored positions,
+    /// default step 5); given without a value: 4,4,8,8,16,16,24,24,32.
+    #[arg(long, num_args = 0..=1, default_missing_value = "5:4,4,8,8,16,16,24,24,32",
+          value_parser = |s: &str| s.parse::<WidthSchedule>())]
+    pub dynamic_width: Option<WidthSchedule>,
+    /// Beam search: score every record on each page read and expand any of them later without
+    /// another read (Starling's in-page search, OctopusANN's PageSearch).
+    #[arg(long)]
+    pub page_search: bool,
+    /// Queries each thread keeps in flight (throughput mode above 1; works with both
+    /// strategies).
+    #[arg(long, default_value_t = 1)]
+    pub interleave: usize,
+    /// List size of the in-memory entry-index search that seeds each query (0 = start at the
+    /// medoid; needs an index built with an entry index).
+    #[arg(long, default_value_t = 0)]
+    pub entry_list: usize,
+    /// Search threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Nodes kept in the static in-memory cache.
+    #[arg(long, default_value_t = 0)]
+    pub cache_nodes: usize,
+    /// How cached nodes are chosen: bfs (from the entry point) or freq (most read by sample
+    /// searches).
+    #[arg(long, default_value = "freq", value_parser = |s: &str| s.parse::<CachePolicy>())]
+    pub cache_policy: CachePolicy,
+    /// Sample searches run to choose a frequency cache (indexed vectors as queries).
+    #[arg(long)]
+    pub cache_samples: Option<usize>,
+    /// I/O engine: auto (io_uring, else pread), uring, pread, memory (the index file in RAM, no
+    /// I/O), or sim:LATENCY_US[:IOPS] (the file in RAM, each read completing after a modelled
+    /// device latency under an IOPS ceiling; e.g. sim:80:500000).
+    #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<EngineKind>())]
+    pub engine: EngineKind,
+    /// Disk layout to search: packed (as built), shuffle (PageShuffle), ais (All-in-Storage)
+    /// or decoupled (DecoupleVS: compressed lists and vectors in two files); all but packed
+    /// are written by `trawl layout`.
+    #[arg(long, default_value = "packed", value_parser = |s: &str| s.parse::<IndexLayout>())]
+    pub layout: IndexLayout,
+    /// Decoupled layout: memory for the LRU cache of compressed neighbour lists, in MiB.
+    #[arg(long, default_value_t = (trawl::index::DEFAULT_LIST_CACHE_BYTES >> 20) as f64)]
+    pub list_cache_mb: f64,
+    /// Decoupled layout: candidates per re-rank batch (B), also the prefetch's stability
+    /// window.
+    #[arg(long, default_value_t = RerankParams::default().batch)]
+    pub rerank_batch: usize,
+    /// Decoupled layout: stop re-ranking after a batch whose share of top-k changes is below
+    /// this (0 re-ranks every expanded node, as the packed layouts do).
+    #[arg(long, default_value_t = RerankParams::default().threshold)]
+    pub rerank_threshold: f32,
+    /// Decoupled layout: do not prefetch vectors during the traversal.
+    #[arg(long)]
+    pub no_prefetch: bool,
+    /// Decoupled layout: expansions in a row that leave the PQ top-(k+B) unchanged before the
+    /// prefetch starts (0 = B, the paper's rule).
+    #[arg(long, default_value_t = 0)]
+    pub prefetch_window: usize,
+    /// Decoupled layout: do not prefetch when the traversal is ending (beam: a round finds
+    /// fewer unexpanded candidates than its width; pipe: none is left); only DecoupleVS's
+    /// stability rule then starts the prefetch.
+    #[arg(long)]
+    pub no_converge_prefetch: bool,
+    /// Decoupled layout: re-rank batches read ahead of the one being processed.
+    #[arg(long, default_value_t = RerankParams::default().lookahead)]
+    pub rerank_lookahead: usize,
+    /// Read through the page cache instead of O_DIRECT (figures are then not disk figures).
+    #[arg(long)]
+    pub buffered: bool,
+    /// Skip the CRC check of every page read.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// io_uring submission-queue polling by a kernel thread (costs a core).
+    #[arg(long)]
+    pub sqpoll: bool,
+    /// Microseconds each search thread polls for a read before blocking (default: 200 when
+    /// the threads do not outnumber the cores, else 0; 0 always blocks at once).
+    #[arg(long)]
+    pub spin_us: Option<u64>,
+}
+
+impl SearchOptions {
+    /// The search parameters these options describe.
+    pub fn params(&self, k: usize, l: usize) -> Result<SearchParams, SearchError> {
+        let strategy = Strategy::named(
+            &self.strategy,
+            BeamParams {
+                width: self.beam_width,
+                dynamic_width: self.dynamic_width,
+                page_search: self.page_search,
+            },
+            PipeParams {
+                policy: self.pipe_width,
+                start_width: self.pipe_start_width,
+                max_width: self.pipe_max_width,
+                ..PipeParams::default()
+            },
+        )?;
+        Ok(SearchParams {
+            k,
+            l,
+            strategy,
+            entry_list: self.entry_list,
+            rerank: RerankParams {
+                batch: self.rerank_batch,
+                threshold: self.rerank_threshold,
+                prefetch: !self.no_prefetch,
+                stable_window: self.prefetch_window,
+                prefetch_on_converge: !self.no_converge_prefetch,
+                lookahead: self.rerank_lookahead,
+            },
+        })
+    }
+}
+
+pub(crate) fn open_index(
+    dir: &Path,
+    o: &SearchOptions,
+    ctl: &Control,
+) -> Result<(DiskIndex, serde_json::Value)> {
+    let opts = OpenOptions {
+        direct: !o.buffered,
+        engine: o.engine,
+        verify_pages: !o.no_verify,
+        sqpoll: o.sqpoll,
+        spin_us: o.spin_us,
+        layout: o.layout,
+        list_cache_bytes: (o.list_cache_mb.max(0.0) * (1u64 << 20) as f64) as u64,
+        queue_depth: OpenOptions::default()
+            .queue_depth
+            .max(o.beam_width)
+            .max(2 * o.pipe_max_width),
+        ..OpenOptions::default()
+    };
+    let t_load = Instant::now();
+    // Only the graph kind exists; a new kind makes this pattern refutable, and the compiler
+    // asks for its arm.
+    let AnyIndex::Graph(mut ix) =
+        open_any(dir, opts).with_context(|| format!("opening {}", dir.display()))?;
+    let policy = match (o.cache_policy, o.cache_samples) {
+        (CachePolicy::Frequency { l, beam_width, .. }, Some(n)) => CachePolicy::Frequency {
+            sample_queries: n,
+            l,
+            beam_width,
+        },
+        (p, _) => p,
+    };
+    let cache = ix.load_cache(o.cache_nodes, policy, o.threads.max(1), ctl)?;
+    let load_secs = t_load.elapsed().as_secs_f64();
+    let engine = ix.searcher()?.engine().info();
+    // The index's own description (shared with `trawl info` and Python), then the run's.
+    let mut info = serde_json::to_value(ix.info()?)?;
+    let run = serde_json::json!({
+        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "converge_prefetch": !o.no_converge_prefetch, "lookahead": o.rerank_lookahead},
+        "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists().capacity(), "entry_bytes": d.lists().entry_bytes(), "budget_bytes": d.lists().budget_bytes()})),
+        "entry_list": o.entry_list,
+        "cache": cache, "cache_policy": format!("{policy:?}"),
+        "engine": {"name": engine.name, "direct": engine.direct,
+                   "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll},
+        "verify_pages": !o.no_verify, "spin_us": o.spin_us, "beam_width": o.beam_width, "threads": o.threads,
+        "dynamic_width": o.dynamic_width.map(|s| s.to_string()), "page_search": o.page_search,
+        "strategy": o.strategy, "pipe": {"width_policy": format!("{:?}", o.pipe_width).to_lowercase(),
+                   "start_width": o.pipe_start_width, "max_width": o.pipe_max_width},
+        "dynamic_width_max": o.dynamic_width.map(|s| s.max_width()),
+        "interleave": o.interleave,
+        "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
+        "passes_per_L": 1, "warmup": false,
+    });
+    if let (Some(obj), serde_json::Value::Object(run)) = (info.as_object_mut(), run) {
+        obj.extend(run);
+    }
+    println!(
+        "index {}: {} × {} {} ({}), {} engine{}{}; cache {} nodes ({}) in {:.2} s",
+        dir.display(),
+        ix.n(),
+        ix.dim(),
+        ix.dtype().name(),
+        ix.metric().name(),
+        engine.name,
+        if engine.direct {
+            ", O_DIRECT"
+        } else {
+            ", buffered (page cache)"
+        },
+        if engine.registered_buffers {
+            ", registered buffers"
+        } else {
+            ""
+        },
+        cache.nodes,
+        human_bytes(cache.bytes),
+        cache.secs
+    );
+    Ok((ix, info))
+}

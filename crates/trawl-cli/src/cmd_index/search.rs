@@ -1,0 +1,94 @@
+//! `trawl search`: one list size, results to a file.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use trawl::data::matrix::AnyMatrix;
+use trawl::data::{read, GroundTruth, Matrix};
+use trawl::index::DiskIndex;
+use trawl::progress::Control;
+use trawl::Element;
+
+use super::bench::check_gt;
+use super::*;
+
+/// Arguments of `trawl search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Index directory.
+    pub index_dir: PathBuf,
+    /// Query vectors.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// Neighbours per query.
+    #[arg(short = 'k', default_value_t = 10)]
+    pub k: usize,
+    /// Candidate list size.
+    #[arg(short = 'L', long = "list-size", default_value_t = 100)]
+    pub l: usize,
+    /// Write the results here (DiskANN/big-ann ground-truth format: ids and distances).
+    #[arg(short = 'o', long)]
+    pub out: Option<PathBuf>,
+    /// Ground truth: print recall@k too.
+    #[arg(long)]
+    pub gt: Option<PathBuf>,
+    #[command(flatten)]
+    pub opts: SearchOptions,
+}
+
+fn search_one<T: Element>(
+    ix: &DiskIndex,
+    q: &Matrix<T>,
+    args: &SearchArgs,
+) -> Result<trawl::index::BatchOutput> {
+    let p = args.opts.params(args.k, args.l)?;
+    Ok(ix.search_batch_with(q, &p, args.opts.threads, args.opts.interleave)?)
+}
+
+/// `trawl search`: one list size, results to a file.
+pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
+    let (ix, _) = open_index(&args.index_dir, &args.opts, ctl)?;
+    let queries = read::read_matrix_any(&args.queries)?;
+    let out = match &queries {
+        AnyMatrix::F32(q) => search_one(&ix, q, args)?,
+        AnyMatrix::U8(q) => search_one(&ix, q, args)?,
+        AnyMatrix::I8(q) => search_one(&ix, q, args)?,
+    };
+    let nq = queries.n().max(1) as f64;
+    let t = out.total();
+    println!(
+        "{} queries in {:.3} s ({:.0} QPS, {} thread(s)); per query: {:.1} pages, {:.1} I/Os, {:.1} hops, {:.1} cache hits",
+        queries.n(),
+        out.wall_secs,
+        nq / out.wall_secs,
+        args.opts.threads,
+        t.io.pages_read as f64 / nq,
+        t.io.io_requests as f64 / nq,
+        t.traversal.hops as f64 / nq,
+        t.traversal.cache_hits as f64 / nq
+    );
+    if let Some(gt_path) = &args.gt {
+        let gt = trawl::data::groundtruth::read_ground_truth(gt_path)?;
+        check_gt(&gt, queries.n(), args.k)?;
+        let truth = GroundTruth {
+            nq: queries.n(),
+            k: gt.k,
+            ids: gt.ids[..queries.n() * gt.k].to_vec(),
+            dists: Vec::new(),
+        };
+        let recall = trawl::graph::recall_at_k(&out.ids, args.k, &truth).unwrap_or(0.0);
+        println!("recall@{}: {recall:.4}", args.k);
+    }
+    if let Some(path) = &args.out {
+        let res = GroundTruth {
+            nq: queries.n(),
+            k: args.k,
+            ids: out.ids,
+            dists: out.dists,
+        };
+        trawl::data::groundtruth::write_ground_truth(path, &res)?;
+        println!("results written to {}", path.display());
+    }
+    Ok(())
+}
