@@ -60,7 +60,7 @@ def qps_at(points: list[tuple[float, float]], target: float) -> float | None:
 
 def run_one(binary: str, idx: Path, ds, flags: list[str], lsizes: str, out: Path,
             threads: int) -> list[tuple[float, float]]:
-    cmd = [binary, "bench", str(idx), "--queries", ds.queries, "--gt", ds.gt, "-k", "10",
+    cmd = [binary, "bench", str(idx), "--queries", ds.query, "--gt", ds.gt, "-k", "10",
            "-L", lsizes, "--threads", str(threads), "--json", str(out), "--quiet", *flags]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     rows = json.loads(out.read_text())

@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -195,6 +196,9 @@ def test_bad_queries_raise_invalid_input(f32_index):
         (lambda: index.search(queries[0], params=trawl.SearchParams(strategy="dfs")), "strategy"),
         (lambda: index.search(queries[0], params=trawl.SearchParams(beam_width=0)), "beam_width"),
         (lambda: index.search(queries[0], params=trawl.SearchParams(beam_width=65)), "beam width"),
+        (lambda: index.search(queries[0], params=trawl.SearchParams(strategy="pipe",
+                                                                   page_search=True)),
+         "beam-search options"),
         (lambda: index.batch_search(queries, threads=-1), "threads"),
     ]
     nan = queries.copy()
@@ -312,6 +316,38 @@ def test_info_describes_the_index(f32_index):
     assert info["cache"]["nodes"] == 100
     assert info["memory_bytes"]["pq_codes_bytes"] == 4000 * 16
     assert info["engine"]["direct"] is True
+    # The library's description, the same as `trawl info DIR --json`, manifest included.
+    assert info["kind"] == "graph" and info["manifest"] is True
+    assert info["layouts"] == ["packed"]
+    assert info["build"]["R"] == 32 and info["build"]["pq_bytes"] == 16
+    files = {f["name"]: f for f in info["files"]}
+    assert set(files) == {"pq.trawl", "pq-codes.trawl", "packed.trawl", "entry.trawl"}
+    for name, f in files.items():
+        assert f["bytes"] == (d / name).stat().st_size, name
+    cli = json.loads(subprocess.run([str(trawl_cli()), "info", str(d), "--json"], check=True,
+                                    capture_output=True, text=True).stdout)
+    for key in ("kind", "n", "dim", "R", "pq_bytes", "layouts", "files", "build"):
+        assert cli[key] == info[key], key
+
+
+def test_error_classes_follow_the_library_kinds():
+    assert issubclass(trawl.InternalError, trawl.Error)
+    assert not issubclass(trawl.InternalError, ValueError)
+    for cls in (trawl.InvalidInputError, trawl.IndexNotFoundError, trawl.StorageError,
+                trawl.CorruptIndexError, trawl.InternalError):
+        assert cls.__module__ == "trawl.errors"
+
+
+def test_a_file_of_another_build_is_refused(f32_index, tmp_path):
+    d, data, _, _ = f32_index
+    import shutil
+    other = tmp_path / "other"
+    trawl.build(data[::-1].copy(), other, trawl.BuildParams(threads=1, **FAST))
+    mixed = tmp_path / "mixed"
+    shutil.copytree(d, mixed)
+    shutil.copy(other / "entry.trawl", mixed / "entry.trawl")
+    with pytest.raises(trawl.CorruptIndexError, match="not the file this index was built with"):
+        trawl.Index.open(mixed)
 
 
 def test_memory_engine_and_decoupled_layout(tmp_path):

@@ -133,7 +133,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
         human_bytes(rss)
     );
     println!(
-        "on disk in {}: packed.trawl {} ({} records per page), pq.trawl {}, pq-codes.trawl {} ({} B per vector), entry.trawl {} ({} nodes, {:.1} s); total {}",
+        "on disk in {}: packed.trawl {} ({} records per page), pq.trawl {}, pq-codes.trawl {} ({} B per vector), entry.trawl {} ({} nodes, {:.1} s), manifest.trawl {}; total {}",
         dir.display(),
         human_bytes(report.packed_bytes),
         report.records_per_page,
@@ -143,6 +143,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
         human_bytes(report.entry_bytes),
         report.entry_nodes,
         report.entry_secs,
+        human_bytes(report.manifest_bytes),
         human_bytes(report.disk_bytes)
     );
     let decoupled = if args.decoupled {

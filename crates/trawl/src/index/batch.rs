@@ -42,12 +42,13 @@ impl BatchOutput {
 impl DiskIndex {
     /// The index as a searcher reads it.
     pub fn view(&self) -> IndexView<'_> {
-        let codes = match (&self.codes, self.layout.records()) {
-            (Some(c), _) => PqCodesAt::Memory(c),
-            (None, Some(r)) => PqCodesAt::Records {
-                medoid: r.file().medoid_code(),
+        // The codes are in memory for every layout but All-in-Storage, whose records carry
+        // them (and whose header the medoid's).
+        let codes = match &self.codes {
+            Some(c) => PqCodesAt::Memory(c),
+            None => PqCodesAt::Records {
+                medoid: self.packed().map_or(&[][..], |p| p.medoid_code()),
             },
-            (None, None) => PqCodesAt::Records { medoid: &[] },
         };
         IndexView {
             space: GraphSpace {

@@ -131,6 +131,8 @@ pub struct IndexBuildReport {
     pub entry_secs: f64,
     /// Bytes of the entry index file.
     pub entry_bytes: u64,
+    /// Bytes of the manifest.
+    pub manifest_bytes: u64,
     /// Bytes of the whole index on disk.
     pub disk_bytes: u64,
 }
@@ -214,18 +216,20 @@ pub fn build_index<T: Element>(
         }
     };
     let entry_secs = t_entry.elapsed().as_secs_f64();
-    super::manifest::Manifest::record(
+    let manifest_bytes = super::manifest::Manifest::record(
         dir,
         Some(super::manifest::BuildRecord {
             r: params.graph.r,
             l: params.graph.l,
-            alpha: params.graph.alpha,
+            // 1.2f32 as 1.2, not 1.2000000476837158.
+            alpha: params.graph.alpha.to_string().parse().unwrap_or(0.0),
             pq_bytes: pq.m(),
             entry_ratio: params.entry.map_or(0.0, |e| e.ratio),
             memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
             seed: params.graph.seed,
         }),
-    )?;
+    )?
+    .1;
     let geo = packed::PackedGeometry::of(&meta).unwrap_or(packed::PackedGeometry {
         vector_bytes: 0,
         record_bytes: 0,
@@ -255,7 +259,8 @@ pub fn build_index<T: Element>(
         entry_nodes,
         entry_secs,
         entry_bytes,
-        disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes + entry_bytes,
+        manifest_bytes,
+        disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes + entry_bytes + manifest_bytes,
     })
 }
 

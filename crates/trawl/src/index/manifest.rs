@@ -52,8 +52,8 @@ pub struct BuildRecord {
     /// Build list size.
     #[serde(rename = "L")]
     pub l: usize,
-    /// Pruning α.
-    pub alpha: f32,
+    /// Pruning α (the `f32` the build used, written with its shortest decimal form).
+    pub alpha: f64,
     /// PQ bytes per vector.
     pub pq_bytes: usize,
     /// Entry index: share of the nodes sampled (0 without one).
@@ -230,16 +230,16 @@ impl Manifest {
     }
 
     /// Writes the manifest describing `dir` now ([`Manifest::describe`]), replacing the old one
-    /// atomically. Returns it.
-    pub fn record(dir: &Path, build: Option<BuildRecord>) -> Result<Self, FileError> {
+    /// atomically. Returns it and the bytes written.
+    pub fn record(dir: &Path, build: Option<BuildRecord>) -> Result<(Self, u64), FileError> {
         let m = Self::describe(dir, build)?;
         let path = dir.join(MANIFEST_FILE);
         let json = serde_json::to_vec_pretty(&m)
             .map_err(|e| FileError::new(&path, FileErrorKind::Invalid(e.to_string())))?;
         let mut w = EnvelopeWriter::create(&path, MAGIC, VERSION)?;
         w.write(&json)?;
-        w.finish()?;
-        Ok(m)
+        let bytes = w.finish()?;
+        Ok((m, bytes))
     }
 
     /// The recorded file named `name`.

@@ -181,12 +181,20 @@ pub struct DiskBytes {
     pub pq_codes: u64,
     /// The entry index (0 without one).
     pub entry: u64,
+    /// The manifest (0 for an index built before manifests).
+    pub manifest: u64,
 }
 
 impl DiskBytes {
     /// Sum of the files.
     pub fn total(&self) -> u64 {
-        self.packed + self.graph + self.vectors + self.pq + self.pq_codes + self.entry
+        self.packed
+            + self.graph
+            + self.vectors
+            + self.pq
+            + self.pq_codes
+            + self.entry
+            + self.manifest
     }
 }
 
@@ -334,6 +342,7 @@ impl DiskIndex {
             } else {
                 0
             },
+            manifest: len(self.dir.join(manifest::MANIFEST_FILE)),
             entry: if self.entry.is_some() {
                 len(self.dir.join(entry::FILE_NAME))
             } else {

@@ -168,9 +168,7 @@ impl BeamQuery {
         t: &mut Turn<'_, T>,
     ) -> Result<(), SearchError> {
         let g = src.graph;
-        let records = g.page_records().ok_or_else(|| {
-            SearchError::Internal("PageSearch on a layout whose pages hold no records".into())
-        })?;
+        let records = page_records(g)?;
         let rb = records.record_bytes();
         let at = self
             .kept
@@ -242,9 +240,7 @@ impl BeamQuery {
         x: &mut Expand<'_, T>,
     ) -> Result<(), SearchError> {
         let g = src.graph;
-        let records = g.page_records().ok_or_else(|| {
-            SearchError::Internal("PageSearch on a layout whose pages hold no records".into())
-        })?;
+        let records = page_records(g)?;
         self.page_ids.clear();
         records.ids_on_page(page, &mut self.page_ids);
         let rb = records.record_bytes();
@@ -366,6 +362,14 @@ impl<'v, G: GraphSource + 'v> Traversal<'v, G> for BeamQuery {
     fn converging(&self) -> bool {
         self.short_round()
     }
+}
+
+/// The page records PageSearch reads (refused for such layouts when the parameters are
+/// checked, so a layout without them here is a bug).
+fn page_records<G: GraphSource>(g: &G) -> Result<&G::Records, SearchError> {
+    g.page_records().ok_or_else(|| {
+        SearchError::Internal("PageSearch on a layout whose pages hold no records".into())
+    })
 }
 
 /// Waits for at least one completion: polls for up to `spin`, then blocks.
