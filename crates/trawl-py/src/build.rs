@@ -48,7 +48,12 @@ pub fn run_interruptible<R: Send>(
     if let Some(e) = interrupted {
         return Err(e);
     }
-    result.map_err(|_| err(Kind::Other, "internal error: the build thread panicked"))
+    result.map_err(|_| {
+        err(
+            Kind::Internal,
+            "the build thread panicked (a bug: please report it)",
+        )
+    })
 }
 
 /// Builds a disk index over `data` into `index_dir` and returns the build report (a dict).

@@ -39,6 +39,6 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
 /// A serializable value as a Python object.
 pub fn ser_to_py<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
     let v = serde_json::to_value(v)
-        .map_err(|e| crate::errors::err(crate::errors::Kind::Other, e.to_string()))?;
+        .map_err(|e| crate::errors::err(crate::errors::Kind::Internal, e.to_string()))?;
     to_py(py, &v)
 }
