@@ -130,6 +130,8 @@ pub struct Rerank {
     cursor: usize,
     best: Vec<f32>,
     stopped: bool,
+    /// The result set, rebuilt per query without a new allocation.
+    full: Vec<Neighbor>,
 }
 
 impl Rerank {
@@ -450,11 +452,9 @@ impl<'v, V: VectorSource> QueryMachine<VectorView<'v, V>> for Rerank {
     }
     fn results(&mut self, k: usize, out: &mut Vec<(u32, f32)>, stats: &mut QueryStats) {
         self.count_waste(stats);
-        let mut full: Vec<Neighbor> = self
-            .exact
-            .iter()
-            .map(|(&id, &dist)| Neighbor { id, dist })
-            .collect();
-        sorted_results(&mut full, k, out);
+        self.full.clear();
+        self.full
+            .extend(self.exact.iter().map(|(&id, &dist)| Neighbor { id, dist }));
+        sorted_results(&mut self.full, k, out);
     }
 }
