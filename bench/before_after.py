@@ -9,6 +9,10 @@ the report gives the medians per binary and the median of the per-repetition rat
 
     python3 bench/before_after.py gen-1m --bin-a /tmp/trawl-before --bin-b target/release/trawl
     python3 bench/before_after.py glove-400k --repeat 5 --configs beam,pipe
+    python3 bench/before_after.py glove-400k --repeat 30 --configs decoupled --lsizes 15
+
+With one list size per sweep the QPS at a target is that point's QPS when its recall reaches
+the target (both binaries must reach the same recall there; the report lists it).
 
 The index is built once (by --bin-a, R/L/PQ as the other bench scripts) beside the dataset, with
 its PageShuffle and decoupled layouts and a MemGraph entry index for C5.
@@ -87,6 +91,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--targets", default="0.90,0.95")
+    ap.add_argument("--lsizes", default=None,
+                    help="list sizes of every sweep (default: per configuration); one size "
+                         "near a target makes the sweeps short and the alternation fine")
     ap.add_argument("-R", type=int, default=64)
     ap.add_argument("-L", type=int, default=100)
     ap.add_argument("--pq-bytes", type=int, default=32)
@@ -110,7 +117,8 @@ def main() -> None:
             order = ["A", "B"] if (rep + ci) % 2 == 0 else ["B", "A"]
             for side in order:
                 f = out / f"{c}.{side}.{rep}.json"
-                rows = run_one(bins[side], idx, ds, CONFIGS[c], DEFAULT_L[c], f, args.threads)
+                rows = run_one(bins[side], idx, ds, CONFIGS[c], args.lsizes or DEFAULT_L[c], f,
+                               args.threads)
                 pts = [(r, q) for r, q, _ in rows]
                 results[c][side].append({t: qps_at(pts, t) for t in targets})
                 sweeps.setdefault((c, side), []).append([(r, p) for r, _, p in rows])
