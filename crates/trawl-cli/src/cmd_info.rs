@@ -236,7 +236,12 @@ fn index_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Contro
     let trawl::index::AnyIndex::Graph(ix) = trawl::index::open_any(dir, opts)?;
     let info = ix.info()?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&info)?);
+        let mut v = serde_json::to_value(&info)?;
+        if verify {
+            let rep = trawl::index::verify_index(dir, ctl)?;
+            v["verify"] = serde_json::to_value(&rep)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     let db = ix.disk_bytes();
@@ -259,16 +264,34 @@ fn index_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Contro
     }
     if layout == trawl::index::IndexLayout::Decoupled {
         println!("(no packed.trawl: the decoupled layout only)");
-        decoupled_graph(
-            &dir.join(trawl::layout::decoupled::graph::FILE_NAME),
-            verify,
-        )?;
+        decoupled_graph(&dir.join(trawl::layout::decoupled::graph::FILE_NAME), false)?;
         decoupled_vectors(
             &dir.join(trawl::layout::decoupled::vectors::FILE_NAME),
-            verify,
+            false,
         )?;
     } else {
-        packed_file(&packed_path, verify, ctl)?;
+        packed_file(&packed_path, false, ctl)?;
+    }
+    if verify {
+        // Every file of the index, read whole.
+        let rep = trawl::index::verify_index(dir, ctl)?;
+        println!(
+            "verify:  {} files{}",
+            rep.files.len(),
+            if rep.manifest {
+                ", each matching the manifest"
+            } else {
+                " (no manifest: the index files present)"
+            }
+        );
+        for f in &rep.files {
+            println!(
+                "  {:<22} {:>12}  {}",
+                f.name,
+                human_bytes(f.bytes),
+                f.checked
+            );
+        }
     }
     println!("files:");
     let row = |name: &str, b: u64| println!("  {name:<15} {:>12} ({b} bytes)", human_bytes(b));

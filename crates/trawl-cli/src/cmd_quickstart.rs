@@ -101,7 +101,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             r: 64,
             l: 100,
             alpha: 1.2,
-            pq_bytes: args.pq_bytes,
+            pq_bytes: Some(args.pq_bytes),
             threads: args.threads,
             memory_budget_gb: None,
             seed: defaults.seed,

@@ -188,8 +188,13 @@ fn a_rebuild_leaves_the_old_layouts_out() {
         ["packed"],
         "the shuffled file is of the old build"
     );
+    // The rebuild's commit removed it.
+    assert!(!dir.path().join(IndexLayout::Shuffled.file_name()).exists());
     let e = open(dir.path(), IndexLayout::Shuffled).unwrap_err();
-    assert!(e.to_string().contains("not part of this index"), "{e}");
+    assert!(
+        e.to_string().contains("packed-shuffled.trawl is missing"),
+        "{e}"
+    );
 }
 
 #[test]

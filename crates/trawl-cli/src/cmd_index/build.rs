@@ -18,6 +18,9 @@ use trawl::Metric;
 use crate::cmd_graph::write_json;
 use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
 
+/// PQ bytes per vector when `--pq-bytes` is not given (fewer for data of fewer dimensions).
+pub const DEFAULT_PQ_BYTES: usize = 32;
+
 /// Arguments of `trawl build`.
 #[derive(Debug, Args)]
 pub struct BuildArgs {
@@ -37,9 +40,10 @@ pub struct BuildArgs {
     /// Pruning factor α (≥ 1).
     #[arg(long, default_value_t = VamanaParams::default().alpha)]
     pub alpha: f32,
-    /// PQ bytes per vector kept in memory at search time (≤ dimension).
-    #[arg(long, default_value_t = 32)]
-    pub pq_bytes: usize,
+    /// PQ bytes per vector kept in memory at search time (≤ dimension; default 32, or the
+    /// dimension when it is smaller).
+    #[arg(long)]
+    pub pq_bytes: Option<usize>,
     /// Worker threads (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -76,9 +80,68 @@ pub struct BuildArgs {
     pub report: Option<PathBuf>,
 }
 
+/// Checks the flags that need no data, naming each flag (the library checks again, by field).
+fn check_args(args: &BuildArgs) -> Result<()> {
+    if args.r == 0 || args.r > u16::MAX as usize {
+        bail!("-R {} must be between 1 and 65535", args.r);
+    }
+    if args.l < args.r || args.l > trawl::graph::MAX_BUILD_L {
+        bail!(
+            "-L {} must be between -R ({}) and {}",
+            args.l,
+            args.r,
+            trawl::graph::MAX_BUILD_L
+        );
+    }
+    if !(args.alpha.is_finite() && args.alpha >= 1.0) {
+        bail!("--alpha {} must be a finite value ≥ 1", args.alpha);
+    }
+    if let Some(g) = args.memory_budget_gb {
+        if !(g.is_finite() && g > 0.0 && g * (1u64 << 30) as f64 >= 1.0 && g < 1.0e9) {
+            bail!("--memory-budget-gb {g} must be a positive number of GiB");
+        }
+    }
+    if args.pq_bytes == Some(0) {
+        bail!("--pq-bytes must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&args.entry_ratio) {
+        bail!(
+            "--entry-ratio {} must be between 0 (no entry index) and 1",
+            args.entry_ratio
+        );
+    }
+    if args.entry_ratio > 0.0 {
+        if args.entry_degree == 0 || args.entry_degree > u16::MAX as usize {
+            bail!(
+                "--entry-degree {} must be between 1 and 65535",
+                args.entry_degree
+            );
+        }
+        if args.entry_build_list == 0 || args.entry_build_list > trawl::graph::MAX_BUILD_L {
+            bail!(
+                "--entry-build-list {} must be between 1 and {}",
+                args.entry_build_list,
+                trawl::graph::MAX_BUILD_L
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuildReport> {
     let t0 = Instant::now();
+    check_args(args)?;
     let data = read::read_matrix_any(&args.data)?;
+    let dim = data.dim();
+    let pq_bytes = match args.pq_bytes {
+        Some(b) if b > dim => bail!(
+            "--pq-bytes {b} is more than the dimension of {} ({dim}): PQ codes hold at most \
+             one byte per dimension",
+            args.data.display()
+        ),
+        Some(b) => b,
+        None => DEFAULT_PQ_BYTES.min(dim),
+    };
     let params = IndexParams {
         metric: args.metric,
         graph: VamanaParams {
@@ -93,7 +156,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
             ..VamanaParams::default()
         },
         pq: PqParams {
-            bytes_per_vector: args.pq_bytes,
+            bytes_per_vector: pq_bytes,
             seed: args.seed,
             ..PqParams::default()
         },
@@ -105,15 +168,6 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
             sampling: args.entry_sampling,
         }),
     };
-    if args.pq_bytes == 0 {
-        bail!("--pq-bytes must be at least 1");
-    }
-    if !(0.0..=1.0).contains(&args.entry_ratio) {
-        bail!(
-            "--entry-ratio {} must be between 0 (no entry index) and 1",
-            args.entry_ratio
-        );
-    }
     let dir = &args.index_dir;
     let (mut report, threads) = with_threads(args.threads, || -> Result<_> {
         let r = match &data {

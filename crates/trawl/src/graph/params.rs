@@ -127,6 +127,10 @@ impl BuildError {
     }
 }
 
+/// The largest build list size a build accepts (each build thread holds a candidate list of
+/// this size; DiskANN's builds use 100–200).
+pub const MAX_BUILD_L: usize = 100_000;
+
 fn invalid(name: &'static str, reason: String) -> BuildError {
     BuildError::InvalidParam { name, reason }
 }
@@ -141,6 +145,25 @@ impl VamanaParams {
             return Err(invalid(
                 "l",
                 format!("{} is smaller than r = {}", self.l, self.r),
+            ));
+        }
+        if self.l > MAX_BUILD_L {
+            return Err(invalid(
+                "l",
+                format!("{} is more than {MAX_BUILD_L}", self.l),
+            ));
+        }
+        let most = 4 * u16::MAX as usize;
+        if self.max_candidates > most {
+            return Err(invalid(
+                "max_candidates",
+                format!("{} is more than {most}", self.max_candidates),
+            ));
+        }
+        if self.memory_budget_bytes == Some(0) {
+            return Err(invalid(
+                "memory_budget",
+                "0 bytes: give a positive budget, or none for an unsplit build".into(),
             ));
         }
         if !(self.alpha >= 1.0 && self.alpha.is_finite()) {

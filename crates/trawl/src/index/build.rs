@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::time::Instant;
 
+use super::manifest::{new_build_id, BuildRecord, Manifest};
+use super::txn::Txn;
 use super::{payload_crc, PQ_CODES_FILE, PQ_FILE};
 use crate::data::{DataError, Matrix};
 use crate::graph::{self, BuildError, VamanaParams};
@@ -26,6 +28,29 @@ pub struct IndexParams {
     /// The in-memory entry index (a sample graph searched before the disk search), or `None`
     /// for none. On by default (1% sample, R = 32, L = 64).
     pub entry: Option<EntryParams>,
+}
+
+impl IndexParams {
+    /// Checks every parameter against data of `dim` dimensions, before anything is written.
+    pub fn validate(&self, dim: usize) -> Result<(), IndexBuildError> {
+        self.graph.validate()?;
+        let m = self.pq.bytes_per_vector.clamp(1, dim.max(1));
+        if self.pq.bytes_per_vector == 0 || dim == 0 {
+            return Err(PqError::BadCodeSize {
+                bytes_per_vector: self.pq.bytes_per_vector,
+                dim,
+            }
+            .into());
+        }
+        if self.pq.max_sample == 0 {
+            return Err(PqError::ZeroSample.into());
+        }
+        debug_assert!(m >= 1);
+        if let Some(e) = &self.entry {
+            e.validate()?;
+        }
+        Ok(())
+    }
 }
 
 impl Default for IndexParams {
@@ -60,6 +85,9 @@ pub enum IndexBuildError {
     /// Opening the index just written failed.
     #[error("opening the index just written: {0}")]
     Open(#[from] super::OpenError),
+    /// The directory's atomic write could not start or finish (another writer, the OS).
+    #[error(transparent)]
+    Txn(#[from] super::txn::TxnError),
     /// The output directory could not be created.
     #[error("{}: {source}", dir.display())]
     Dir {
@@ -77,7 +105,7 @@ impl IndexBuildError {
         use crate::ErrorKind as K;
         match self {
             Self::Data(d) => d.kind(),
-            Self::Pq(_) => K::InvalidInput,
+            Self::Pq(p) => p.kind(),
             Self::Graph(g) => g.kind(),
             Self::File(f) => match f.kind() {
                 K::NotFound => K::Storage,
@@ -85,6 +113,7 @@ impl IndexBuildError {
             },
             Self::Search(s) => s.kind(),
             Self::Open(o) => o.kind(),
+            Self::Txn(t) => t.kind(),
             Self::Dir { .. } => K::Storage,
         }
     }
@@ -137,9 +166,11 @@ pub struct IndexBuildReport {
     pub disk_bytes: u64,
 }
 
-/// Builds a disk index over `data` into `dir` (created if missing; existing index files are
-/// replaced atomically one by one, and the packed file, written last, binds the PQ files by
-/// checksum). Runs on rayon's current thread pool.
+/// Builds a disk index over `data` into `dir` (created if missing). The parameters and the
+/// data are checked before anything is written; the new files are written beside the index
+/// the directory may hold and replace it in one atomic commit ([`super::txn`]), so a build
+/// that fails or is killed leaves the old index as it was. Runs on rayon's current thread
+/// pool.
 pub fn build_index<T: Element>(
     data: &Matrix<T>,
     dir: &Path,
@@ -147,20 +178,15 @@ pub fn build_index<T: Element>(
     ctl: &Control,
 ) -> Result<IndexBuildReport, IndexBuildError> {
     let t0 = Instant::now();
+    params.validate(data.dim())?;
     crate::data::validate_finite(data)?;
-    std::fs::create_dir_all(dir).map_err(|source| IndexBuildError::Dir {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
-    // The old manifest describes files this build is about to replace: until the new one is
-    // written at the end, the directory is an index without a manifest.
-    remove_if_present(&dir.join(super::manifest::MANIFEST_FILE))?;
+    let txn = Txn::begin(dir)?;
     let mut pq_params = params.pq.clone();
     pq_params.bytes_per_vector = pq_params.bytes_per_vector.clamp(1, data.dim());
     let pq = ProductQuantizer::train(data, params.metric, &pq_params, ctl)?;
     let codes = pq.encode(data, ctl)?;
-    let pq_path = dir.join(PQ_FILE);
-    let codes_path = dir.join(PQ_CODES_FILE);
+    let pq_path = txn.path(PQ_FILE);
+    let codes_path = txn.path(PQ_CODES_FILE);
     let pq_bytes = pq.save(&pq_path)?;
     let pq_codes_bytes = codes.save(&codes_path)?;
     drop(codes);
@@ -183,7 +209,7 @@ pub fn build_index<T: Element>(
         neighbor_code_bytes: 0,
         permuted: false,
     };
-    let mut w = PackedWriter::create(&dir.join(packed::FILE_NAME), meta)?;
+    let mut w = PackedWriter::create(&txn.path(packed::FILE_NAME), meta)?;
     let bar = ctl.bar("writing the disk index", data.n() as u64);
     for i in 0..data.n() {
         w.push(data.row(i), g.neighbors(i as u32))?;
@@ -196,29 +222,25 @@ pub fn build_index<T: Element>(
     let layout_secs = t_layout.elapsed().as_secs_f64();
 
     let t_entry = Instant::now();
-    let entry_path = dir.join(entry::FILE_NAME);
+    let entry_path = txn.path(entry::FILE_NAME);
     let (entry_nodes, entry_bytes) = match &params.entry {
         Some(ep) if ep.sampling == EntrySampling::Uniform => {
             let e = EntryIndex::build(data, params.metric, ep, ctl)?;
             (e.len(), e.save(&entry_path, meta.n, meta.pq_codes_crc)?)
         }
         Some(ep) => {
-            // Visit frequency needs searches over the index just written.
-            let _ = std::fs::remove_file(&entry_path);
-            let mut ix = super::DiskIndex::open(dir, super::OpenOptions::default())?;
-            let r = ix.rebuild_entry(ep, rayon::current_num_threads(), ctl)?;
-            (r.nodes, r.file_bytes)
+            // Visit frequency needs searches over the index just written (still staged).
+            let ix = super::DiskIndex::open(txn.staging(), super::OpenOptions::default())?;
+            let (e, _) = ix.build_entry(ep, rayon::current_num_threads(), ctl)?;
+            drop(ix);
+            (e.len(), e.save(&entry_path, meta.n, meta.pq_codes_crc)?)
         }
-        None => {
-            // An entry file of an earlier build would be refused at open: remove it.
-            remove_if_present(&entry_path)?;
-            (0, 0)
-        }
+        None => (0, 0),
     };
     let entry_secs = t_entry.elapsed().as_secs_f64();
-    let manifest_bytes = super::manifest::Manifest::record(
-        dir,
-        Some(super::manifest::BuildRecord {
+    let manifest = Manifest::describe(
+        &[txn.staging()],
+        Some(BuildRecord {
             r: params.graph.r,
             l: params.graph.l,
             // 1.2f32 as 1.2, not 1.2000000476837158.
@@ -228,8 +250,9 @@ pub fn build_index<T: Element>(
             memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
             seed: params.graph.seed,
         }),
-    )?
-    .1;
+        new_build_id(),
+    )?;
+    let manifest_bytes = txn.commit(&manifest)?;
     let geo = packed::PackedGeometry::of(&meta).unwrap_or(packed::PackedGeometry {
         vector_bytes: 0,
         record_bytes: 0,
@@ -262,15 +285,4 @@ pub fn build_index<T: Element>(
         manifest_bytes,
         disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes + entry_bytes + manifest_bytes,
     })
-}
-
-/// Removes `path` if it exists.
-fn remove_if_present(path: &Path) -> Result<(), IndexBuildError> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(IndexBuildError::Dir {
-            dir: path.to_path_buf(),
-            source: e,
-        }),
-        _ => Ok(()),
-    }
 }

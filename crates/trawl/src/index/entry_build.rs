@@ -108,11 +108,14 @@ impl DiskIndex {
         ctl: &Control,
     ) -> Result<EntryReport, IndexBuildError> {
         let t0 = Instant::now();
+        params.validate()?;
+        let txn = super::txn::Txn::begin(self.dir())?;
         let (e, pages_read) = self.build_entry(params, threads, ctl)?;
-        let path = self.dir().join(entry::FILE_NAME);
+        let path = txn.path(entry::FILE_NAME);
         let meta = *self.packed_file()?.meta();
         let file_bytes = e.save(&path, meta.n, meta.pq_codes_crc)?;
-        super::manifest::Manifest::record(self.dir(), None)?;
+        let manifest = super::manifest::Manifest::with_additions(self.dir(), txn.staging())?;
+        txn.commit(&manifest)?;
         let report = EntryReport {
             nodes: e.len(),
             file_bytes,

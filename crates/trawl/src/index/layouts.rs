@@ -15,6 +15,8 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::time::Instant;
 
+use super::manifest::Manifest;
+use super::txn::Txn;
 use super::{DiskIndex, IndexBuildError};
 use crate::io::PAGE_BYTES;
 use crate::layout::decoupled::graph::GraphWriter;
@@ -188,7 +190,11 @@ impl DiskIndex {
         let bad = |m: String| {
             IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
         };
-        let out_path = self.dir().join(layout.file_name());
+        if layout == IndexLayout::Packed {
+            return Err(bad("the packed layout is the one the build writes".into()));
+        }
+        let txn = Txn::begin(self.dir())?;
+        let out_path = txn.path(layout.file_name());
         let mut report = LayoutReport {
             layout: layout.name().into(),
             file: layout.file_name().into(),
@@ -279,7 +285,8 @@ impl DiskIndex {
             ..meta
         })
         .map_or(0, |g| g.per_page);
-        super::manifest::Manifest::record(self.dir(), None)?;
+        let manifest = Manifest::with_additions(self.dir(), txn.staging())?;
+        txn.commit(&manifest)?;
         report.total_secs = t0.elapsed().as_secs_f64();
         Ok(report)
     }
@@ -314,8 +321,9 @@ impl DiskIndex {
             IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
         };
         let meta = *src.meta();
-        let graph_path = self.dir().join(IndexLayout::Decoupled.file_name());
-        let vectors_path = self.dir().join(dvectors::FILE_NAME);
+        let txn = Txn::begin(self.dir())?;
+        let graph_path = txn.path(IndexLayout::Decoupled.file_name());
+        let vectors_path = txn.path(dvectors::FILE_NAME);
         let geo = VectorGeometry::new(meta.dtype, meta.dim, meta.n, params).map_err(bad)?;
         let mut planner = VectorPlanner::new(geo).map_err(bad)?;
         let mut gw = GraphWriter::create(
@@ -354,7 +362,8 @@ impl DiskIndex {
         let vrep = vw.finish()?;
         let pass2_secs = t2.elapsed().as_secs_f64();
         let graph_pages = graph_bytes / PAGE_BYTES as u64;
-        super::manifest::Manifest::record(self.dir(), None)?;
+        let manifest = Manifest::with_additions(self.dir(), txn.staging())?;
+        txn.commit(&manifest)?;
         Ok(LayoutReport {
             layout: IndexLayout::Decoupled.name().into(),
             file: format!(

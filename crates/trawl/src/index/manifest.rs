@@ -98,6 +98,26 @@ pub struct Manifest {
     pub files: Vec<ManifestFile>,
     /// The build parameters (`None` for an index built before manifests existed).
     pub build: Option<BuildRecord>,
+    /// Identifies the build every file belongs to: random, made by the build, kept by the
+    /// operations that add to it (`trawl layout`, `trawl entry`); empty for an index built
+    /// before build ids existed.
+    #[serde(default)]
+    pub build_id: String,
+}
+
+/// A new build id: 16 hex digits from the clock, the process and a counter.
+pub fn new_build_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    format!("{:016x}", h.finish())
 }
 
 /// The checksum a file's header carries: bytes 24..28 of an envelope file (its payload CRC),
@@ -128,6 +148,11 @@ pub(crate) fn header_checksum(path: &Path) -> Result<u32, FileError> {
 
 fn entry_of(dir: &Path, name: &str, role: &str) -> Result<ManifestFile, FileError> {
     let path = dir.join(name);
+    entry_at(&path, name, role)
+}
+
+fn entry_at(path: &Path, name: &str, role: &str) -> Result<ManifestFile, FileError> {
+    let path = path.to_path_buf();
     let bytes = std::fs::metadata(&path)
         .map_err(|e| FileError::new(&path, e.into()))?
         .len();
@@ -156,38 +181,64 @@ impl Manifest {
         if !path.is_file() {
             return Ok(None);
         }
-        let (_, payload) = read_envelope(&path, MAGIC, "trawl index manifest", VERSION)?;
-        let m: Self = serde_json::from_slice(&payload)
-            .map_err(|e| FileError::new(&path, FileErrorKind::Invalid(format!("manifest: {e}"))))?;
-        Ok(Some(m))
+        Self::load_from(&path).map(Some)
     }
 
-    /// Describes the index in `dir` as its files are now: the packed file (or, without it, the
-    /// decoupled graph) sets the build; PQ files, entry index and every layout whose header
-    /// matches it are listed. `build` is kept from an earlier manifest when `None`.
-    pub fn describe(dir: &Path, build: Option<BuildRecord>) -> Result<Self, FileError> {
-        let packed_path = dir.join(IndexLayout::Packed.file_name());
-        let graph_path = dir.join(IndexLayout::Decoupled.file_name());
-        let base = if packed_path.is_file() {
-            *crate::layout::packed::PackedFile::open(&packed_path)?.meta()
-        } else {
-            *crate::layout::decoupled::graph::GraphFile::open(&graph_path)?.meta()
+    /// Reads the manifest file at `path`.
+    pub fn load_from(path: &Path) -> Result<Self, OpenError> {
+        let (_, payload) = read_envelope(path, MAGIC, "trawl index manifest", VERSION)?;
+        let m: Self = serde_json::from_slice(&payload)
+            .map_err(|e| FileError::new(path, FileErrorKind::Invalid(format!("manifest: {e}"))))?;
+        Ok(m)
+    }
+
+    /// Describes the index whose files are found in `sources` (each name in the first source
+    /// directory that holds it: the files an operation just wrote, then the index it adds
+    /// to): the packed file (or, without it, the decoupled graph) sets the build; PQ files,
+    /// entry index and every layout whose header matches it are listed. A layout of another
+    /// graph (an earlier build) is left out.
+    pub fn describe(
+        sources: &[&Path],
+        build: Option<BuildRecord>,
+        build_id: String,
+    ) -> Result<Self, FileError> {
+        let find = |name: &str| sources.iter().map(|d| d.join(name)).find(|p| p.is_file());
+        let packed_name = IndexLayout::Packed.file_name();
+        let graph_name = IndexLayout::Decoupled.file_name();
+        let base = match (find(packed_name), find(graph_name)) {
+            (Some(p), _) => *crate::layout::packed::PackedFile::open(&p)?.meta(),
+            (None, Some(g)) => *crate::layout::decoupled::graph::GraphFile::open(&g)?.meta(),
+            (None, None) => {
+                return Err(FileError::new(
+                    sources
+                        .first()
+                        .map_or(Path::new("."), |d| d)
+                        .join(packed_name),
+                    FileErrorKind::Io(std::io::ErrorKind::NotFound.into()),
+                ))
+            }
+        };
+        let needed = |name: &str| {
+            find(name).ok_or_else(|| {
+                FileError::new(
+                    sources.first().map_or(Path::new("."), |d| d).join(name),
+                    FileErrorKind::Io(std::io::ErrorKind::NotFound.into()),
+                )
+            })
         };
         let mut files = vec![
-            entry_of(dir, PQ_FILE, "pq")?,
-            entry_of(dir, PQ_CODES_FILE, "pq_codes")?,
+            entry_at(&needed(PQ_FILE)?, PQ_FILE, "pq")?,
+            entry_at(&needed(PQ_CODES_FILE)?, PQ_CODES_FILE, "pq_codes")?,
         ];
         let mut layouts = Vec::new();
         for layout in IndexLayout::ALL {
-            let path = dir.join(layout.file_name());
-            if !path.is_file() {
+            let Some(path) = find(layout.file_name()) else {
                 continue;
-            }
-            let meta = match layout {
-                IndexLayout::Decoupled => {
-                    if !dir.join(dvectors::FILE_NAME).is_file() {
-                        continue;
-                    }
+            };
+            let vectors = find(dvectors::FILE_NAME);
+            let meta = match (layout, &vectors) {
+                (IndexLayout::Decoupled, None) => continue,
+                (IndexLayout::Decoupled, Some(_)) => {
                     *crate::layout::decoupled::graph::GraphFile::open(&path)?.meta()
                 }
                 _ => *crate::layout::packed::PackedFile::open(&path)?.meta(),
@@ -201,21 +252,14 @@ impl Manifest {
             } else {
                 layout.name()
             };
-            files.push(entry_of(dir, layout.file_name(), role)?);
-            if layout == IndexLayout::Decoupled {
-                files.push(entry_of(dir, dvectors::FILE_NAME, "vectors")?);
+            files.push(entry_at(&path, layout.file_name(), role)?);
+            if let (IndexLayout::Decoupled, Some(v)) = (layout, vectors) {
+                files.push(entry_at(&v, dvectors::FILE_NAME, "vectors")?);
             }
         }
-        if dir.join(entry::FILE_NAME).is_file() {
-            files.push(entry_of(dir, entry::FILE_NAME, "entry")?);
+        if let Some(e) = find(entry::FILE_NAME) {
+            files.push(entry_at(&e, entry::FILE_NAME, "entry")?);
         }
-        let build = match build {
-            Some(b) => Some(b),
-            None => Self::load_if_present(dir)
-                .ok()
-                .flatten()
-                .and_then(|m| m.build),
-        };
         Ok(Self {
             kind: IndexKind::Graph,
             written_by: env!("CARGO_PKG_VERSION").into(),
@@ -226,20 +270,36 @@ impl Manifest {
             layouts,
             files,
             build,
+            build_id,
         })
     }
 
-    /// Writes the manifest describing `dir` now ([`Manifest::describe`]), replacing the old one
-    /// atomically. Returns it and the bytes written.
-    pub fn record(dir: &Path, build: Option<BuildRecord>) -> Result<(Self, u64), FileError> {
-        let m = Self::describe(dir, build)?;
-        let path = dir.join(MANIFEST_FILE);
-        let json = serde_json::to_vec_pretty(&m)
-            .map_err(|e| FileError::new(&path, FileErrorKind::Invalid(e.to_string())))?;
-        let mut w = EnvelopeWriter::create(&path, MAGIC, VERSION)?;
+    /// The manifest of `dir`'s index after an operation added the files in `staging` to it:
+    /// the build record and build id are kept (an index without a manifest gets a new id).
+    pub fn with_additions(dir: &Path, staging: &Path) -> Result<Self, FileError> {
+        let old = Self::load_if_present(dir).map_err(|e| match e {
+            OpenError::File(f) => f,
+            other => FileError::new(
+                dir.join(MANIFEST_FILE),
+                FileErrorKind::Invalid(other.to_string()),
+            ),
+        })?;
+        let (build, id) = match old {
+            Some(m) if !m.build_id.is_empty() => (m.build, m.build_id),
+            Some(m) => (m.build, new_build_id()),
+            None => (None, new_build_id()),
+        };
+        Self::describe(&[staging, dir], build, id)
+    }
+
+    /// Writes the manifest to `path` (atomically: a temporary file renamed into place).
+    /// Returns the bytes written.
+    pub fn write_to(&self, path: &Path) -> Result<u64, FileError> {
+        let json = serde_json::to_vec_pretty(self)
+            .map_err(|e| FileError::new(path, FileErrorKind::Invalid(e.to_string())))?;
+        let mut w = EnvelopeWriter::create(path, MAGIC, VERSION)?;
         w.write(&json)?;
-        let bytes = w.finish()?;
-        Ok((m, bytes))
+        w.finish()
     }
 
     /// The recorded file named `name`.
@@ -257,6 +317,14 @@ impl Manifest {
         };
         for &name in names {
             if !dir.join(name).exists() {
+                if name == entry::FILE_NAME && self.file(name).is_some() {
+                    // Optional to the index, so nothing else would notice it is gone.
+                    return Err(mismatch(format!(
+                        "{name} is missing (the manifest lists it): restore it, or write a \
+                         new one with `trawl entry {}`",
+                        dir.display()
+                    )));
+                }
                 continue;
             }
             let Some(f) = self.file(name) else {

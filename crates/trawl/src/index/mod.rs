@@ -20,6 +20,8 @@ mod info;
 mod layouts;
 pub mod manifest;
 mod open;
+pub mod txn;
+mod verify;
 
 pub use batch::BatchOutput;
 pub use build::{build_index, IndexBuildError, IndexBuildReport, IndexParams};
@@ -27,6 +29,7 @@ pub use entry_build::EntryReport;
 pub use info::{open_any, AnyIndex, DiskBytesInfo, IndexInfo};
 pub use layouts::{IndexLayout, LayoutReport, ShuffleParams};
 pub use manifest::{BuildRecord, IndexKind, Manifest, ManifestFile, MANIFEST_FILE};
+pub use verify::{verify_index, VerifiedFile, VerifyReport};
 
 use std::path::{Path, PathBuf};
 

@@ -22,6 +22,18 @@ impl DiskIndex {
                 reason: "no such directory".into(),
             });
         }
+        // Finish what an interrupted write left (see `txn`), then hold the directory's
+        // commit lock (shared) while the files are opened: a commit never moves files under
+        // an opening reader.
+        super::txn::settle_for_reading(dir)?;
+        let _lock = super::txn::Flock::dir(dir, false)?;
+        if dir.join(super::txn::COMMIT_DIR).exists() {
+            return Err(OpenError::Mismatch {
+                dir: dir.to_path_buf(),
+                reason: "a write into this index is being finished by another process: retry"
+                    .into(),
+            });
+        }
         let layout_path = dir.join(opts.layout.file_name());
         if !layout_path.is_file() {
             return Err(missing_layout(dir, opts.layout));
@@ -33,7 +45,7 @@ impl DiskIndex {
             if opts.layout == IndexLayout::Decoupled {
                 names.push(dvectors::FILE_NAME);
             }
-            if dir.join(entry::FILE_NAME).is_file() {
+            if dir.join(entry::FILE_NAME).is_file() || m.file(entry::FILE_NAME).is_some() {
                 names.push(entry::FILE_NAME);
             }
             m.check_files(dir, &names)?;

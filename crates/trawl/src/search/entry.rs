@@ -116,9 +116,28 @@ impl EntryParams {
         }
     }
 
-    /// Nodes sampled from `n`: `round(n · ratio)`, at least 1 and at most `n`. Fails when the
-    /// ratio is not in `(0, 1]`.
+    /// Checks the parameters (before anything is built or written).
+    pub fn validate(&self) -> Result<(), graph::BuildError> {
+        let bad = |name, reason| Err(graph::BuildError::InvalidParam { name, reason });
+        if !(self.ratio > 0.0 && self.ratio <= 1.0) {
+            return bad("entry ratio", format!("{} is not in (0, 1]", self.ratio));
+        }
+        if self.r == 0 || self.r > u16::MAX as usize {
+            return bad("entry degree", format!("{} is not in 1..=65535", self.r));
+        }
+        if self.l == 0 || self.l > graph::MAX_BUILD_L {
+            return bad(
+                "entry list size",
+                format!("{} is not in 1..={}", self.l, graph::MAX_BUILD_L),
+            );
+        }
+        Ok(())
+    }
+
+    /// Nodes sampled from `n`: `round(n · ratio)`, at least 1 and at most `n`. Fails when a
+    /// parameter is out of range ([`EntryParams::validate`]).
     pub fn sample_size(&self, n: usize) -> Result<usize, graph::BuildError> {
+        self.validate()?;
         if !(self.ratio > 0.0 && self.ratio <= 1.0) {
             return Err(graph::BuildError::InvalidParam {
                 name: "entry ratio",
@@ -375,11 +394,20 @@ impl EntryIndex {
         if m == 0 || m as u64 > n || r == 0 || medoid as usize >= m {
             return Err(bad(format!("m = {m}, R = {r}, medoid = {medoid}")));
         }
+        if r > graph::file::MAX_FILE_DEGREE {
+            return Err(bad(format!(
+                "R = {r} exceeds the largest degree a graph can have ({})",
+                graph::file::MAX_FILE_DEGREE
+            )));
+        }
         let vec_bytes = m
             .checked_mul(dim)
             .and_then(|x| x.checked_mul(dtype.size_bytes()))
             .ok_or_else(|| bad("sample too large".into()))?;
-        if rd.remaining() < m * 4 + vec_bytes + m * 4 {
+        let need = vec_bytes
+            .checked_add(m * 8)
+            .ok_or_else(|| bad("sample too large".into()))?;
+        if rd.remaining() < need {
             return Err(bad("payload too short".into()));
         }
         let ids = rd.u32s(m).map_err(short)?;
@@ -393,8 +421,12 @@ impl EntryIndex {
         let mut words = vec![0u32; vec_bytes.div_ceil(4)];
         bytemuck::cast_slice_mut::<u32, u8>(&mut words)[..vec_bytes].copy_from_slice(vbytes);
         let degrees = rd.u32s(m).map_err(short)?;
+        if degrees.iter().any(|&d| d as usize > r) {
+            return Err(bad("a degree exceeds R".into()));
+        }
+        // Degrees are ≤ R < 2¹⁶ and m < 2³²: the sum and its byte count fit a u64.
         let total: u64 = degrees.iter().map(|&d| u64::from(d)).sum();
-        if degrees.iter().any(|&d| d as usize > r) || rd.remaining() as u64 != total * 4 {
+        if rd.remaining() as u64 != total * 4 {
             return Err(bad("neighbour lists do not match their degrees".into()));
         }
         let mut lists = Vec::with_capacity(m);
@@ -405,13 +437,18 @@ impl EntryIndex {
             }
             lists.push(list);
         }
+        let graph = graph::file::graph_from_checked_lists(&lists, r, medoid).ok_or_else(|| {
+            bad(format!(
+                "{m} nodes × R = {r} neighbour slots do not fit in memory"
+            ))
+        })?;
         Ok(Self {
             dtype,
             metric,
             dim,
             ids,
             words,
-            graph: Graph::from_lists(lists, r, medoid),
+            graph,
         })
     }
 }

@@ -120,6 +120,18 @@ pub enum PqError {
     KMeans(KMeansError),
 }
 
+impl PqError {
+    /// What kind of failure this is: cancelled, a bug (k-means refusing validated input), or
+    /// unusable input.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::Cancelled(_) => crate::ErrorKind::Cancelled,
+            Self::KMeans(_) => crate::ErrorKind::Internal,
+            _ => crate::ErrorKind::InvalidInput,
+        }
+    }
+}
+
 impl From<KMeansError> for PqError {
     fn from(e: KMeansError) -> Self {
         match e {

@@ -1,0 +1,244 @@
+//! `trawl info DIR --verify`: every file of an index read whole and checked — each page
+//! against its checksum, each envelope against its payload checksum, each compressed list and
+//! vector decoded — and every file against the manifest.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::manifest::{Manifest, MANIFEST_FILE};
+use super::{IndexLayout, OpenError, PQ_CODES_FILE, PQ_FILE};
+use crate::layout::decoupled::graph::GraphFile;
+use crate::layout::decoupled::vectors::{self as dvectors, VectorFile};
+use crate::layout::packed::{PackedFile, PackedMeta};
+use crate::layout::FileError;
+use crate::progress::Control;
+use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::search::entry::{self, EntryIndex};
+
+/// One verified file.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifiedFile {
+    /// File name in the index directory.
+    pub name: String,
+    /// Bytes.
+    pub bytes: u64,
+    /// What was checked, in words.
+    pub checked: String,
+}
+
+/// Every file of an index, verified.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VerifyReport {
+    /// Whether the index has a manifest (each file was also checked against it).
+    pub manifest: bool,
+    /// The files, in the order checked.
+    pub files: Vec<VerifiedFile>,
+}
+
+/// Reads every file of the index in `dir` whole and checks it (see the module docs). The
+/// first damaged file ends the check with its error, which names it. Holds the directory's
+/// commit lock (shared) throughout, so a concurrent commit waits.
+pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError> {
+    super::txn::settle_for_reading(dir)?;
+    let _lock = super::txn::Flock::dir(dir, false)?;
+    let manifest = Manifest::load_if_present(dir)?;
+    let mut report = VerifyReport {
+        manifest: manifest.is_some(),
+        files: Vec::new(),
+    };
+    let present = |name: &str| dir.join(name).is_file();
+    // The files to check: the manifest's (each must be there), else every index file present.
+    let names: Vec<String> = match &manifest {
+        Some(m) => {
+            let listed: Vec<&str> = m.files.iter().map(|f| f.name.as_str()).collect();
+            m.check_files(dir, &listed)?;
+            for f in &m.files {
+                if !present(&f.name) {
+                    return Err(OpenError::Mismatch {
+                        dir: dir.to_path_buf(),
+                        reason: format!("{} is missing (the manifest lists it)", f.name),
+                    });
+                }
+            }
+            for name in super::txn::index_file_names() {
+                if present(name) && m.file(name).is_none() {
+                    return Err(OpenError::Mismatch {
+                        dir: dir.to_path_buf(),
+                        reason: format!(
+                            "{name} is not part of this index (its manifest does not list it)"
+                        ),
+                    });
+                }
+            }
+            m.files.iter().map(|f| f.name.clone()).collect()
+        }
+        None => super::txn::index_file_names()
+            .into_iter()
+            .filter(|n| present(n))
+            .map(String::from)
+            .collect(),
+    };
+    let mut base: Option<PackedMeta> = None;
+    // Graph files first: they set the build the PQ files and the entry index are checked
+    // against.
+    let graph_first = |n: &String| {
+        !IndexLayout::ALL
+            .iter()
+            .any(|l| l.file_name() == n.as_str() || n == dvectors::FILE_NAME)
+    };
+    let mut ordered = names.clone();
+    ordered.sort_by_key(graph_first);
+    for name in &ordered {
+        let path = dir.join(name);
+        let bytes = std::fs::metadata(&path)
+            .map_err(|e| FileError::new(&path, e.into()))?
+            .len();
+        let checked = check_file(dir, name, &mut base, ctl)?;
+        report.files.push(VerifiedFile {
+            name: name.clone(),
+            bytes,
+            checked,
+        });
+    }
+    if manifest.is_some() {
+        let path = dir.join(MANIFEST_FILE);
+        report.files.push(VerifiedFile {
+            name: MANIFEST_FILE.into(),
+            bytes: std::fs::metadata(&path)
+                .map_err(|e| FileError::new(&path, e.into()))?
+                .len(),
+            checked: "checksum matches; lists every file with its size and header checksum".into(),
+        });
+    }
+    Ok(report)
+}
+
+/// Checks one file; `base` is the build the first graph file set.
+fn check_file(
+    dir: &Path,
+    name: &str,
+    base: &mut Option<PackedMeta>,
+    ctl: &Control,
+) -> Result<String, OpenError> {
+    let path = dir.join(name);
+    let mismatch = |reason: String| OpenError::Mismatch {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    let mut same_build = |meta: &PackedMeta| -> Result<(), OpenError> {
+        match base {
+            None => {
+                *base = Some(*meta);
+                Ok(())
+            }
+            Some(b)
+                if b.n == meta.n
+                    && b.dim == meta.dim
+                    && b.pq_crc == meta.pq_crc
+                    && b.pq_codes_crc == meta.pq_codes_crc =>
+            {
+                Ok(())
+            }
+            Some(_) => Err(mismatch(format!(
+                "{name} holds the graph of another build (its PQ files differ)"
+            ))),
+        }
+    };
+    if name == dvectors::FILE_NAME {
+        let v = VectorFile::open(&path)?;
+        let mut n = 0u64;
+        v.scan(|_, _| n += 1)?;
+        if let Some(b) = base {
+            let g = v.geometry();
+            if g.n != b.n || g.dim != b.dim || g.dtype != b.dtype {
+                return Err(mismatch(format!(
+                    "{name} ({} × {}) does not match the graph ({} × {})",
+                    g.n, g.dim, b.n, b.dim
+                )));
+            }
+        }
+        return Ok(format!(
+            "all {n} vectors decode and all {} data pages match their checksums",
+            v.data_pages()
+        ));
+    }
+    if name == IndexLayout::Decoupled.file_name() {
+        let g = GraphFile::open(&path)?;
+        same_build(g.meta())?;
+        let pages = g.verify_all()?;
+        return Ok(format!(
+            "all {pages} data pages decode and match their checksums"
+        ));
+    }
+    if let Some(layout) = IndexLayout::ALL.iter().find(|l| l.file_name() == name) {
+        let p = PackedFile::open(&path)?;
+        same_build(p.meta())?;
+        let m = p.meta();
+        if m.permuted != (*layout == IndexLayout::Shuffled)
+            || (m.neighbor_code_bytes > 0) != (*layout == IndexLayout::AllInStorage)
+        {
+            return Err(mismatch(format!(
+                "{name} is not a {} layout",
+                layout.name()
+            )));
+        }
+        p.verify_all(ctl)?;
+        return Ok(format!(
+            "all {} data pages match their checksums",
+            p.geometry().data_pages
+        ));
+    }
+    let built = |what: &str| -> Result<PackedMeta, OpenError> {
+        base.ok_or_else(|| mismatch(format!("{what} without a graph file to check it against")))
+    };
+    match name {
+        PQ_FILE => {
+            let meta = built(name)?;
+            if super::payload_crc(&path)? != meta.pq_crc {
+                return Err(mismatch(format!(
+                    "{name} is not the one the graph was built with"
+                )));
+            }
+            let pq = ProductQuantizer::load(&path)?;
+            if pq.dim() != meta.dim || pq.m() != meta.pq_bytes {
+                return Err(mismatch(format!("{name} does not match the graph")));
+            }
+            Ok(format!(
+                "checksum matches; {} codebooks over {} dimensions",
+                pq.m(),
+                pq.dim()
+            ))
+        }
+        PQ_CODES_FILE => {
+            let meta = built(name)?;
+            if super::payload_crc(&path)? != meta.pq_codes_crc {
+                return Err(mismatch(format!(
+                    "{name} is not the one the graph was built with"
+                )));
+            }
+            let codes = PqCodes::load(&path)?;
+            if codes.n() as u64 != meta.n || codes.m() != meta.pq_bytes {
+                return Err(mismatch(format!("{name} does not match the graph")));
+            }
+            Ok(format!(
+                "checksum matches; {} codes of {} bytes",
+                codes.n(),
+                codes.m()
+            ))
+        }
+        n if n == entry::FILE_NAME => {
+            let meta = built(name)?;
+            let e = EntryIndex::load(
+                &path,
+                meta.n,
+                meta.dtype,
+                meta.dim,
+                meta.metric,
+                meta.pq_codes_crc,
+            )?;
+            Ok(format!("checksum matches; {} sampled nodes", e.len()))
+        }
+        _ => Err(mismatch(format!("{name} is not a file of this index kind"))),
+    }
+}
