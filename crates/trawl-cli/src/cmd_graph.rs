@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use rayon::prelude::*;
 use serde::Serialize;
 use trawl::data::matrix::AnyMatrix;
-use trawl::data::{read, GroundTruth, Matrix};
+use trawl::data::{GroundTruth, Matrix};
 use trawl::graph::{self, Graph, SearchScratch, VamanaParams, VectorStore};
 use trawl::progress::Control;
 use trawl::{Element, Metric};
@@ -165,7 +165,7 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 /// Builds and saves a graph; returns the report.
 pub fn build(args: &BuildArgs, ctl: &Control) -> Result<BuildReport> {
     let t0 = Instant::now();
-    let data = read::read_matrix_any(&args.data)?;
+    let data = crate::runtime::read_vectors(&args.data)?;
     let params = VamanaParams {
         r: args.r,
         l: args.l,
@@ -225,8 +225,8 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<BuildReport> {
 
 /// Runs the list-size sweep.
 pub fn search(args: &SearchArgs) -> Result<Vec<SweepRow>> {
-    let data = read::read_matrix_any(&args.data)?;
-    let queries = read::read_matrix_any(&args.queries)?;
+    let data = crate::runtime::read_vectors(&args.data)?;
+    let queries = crate::runtime::read_vectors(&args.queries)?;
     let gt = trawl::data::groundtruth::read_ground_truth(&args.gt)?;
     let graph = Graph::load(&args.graph)?;
     with_threads(args.threads, || match (&data, &queries) {

@@ -7,7 +7,6 @@ use anyhow::{bail, Result};
 use clap::Args;
 use trawl::data::groundtruth::write_ground_truth;
 use trawl::data::matrix::AnyMatrix;
-use trawl::data::read::read_matrix_any;
 use trawl::data::GroundTruth;
 use trawl::exact::{self, ExactParams};
 use trawl::progress::Control;
@@ -53,8 +52,8 @@ pub fn run(args: &GtArgs, ctl: &Control) -> Result<()> {
 
 /// Computes the ground truth (without writing it).
 pub fn compute(args: &GtArgs, ctl: &Control) -> Result<GroundTruth> {
-    let base = read_matrix_any(&args.base)?;
-    let queries = read_matrix_any(&args.queries)?;
+    let base = crate::runtime::read_vectors(&args.base)?;
+    let queries = crate::runtime::read_vectors(&args.queries)?;
     let mut params = ExactParams::default();
     if let Some(gb) = args.memory_budget_gb {
         params.memory_budget_bytes = (gb * (1u64 << 30) as f64) as usize;

@@ -80,6 +80,8 @@ fn main() -> ExitCode {
     } else {
         trawl::progress::Control::with_progress()
     };
+    let interrupted = interrupt::install();
+    let ctl = ctl.with_cancel_flag(std::sync::Arc::clone(&interrupted));
     let result = match cli.command {
         Command::Gen(args) => cmd_gen::run(&args, &ctl),
         Command::Gt(args) => cmd_gt::run(&args, &ctl),
@@ -98,10 +100,70 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", error_chain(&err));
+            if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+                // 128 + SIGINT, as a shell reports an interrupted command.
+                return ExitCode::from(130);
+            }
             ExitCode::FAILURE
         }
     }
+}
+
+/// Ctrl-C and SIGTERM cancel the running command through its [`trawl::progress::Control`]:
+/// it stops at its next check and unwinds, so its temporary files and staging directories are
+/// removed and an index it was writing stays as it was. A second signal terminates at once.
+mod interrupt {
+    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+    use std::sync::Arc;
+
+    static FLAG: AtomicPtr<AtomicBool> = AtomicPtr::new(std::ptr::null_mut());
+
+    extern "C" fn on_signal(_: libc::c_int) {
+        let p = FLAG.load(Ordering::SeqCst);
+        if !p.is_null() {
+            // SAFETY: `p` comes from `Arc::into_raw` of an Arc that is never released.
+            unsafe { (*p).store(true, Ordering::SeqCst) };
+        }
+    }
+
+    /// Installs the handler; returns the flag it sets.
+    pub fn install() -> Arc<AtomicBool> {
+        let flag = Arc::new(AtomicBool::new(false));
+        FLAG.store(
+            Arc::into_raw(Arc::clone(&flag)) as *mut AtomicBool,
+            Ordering::SeqCst,
+        );
+        for sig in [libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: an all-zero sigaction is a valid value (no handler, no flags).
+            let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+            sa.sa_sigaction = on_signal as *const () as usize;
+            // SA_RESETHAND restores the default action, so a second signal terminates.
+            sa.sa_flags = libc::SA_RESETHAND;
+            // SAFETY: `sa.sa_mask` is a valid sigset_t owned by this frame.
+            unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+            // SAFETY: the handler only stores to an atomic (async-signal-safe); `sa` lives
+            // through the call.
+            unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) };
+        }
+        flag
+    }
+}
+
+/// The error and its causes, `: `-separated, leaving out a cause whose text the message
+/// already holds (library errors often print their source inside their own message).
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

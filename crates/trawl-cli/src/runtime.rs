@@ -48,6 +48,16 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// Reads a vector file and checks that it holds no NaN or ±inf, naming the file (base or
+/// queries) in the error.
+pub fn read_vectors(path: &std::path::Path) -> Result<trawl::data::matrix::AnyMatrix> {
+    let m = trawl::data::read::read_matrix_any(path)?;
+    if let trawl::data::matrix::AnyMatrix::F32(f) = &m {
+        trawl::data::validate_finite(f).map_err(|e| e.in_file(path))?;
+    }
+    Ok(m)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

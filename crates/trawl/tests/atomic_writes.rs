@@ -64,7 +64,8 @@ fn a_build_with_bad_parameters_writes_nothing() {
     build(&data::<f32>(1_500, 1, 16, 5).0, dir.path(), Metric::L2, 8);
     let before = file_bytes(dir.path());
     let base = data::<f32>(1_500, 1, 16, 6).0;
-    let bad: [(&str, Box<dyn Fn(&mut trawl::index::IndexParams)>); 6] = [
+    type Set = Box<dyn Fn(&mut trawl::index::IndexParams)>;
+    let bad: [(&str, Set); 6] = [
         ("r", Box::new(|p| p.graph.r = 0)),
         ("l", Box::new(|p| p.graph.l = 0)),
         ("l", Box::new(|p| p.graph.l = 4_000_000_000)),

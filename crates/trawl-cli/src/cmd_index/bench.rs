@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use trawl::data::matrix::AnyMatrix;
-use trawl::data::{read, GroundTruth, Matrix};
+use trawl::data::{GroundTruth, Matrix};
 use trawl::index::DiskIndex;
 use trawl::progress::Control;
 use trawl::Element;
@@ -229,7 +229,7 @@ pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_js
 
 /// The bench's queries (the first `--max-queries`) and their checked ground truth.
 pub(crate) fn load_queries(args: &BenchArgs) -> Result<(AnyMatrix, GroundTruth)> {
-    let mut queries = read::read_matrix_any(&args.queries)?;
+    let mut queries = crate::runtime::read_vectors(&args.queries)?;
     if let Some(m) = args.max_queries {
         if m == 0 {
             bail!("--max-queries must be at least 1");

@@ -6,7 +6,6 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use trawl::data::matrix::AnyMatrix;
-use trawl::data::read;
 use trawl::graph::VamanaParams;
 use trawl::index::{self, DiskIndex, IndexParams, OpenOptions};
 use trawl::layout::decoupled::vectors::VectorParams;
@@ -131,7 +130,7 @@ fn check_args(args: &BuildArgs) -> Result<()> {
 pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuildReport> {
     let t0 = Instant::now();
     check_args(args)?;
-    let data = read::read_matrix_any(&args.data)?;
+    let data = crate::runtime::read_vectors(&args.data)?;
     let dim = data.dim();
     let pq_bytes = match args.pq_bytes {
         Some(b) if b > dim => bail!(

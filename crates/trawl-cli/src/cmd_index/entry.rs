@@ -46,6 +46,16 @@ pub fn entry(args: &EntryArgs, ctl: &Control) -> Result<()> {
     if !(args.ratio > 0.0 && args.ratio <= 1.0) {
         bail!("--ratio {} must be in (0, 1]", args.ratio);
     }
+    if args.degree == 0 || args.degree > u16::MAX as usize {
+        bail!("--degree {} must be between 1 and 65535", args.degree);
+    }
+    if args.build_list == 0 || args.build_list > trawl::graph::MAX_BUILD_L {
+        bail!(
+            "--build-list {} must be between 1 and {}",
+            args.build_list,
+            trawl::graph::MAX_BUILD_L
+        );
+    }
     let params = EntryParams {
         ratio: args.ratio,
         r: args.degree,

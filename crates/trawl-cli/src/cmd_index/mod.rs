@@ -170,6 +170,17 @@ pub(crate) fn open_index(
     o: &SearchOptions,
     ctl: &Control,
 ) -> Result<(DiskIndex, serde_json::Value)> {
+    let most = trawl::io::MAX_DEPTH;
+    if o.beam_width == 0 || o.beam_width > most {
+        anyhow::bail!("-W {} must be between 1 and {most}", o.beam_width);
+    }
+    if o.pipe_max_width == 0 || o.pipe_max_width > most / 2 {
+        anyhow::bail!(
+            "--pipe-max-width {} must be between 1 and {}",
+            o.pipe_max_width,
+            most / 2
+        );
+    }
     let opts = OpenOptions {
         direct: !o.buffered,
         engine: o.engine,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use trawl::data::matrix::AnyMatrix;
-use trawl::data::{read, GroundTruth, Matrix};
+use trawl::data::{GroundTruth, Matrix};
 use trawl::index::DiskIndex;
 use trawl::progress::Control;
 use trawl::Element;
@@ -49,7 +49,7 @@ fn search_one<T: Element>(
 /// `trawl search`: one list size, results to a file.
 pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
     let (ix, _) = open_index(&args.index_dir, &args.opts, ctl)?;
-    let queries = read::read_matrix_any(&args.queries)?;
+    let queries = crate::runtime::read_vectors(&args.queries)?;
     let out = match &queries {
         AnyMatrix::F32(q) => search_one(&ix, q, args)?,
         AnyMatrix::U8(q) => search_one(&ix, q, args)?,

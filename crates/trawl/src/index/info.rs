@@ -56,6 +56,8 @@ pub struct IndexInfo {
     pub files: Vec<ManifestFile>,
     /// The build parameters, when the manifest records them.
     pub build: Option<BuildRecord>,
+    /// The build every file belongs to (empty without a manifest).
+    pub build_id: String,
 }
 
 /// [`DiskBytes`] with its total.
@@ -106,6 +108,9 @@ impl DiskIndex {
             verify_pages: self.verify_pages(),
             manifest: manifest.is_some(),
             files: manifest.as_ref().map_or_else(Vec::new, |m| m.files.clone()),
+            build_id: manifest
+                .as_ref()
+                .map_or_else(String::new, |m| m.build_id.clone()),
             build: manifest.and_then(|m| m.build),
         })
     }

@@ -43,7 +43,7 @@ pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};
 pub use list_cache::ListCache;
 pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn, VectorView};
 pub use params::{
-    BeamParams, Capabilities, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH,
+    BeamParams, Capabilities, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH, MAX_LIST,
 };
 pub use pipe::{PipeParams, PipeQuery, WidthController, WidthPolicy};
 pub use rerank::RerankParams;
@@ -82,6 +82,16 @@ pub enum SearchError {
     InvalidBeamWidth {
         /// Requested width.
         beam_width: usize,
+        /// Largest allowed.
+        max: usize,
+    },
+    /// A list size (the search's `L`, or the entry index's) above what a search allows.
+    #[error("{what} {value} is more than {max}")]
+    ListTooLarge {
+        /// Which list (`list size L`, `entry list size`).
+        what: &'static str,
+        /// Requested size.
+        value: usize,
         /// Largest allowed.
         max: usize,
     },
@@ -155,6 +165,7 @@ impl SearchError {
             Self::InvalidK { .. }
             | Self::KTooLarge { .. }
             | Self::InvalidBeamWidth { .. }
+            | Self::ListTooLarge { .. }
             | Self::NoEntryIndex
             | Self::Unsupported(_)
             | Self::InvalidPipe(_)

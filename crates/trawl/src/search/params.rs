@@ -5,6 +5,10 @@
 
 use super::{PipeParams, RerankParams, SearchError, WidthSchedule};
 
+/// The largest candidate list a search takes (its `L`, and the entry index's list): each
+/// query holds lists of this size, and recall saturates far below it.
+pub const MAX_LIST: usize = 100_000;
+
 /// Default beam width (reads per round trip), DiskANN's usual setting.
 pub const DEFAULT_BEAM_WIDTH: usize = 4;
 
@@ -171,6 +175,15 @@ impl SearchConfig {
         }
         if p.k as u64 > caps.n {
             return Err(SearchError::KTooLarge { k: p.k, n: caps.n });
+        }
+        for (what, value) in [("list size L", p.l), ("entry list size", p.entry_list)] {
+            if value > MAX_LIST {
+                return Err(SearchError::ListTooLarge {
+                    what,
+                    value,
+                    max: MAX_LIST,
+                });
+            }
         }
         match &p.strategy {
             Strategy::Beam(b) => {
