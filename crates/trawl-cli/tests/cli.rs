@@ -404,7 +404,7 @@ fn disk_index_build_bench_search_info() {
         ]
         .concat(),
     );
-    assert!(err.contains("pipeline width"), "{err}");
+    assert!(err.contains("--pipe-max-width 0"), "{err}");
     let err = fails(&[&["bench", s(&ix)], &q[..], &["--interleave", "0"]].concat());
     assert!(err.contains("interleave"), "{err}");
     let err = fails(&[&["bench", s(&ix)], &q[..], &["--strategy", "wide"]].concat());

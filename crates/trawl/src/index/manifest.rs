@@ -317,14 +317,6 @@ impl Manifest {
         };
         for &name in names {
             if !dir.join(name).exists() {
-                if name == entry::FILE_NAME && self.file(name).is_some() {
-                    // Optional to the index, so nothing else would notice it is gone.
-                    return Err(mismatch(format!(
-                        "{name} is missing (the manifest lists it): restore it, or write a \
-                         new one with `trawl entry {}`",
-                        dir.display()
-                    )));
-                }
                 continue;
             }
             let Some(f) = self.file(name) else {

@@ -45,7 +45,7 @@ impl DiskIndex {
             if opts.layout == IndexLayout::Decoupled {
                 names.push(dvectors::FILE_NAME);
             }
-            if dir.join(entry::FILE_NAME).is_file() || m.file(entry::FILE_NAME).is_some() {
+            if dir.join(entry::FILE_NAME).is_file() {
                 names.push(entry::FILE_NAME);
             }
             m.check_files(dir, &names)?;
