@@ -433,3 +433,35 @@ def test_ctrl_c_interrupts_a_build(tmp_path):
     # The whole build takes tens of seconds on one thread; the interrupt lands within the
     # current phase's next cancellation check.
     assert elapsed < 8.0, elapsed
+
+
+def test_verify_reads_every_file_and_a_failed_rebuild_keeps_the_old_index(f32_index, tmp_path):
+    import shutil
+
+    src, data, queries, _ = f32_index
+    d = tmp_path / "index"
+    shutil.copytree(src, d)
+    with trawl.Index.open(d) as index:
+        rep = index.verify()
+        before = index.batch_search(queries, k=10, threads=1)
+    assert rep["manifest"] is True
+    names = {f["name"] for f in rep["files"]}
+    assert {"packed.trawl", "pq.trawl", "pq-codes.trawl", "entry.trawl",
+            "manifest.trawl"} <= names
+    # A rebuild with a parameter out of range raises before anything is written.
+    old = {p.name: p.read_bytes() for p in d.iterdir() if p.suffix == ".trawl"}
+    for bad in (dict(R=0), dict(L=0), dict(alpha=0.5), dict(memory_budget_gb=0.0)):
+        with pytest.raises(trawl.InvalidInputError):
+            trawl.build(data, d, trawl.BuildParams(threads=1, **{**FAST, **bad}))
+        assert {p.name: p.read_bytes() for p in d.iterdir() if p.suffix == ".trawl"} == old
+    with trawl.Index.open(d) as index:
+        after = index.batch_search(queries, k=10, threads=1)
+    assert np.array_equal(before[0], after[0])
+    # A damaged page anywhere is found by verify, naming the file.
+    p = d / "packed.trawl"
+    b = bytearray(p.read_bytes())
+    b[len(b) // 2] ^= 0x5A
+    p.write_bytes(bytes(b))
+    with trawl.Index.open(d) as index:
+        with pytest.raises(trawl.CorruptIndexError, match="packed.trawl"):
+            index.verify()

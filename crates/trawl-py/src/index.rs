@@ -336,6 +336,19 @@ impl Index {
         to_py(py, &v)
     }
 
+    /// Reads every file of the index whole and checks it (pages against their checksums,
+    /// compressed lists and vectors decoded, every file against the manifest): what
+    /// `trawl info DIR --verify` does. Returns `{"manifest": bool, "files": [{"name", "bytes",
+    /// "checked"}]}`; raises `CorruptIndexError` naming the first damaged file.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let dir = self.ix.dir().to_path_buf();
+        let rep = py
+            .detach(|| trawl::index::verify_index(&dir, &trawl::progress::Control::silent()))
+            .py()?;
+        let v = serde_json::to_value(rep).map_err(|e| err(Kind::Internal, e.to_string()))?;
+        to_py(py, &v)
+    }
+
     /// Hands the pooled I/O engines back (they are recreated on demand).
     fn close(&self) {
         lock(&self.engines).clear();

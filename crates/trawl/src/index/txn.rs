@@ -160,9 +160,9 @@ pub(crate) fn settle_for_reading(dir: &Path) -> Result<(), FileError> {
     }
     match try_writer_lock(dir)? {
         WriterLock::Held => Ok(()),
-        WriterLock::NoFile => recover(dir),
+        WriterLock::NoFile => recover(dir, false),
         WriterLock::Taken(l) => {
-            let r = recover(dir);
+            let r = recover(dir, false);
             l.release();
             r
         }
@@ -170,15 +170,19 @@ pub(crate) fn settle_for_reading(dir: &Path) -> Result<(), FileError> {
 }
 
 /// Finishes a decided commit and removes a dead writer's staging directory (the caller holds
-/// the writer lock, or knows no writer runs).
-fn recover(dir: &Path) -> Result<(), FileError> {
+/// the writer lock, or knows no writer runs). A reader (`strict` false) that cannot remove the
+/// staging directory (a read-only copy) goes on: the index itself is complete.
+fn recover(dir: &Path, strict: bool) -> Result<(), FileError> {
     let lock = Flock::dir(dir, true)?;
     if dir.join(COMMIT_DIR).exists() {
         roll_forward(dir)?;
     }
     let staging = dir.join(STAGING_DIR);
     if staging.exists() {
-        std::fs::remove_dir_all(&staging).map_err(io_err(&staging))?;
+        match std::fs::remove_dir_all(&staging) {
+            Err(e) if strict => return Err(FileError::new(&staging, e.into())),
+            _ => {}
+        }
     }
     lock.release();
     Ok(())
@@ -269,7 +273,7 @@ impl Txn {
             .ok_or_else(|| TxnError::Busy {
                 dir: dir.to_path_buf(),
             })?;
-        recover(dir)?;
+        recover(dir, true)?;
         let staging = dir.join(STAGING_DIR);
         std::fs::create_dir(&staging).map_err(io_err(&staging))?;
         Ok(Self {
