@@ -47,7 +47,7 @@ pub struct BuildArgs {
     #[arg(long, default_value_t = VamanaParams::default().max_candidates)]
     pub max_candidates: usize,
     /// Worker threads (0 = one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub threads: usize,
     /// Memory budget in GiB; above it the build is sharded.
     #[arg(long)]
@@ -87,7 +87,7 @@ pub struct SearchArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub l: Vec<u64>,
     /// Worker threads (0 = one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub threads: usize,
     /// Write the sweep as JSON here.
     #[arg(long)]

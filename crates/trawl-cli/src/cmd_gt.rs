@@ -31,7 +31,7 @@ pub struct GtArgs {
     #[arg(short = 'o', long)]
     pub out: PathBuf,
     /// Worker threads (0 = one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub threads: usize,
     /// Memory budget for the search state in GiB (the base is streamed).
     #[arg(long)]

@@ -30,7 +30,7 @@ pub struct QuickstartArgs {
     #[arg(long, default_value_t = 128)]
     pub dim: usize,
     /// Worker threads (0 = one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub threads: usize,
     /// PQ bytes per vector kept in memory.
     #[arg(long, default_value_t = 32)]

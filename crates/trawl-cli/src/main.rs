@@ -68,6 +68,21 @@ pub fn parse_metric(s: &str) -> Result<Metric, String> {
     s.parse()
 }
 
+/// The most threads a command takes.
+pub const MAX_THREADS: usize = 1024;
+
+/// Parses a thread count (0 = one per core for the commands that say so), at most
+/// [`MAX_THREADS`].
+pub fn parse_threads(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a thread count: {e}"))?;
+    if n > MAX_THREADS {
+        return Err(format!("{n} threads is more than {MAX_THREADS}"));
+    }
+    Ok(n)
+}
+
 /// Parses an element type name.
 pub fn parse_dtype(s: &str) -> Result<DType, String> {
     s.parse()
@@ -112,12 +127,20 @@ fn main() -> ExitCode {
 
 /// Ctrl-C and SIGTERM cancel the running command through its [`trawl::progress::Control`]:
 /// it stops at its next check and unwinds, so its temporary files and staging directories are
-/// removed and an index it was writing stays as it was. A second signal terminates at once.
+/// removed and an index it was writing stays as it was. A command that does not stop within
+/// [`interrupt::GRACE`] (one that never checks) is ended then, as is any command at a second
+/// signal.
 mod interrupt {
-    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
     use std::sync::Arc;
+    use std::time::Duration;
+
+    /// How long a cancelled command may take to unwind.
+    pub const GRACE: Duration = Duration::from_secs(5);
 
     static FLAG: AtomicPtr<AtomicBool> = AtomicPtr::new(std::ptr::null_mut());
+    /// Write end of the pipe that wakes the watchdog thread.
+    static WAKE: AtomicI32 = AtomicI32::new(-1);
 
     extern "C" fn on_signal(_: libc::c_int) {
         let p = FLAG.load(Ordering::SeqCst);
@@ -125,15 +148,40 @@ mod interrupt {
             // SAFETY: `p` comes from `Arc::into_raw` of an Arc that is never released.
             unsafe { (*p).store(true, Ordering::SeqCst) };
         }
+        const MSG: &[u8] = b"\ninterrupted: stopping (again to stop at once)\n";
+        // SAFETY: write(2) is async-signal-safe; MSG and the byte are static buffers.
+        unsafe {
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
+            let fd = WAKE.load(Ordering::SeqCst);
+            if fd >= 0 {
+                libc::write(fd, b"x".as_ptr().cast(), 1);
+            }
+        }
     }
 
-    /// Installs the handler; returns the flag it sets.
+    /// Installs the handler and its watchdog; returns the flag it sets.
     pub fn install() -> Arc<AtomicBool> {
         let flag = Arc::new(AtomicBool::new(false));
         FLAG.store(
             Arc::into_raw(Arc::clone(&flag)) as *mut AtomicBool,
             Ordering::SeqCst,
         );
+        let mut fds = [-1i32; 2];
+        // SAFETY: `fds` is a valid array of two ints for pipe(2) to fill.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } == 0 {
+            let read_fd = fds[0];
+            WAKE.store(fds[1], Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut b = [0u8; 1];
+                // SAFETY: reads one byte into a local buffer from the pipe this thread owns.
+                let got = unsafe { libc::read(read_fd, b.as_mut_ptr().cast(), 1) };
+                if got == 1 {
+                    std::thread::sleep(GRACE);
+                    // SAFETY: ends the process without unwinding (the command did not stop).
+                    unsafe { libc::_exit(130) };
+                }
+            });
+        }
         for sig in [libc::SIGINT, libc::SIGTERM] {
             // SAFETY: an all-zero sigaction is a valid value (no handler, no flags).
             let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -142,8 +190,8 @@ mod interrupt {
             sa.sa_flags = libc::SA_RESETHAND;
             // SAFETY: `sa.sa_mask` is a valid sigset_t owned by this frame.
             unsafe { libc::sigemptyset(&mut sa.sa_mask) };
-            // SAFETY: the handler only stores to an atomic (async-signal-safe); `sa` lives
-            // through the call.
+            // SAFETY: the handler only stores to atomics and writes (async-signal-safe);
+            // `sa` lives through the call.
             unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) };
         }
         flag

@@ -44,7 +44,7 @@ pub struct BuildArgs {
     #[arg(long)]
     pub pq_bytes: Option<usize>,
     /// Worker threads (0 = one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub threads: usize,
     /// Memory budget of the graph build in GiB; above it the build is sharded.
     #[arg(long)]

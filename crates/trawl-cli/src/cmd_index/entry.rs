@@ -33,7 +33,7 @@ pub struct EntryArgs {
     #[arg(long, default_value_t = EntryParams::default().seed)]
     pub seed: u64,
     /// Threads of the sample searches (0 = one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub threads: usize,
     /// Write the report as JSON here.
     #[arg(long)]

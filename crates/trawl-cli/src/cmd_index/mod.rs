@@ -68,7 +68,7 @@ pub struct SearchOptions {
     #[arg(long, default_value_t = 0)]
     pub entry_list: usize,
     /// Search threads.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::parse_threads)]
     pub threads: usize,
     /// Nodes kept in the static in-memory cache.
     #[arg(long, default_value_t = 0)]

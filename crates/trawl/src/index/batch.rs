@@ -39,6 +39,9 @@ impl BatchOutput {
     }
 }
 
+/// The most threads one batch search takes (each holds an I/O engine).
+pub const MAX_SEARCH_THREADS: usize = 1024;
+
 impl DiskIndex {
     /// The index as a searcher reads it.
     pub fn view(&self) -> IndexView<'_> {
@@ -153,6 +156,11 @@ impl DiskIndex {
         self.view().configure(params, cfg.depth)?;
         if nq > 0 {
             self.view().space.check_query(row(0))?;
+        }
+        if threads > MAX_SEARCH_THREADS {
+            return Err(SearchError::BadBatch(format!(
+                "{threads} search threads is more than {MAX_SEARCH_THREADS}"
+            )));
         }
         let threads = threads.clamp(1, nq.max(1));
         let parts = self.run_threads(params, cfg, threads, interleave, nq, &row)?;
