@@ -239,12 +239,9 @@ fn an_interrupted_command_cleans_up_after_itself() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(tmp_file.exists(), "gen never started writing");
-    // SAFETY: sends a signal to our own child process.
-    assert_eq!(
-        unsafe { libc_kill(child.id() as i32, 2) },
-        0,
-        "kill(SIGINT) failed"
-    );
+    // SAFETY: kill(2) with our own child's pid and SIGINT; no memory is passed.
+    let rc = unsafe { libc_kill(child.id() as i32, 2) };
+    assert_eq!(rc, 0, "kill(SIGINT) failed");
     let o = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{stderr}");
