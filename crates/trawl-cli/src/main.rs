@@ -149,13 +149,12 @@ mod interrupt {
             unsafe { (*p).store(true, Ordering::SeqCst) };
         }
         const MSG: &[u8] = b"\ninterrupted: stopping (again to stop at once)\n";
-        // SAFETY: write(2) is async-signal-safe; MSG and the byte are static buffers.
-        unsafe {
-            libc::write(2, MSG.as_ptr().cast(), MSG.len());
-            let fd = WAKE.load(Ordering::SeqCst);
-            if fd >= 0 {
-                libc::write(fd, b"x".as_ptr().cast(), 1);
-            }
+        // SAFETY: write(2) is async-signal-safe; MSG is a static buffer.
+        unsafe { libc::write(2, MSG.as_ptr().cast(), MSG.len()) };
+        let fd = WAKE.load(Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: as above, one static byte to the watchdog's pipe.
+            unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) };
         }
     }
 
