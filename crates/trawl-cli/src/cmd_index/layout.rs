@@ -45,6 +45,22 @@ pub struct LayoutArgs {
 
 /// `trawl layout`: writes other disk layouts of an index's graph beside it.
 pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
+    if args.rounds > ShuffleParams::MAX_ROUNDS {
+        bail!(
+            "--rounds {} must be at most {}",
+            args.rounds,
+            ShuffleParams::MAX_ROUNDS
+        );
+    }
+    if args.segment_mb > 1 << 20 {
+        bail!(
+            "--segment-mb {} must be at most 1048576 (1 TiB)",
+            args.segment_mb
+        );
+    }
+    if !(args.beta.is_finite() && args.beta > 0.0) {
+        bail!("--beta {} must be a positive number", args.beta);
+    }
     if !args.shuffle && !args.ais && !args.decoupled {
         bail!("choose a layout to write: --shuffle, --ais and/or --decoupled");
     }

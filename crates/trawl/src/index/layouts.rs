@@ -97,6 +97,11 @@ pub struct ShuffleParams {
     pub rounds: usize,
 }
 
+impl ShuffleParams {
+    /// The most refinement rounds a layout write takes.
+    pub const MAX_ROUNDS: usize = 1000;
+}
+
 impl Default for ShuffleParams {
     fn default() -> Self {
         Self { rounds: 8 }
@@ -192,6 +197,18 @@ impl DiskIndex {
         };
         if layout == IndexLayout::Packed {
             return Err(bad("the packed layout is the one the build writes".into()));
+        }
+        if params.rounds > ShuffleParams::MAX_ROUNDS {
+            return Err(IndexBuildError::Graph(
+                crate::graph::BuildError::InvalidParam {
+                    name: "shuffle rounds",
+                    reason: format!(
+                        "{} is more than {}",
+                        params.rounds,
+                        ShuffleParams::MAX_ROUNDS
+                    ),
+                },
+            ));
         }
         let txn = Txn::begin(self.dir())?;
         let out_path = txn.path(layout.file_name());
