@@ -210,7 +210,7 @@ fn every_build_has_its_own_id_kept_by_later_writes() {
     let m = Manifest::load_if_present(dir.path()).unwrap().unwrap();
     assert_eq!(m.build_id, id1);
     assert_eq!(m.layouts, ["packed", "ais"]);
-    build(&data::<f32>(1_500, 1, 16, 5).0, dir.path(), Metric::L2, 8);
+    build(&data::<f32>(1_500, 1, 16, 6).0, dir.path(), Metric::L2, 8);
     let m = Manifest::load_if_present(dir.path()).unwrap().unwrap();
     assert_ne!(m.build_id, id1);
     assert_eq!(m.layouts, ["packed"]);

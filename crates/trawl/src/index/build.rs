@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::manifest::{new_build_id, BuildRecord, Manifest};
+use super::manifest::{BuildRecord, Manifest};
 use super::txn::Txn;
 use super::{payload_crc, PQ_CODES_FILE, PQ_FILE};
 use crate::data::{DataError, Matrix};
@@ -250,7 +250,7 @@ pub fn build_index<T: Element>(
             memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
             seed: params.graph.seed,
         }),
-        new_build_id(),
+        String::new(),
     )?;
     let manifest_bytes = txn.commit(&manifest)?;
     let geo = packed::PackedGeometry::of(&meta).unwrap_or(packed::PackedGeometry {

@@ -98,26 +98,32 @@ pub struct Manifest {
     pub files: Vec<ManifestFile>,
     /// The build parameters (`None` for an index built before manifests existed).
     pub build: Option<BuildRecord>,
-    /// Identifies the build every file belongs to: random, made by the build, kept by the
-    /// operations that add to it (`trawl layout`, `trawl entry`); empty for an index built
-    /// before build ids existed.
+    /// Identifies the build every file belongs to: derived from the build's files and record
+    /// ([`build_id_of`]), kept by the operations that add to it (`trawl layout`, `trawl
+    /// entry`); empty in a manifest written before build ids existed.
     #[serde(default)]
     pub build_id: String,
 }
 
-/// A new build id: 16 hex digits from the clock, the process and a counter.
-pub fn new_build_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    format!("{:016x}", h.finish())
+/// The id of a build: 16 hex digits of a hash (FNV-1a, 64 bits) of its files (name, size,
+/// header checksum) and build record — the same for two builds that wrote the same bytes, so
+/// reproducible builds stay byte-identical, and different whenever any file differs.
+pub fn build_id_of(files: &[ManifestFile], build: &Option<BuildRecord>) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for f in files {
+        eat(f.name.as_bytes());
+        eat(&[0]);
+        eat(&f.bytes.to_le_bytes());
+        eat(&f.checksum.to_le_bytes());
+    }
+    eat(serde_json::to_string(build).unwrap_or_default().as_bytes());
+    format!("{h:016x}")
 }
 
 /// The checksum a file's header carries: bytes 24..28 of an envelope file (its payload CRC),
@@ -196,7 +202,8 @@ impl Manifest {
     /// directory that holds it: the files an operation just wrote, then the index it adds
     /// to): the packed file (or, without it, the decoupled graph) sets the build; PQ files,
     /// entry index and every layout whose header matches it are listed. A layout of another
-    /// graph (an earlier build) is left out.
+    /// graph (an earlier build) is left out. An empty `build_id` is derived from the files
+    /// ([`build_id_of`]).
     pub fn describe(
         sources: &[&Path],
         build: Option<BuildRecord>,
@@ -260,6 +267,11 @@ impl Manifest {
         if let Some(e) = find(entry::FILE_NAME) {
             files.push(entry_at(&e, entry::FILE_NAME, "entry")?);
         }
+        let build_id = if build_id.is_empty() {
+            build_id_of(&files, &build)
+        } else {
+            build_id
+        };
         Ok(Self {
             kind: IndexKind::Graph,
             written_by: env!("CARGO_PKG_VERSION").into(),
@@ -285,9 +297,8 @@ impl Manifest {
             ),
         })?;
         let (build, id) = match old {
-            Some(m) if !m.build_id.is_empty() => (m.build, m.build_id),
-            Some(m) => (m.build, new_build_id()),
-            None => (None, new_build_id()),
+            Some(m) => (m.build, m.build_id),
+            None => (None, String::new()),
         };
         Self::describe(&[staging, dir], build, id)
     }
