@@ -1,53 +1,11 @@
 //! End-to-end tests of the `trawl` binary: the main pipeline on small data, and the bad-input
 //! suite (every case must fail with a clear message, never a panic).
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn trawl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trawl"))
-        .arg("--quiet")
-        .args(args)
-        .output()
-        .expect("the trawl binary runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = trawl(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "trawl {args:?} failed: {stderr}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs a command that must fail; returns its error message after checking it is not a panic.
-fn fails(args: &[&str]) -> String {
-    let out = trawl(args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "trawl {args:?} should fail");
-    assert!(
-        !stderr.contains("panicked"),
-        "trawl {args:?} panicked: {stderr}"
-    );
-    assert!(
-        stderr.starts_with("error: "),
-        "trawl {args:?}: unexpected stderr {stderr}"
-    );
-    stderr
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn write_fbin(path: &Path, n: u32, dim: u32, values: &[f32]) {
-    let mut bytes = Vec::new();
-    bytes.extend_from_slice(&n.to_le_bytes());
-    bytes.extend_from_slice(&dim.to_le_bytes());
-    for v in values {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
-    std::fs::write(path, bytes).unwrap();
-}
+use common::{fails, ok, s, write_fbin};
 
 struct Data {
     _dir: tempfile::TempDir,

@@ -2,50 +2,12 @@
 //! either input file, a failed rebuild over a good index, an interrupted command. Each must be
 //! a clear error naming the flag or file — never a panic, an abort or a damaged index.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn trawl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trawl"))
-        .arg("--quiet")
-        .args(args)
-        .output()
-        .expect("the trawl binary runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = trawl(args);
-    assert!(
-        out.status.success(),
-        "trawl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs a command that must fail cleanly (exit 1, one `error:` line, no panic); returns it.
-fn fails(args: &[&str]) -> String {
-    let out = trawl(args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "trawl {args:?}: {stderr}");
-    assert!(!stderr.contains("panicked"), "trawl {args:?}: {stderr}");
-    assert!(stderr.starts_with("error: "), "trawl {args:?}: {stderr}");
-    stderr
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn write_fbin(path: &Path, n: u32, dim: u32, values: &[f32]) {
-    let mut bytes = Vec::new();
-    bytes.extend_from_slice(&n.to_le_bytes());
-    bytes.extend_from_slice(&dim.to_le_bytes());
-    for v in values {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
-    std::fs::write(path, bytes).unwrap();
-}
+use common::{fails_cleanly as fails, ok, s, write_fbin};
 
 fn index_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
