@@ -7,6 +7,7 @@
 //! with `never` the request is a no-op. Only the placement changes, never the contents.
 
 /// Size of a transparent huge page on x86-64 and most aarch64 kernels.
+#[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
 const HUGE_PAGE: usize = 2 << 20;
 
 /// Asks the kernel to back the capacity of `buf` with transparent huge pages. Best effort:
@@ -28,33 +29,41 @@ pub fn zeroed_huge<T: bytemuck::Zeroable + Clone>(len: usize) -> Vec<T> {
 
 /// Drops the whole pages inside `part`, which must lie in a read-only file mapping, from this
 /// process's resident set (`MADV_DONTNEED`). Contents do not change: the next read faults the
-/// page in again from the file. Best effort; a no-op off Linux.
+/// page in again from the file. Best effort; a no-op off Linux (and under Miri, which cannot
+/// run `madvise`).
 pub(crate) fn release_mapped<T>(part: &[T]) {
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    if let Some((start, end)) =
+        aligned_inside(part.as_ptr() as usize, std::mem::size_of_val(part), PAGE)
     {
-        let page = 4096usize;
-        let begin = part.as_ptr() as usize;
-        let start = begin.next_multiple_of(page);
-        let end = (begin + std::mem::size_of_val(part)) / page * page;
-        if end > start {
-            // SAFETY: `[start, end)` is inside `part`, which the caller guarantees is part of a
-            // read-only shared file mapping: MADV_DONTNEED only unmaps the pages, and a later
-            // access maps the unchanged file contents again, so every live reference still
-            // reads the same values.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
-            }
+        // SAFETY: `[start, end)` is inside `part`, which the caller guarantees is part of a
+        // read-only shared file mapping: MADV_DONTNEED only unmaps the pages, and a later
+        // access maps the unchanged file contents again, so every live reference still
+        // reads the same values.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
         }
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(all(target_os = "linux", not(miri))))]
     let _ = part;
 }
 
-#[cfg(target_os = "linux")]
+/// A base page.
+#[cfg(all(target_os = "linux", not(miri)))]
+const PAGE: usize = 4096;
+
+#[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
+/// The largest `[start, end)` with both ends multiples of `align` (a power of two) inside the
+/// `bytes` bytes at address `begin`; `None` when it is empty (or the range wraps).
+fn aligned_inside(begin: usize, bytes: usize, align: usize) -> Option<(usize, usize)> {
+    let start = begin.checked_next_multiple_of(align)?;
+    let end = begin.checked_add(bytes)? / align * align;
+    (end > start).then_some((start, end))
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
 fn advise_range(ptr: *mut u8, bytes: usize) {
-    let start = (ptr as usize).next_multiple_of(HUGE_PAGE);
-    let end = (ptr as usize + bytes) / HUGE_PAGE * HUGE_PAGE;
-    if end > start {
+    if let Some((start, end)) = aligned_inside(ptr as usize, bytes, HUGE_PAGE) {
         // SAFETY: `[start, end)` lies inside one live allocation owned by the caller; madvise
         // with MADV_HUGEPAGE only changes how the kernel backs those pages, never their
         // contents, and an error is ignored (the hint is best effort).
@@ -64,7 +73,8 @@ fn advise_range(ptr: *mut u8, bytes: usize) {
     }
 }
 
-#[cfg(not(target_os = "linux"))]
+/// Off Linux, and under Miri (which cannot run `madvise`), the hint is skipped.
+#[cfg(not(all(target_os = "linux", not(miri))))]
 fn advise_range(_ptr: *mut u8, _bytes: usize) {}
 
 /// Asks the CPU to start loading the cache lines of `bytes` (first 512 bytes at most) into L1.
@@ -90,13 +100,34 @@ pub fn prefetch_read(bytes: &[u8]) {
 mod tests {
     use super::*;
 
+    /// Elements of the zeroed vector: past one huge page natively; small under Miri, which
+    /// interprets every write.
+    const ZEROED_LEN: usize = if cfg!(miri) { 4096 } else { 5_000_000 };
+
     #[test]
     fn helpers_keep_contents() {
-        let z: Vec<f32> = zeroed_huge(5_000_000);
-        assert_eq!(z.len(), 5_000_000);
+        let z: Vec<f32> = zeroed_huge(ZEROED_LEN);
+        assert_eq!(z.len(), ZEROED_LEN);
         assert!(z.iter().all(|&x| x == 0.0));
         let mut e: Vec<u8> = Vec::new();
         advise_huge_pages(&mut e);
         assert!(e.is_empty());
+        let mut v: Vec<u32> = Vec::with_capacity(1000);
+        advise_huge_pages(&mut v);
+        v.extend(0..1000);
+        assert!(v.iter().copied().eq(0..1000));
+    }
+
+    #[test]
+    fn aligned_inside_keeps_whole_pages_only() {
+        let huge = HUGE_PAGE;
+        assert_eq!(aligned_inside(0, 3 * huge, huge), Some((0, 3 * huge)));
+        assert_eq!(aligned_inside(1, 3 * huge, huge), Some((huge, 3 * huge)));
+        assert_eq!(aligned_inside(1, 2 * huge, huge), Some((huge, 2 * huge)));
+        assert_eq!(aligned_inside(1, 2 * huge - 2, huge), None);
+        assert_eq!(aligned_inside(4096, 0, 4096), None);
+        assert_eq!(aligned_inside(usize::MAX - 10, 100, 4096), None);
+        assert_eq!(aligned_inside(usize::MAX - 5000, 5000, 4096), None);
+        assert_eq!(aligned_inside(4095, 4098, 4096), Some((4096, 8192)));
     }
 }

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use trawl::data::{
-    probe, probe_with, read_matrix, read_matrix_any, read_matrix_any_with, read_matrix_with,
-    read_rows, write_matrix, AnyMatrix, DataErrorKind, Format, Matrix, ProbeOptions, VectorReader,
-    VectorWriter,
+    map_matrix, probe, probe_with, read_matrix, read_matrix_any, read_matrix_any_with,
+    read_matrix_with, read_rows, write_matrix, AnyMatrix, DataErrorKind, Format, Matrix,
+    ProbeOptions, VectorReader, VectorWriter,
 };
 use trawl::{DType, Element};
 
@@ -45,7 +45,10 @@ fn round_trip<T: Element>(dir: &Path, m: &Matrix<T>) {
         );
         let back = read_matrix::<T>(&path).unwrap();
         assert_eq!(&back, m, "{format} {}", T::DTYPE);
-        assert_eq!(back.is_mapped(), format != Format::Vecs);
+        assert!(!back.is_mapped(), "read_matrix reads, it never maps");
+        let mapped = map_matrix::<T>(&path, ProbeOptions::default()).unwrap();
+        assert_eq!(&mapped, m);
+        assert_eq!(mapped.is_mapped(), format != Format::Vecs);
         assert_eq!(read_matrix_any(&path).unwrap().dtype(), T::DTYPE);
         let blocks: Vec<T> = VectorReader::<T>::open(&path)
             .unwrap()
@@ -447,7 +450,7 @@ fn mapped_matrices_outlive_nothing_and_clone_cheaply() {
     let p = dir.path().join("m.fbin");
     let m = sample_f32(100, 16);
     write_matrix(&p, Format::Bin, &m).unwrap();
-    let mapped = read_matrix::<f32>(&p).unwrap();
+    let mapped = map_matrix::<f32>(&p, ProbeOptions::default()).unwrap();
     assert!(mapped.is_mapped());
     let c = mapped.clone();
     assert_eq!(c.as_slice().as_ptr(), mapped.as_slice().as_ptr());
@@ -508,7 +511,7 @@ fn files_larger_than_memory_are_mapped() {
     f.set_len(8 + n as u64 * dim as u64).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&f, &[7u8; 8192], 8 + (n as u64 - 1) * 8192).unwrap();
     drop(f);
-    let m = read_matrix::<u8>(&p).unwrap();
+    let m = map_matrix::<u8>(&p, ProbeOptions::default()).unwrap();
     assert!(m.is_mapped());
     assert_eq!((m.n(), m.dim()), (n as usize, dim as usize));
     assert!(m.row(n as usize - 1).iter().all(|&x| x == 7));

@@ -397,16 +397,22 @@ fn scan_vecs_dims(
     d: i32,
     stride: u64,
 ) -> std::io::Result<Option<(u64, i32)>> {
+    use std::io::{BufReader, Seek, SeekFrom};
+    // Buffered: rows of a few bytes would otherwise cost one system call each.
+    let mut r = BufReader::with_capacity(1 << 16, file);
+    r.seek(SeekFrom::Start(stride))?;
+    let skip = i64::try_from(stride - 4).unwrap_or(i64::MAX);
     let mut off = stride;
     let mut row = 1;
     let mut b = [0u8; 4];
-    while off + 4 <= size {
-        file.read_exact_at(&mut b, off)?;
+    while off.checked_add(4).is_some_and(|end| end <= size) {
+        r.read_exact(&mut b)?;
         let found = i32::from_le_bytes(b);
         if found != d {
             return Ok(Some((row, found)));
         }
-        off += stride;
+        r.seek_relative(skip)?;
+        off = off.saturating_add(stride);
         row += 1;
     }
     Ok(None)

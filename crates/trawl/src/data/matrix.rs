@@ -279,6 +279,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a file: Miri cannot run mmap on files")]
     fn resident_copy_keeps_the_mapping_valid() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("big");
@@ -332,6 +333,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a file: Miri cannot run mmap on files")]
     fn mapped_matrix_borrows_and_checks_alignment() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m");
@@ -351,5 +353,41 @@ mod tests {
         assert!(Matrix::<f32>::from_mmap(Arc::clone(&mmap), 9, 3, 4).is_none());
         assert!(Matrix::<f32>::from_mmap(Arc::clone(&mmap), 8, 4, 4).is_none());
         assert!(Matrix::<u8>::from_mmap(mmap, 9, 4, 12).is_some());
+    }
+
+    /// A matrix moved into other threads (`Send`, `Sync`) keeps pointing at its elements: the
+    /// heap buffer of an owned matrix and the caller's memory of a borrowed one do not move
+    /// with the struct.
+    #[test]
+    fn moved_and_shared_matrices_keep_their_elements() {
+        let vals: Vec<f32> = (0..24).map(|x| x as f32).collect();
+        let owned = Matrix::from_vec(vals.clone(), 6).unwrap();
+        let moved = std::thread::spawn(move || {
+            let boxed = Box::new(owned);
+            boxed.row(3).to_vec()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(moved, &vals[18..24]);
+        // SAFETY: `vals` outlives the scope below, which ends every thread using the view.
+        let view = unsafe { Matrix::from_raw_parts(vals.as_ptr(), 4, 6) }.unwrap();
+        let shared = &view;
+        let sums: Vec<f32> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2)
+                .map(|t| s.spawn(move || shared.rows().skip(t).step_by(2).flatten().sum::<f32>()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(
+            sums,
+            [
+                (0..6).chain(12..18).sum::<i32>() as f32,
+                (6..12).chain(18..24).sum::<i32>() as f32
+            ]
+        );
+        let copy = view.slice_rows(1, 2);
+        drop(view);
+        assert_eq!(copy.as_slice(), &vals[6..18]);
+        assert_eq!(copy.into_vec(), &vals[6..18]);
     }
 }

@@ -2,9 +2,10 @@
 //! with format detection, streaming readers and writers, ground-truth files, and validation.
 //!
 //! Entry points: [`probe`] (what a file holds), [`read_matrix`] / [`read_matrix_any`] (whole
-//! files, memory-mapped when possible), [`read_rows`] and [`VectorReader`] (bounded memory),
-//! [`VectorWriter`] / [`write_matrix`] (atomic writes), [`read_ground_truth`] /
-//! [`write_ground_truth`], [`validate_finite`]. Every failure is a [`DataError`] naming the file.
+//! files, read into memory), [`map_matrix`] (memory-mapped, zero-copy), [`read_rows`] and
+//! [`VectorReader`] (bounded memory), [`VectorWriter`] / [`write_matrix`] (atomic writes),
+//! [`read_ground_truth`] / [`write_ground_truth`], [`validate_finite`]. Every failure is a
+//! [`DataError`] naming the file.
 //!
 //! All formats are little-endian; trawl supports little-endian hosts only.
 
@@ -29,8 +30,8 @@ pub use groundtruth::{
 };
 pub use matrix::{AnyMatrix, Matrix};
 pub use read::{
-    read_matrix, read_matrix_any, read_matrix_any_with, read_matrix_with, read_rows, Blocks,
-    VectorReader,
+    map_matrix, read_matrix, read_matrix_any, read_matrix_any_with, read_matrix_with, read_rows,
+    Blocks, VectorReader,
 };
 pub use validate::validate_finite;
 pub use write::{write_matrix, VectorWriter};

@@ -1,5 +1,5 @@
-//! Reading vector files: whole matrices (memory-mapped when the layout allows), row ranges, and
-//! a streaming block reader for bounded-memory passes.
+//! Reading vector files: whole matrices (read into memory, or memory-mapped on request), row
+//! ranges, and a streaming block reader for bounded-memory passes.
 
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
@@ -15,11 +15,12 @@ use super::error::{DataError, DataErrorKind, Result};
 use super::format::{probe_with, Format, ProbeOptions, VectorFileInfo};
 use super::matrix::{AnyMatrix, Matrix};
 
-/// Reads a whole vector file of element type `T`.
+/// Reads a whole vector file of element type `T` into memory.
 ///
-/// bin and npy files are memory-mapped and the matrix borrows the mapping zero-copy (falling
-/// back to a copy when the data is not aligned for `T`), so files larger than RAM work; vecs
-/// files are read into memory. The file must not be modified while the matrix lives.
+/// The rows are read (not memory-mapped) in one streaming pass, so a file that is truncated or
+/// rewritten while trawl uses it gives a [`DataErrorKind::Truncated`] error (or stale data),
+/// never a `SIGBUS` crash: this is the build path's reader. [`map_matrix`] maps bin and npy
+/// files zero-copy instead, for callers that control their input files.
 pub fn read_matrix<T: Element>(path: &Path) -> Result<Matrix<T>> {
     read_matrix_with(path, ProbeOptions::default())
 }
@@ -27,15 +28,38 @@ pub fn read_matrix<T: Element>(path: &Path) -> Result<Matrix<T>> {
 /// [`read_matrix`] with explicit format / element-type hints.
 pub fn read_matrix_with<T: Element>(path: &Path, opts: ProbeOptions) -> Result<Matrix<T>> {
     let info = probe_typed::<T>(path, opts)?;
+    read_probed(info)
+}
+
+/// Reads all rows of a probed file (bin and npy in one read into an aligned buffer, vecs row by
+/// row). A file shorter than the probe found is [`DataErrorKind::Truncated`].
+fn read_probed<T: Element>(info: VectorFileInfo) -> Result<Matrix<T>> {
+    let too_big = || {
+        DataError::new(
+            &info.path,
+            DataErrorKind::BadHeader("file larger than the address space".into()),
+        )
+    };
+    let n = usize::try_from(info.n).map_err(|_| too_big())?;
+    let dim = info.dim;
+    let mut r = VectorReader::<T>::from_info(info)?;
+    r.read_block(n).map(|m| m.unwrap_or_else(|| empty(dim)))
+}
+
+/// Memory-maps a bin or npy file of element type `T` and borrows its rows zero-copy (copying
+/// when they are not aligned for `T`); vecs files are read into memory.
+///
+/// Files larger than RAM work, but the file must not be truncated while the matrix lives: the
+/// operating system then kills the process (`SIGBUS`) on the next access to a vanished page.
+/// Use [`read_matrix`] for input files trawl does not control.
+pub fn map_matrix<T: Element>(path: &Path, opts: ProbeOptions) -> Result<Matrix<T>> {
+    let info = probe_typed::<T>(path, opts)?;
     if !info.is_contiguous() {
-        let mut r = VectorReader::<T>::from_info(info.clone())?;
-        return r
-            .read_block(info.n as usize)
-            .map(|m| m.unwrap_or_else(|| empty(info.dim)));
+        return read_probed(info);
     }
     let file = File::open(path).map_err(|e| DataError::io(path, e))?;
-    // SAFETY: the mapping is read-only and private to this process; trawl requires that input
-    // files are not modified or truncated while they are in use (documented on this function).
+    // SAFETY: the mapping is read-only and private to this process; the caller guarantees
+    // that the file is not modified or truncated while the matrix lives (documented above).
     let mmap = unsafe { Mmap::map(&file) }.map_err(|e| DataError::io(path, e))?;
     let too_big = || {
         DataError::new(
@@ -48,14 +72,28 @@ pub fn read_matrix_with<T: Element>(path: &Path, opts: ProbeOptions) -> Result<M
         usize::try_from(info.dim).map_err(|_| too_big())?,
     );
     let offset = usize::try_from(info.data_offset).map_err(|_| too_big())?;
+    let bytes = n
+        .checked_mul(dim)
+        .and_then(|x| x.checked_mul(std::mem::size_of::<T>()))
+        .ok_or_else(too_big)?;
+    let end = offset.checked_add(bytes).ok_or_else(too_big)?;
+    if end > mmap.len() {
+        // Truncated between the probe and the mapping.
+        return Err(DataError::new(
+            path,
+            DataErrorKind::Truncated {
+                expected: end as u64,
+                actual: mmap.len() as u64,
+            },
+        ));
+    };
     let mmap = Arc::new(mmap);
     if let Some(m) = Matrix::from_mmap(Arc::clone(&mmap), offset, n, dim) {
         return Ok(m);
     }
     // Misaligned for T: copy.
     let mut data = vec![T::default(); n * dim];
-    bytemuck::cast_slice_mut::<T, u8>(&mut data)
-        .copy_from_slice(&mmap[offset..offset + n * dim * std::mem::size_of::<T>()]);
+    bytemuck::cast_slice_mut::<T, u8>(&mut data).copy_from_slice(&mmap[offset..end]);
     Ok(Matrix::from_vec(data, dim).unwrap_or_else(|| empty(info.dim)))
 }
 
@@ -254,5 +292,41 @@ impl<T: Element> Iterator for Blocks<T> {
         let r = self.reader.read_block(self.rows).transpose();
         self.done = !matches!(r, Some(Ok(_)));
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The build path reads its input: a file truncated after it was probed (between opening
+    /// and reading) is a typed `Truncated` error, not a `SIGBUS` from a vanished mapped page.
+    #[test]
+    fn truncated_between_probe_and_read_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, head) in [
+            ("t.fbin", [64u32.to_le_bytes(), 8u32.to_le_bytes()].concat()),
+            ("t.fvecs", Vec::new()),
+        ] {
+            let path = dir.path().join(name);
+            let mut bytes = head;
+            for _ in 0..64 {
+                if name.ends_with("vecs") {
+                    bytes.extend_from_slice(&8i32.to_le_bytes());
+                }
+                bytes.extend(std::iter::repeat_n(0u8, 32));
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            let info = probe_typed::<f32>(&path, ProbeOptions::default()).unwrap();
+            assert_eq!(info.n, 64);
+            let file = File::options().write(true).open(&path).unwrap();
+            file.set_len(bytes.len() as u64 / 2).unwrap();
+            let err = read_probed::<f32>(info).unwrap_err();
+            assert_eq!(err.path, path);
+            assert!(
+                matches!(err.kind, DataErrorKind::Truncated { .. }),
+                "{name}: {err}"
+            );
+        }
     }
 }

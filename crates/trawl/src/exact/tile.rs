@@ -216,6 +216,12 @@ mod tests {
     }
 
     proptest! {
+        // Fewer cases under Miri, which interprets every lane.
+        #![proptest_config(ProptestConfig {
+            cases: if cfg!(miri) { 4 } else { ProptestConfig::default().cases },
+            ..ProptestConfig::default()
+        })]
+
         #[test]
         fn detected_kernel_matches_portable(
             dim in 1usize..40,

@@ -23,6 +23,7 @@ mod counting;
 mod file;
 mod mem;
 mod pread;
+mod ring_slots;
 mod sync_slots;
 #[cfg(test)]
 mod tests;

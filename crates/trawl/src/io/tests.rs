@@ -583,18 +583,30 @@ fn counting<const W: u8>(f: &IoFile, cfg: EngineConfig) -> Box<dyn IoEngine> {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn pread_conformance() {
     suite("pread", pread_factory, BASE);
     suite("pread big", pread_factory, BIG);
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn mem_conformance() {
     suite("memory", mem_factory, BASE);
     suite("memory big", mem_factory, BIG);
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn sim_conformance() {
     suite("simulated", sim_factory, BASE);
     suite("simulated big", sim_factory, BIG);
@@ -603,6 +615,10 @@ fn sim_conformance() {
 /// The modelled device: nothing completes before its latency, `wait(min)` waits for the
 /// `min` oldest, completions come in submission order, and the throughput ceiling spaces them.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn sim_engine_follows_its_model() {
     let fx = Fixture::new(64);
     let mut file = open(&fx.path);
@@ -670,6 +686,10 @@ fn sim_engine_follows_its_model() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn mem_engine_loads_whole_pages() {
     let fx = Fixture::new(8);
     let file = open(&fx.path);
@@ -701,11 +721,19 @@ fn mem_engine_loads_whole_pages() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn pread_counting_conformance() {
     suite("counting pread", counting::<0>, BASE);
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn uring_conformance() {
     if uring_available() {
         suite("uring", uring_factory, BASE);
@@ -713,6 +741,10 @@ fn uring_conformance() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn uring_counting_conformance() {
     if uring_available() {
         suite("counting uring", counting::<1>, BASE);
@@ -720,6 +752,10 @@ fn uring_counting_conformance() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn uring_unregistered_conformance() {
     if uring_available() {
         suite("uring unregistered", uring_unregistered_factory, BASE);
@@ -728,6 +764,10 @@ fn uring_unregistered_conformance() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn uring_big_conformance() {
     if uring_available() {
         suite("uring 64x40", uring_factory, BIG);
@@ -736,6 +776,10 @@ fn uring_big_conformance() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn uring_depth_one_and_odd_depth() {
     if !uring_available() {
         return;
@@ -834,6 +878,10 @@ fn memlock_limit() -> u64 {
 /// Registered buffers above the memlock limit: the kernel refuses (for a thread without
 /// CAP_IPC_LOCK), the engine falls back to plain reads and passes the suite.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn uring_memlock_fallback() {
     if !uring_available() {
         return;
@@ -868,6 +916,10 @@ fn uring_memlock_fallback() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn uring_sqpoll() {
     if !uring_available() {
         return;
@@ -905,6 +957,10 @@ fn uring_sqpoll() {
 /// `drain_ring` (what `Drop` runs) leaves nothing in the ring, and the drained completions
 /// are still delivered with the right bytes.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn uring_drain_keeps_completions() {
     if !uring_available() {
         return;
@@ -936,6 +992,10 @@ fn uring_drain_keeps_completions() {
 /// The wrapper's own counts equal the driver's, including the largest number in flight and
 /// a failed read.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn counting_counts() {
     let fx = Fixture::new(FILE_PAGES);
     let file = open(&fx.path);
@@ -1001,6 +1061,10 @@ fn counting_counts() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn engine_kinds() {
     let fx = Fixture::new(16);
     let file = open(&fx.path);
@@ -1045,6 +1109,10 @@ fn engine_kinds() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn io_file_open_and_read_pages() {
     let dir = tempfile::tempdir().unwrap();
     let missing = IoFile::open(&dir.path().join("missing"), true);
@@ -1130,6 +1198,10 @@ fn aligned_buf() {
 /// A concatenation reads each file's pages at their place in the joint page space, through
 /// every engine, and refuses a read that spans two files.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
 fn concatenated_files_read_as_one_page_space() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));

@@ -1,35 +1,18 @@
 //! The io_uring engine: one ring per engine, reads into one page-aligned block of slot buffers.
 
-use std::collections::VecDeque;
-use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
 use super::file::check_request;
+use super::ring_slots::RingSlots;
 use super::{
-    AlignedBuf, Completion, EngineConfig, EngineCounters, EngineInfo, IoEngine, IoError, IoFile,
-    ReadRequest, Slot, PAGE_BYTES,
+    Completion, EngineConfig, EngineCounters, EngineInfo, IoEngine, IoError, IoFile, ReadRequest,
+    Slot, PAGE_BYTES,
 };
 
 /// How long the SQPOLL kernel thread spins without work before it sleeps.
 const SQPOLL_IDLE_MS: u32 = 50;
-
-/// Where a slot is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Free for a submission.
-    Free,
-    /// Submitted: in the ring (the kernel may be writing the buffer) or completed and waiting
-    /// in the ready queue.
-    Pending {
-        tag: u64,
-        first_page: u64,
-        pages: u32,
-    },
-    /// Completion returned by `wait`; the caller reads the bytes until `release`.
-    Held { pages: u32 },
-}
 
 /// io_uring reads: one ring per engine (make one engine per thread), requests batched into
 /// one `io_uring_enter` per [`IoEngine::wait`].
@@ -43,16 +26,10 @@ pub struct UringEngine {
     ring: IoUring,
     /// Keeps the descriptor the SQEs name open.
     file: IoFile,
-    /// All slot buffers; slot `i` at `i × slot_bytes`. Freed by `Drop` only after every read
-    /// has completed (leaked if that cannot be established).
-    bufs: ManuallyDrop<AlignedBuf>,
-    slot_bytes: usize,
-    state: Vec<State>,
-    free: Vec<u32>,
-    /// Reads pushed into the submission queue whose completion has not been harvested.
-    in_ring: usize,
-    /// Harvested completions not yet delivered: (slot, result).
-    ready: VecDeque<(u32, i32)>,
+    /// The slots and their buffers, freed (after `Drop` has waited for every read in the
+    /// ring) only when no read is left in the ring, leaked otherwise. Declared after `ring`,
+    /// so the ring is closed first.
+    slots: RingSlots,
     /// SQEs pushed since the last `io_uring_enter`.
     unsubmitted: bool,
     max_pages: usize,
@@ -91,20 +68,12 @@ impl UringEngine {
             )));
         }
 
-        let slot_bytes = cfg.slot_bytes();
-        // `validate` checked that the product does not overflow.
-        let mut bufs = AlignedBuf::new(slot_bytes * cfg.depth)?;
-        let base = bufs.as_mut_ptr();
+        let mut slots = RingSlots::new(cfg.depth, cfg.slot_bytes())?;
         let registered = cfg.register_buffers && cfg.depth <= usize::from(u16::MAX) + 1 && {
-            let iovecs: Vec<libc::iovec> = (0..cfg.depth)
-                .map(|i| libc::iovec {
-                    iov_base: base.wrapping_add(i * slot_bytes).cast(),
-                    iov_len: slot_bytes,
-                })
-                .collect();
-            // SAFETY: each iovec covers one slot inside `bufs`, which stays allocated while
-            // the buffers are registered: `Drop` unregisters them (after every read has
-            // completed) before it frees `bufs`, and leaks `bufs` if it cannot.
+            let iovecs = slots.iovecs();
+            // SAFETY: each iovec covers one slot inside the slot buffers, which stay allocated
+            // while they are registered: `Drop` unregisters them (after every read has
+            // completed) before `slots` frees them, and they are leaked if it cannot.
             let res = unsafe { ring.submitter().register_buffers(&iovecs) };
             // ENOMEM/EPERM above the memlock limit, EINVAL past the kernel's buffer count:
             // plain reads work on the same memory.
@@ -115,12 +84,7 @@ impl UringEngine {
         Ok(Self {
             ring,
             file: file.clone(),
-            bufs: ManuallyDrop::new(bufs),
-            slot_bytes,
-            state: vec![State::Free; cfg.depth],
-            free: (0..cfg.depth as u32).rev().collect(),
-            in_ring: 0,
-            ready: VecDeque::with_capacity(cfg.depth),
+            slots,
             unsubmitted: false,
             max_pages: cfg.max_pages_per_read,
             file_pages: file.pages(),
@@ -141,10 +105,7 @@ impl UringEngine {
         offset: u64,
         len: u32,
     ) -> squeue::Entry {
-        let buf = self
-            .bufs
-            .as_mut_ptr()
-            .wrapping_add(slot as usize * self.slot_bytes);
+        let buf = self.slots.slot_ptr(slot);
         // `validate` bounds depth by 2^15 and registration needs depth ≤ 2^16, so the slot
         // index fits the u16 buffer index.
         let index = slot as u16;
@@ -181,62 +142,21 @@ impl UringEngine {
         }
     }
 
-    /// Moves every completion in the ring into the ready queue.
+    /// Records every completion in the ring (they move to the ready queue).
     fn harvest(&mut self) {
         for cqe in self.ring.completion() {
-            let slot = cqe.user_data();
-            let pending = usize::try_from(slot)
-                .ok()
-                .and_then(|i| self.state.get(i))
-                .is_some_and(|s| matches!(s, State::Pending { .. }));
             // Every SQE carries its slot; anything else is not ours and is ignored.
-            if pending {
-                self.in_ring -= 1;
-                self.ready.push_back((slot as u32, cqe.result()));
-            }
+            self.slots.complete(cqe.user_data(), cqe.result());
         }
-    }
-
-    /// Takes the first failed or short completion out of the ready queue, frees its slot and
-    /// returns its error.
-    fn take_failed(&mut self) -> Option<IoError> {
-        let expected = |state: &State| match *state {
-            State::Pending { pages, .. } => pages as usize * PAGE_BYTES,
-            _ => 0,
-        };
-        let pos = self.ready.iter().position(|&(slot, res)| {
-            res < 0 || (res as usize) < expected(&self.state[slot as usize])
-        })?;
-        let (slot, res) = self.ready.remove(pos)?;
-        let i = slot as usize;
-        let offset = match self.state[i] {
-            State::Pending { first_page, .. } => first_page * PAGE_BYTES as u64,
-            _ => 0,
-        };
-        let expected = expected(&self.state[i]);
-        self.state[i] = State::Free;
-        self.free.push(slot);
-        Some(if res < 0 {
-            IoError::Read {
-                offset,
-                source: std::io::Error::from_raw_os_error(-res),
-            }
-        } else {
-            IoError::ShortRead {
-                offset,
-                expected,
-                got: res as usize,
-            }
-        })
     }
 
     /// Waits until the kernel has finished every read pushed into the ring (their
     /// completions move to the ready queue). `false` if the ring failed, in which case reads
     /// may still be running.
     pub(crate) fn drain_ring(&mut self) -> bool {
-        while self.in_ring > 0 {
+        while self.slots.in_ring() > 0 {
             self.harvest();
-            if self.in_ring == 0 {
+            if self.slots.in_ring() == 0 {
                 break;
             }
             match self.ring.submit_and_wait(1) {
@@ -251,7 +171,7 @@ impl UringEngine {
     /// Reads in the ring whose completion has not been harvested (tests).
     #[cfg(test)]
     pub(crate) fn in_ring(&self) -> usize {
-        self.in_ring
+        self.slots.in_ring()
     }
 }
 
@@ -266,7 +186,7 @@ impl IoEngine for UringEngine {
     }
 
     fn depth(&self) -> usize {
-        self.state.len()
+        self.slots.depth()
     }
 
     fn max_pages_per_read(&self) -> usize {
@@ -278,16 +198,16 @@ impl IoEngine for UringEngine {
     }
 
     fn in_flight(&self) -> usize {
-        self.in_ring + self.ready.len()
+        self.slots.in_ring() + self.slots.ready()
     }
 
     fn can_submit(&self) -> bool {
-        !self.free.is_empty()
+        !self.slots.free().is_empty()
     }
 
     fn submit(&mut self, tag: u64, req: ReadRequest) -> Result<(), IoError> {
         let slot = check_request(
-            &self.free,
+            self.slots.free(),
             self.depth(),
             &req,
             self.max_pages,
@@ -298,13 +218,13 @@ impl IoEngine for UringEngine {
         // pages ≤ MAX_PAGES_PER_READ = 2^15, so the length is below 2^27.
         let len = req.pages * PAGE_BYTES as u32;
         let entry = self.read_entry(slot, part, fd, offset, len);
-        // SAFETY: the SQE makes the kernel write `len` bytes into slot `slot` of `bufs` and
-        // read from `self.file`. The slot lies inside `bufs` (`len ≤ slot_bytes`) and is free:
-        // no other read targets it and no reference to it is handed out until its completion
-        // has been harvested (`buffer` only serves `Held` slots). `bufs` stays allocated until
-        // that completion: `Drop` waits for every read in the ring before freeing it (and
-        // leaks it if it cannot), and a forgotten engine leaks it. The file is kept open by
-        // `self.file` (and the ring's registered-file table).
+        // SAFETY: the SQE makes the kernel write `len` bytes into slot `slot` of the slot
+        // buffers and read from `self.file`. The slot lies inside the buffers (`len ≤
+        // slot_bytes`) and is free: no other read targets it and no reference to it is handed
+        // out until its completion has been harvested (`buffer` only serves held slots). The
+        // buffers stay allocated until that completion: `slots` frees them only when no read
+        // is in the ring (`Drop` waits for them first), and a forgotten engine leaks them.
+        // The file is kept open by `self.file` (and the ring's registered-file table).
         let pushed = unsafe { self.ring.submission().push(&entry) };
         if pushed.is_err() {
             // The queue has ≥ depth entries and at most depth − 1 reads are pending, so
@@ -314,13 +234,7 @@ impl IoEngine for UringEngine {
                 source: std::io::Error::other("io_uring submission queue is full"),
             });
         }
-        self.free.pop();
-        self.state[slot as usize] = State::Pending {
-            tag,
-            first_page: req.first_page,
-            pages: req.pages,
-        };
-        self.in_ring += 1;
+        self.slots.push(slot, tag, req.first_page, req.pages);
         self.unsubmitted = true;
         self.counters.requests += 1;
         self.counters.pages += u64::from(req.pages);
@@ -336,57 +250,30 @@ impl IoEngine for UringEngine {
         let mut entered = false;
         loop {
             self.harvest();
-            if let Some(err) = self.take_failed() {
+            if let Some(err) = self.slots.take_failed() {
                 return Err(err);
             }
-            let need = min.saturating_sub(self.ready.len());
+            let need = min.saturating_sub(self.slots.ready());
             if need == 0 && (!self.unsubmitted || entered) {
                 break;
             }
             self.enter(need)?;
             entered = true;
         }
-        let n = self.ready.len();
-        out.reserve(n);
-        for (slot, _) in self.ready.drain(..) {
-            let i = slot as usize;
-            if let State::Pending { tag, pages, .. } = self.state[i] {
-                self.state[i] = State::Held { pages };
-                self.counters.bytes += u64::from(pages) * PAGE_BYTES as u64;
-                self.counters.completions += 1;
-                out.push(Completion {
-                    tag,
-                    slot: Slot(slot),
-                });
-            }
-        }
+        let n = self.slots.deliver(out, &mut self.counters);
         Ok(n)
     }
 
     /// The bytes of a completed read; empty for a slot that is not held (in flight, never
     /// completed, released, or out of range).
     fn buffer(&self, slot: Slot) -> &[u8] {
-        let i = slot.0 as usize;
-        let Some(&State::Held { pages }) = self.state.get(i) else {
-            return &[];
-        };
-        let start = self.bufs.as_ptr().wrapping_add(i * self.slot_bytes);
-        // SAFETY: slot `i` lies inside `bufs` (`i < depth`, `pages × PAGE_BYTES ≤
-        // slot_bytes`) and its bytes are initialised (zeroed at allocation, then written by
-        // the finished read). Its completion has been harvested, so the kernel no longer
-        // writes there, and no new read can target it before `release`, which needs `&mut
-        // self` and so outlives this borrow. Reads in flight write only other, disjoint slots.
-        unsafe { std::slice::from_raw_parts(start, pages as usize * PAGE_BYTES) }
+        self.slots.buffer(slot)
     }
 
     /// Hands a held slot back; a slot that is not held is ignored (an in-flight slot in
     /// particular stays reserved for its read).
     fn release(&mut self, slot: Slot) {
-        let i = slot.0 as usize;
-        if let Some(s @ State::Held { .. }) = self.state.get_mut(i) {
-            *s = State::Free;
-            self.free.push(slot.0);
-        }
+        self.slots.release(slot);
     }
 
     fn counters(&self) -> EngineCounters {
@@ -396,30 +283,23 @@ impl IoEngine for UringEngine {
 
 impl Drop for UringEngine {
     fn drop(&mut self) {
-        // The kernel writes into `bufs` until each read completes: wait for all of them.
-        if !self.drain_ring() {
-            // Reads may still be running: leak the buffers rather than free memory the
-            // kernel may write (closing the ring cancels or finishes those reads).
-            return;
-        }
-        if self.registered {
+        // The kernel writes into the slot buffers until each read completes: wait for all of
+        // them. If that fails, reads may still be running, and `slots` leaks the buffers when
+        // it is dropped rather than free memory the kernel may write (closing the ring cancels
+        // or finishes those reads).
+        if self.drain_ring() && self.registered {
             // Best effort: closing the ring unregisters them anyway.
             let _ = self.ring.submitter().unregister_buffers();
         }
-        // SAFETY: every read has completed, so the kernel holds no pending write into
-        // `bufs`; this is the only place `bufs` is dropped and it is not used afterwards.
-        unsafe { ManuallyDrop::drop(&mut self.bufs) };
     }
 }
 
 impl std::fmt::Debug for UringEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UringEngine")
-            .field("depth", &self.state.len())
+            .field("slots", &self.slots)
             .field("max_pages", &self.max_pages)
             .field("file_pages", &self.file_pages)
-            .field("in_ring", &self.in_ring)
-            .field("ready", &self.ready.len())
             .field("direct", &self.direct)
             .field("registered", &self.registered)
             .field("fixed_file", &self.fixed_file)

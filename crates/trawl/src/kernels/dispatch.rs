@@ -142,6 +142,19 @@ mod tests {
         assert_eq!(av[0].name, "scalar");
         let levels: Vec<u8> = av.iter().map(|k| level(k.name).unwrap()).collect();
         assert!(levels.windows(2).all(|w| w[0] < w[1]), "{levels:?}");
+        // Features enabled at compile time are always detected (this is how the SIMD tables
+        // run under Miri, which reports only those: see docs/miri.md).
+        let names: Vec<&str> = av.iter().map(|k| k.name).collect();
+        if cfg!(all(target_feature = "avx2", target_feature = "fma")) {
+            assert!(names.contains(&"avx2"), "{names:?}");
+        }
+        if cfg!(all(
+            target_feature = "avx512f",
+            target_feature = "avx512bw",
+            target_feature = "avx512vnni"
+        )) {
+            assert!(names.contains(&"avx512"), "{names:?}");
+        }
     }
 
     #[test]

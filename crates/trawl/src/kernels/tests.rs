@@ -16,6 +16,15 @@ const SPECIFIC_LENS: &[usize] = &[
     1, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 960, 1000, 4099,
 ];
 
+/// Proptest cases: fewer under Miri, which interprets every lane of every kernel.
+const fn cases(native: u32) -> u32 {
+    if cfg!(miri) {
+        4
+    } else {
+        native
+    }
+}
+
 fn lengths() -> impl Strategy<Value = usize> {
     prop_oneof![0usize..=300, prop::sample::select(SPECIFIC_LENS)]
 }
@@ -147,7 +156,7 @@ fn check_i8(a: &[i8], b: &[i8]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(cases(256)))]
 
     #[test]
     fn kernels_f32_match_reference((a, b) in f32_pair()) {
@@ -195,7 +204,13 @@ proptest! {
 
 #[test]
 fn kernels_all_lengths_extreme_integers() {
-    for n in 0..=300 {
+    // Under Miri: every length through two 32-byte vectors, then around the longer steps.
+    let lengths: Vec<usize> = if cfg!(miri) {
+        (0..=70).chain([127, 128, 129, 255, 256, 257]).collect()
+    } else {
+        (0..=300).collect()
+    };
+    for n in lengths {
         let (lo, hi) = (vec![0u8; n], vec![255u8; n]);
         check_u8(&lo, &hi);
         check_u8(&hi, &hi);
@@ -210,7 +225,13 @@ fn kernels_all_lengths_extreme_integers() {
 /// exact integer, rounded once to f32.
 #[test]
 fn kernels_long_extreme_integers_are_exact() {
-    for n in [32_767, 32_768, 32_769, 70_000, 100_003] {
+    // Under Miri only the first length past one exact block of 2¹⁵ elements.
+    let lengths: &[usize] = if cfg!(miri) {
+        &[32_769]
+    } else {
+        &[32_767, 32_768, 32_769, 70_000, 100_003]
+    };
+    for &n in lengths {
         let n64 = n as i64;
         let (u0, u255) = (vec![0u8; n], vec![255u8; n]);
         let (imin, imax) = (vec![i8::MIN; n], vec![i8::MAX; n]);
@@ -257,6 +278,11 @@ fn kernels_long_extreme_integers_are_exact() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "generates 10⁵ ChaCha values, too slow under Miri; the multi-block path runs in \
+              kernels_long_extreme_integers_are_exact"
+)]
 fn kernels_long_random_integers_are_exact() {
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
@@ -333,7 +359,7 @@ fn kernels_distance_integer_types() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(cases(64)))]
 
     /// One-to-many kernels equal the one-to-one kernel of the same table, row by row.
     #[test]
@@ -358,7 +384,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(cases(64)))]
 
     /// Column kernels equal the one-to-one scalar reference on each column, for every table,
     /// odd dimensions and column counts on both sides of the 16- and 64-lane steps.

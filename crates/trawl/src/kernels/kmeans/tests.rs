@@ -21,6 +21,10 @@ fn random_centres(k: usize, dim: usize, scale: f32, seed: u64) -> Vec<f32> {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "trains on thousands of points: safe code, too slow under Miri"
+)]
 fn recovers_well_separated_blobs() {
     let (k, dim) = (10, 8);
     let centres = random_centres(k, dim, 100.0, 1);
@@ -45,6 +49,10 @@ fn recovers_well_separated_blobs() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "trains on thousands of points: safe code, too slow under Miri"
+)]
 fn identical_for_any_thread_count() {
     let dim = 5;
     let data = blobs(&random_centres(40, dim, 3.0, 4), dim, 300, 1.0, 5);
@@ -78,6 +86,10 @@ fn identical_for_any_thread_count() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "trains on thousands of points: safe code, too slow under Miri"
+)]
 fn lloyd_lowers_the_objective() {
     let dim = 6;
     let data = blobs(&random_centres(30, dim, 2.0, 6), dim, 100, 1.0, 7);
@@ -188,6 +200,10 @@ fn cancel_stops_training() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "trains on thousands of points: safe code, too slow under Miri"
+)]
 fn sampling_caps_the_training_set() {
     let dim = 3;
     let data = blobs(&random_centres(4, dim, 50.0, 8), dim, 5000, 0.5, 9);
@@ -205,7 +221,7 @@ fn sampling_caps_the_training_set() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 48 }))]
 
     #[test]
     fn transposed_nearest_matches_brute_force(
@@ -267,7 +283,7 @@ fn ties_pick_the_first_centroid() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(32))]
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 6 } else { 32 }))]
 
     /// The dispatched (SIMD) block search gives the same bits as the portable one.
     #[test]

@@ -61,13 +61,17 @@ fn high_len(n: usize, universe: u32, l: u32) -> usize {
     if n == 0 {
         return 0;
     }
-    n + ((u64::from(universe.max(1)) - 1) >> l) as usize + 1
+    // Saturating: no list this long fits in memory, and a decoder given an absurd `n` then
+    // reports it truncated instead of overflowing.
+    n.saturating_add(((u64::from(universe.max(1)) - 1) >> l) as usize)
+        .saturating_add(1)
 }
 
 /// Bits of an encoded list of `n` ids below `universe`.
 pub fn encoded_bits(n: usize, universe: u32) -> usize {
     let l = low_bits(n, universe);
-    n * l as usize + high_len(n, universe, l)
+    n.saturating_mul(l as usize)
+        .saturating_add(high_len(n, universe, l))
 }
 
 /// Bytes of an encoded list of `n` ids below `universe` (the same for every such list).

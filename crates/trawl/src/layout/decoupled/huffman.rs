@@ -185,6 +185,9 @@ fn reverse_bits(code: u32, len: u32) -> u32 {
 /// Bits that coding `bytes` with `lanes` takes (`None` when a byte has no code).
 pub fn coded_bits(lanes: &[CodeTable], bytes: &[u8]) -> Option<usize> {
     let k = lanes.len();
+    if k == 0 {
+        return bytes.is_empty().then_some(0);
+    }
     let mut bits = 0usize;
     for (i, &b) in bytes.iter().enumerate() {
         let l = lanes[i % k].len_of(b);
@@ -219,6 +222,9 @@ fn refill(bits: &[u8], pos: &mut usize, acc: &mut u64, nbits: &mut u32) {
 /// a whole byte.
 pub fn decode(lanes: &[CodeTable], bits: &[u8], out: &mut [u8]) -> Result<(), HuffError> {
     let k = lanes.len();
+    if k == 0 {
+        return Err(HuffError::BadLengths("no code tables"));
+    }
     let mut acc = 0u64;
     let mut nbits = 0u32;
     let mut pos = 0usize;
@@ -338,6 +344,9 @@ pub fn decode_split(lanes: &[CodeTable], bits: &[u8], out: &mut [u8]) -> Result<
     let mut raw_lanes = [false; 8];
     if k > raw_lanes.len() {
         return Err(HuffError::BadLengths("more than 8 lanes"));
+    }
+    if k == 0 {
+        return Err(HuffError::BadLengths("no code tables"));
     }
     for (l, t) in lanes.iter().enumerate() {
         raw_lanes[l] = t.is_raw();

@@ -144,8 +144,14 @@ impl VectorGeometry {
                 PAGE_BYTES - PAGE_HEADER - 2
             ));
         }
-        if self.n == 0 || self.n > u64::from(u32::MAX) || self.chunk_vectors == 0 {
+        if self.n == 0 || self.n > u64::from(u32::MAX) {
             return Err(format!("{} vectors", self.n));
+        }
+        if self.chunk_vectors == 0 || self.segment_vectors == 0 {
+            return Err(format!(
+                "{} vectors per chunk, {} per segment",
+                self.chunk_vectors, self.segment_vectors
+            ));
         }
         if !self.segment_vectors.is_multiple_of(self.chunk_vectors) {
             return Err("segments must be whole chunks".into());
@@ -617,13 +623,15 @@ impl VectorFile {
         let meta_bytes = le64(&h, 76);
         let meta_pages = le64(&h, 84);
         let v = geo.vector_bytes() as u64;
-        let want_meta =
-            geo.segments() * geo.lanes() as u64 * 256 + geo.chunks() * (12 + v) + data_pages * 4;
-        if data_pages == 0
-            || data_pages > geo.n
-            || meta_bytes != want_meta
-            || meta_pages != meta_bytes.div_ceil(PAGE_BYTES as u64)
-        {
+        // n < 2³², segments and chunks ≤ n, v ≤ 4 KiB and data pages ≤ n (checked first):
+        // no term overflows.
+        let meta_ok = data_pages != 0 && data_pages <= geo.n && {
+            let want_meta = geo.segments() * geo.lanes() as u64 * 256
+                + geo.chunks() * (12 + v)
+                + data_pages * 4;
+            meta_bytes == want_meta && meta_pages == meta_bytes.div_ceil(PAGE_BYTES as u64)
+        };
+        if !meta_ok {
             return Err(invalid(format!(
                 "{data_pages} data pages, {meta_bytes} metadata bytes"
             )));
@@ -658,10 +666,14 @@ impl VectorFile {
             let first = le32(&meta, at);
             let count = le32(&meta, at + 4);
             let flags = le32(&meta, at + 8);
-            if first != expect_first || count == 0 || flags > 1 {
+            let next = first
+                .checked_add(count)
+                .filter(|&e| u64::from(e) <= data_pages);
+            let Some(next) = next.filter(|_| first == expect_first && count != 0 && flags <= 1)
+            else {
                 return Err(invalid("chunk page ranges are not consecutive".into()));
-            }
-            expect_first = first + count;
+            };
+            expect_first = next;
             chunks.push((first, count, flags == 1));
             bases.extend_from_slice(&meta[at + 12..at + 12 + v as usize]);
             at += 12 + v as usize;

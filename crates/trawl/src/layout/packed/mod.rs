@@ -134,7 +134,7 @@ pub struct PackedGeometry {
 }
 
 impl PackedGeometry {
-    /// The geometry of `meta`; `None` when sizes overflow.
+    /// The geometry of `meta`; `None` when sizes overflow (including the file's total bytes).
     pub fn of(meta: &PackedMeta) -> Option<Self> {
         let vector_bytes = meta.dim.checked_mul(meta.dtype.size_bytes())?;
         let record_bytes = vector_bytes
@@ -163,6 +163,12 @@ impl PackedGeometry {
         } else {
             0
         };
+        // The whole file's byte size must be representable (every later page arithmetic
+        // relies on it).
+        1u64.checked_add(data_pages)?
+            .checked_add(checksum_pages)?
+            .checked_add(order_pages)?
+            .checked_mul(PAGE_BYTES as u64)?;
         Some(Self {
             vector_bytes,
             record_bytes,

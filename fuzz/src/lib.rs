@@ -1,0 +1,3 @@
+//! trawl's fuzzing harness: see [`harness`].
+
+pub mod harness;
