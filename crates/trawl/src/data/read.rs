@@ -221,7 +221,9 @@ impl<T: Element> VectorReader<T> {
             return Ok(None);
         }
         let dim = self.info.dim as usize;
-        let mut data = vec![T::default(); count * dim];
+        // On huge pages where the system allows (a whole-file read feeds the graph build,
+        // whose random row reads then rarely miss the TLB).
+        let mut data: Vec<T> = crate::mem::zeroed_huge(count * dim);
         match self.info.format {
             Format::Bin | Format::Npy => {
                 let bytes = bytemuck::cast_slice_mut::<T, u8>(&mut data);
