@@ -235,8 +235,12 @@ def test_bad_build_input_raises_invalid_input(tmp_path):
     for call, pattern in cases:
         with pytest.raises(trawl.InvalidInputError, match=pattern):
             call()
-    # More PQ bytes than dimensions is clamped to the dimension (as on the command line).
-    report = trawl.build(data, tmp_path / "b", trawl.BuildParams(R=16, L=32, pq_bytes=9, progress=False))
+    # More PQ bytes than dimensions is refused (as on the command line); by default data of
+    # fewer dimensions than 32 gets one byte per dimension.
+    with pytest.raises(trawl.InvalidInputError, match="pq_bytes 9 is more than the dimension"):
+        trawl.build(data, tmp_path / "b", trawl.BuildParams(R=16, L=32, pq_bytes=9, progress=False))
+    assert not (tmp_path / "b" / "packed.trawl").exists()
+    report = trawl.build(data, tmp_path / "b", trawl.BuildParams(R=16, L=32, progress=False))
     assert report["pq_bytes_per_vector"] == 8
 
 
@@ -370,7 +374,7 @@ def test_memory_engine_and_decoupled_layout(tmp_path):
 def test_params_objects():
     p = trawl.BuildParams(R=48, metric="cosine")
     p.L = 77
-    assert (p.R, p.L, p.metric, p.pq_bytes) == (48, 77, "cosine", 32)
+    assert (p.R, p.L, p.metric, p.pq_bytes) == (48, 77, "cosine", None)
     assert "R=48" in repr(p) and "L=77" in repr(p)
     s = trawl.SearchParams()
     assert s.L is None and s.beam_width == 4 and s.strategy == "beam"

@@ -20,7 +20,7 @@ class BuildParams:
     R: int
     L: int
     alpha: float
-    pq_bytes: int
+    pq_bytes: Optional[int]
     threads: int
     seed: int
     memory_budget_gb: Optional[float]
@@ -38,7 +38,7 @@ class BuildParams:
         R: int = 64,
         L: int = 100,
         alpha: float = 1.2,
-        pq_bytes: int = 32,
+        pq_bytes: Optional[int] = None,
         threads: int = 0,
         seed: int = ...,
         memory_budget_gb: Optional[float] = None,

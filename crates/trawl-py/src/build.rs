@@ -59,9 +59,10 @@ pub fn run_interruptible<R: Send>(
 /// Builds a disk index over `data` into `index_dir` and returns the build report (a dict).
 ///
 /// `data` is a 2-D numpy array of float32, uint8 or int8 (read in place when C-contiguous),
-/// or the path of a vector file (.fbin/.u8bin/.i8bin, .fvecs/.bvecs, .npy; memory-mapped).
-/// The GIL is released while it runs; Ctrl-C stops it (the directory may then hold a
-/// partial index: build again).
+/// or the path of a vector file (.fbin/.u8bin/.i8bin, .fvecs/.bvecs, .npy; read whole).
+/// Every parameter is checked before anything is written, and the new index replaces the one
+/// the directory holds atomically. The GIL is released while it runs; Ctrl-C stops it (the
+/// directory keeps the index it held).
 #[pyfunction]
 #[pyo3(signature = (data, index_dir, params = None))]
 pub fn build<'py>(
@@ -154,6 +155,17 @@ fn build_any(
             e.into_py_err()
         }
     };
+    let dim = match m {
+        AnyMatrix::F32(m) => m.dim(),
+        AnyMatrix::U8(m) => m.dim(),
+        AnyMatrix::I8(m) => m.dim(),
+    };
+    if let Some(b) = params.pq_bytes.filter(|&b| b > dim as i64) {
+        return Err(invalid(format!(
+            "pq_bytes {b} is more than the dimension ({dim}): PQ codes hold at most one byte per \
+             dimension"
+        )));
+    }
     let t0 = std::time::Instant::now();
     let mut report = match m {
         AnyMatrix::F32(m) => index::build_index(m, dir, lib, ctl),

@@ -48,8 +48,9 @@ pub struct BuildParams {
     pub L: i64,
     /// Pruning factor α (≥ 1).
     pub alpha: f64,
-    /// Bytes per vector of the in-memory PQ codes (at most the dimension).
-    pub pq_bytes: i64,
+    /// Bytes per vector of the in-memory PQ codes (at most the dimension); None = 32, or the
+    /// dimension when it is smaller.
+    pub pq_bytes: Option<i64>,
     /// Build threads; 0 = one per core.
     pub threads: i64,
     /// Seed of the PQ training, the graph build and the entry sample.
@@ -73,10 +74,13 @@ pub struct BuildParams {
     pub progress: bool,
 }
 
+/// PQ bytes per vector when `pq_bytes` is None (fewer for data of fewer dimensions).
+pub const DEFAULT_PQ_BYTES: usize = 32;
+
 #[pymethods]
 impl BuildParams {
     #[new]
-    #[pyo3(signature = (*, metric = "l2".to_string(), R = 64, L = 100, alpha = 1.2, pq_bytes = 32,
+    #[pyo3(signature = (*, metric = "l2".to_string(), R = 64, L = 100, alpha = 1.2, pq_bytes = None,
         threads = 0, seed = VamanaParams::default().seed as i64, memory_budget_gb = None,
         saturate = false, entry_ratio = 0.01, entry_degree = 32, entry_build_list = 64,
         entry_sampling = "uniform".to_string(), decoupled = false, progress = true))]
@@ -86,7 +90,7 @@ impl BuildParams {
         R: i64,
         L: i64,
         alpha: f64,
-        pq_bytes: i64,
+        pq_bytes: Option<i64>,
         threads: i64,
         seed: i64,
         memory_budget_gb: Option<f64>,
@@ -126,7 +130,7 @@ impl BuildParams {
             self.R,
             self.L,
             self.alpha,
-            self.pq_bytes,
+            self.pq_bytes.map_or("None".to_string(), |b| b.to_string()),
             self.threads,
             self.seed,
             self.memory_budget_gb
@@ -157,7 +161,7 @@ impl Default for BuildParams {
             64,
             100,
             1.2,
-            32,
+            None,
             0,
             VamanaParams::default().seed as i64,
             None,
@@ -210,7 +214,10 @@ impl BuildParams {
                 ..VamanaParams::default()
             },
             pq: PqParams {
-                bytes_per_vector: count("pq_bytes", self.pq_bytes, 1)?,
+                bytes_per_vector: match self.pq_bytes {
+                    Some(b) => count("pq_bytes", b, 1)?,
+                    None => DEFAULT_PQ_BYTES,
+                },
                 seed,
                 ..PqParams::default()
             },
