@@ -218,10 +218,11 @@ def test_bad_queries_raise_invalid_input(f32_index):
 
 def test_bad_build_input_raises_invalid_input(tmp_path):
     data = gaussian(500, 8, seed=7)
+    small = {**FAST, "pq_bytes": 4}  # FAST's 16 PQ bytes are more than these 8 dimensions
     nan = data.copy()
     nan[42, 5] = np.nan
     cases = [
-        (lambda: trawl.build(nan, tmp_path / "a", trawl.BuildParams(**FAST)), "row 42"),
+        (lambda: trawl.build(nan, tmp_path / "a", trawl.BuildParams(**small)), "row 42"),
         (lambda: trawl.build(data.astype(np.float64), tmp_path / "a"), "float64"),
         (lambda: trawl.build(data[0], tmp_path / "a"), "2-D"),
         (lambda: trawl.build(data[:0], tmp_path / "a"), "nothing to index"),
