@@ -139,6 +139,8 @@ fn kill_at_random_moments(
     (killed, finished)
 }
 
+/// Two small data files, and an index over the first in `base-index`. Returns the temporary
+/// directory, the index and the second data file.
 fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("base.fbin");
@@ -156,7 +158,10 @@ fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
             "--quiet",
         ]);
     }
-    (tmp, data, data2)
+    let base = tmp.path().join("base-index");
+    let args = build_args(&data, &base);
+    run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    (tmp, base, data2)
 }
 
 fn build_args(data: &Path, dir: &Path) -> Vec<String> {
@@ -180,12 +185,7 @@ fn build_args(data: &Path, dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_killed_build_leaves_the_old_index_or_the_new_one() {
-    let (tmp, data, data2) = setup();
-    let base = tmp.path().join("base-index");
-    run(&build_args(&data, &base)
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>());
+    let (tmp, base, data2) = setup();
     run(&["layout", s(&base), "--shuffle", "--quiet"]);
     let (old_id, old_layouts, old_files) = identity(&base);
     assert_eq!(old_layouts, ["packed", "shuffle"]);
@@ -216,12 +216,7 @@ fn a_killed_build_leaves_the_old_index_or_the_new_one() {
 
 #[test]
 fn a_killed_layout_write_leaves_the_index_with_or_without_it() {
-    let (tmp, data, _) = setup();
-    let base = tmp.path().join("base-index");
-    run(&build_args(&data, &base)
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>());
+    let (tmp, base, _) = setup();
     let (old_id, _, old_files) = identity(&base);
     let work = tmp.path().join("work");
     let (killed, _) = kill_at_random_moments(
@@ -262,12 +257,7 @@ fn a_killed_layout_write_leaves_the_index_with_or_without_it() {
 
 #[test]
 fn a_killed_entry_write_leaves_the_old_entry_index_or_the_new_one() {
-    let (tmp, data, _) = setup();
-    let base = tmp.path().join("base-index");
-    run(&build_args(&data, &base)
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>());
+    let (tmp, base, _) = setup();
     let (old_id, old_layouts, old_files) = identity(&base);
     let work = tmp.path().join("work");
     let (killed, _) = kill_at_random_moments(
