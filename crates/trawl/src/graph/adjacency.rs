@@ -59,6 +59,18 @@ impl SlotGraph {
         (n as u64) * ((slots as u64 + 1) * 4 + 1)
     }
 
+    /// A copy with room for `n` nodes (at least the current count): the lists are kept,
+    /// new nodes start empty. Writers must not run meanwhile (the caller holds `&mut` access
+    /// or a lock over the whole graph).
+    pub fn grown(&self, n: usize) -> SlotGraph {
+        let n = n.max(self.locks.len());
+        let g = SlotGraph::new(n, self.slots);
+        for (to, from) in g.rows.iter().zip(&self.rows) {
+            to.store(from.load(Relaxed), Relaxed);
+        }
+        g
+    }
+
     /// Slots per node.
     pub fn slots(&self) -> usize {
         self.slots

@@ -152,9 +152,9 @@ impl ScratchPool {
     }
 }
 
-struct Builder<'s, 'a, T: Element> {
+struct Builder<'s, 'a, 'g, T: Element> {
     store: &'s VectorStore<'a, T>,
-    graph: SlotGraph,
+    graph: &'g SlotGraph,
     cfg: VamanaConfig,
     medoid: u32,
 }
@@ -168,9 +168,10 @@ pub(super) fn build_in_memory<T: Element>(
 ) -> Result<(Graph, u64), BuildError> {
     let n = store.n();
     let medoid = medoid(store, ctl)?;
+    let graph = SlotGraph::new(n, cfg.slots);
     let b = Builder {
         store,
-        graph: SlotGraph::new(n, cfg.slots),
+        graph: &graph,
         cfg: *cfg,
         medoid,
     };
@@ -205,13 +206,49 @@ pub(super) fn build_in_memory<T: Element>(
     bar.finish_and_clear();
     drop(order);
     b.final_prune(&scratch, ctl)?;
-    Ok((
-        b.graph.into_graph(cfg.r, medoid),
-        n as u64 + scratch.dists(),
-    ))
+    Ok((graph.into_graph(cfg.r, medoid), n as u64 + scratch.dists()))
 }
 
-impl<T: Element> Builder<'_, '_, T> {
+/// Links `points` (ids of `store`, whose lists in `graph` are empty) into `graph` in
+/// parallel, as the build does — greedy search from `start`, robust prune, back-edges
+/// re-pruned when a list runs out of slots — without the final prune: lists may hold up to
+/// `graph.slots()` neighbours. The streaming updates' in-memory delta grows this way. Returns
+/// the distances computed.
+pub(crate) fn link_points<T: Element>(
+    store: &VectorStore<'_, T>,
+    graph: &SlotGraph,
+    cfg: &VamanaConfig,
+    start: u32,
+    points: &[u32],
+    ctl: &Control,
+) -> Result<u64, BuildError> {
+    let b = Builder {
+        store,
+        graph,
+        cfg: *cfg,
+        medoid: start,
+    };
+    let scratch = ScratchPool::new(graph.node_count());
+    let cursor = std::sync::atomic::AtomicUsize::new(0);
+    let chunk_len = defaults::BUILD_CHUNK.min(points.len().div_ceil(8)).max(1);
+    let outcomes = rayon::broadcast(|ctx| -> Result<(), BuildError> {
+        let mut s = scratch.0[ctx.index() % scratch.0.len()].lock();
+        loop {
+            let at = cursor.fetch_add(chunk_len, std::sync::atomic::Ordering::Relaxed);
+            if at >= points.len() {
+                return Ok(());
+            }
+            ctl.check()?;
+            for &p in &points[at..(at + chunk_len).min(points.len())] {
+                b.link(p, &mut s);
+            }
+        }
+    });
+    outcomes.into_iter().collect::<Result<(), _>>()?;
+    Ok(scratch.dists())
+}
+
+impl<T: Element> Builder<'_, '_, '_, T> {
     fn limits(&self) -> PruneLimits {
         PruneLimits {
             degree: self.cfg.r,
@@ -225,7 +262,7 @@ impl<T: Element> Builder<'_, '_, T> {
     fn link(&self, p: u32, s: &mut Scratch) {
         let probe = self.store.point(p);
         let st = greedy(
-            &self.graph,
+            self.graph,
             self.store,
             &probe,
             self.medoid,
@@ -321,7 +358,7 @@ impl<T: Element> Builder<'_, '_, T> {
 /// choice). For cosine the centroid is that of the unit vectors and nearness is cosine
 /// distance, so the entry point lies in the middle of the directions the metric sees (a raw-L2
 /// centroid is pulled towards short vectors, whose direction can be anywhere).
-pub(super) fn medoid<T: Element>(
+pub(crate) fn medoid<T: Element>(
     store: &VectorStore<'_, T>,
     ctl: &Control,
 ) -> Result<u32, BuildError> {

@@ -50,9 +50,9 @@ pub enum SearchError {
 /// Reusable buffers of one search thread.
 #[derive(Debug, Clone, Default)]
 pub struct SearchScratch {
-    pub(super) list: CandidateList,
-    pub(super) visited: VisitedSet,
-    pub(super) expanded: Vec<Neighbor>,
+    pub(crate) list: CandidateList,
+    pub(crate) visited: VisitedSet,
+    pub(crate) expanded: Vec<Neighbor>,
     nbrs: Vec<u32>,
     fresh: Vec<u32>,
     fresh_dists: Vec<f32>,
@@ -70,7 +70,7 @@ impl SearchScratch {
 
 /// Greedy search from `start` with list size `l`. Leaves the final list in `scratch.list` and,
 /// when `keep_expanded`, every expanded node in `scratch.expanded`.
-pub(super) fn greedy<T: Element, A: Adjacency>(
+pub(crate) fn greedy<T: Element, A: Adjacency>(
     adj: &A,
     store: &VectorStore<'_, T>,
     probe: &Probe<'_, T>,

@@ -45,8 +45,8 @@ pub struct VectorStore<'a, T: Element> {
     dim: usize,
     n: usize,
     metric: Metric,
-    norms: Vec<f32>,
-    lift: Vec<f32>,
+    norms: std::borrow::Cow<'a, [f32]>,
+    lift: std::borrow::Cow<'a, [f32]>,
     max_norm_sq: f32,
 }
 
@@ -93,10 +93,50 @@ impl<'a, T: Element> VectorStore<'a, T> {
             dim,
             n,
             metric,
-            norms,
-            lift,
+            norms: norms.into(),
+            lift: lift.into(),
             max_norm_sq,
         })
+    }
+
+    /// Wraps row-major `data` with norms kept by the caller ([`VectorStore::row_norm`] of
+    /// every row; for inner product also the lifts `sqrt(max_norm_sq − norm)` and the largest
+    /// squared norm), so a store over a growing set of vectors costs nothing to make. Returns
+    /// `None` when the shapes disagree.
+    pub fn from_parts(
+        data: &'a [T],
+        dim: usize,
+        metric: Metric,
+        norms: &'a [f32],
+        lift: &'a [f32],
+        max_norm_sq: f32,
+    ) -> Option<Self> {
+        if dim == 0 || !data.len().is_multiple_of(dim) {
+            return None;
+        }
+        let n = data.len() / dim;
+        let want = |v: &[f32], on: bool| if on { v.len() == n } else { v.is_empty() };
+        if !want(norms, metric != Metric::L2) || !want(lift, metric == Metric::InnerProduct) {
+            return None;
+        }
+        Some(Self {
+            data,
+            dim,
+            n,
+            metric,
+            norms: norms.into(),
+            lift: lift.into(),
+            max_norm_sq,
+        })
+    }
+
+    /// The norm value [`VectorStore::new`] keeps for a row under `metric`: `1/‖x‖` for
+    /// cosine, `‖x‖²` for inner product (unused for L2).
+    pub fn row_norm(metric: Metric, row: &[T]) -> f32 {
+        match metric {
+            Metric::Cosine => inverse_norm(T::norm_sq(row)),
+            _ => T::norm_sq(row),
+        }
     }
 
     /// Wraps a matrix.
@@ -131,7 +171,12 @@ impl<'a, T: Element> VectorStore<'a, T> {
 
     /// Bytes this store allocated (the norms), not counting the borrowed vectors.
     pub fn heap_bytes(&self) -> usize {
-        (self.norms.capacity() + self.lift.capacity()) * 4
+        match (&self.norms, &self.lift) {
+            (std::borrow::Cow::Owned(a), std::borrow::Cow::Owned(b)) => {
+                (a.capacity() + b.capacity()) * 4
+            }
+            _ => (self.norms.len() + self.lift.len()) * 4,
+        }
     }
 
     /// Stored point `i` as a probe for build distances.

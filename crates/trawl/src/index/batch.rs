@@ -8,8 +8,8 @@ use crate::data::Matrix;
 use crate::io::{EngineConfig, IoError};
 use crate::kernels::Element;
 use crate::search::{
-    GraphSpace, IndexView, PqCodesAt, PqSource, QueryStats, SearchError, SearchParams, Searcher,
-    MAX_INTERLEAVE,
+    GraphSpace, IndexView, LiveFilter, PqCodesAt, PqSource, QueryStats, SearchError, SearchParams,
+    Searcher, MAX_INTERLEAVE,
 };
 
 /// Results of a batch: `nq × k` ids and distances (missing results are `u32::MAX` / `+∞`),
@@ -125,6 +125,20 @@ impl DiskIndex {
         threads: usize,
         interleave: usize,
     ) -> Result<BatchOutput, SearchError> {
+        self.search_rows_filtered(rows, params, threads, interleave, None)
+    }
+
+    /// [`DiskIndex::search_rows`] with the nodes `filter` hides left out of the results (still
+    /// traversed): the searches of a live index, whose deleted nodes stay in the graph until a
+    /// merge.
+    pub fn search_rows_filtered<T: Element>(
+        &self,
+        rows: &[T],
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+        filter: Option<LiveFilter<'_>>,
+    ) -> Result<BatchOutput, SearchError> {
         let dim = self.dim();
         if dim == 0 || !rows.len().is_multiple_of(dim) {
             return Err(SearchError::BadBatch(format!(
@@ -163,7 +177,7 @@ impl DiskIndex {
             )));
         }
         let threads = threads.clamp(1, nq.max(1));
-        let parts = self.run_threads(params, cfg, threads, interleave, nq, &row)?;
+        let parts = self.run_threads(params, cfg, threads, interleave, nq, &row, filter)?;
         let (parts, wall_secs) = parts;
         let mut out = BatchOutput {
             k,
@@ -185,7 +199,7 @@ impl DiskIndex {
     /// Runs `nq` queries (`row(q)`) over `threads` threads, each with its own engine of
     /// configuration `cfg`, taking queries from a shared cursor. Returns every `(query, hits,
     /// stats)` and the wall time.
-    #[allow(clippy::type_complexity)]
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn run_threads<'r, T: Element>(
         &self,
         params: &SearchParams,
@@ -194,6 +208,7 @@ impl DiskIndex {
         interleave: usize,
         nq: usize,
         row: &(dyn Fn(usize) -> &'r [T] + Sync),
+        filter: Option<LiveFilter<'_>>,
     ) -> Result<(Vec<(usize, Vec<(u32, f32)>, QueryStats)>, f64), SearchError> {
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
         let spin = Duration::from_micros(self.opts.spin_us.unwrap_or(if threads <= cores {
@@ -211,6 +226,7 @@ impl DiskIndex {
                         let engine = self.file.engine(self.opts.engine, cfg)?;
                         let mut searcher = Searcher::with_engine(self.view(), engine);
                         searcher.set_spin(spin);
+                        searcher.set_filter(filter);
                         let mut part = Vec::new();
                         searcher.search_stream(
                             params,

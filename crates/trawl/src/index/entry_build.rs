@@ -109,7 +109,7 @@ impl DiskIndex {
     ) -> Result<EntryReport, IndexBuildError> {
         let t0 = Instant::now();
         params.validate()?;
-        let txn = super::txn::Txn::begin(self.dir())?;
+        let txn = self.begin_txn()?;
         let (e, pages_read) = self.build_entry(params, threads, ctl)?;
         let path = txn.path(entry::FILE_NAME);
         let meta = *self.packed_file()?.meta();

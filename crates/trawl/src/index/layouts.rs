@@ -16,7 +16,6 @@ use std::io::{Read, Seek, SeekFrom};
 use std::time::Instant;
 
 use super::manifest::Manifest;
-use super::txn::Txn;
 use super::{DiskIndex, IndexBuildError};
 use crate::io::PAGE_BYTES;
 use crate::layout::decoupled::graph::GraphWriter;
@@ -210,7 +209,7 @@ impl DiskIndex {
                 },
             ));
         }
-        let txn = Txn::begin(self.dir())?;
+        let txn = self.begin_txn()?;
         let out_path = txn.path(layout.file_name());
         let mut report = LayoutReport {
             layout: layout.name().into(),
@@ -338,7 +337,7 @@ impl DiskIndex {
             IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
         };
         let meta = *src.meta();
-        let txn = Txn::begin(self.dir())?;
+        let txn = self.begin_txn()?;
         let graph_path = txn.path(IndexLayout::Decoupled.file_name());
         let vectors_path = txn.path(dvectors::FILE_NAME);
         let geo = VectorGeometry::new(meta.dtype, meta.dim, meta.n, params).map_err(bad)?;
@@ -464,7 +463,7 @@ impl DiskIndex {
 
     /// Calls `f(id, record)` for every node in id order, reading the page-packed file
     /// sequentially and checking every page's checksum.
-    fn scan_records(
+    pub(crate) fn scan_records(
         &self,
         ctl: &Control,
         mut f: impl FnMut(u32, RecordView<'_>) -> Result<(), IndexBuildError>,

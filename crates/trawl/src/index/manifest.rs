@@ -103,6 +103,14 @@ pub struct Manifest {
     /// entry`); empty in a manifest written before build ids existed.
     #[serde(default)]
     pub build_id: String,
+    /// Streaming updates: the last write-ahead log sequence number the files include
+    /// (`None`: no log belongs to this index, and a `wal.trawl` left in the directory is
+    /// stale). Written by merges; kept by the operations that add to the index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_seq: Option<u64>,
+    /// Streaming updates: the next id handed to a vector inserted without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_id: Option<u64>,
 }
 
 /// The id of a build: 16 hex digits of a hash (FNV-1a, 64 bits) of its files (name, size,
@@ -267,6 +275,9 @@ impl Manifest {
         if let Some(e) = find(entry::FILE_NAME) {
             files.push(entry_at(&e, entry::FILE_NAME, "entry")?);
         }
+        if let Some(e) = find(super::ids::FILE_NAME) {
+            files.push(entry_at(&e, super::ids::FILE_NAME, "ids")?);
+        }
         let build_id = if build_id.is_empty() {
             build_id_of(&files, &build)
         } else {
@@ -283,6 +294,8 @@ impl Manifest {
             files,
             build,
             build_id,
+            log_seq: None,
+            next_id: None,
         })
     }
 
@@ -296,11 +309,14 @@ impl Manifest {
                 FileErrorKind::Invalid(other.to_string()),
             ),
         })?;
-        let (build, id) = match old {
-            Some(m) => (m.build, m.build_id),
-            None => (None, String::new()),
+        let (build, id, log_seq, next_id) = match old {
+            Some(m) => (m.build, m.build_id, m.log_seq, m.next_id),
+            None => (None, String::new(), None, None),
         };
-        Self::describe(&[staging, dir], build, id)
+        let mut m = Self::describe(&[staging, dir], build, id)?;
+        m.log_seq = log_seq;
+        m.next_id = next_id;
+        Ok(m)
     }
 
     /// Writes the manifest to `path` (atomically: a temporary file renamed into place).

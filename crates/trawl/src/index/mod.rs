@@ -15,13 +15,18 @@
 mod batch;
 mod build;
 mod cache_load;
+pub(crate) mod delta;
 mod entry_build;
+pub mod ids;
 mod info;
 mod layouts;
+pub mod live;
 pub mod manifest;
+pub mod merge;
 mod open;
 pub mod txn;
 mod verify;
+pub mod wal;
 
 pub use batch::BatchOutput;
 pub use build::{build_index, IndexBuildError, IndexBuildReport, IndexParams};
@@ -216,6 +221,12 @@ pub struct DiskIndex {
     codes: Option<PqCodes>,
     entry: Option<EntryIndex>,
     opts: OpenOptions,
+    /// The manifest the index was opened with (`None` for an index built before manifests).
+    manifest: Option<Manifest>,
+    /// This process holds the directory's writer lock for a live index
+    /// ([`live::LiveIndex`]): the index's own writes start their transaction without taking
+    /// it again.
+    pub(crate) writer_held: bool,
 }
 
 /// Payload CRC recorded in a trawl envelope header (bytes 24..28).
@@ -315,6 +326,18 @@ impl DiskIndex {
     /// The opened file (for making engines).
     pub fn file(&self) -> &IoFile {
         &self.file
+    }
+    /// The manifest the index was opened with.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+    /// Starts an atomic write into the index directory.
+    pub(crate) fn begin_txn(&self) -> Result<txn::Txn, txn::TxnError> {
+        if self.writer_held {
+            txn::Txn::begin_held(self.dir())
+        } else {
+            txn::Txn::begin(self.dir())
+        }
     }
 
     /// Memory held by the index, by part.

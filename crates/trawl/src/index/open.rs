@@ -40,7 +40,8 @@ impl DiskIndex {
         }
         // The manifest (when the index has one) first: a file of another build is named as
         // such before its contents are looked at.
-        if let Some(m) = super::manifest::Manifest::load_if_present(dir)? {
+        let manifest = super::manifest::Manifest::load_if_present(dir)?;
+        if let Some(m) = &manifest {
             let mut names = vec![opts.layout.file_name(), PQ_FILE, PQ_CODES_FILE];
             if opts.layout == IndexLayout::Decoupled {
                 names.push(dvectors::FILE_NAME);
@@ -85,6 +86,8 @@ impl DiskIndex {
             codes,
             entry,
             opts,
+            manifest,
+            writer_held: false,
         };
         Ok(ix)
     }

@@ -38,10 +38,12 @@ pub const COMMIT_DIR: &str = ".trawl-commit";
 #[derive(Debug, thiserror::Error)]
 pub enum TxnError {
     /// Another process is writing into the directory.
-    #[error("{}: another trawl process is writing this index (it holds {LOCK_FILE}); wait for it to finish", dir.display())]
+    #[error("{}: another trawl process is writing this index (it holds {LOCK_FILE}{holder}); wait for it to finish", dir.display())]
     Busy {
         /// The index directory.
         dir: PathBuf,
+        /// Who holds the lock, as it wrote itself into the lock file (`: pid …`), or empty.
+        holder: String,
     },
     /// The operating system refused (permissions, disk full).
     #[error(transparent)]
@@ -75,6 +77,7 @@ pub fn index_file_names() -> Vec<&'static str> {
         PQ_FILE,
         PQ_CODES_FILE,
         entry::FILE_NAME,
+        super::ids::FILE_NAME,
     ]);
     v
 }
@@ -124,6 +127,49 @@ impl Flock {
     fn release(self) {
         drop(self.file);
     }
+}
+
+/// Takes `dir`'s writer lock without waiting (refused with [`TxnError::Busy`], naming the
+/// holder, when another process has it) and writes who holds it into the lock file: the
+/// process id, the host and `what` it does.
+pub(crate) fn take_writer_lock(dir: &Path, what: &str) -> Result<Flock, TxnError> {
+    use std::io::{Read, Seek, Write};
+    let lock_path = dir.join(LOCK_FILE);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io_err(&lock_path))?;
+    let Some(mut lock) = Flock::take(f, true, false).map_err(io_err(&lock_path))? else {
+        let mut holder = String::new();
+        let _ = File::open(&lock_path).and_then(|mut f| f.read_to_string(&mut holder));
+        let holder = holder.trim();
+        return Err(TxnError::Busy {
+            dir: dir.to_path_buf(),
+            holder: if holder.is_empty() {
+                String::new()
+            } else {
+                format!(": {holder}")
+            },
+        });
+    };
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let text = format!(
+        "pid {} on {}, {what}, since unix time {since}\n",
+        std::process::id(),
+        host.trim()
+    );
+    let f = &mut lock.file;
+    let _ = f
+        .set_len(0)
+        .and_then(|()| f.rewind())
+        .and_then(|()| f.write_all(text.as_bytes()));
+    Ok(lock)
 }
 
 /// The state of `dir`'s writer lock, tried without waiting.
@@ -222,6 +268,10 @@ fn roll_forward(dir: &Path) -> Result<(), FileError> {
                 remove_if_present(&dir.join(name))?;
             }
         }
+        if m.log_seq.is_none() {
+            // A new build: the write-ahead log of the index it replaces is stale.
+            remove_if_present(&dir.join(super::wal::FILE_NAME))?;
+        }
         let to = dir.join(MANIFEST_FILE);
         std::fs::rename(&staged_manifest, &to).map_err(io_err(&to))?;
         sync_dir(dir)?;
@@ -261,18 +311,7 @@ impl Txn {
     /// an empty staging directory.
     pub fn begin(dir: &Path) -> Result<Self, TxnError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-        let lock_path = dir.join(LOCK_FILE);
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_err(&lock_path))?;
-        let writer = Flock::take(f, true, false)
-            .map_err(io_err(&lock_path))?
-            .ok_or_else(|| TxnError::Busy {
-                dir: dir.to_path_buf(),
-            })?;
+        let writer = take_writer_lock(dir, "writing")?;
         recover(dir, true)?;
         let staging = dir.join(STAGING_DIR);
         std::fs::create_dir(&staging).map_err(io_err(&staging))?;
@@ -280,6 +319,20 @@ impl Txn {
             dir: dir.to_path_buf(),
             staging,
             writer: Some(writer),
+            committed: false,
+        })
+    }
+
+    /// [`Txn::begin`] for a caller that already holds the writer lock (a live index open for
+    /// writing, [`super::live`]): nothing is locked again.
+    pub(crate) fn begin_held(dir: &Path) -> Result<Self, TxnError> {
+        recover(dir, true)?;
+        let staging = dir.join(STAGING_DIR);
+        std::fs::create_dir(&staging).map_err(io_err(&staging))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            staging,
+            writer: None,
             committed: false,
         })
     }

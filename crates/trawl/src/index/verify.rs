@@ -101,6 +101,46 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
             checked,
         });
     }
+    let log = dir.join(super::wal::FILE_NAME);
+    if log.is_file() {
+        // The write-ahead log: every record checked (a torn last record is reported, not an
+        // error: it was never acknowledged).
+        let c = super::wal::read_log(&log).map_err(|e| match e {
+            super::wal::WalError::File(f) => OpenError::File(f),
+            other => OpenError::Mismatch {
+                dir: dir.to_path_buf(),
+                reason: other.to_string(),
+            },
+        })?;
+        let log_seq = manifest.as_ref().and_then(|m| m.log_seq).unwrap_or(0);
+        if c.base_seq > log_seq {
+            return Err(OpenError::Mismatch {
+                dir: dir.to_path_buf(),
+                reason: format!(
+                    "{} starts after sequence number {} but the index files include only up \
+                     to {log_seq}",
+                    super::wal::FILE_NAME,
+                    c.base_seq
+                ),
+            });
+        }
+        let pending = c.records.iter().filter(|r| r.seq > log_seq).count();
+        report.files.push(VerifiedFile {
+            name: super::wal::FILE_NAME.into(),
+            bytes: c.valid_len + c.torn_tail.map_or(0, |t| t.bytes),
+            checked: format!(
+                "every record's checksum and sequence number; {pending} operations not merged \
+                 yet{}",
+                match c.torn_tail {
+                    Some(t) => format!(
+                        "; a torn last record of {} bytes at offset {} (never acknowledged)",
+                        t.bytes, t.offset
+                    ),
+                    None => String::new(),
+                }
+            ),
+        });
+    }
     if manifest.is_some() {
         let path = dir.join(MANIFEST_FILE);
         report.files.push(VerifiedFile {
@@ -238,6 +278,15 @@ fn check_file(
                 meta.pq_codes_crc,
             )?;
             Ok(format!("checksum matches; {} sampled nodes", e.len()))
+        }
+        n if n == super::ids::FILE_NAME => {
+            let meta = built(name)?;
+            let ids = super::ids::SlotIds::load(dir, meta.n as usize)?;
+            Ok(format!(
+                "checksum matches; {} slots, {} free, no id twice",
+                ids.len(),
+                ids.len() - ids.live()
+            ))
         }
         _ => Err(mismatch(format!("{name} is not a file of this index kind"))),
     }

@@ -49,7 +49,8 @@ pub use pipe::{PipeParams, PipeQuery, WidthController, WidthPolicy};
 pub use rerank::RerankParams;
 pub use searcher::{IndexView, ResultSink, Searcher, MAX_INTERLEAVE};
 pub use source::{
-    Expand, GraphSource, GraphSpace, Held, PageRecords, PqCodesAt, PqSource, VectorSource,
+    Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource,
+    VectorSource,
 };
 pub use stats::{IoStats, QueryStats, RerankStats, TraversalStats};
 pub use width::WidthSchedule;

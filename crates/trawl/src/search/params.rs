@@ -161,6 +161,9 @@ pub struct Capabilities {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SearchConfig {
     k: usize,
+    /// Results a finished query hands over: `k`, or the whole explored set when the searcher
+    /// filters them afterwards ([`super::LiveFilter`]).
+    result_len: usize,
     l: usize,
     strategy: Strategy,
     entry_list: usize,
@@ -221,6 +224,7 @@ impl SearchConfig {
         }
         Ok(Self {
             k: p.k,
+            result_len: p.k,
             l: p.l,
             strategy: p.strategy,
             entry_list: p.entry_list,
@@ -231,6 +235,15 @@ impl SearchConfig {
     /// Results wanted.
     pub fn k(&self) -> usize {
         self.k
+    }
+    /// Results a finished query hands over (`k` unless [`SearchConfig::keep_all_results`]).
+    pub fn result_len(&self) -> usize {
+        self.result_len
+    }
+    /// Makes finished queries hand over every explored node, nearest first, for a caller
+    /// that filters them and keeps `k`.
+    pub fn keep_all_results(&mut self) {
+        self.result_len = usize::MAX;
     }
     /// Candidate list size.
     pub fn l(&self) -> usize {

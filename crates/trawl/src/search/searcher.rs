@@ -20,7 +20,7 @@ use super::entry::EntryScratch;
 use super::layouts::LayoutReader;
 use super::machine::{GraphView, QueryMachine, Reranked, Turn};
 use super::pipe::{drain_engine, PipeQuery};
-use super::source::{Expand, GraphSource, GraphSpace};
+use super::source::{Expand, GraphSource, GraphSpace, LiveFilter};
 use super::{Capabilities, QueryStats, SearchConfig, SearchError, SearchParams, Strategy};
 use crate::io::{Completion, IoEngine};
 use crate::kernels::Element;
@@ -96,6 +96,7 @@ pub struct Searcher<'i> {
     view: IndexView<'i>,
     io: Io,
     lanes: Lanes,
+    filter: Option<LiveFilter<'i>>,
 }
 
 impl std::fmt::Debug for Searcher<'_> {
@@ -121,7 +122,14 @@ impl<'i> Searcher<'i> {
                 spin: Duration::ZERO,
             },
             lanes: Lanes::default(),
+            filter: None,
         }
+    }
+
+    /// Hides the nodes `filter` says are deleted from every later result (they are still
+    /// traversed); `None` shows every node.
+    pub fn set_filter(&mut self, filter: Option<LiveFilter<'i>>) {
+        self.filter = filter;
     }
 
     /// The engine (its counters include every read this searcher made).
@@ -190,7 +198,24 @@ impl<'i> Searcher<'i> {
                 "interleave {interleave} must be between 1 and {MAX_INTERLEAVE}"
             )));
         }
-        let cfg = self.view.configure(params, self.io.engine.depth())?;
+        let mut cfg = self.view.configure(params, self.io.engine.depth())?;
+        let mut filtered;
+        let sink: &mut ResultSink<'_> = match self.filter {
+            None => sink,
+            Some(f) => {
+                // Every explored node comes back, nearest first; the deleted ones are dropped
+                // and the first k of the rest kept.
+                cfg.keep_all_results();
+                let k = cfg.k();
+                let mut kept = Vec::new();
+                filtered = move |id: usize, hits: &[(u32, f32)], st: QueryStats| {
+                    kept.clear();
+                    kept.extend(hits.iter().filter(|h| f.visible(h.0)).take(k));
+                    sink(id, &kept, st);
+                };
+                &mut filtered
+            }
+        };
         let space = self.view.space;
         let io = &mut self.io;
         let l = &mut self.lanes;
@@ -312,7 +337,7 @@ where
                 if !m.finished() {
                     continue;
                 }
-                m.results(cfg.k(), &mut io.hits, &mut r.stats);
+                m.results(cfg.result_len(), &mut io.hits, &mut r.stats);
                 let mut r = slot.take().expect("running");
                 r.stats.total_ns = r.t0.elapsed().as_nanos() as u64;
                 sink(r.id, &io.hits, r.stats);

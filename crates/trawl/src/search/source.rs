@@ -66,6 +66,30 @@ impl PqSource<'_> {
     }
 }
 
+/// Which nodes a search may return: a node deleted at epoch `d` (its stamp in `dead`; 0 =
+/// never deleted) is hidden from searches at epoch `d` and later, but still traversed (its
+/// list keeps the graph connected until a merge repairs it). The stamps only grow between
+/// merges, so a search reading them at its own epoch sees one consistent set of deletions
+/// however many are acknowledged while it runs.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveFilter<'a> {
+    /// Deletion stamp per node.
+    pub dead: &'a [std::sync::atomic::AtomicU32],
+    /// The epoch the search reads at.
+    pub epoch: u32,
+}
+
+impl LiveFilter<'_> {
+    /// Whether `id` is visible at this filter's epoch (ids past the table are not).
+    #[inline]
+    pub fn visible(&self, id: u32) -> bool {
+        self.dead.get(id as usize).is_some_and(|d| {
+            let d = d.load(std::sync::atomic::Ordering::Acquire);
+            d == 0 || d > self.epoch
+        })
+    }
+}
+
 /// What every graph layout shares: the shape, the PQ distances and the entry index.
 #[derive(Debug, Clone, Copy)]
 pub struct GraphSpace<'a> {

@@ -1,0 +1,278 @@
+//! Streaming updates end to end: inserts, deletes and upserts seen by searches at once, kept
+//! across a reopen (log replay) and a merge, and refused cleanly when the call is wrong.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::{build, data};
+use trawl::data::Matrix;
+use trawl::exact::{knn, ExactParams};
+use trawl::index::live::{Access, LiveIndex};
+use trawl::index::{IndexLayout, OpenOptions};
+use trawl::progress::Control;
+use trawl::search::SearchParams;
+use trawl::{ErrorKind, Metric};
+
+const DIM: usize = 32;
+
+fn sp(k: usize) -> SearchParams {
+    SearchParams::beam(k, 64, 4)
+}
+
+fn rows(m: &Matrix<f32>, from: usize, count: usize) -> Vec<f32> {
+    m.as_slice()[from * DIM..(from + count) * DIM].to_vec()
+}
+
+/// The nearest id returned for each row of `q`.
+fn top1(ix: &LiveIndex, q: &[f32]) -> Vec<(u64, f32)> {
+    let out = ix.search_rows(q, &sp(1), 2, 1).unwrap();
+    out.ids
+        .iter()
+        .copied()
+        .zip(out.dists.iter().copied())
+        .collect()
+}
+
+/// Every id returned for queries `q` at k = 10.
+fn returned(ix: &LiveIndex, q: &[f32]) -> HashSet<u64> {
+    ix.search_rows(q, &sp(10), 2, 1)
+        .unwrap()
+        .ids
+        .into_iter()
+        .collect()
+}
+
+/// recall@10 of the live index against exact search over `live` (ids, vectors).
+fn recall(ix: &LiveIndex, ids: &[u64], vectors: &[f32], q: &Matrix<f32>) -> f64 {
+    let base = Matrix::from_vec(vectors.to_vec(), DIM).unwrap();
+    let t = knn(
+        &base,
+        q,
+        10,
+        Metric::L2,
+        &ExactParams::default(),
+        &Control::silent(),
+    )
+    .unwrap();
+    let out = ix.search_rows(q.as_slice(), &sp(10), 2, 1).unwrap();
+    let mut hit = 0usize;
+    for qi in 0..q.n() {
+        let want: HashSet<u64> = t.ids[qi * t.k..qi * t.k + 10]
+            .iter()
+            .map(|&r| ids[r as usize])
+            .collect();
+        hit += out.ids[qi * 10..qi * 10 + 10]
+            .iter()
+            .filter(|i| want.contains(i))
+            .count();
+    }
+    hit as f64 / (10 * q.n()) as f64
+}
+
+#[test]
+fn updates_are_seen_at_once_survive_a_reopen_and_a_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let (all, q) = data::<f32>(6_000, 100, DIM, 11);
+    let base = Matrix::from_vec(rows(&all, 0, 4_000), DIM).unwrap();
+    build(&base, dir.path(), Metric::L2, 16);
+    let opts = OpenOptions::default();
+    let ix = LiveIndex::open(dir.path(), opts, Access::ReadWrite).unwrap();
+    assert_eq!(ix.len(), 4_000);
+
+    // Insert 1,000 new vectors with chosen ids, 500 with assigned ids.
+    let new_ids: Vec<u64> = (0..1_000).map(|i| 1_000_000 + i).collect();
+    assert_eq!(
+        ix.insert(Some(&new_ids), &rows(&all, 4_000, 1_000))
+            .unwrap(),
+        new_ids
+    );
+    let assigned = ix.insert(None, &rows(&all, 5_000, 500)).unwrap();
+    assert_eq!(assigned.len(), 500);
+    assert!(assigned
+        .iter()
+        .all(|id| !new_ids.contains(id) && *id >= 4_000));
+    assert_eq!(ix.len(), 5_500);
+    // Each inserted vector finds itself.
+    let hits = top1(&ix, &rows(&all, 4_000, 1_000));
+    let found = hits
+        .iter()
+        .zip(&new_ids)
+        .filter(|(h, id)| h.0 == **id && h.1 == 0.0)
+        .count();
+    assert!(found >= 990, "{found} of 1000 inserted vectors found");
+
+    // Delete 1,000 disk vectors and 100 inserted ones: never returned again.
+    let gone: Vec<u64> = (0..1_000u64)
+        .map(|i| i * 4)
+        .chain(new_ids[..100].iter().copied())
+        .collect();
+    assert_eq!(ix.delete(&gone).unwrap().deleted, 1_100);
+    assert_eq!(ix.len(), 4_400);
+    let gone_set: HashSet<u64> = gone.iter().copied().collect();
+    let mut queries = rows(&all, 0, 400);
+    queries.extend(rows(&all, 4_000, 100));
+    assert!(returned(&ix, &queries).is_disjoint(&gone_set));
+    // Upsert: id 1 gets the vector of row 5,900 (its old vector is gone).
+    ix.upsert(&[1], &rows(&all, 5_900, 1)).unwrap();
+    assert_eq!(top1(&ix, &rows(&all, 5_900, 1))[0], (1, 0.0));
+    assert_ne!(top1(&ix, &rows(&all, 1, 1))[0].0, 1);
+    assert_eq!(ix.len(), 4_400);
+
+    // The live set, for recall.
+    let mut live_ids = Vec::new();
+    let mut live_vecs = Vec::new();
+    for r in 0..4_000 {
+        if !gone_set.contains(&(r as u64)) && r != 1 {
+            live_ids.push(r as u64);
+            live_vecs.extend(rows(&all, r, 1));
+        }
+    }
+    for (k, &id) in new_ids.iter().enumerate().skip(100) {
+        live_ids.push(id);
+        live_vecs.extend(rows(&all, 4_000 + k, 1));
+    }
+    for (k, &id) in assigned.iter().enumerate() {
+        live_ids.push(id);
+        live_vecs.extend(rows(&all, 5_000 + k, 1));
+    }
+    live_ids.push(1);
+    live_vecs.extend(rows(&all, 5_900, 1));
+    assert_eq!(live_ids.len(), 4_400);
+    let before = recall(&ix, &live_ids, &live_vecs, &q);
+    assert!(before >= 0.9, "recall before the merge {before}");
+    let before_results = ix.search_rows(q.as_slice(), &sp(10), 1, 1).unwrap().ids;
+
+    // A reopen replays the log: the same answers.
+    drop(ix);
+    let ix = LiveIndex::open(dir.path(), opts, Access::ReadWrite).unwrap();
+    assert_eq!(ix.len(), 4_400);
+    assert_eq!(
+        ix.search_rows(q.as_slice(), &sp(10), 1, 1).unwrap().ids,
+        before_results
+    );
+
+    // Merge: the delta and the deletions go to disk; every acknowledged operation stays.
+    let report = ix.merge(2, &Control::silent()).unwrap();
+    assert_eq!(report.inserted, 1_401);
+    assert_eq!(report.deleted, 1_001);
+    assert_eq!(report.slots, 4_400);
+    assert_eq!(report.holes, 0);
+    assert_eq!(ix.delta_len(), 0);
+    assert_eq!(ix.len(), 4_400);
+    let after = recall(&ix, &live_ids, &live_vecs, &q);
+    assert!(
+        after >= before - 0.01,
+        "recall {before} before the merge, {after} after"
+    );
+    assert!(returned(&ix, &queries).is_disjoint(&gone_set));
+    assert_eq!(top1(&ix, &rows(&all, 5_900, 1))[0], (1, 0.0));
+    let hits = top1(&ix, &rows(&all, 4_100, 900));
+    let found = hits
+        .iter()
+        .zip(&new_ids[100..])
+        .filter(|(h, id)| h.0 == **id)
+        .count();
+    assert!(found >= 890, "{found} of 900 merged vectors found");
+
+    // Writes after the merge land in the log after its checkpoint; reopen sees all.
+    ix.delete(&[1_000_500]).unwrap();
+    drop(ix);
+    let ix = LiveIndex::open(dir.path(), opts, Access::ReadOnly).unwrap();
+    assert_eq!(ix.len(), 4_399);
+    assert_ne!(top1(&ix, &rows(&all, 4_500, 1))[0].0, 1_000_500);
+    // A read-only handle refuses writes.
+    let e = ix.delete(&[2]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("read-only"), "{e}");
+    // The merged index verifies.
+    trawl::index::verify_index(dir.path(), &Control::silent()).unwrap();
+}
+
+#[test]
+fn bad_calls_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _) = data::<f32>(1_500, 1, DIM, 5);
+    build(&base, dir.path(), Metric::L2, 16);
+    let ix = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
+    let one = rows(&base, 0, 1);
+    let bad = |e: trawl::index::live::LiveError, what: &str| {
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains(what), "{e} (wanted {what:?})");
+    };
+    bad(
+        ix.insert(Some(&[7]), &one).unwrap_err(),
+        "already in the index",
+    );
+    bad(
+        ix.insert(Some(&[9_000, 9_000]), &rows(&base, 0, 2))
+            .unwrap_err(),
+        "twice",
+    );
+    bad(
+        ix.insert(Some(&[9_000]), &one[..DIM - 1]).unwrap_err(),
+        "dimension",
+    );
+    bad(ix.insert(Some(&[9_000]), &[1u8; DIM]).unwrap_err(), "u8");
+    let mut nan = one.clone();
+    nan[3] = f32::NAN;
+    bad(ix.insert(Some(&[9_000]), &nan).unwrap_err(), "NaN");
+    bad(ix.insert(Some(&[u64::MAX]), &one).unwrap_err(), "reserved");
+    bad(
+        ix.insert(Some(&[1, 2]), &one).unwrap_err(),
+        "2 ids for 1 vectors",
+    );
+    bad(ix.delete(&[5, 99_999]).unwrap_err(), "99999");
+    bad(ix.delete(&[5, 5]).unwrap_err(), "twice");
+    assert_eq!(ix.len(), 1_500);
+    assert!(!dir.path().join("wal.trawl").exists(), "nothing was logged");
+    // A second writer is refused, naming the holder.
+    let e = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap_err();
+    assert!(e.to_string().contains("pid"), "{e}");
+    // A reader opens while the writer runs.
+    let r = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadOnly).unwrap();
+    assert_eq!(r.len(), 1_500);
+}
+
+#[test]
+fn merge_keeps_the_other_layouts_and_refills_freed_slots() {
+    let dir = tempfile::tempdir().unwrap();
+    let (all, q) = data::<f32>(3_000, 50, DIM, 3);
+    let base = Matrix::from_vec(rows(&all, 0, 2_000), DIM).unwrap();
+    build(&base, dir.path(), Metric::L2, 16);
+    {
+        let ix = trawl::index::DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
+        ix.write_layout(
+            IndexLayout::Shuffled,
+            &Default::default(),
+            &Control::silent(),
+        )
+        .unwrap();
+    }
+    let opts = OpenOptions {
+        layout: IndexLayout::Shuffled,
+        ..OpenOptions::default()
+    };
+    let ix = LiveIndex::open(dir.path(), opts, Access::ReadWrite).unwrap();
+    // Delete 600, insert 400: the new vectors take freed slots, 200 stay free.
+    let gone: Vec<u64> = (0..600u64).map(|i| i * 3).collect();
+    ix.delete(&gone).unwrap();
+    let ids: Vec<u64> = (0..400).map(|i| 50_000 + i).collect();
+    ix.insert(Some(&ids), &rows(&all, 2_000, 400)).unwrap();
+    let r = ix.merge(1, &Control::silent()).unwrap();
+    assert_eq!((r.slots, r.holes), (2_000, 200));
+    assert_eq!(ix.len(), 1_800);
+    let gone_set: HashSet<u64> = gone.iter().copied().collect();
+    assert!(returned(&ix, q.as_slice()).is_disjoint(&gone_set));
+    assert!(returned(&ix, &rows(&all, 0, 300)).is_disjoint(&gone_set));
+    let hits = top1(&ix, &rows(&all, 2_000, 400));
+    let found = hits.iter().zip(&ids).filter(|(h, id)| h.0 == **id).count();
+    assert!(found >= 395, "{found} of 400");
+    let m = ix.disk().manifest().cloned().unwrap();
+    assert!(
+        m.layouts.contains(&"shuffle".to_string()),
+        "{:?}",
+        m.layouts
+    );
+    trawl::index::verify_index(dir.path(), &Control::silent()).unwrap();
+}
