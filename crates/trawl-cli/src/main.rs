@@ -45,6 +45,13 @@ enum Command {
     Entry(cmd_index::EntryArgs),
     /// Write other disk layouts of an index's graph: PageShuffle, All-in-Storage.
     Layout(cmd_index::LayoutArgs),
+    /// Insert (or, with --upsert, replace) vectors into a disk index: logged and synced at
+    /// once, searchable at once, written into the disk files by the next merge.
+    Insert(cmd_index::InsertArgs),
+    /// Delete vectors from a disk index by id (logged and synced; gone from searches at once).
+    Delete(cmd_index::DeleteArgs),
+    /// Fold the inserted and deleted vectors into the disk files (StreamingMerge).
+    Merge(cmd_index::MergeArgs),
     /// Describe an index directory, a vector, ground-truth or trawl file.
     Info {
         /// The index directory or file.
@@ -108,6 +115,9 @@ fn main() -> ExitCode {
         }),
         Command::Entry(args) => cmd_index::entry(&args, &ctl),
         Command::Layout(args) => cmd_index::layout(&args, &ctl),
+        Command::Insert(args) => cmd_index::insert(&args, &ctl),
+        Command::Delete(args) => cmd_index::delete(&args, &ctl),
+        Command::Merge(args) => cmd_index::merge(&args, &ctl),
         Command::Info { file, verify, json } => cmd_info::run(&file, verify, json, &ctl),
         Command::Graph(cmd) => cmd_graph::run(cmd, &ctl),
         Command::Quickstart(args) => cmd_quickstart::run(&args, &ctl),

@@ -635,3 +635,68 @@ fn decoupled_layout_build_info_search_without_the_packed_file() {
     let bad = fails(&["search", s(&ix), "--queries", s(&d.queries)]);
     assert!(bad.contains("packed.trawl"), "{bad}");
 }
+
+#[test]
+fn insert_delete_merge_and_search_by_id() {
+    let d = pipeline("l2");
+    let ix = d.graph.parent().unwrap().join("index");
+    build_disk_index(&d, &ix, &[]);
+    let dir = d.graph.parent().unwrap();
+    // Two new vectors far from the data, with chosen ids.
+    let new = dir.join("new.fbin");
+    let mut values = vec![0f32; 2 * 24];
+    values[..24].fill(50.0);
+    values[24..].fill(-50.0);
+    write_fbin(&new, 2, 24, &values);
+    let ids = dir.join("ids.txt");
+    std::fs::write(&ids, "7000000\n7000001\n").unwrap();
+    let out = ok(&["insert", s(&ix), s(&new), "--ids", s(&ids)]);
+    assert!(
+        out.contains("inserted 2 vectors") && out.contains("3002 live"),
+        "{out}"
+    );
+    // Searching for them finds them by id, before any merge.
+    let res = dir.join("res.bin");
+    let search = |res: &Path| {
+        ok(&[
+            "search",
+            s(&ix),
+            "--queries",
+            s(&new),
+            "-k",
+            "1",
+            "-L",
+            "20",
+            "-o",
+            s(res),
+        ]);
+        let gt = std::fs::read(res).unwrap();
+        (
+            u32::from_le_bytes(gt[8..12].try_into().unwrap()),
+            u32::from_le_bytes(gt[12..16].try_into().unwrap()),
+        )
+    };
+    assert_eq!(search(&res), (7_000_000, 7_000_001));
+    // The same id again is refused; with --upsert it replaces.
+    let e = fails(&["insert", s(&ix), s(&new), "--ids", s(&ids)]);
+    assert!(e.contains("already in the index"), "{e}");
+    let out = ok(&["delete", s(&ix), "--id", "7000001,5"]);
+    assert!(
+        out.contains("deleted 2 ids") && out.contains("3000 live"),
+        "{out}"
+    );
+    let e = fails(&["delete", s(&ix), "--id", "5"]);
+    assert!(e.contains("not in the index"), "{e}");
+    let (first, second) = search(&res);
+    assert_eq!(first, 7_000_000);
+    assert_ne!(second, 7_000_001);
+    let report = dir.join("merge.json");
+    let out = ok(&["merge", s(&ix), "--report", s(&report)]);
+    assert!(out.contains("1 deleted, 1 inserted"), "{out}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["slots"], 3000);
+    assert_eq!(search(&res).0, 7_000_000);
+    let out = ok(&["info", s(&ix), "--verify"]);
+    assert!(out.contains("ids.trawl"), "{out}");
+}

@@ -6,6 +6,7 @@ mod build;
 mod entry;
 mod layout;
 mod search;
+mod update;
 
 pub use bench::{bench, print_bench, BenchArgs, BenchRow};
 pub(crate) use bench::{load_queries, run_sweep};
@@ -13,6 +14,7 @@ pub use build::{build, BuildArgs};
 pub use entry::{entry, EntryArgs};
 pub use layout::{layout, LayoutArgs};
 pub use search::{search, SearchArgs};
+pub use update::{delete, insert, merge, DeleteArgs, InsertArgs, MergeArgs};
 
 use std::path::Path;
 use std::time::Instant;
@@ -165,6 +167,24 @@ impl SearchOptions {
     }
 }
 
+/// The open options the search flags ask for.
+pub(crate) fn open_options(o: &SearchOptions) -> OpenOptions {
+    OpenOptions {
+        direct: !o.buffered,
+        engine: o.engine,
+        verify_pages: !o.no_verify,
+        sqpoll: o.sqpoll,
+        spin_us: o.spin_us,
+        layout: o.layout,
+        list_cache_bytes: (o.list_cache_mb.max(0.0) * (1u64 << 20) as f64) as u64,
+        queue_depth: OpenOptions::default()
+            .queue_depth
+            .max(o.beam_width)
+            .max(2 * o.pipe_max_width),
+        ..OpenOptions::default()
+    }
+}
+
 pub(crate) fn open_index(
     dir: &Path,
     o: &SearchOptions,
@@ -181,20 +201,7 @@ pub(crate) fn open_index(
             most / 2
         );
     }
-    let opts = OpenOptions {
-        direct: !o.buffered,
-        engine: o.engine,
-        verify_pages: !o.no_verify,
-        sqpoll: o.sqpoll,
-        spin_us: o.spin_us,
-        layout: o.layout,
-        list_cache_bytes: (o.list_cache_mb.max(0.0) * (1u64 << 20) as f64) as u64,
-        queue_depth: OpenOptions::default()
-            .queue_depth
-            .max(o.beam_width)
-            .max(2 * o.pipe_max_width),
-        ..OpenOptions::default()
-    };
+    let opts = open_options(o);
     let t_load = Instant::now();
     // Only the graph kind exists; a new kind makes this pattern refutable, and the compiler
     // asks for its arm.

@@ -1,0 +1,173 @@
+//! `trawl insert`, `trawl delete`, `trawl merge`: streaming updates of a disk index.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use trawl::data::matrix::AnyMatrix;
+use trawl::index::live::{Access, LiveIndex};
+use trawl::index::OpenOptions;
+use trawl::progress::Control;
+
+use crate::runtime::human_bytes;
+
+/// Arguments of `trawl insert`.
+#[derive(Debug, Args)]
+pub struct InsertArgs {
+    /// Index directory.
+    pub index_dir: PathBuf,
+    /// Vectors to insert (any format `trawl` reads; the index's element type and dimension).
+    pub data: PathBuf,
+    /// Ids of the vectors, one decimal id per line (default: new ids are assigned and
+    /// printed).
+    #[arg(long)]
+    pub ids: Option<PathBuf>,
+    /// Replace the vectors of ids already in the index (upsert) instead of refusing them.
+    #[arg(long)]
+    pub upsert: bool,
+}
+
+/// Arguments of `trawl delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// Index directory.
+    pub index_dir: PathBuf,
+    /// Ids to delete, one decimal id per line.
+    #[arg(long, required_unless_present = "id")]
+    pub ids: Option<PathBuf>,
+    /// Ids to delete, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub id: Vec<u64>,
+}
+
+/// Arguments of `trawl merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Index directory.
+    pub index_dir: PathBuf,
+    /// Threads (0 = one per core).
+    #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
+    pub threads: usize,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+/// Reads ids, one per line (blank lines and `#` comments skipped).
+fn read_ids(path: &Path) -> Result<Vec<u64>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut ids = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        ids.push(
+            t.parse::<u64>().with_context(|| {
+                format!("{}: line {}: {t:?} is not an id", path.display(), i + 1)
+            })?,
+        );
+    }
+    Ok(ids)
+}
+
+fn open_writer(dir: &Path) -> Result<LiveIndex> {
+    let opts = OpenOptions {
+        direct: false,
+        ..OpenOptions::default()
+    };
+    LiveIndex::open(dir, opts, Access::ReadWrite)
+        .with_context(|| format!("opening {} for writing", dir.display()))
+}
+
+/// `trawl insert`.
+pub fn insert(args: &InsertArgs, _ctl: &Control) -> Result<()> {
+    let data = crate::runtime::read_vectors(&args.data)?;
+    let ids = args.ids.as_deref().map(read_ids).transpose()?;
+    if args.upsert && ids.is_none() {
+        bail!("--upsert needs --ids (the vectors to replace)");
+    }
+    let ix = open_writer(&args.index_dir)?;
+    let t0 = std::time::Instant::now();
+    let got = match (&data, args.upsert) {
+        (AnyMatrix::F32(m), false) => ix.insert(ids.as_deref(), m.as_slice()),
+        (AnyMatrix::U8(m), false) => ix.insert(ids.as_deref(), m.as_slice()),
+        (AnyMatrix::I8(m), false) => ix.insert(ids.as_deref(), m.as_slice()),
+        (AnyMatrix::F32(m), true) => ix.upsert(ids.as_deref().unwrap_or(&[]), m.as_slice()),
+        (AnyMatrix::U8(m), true) => ix.upsert(ids.as_deref().unwrap_or(&[]), m.as_slice()),
+        (AnyMatrix::I8(m), true) => ix.upsert(ids.as_deref().unwrap_or(&[]), m.as_slice()),
+    }
+    .with_context(|| format!("inserting {}", args.data.display()))?;
+    println!(
+        "{} {} vectors into {} in {:.2} s (logged and synced); {} live, {} in the delta \
+         awaiting a merge",
+        if args.upsert { "upserted" } else { "inserted" },
+        got.len(),
+        args.index_dir.display(),
+        t0.elapsed().as_secs_f64(),
+        ix.len(),
+        ix.delta_len()
+    );
+    if args.ids.is_none() {
+        if let (Some(a), Some(b)) = (got.first(), got.last()) {
+            println!("assigned ids {a}..={b}");
+        }
+    }
+    Ok(())
+}
+
+/// `trawl delete`.
+pub fn delete(args: &DeleteArgs, _ctl: &Control) -> Result<()> {
+    let mut ids = args.id.clone();
+    if let Some(p) = &args.ids {
+        ids.extend(read_ids(p)?);
+    }
+    let ix = open_writer(&args.index_dir)?;
+    let r = ix.delete(&ids)?;
+    println!(
+        "deleted {} ids from {} (logged and synced); {} live",
+        r.deleted,
+        args.index_dir.display(),
+        ix.len()
+    );
+    Ok(())
+}
+
+/// `trawl merge`.
+pub fn merge(args: &MergeArgs, ctl: &Control) -> Result<()> {
+    let ix = open_writer(&args.index_dir)?;
+    let threads = if args.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        args.threads
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .context("making the thread pool")?;
+    let r = pool.install(|| ix.merge(threads, ctl))?;
+    println!(
+        "merged into {}: {} deleted, {} inserted, {} lists repaired, {} patched; {} slots \
+         ({} free); {:.2} s (read {:.2}, insert {:.2}, patch {:.2}, other files {:.2}); {} \
+         written; peak RSS {}",
+        args.index_dir.display(),
+        r.deleted,
+        r.inserted,
+        r.repaired,
+        r.patched,
+        r.slots,
+        r.holes,
+        r.total_secs,
+        r.read_secs,
+        r.insert_secs,
+        r.patch_secs,
+        r.finish_secs,
+        human_bytes(r.bytes_written),
+        human_bytes(r.peak_rss_bytes)
+    );
+    if let Some(p) = &args.report {
+        crate::cmd_graph::write_json(p, &r)?;
+    }
+    Ok(())
+}
