@@ -642,11 +642,16 @@ fn insert_delete_merge_and_search_by_id() {
     let ix = d.graph.parent().unwrap().join("index");
     build_disk_index(&d, &ix, &[]);
     let dir = d.graph.parent().unwrap();
-    // Two new vectors far from the data, with chosen ids.
+    // Two new vectors beside base rows 10 and 20, with chosen ids.
     let new = dir.join("new.fbin");
-    let mut values = vec![0f32; 2 * 24];
-    values[..24].fill(50.0);
-    values[24..].fill(-50.0);
+    let base = std::fs::read(&d.base).unwrap();
+    let row = |r: usize| -> Vec<f32> {
+        base[8 + r * 96..8 + (r + 1) * 96]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) + 1e-3)
+            .collect()
+    };
+    let values = [row(10), row(20)].concat();
     write_fbin(&new, 2, 24, &values);
     let ids = dir.join("ids.txt");
     std::fs::write(&ids, "7000000\n7000001\n").unwrap();
