@@ -742,6 +742,16 @@ impl LiveIndex {
         result
     }
 
+    /// The index's files opened on the packed layout, for a merge (whose writes start their
+    /// transactions under the lock this handle holds).
+    fn open_packed(&self) -> Result<DiskIndex, LiveError> {
+        let mut o = self.opts;
+        o.layout = IndexLayout::Packed;
+        let mut d = DiskIndex::open(&self.dir, o)?;
+        d.writer_held = true;
+        Ok(d)
+    }
+
     fn merge_frozen(
         &self,
         v: &Version,
@@ -756,11 +766,7 @@ impl LiveIndex {
         let old: &DiskIndex = if v.disk.options().layout == IndexLayout::Packed {
             &v.disk
         } else {
-            let mut o = self.opts;
-            o.layout = IndexLayout::Packed;
-            let mut d = DiskIndex::open(&self.dir, o)?;
-            d.writer_held = true;
-            packed = d;
+            packed = self.open_packed()?;
             &packed
         };
         let frozen = v.frozen.as_ref().expect("frozen by merge");
@@ -792,10 +798,7 @@ impl LiveIndex {
             .unwrap_or_default();
         let t_l = Instant::now();
         if layouts.iter().any(|&l| l != IndexLayout::Packed) {
-            let mut o = self.opts;
-            o.layout = IndexLayout::Packed;
-            let mut d = DiskIndex::open(&self.dir, o)?;
-            d.writer_held = true;
+            let d = self.open_packed()?;
             for l in layouts.into_iter().filter(|&l| l != IndexLayout::Packed) {
                 let r = d.write_layout(l, &super::ShuffleParams::default(), ctl)?;
                 report.bytes_written += r.file_bytes;

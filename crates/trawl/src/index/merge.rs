@@ -267,15 +267,7 @@ fn merge_typed<T: DeltaElement>(
                             }
                             ids.sort_unstable();
                             ids.dedup();
-                            let probe = store.point(s);
-                            store.dist_batch(&probe, &ids, dists);
-                            let mut pool: Vec<Neighbor> = ids
-                                .iter()
-                                .zip(dists.iter())
-                                .map(|(&id, &dist)| Neighbor { id, dist })
-                                .collect();
-                            let mut out = Vec::new();
-                            robust_prune(&store, s, &mut pool, limits, ps, &mut out);
+                            let out = prune(&store, s, &ids, limits, ps, dists);
                             if i % 1024 == 0 {
                                 bar.inc(1024);
                             }
@@ -519,18 +511,30 @@ fn fix_list<T: Element>(
     list.sort_unstable();
     list.dedup();
     if must_prune || list.len() > limits.degree {
-        let probe = store.point(s);
-        store.dist_batch(&probe, &list, dists);
-        let mut pool: Vec<Neighbor> = list
-            .iter()
-            .zip(dists.iter())
-            .map(|(&id, &dist)| Neighbor { id, dist })
-            .collect();
-        let mut out = Vec::new();
-        robust_prune(store, s, &mut pool, limits, ps, &mut out);
-        list = out;
+        list = prune(store, s, &list, limits, ps, dists);
     }
     (list, repaired, patched)
+}
+
+/// Robust prune of candidates `ids` for node `s`, with exact distances.
+fn prune<T: Element>(
+    store: &VectorStore<'_, T>,
+    s: u32,
+    ids: &[u32],
+    limits: PruneLimits,
+    ps: &mut PruneScratch,
+    dists: &mut Vec<f32>,
+) -> Vec<u32> {
+    let probe = store.point(s);
+    store.dist_batch(&probe, ids, dists);
+    let mut pool: Vec<Neighbor> = ids
+        .iter()
+        .zip(dists.iter())
+        .map(|(&id, &dist)| Neighbor { id, dist })
+        .collect();
+    let mut out = Vec::new();
+    robust_prune(store, s, &mut pool, limits, ps, &mut out);
+    out
 }
 
 /// The process's peak resident set (`VmHWM`), 0 where unknown.

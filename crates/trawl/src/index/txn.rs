@@ -312,15 +312,9 @@ impl Txn {
     pub fn begin(dir: &Path) -> Result<Self, TxnError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let writer = take_writer_lock(dir, "writing")?;
-        recover(dir, true)?;
-        let staging = dir.join(STAGING_DIR);
-        std::fs::create_dir(&staging).map_err(io_err(&staging))?;
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            staging,
-            writer: Some(writer),
-            committed: false,
-        })
+        let mut txn = Self::begin_held(dir)?;
+        txn.writer = Some(writer);
+        Ok(txn)
     }
 
     /// [`Txn::begin`] for a caller that already holds the writer lock (a live index open for
