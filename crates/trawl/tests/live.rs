@@ -276,3 +276,62 @@ fn merge_keeps_the_other_layouts_and_refills_freed_slots() {
     );
     trawl::index::verify_index(dir.path(), &Control::silent()).unwrap();
 }
+
+#[test]
+fn searches_on_two_threads_run_through_three_merges() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::RwLock;
+    let dir = tempfile::tempdir().unwrap();
+    let (all, q) = data::<f32>(5_000, 64, DIM, 21);
+    let base = Matrix::from_vec(rows(&all, 0, 3_000), DIM).unwrap();
+    build(&base, dir.path(), Metric::L2, 16);
+    let ix = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
+    // Every id ever inserted, and the ids whose deletion has returned.
+    let known: RwLock<HashSet<u64>> = RwLock::new((0..3_000).collect());
+    let deleted: RwLock<HashSet<u64>> = RwLock::new(HashSet::new());
+    let stop = AtomicBool::new(false);
+    let searches = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let (ix, known, deleted, stop, searches, q) =
+                (&ix, &known, &deleted, &stop, &searches, &q);
+            s.spawn(move || {
+                let mut i = t;
+                while !stop.load(Ordering::Acquire) {
+                    let gone = deleted.read().unwrap().clone();
+                    let row = &q.as_slice()[(i % q.n()) * DIM..(i % q.n() + 1) * DIM];
+                    let out = ix
+                        .search_rows(row, &sp(10), 1, 1)
+                        .expect("a search never fails because of a merge");
+                    let ids: Vec<u64> = out.ids.clone();
+                    let known = known.read().unwrap();
+                    assert!(ids.iter().all(|id| known.contains(id)), "{ids:?}");
+                    assert!(
+                        ids.iter().all(|id| !gone.contains(id)),
+                        "an id deleted before the search began came back: {ids:?}"
+                    );
+                    let set: HashSet<u64> = ids.iter().copied().collect();
+                    assert_eq!(set.len(), 10, "ten distinct results: {ids:?}");
+                    searches.fetch_add(1, Ordering::Relaxed);
+                    i += 2;
+                }
+            });
+        }
+        for round in 0..3u64 {
+            let first = 3_000 + round as usize * 600;
+            let ids: Vec<u64> = (first as u64..first as u64 + 600).collect();
+            known.write().unwrap().extend(ids.iter().copied());
+            ix.insert(Some(&ids), &rows(&all, first, 600)).unwrap();
+            let gone: Vec<u64> = (0..300u64).map(|i| round * 900 + i * 3).collect();
+            ix.delete(&gone).unwrap();
+            deleted.write().unwrap().extend(gone);
+            ix.merge(1, &Control::silent()).unwrap();
+        }
+        stop.store(true, Ordering::Release);
+    });
+    assert!(
+        searches.load(Ordering::Relaxed) > 20,
+        "the searches ran through the merges"
+    );
+    assert_eq!(ix.len(), 3_000 + 1_800 - 900);
+}

@@ -64,6 +64,9 @@ pub enum LiveError {
     /// A search failed.
     #[error(transparent)]
     Search(#[from] SearchError),
+    /// A bug in trawl: please report it.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The log holds an operation the index cannot apply (damaged or foreign log).
     #[error("{}: {reason}", path.display())]
     BadLog {
@@ -85,6 +88,7 @@ impl LiveError {
             Self::Merge(e) => e.kind(),
             Self::Search(e) => e.kind(),
             Self::BadLog { .. } => ErrorKind::Corrupt,
+            Self::Internal(_) => ErrorKind::Internal,
         }
     }
 }
@@ -156,6 +160,42 @@ pub struct LiveBatch {
     pub wall_secs: f64,
 }
 
+/// How a merge runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergeOptions {
+    /// Threads of the merge (its prunes and the insert phase's searches).
+    pub threads: usize,
+    /// Niceness of the merge's threads (Linux: 0 = as the caller, 19 = lowest priority),
+    /// so searches running beside a merge keep the cores first.
+    pub nice: i32,
+}
+
+impl Default for MergeOptions {
+    /// One thread per core at niceness 10.
+    fn default() -> Self {
+        Self {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            nice: 10,
+        }
+    }
+}
+
+/// Lowers the calling thread's priority to niceness `nice` (best effort: a refusal leaves
+/// it as it is).
+fn lower_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    if nice > 0 {
+        // SAFETY: gettid and setpriority take no pointers; they change only this thread's
+        // scheduling priority.
+        unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice.min(19));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
 /// What a delete did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DeleteReport {
@@ -172,6 +212,9 @@ pub struct LiveIndex {
     current: RwLock<Arc<Version>>,
     writer: Option<Mutex<Writer>>,
     merging: Mutex<()>,
+    /// A read-only handle's id map, as replayed at open (a writable one keeps it in its
+    /// writer state).
+    reader_map: HashMap<u64, Loc>,
 }
 
 fn log_path(dir: &Path) -> PathBuf {
@@ -261,13 +304,18 @@ impl LiveIndex {
                 w.log = Some(LogWriter::open_append(&log_path(dir), c)?);
             }
         }
+        let (writer, reader_map) = match access {
+            Access::ReadWrite => (Some(Mutex::new(w)), HashMap::new()),
+            Access::ReadOnly => (None, w.map),
+        };
         Ok(Self {
             dir: dir.to_path_buf(),
             opts,
             cfg,
             current: RwLock::new(v),
-            writer: (access == Access::ReadWrite).then(|| Mutex::new(w)),
+            writer,
             merging: Mutex::new(()),
+            reader_map,
         })
     }
 }
@@ -409,6 +457,28 @@ impl LiveIndex {
     pub fn delta_len(&self) -> usize {
         let v = self.current.read().clone();
         v.active.len() + v.frozen.as_ref().map_or(0, |f| f.len())
+    }
+
+    /// Whether `id` is in the index (live now).
+    pub fn contains(&self, id: u64) -> bool {
+        let v = self.current.read().clone();
+        let e = v.epoch.load(Ordering::Acquire);
+        match self.locate(id) {
+            Some(Loc::Disk(s)) => LiveFilter {
+                dead: &v.dead,
+                epoch: e,
+            }
+            .visible(s),
+            Some(_) => true,
+            None => false,
+        }
+    }
+
+    fn locate(&self, id: u64) -> Option<Loc> {
+        match &self.writer {
+            Some(w) => w.lock().map.get(&id).copied(),
+            None => self.reader_map.get(&id).copied(),
+        }
     }
 
     /// Bytes the in-memory deltas hold (vectors, graph, ids, stamps).
@@ -671,6 +741,36 @@ impl LiveIndex {
     /// Folds the delta and the deletions into new disk files (see [`super::merge`]), then
     /// searches use them. Searches and writes go on meanwhile: writes land in a fresh delta.
     pub fn merge(&self, threads: usize, ctl: &Control) -> Result<MergeReport, LiveError> {
+        self.merge_with(
+            &MergeOptions {
+                threads,
+                ..MergeOptions::default()
+            },
+            ctl,
+        )
+    }
+
+    /// [`LiveIndex::merge`] with its options: the merge runs on threads of its own, at the
+    /// niceness asked (searches of the same process keep their priority).
+    pub fn merge_with(&self, o: &MergeOptions, ctl: &Control) -> Result<MergeReport, LiveError> {
+        let threads = o.threads.max(1);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                lower_priority(o.nice);
+                // Threads started from here (the pool's, the insert phase's searchers)
+                // inherit the niceness.
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .map_err(|e| LiveError::Internal(format!("merge threads: {e}")))?;
+                pool.install(|| self.merge_now(threads, ctl))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(LiveError::Internal("the merge thread panicked".into())))
+        })
+    }
+
+    fn merge_now(&self, threads: usize, ctl: &Control) -> Result<MergeReport, LiveError> {
         let writer = self.writer()?;
         let _one = self.merging.lock();
         // Freeze: the active delta becomes the frozen one; new writes go to a fresh delta.
