@@ -185,12 +185,10 @@ impl Default for MergeOptions {
 fn lower_priority(nice: i32) {
     #[cfg(target_os = "linux")]
     if nice > 0 {
-        // SAFETY: gettid and setpriority take no pointers; they change only this thread's
-        // scheduling priority.
-        unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice.min(19));
-        }
+        // SAFETY: gettid takes no arguments and only returns this thread's id.
+        let tid = unsafe { libc::gettid() };
+        // SAFETY: setpriority takes no pointers; it changes only this thread's priority.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice.min(19)) };
     }
     #[cfg(not(target_os = "linux"))]
     let _ = nice;
