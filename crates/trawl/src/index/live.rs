@@ -231,10 +231,11 @@ impl LiveIndex {
                     }
                     .into());
                 }
-                Some(super::txn::take_writer_lock(
-                    dir,
-                    "a live index open for writing",
-                )?)
+                let lock = super::txn::take_writer_lock(dir, "a live index open for writing")?;
+                // What a killed writer left: its decided commit finished, its staging removed
+                // (readers leave both to the lock holder, which is now this handle).
+                super::txn::recover_held(dir).map_err(OpenError::from)?;
+                Some(lock)
             }
             Access::ReadOnly => None,
         };

@@ -215,6 +215,12 @@ pub(crate) fn settle_for_reading(dir: &Path) -> Result<(), FileError> {
     }
 }
 
+/// [`recover`] for a caller that holds the writer lock (a live index opening for writing):
+/// a commit a killed writer decided is finished, its staging directory removed.
+pub(crate) fn recover_held(dir: &Path) -> Result<(), FileError> {
+    recover(dir, true)
+}
+
 /// Finishes a decided commit and removes a dead writer's staging directory (the caller holds
 /// the writer lock, or knows no writer runs). A reader (`strict` false) that cannot remove the
 /// staging directory (a read-only copy) goes on: the index itself is complete.
