@@ -841,11 +841,12 @@ impl LiveIndex {
         result
     }
 
-    /// The index's files opened on the packed layout, for a merge (whose writes start their
-    /// transactions under the lock this handle holds).
+    /// The index's files opened on the packed layout through the page cache, for a merge
+    /// (whose writes start their transactions under the lock this handle holds).
     fn open_packed(&self) -> Result<DiskIndex, LiveError> {
         let mut o = self.opts;
         o.layout = IndexLayout::Packed;
+        o.direct = false;
         let mut d = DiskIndex::open(&self.dir, o)?;
         d.writer_held = true;
         Ok(d)
@@ -861,13 +862,12 @@ impl LiveIndex {
         ctl: &Control,
     ) -> Result<MergeReport, LiveError> {
         let t0 = Instant::now();
-        let packed;
-        let old: &DiskIndex = if v.disk.options().layout == IndexLayout::Packed {
-            &v.disk
-        } else {
-            packed = self.open_packed()?;
-            &packed
-        };
+        // The merge reads the files through the page cache: its read pass has just brought
+        // them in, so the insert phase's searches cost memory reads, not device round trips
+        // (and leave the device to the O_DIRECT searches running beside the merge).
+        let packed = self.open_packed()?;
+        let old = &packed;
+        debug_assert_eq!(old.n(), v.disk.n());
         let frozen = v.frozen.as_ref().expect("frozen by merge");
         let txn = Txn::begin_held(&self.dir)?;
         let input = MergeInput {

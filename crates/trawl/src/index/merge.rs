@@ -4,7 +4,8 @@
 //! 1. **Read** (one sequential pass over `packed.trawl`): every live vector into a matrix
 //!    indexed by its new slot, and the lists of the deleted nodes. New vectors take the freed
 //!    slots first (ascending), then slots past the end.
-//! 2. **Insert**: each new vector is placed by a beam search over the old disk index (deleted
+//! 2. **Insert**: each new vector is placed by a beam search over the old disk index (read through
+//!    the page cache, 8 queries interleaved per thread; deleted
 //!    nodes traversed but never chosen) and a greedy search of the delta graph; the candidates
 //!    are robust-pruned to `R` with exact distances, and a back-edge to the new node is noted
 //!    for each chosen neighbour (`Δ`).
@@ -234,7 +235,7 @@ fn merge_typed<T: DeltaElement>(
         };
         let disk = if n_old > report.deleted as usize {
             Some(
-                old.search_rows_filtered(&new_rows, &params, input.threads, 1, Some(filter))
+                old.search_rows_filtered(&new_rows, &params, input.threads, 8, Some(filter))
                     .map_err(IndexBuildError::Search)?,
             )
         } else {
