@@ -14,8 +14,17 @@ only compressed (PQ) codes in memory — and is searched with beam search or Pip
     print(index.stats["pages_read"] / index.stats["queries"], "pages per query")
 
 Inputs are numpy arrays of float32, uint8 or int8 (read in place when C-contiguous). Results
-are uint32 ids (``MISSING_ID`` where fewer than k results exist) and float32 distances in the
-metric's own units: squared Euclidean for "l2", ``-<a, b>`` for "ip", ``1 - cos`` for "cosine".
+are uint64 ids (``MISSING_ID`` = 2**64 - 1 where fewer than k results exist) and float32
+distances in the metric's own units: squared Euclidean for "l2", ``-<a, b>`` for "ip",
+``1 - cos`` for "cosine". An index built from an array has ids = row numbers.
+
+Opened with ``writable=True``, an index takes streaming updates, searchable at once::
+
+    with trawl.Index.open("my-index", writable=True) as index:
+        new_ids = index.insert(more_vectors)          # or index.insert(vectors, ids=[...])
+        index.upsert([5], replacement[None, :])       # replace the vector of id 5
+        index.delete([7, 8])                          # hidden from every search from now on
+        index.merge()                                 # fold it all into the disk files
 """
 
 from . import errors

@@ -4,11 +4,13 @@ Every error trawl reports is a :class:`Error`; most are also the built-in except
 user would catch for that kind of problem:
 
 * :class:`InvalidInputError` (also ``ValueError``): wrong shape, dimension or dtype, NaN or
-  infinite values, ``k < 1`` or ``k`` larger than the index, invalid parameters.
+  infinite values, ``k < 1`` or ``k`` larger than the index, invalid parameters, bad ids (a
+  duplicate, one already present on insert or absent on delete, a negative one), a write
+  through a read-only (or closed) ``Index``.
 * :class:`IndexNotFoundError` (also ``FileNotFoundError``, an ``OSError``): the directory or
   vector file does not exist, or the directory is not an index.
 * :class:`StorageError` (also ``OSError``): reading or writing failed (permissions, disk full,
-  O_DIRECT refused by the file system).
+  O_DIRECT refused by the file system), or another writer holds the index.
 * :class:`CorruptIndexError`: a file is damaged, truncated, of the wrong kind, or from another
   build; rebuild the index.
 * :class:`InternalError`: an invariant of trawl itself failed — a bug; please report it.

@@ -51,7 +51,7 @@ pub fn run_interruptible<R: Send>(
     result.map_err(|_| {
         err(
             Kind::Internal,
-            "the build thread panicked (a bug: please report it)",
+            "the worker thread panicked (a bug: please report it)",
         )
     })
 }

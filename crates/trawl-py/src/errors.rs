@@ -5,12 +5,12 @@
 //!
 //! | kind | class | bases | raised for |
 //! |---|---|---|---|
-//! | `InvalidInput` | `InvalidInputError` | `Error`, `ValueError` | wrong shape, dimension or dtype, NaN, bad `k`, bad parameters |
+//! | `InvalidInput` | `InvalidInputError` | `Error`, `ValueError` | wrong shape, dimension or dtype, NaN, bad `k`, bad parameters, bad ids, a write to a read-only index |
 //! | `NotFound` | `IndexNotFoundError` | `Error`, `FileNotFoundError` | the directory is missing or not an index |
 //! | `Corrupt` | `CorruptIndexError` | `Error` | a file is damaged, truncated, of the wrong kind or from another build |
-//! | `Storage` | `StorageError` | `Error`, `OSError` | an I/O error |
+//! | `Storage` | `StorageError` | `Error`, `OSError` | an I/O error; another writer holds the index |
 //! | `Internal` | `InternalError` | `Error` | a bug in trawl (please report it) |
-//! | `Cancelled` | `Error` | `Exception` | a cancelled operation (a build stopped by Ctrl-C raises `KeyboardInterrupt` instead) |
+//! | `Cancelled` | `Error` | `Exception` | a cancelled operation (a build or merge stopped by Ctrl-C raises `KeyboardInterrupt` instead) |
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;

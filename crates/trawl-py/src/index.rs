@@ -1,31 +1,81 @@
-//! `trawl.Index`: an opened disk index, searched one query or a batch at a time.
+//! `trawl.Index`: an opened disk index, searched one query or a batch at a time, and updated
+//! (insert, upsert, delete, merge) when opened for writing.
+//!
+//! An index that has never taken an update and is opened read-only is searched as before,
+//! through its `DiskIndex` alone (a pool of I/O engines for single queries, the static node
+//! cache). Every other index is a [`LiveIndex`]: while nothing has been written (no
+//! `ids.trawl` nor `wal.trawl` at open, no write through this handle) its disk files are
+//! still searched directly — the same results, ids equal to row numbers — and from the first
+//! update on every search goes through [`LiveIndex::search_rows`] (deleted nodes hidden, the
+//! in-memory delta searched beside the disk files, results by external id).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use trawl::index::live::{Access, Durability, LiveError, LiveIndex};
 use trawl::index::{DiskIndex, OpenOptions, AUTO_SPIN_US};
 use trawl::io::{EngineKind, IoEngine};
 use trawl::progress::Control;
 use trawl::search::{CachePolicy, QueryStats, SearchParams as LibSearchParams, Searcher};
-use trawl::{DType, Element};
+use trawl::{DType, Element, Metric};
 
 use crate::arrays::{as_array, dtype_of, Elements};
-use crate::errors::{err, invalid, Kind, PyResultExt};
+use crate::build::run_interruptible;
+use crate::errors::{err, invalid, IntoPyErr, Kind, PyResultExt};
 use crate::params::{count, SearchParams};
-use crate::pyjson::to_py;
+use crate::pyjson::{ser_to_py, to_py};
+
+/// Id of a missing result (fewer than `k` vectors reachable): `2**64 - 1`.
+pub const MISSING_ID: u64 = trawl::index::ids::HOLE;
+
+/// What an open handle searches.
+enum Inner {
+    /// A read-only index without updates: its disk files alone (ids are row numbers).
+    Disk(Arc<DiskIndex>),
+    /// A live index: read-only with updates, or open for writing.
+    Live(Box<LiveIndex>),
+}
+
+impl Inner {
+    /// The disk files new searches read.
+    fn disk(&self) -> Arc<DiskIndex> {
+        match self {
+            Inner::Disk(d) => Arc::clone(d),
+            Inner::Live(l) => l.disk(),
+        }
+    }
+}
 
 /// An opened disk index. Open with `Index.open(index_dir)`; search with `search` (one query)
 /// or `batch_search` (many, over threads). Thread-safe: several Python threads may search one
 /// index at once (each search runs with the GIL released).
 #[pyclass(module = "trawl._trawl", frozen)]
 pub struct Index {
-    ix: Arc<DiskIndex>,
-    /// I/O engines kept between single-query searches (an io_uring engine costs far more to
-    /// set up than a query).
+    /// `None` once closed.
+    state: Mutex<Option<Arc<Inner>>>,
+    dir: PathBuf,
+    dim: usize,
+    dtype: DType,
+    metric: Metric,
+    layout: &'static str,
+    writable: bool,
+    /// Whether searches go through the live index (the index has updates: files of updates
+    /// at open, or a write through this handle). Never cleared.
+    updated: AtomicBool,
+    /// Live vectors when known (`None`: to be counted, which scans every slot's deletion
+    /// stamp). Inserts and deletes keep it up to date; an upsert (which may or may not
+    /// replace) clears it. A merge leaves the live set as it is.
+    live_n: Mutex<Option<usize>>,
+    /// Held by every write through this handle and by a recount of `live_n`, so that the
+    /// count and the writes follow each other. Taken with the GIL released.
+    write_lock: Mutex<()>,
+    /// I/O engines kept between single-query searches of an index without updates (an
+    /// io_uring engine costs far more to set up than a query).
     engines: Mutex<Vec<Box<dyn IoEngine>>>,
     /// Sums since opening (or `reset_stats`), and the number of queries.
     totals: Mutex<(u64, QueryStats)>,
@@ -37,16 +87,30 @@ pub struct Index {
 impl std::fmt::Debug for Index {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Index")
-            .field("dir", &self.ix.dir())
+            .field("dir", &self.dir)
+            .field("writable", &self.writable)
             .finish_non_exhaustive()
     }
 }
 
 /// Ids and distances of one query.
-type Hits<'py> = (Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<f32>>);
+type Hits<'py> = (Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<f32>>);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether the directory holds files of updates (slot ids, a write-ahead log): then it is
+/// searched as a live index, by external id.
+fn has_updates(dir: &Path) -> bool {
+    dir.join(trawl::index::ids::FILE_NAME).is_file()
+        || dir.join(trawl::index::wal::FILE_NAME).is_file()
+}
+
+impl IntoPyErr for LiveError {
+    fn into_py_err(self) -> PyErr {
+        err(self.kind().into(), self.to_string())
+    }
 }
 
 #[pymethods]
@@ -58,12 +122,21 @@ impl Index {
     /// "pread" or "memory" (the index file loaded into RAM). direct: read with O_DIRECT (no
     /// page cache). cache_nodes: nodes held in a static in-memory cache, chosen by
     /// cache_policy ("freq": most read by sample searches; "bfs": breadth-first from the
-    /// entry point). list_cache_mb: decoupled layout's cache of compressed neighbour lists.
-    /// queue_depth: reads in flight per search thread (bounds beam_width and pipe_max_width).
+    /// entry point); only for a read-only index that has never taken updates. list_cache_mb:
+    /// decoupled layout's cache of compressed neighbour lists. queue_depth: reads in flight
+    /// per search thread (bounds beam_width and pipe_max_width).
+    ///
+    /// writable: open for writing (`insert`, `upsert`, `delete`, `merge`, `flush`); takes the
+    /// directory's writer lock for the handle's life (until `close()`), so a second writer —
+    /// in this process or another — gets a `StorageError`. Read-only handles (the default)
+    /// may be opened while a writer runs: they see the updates logged when they open.
+    /// durability (writable only): "sync" (every write returns once its log record is on the
+    /// device) or "buffered" (once it is written to the log file: it survives a crash of the
+    /// process, not of the machine; `flush()` syncs).
     #[staticmethod]
     #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
         verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        queue_depth = 64))]
+        queue_depth = 64, writable = false, durability = "sync"))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -76,6 +149,8 @@ impl Index {
         cache_policy: &str,
         list_cache_mb: f64,
         queue_depth: i64,
+        writable: bool,
+        durability: &str,
     ) -> PyResult<Self> {
         let parse_err = |what: &str, e: String| invalid(format!("{what}: {e}"));
         let opts = OpenOptions {
@@ -99,88 +174,192 @@ impl Index {
         let policy: CachePolicy = cache_policy
             .parse()
             .map_err(|e: String| parse_err("cache_policy", e))?;
-        let (ix, cache) = py.detach(|| -> PyResult<_> {
-            let trawl::index::AnyIndex::Graph(mut ix) =
-                trawl::index::open_any(&index_dir, opts).py()?;
-            let threads = std::thread::available_parallelism().map_or(1, |c| c.get());
-            let cache = ix
-                .load_cache(nodes, policy, threads, &Control::silent())
-                .py()?;
-            Ok((ix, cache))
+        let durability = match durability {
+            "sync" => Durability::Sync,
+            "buffered" => Durability::Buffered,
+            other => {
+                return Err(invalid(format!(
+                    "durability = {other:?}: expected \"sync\" or \"buffered\""
+                )))
+            }
+        };
+        let no_cache = |why: &str| {
+            invalid(format!(
+                "cache_nodes = {nodes}: the static node cache is only for a read-only index \
+                 that has never taken updates, and {}{why}",
+                index_dir.display()
+            ))
+        };
+        let dir = index_dir.as_path();
+        let (inner, cache, updated) = py.detach(|| -> PyResult<_> {
+            if !writable && !has_updates(dir) {
+                let trawl::index::AnyIndex::Graph(mut ix) =
+                    trawl::index::open_any(dir, opts).py()?;
+                // An update that landed while the files were opened: open the index live.
+                if !has_updates(dir) {
+                    let threads = std::thread::available_parallelism().map_or(1, |c| c.get());
+                    let cache = ix
+                        .load_cache(nodes, policy, threads, &Control::silent())
+                        .py()?;
+                    let cache = serde_json::to_value(cache).unwrap_or_default();
+                    return Ok((Inner::Disk(Arc::new(ix)), cache, false));
+                }
+            }
+            if nodes > 0 {
+                return Err(no_cache(if writable {
+                    " is opened for writing"
+                } else {
+                    " has taken updates"
+                }));
+            }
+            let access = if writable {
+                Access::ReadWrite
+            } else {
+                Access::ReadOnly
+            };
+            let live = LiveIndex::open(dir, opts, access).py()?;
+            if writable {
+                live.set_durability(durability).py()?;
+            }
+            // A writer holds the lock from here on: nobody else adds files of updates.
+            let updated = !writable || has_updates(dir);
+            let cache = serde_json::json!({"nodes": 0, "bytes": 0, "secs": 0.0, "pages_read": 0});
+            Ok((Inner::Live(Box::new(live)), cache, updated))
         })?;
+        let disk = inner.disk();
         Ok(Self {
-            ix: Arc::new(ix),
+            dir: index_dir.clone(),
+            dim: disk.dim(),
+            dtype: disk.dtype(),
+            metric: disk.metric(),
+            layout: disk.options().layout.name(),
+            writable,
+            state: Mutex::new(Some(Arc::new(inner))),
+            updated: AtomicBool::new(updated),
+            live_n: Mutex::new(None),
+            write_lock: Mutex::new(()),
             engines: Mutex::new(Vec::new()),
             totals: Mutex::new((0, QueryStats::default())),
             last: Mutex::new(Vec::new()),
-            cache: serde_json::to_value(cache).unwrap_or_default(),
+            cache,
         })
     }
 
     /// Same as `Index.open(index_dir, **options)`.
     #[new]
-    #[pyo3(signature = (index_dir, **options))]
+    #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
+        verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
+        queue_depth = 64, writable = false, durability = "sync"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         index_dir: PathBuf,
-        options: Option<&Bound<'_, PyDict>>,
+        layout: &str,
+        engine: &str,
+        direct: bool,
+        verify_pages: bool,
+        cache_nodes: i64,
+        cache_policy: &str,
+        list_cache_mb: f64,
+        queue_depth: i64,
+        writable: bool,
+        durability: &str,
     ) -> PyResult<Self> {
-        let cls = py.get_type::<Index>();
-        let opened = cls.call_method("open", (index_dir,), options)?;
-        let this: PyRef<'_, Index> = opened.extract()?;
-        Ok(Self {
-            ix: Arc::clone(&this.ix),
-            engines: Mutex::new(Vec::new()),
-            totals: Mutex::new((0, QueryStats::default())),
-            last: Mutex::new(Vec::new()),
-            cache: this.cache.clone(),
-        })
+        Self::open(
+            py,
+            index_dir,
+            layout,
+            engine,
+            direct,
+            verify_pages,
+            cache_nodes,
+            cache_policy,
+            list_cache_mb,
+            queue_depth,
+            writable,
+            durability,
+        )
     }
 
-    /// Number of indexed vectors.
+    /// Number of live vectors: what a search can return (the same as `len(index)`). For an
+    /// index without updates, the number of vectors it was built from.
     #[getter]
-    fn n(&self) -> usize {
-        self.ix.n()
+    fn n(&self, py: Python<'_>) -> PyResult<usize> {
+        self.live_count(py)
     }
 
     /// Dimension of the vectors.
     #[getter]
     fn dim(&self) -> usize {
-        self.ix.dim()
+        self.dim
     }
 
     /// Element type of the vectors ("float32", "uint8" or "int8").
     #[getter]
     fn dtype(&self) -> &'static str {
-        numpy_name(self.ix.dtype())
+        numpy_name(self.dtype)
     }
 
     /// Distance ("l2", "ip" or "cosine").
     #[getter]
     fn metric(&self) -> &'static str {
-        self.ix.metric().name()
+        self.metric.name()
     }
 
-    fn __len__(&self) -> usize {
-        self.ix.n()
+    /// Whether the index was opened for writing (`Index.open(..., writable=True)`).
+    #[getter]
+    fn writable(&self) -> bool {
+        self.writable
     }
 
-    fn __repr__(&self) -> String {
+    /// Whether the handle is closed (`close()`, or the end of a `with` block).
+    #[getter]
+    fn closed(&self) -> bool {
+        lock(&self.state).is_none()
+    }
+
+    /// Vectors inserted or upserted since the last merge, held in memory (deleted ones
+    /// included) until `merge()` folds them into the disk files.
+    #[getter]
+    fn delta_len(&self) -> PyResult<usize> {
+        Ok(match &*self.inner()? {
+            Inner::Disk(_) => 0,
+            Inner::Live(l) => l.delta_len(),
+        })
+    }
+
+    /// Number of live vectors (what a search can return).
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.live_count(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let what = if self.closed() {
+            "closed".to_string()
+        } else {
+            format!(
+                "n={}",
+                self.live_count(py)
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            )
+        };
         format!(
-            "trawl.Index({:?}, n={}, dim={}, dtype={}, metric={}, layout={})",
-            self.ix.dir().display().to_string(),
-            self.ix.n(),
-            self.ix.dim(),
-            numpy_name(self.ix.dtype()),
-            self.ix.metric().name(),
-            self.ix.options().layout.name()
+            "trawl.Index({:?}, {what}, dim={}, dtype={}, metric={}, layout={}{})",
+            self.dir.display().to_string(),
+            self.dim,
+            numpy_name(self.dtype),
+            self.metric.name(),
+            self.layout,
+            if self.writable { ", writable" } else { "" }
         )
     }
 
     /// The `k` nearest neighbours of one query (a 1-D array of the index's dtype).
     ///
-    /// Returns `(ids, distances)`: uint32 and float32 arrays of length `k`, nearest first.
-    /// Missing results (fewer than `k` nodes reachable) are `MISSING_ID` with distance `inf`.
+    /// Returns `(ids, distances)`: uint64 and float32 arrays of length `k`, nearest first.
+    /// Ids are the vectors' ids: row numbers of the data the index was built from, or the ids
+    /// given to (or assigned by) `insert` / `upsert`. Missing results (fewer than `k`
+    /// vectors reachable) are `MISSING_ID` (2**64 - 1) with distance `inf`.
     #[pyo3(signature = (query, k = 10, params = None))]
     fn search<'py>(
         &self,
@@ -189,6 +368,7 @@ impl Index {
         k: i64,
         params: Option<SearchParams>,
     ) -> PyResult<Hits<'py>> {
+        let inner = self.inner()?;
         let arr = as_array(query, "query")?;
         if arr.ndim() != 1 {
             return Err(invalid(format!(
@@ -196,14 +376,14 @@ impl Index {
                 arr.ndim()
             )));
         }
-        let p = self.lib_params(k, params)?;
-        let (hits, stats) = match self.check_dtype(&arr)? {
-            DType::F32 => self.search_one(py, &Elements::<f32>::of(&arr)?, &p)?,
-            DType::U8 => self.search_one(py, &Elements::<u8>::of(&arr)?, &p)?,
-            DType::I8 => self.search_one(py, &Elements::<i8>::of(&arr)?, &p)?,
+        let p = self.lib_params(py, k, params)?;
+        let (hits, stats) = match self.check_dtype(&arr, "query")? {
+            DType::F32 => self.search_one(py, &inner, &Elements::<f32>::of(&arr)?, &p)?,
+            DType::U8 => self.search_one(py, &inner, &Elements::<u8>::of(&arr)?, &p)?,
+            DType::I8 => self.search_one(py, &inner, &Elements::<i8>::of(&arr)?, &p)?,
         };
         let k = p.k;
-        let mut ids = vec![u32::MAX; k];
+        let mut ids = vec![MISSING_ID; k];
         let mut dists = vec![f32::INFINITY; k];
         for (j, (id, d)) in hits.into_iter().take(k).enumerate() {
             ids[j] = id;
@@ -216,7 +396,8 @@ impl Index {
     /// The `k` nearest neighbours of every row of `queries` (a 2-D array of the index's
     /// dtype), searched by `threads` threads (0 = one per core).
     ///
-    /// Returns `(ids, distances)`: uint32 and float32 arrays of shape `(len(queries), k)`.
+    /// Returns `(ids, distances)`: uint64 and float32 arrays of shape `(len(queries), k)`;
+    /// ids and missing results as in `search`.
     #[pyo3(signature = (queries, k = 10, params = None, threads = 0))]
     fn batch_search<'py>(
         &self,
@@ -226,6 +407,7 @@ impl Index {
         params: Option<SearchParams>,
         threads: i64,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let inner = self.inner()?;
         let arr = as_array(queries, "queries")?;
         if arr.ndim() != 2 {
             return Err(invalid(format!(
@@ -234,46 +416,143 @@ impl Index {
             )));
         }
         let (nq, dim) = (arr.shape()[0], arr.shape()[1]);
-        if dim != self.ix.dim() {
+        if dim != self.dim {
             return Err(invalid(format!(
                 "queries have dimension {dim}, the index has {}",
-                self.ix.dim()
+                self.dim
             )));
         }
-        let p = self.lib_params(k, params)?;
+        let p = self.lib_params(py, k, params)?;
         let threads = match count("threads", threads, 0)? {
             0 => std::thread::available_parallelism().map_or(1, |c| c.get()),
             t => t,
         };
-        let ix = &*self.ix;
-        let out = match self.check_dtype(&arr)? {
+        let (ids, dists, stats) = match self.check_dtype(&arr, "query")? {
             DType::F32 => {
                 let e = Elements::<f32>::of(&arr)?;
-                let rows = e.as_slice();
-                py.detach(|| ix.search_rows(rows, &p, threads, 1)).py()?
+                self.search_batch(py, &inner, e.as_slice(), &p, threads)?
             }
             DType::U8 => {
                 let e = Elements::<u8>::of(&arr)?;
-                let rows = e.as_slice();
-                py.detach(|| ix.search_rows(rows, &p, threads, 1)).py()?
+                self.search_batch(py, &inner, e.as_slice(), &p, threads)?
             }
             DType::I8 => {
                 let e = Elements::<i8>::of(&arr)?;
-                let rows = e.as_slice();
-                py.detach(|| ix.search_rows(rows, &p, threads, 1)).py()?
+                self.search_batch(py, &inner, e.as_slice(), &p, threads)?
             }
         };
-        self.record(out.stats);
+        self.record(stats);
         let k = p.k;
-        let ids = PyArray1::from_vec(py, out.ids).reshape([nq, k])?;
-        let dists = PyArray1::from_vec(py, out.dists).reshape([nq, k])?;
+        let ids = PyArray1::from_vec(py, ids).reshape([nq, k])?;
+        let dists = PyArray1::from_vec(py, dists).reshape([nq, k])?;
         Ok((ids.into_any(), dists.into_any()))
+    }
+
+    /// Inserts `vectors` (a 2-D array of the index's dtype and dimension, or one 1-D vector)
+    /// under `ids` (integers: a numpy array or a list, one per vector, each new to the index
+    /// and given once; None: fresh ids are assigned, above every id the index has held).
+    ///
+    /// Returns the ids (uint64). The vectors are searchable when it returns, and the
+    /// operation is in the write-ahead log (synced to the device with durability "sync").
+    /// Raises `InvalidInputError` (nothing changed) for a wrong dtype or dimension, NaN or
+    /// infinite values, an id already in the index (use `upsert`), an id given twice, a
+    /// negative id, or an index open read-only.
+    #[pyo3(signature = (vectors, ids = None))]
+    fn insert<'py>(
+        &self,
+        py: Python<'py>,
+        vectors: &Bound<'py, PyAny>,
+        ids: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let ids = ids.map(|i| id_list(i, "ids")).transpose()?;
+        let out = self.write_vectors(py, vectors, ids.as_deref(), false)?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    /// Inserts or replaces: each id's vector (if the index holds the id) is deleted and the
+    /// new one inserted, as one operation. `ids` and `vectors` as in `insert` (ids required).
+    fn upsert<'py>(
+        &self,
+        py: Python<'py>,
+        ids: &Bound<'py, PyAny>,
+        vectors: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let ids = id_list(ids, "ids")?;
+        self.write_vectors(py, vectors, Some(&ids), true)?;
+        Ok(())
+    }
+
+    /// Deletes `ids` (integers: a numpy array or a list): hidden from every search from now
+    /// on, removed from the disk files by the next `merge()`. Every id must be in the index
+    /// and given once (otherwise `InvalidInputError`, and nothing is deleted). Returns the
+    /// number of vectors deleted.
+    fn delete(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let inner = self.inner()?;
+        let live = self.writer(&inner)?;
+        let ids = id_list(ids, "ids")?;
+        let report = self.write(py, || live.delete(&ids), |r, n| n.checked_sub(r.deleted))?;
+        Ok(report.deleted)
+    }
+
+    /// Folds the vectors inserted since the last merge and the deletions into new disk
+    /// files (FreshDiskANN's StreamingMerge) in one atomic commit, and shortens the log.
+    /// Searches and writes may go on meanwhile (from other threads: the GIL is released).
+    /// `threads`: threads of the merge (0 = one per core); `progress`: progress bars on
+    /// stderr when it is a terminal. Ctrl-C stops it (`KeyboardInterrupt`; the index keeps
+    /// its files and updates).
+    ///
+    /// Returns the merge report: `inserted`, `deleted`, `repaired`, `patched`, `slots`
+    /// (slots of the new files), `holes` (free slots), seconds per phase, `bytes_written`,
+    /// `peak_rss_bytes`.
+    #[pyo3(signature = (threads = 0, progress = false))]
+    fn merge<'py>(
+        &self,
+        py: Python<'py>,
+        threads: i64,
+        progress: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner()?;
+        let live = self.writer(&inner)?;
+        let threads = match count("threads", threads, 0)? {
+            0 => std::thread::available_parallelism().map_or(1, |c| c.get()),
+            t => t,
+        };
+        let cancel = Arc::new(AtomicBool::new(false));
+        let ctl = if progress {
+            Control::with_progress()
+        } else {
+            Control::silent()
+        }
+        .with_cancel_flag(Arc::clone(&cancel));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| err(Kind::Other, format!("creating the thread pool: {e}")))?;
+        self.updated.store(true, Ordering::Release);
+        let result = run_interruptible(py, &cancel, || pool.install(|| live.merge(threads, &ctl)));
+        let report = result?.map_err(|e| {
+            if ctl.check().is_err() {
+                err(Kind::Other, "the merge was interrupted")
+            } else {
+                e.into_py_err()
+            }
+        })?;
+        ser_to_py(py, &report)
+    }
+
+    /// Makes every acknowledged write durable: syncs the log (a no-op with durability
+    /// "sync", where every write is synced before it returns).
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let inner = self.inner()?;
+        let live = self.writer(&inner)?;
+        py.detach(|| live.flush()).py()
     }
 
     /// I/O and work counters summed over every query since the index was opened (or since
     /// `reset_stats()`), with `queries` the number of queries. Exact counts: pages_read,
     /// io_requests, bytes_read, cache_hits, hops, nodes_expanded, pq_distances,
-    /// exact_distances, ...; times in nanoseconds (total_ns, io_wait_ns, ...).
+    /// exact_distances, ...; times in nanoseconds (total_ns, io_wait_ns, ...). Counts the
+    /// disk search only (not the in-memory delta of an updated index).
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let (queries, totals) = *lock(&self.totals);
@@ -312,13 +591,35 @@ impl Index {
     }
 
     /// A description of the index: shape, metric, graph and PQ parameters, layout, bytes on
-    /// disk per file, memory held at search time per part, the static cache, the I/O engine.
+    /// disk per file, memory held at search time per part, the static cache, the I/O engine,
+    /// and `live`: whether it is open for writing, its live vectors and its in-memory delta.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let ix = &*self.ix;
-        let engine = self.engine()?;
+        let inner = self.inner()?;
+        let ix = inner.disk();
+        let engine = match self.fast_disk(&inner) {
+            Some(_) => self.engine(&ix)?,
+            None => ix
+                .file()
+                .engine(ix.options().engine, ix.engine_config())
+                .py()?,
+        };
         let e = engine.info();
-        self.put_engine(engine);
+        if self.fast_disk(&inner).is_some() {
+            self.put_engine(engine);
+        }
         let o = ix.options();
+        let live = match &*inner {
+            Inner::Disk(d) => serde_json::json!({
+                "writable": false, "updated": false, "vectors": d.n(),
+                "delta_vectors": 0, "delta_bytes": 0,
+            }),
+            Inner::Live(l) => serde_json::json!({
+                "writable": l.is_writable(),
+                "updated": self.updated.load(Ordering::Acquire),
+                "vectors": self.live_count(py)?,
+                "delta_vectors": l.delta_len(), "delta_bytes": l.delta_bytes(),
+            }),
+        };
         // The library's description, with what only this handle knows (its cache and engine)
         // and the element type by its numpy name.
         let mut v = serde_json::to_value(ix.info().py()?)
@@ -329,6 +630,7 @@ impl Index {
             "engine": {"name": e.name, "direct": e.direct,
                        "registered_buffers": e.registered_buffers, "sqpoll": e.sqpoll,
                        "queue_depth": o.queue_depth},
+            "live": live,
         });
         if let (Some(obj), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
             obj.extend(extra);
@@ -341,7 +643,8 @@ impl Index {
     /// `trawl info DIR --verify` does. Returns `{"manifest": bool, "files": [{"name", "bytes",
     /// "checked"}]}`; raises `CorruptIndexError` naming the first damaged file.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let dir = self.ix.dir().to_path_buf();
+        let _open = self.inner()?;
+        let dir = self.dir.clone();
         let rep = py
             .detach(|| trawl::index::verify_index(&dir, &trawl::progress::Control::silent()))
             .py()?;
@@ -349,9 +652,22 @@ impl Index {
         to_py(py, &v)
     }
 
-    /// Hands the pooled I/O engines back (they are recreated on demand).
-    fn close(&self) {
+    /// Closes the handle: the pooled I/O engines are handed back, the files closed and, for
+    /// an index open for writing, the log synced and the writer lock released (another
+    /// writer may then open it). Every later call but `close()` raises `InvalidInputError`.
+    /// A call running in another thread finishes first on what it holds.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let inner = lock(&self.state).take();
         lock(&self.engines).clear();
+        if let Some(inner) = inner {
+            if let Inner::Live(l) = &*inner {
+                if l.is_writable() {
+                    py.detach(|| l.flush()).py()?;
+                }
+            }
+            py.detach(move || drop(inner));
+        }
+        Ok(())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -359,43 +675,171 @@ impl Index {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) {
-        self.close();
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close(py)
     }
 }
 
 impl Index {
-    fn lib_params(&self, k: i64, params: Option<SearchParams>) -> PyResult<LibSearchParams> {
-        let k = count("k", k, 1)?;
-        if k > self.ix.n() {
+    /// What the handle searches, or an error when it is closed.
+    fn inner(&self) -> PyResult<Arc<Inner>> {
+        lock(&self.state).clone().ok_or_else(|| {
+            invalid(format!(
+                "{}: the index handle is closed",
+                self.dir.display()
+            ))
+        })
+    }
+
+    /// The live index to write, or the read-only error.
+    fn writer<'a>(&self, inner: &'a Inner) -> PyResult<&'a LiveIndex> {
+        match inner {
+            Inner::Live(l) if l.is_writable() => Ok(l),
+            _ => Err(invalid(format!(
+                "{}: the index is open read-only: open it with Index.open(index_dir, \
+                 writable=True) to change it",
+                self.dir.display()
+            ))),
+        }
+    }
+
+    /// The disk files to search directly (ids = row numbers), while the index has no
+    /// updates; `None` when searches go through the live index.
+    fn fast_disk(&self, inner: &Inner) -> Option<Arc<DiskIndex>> {
+        match inner {
+            Inner::Disk(d) => Some(Arc::clone(d)),
+            Inner::Live(l) => (!self.updated.load(Ordering::Acquire)).then(|| l.disk()),
+        }
+    }
+
+    /// Runs one write with the GIL released; searches go through the live index from it on.
+    /// `count` gives the live vectors after the write from those before it and what the
+    /// write returned (`None` when unknown).
+    fn write<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce() -> Result<R, LiveError> + Send,
+        count: impl FnOnce(&R, usize) -> Option<usize> + Send,
+    ) -> PyResult<R> {
+        self.updated.store(true, Ordering::Release);
+        py.detach(|| {
+            let _one = lock(&self.write_lock);
+            let r = f();
+            let mut n = lock(&self.live_n);
+            *n = match &r {
+                Ok(r) => n.and_then(|n| count(r, n)),
+                // Nothing was applied, or (an error after the log write) recount.
+                Err(e) if e.kind() == trawl::ErrorKind::InvalidInput => *n,
+                Err(_) => None,
+            };
+            r
+        })
+        .py()
+    }
+
+    /// Live vectors: kept up to date by the writes, counted (a scan of every slot) when
+    /// unknown.
+    fn live_count(&self, py: Python<'_>) -> PyResult<usize> {
+        let inner = self.inner()?;
+        let l = match &*inner {
+            Inner::Disk(d) => return Ok(d.n()),
+            Inner::Live(l) => l,
+        };
+        if let Some(n) = *lock(&self.live_n) {
+            return Ok(n);
+        }
+        Ok(py.detach(|| {
+            let _no_writes = lock(&self.write_lock);
+            let mut n = lock(&self.live_n);
+            *n.get_or_insert_with(|| l.len())
+        }))
+    }
+
+    fn write_vectors(
+        &self,
+        py: Python<'_>,
+        vectors: &Bound<'_, PyAny>,
+        ids: Option<&[u64]>,
+        upsert: bool,
+    ) -> PyResult<Vec<u64>> {
+        let inner = self.inner()?;
+        let live = self.writer(&inner)?;
+        let arr = as_array(vectors, "vectors")?;
+        let dim = match arr.ndim() {
+            1 => arr.shape()[0],
+            2 => arr.shape()[1],
+            d => {
+                return Err(invalid(format!(
+                    "vectors must be a 2-D array (vectors × dimension) or one 1-D vector, not \
+                     {d}-D"
+                )))
+            }
+        };
+        if dim != self.dim {
             return Err(invalid(format!(
-                "k = {k} is larger than the {} indexed vectors",
-                self.ix.n()
+                "vectors have dimension {dim}, the index has {}",
+                self.dim
+            )));
+        }
+        fn go<T: Element + numpy::Element>(
+            this: &Index,
+            py: Python<'_>,
+            live: &LiveIndex,
+            arr: &Bound<'_, PyUntypedArray>,
+            ids: Option<&[u64]>,
+            upsert: bool,
+        ) -> PyResult<Vec<u64>> {
+            let e = Elements::<T>::of(arr)?;
+            let rows = e.as_slice();
+            if upsert {
+                let ids = ids.unwrap_or(&[]);
+                this.write(py, || live.upsert(ids, rows), |_, _| None)
+            } else {
+                this.write(py, || live.insert(ids, rows), |new, n| Some(n + new.len()))
+            }
+        }
+        match self.check_dtype(&arr, "vector")? {
+            DType::F32 => go::<f32>(self, py, live, &arr, ids, upsert),
+            DType::U8 => go::<u8>(self, py, live, &arr, ids, upsert),
+            DType::I8 => go::<i8>(self, py, live, &arr, ids, upsert),
+        }
+    }
+
+    fn lib_params(
+        &self,
+        py: Python<'_>,
+        k: i64,
+        params: Option<SearchParams>,
+    ) -> PyResult<LibSearchParams> {
+        let k = count("k", k, 1)?;
+        let n = self.live_count(py)?;
+        if k > n {
+            return Err(invalid(format!(
+                "k = {k} is larger than the {n} indexed vectors"
             )));
         }
         params.unwrap_or_default().to_lib(k)
     }
 
-    fn check_dtype(&self, arr: &Bound<'_, PyUntypedArray>) -> PyResult<DType> {
+    fn check_dtype(&self, arr: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<DType> {
         let dt = dtype_of(arr)?;
-        if dt != self.ix.dtype() {
+        if dt != self.dtype {
             return Err(invalid(format!(
-                "query dtype {} does not match the index's {} (convert with .astype(numpy.{}))",
+                "{what} dtype {} does not match the index's {} (convert with .astype(numpy.{}))",
                 numpy_name(dt),
-                numpy_name(self.ix.dtype()),
-                numpy_name(self.ix.dtype())
+                numpy_name(self.dtype),
+                numpy_name(self.dtype)
             )));
         }
         Ok(dt)
     }
 
-    fn engine(&self) -> PyResult<Box<dyn IoEngine>> {
+    fn engine(&self, ix: &DiskIndex) -> PyResult<Box<dyn IoEngine>> {
         if let Some(e) = lock(&self.engines).pop() {
             return Ok(e);
         }
-        self.ix
-            .file()
-            .engine(self.ix.options().engine, self.ix.engine_config())
+        ix.file()
+            .engine(ix.options().engine, ix.engine_config())
             .py()
     }
 
@@ -403,22 +847,34 @@ impl Index {
         lock(&self.engines).push(e);
     }
 
+    /// One query: on the disk files with a pooled engine while the index has no updates,
+    /// else through the live index.
     fn search_one<T: Element + numpy::Element>(
         &self,
         py: Python<'_>,
+        inner: &Inner,
         query: &Elements<'_, T>,
         p: &LibSearchParams,
-    ) -> PyResult<(Vec<(u32, f32)>, QueryStats)> {
+    ) -> PyResult<(Vec<(u64, f32)>, QueryStats)> {
         let q = query.as_slice();
-        if q.len() != self.ix.dim() {
+        if q.len() != self.dim {
             return Err(invalid(format!(
                 "query has dimension {}, the index has {}",
                 q.len(),
-                self.ix.dim()
+                self.dim
             )));
         }
-        let engine = self.engine()?;
-        let ix = &*self.ix;
+        let Some(disk) = self.fast_disk(inner) else {
+            let Inner::Live(live) = inner else {
+                unreachable!("a disk-only index is always searched directly")
+            };
+            let out = py.detach(|| live.search_rows(q, p, 1, 1)).py()?;
+            let hits = out.ids.into_iter().zip(out.dists).collect();
+            let stats = out.stats.into_iter().next().unwrap_or_default();
+            return Ok((hits, stats));
+        };
+        let engine = self.engine(&disk)?;
+        let ix = &*disk;
         let spin = Duration::from_micros(ix.options().spin_us.unwrap_or(AUTO_SPIN_US));
         let (res, engine) = py.detach(move || {
             let mut s = Searcher::with_engine(ix.view(), engine);
@@ -431,7 +887,36 @@ impl Index {
         if res.is_ok() {
             self.put_engine(engine);
         }
-        res.py()
+        let (hits, stats) = res.py()?;
+        Ok((
+            hits.into_iter().map(|(id, d)| (row_id(id), d)).collect(),
+            stats,
+        ))
+    }
+
+    /// A batch: on the disk files while the index has no updates, else through the live
+    /// index. Returns row-major ids and distances and per-query statistics.
+    #[allow(clippy::type_complexity)]
+    fn search_batch<T: Element>(
+        &self,
+        py: Python<'_>,
+        inner: &Inner,
+        rows: &[T],
+        p: &LibSearchParams,
+        threads: usize,
+    ) -> PyResult<(Vec<u64>, Vec<f32>, Vec<QueryStats>)> {
+        match (self.fast_disk(inner), inner) {
+            (Some(disk), _) => {
+                let out = py.detach(|| disk.search_rows(rows, p, threads, 1)).py()?;
+                let ids = out.ids.into_iter().map(row_id).collect();
+                Ok((ids, out.dists, out.stats))
+            }
+            (None, Inner::Live(live)) => {
+                let out = py.detach(|| live.search_rows(rows, p, threads, 1)).py()?;
+                Ok((out.ids, out.dists, out.stats))
+            }
+            (None, Inner::Disk(_)) => unreachable!("a disk-only index is always searched directly"),
+        }
     }
 
     fn record(&self, stats: Vec<QueryStats>) {
@@ -443,6 +928,101 @@ impl Index {
             }
         }
         *lock(&self.last) = stats;
+    }
+}
+
+/// The id of a row of an index without updates (its row number), `MISSING_ID` for none.
+fn row_id(id: u32) -> u64 {
+    if id == u32::MAX {
+        MISSING_ID
+    } else {
+        u64::from(id)
+    }
+}
+
+/// Ids from Python as `u64`: an integer numpy array (0-D or 1-D, any integer dtype), a single
+/// int, or a sequence of ints (converted one by one, so large ids never pass through a float);
+/// a negative, non-integer or out-of-range value is an `InvalidInputError`.
+fn id_list(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
+    if let Ok(arr) = obj.cast::<PyUntypedArray>() {
+        return id_array(arr, what);
+    }
+    let one = |item: &Bound<'_, PyAny>, at: Option<usize>| -> PyResult<u64> {
+        if let Ok(id) = item.extract::<u64>() {
+            return Ok(id);
+        }
+        if let Ok(neg) = item.extract::<i64>() {
+            return Err(invalid(format!("{what} must be at least 0: found {neg}")));
+        }
+        let shown = item
+            .repr()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|_| "?".into());
+        Err(invalid(format!(
+            "{what} must be integers in [0, 2**64 - 2]{}: {shown} is not",
+            at.map_or(String::new(), |i| format!(" (item {i})"))
+        )))
+    };
+    if obj.extract::<i128>().is_ok() {
+        return Ok(vec![one(obj, None)?]);
+    }
+    let items = obj.try_iter().map_err(|_| {
+        let ty = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        invalid(format!(
+            "{what} must be a numpy array or a list of integers, not {ty}"
+        ))
+    })?;
+    let mut ids = Vec::with_capacity(obj.len().unwrap_or(0));
+    for (i, item) in items.enumerate() {
+        ids.push(one(&item?, Some(i))?);
+    }
+    Ok(ids)
+}
+
+/// [`id_list`] of a numpy array.
+fn id_array(arr: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<Vec<u64>> {
+    let py = arr.py();
+    if arr.ndim() > 1 {
+        return Err(invalid(format!(
+            "{what} must be a 1-D array or list of integers, not {}-D",
+            arr.ndim()
+        )));
+    }
+    if arr.len() == 0 && arr.ndim() == 1 {
+        return Ok(Vec::new());
+    }
+    let dtype = arr.dtype();
+    let kind = dtype.kind();
+    let np = py.import("numpy")?;
+    let flat = arr.call_method1("reshape", (-1,))?;
+    let contiguous = |name: &str| -> PyResult<Bound<'_, PyAny>> {
+        let kw = PyDict::new(py);
+        kw.set_item("dtype", name)?;
+        np.call_method("ascontiguousarray", (&flat,), Some(&kw))
+    };
+    match kind {
+        b'u' => {
+            let a = contiguous("uint64")?;
+            Ok(a.cast::<PyArray1<u64>>()?.to_vec()?)
+        }
+        b'i' => {
+            let a = contiguous("int64")?;
+            let v = a.cast::<PyArray1<i64>>()?.to_vec()?;
+            if let Some(neg) = v.iter().find(|&&x| x < 0) {
+                return Err(invalid(format!("{what} must be at least 0: found {neg}")));
+            }
+            Ok(v.into_iter().map(|x| x as u64).collect())
+        }
+        _ => {
+            let name = dtype.str().map(|s| s.to_string()).unwrap_or_default();
+            Err(invalid(format!(
+                "{what} must be integers in [0, 2**64 - 2], not an array of {name}"
+            )))
+        }
     }
 }
 

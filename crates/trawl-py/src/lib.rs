@@ -1,10 +1,13 @@
 //! Python bindings of trawl: `trawl._trawl`, re-exported by the `trawl` package.
 //!
-//! Thin over the library: `build` wraps [`trawl::index::build_index`], `Index` a
-//! [`DiskIndex`] with a pool of I/O engines for single queries, `batch_search`
-//! [`DiskIndex::search_rows`]. numpy arrays are read in place when C-contiguous; results
-//! come back as arrays that own the library's buffers (no copy). Every call that reads the
-//! disk or computes releases the GIL; `build` polls for Ctrl-C while it runs.
+//! Thin over the library: `build` wraps [`trawl::index::build_index`]; `Index` a
+//! `DiskIndex` with a pool of I/O engines for single queries (a read-only index without
+//! updates, `batch_search` through `DiskIndex::search_rows`) or a `LiveIndex` (open for
+//! writing, or with updates: `insert` / `upsert` / `delete` / `merge` / `flush`, searches
+//! through `LiveIndex::search_rows`). Result ids are `u64` everywhere. numpy arrays are read
+//! in place when C-contiguous; results come back as arrays that own their buffers. Every
+//! call that reads the disk, writes or computes releases the GIL; `build` and `merge` poll
+//! for Ctrl-C while they run.
 
 mod arrays;
 mod build;
@@ -19,7 +22,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _trawl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("MISSING_ID", u32::MAX)?;
+    m.add("MISSING_ID", index::MISSING_ID)?;
     m.add_class::<params::BuildParams>()?;
     m.add_class::<params::SearchParams>()?;
     m.add_class::<index::Index>()?;

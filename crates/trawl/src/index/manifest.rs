@@ -10,7 +10,7 @@
 //! any rebuild). An index written before manifests existed has none and still opens; it gets
 //! one the next time one of those operations writes into it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -250,7 +250,24 @@ impl Manifest {
             let Some(path) = find(layout.file_name()) else {
                 continue;
             };
-            let vectors = find(dvectors::FILE_NAME);
+            // The decoupled layout's vectors: the segments named by the vector map beside its
+            // graph file (a merged index), else the one vector file of a layout written whole.
+            let vectors: Option<Vec<(PathBuf, &'static str)>> = if layout == IndexLayout::Decoupled
+            {
+                let graph_dir = path.parent().unwrap_or(Path::new("."));
+                match super::segments::VectorMap::load(graph_dir)? {
+                    Some(m) => {
+                        let mut v = vec![(graph_dir.join(super::segments::FILE_NAME), "vmap")];
+                        for (name, _) in &m.segments {
+                            v.push((needed(name)?, "vectors"));
+                        }
+                        Some(v)
+                    }
+                    None => find(dvectors::FILE_NAME).map(|p| vec![(p, "vectors")]),
+                }
+            } else {
+                None
+            };
             let meta = match (layout, &vectors) {
                 (IndexLayout::Decoupled, None) => continue,
                 (IndexLayout::Decoupled, Some(_)) => {
@@ -268,8 +285,13 @@ impl Manifest {
                 layout.name()
             };
             files.push(entry_at(&path, layout.file_name(), role)?);
-            if let (IndexLayout::Decoupled, Some(v)) = (layout, vectors) {
-                files.push(entry_at(&v, dvectors::FILE_NAME, "vectors")?);
+            for (p, role) in vectors.into_iter().flatten() {
+                let name = p
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default()
+                    .to_string();
+                files.push(entry_at(&p, &name, role)?);
             }
         }
         if let Some(e) = find(entry::FILE_NAME) {

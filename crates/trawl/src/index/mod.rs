@@ -24,6 +24,7 @@ pub mod live;
 pub mod manifest;
 pub mod merge;
 mod open;
+pub mod segments;
 pub mod txn;
 mod verify;
 pub mod wal;

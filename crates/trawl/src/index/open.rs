@@ -44,7 +44,16 @@ impl DiskIndex {
         if let Some(m) = &manifest {
             let mut names = vec![opts.layout.file_name(), PQ_FILE, PQ_CODES_FILE];
             if opts.layout == IndexLayout::Decoupled {
-                names.push(dvectors::FILE_NAME);
+                // The vector segments the manifest lists (the layout's file, or the map and
+                // the segments merges wrote).
+                names.extend(m.files.iter().map(|f| f.name.as_str()).filter(|n| {
+                    *n == dvectors::FILE_NAME
+                        || *n == super::segments::FILE_NAME
+                        || super::segments::is_segment_name(n)
+                }));
+            }
+            if dir.join(super::ids::FILE_NAME).is_file() {
+                names.push(super::ids::FILE_NAME);
             }
             if dir.join(entry::FILE_NAME).is_file() {
                 names.push(entry::FILE_NAME);
@@ -122,34 +131,59 @@ fn open_layout(dir: &Path, opts: &OpenOptions) -> Result<(LayoutReader, IoFile),
     };
     if opts.layout == IndexLayout::Decoupled {
         let graph = GraphFile::open(&path)?;
-        let vectors_path = dir.join(dvectors::FILE_NAME);
-        if !vectors_path.is_file() {
-            return Err(mismatch(format!(
-                "{} is missing beside {} (rewrite the layout with `trawl layout {} --decoupled`)",
-                dvectors::FILE_NAME,
-                dgraph::FILE_NAME,
-                dir.display()
-            )));
-        }
-        let vectors = VectorFile::open(&vectors_path)?;
         let meta = *graph.meta();
-        let vg = vectors.geometry();
-        if vg.n != meta.n || vg.dim != meta.dim || vg.dtype != meta.dtype {
-            return Err(mismatch(format!(
-                "the vector file ({} × {} {}) does not match the graph ({} × {} {})",
-                vg.n,
-                vg.dim,
-                vg.dtype.name(),
-                meta.n,
-                meta.dim,
-                meta.dtype.name()
-            )));
+        // The vector segments: the map's, or the one file a layout written whole has.
+        let vmap = super::segments::VectorMap::load(dir)?;
+        let names: Vec<(String, u64)> = match &vmap {
+            Some(m) => {
+                if m.slots.len() as u64 != meta.n {
+                    return Err(mismatch(format!(
+                        "{} maps {} slots for a graph of {}",
+                        super::segments::FILE_NAME,
+                        m.slots.len(),
+                        meta.n
+                    )));
+                }
+                m.segments.clone()
+            }
+            None => vec![(dvectors::FILE_NAME.to_string(), meta.n)],
+        };
+        let mut segments = Vec::with_capacity(names.len());
+        let mut files = vec![IoFile::open(&path, opts.direct)?];
+        for (name, count) in &names {
+            let vectors_path = dir.join(name);
+            if !vectors_path.is_file() {
+                return Err(mismatch(format!(
+                    "{name} is missing beside {} (rewrite the layout with `trawl layout {} \
+                     --decoupled`)",
+                    dgraph::FILE_NAME,
+                    dir.display()
+                )));
+            }
+            let vectors = VectorFile::open(&vectors_path)?;
+            let vg = vectors.geometry();
+            if vg.n != *count || vg.dim != meta.dim || vg.dtype != meta.dtype {
+                return Err(mismatch(format!(
+                    "the vector file {name} ({} × {} {}) does not match the graph ({} × {} {})",
+                    vg.n,
+                    vg.dim,
+                    vg.dtype.name(),
+                    count,
+                    meta.dim,
+                    meta.dtype.name()
+                )));
+            }
+            files.push(IoFile::open(&vectors_path, opts.direct)?);
+            segments.push(vectors);
         }
-        let files = IoFile::concat(&[
-            IoFile::open(&path, opts.direct)?,
-            IoFile::open(&vectors_path, opts.direct)?,
-        ])?;
-        let d = DecoupledLayout::new(graph, vectors, opts.list_cache_bytes, opts.verify_pages);
+        let files = IoFile::concat(&files)?;
+        let d = DecoupledLayout::new(
+            graph,
+            segments,
+            vmap.map(|m| m.slots),
+            opts.list_cache_bytes,
+            opts.verify_pages,
+        );
         return Ok((LayoutReader::Decoupled(Box::new(d)), files));
     }
     let packed = PackedFile::open(&path)?;

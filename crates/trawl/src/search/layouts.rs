@@ -152,21 +152,40 @@ impl GraphSource for RecordLayout {
 #[derive(Debug)]
 pub struct DecoupledLayout {
     graph: GraphFile,
-    vectors: VectorFile,
-    vector_base: u64,
+    /// Vector segments (the layout's `vectors.trawl`, then the files merges wrote).
+    segments: Vec<VectorFile>,
+    /// First page of each segment in the joint page space (after the graph file's pages).
+    bases: Vec<u64>,
+    /// Per slot `(segment, local id)` (`None`: slot `s` is local id `s` of segment 0).
+    map: Option<Vec<(u32, u32)>>,
     lists: ListCache,
     verify: bool,
 }
 
 impl DecoupledLayout {
-    /// The layout of `graph` and `vectors` (whose pages follow the graph file's in the
-    /// engine's page space), with a list cache of `list_cache_bytes`.
-    pub fn new(graph: GraphFile, vectors: VectorFile, list_cache_bytes: u64, verify: bool) -> Self {
+    /// The layout of `graph` and its vector `segments` (whose pages follow the graph file's
+    /// in the engine's page space, in order), with `map` giving each slot's segment and local
+    /// id (`None`: one segment holding slot `s` as id `s`), and a list cache of
+    /// `list_cache_bytes`.
+    pub fn new(
+        graph: GraphFile,
+        segments: Vec<VectorFile>,
+        map: Option<Vec<(u32, u32)>>,
+        list_cache_bytes: u64,
+        verify: bool,
+    ) -> Self {
         let lists = ListCache::new(graph.cache_entry_bytes(), list_cache_bytes);
+        let mut bases = Vec::with_capacity(segments.len());
+        let mut at = graph.total_pages();
+        for s in &segments {
+            bases.push(at);
+            at += s.total_pages();
+        }
         Self {
-            vector_base: graph.total_pages(),
             graph,
-            vectors,
+            segments,
+            bases,
+            map,
             lists,
             verify,
         }
@@ -175,17 +194,32 @@ impl DecoupledLayout {
     pub fn graph(&self) -> &GraphFile {
         &self.graph
     }
-    /// The vector file.
+    /// The first vector segment (the layout's `vectors.trawl` until a merge moves vectors).
     pub fn vectors(&self) -> &VectorFile {
-        &self.vectors
+        &self.segments[0]
     }
-    /// Page of the joint page space where the vector file starts.
-    pub fn vector_base(&self) -> u64 {
-        self.vector_base
+    /// Every vector segment.
+    pub fn segments(&self) -> &[VectorFile] {
+        &self.segments
     }
     /// The list cache.
     pub fn lists(&self) -> &ListCache {
         &self.lists
+    }
+    /// Segment and local id of slot `id`.
+    #[inline]
+    fn loc(&self, id: u32) -> (usize, u32) {
+        match &self.map {
+            None => (0, id),
+            Some(m) => m
+                .get(id as usize)
+                .map_or((usize::MAX, 0), |&(s, l)| (s as usize, l)),
+        }
+    }
+    /// Segment of joint page `page`.
+    #[inline]
+    fn segment_of(&self, page: u64) -> usize {
+        self.bases.partition_point(|&b| b <= page).saturating_sub(1)
     }
 }
 
@@ -284,14 +318,20 @@ impl DecoupledLayout {
 }
 
 impl VectorSource for DecoupledLayout {
+    /// A slot without a vector (never asked for by a search) maps to page 0, the graph
+    /// file's header, whose decoding fails as damage.
     #[inline]
     fn vector_page(&self, id: u32) -> u64 {
-        self.vector_base + self.vectors.locate(id)
+        let (s, l) = self.loc(id);
+        match self.segments.get(s) {
+            Some(f) => self.bases[s] + f.locate(l),
+            None => 0,
+        }
     }
     #[inline]
     fn vectors_on_page(&self, page: u64) -> u64 {
-        self.vectors
-            .vectors_on_page(page.saturating_sub(self.vector_base))
+        let s = self.segment_of(page);
+        self.segments[s].vectors_on_page(page.saturating_sub(self.bases[s]))
     }
     fn decode_vector(
         &self,
@@ -300,10 +340,17 @@ impl VectorSource for DecoupledLayout {
         bytes: &[u8],
         out: &mut [u8],
     ) -> Result<(), SearchError> {
-        let file_page = page.saturating_sub(self.vector_base);
-        self.vectors
-            .decode(id, file_page, bytes, self.verify, out)
-            .map_err(|detail| corrupt(self.vectors.path(), file_page, detail))
+        let (s, l) = self.loc(id);
+        let Some(f) = self.segments.get(s) else {
+            return Err(corrupt(
+                self.graph.path(),
+                page,
+                format!("slot {id} has no vector"),
+            ));
+        };
+        let file_page = page.saturating_sub(self.bases[s]);
+        f.decode(l, file_page, bytes, self.verify, out)
+            .map_err(|detail| corrupt(f.path(), file_page, detail))
     }
 }
 
@@ -370,7 +417,11 @@ impl LayoutReader {
     pub fn heap_bytes(&self) -> usize {
         match self {
             Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => r.file.heap_bytes(),
-            Self::Decoupled(d) => d.graph.heap_bytes() + d.vectors.heap_bytes(),
+            Self::Decoupled(d) => {
+                d.graph.heap_bytes()
+                    + d.segments.iter().map(VectorFile::heap_bytes).sum::<usize>()
+                    + d.map.as_ref().map_or(0, |m| m.len() * 8)
+            }
         }
     }
     /// Memory of the caches: the static node cache, or the list cache's budget.
