@@ -265,10 +265,27 @@ fn index_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Contro
     if layout == trawl::index::IndexLayout::Decoupled {
         println!("(no packed.trawl: the decoupled layout only)");
         decoupled_graph(&dir.join(trawl::layout::decoupled::graph::FILE_NAME), false)?;
-        decoupled_vectors(
-            &dir.join(trawl::layout::decoupled::vectors::FILE_NAME),
-            false,
-        )?;
+        match ix.decoupled().filter(|d| d.slot_map().is_some()) {
+            Some(d) => println!(
+                "vectors: {} segments written by merges and garbage collection ({}), mapped by \
+                 vmap.trawl",
+                d.segments().len(),
+                d.segments()
+                    .iter()
+                    .map(|f| format!(
+                        "{} {} vectors {}",
+                        f.path().file_name().and_then(|n| n.to_str()).unwrap_or("?"),
+                        f.geometry().n,
+                        human_bytes(f.file_bytes())
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => decoupled_vectors(
+                &dir.join(trawl::layout::decoupled::vectors::FILE_NAME),
+                false,
+            )?,
+        }
     } else {
         packed_file(&packed_path, false, ctl)?;
     }
@@ -295,7 +312,9 @@ fn index_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Contro
     }
     println!("files:");
     let row = |name: &str, b: u64| println!("  {name:<15} {:>12} ({b} bytes)", human_bytes(b));
-    row("packed.trawl", db.packed);
+    if db.packed > 0 {
+        row("packed.trawl", db.packed);
+    }
     row("pq.trawl", db.pq);
     row("pq-codes.trawl", db.pq_codes);
     if let Some(e) = ix.entry() {
@@ -310,20 +329,33 @@ fn index_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Contro
     }
     println!("  total           {:>12}", human_bytes(db.total()));
     let dgraph = dir.join(trawl::layout::decoupled::graph::FILE_NAME);
-    let dvec = dir.join(trawl::layout::decoupled::vectors::FILE_NAME);
-    if let (Ok(g), Ok(v)) = (std::fs::metadata(&dgraph), std::fs::metadata(&dvec)) {
-        let total = g.len() + v.len() + db.pq + db.pq_codes;
+    if let Ok(g) = std::fs::metadata(&dgraph) {
+        // The vector bytes: every segment and the map (read from the open decoupled layout),
+        // else the layout's one vector file.
+        let vectors = if db.vectors > 0 {
+            db.vectors
+        } else {
+            std::fs::metadata(dir.join(trawl::layout::decoupled::vectors::FILE_NAME))
+                .map_or(0, |m| m.len())
+        };
+        let total = g.len() + vectors + db.pq + db.pq_codes;
         let packed_total = db.packed + db.pq + db.pq_codes;
+        let vs_packed = |x: u64, p: u64| {
+            if db.packed > 0 {
+                format!(" ({:.3}× {})", x as f64 / p.max(1) as f64, human_bytes(p))
+            } else {
+                String::new()
+            }
+        };
         println!(
-            "  decoupled layout (--layout decoupled): graph.trawl {} + vectors.trawl {} = {} \
-             ({:.3}× packed.trawl); with the PQ files {} ({:.3}× the packed layout's {})",
+            "  decoupled layout (--layout decoupled): graph.trawl {} + vectors {} = {}{}; with \
+             the PQ files {}{}",
             human_bytes(g.len()),
-            human_bytes(v.len()),
-            human_bytes(g.len() + v.len()),
-            (g.len() + v.len()) as f64 / db.packed.max(1) as f64,
+            human_bytes(vectors),
+            human_bytes(g.len() + vectors),
+            vs_packed(g.len() + vectors, db.packed),
             human_bytes(total),
-            total as f64 / packed_total.max(1) as f64,
-            human_bytes(packed_total)
+            vs_packed(total, packed_total),
         );
     }
     for layout in [

@@ -306,6 +306,7 @@ fn main() {
             let o = MergeOptions {
                 threads: if concurrent { 1 } else { a.threads },
                 nice: 10,
+                ..MergeOptions::default()
             };
             let r = ix.merge_with(&o, &ctl).expect("merge");
             stop.store(true, Ordering::Release);

@@ -335,3 +335,106 @@ fn searches_on_two_threads_run_through_three_merges() {
     );
     assert_eq!(ix.len(), 3_000 + 1_800 - 900);
 }
+
+#[test]
+fn a_decoupled_merge_rewrites_the_graph_appends_segments_and_collects_garbage() {
+    use trawl::index::live::MergeOptions;
+    use trawl::index::merge::SegmentPolicy;
+    let dir = tempfile::tempdir().unwrap();
+    let (all, q) = data::<f32>(6_000, 60, DIM, 8);
+    let base = Matrix::from_vec(rows(&all, 0, 3_000), DIM).unwrap();
+    build(&base, dir.path(), Metric::L2, 16);
+    {
+        let ix = trawl::index::DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
+        ix.write_layout(
+            IndexLayout::Decoupled,
+            &Default::default(),
+            &Control::silent(),
+        )
+        .unwrap();
+    }
+    let opts = OpenOptions {
+        layout: IndexLayout::Decoupled,
+        ..OpenOptions::default()
+    };
+    let ix = LiveIndex::open(dir.path(), opts, Access::ReadWrite).unwrap();
+    let mut live: std::collections::BTreeMap<u64, usize> =
+        (0..3_000).map(|r| (r, r as usize)).collect();
+    let o = MergeOptions {
+        threads: 2,
+        segments: SegmentPolicy {
+            gc_dead_share: 0.3,
+            max_segments: 3,
+        },
+        ..MergeOptions::default()
+    };
+    let exists = |name: &str| dir.path().join(name).exists();
+    let mut gone_all: HashSet<u64> = HashSet::new();
+    let mut collected_any = false;
+    for round in 0..4usize {
+        // Delete a contiguous block of the oldest ids (whole segments age out), insert 500.
+        let oldest: Vec<u64> = live.keys().copied().take(500).collect();
+        ix.delete(&oldest).unwrap();
+        for id in &oldest {
+            live.remove(id);
+        }
+        gone_all.extend(oldest.iter().copied());
+        let first = 3_000 + round * 500;
+        let ids: Vec<u64> = (first as u64..first as u64 + 500).collect();
+        ix.insert(Some(&ids), &rows(&all, first, 500)).unwrap();
+        for (k, &id) in ids.iter().enumerate() {
+            live.insert(id, first + k);
+        }
+        let r = ix.merge_with(&o, &Control::silent()).unwrap();
+        assert_eq!((r.inserted, r.deleted), (500, 500));
+        let seg = r
+            .segments
+            .clone()
+            .expect("a decoupled merge reports its segments");
+        // The new vectors (and the live ones of collected segments) went to one new segment.
+        assert_eq!(
+            seg.written.as_deref(),
+            Some(format!("vectors-{:06}.trawl", round + 1).as_str())
+        );
+        assert_eq!(seg.written_vectors, 500 + seg.moved_vectors);
+        assert!(seg.segments <= 3, "{seg:?}");
+        collected_any |= !seg.collected.is_empty();
+        for (name, _) in &seg.collected {
+            assert!(!exists(name), "{name} collected but still on disk");
+        }
+        // Only the decoupled layout is left: the graph file, the map, the segments.
+        assert!(!exists("packed.trawl"));
+        assert!(exists("graph.trawl") && exists("vmap.trawl"));
+        let m = ix.disk().manifest().cloned().unwrap();
+        assert_eq!(m.layouts, vec!["decoupled".to_string()]);
+        // Bytes written: the graph, the new segment and the small files, not every vector.
+        let raw_vectors = (live.len() * DIM * 4) as u64;
+        assert!(
+            r.bytes_written < raw_vectors + 200_000,
+            "{} bytes written for {raw_vectors} bytes of vectors",
+            r.bytes_written
+        );
+        assert_eq!(ix.len(), 3_000);
+        // Every live vector finds itself at distance 0; no deleted id comes back.
+        let live_rows: Vec<f32> = live.values().flat_map(|&r| rows(&all, r, 1)).collect();
+        let hits = top1(&ix, &live_rows);
+        let found = hits
+            .iter()
+            .zip(live.keys())
+            .filter(|(h, id)| h.0 == **id && h.1 == 0.0)
+            .count();
+        assert!(found >= live.len() * 99 / 100, "{found} of {}", live.len());
+        assert!(returned(&ix, q.as_slice()).is_disjoint(&gone_all));
+        trawl::index::verify_index(dir.path(), &Control::silent()).unwrap();
+    }
+    assert!(collected_any, "4 rounds of 1/6 deletions collect a segment");
+    let ids: Vec<u64> = live.keys().copied().collect();
+    let vecs: Vec<f32> = live.values().flat_map(|&r| rows(&all, r, 1)).collect();
+    let rec = recall(&ix, &ids, &vecs, &q);
+    assert!(rec >= 0.9, "recall after 4 decoupled merges {rec}");
+    // A reopen (read-only, another handle) reads the same segments.
+    drop(ix);
+    let r = LiveIndex::open(dir.path(), opts, Access::ReadOnly).unwrap();
+    assert_eq!(r.len(), 3_000);
+    assert!((recall(&r, &ids, &vecs, &q) - rec).abs() < 1e-9);
+}

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use trawl::data::matrix::AnyMatrix;
-use trawl::index::live::{Access, LiveIndex};
-use trawl::index::OpenOptions;
+use trawl::index::live::{Access, LiveIndex, MergeOptions};
+use trawl::index::merge::SegmentPolicy;
+use trawl::index::{IndexLayout, OpenOptions};
 use trawl::progress::Control;
 
 use crate::runtime::human_bytes;
@@ -51,6 +52,28 @@ pub struct MergeArgs {
     /// Write the report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Merge the decoupled layout (DecoupleVS): only `graph.trawl` is rewritten, the new
+    /// vectors go to a new vector segment, and the page-packed layouts are dropped. The
+    /// default for an index whose only layout is the decoupled one.
+    #[arg(long)]
+    pub decoupled: bool,
+    /// Decoupled merge: garbage-collect a vector segment whose share of dead vectors passes
+    /// this (its live vectors are rewritten into the new segment).
+    #[arg(long, default_value_t = 0.2, value_parser = parse_share)]
+    pub gc_threshold: f64,
+    /// Decoupled merge: at most this many vector segments (the smallest are folded into
+    /// the new one past it).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_segments: u32,
+}
+
+fn parse_share(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a share between 0 and 1"))
+    }
 }
 
 /// Reads ids, one per line (blank lines and `#` comments skipped).
@@ -72,9 +95,25 @@ fn read_ids(path: &Path) -> Result<Vec<u64>> {
     Ok(ids)
 }
 
+/// The layout a writer opens: the decoupled one for an index that has no packed file left
+/// (a decoupled merge drops it) or when asked, else the packed one.
+fn writer_layout(dir: &Path, decoupled: bool) -> IndexLayout {
+    let graph = dir.join(IndexLayout::Decoupled.file_name());
+    if decoupled || (!dir.join(IndexLayout::Packed.file_name()).is_file() && graph.is_file()) {
+        IndexLayout::Decoupled
+    } else {
+        IndexLayout::Packed
+    }
+}
+
 fn open_writer(dir: &Path) -> Result<LiveIndex> {
+    open_writer_on(dir, writer_layout(dir, false))
+}
+
+fn open_writer_on(dir: &Path, layout: IndexLayout) -> Result<LiveIndex> {
     let opts = OpenOptions {
         direct: false,
+        layout,
         ..OpenOptions::default()
     };
     LiveIndex::open(dir, opts, Access::ReadWrite)
@@ -136,7 +175,8 @@ pub fn delete(args: &DeleteArgs, _ctl: &Control) -> Result<()> {
 
 /// `trawl merge`.
 pub fn merge(args: &MergeArgs, ctl: &Control) -> Result<()> {
-    let ix = open_writer(&args.index_dir)?;
+    let layout = writer_layout(&args.index_dir, args.decoupled);
+    let ix = open_writer_on(&args.index_dir, layout)?;
     let threads = if args.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -146,7 +186,15 @@ pub fn merge(args: &MergeArgs, ctl: &Control) -> Result<()> {
         .num_threads(threads)
         .build()
         .context("making the thread pool")?;
-    let r = pool.install(|| ix.merge(threads, ctl))?;
+    let o = MergeOptions {
+        threads,
+        nice: 0,
+        segments: SegmentPolicy {
+            gc_dead_share: args.gc_threshold,
+            max_segments: args.max_segments as usize,
+        },
+    };
+    let r = pool.install(|| ix.merge_with(&o, ctl))?;
     println!(
         "merged into {}: {} deleted, {} inserted, {} lists repaired, {} patched; {} slots \
          ({} free); {:.2} s (read {:.2}, insert {:.2}, patch {:.2}, other files {:.2}); {} \
@@ -166,6 +214,34 @@ pub fn merge(args: &MergeArgs, ctl: &Control) -> Result<()> {
         human_bytes(r.bytes_written),
         human_bytes(r.peak_rss_bytes)
     );
+    if let Some(seg) = &r.segments {
+        println!(
+            "decoupled: graph rewritten; {}; {} segments ({}){}",
+            match &seg.written {
+                Some(name) => format!(
+                    "{name} written ({} vectors, {} moved from collected segments, {})",
+                    seg.written_vectors,
+                    seg.moved_vectors,
+                    human_bytes(seg.written_bytes)
+                ),
+                None => "no vector segment written".into(),
+            },
+            seg.segments,
+            human_bytes(seg.segment_bytes),
+            if seg.collected.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; collected {}",
+                    seg.collected
+                        .iter()
+                        .map(|(n, d)| format!("{n} ({:.0}% dead)", d * 100.0))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+    }
     if let Some(p) = &args.report {
         crate::cmd_graph::write_json(p, &r)?;
     }

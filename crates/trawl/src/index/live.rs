@@ -26,7 +26,7 @@ use rayon::prelude::*;
 
 use super::delta::Delta;
 use super::ids::{SlotIds, HOLE, MAX_ID};
-use super::merge::{MergeInput, MergeReport};
+use super::merge::{MergeInput, MergeReport, SegmentPolicy};
 use super::txn::{Flock, Txn, TxnError};
 use super::wal::{self, LogOp, LogRecord, LogVectors, LogWriter, WalError};
 use super::{DiskIndex, IndexBuildError, IndexLayout, OpenError, OpenOptions};
@@ -161,13 +161,15 @@ pub struct LiveBatch {
 }
 
 /// How a merge runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MergeOptions {
     /// Threads of the merge (its prunes and the insert phase's searches).
     pub threads: usize,
     /// Niceness of the merge's threads (Linux: 0 = as the caller, 19 = lowest priority),
     /// so searches running beside a merge keep the cores first.
     pub nice: i32,
+    /// Decoupled layout: when vector segments are garbage-collected.
+    pub segments: SegmentPolicy,
 }
 
 impl Default for MergeOptions {
@@ -176,6 +178,7 @@ impl Default for MergeOptions {
         Self {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             nice: 10,
+            segments: SegmentPolicy::default(),
         }
     }
 }
@@ -762,14 +765,19 @@ impl LiveIndex {
                     .num_threads(threads)
                     .build()
                     .map_err(|e| LiveError::Internal(format!("merge threads: {e}")))?;
-                pool.install(|| self.merge_now(threads, ctl))
+                pool.install(|| self.merge_now(threads, &o.segments, ctl))
             })
             .join()
             .unwrap_or_else(|_| Err(LiveError::Internal("the merge thread panicked".into())))
         })
     }
 
-    fn merge_now(&self, threads: usize, ctl: &Control) -> Result<MergeReport, LiveError> {
+    fn merge_now(
+        &self,
+        threads: usize,
+        policy: &SegmentPolicy,
+        ctl: &Control,
+    ) -> Result<MergeReport, LiveError> {
         let writer = self.writer()?;
         let _one = self.merging.lock();
         // Freeze: the active delta becomes the frozen one; new writes go to a fresh delta.
@@ -802,7 +810,7 @@ impl LiveIndex {
             *self.current.write() = v.clone();
             (v, cur.epoch.load(Ordering::Acquire), seq, w.next_id)
         };
-        let result = self.merge_frozen(&v, epoch, seq, next_id, threads, ctl);
+        let result = self.merge_frozen(&v, epoch, seq, next_id, threads, policy, ctl);
         // Whatever happened, the next version is read from the directory: the merged files
         // after a commit, the old ones otherwise, plus the log after them.
         let mut w = writer.lock();
@@ -841,17 +849,21 @@ impl LiveIndex {
         result
     }
 
-    /// The index's files opened on the packed layout through the page cache, for a merge
+    /// The index's files opened through the page cache on the layout the merge rewrites —
+    /// the decoupled one when this handle searches it, else the packed one — for a merge
     /// (whose writes start their transactions under the lock this handle holds).
-    fn open_packed(&self) -> Result<DiskIndex, LiveError> {
+    fn open_source(&self) -> Result<DiskIndex, LiveError> {
         let mut o = self.opts;
-        o.layout = IndexLayout::Packed;
+        if o.layout != IndexLayout::Decoupled {
+            o.layout = IndexLayout::Packed;
+        }
         o.direct = false;
         let mut d = DiskIndex::open(&self.dir, o)?;
         d.writer_held = true;
         Ok(d)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn merge_frozen(
         &self,
         v: &Version,
@@ -859,14 +871,16 @@ impl LiveIndex {
         seq: u64,
         next_id: u64,
         threads: usize,
+        policy: &SegmentPolicy,
         ctl: &Control,
     ) -> Result<MergeReport, LiveError> {
         let t0 = Instant::now();
         // The merge reads the files through the page cache: its read pass has just brought
         // them in, so the insert phase's searches cost memory reads, not device round trips
         // (and leave the device to the O_DIRECT searches running beside the merge).
-        let packed = self.open_packed()?;
-        let old = &packed;
+        let source = self.open_source()?;
+        let old = &source;
+        let decoupled = old.options().layout == IndexLayout::Decoupled;
         debug_assert_eq!(old.n(), v.disk.n());
         let frozen = v.frozen.as_ref().expect("frozen by merge");
         let txn = Txn::begin_held(&self.dir)?;
@@ -878,10 +892,14 @@ impl LiveIndex {
             delta: frozen,
             cfg: self.cfg,
             threads,
+            segments: decoupled.then_some(*policy),
         };
         let out = super::merge::merge(&input, txn.staging(), ctl)?;
         let mut report = out.report;
         let old_manifest = old.manifest().cloned();
+        // The staging directory holds the whole new version (a decoupled merge links the
+        // segments it keeps into it), so it alone is described: the layouts not rewritten
+        // (the packed ones, after a decoupled merge) are left out and the commit deletes them.
         let mut m = super::manifest::Manifest::describe(
             &[txn.staging()],
             old_manifest.as_ref().and_then(|m| m.build.clone()),
@@ -891,13 +909,20 @@ impl LiveIndex {
         m.log_seq = Some(seq);
         m.next_id = Some(next_id);
         report.bytes_written += txn.commit(&m)?;
-        // The other layouts the index had, written again from the new packed file.
+        drop(source);
+        // The other layouts the index had, written again from the new packed file (a
+        // decoupled merge keeps only the decoupled layout: DecoupleVS rewrites the graph
+        // file alone).
         let layouts: Vec<IndexLayout> = old_manifest
             .map(|m| m.layouts.iter().filter_map(|l| l.parse().ok()).collect())
             .unwrap_or_default();
         let t_l = Instant::now();
-        if layouts.iter().any(|&l| l != IndexLayout::Packed) {
-            let d = self.open_packed()?;
+        if !decoupled && layouts.iter().any(|&l| l != IndexLayout::Packed) {
+            let mut o = self.opts;
+            o.layout = IndexLayout::Packed;
+            o.direct = false;
+            let mut d = DiskIndex::open(&self.dir, o)?;
+            d.writer_held = true;
             for l in layouts.into_iter().filter(|&l| l != IndexLayout::Packed) {
                 let r = d.write_layout(l, &super::ShuffleParams::default(), ctl)?;
                 report.bytes_written += r.file_bytes;

@@ -28,16 +28,23 @@ use rayon::prelude::*;
 
 use super::delta::{Delta, DeltaElement};
 use super::ids::{SlotIds, HOLE};
-use super::{payload_crc, DiskIndex, IndexBuildError, PQ_CODES_FILE, PQ_FILE};
+use super::segments::{self, VectorMap, GONE};
+use super::{payload_crc, DiskIndex, IndexBuildError, IndexLayout, PQ_CODES_FILE, PQ_FILE};
 use crate::data::Matrix;
 use crate::graph::queue::Neighbor;
 use crate::graph::search::SearchScratch;
 use crate::graph::{robust_prune, PruneLimits, PruneScratch, VamanaConfig, VectorStore};
 use crate::kernels::{DType, Element};
+use crate::layout::decoupled::graph::GraphWriter;
+use crate::layout::decoupled::vectors::{
+    VectorGeometry, VectorParams, VectorPlanner, VectorWriter,
+};
 use crate::layout::packed::{self, PackedMeta, PackedWriter};
+use crate::layout::{FileError, FileErrorKind};
 use crate::progress::Control;
 use crate::quant::pq::PqCodes;
 use crate::search::entry::{self, EntryIndex, EntryParams};
+use crate::search::DecoupledLayout;
 use crate::search::{BeamParams, LiveFilter, SearchParams, Strategy};
 
 /// What a merge did.
@@ -70,6 +77,27 @@ pub struct MergeReport {
     /// Peak resident memory of the process during the merge (from the kernel's high-water
     /// mark, so it includes whatever the process held before), bytes.
     pub peak_rss_bytes: u64,
+    /// Decoupled layout: what happened to the vector segments.
+    pub segments: Option<SegmentReport>,
+}
+
+/// What a decoupled merge did to the vector segments.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SegmentReport {
+    /// The segment written (its file name), if any.
+    pub written: Option<String>,
+    /// Vectors in it: the new ones and those moved out of collected segments.
+    pub written_vectors: u64,
+    /// Of those, vectors moved out of garbage-collected segments.
+    pub moved_vectors: u64,
+    /// Bytes of the new segment file.
+    pub written_bytes: u64,
+    /// Segments garbage-collected (file names), with their dead share before the merge.
+    pub collected: Vec<(String, f64)>,
+    /// Segments of the new version.
+    pub segments: usize,
+    /// Bytes of every segment file of the new version.
+    pub segment_bytes: u64,
 }
 
 /// The state a merge folds in.
@@ -87,6 +115,31 @@ pub(crate) struct MergeInput<'a> {
     pub cfg: VamanaConfig,
     /// Search threads of the insert phase.
     pub threads: usize,
+    /// `Some` for a merge of the decoupled layout (only the graph file is rewritten; new
+    /// vectors go to a new segment), with its segment policy; `None` for the packed layout.
+    pub segments: Option<SegmentPolicy>,
+}
+
+/// How a decoupled merge manages its vector segments (DecoupleVS §3.5).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SegmentPolicy {
+    /// A segment whose share of dead vectors (deleted, or replaced by an upsert) passes this
+    /// is garbage-collected: its live vectors are rewritten into the merge's new segment and
+    /// the file is deleted.
+    pub gc_dead_share: f64,
+    /// At most this many segments: past it, the segments with the fewest live vectors are
+    /// folded into the merge's new segment too (small segments from small merges would
+    /// otherwise pile up).
+    pub max_segments: usize,
+}
+
+impl Default for SegmentPolicy {
+    fn default() -> Self {
+        Self {
+            gc_dead_share: 0.2,
+            max_segments: 8,
+        }
+    }
 }
 
 /// What the merge wrote into the staging directory.
@@ -94,8 +147,10 @@ pub(crate) struct MergeOutput {
     pub report: MergeReport,
 }
 
-/// Runs the merge, writing `packed.trawl`, `pq-codes.trawl`, `pq.trawl`, `ids.trawl` and (when
-/// the old version had one) `entry.trawl` into `staging`.
+/// Runs the merge, writing `packed.trawl` (decoupled: `graph.trawl`, `vmap.trawl`, a new vector
+/// segment when there are vectors to write, and hard links to the segments kept),
+/// `pq-codes.trawl`, `pq.trawl`, `ids.trawl` and (when the old version had one) `entry.trawl`
+/// into `staging`.
 pub(crate) fn merge(
     input: &MergeInput<'_>,
     staging: &Path,
@@ -185,21 +240,72 @@ fn merge_typed<T: DeltaElement>(
     let medoid = old.medoid();
     let mut medoid_vec: Vec<T> = Vec::new();
     let bar = ctl.bar("merge: reading", n_old as u64);
-    old.scan_records(ctl, |id, view| {
-        let v = view.vector::<T>(&mut Vec::new()).to_vec();
-        if id == medoid {
-            medoid_vec = v.clone();
+    if let Some(d) = old.decoupled().filter(|_| input.segments.is_some()) {
+        // Decoupled: the vectors from their segments (each read sequentially), the deleted
+        // nodes' lists from the graph file.
+        let vb = dim * std::mem::size_of::<T>();
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut vectors[..]);
+        let map = slot_map(d, n_old);
+        let mut of_local: Vec<Vec<u32>> = d
+            .segments()
+            .iter()
+            .map(|f| vec![u32::MAX; f.geometry().n as usize])
+            .collect();
+        for (slot, &(sg, l)) in map.iter().enumerate() {
+            if let Some(x) = of_local
+                .get_mut(sg as usize)
+                .and_then(|v| v.get_mut(l as usize))
+            {
+                *x = slot as u32;
+            }
         }
-        if deleted[id as usize] {
-            dlists.insert(id, view.neighbors().collect());
-        } else if !input.ids.is_hole(id) {
-            vectors[id as usize * dim..(id as usize + 1) * dim].copy_from_slice(&v);
+        for (si, f) in d.segments().iter().enumerate() {
+            let inv = &of_local[si];
+            f.scan(|local, raw| {
+                let Some(&slot) = inv.get(local as usize) else {
+                    return;
+                };
+                if slot == u32::MAX {
+                    return;
+                }
+                if slot == medoid {
+                    medoid_vec = raw
+                        .chunks_exact(std::mem::size_of::<T>())
+                        .map(bytemuck::pod_read_unaligned::<T>)
+                        .collect();
+                }
+                if !is_free(slot) {
+                    bytes[slot as usize * vb..(slot as usize + 1) * vb].copy_from_slice(raw);
+                }
+            })?;
+            ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
         }
-        if id % 4096 == 0 {
-            bar.set_position(u64::from(id));
-        }
-        Ok(())
-    })?;
+        d.graph().scan_lists(|id, list| {
+            if deleted[id as usize] {
+                dlists.insert(id, list.to_vec());
+            }
+            if id % 4096 == 0 {
+                bar.set_position(u64::from(id));
+            }
+            Ok::<(), IndexBuildError>(())
+        })?;
+    } else {
+        old.scan_records(ctl, |id, view| {
+            let v = view.vector::<T>(&mut Vec::new()).to_vec();
+            if id == medoid {
+                medoid_vec = v.clone();
+            }
+            if deleted[id as usize] {
+                dlists.insert(id, view.neighbors().collect());
+            } else if !input.ids.is_hole(id) {
+                vectors[id as usize * dim..(id as usize + 1) * dim].copy_from_slice(&v);
+            }
+            if id % 4096 == 0 {
+                bar.set_position(u64::from(id));
+            }
+            Ok(())
+        })?;
+    }
     bar.finish_and_clear();
     for (i, &s) in new_slot.iter().enumerate() {
         vectors[s as usize * dim..(s as usize + 1) * dim]
@@ -356,14 +462,24 @@ fn merge_typed<T: DeltaElement>(
         permuted: false,
         ..old_meta
     };
-    let packed_path = staging.join(packed::FILE_NAME);
-    let mut w = PackedWriter::create(&packed_path, meta)?;
+    let decoupled = old.decoupled().filter(|_| input.segments.is_some());
+    let mut w = if decoupled.is_some() {
+        Out::Graph(GraphWriter::create(
+            &staging.join(IndexLayout::Decoupled.file_name()),
+            meta,
+        )?)
+    } else {
+        Out::Packed(PackedWriter::create(
+            &staging.join(packed::FILE_NAME),
+            meta,
+        )?)
+    };
     let bar = ctl.bar("merge: writing", n_slots as u64);
     // Lists of one chunk of slots, computed in parallel, written in order.
     let mut pending: Vec<(u32, Vec<u32>)> = Vec::with_capacity(4096);
     let mut counts = (0u64, 0u64);
     let flush = |pending: &mut Vec<(u32, Vec<u32>)>,
-                 w: &mut PackedWriter,
+                 w: &mut Out,
                  counts: &mut (u64, u64)|
      -> Result<(), IndexBuildError> {
         let done: Vec<(Vec<u32>, bool, bool)> = pending
@@ -390,17 +506,21 @@ fn merge_typed<T: DeltaElement>(
         for ((s, _), (list, repaired, patched)) in pending.iter().zip(done) {
             counts.0 += u64::from(repaired);
             counts.1 += u64::from(patched);
-            let row = &vectors[*s as usize * dim..(*s as usize + 1) * dim];
-            w.push(row, &list)?;
+            match w {
+                Out::Packed(w) => {
+                    w.push(&vectors[*s as usize * dim..(*s as usize + 1) * dim], &list)?
+                }
+                Out::Graph(g) => g.push(&list)?,
+            }
         }
         bar.inc(pending.len() as u64);
         pending.clear();
         ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
         Ok(())
     };
-    old.scan_records(ctl, |id, view| {
+    let mut take = |id: u32, list: Vec<u32>| -> Result<(), IndexBuildError> {
         let list = if (id as usize) < n_old && !is_free(id) {
-            view.neighbors().collect()
+            list
         } else {
             Vec::new()
         };
@@ -409,7 +529,13 @@ fn merge_typed<T: DeltaElement>(
             flush(&mut pending, &mut w, &mut counts)?;
         }
         Ok(())
-    })?;
+    };
+    match decoupled {
+        Some(d) => {
+            d.graph().scan_lists(|id, list| take(id, list.to_vec()))?;
+        }
+        None => old.scan_records(ctl, |id, view| take(id, view.neighbors().collect()))?,
+    }
     for s in n_old as u32..n_slots as u32 {
         pending.push((s, Vec::new()));
         if pending.len() == 4096 {
@@ -417,7 +543,10 @@ fn merge_typed<T: DeltaElement>(
         }
     }
     flush(&mut pending, &mut w, &mut counts)?;
-    report.bytes_written += w.finish()?;
+    report.bytes_written += match w {
+        Out::Packed(w) => w.finish()?,
+        Out::Graph(g) => g.finish()?,
+    };
     bar.finish_and_clear();
     report.repaired = counts.0;
     report.patched = counts.1;
@@ -427,6 +556,23 @@ fn merge_typed<T: DeltaElement>(
     let t_fin = Instant::now();
     let ids = SlotIds::Table(slot_ids);
     report.bytes_written += ids.save(&staging.join(super::ids::FILE_NAME))?;
+    if let (Some(d), Some(policy)) = (decoupled, input.segments) {
+        let keep = |s: u32| (s as usize) < n_old && !is_free(s);
+        let seg = write_segments::<T>(
+            d,
+            n_old,
+            n_slots,
+            &keep,
+            &new_slot,
+            &vectors,
+            dim,
+            policy,
+            staging,
+            old.dir(),
+        )?;
+        report.bytes_written += seg.bytes_written;
+        report.segments = Some(seg.report);
+    }
     if let Some(e) = old.entry() {
         let live: Vec<u32> = (0..n_slots as u32).filter(|&s| !ids.is_hole(s)).collect();
         let ratio = (e.len() as f64 / n_old.max(1) as f64).clamp(1e-6, 1.0);
@@ -459,6 +605,201 @@ fn merge_typed<T: DeltaElement>(
     report.total_secs = t0.elapsed().as_secs_f64();
     report.peak_rss_bytes = peak_rss_bytes();
     Ok(MergeOutput { report })
+}
+
+/// Where the patch pass writes the new graph.
+enum Out {
+    /// The packed layout: records with vectors and lists.
+    Packed(PackedWriter),
+    /// The decoupled layout: the lists only.
+    Graph(GraphWriter),
+}
+
+/// Per slot `(segment, local id)` of a decoupled layout (`GONE` past its map).
+fn slot_map(d: &DecoupledLayout, n: usize) -> Vec<(u32, u32)> {
+    match d.slot_map() {
+        Some(m) => m.to_vec(),
+        None => (0..n as u32).map(|s| (0, s)).collect(),
+    }
+}
+
+/// What [`write_segments`] wrote.
+struct SegmentsOut {
+    report: SegmentReport,
+    bytes_written: u64,
+}
+
+/// The vector segments of a decoupled merge: decides which old segments are collected (dead
+/// share over the policy's, or the smallest past its segment count), writes the new vectors
+/// and the collected segments' live vectors into one new segment (in slot order, compressed
+/// like the layout's), hard-links the kept segment files into `staging` (the commit then
+/// deletes the others) and writes the new `vmap.trawl`.
+#[allow(clippy::too_many_arguments)]
+fn write_segments<T: Element>(
+    d: &DecoupledLayout,
+    n_old: usize,
+    n_slots: usize,
+    keep: &dyn Fn(u32) -> bool,
+    new_slot: &[u32],
+    vectors: &[T],
+    dim: usize,
+    policy: SegmentPolicy,
+    staging: &Path,
+    dir: &Path,
+) -> Result<SegmentsOut, IndexBuildError> {
+    let old_map = slot_map(d, n_old);
+    let names: Vec<String> = d
+        .segments()
+        .iter()
+        .map(|f| {
+            f.path()
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let counts: Vec<u64> = d.segments().iter().map(|f| f.geometry().n).collect();
+    // Live vectors per old segment after this merge.
+    let mut live = vec![0u64; names.len()];
+    for (s, &(sg, _)) in old_map.iter().enumerate() {
+        if sg != GONE.0 && keep(s as u32) {
+            live[sg as usize] += 1;
+        }
+    }
+    let dead_share = |i: usize| 1.0 - live[i] as f64 / counts[i].max(1) as f64;
+    let mut collect: Vec<bool> = (0..names.len())
+        .map(|i| live[i] == 0 || dead_share(i) > policy.gc_dead_share)
+        .collect();
+    let has_new = !new_slot.is_empty();
+    // Bound the segment count: fold the smallest kept segments in too.
+    let limit = policy.max_segments.max(1);
+    loop {
+        let kept = collect.iter().filter(|&&c| !c).count();
+        let moving = has_new || collect.iter().zip(&live).any(|(&c, &l)| c && l > 0);
+        if kept + usize::from(moving) <= limit {
+            break;
+        }
+        let Some(i) = (0..names.len())
+            .filter(|&i| !collect[i])
+            .min_by_key(|&i| (live[i], std::cmp::Reverse(i)))
+        else {
+            break;
+        };
+        collect[i] = true;
+    }
+    // Slots whose vectors go into the new segment, in slot order.
+    let mut is_new = vec![false; n_slots];
+    for &s in new_slot {
+        is_new[s as usize] = true;
+    }
+    let moves = |s: usize| -> bool {
+        is_new[s]
+            || (s < n_old
+                && keep(s as u32)
+                && old_map[s].0 != GONE.0
+                && collect[old_map[s].0 as usize])
+    };
+    let written: Vec<u32> = (0..n_slots as u32).filter(|&s| moves(s as usize)).collect();
+    // Index of each kept segment in the new map.
+    let mut renumber = vec![u32::MAX; names.len()];
+    let mut segs: Vec<(String, u64)> = Vec::new();
+    for i in 0..names.len() {
+        if !collect[i] {
+            renumber[i] = segs.len() as u32;
+            segs.push((names[i].clone(), counts[i]));
+        }
+    }
+    let mut report = SegmentReport {
+        collected: (0..names.len())
+            .filter(|&i| collect[i])
+            .map(|i| (names[i].clone(), dead_share(i)))
+            .collect(),
+        ..SegmentReport::default()
+    };
+    let mut bytes_written = 0u64;
+    let new_index = segs.len() as u32;
+    if !written.is_empty() {
+        let number = names
+            .iter()
+            .filter_map(|n| {
+                n.strip_prefix("vectors-")
+                    .and_then(|r| r.strip_suffix(".trawl"))
+                    .and_then(|r| r.parse::<u64>().ok())
+            })
+            .max()
+            .unwrap_or(0)
+            + 1;
+        let name = segments::segment_name(number);
+        let path = staging.join(&name);
+        let bad =
+            |m: String| IndexBuildError::File(FileError::new(&path, FileErrorKind::Invalid(m)));
+        let geo = VectorGeometry::new(
+            T::DTYPE,
+            dim,
+            written.len() as u64,
+            &VectorParams::default(),
+        )
+        .map_err(bad)?;
+        let row = |s: u32| -> &[u8] {
+            bytemuck::cast_slice(&vectors[s as usize * dim..(s as usize + 1) * dim])
+        };
+        let mut planner = VectorPlanner::new(geo).map_err(bad)?;
+        for &s in &written {
+            planner.push(row(s)).map_err(bad)?;
+        }
+        let plan = planner.finish().map_err(bad)?;
+        let mut w = VectorWriter::create(&path, plan)?;
+        for &s in &written {
+            w.push(row(s))?;
+        }
+        let r = w.finish()?;
+        bytes_written += r.file_bytes;
+        report.written = Some(name.clone());
+        report.written_vectors = written.len() as u64;
+        report.moved_vectors = written.iter().filter(|&&s| !is_new[s as usize]).count() as u64;
+        report.written_bytes = r.file_bytes;
+        segs.push((name, written.len() as u64));
+    }
+    let mut local_of_written = vec![u32::MAX; n_slots];
+    for (k, &s) in written.iter().enumerate() {
+        local_of_written[s as usize] = k as u32;
+    }
+    let slots: Vec<(u32, u32)> = (0..n_slots)
+        .map(|s| {
+            if local_of_written[s] != u32::MAX {
+                (new_index, local_of_written[s])
+            } else if s < n_old && keep(s as u32) && old_map[s].0 != GONE.0 {
+                (renumber[old_map[s].0 as usize], old_map[s].1)
+            } else {
+                GONE
+            }
+        })
+        .collect();
+    // The kept segments join the new version by hard links (the same files: nothing copied).
+    for (name, _) in &segs {
+        let to = staging.join(name);
+        if to.exists() {
+            continue;
+        }
+        let from = dir.join(name);
+        std::fs::hard_link(&from, &to).map_err(|e| FileError::new(&from, e.into()))?;
+    }
+    let map = VectorMap {
+        segments: segs,
+        slots,
+    };
+    bytes_written += map.save(&staging.join(segments::FILE_NAME))?;
+    report.segments = map.segments.len();
+    report.segment_bytes = map
+        .segments
+        .iter()
+        .map(|(n, _)| std::fs::metadata(staging.join(n)).map_or(0, |m| m.len()))
+        .sum();
+    Ok(SegmentsOut {
+        report,
+        bytes_written,
+    })
 }
 
 /// The new list of slot `s` given its old list (empty for a freed or new slot): deleted

@@ -361,7 +361,12 @@ impl DiskIndex {
         DiskBytes {
             packed: self.packed().map_or(0, |p| p.file_bytes()),
             graph: d.map_or(0, |d| d.graph().file_bytes()),
-            vectors: d.map_or(0, |d| d.vectors().file_bytes()),
+            // Every vector segment, and the map of a merged index.
+            vectors: d.map_or(0, |d| {
+                d.segments().iter().map(|f| f.file_bytes()).sum::<u64>()
+                    + d.slot_map()
+                        .map_or(0, |_| len(self.dir.join(segments::FILE_NAME)))
+            }),
             pq: len(self.dir.join(PQ_FILE)),
             // All-in-Storage needs no codes file at search time.
             pq_codes: if self.codes.is_some() {

@@ -78,8 +78,24 @@ pub fn index_file_names() -> Vec<&'static str> {
         PQ_CODES_FILE,
         entry::FILE_NAME,
         super::ids::FILE_NAME,
+        super::segments::FILE_NAME,
     ]);
     v
+}
+
+/// The vector segment files a merge wrote (`vectors-NNNNNN.trawl`) present in `dir`.
+pub(crate) fn segment_files(dir: &Path) -> Result<Vec<String>, FileError> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let e = e.map_err(io_err(dir))?;
+        if let Some(name) = e.file_name().to_str() {
+            if super::segments::is_segment_name(name) {
+                v.push(name.to_string());
+            }
+        }
+    }
+    v.sort();
+    Ok(v)
 }
 
 /// An advisory lock held until dropped.
@@ -271,6 +287,11 @@ fn roll_forward(dir: &Path) -> Result<(), FileError> {
         })?;
         for name in index_file_names() {
             if m.file(name).is_none() {
+                remove_if_present(&dir.join(name))?;
+            }
+        }
+        for name in segment_files(dir)? {
+            if m.file(&name).is_none() {
                 remove_if_present(&dir.join(name))?;
             }
         }

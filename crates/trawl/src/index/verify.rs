@@ -61,7 +61,12 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
                     });
                 }
             }
-            for name in super::txn::index_file_names() {
+            let segment_names = super::txn::segment_files(dir)?;
+            let listed: Vec<&str> = super::txn::index_file_names()
+                .into_iter()
+                .chain(segment_names.iter().map(String::as_str))
+                .collect();
+            for name in listed {
                 if present(name) && m.file(name).is_none() {
                     return Err(OpenError::Mismatch {
                         dir: dir.to_path_buf(),
@@ -82,11 +87,7 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
     let mut base: Option<PackedMeta> = None;
     // Graph files first: they set the build the PQ files and the entry index are checked
     // against.
-    let graph_first = |n: &String| {
-        !IndexLayout::ALL
-            .iter()
-            .any(|l| l.file_name() == n.as_str() || n == dvectors::FILE_NAME)
-    };
+    let graph_first = |n: &String| !IndexLayout::ALL.iter().any(|l| l.file_name() == n.as_str());
     let mut ordered = names.clone();
     ordered.sort_by_key(graph_first);
     for name in &ordered {
@@ -185,13 +186,47 @@ fn check_file(
             ))),
         }
     };
-    if name == dvectors::FILE_NAME {
+    if name == super::segments::FILE_NAME {
+        let map = super::segments::VectorMap::load(dir)?
+            .ok_or_else(|| mismatch(format!("{name} is missing")))?;
+        let b = base.ok_or_else(|| mismatch(format!("{name} without a graph file")))?;
+        if map.slots.len() as u64 != b.n {
+            return Err(mismatch(format!(
+                "{name} maps {} slots for a graph of {}",
+                map.slots.len(),
+                b.n
+            )));
+        }
+        for (seg, count) in &map.segments {
+            let v = VectorFile::open(&dir.join(seg))?;
+            if v.geometry().n != *count {
+                return Err(mismatch(format!(
+                    "{seg} holds {} vectors, {name} says {count}",
+                    v.geometry().n
+                )));
+            }
+        }
+        let live = map
+            .slots
+            .iter()
+            .filter(|&&s| s != super::segments::GONE)
+            .count();
+        return Ok(format!(
+            "{} segments; {live} slots point at vectors inside them",
+            map.segments.len()
+        ));
+    }
+    let is_segment = super::segments::is_segment_name(name);
+    if name == dvectors::FILE_NAME || is_segment {
         let v = VectorFile::open(&path)?;
         let mut n = 0u64;
         v.scan(|_, _| n += 1)?;
+        // A merged decoupled index (with a vector map) holds its vectors in segments whose
+        // sizes the map checks; the layout's one vector file holds every slot.
+        let mapped = dir.join(super::segments::FILE_NAME).is_file();
         if let Some(b) = base {
             let g = v.geometry();
-            if g.n != b.n || g.dim != b.dim || g.dtype != b.dtype {
+            if g.dim != b.dim || g.dtype != b.dtype || (!mapped && !is_segment && g.n != b.n) {
                 return Err(mismatch(format!(
                     "{name} ({} × {}) does not match the graph ({} × {})",
                     g.n, g.dim, b.n, b.dim

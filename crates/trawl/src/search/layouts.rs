@@ -202,6 +202,11 @@ impl DecoupledLayout {
     pub fn segments(&self) -> &[VectorFile] {
         &self.segments
     }
+    /// Per slot `(segment, local id)` from `vmap.trawl` (`None`: slot `s` is local id `s` of
+    /// the one segment).
+    pub fn slot_map(&self) -> Option<&[(u32, u32)]> {
+        self.map.as_deref()
+    }
     /// The list cache.
     pub fn lists(&self) -> &ListCache {
         &self.lists

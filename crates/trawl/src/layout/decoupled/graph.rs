@@ -475,20 +475,29 @@ impl GraphFile {
     /// Reads every data page and checks its CRC, its first id against the sparse index, and
     /// every list it holds. Returns the number of pages checked.
     pub fn verify_all(&self) -> Result<u64, FileError> {
-        let mut file = File::open(&self.path).map_err(|e| FileError::new(&self.path, e.into()))?;
-        file.seek(SeekFrom::Start(PAGE_BYTES as u64))
-            .map_err(|e| FileError::new(&self.path, e.into()))?;
+        self.scan_lists(|_, _| Ok::<(), FileError>(()))
+    }
+
+    /// Calls `f(id, list)` for every node in id order, reading the data pages sequentially and
+    /// checking each page's CRC, its first id against the sparse index, and every list it
+    /// holds. Returns the number of pages read.
+    pub fn scan_lists<E: From<FileError>>(
+        &self,
+        mut f: impl FnMut(u32, &[u32]) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let io = |e: std::io::Error| FileError::new(&self.path, e.into());
+        let mut file = File::open(&self.path).map_err(io)?;
+        file.seek(SeekFrom::Start(PAGE_BYTES as u64)).map_err(io)?;
+        let mut file = std::io::BufReader::with_capacity(1 << 20, file);
         let mut page = vec![0u8; PAGE_BYTES];
         let mut ids = Vec::new();
         let mut next = 0u64;
         for p in 1..=self.data_pages {
-            file.read_exact(&mut page)
-                .map_err(|e| FileError::new(&self.path, e.into()))?;
+            file.read_exact(&mut page).map_err(io)?;
             if !page_crc_ok(&page) {
-                return Err(FileError::new(
-                    &self.path,
-                    FileErrorKind::PageChecksum { page: p },
-                ));
+                return Err(
+                    FileError::new(&self.path, FileErrorKind::PageChecksum { page: p }).into(),
+                );
             }
             let first = u64::from(le32(&page, 4));
             let count = u64::from(le16(&page, 8));
@@ -498,7 +507,8 @@ impl GraphFile {
                     FileErrorKind::Invalid(format!(
                         "page {p} starts at node {first}, expected {next}"
                     )),
-                ));
+                )
+                .into());
             }
             for id in first..first + count {
                 let (d, bytes) = self
@@ -510,6 +520,7 @@ impl GraphFile {
                         FileErrorKind::Invalid(format!("node {id}: {m}")),
                     )
                 })?;
+                f(id as u32, &ids)?;
             }
             next = first + count;
         }
@@ -517,7 +528,8 @@ impl GraphFile {
             return Err(FileError::new(
                 &self.path,
                 FileErrorKind::Invalid(format!("{next} lists for {} nodes", self.meta.n)),
-            ));
+            )
+            .into());
         }
         Ok(self.data_pages)
     }
