@@ -319,8 +319,6 @@ def test_open_options_of_updates(index_dir):
     d, _ = index_dir
     with pytest.raises(trawl.InvalidInputError, match="durability"):
         trawl.Index.open(d, writable=True, durability="eventually")
-    with pytest.raises(trawl.InvalidInputError, match="cache_nodes"):
-        trawl.Index.open(d, writable=True, cache_nodes=10)
     # A read-only index without updates keeps its static cache.
     with trawl.Index.open(d, cache_nodes=10) as index:
         assert index.info()["cache"]["nodes"] == 10
@@ -330,9 +328,16 @@ def test_open_options_of_updates(index_dir):
         w.delete([0])
         assert w.info()["live"]["vectors"] == N - 1
         assert "writable" in repr(w)
-    # Once updated, the static cache is refused (the live index has none).
-    with pytest.raises(trawl.InvalidInputError, match="cache_nodes"):
-        trawl.Index.open(d, cache_nodes=10)
+    # An updated index keeps a static cache too, chosen again after every merge.
+    with trawl.Index.open(d, cache_nodes=10) as index:
+        assert index.info()["cache"]["nodes"] == 10
+    with trawl.Index.open(d, writable=True, cache_nodes=50) as w:
+        assert w.info()["cache"]["nodes"] == 50
+        w.delete([1, 2, 3])
+        w.merge()
+        ids, _ = w.batch_search(np.zeros((4, w.dim), np.float32) + 0.5, k=10)
+        assert not ({1, 2, 3} & set(ids.ravel().tolist()))
+        assert w.stats["cache_hits"] > 0, "the cache chosen after the merge is searched"
 
 
 def test_the_cli_searches_what_python_wrote(index_dir, tmp_path):

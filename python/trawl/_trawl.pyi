@@ -134,8 +134,9 @@ class Index:
         ``writable=True`` opens it for writing: a second writer (this process or another) is
         refused with ``StorageError`` while this handle is open. ``durability`` (writable
         only): ``"sync"`` (each write returns once logged and synced to the device) or
-        ``"buffered"`` (once written to the log; ``flush()`` syncs). ``cache_nodes`` is only
-        accepted for a read-only index that has never taken updates.
+        ``"buffered"`` (once written to the log; ``flush()`` syncs). ``cache_nodes`` (page-packed
+        layouts) holds that many nodes in a static cache; an index with updates chooses and
+        loads them again after every merge.
         """
     @property
     def n(self) -> int:

@@ -632,8 +632,19 @@ fn decoupled_layout_build_info_search_without_the_packed_file() {
     assert_eq!(packed, again);
     let info = ok(&["info", s(&ix)]);
     assert!(info.contains("the decoupled layout only"), "{info}");
-    let bad = fails(&["search", s(&ix), "--queries", s(&d.queries)]);
-    assert!(bad.contains("packed.trawl"), "{bad}");
+    // Without --layout, an index left with the decoupled layout alone is searched on it.
+    let auto = search(&["--rerank-threshold", "0"]);
+    assert_eq!(packed, auto);
+    // Asking for another layout it does not have names the file.
+    let bad = fails(&[
+        "search",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "--layout",
+        "shuffle",
+    ]);
+    assert!(bad.contains("packed-shuffled.trawl"), "{bad}");
 }
 
 #[test]
@@ -704,4 +715,61 @@ fn insert_delete_merge_and_search_by_id() {
     assert_eq!(search(&res).0, 7_000_000);
     let out = ok(&["info", s(&ix), "--verify"]);
     assert!(out.contains("ids.trawl"), "{out}");
+}
+
+#[test]
+fn a_decoupled_merge_keeps_only_the_decoupled_layout() {
+    let d = pipeline("l2");
+    let ix = d.graph.parent().unwrap().join("index");
+    build_disk_index(&d, &ix, &["--decoupled"]);
+    let dir = d.graph.parent().unwrap();
+    let new = dir.join("new.fbin");
+    let base = std::fs::read(&d.base).unwrap();
+    // 50 new vectors beside base rows 0..50.
+    let values: Vec<f32> = base[8..8 + 50 * 96]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()) + 1e-3)
+        .collect();
+    write_fbin(&new, 50, 24, &values);
+    let out = ok(&["insert", s(&ix), s(&new)]);
+    assert!(out.contains("assigned ids 3000..=3049"), "{out}");
+    ok(&["delete", s(&ix), "--id", "1,2,3"]);
+    let out = ok(&["merge", s(&ix), "--decoupled", "--gc-threshold", "0.5"]);
+    assert!(
+        out.contains("3 deleted, 50 inserted")
+            && out.contains("graph rewritten")
+            && out.contains("vectors-000001.trawl written (50 vectors"),
+        "{out}"
+    );
+    assert!(!ix.join("packed.trawl").exists() && ix.join("vmap.trawl").exists());
+    // The next writer and the searches find the decoupled layout on their own.
+    ok(&["insert", s(&ix), s(&new)]);
+    let out = ok(&["merge", s(&ix)]);
+    assert!(out.contains("vectors-000002.trawl written"), "{out}");
+    let res = dir.join("res.bin");
+    ok(&[
+        "search",
+        s(&ix),
+        "--queries",
+        s(&new),
+        "-k",
+        "3",
+        "-o",
+        s(&res),
+    ]);
+    let gt = std::fs::read(&res).unwrap();
+    let first = u32::from_le_bytes(gt[8..12].try_into().unwrap());
+    assert!(
+        first == 3000 || first == 3050,
+        "row 0's twin is new id 3000 or 3050, got {first}"
+    );
+    let out = ok(&["info", s(&ix), "--verify"]);
+    assert!(
+        out.contains("vmap.trawl")
+            && out.contains("vectors-000002.trawl")
+            && !out.contains("packed.trawl "),
+        "{out}"
+    );
+    let e = fails(&["merge", s(&ix), "--gc-threshold", "1.5"]);
+    assert!(e.contains("share between 0 and 1"), "{e}");
 }

@@ -122,7 +122,7 @@ impl Index {
     /// "pread" or "memory" (the index file loaded into RAM). direct: read with O_DIRECT (no
     /// page cache). cache_nodes: nodes held in a static in-memory cache, chosen by
     /// cache_policy ("freq": most read by sample searches; "bfs": breadth-first from the
-    /// entry point); only for a read-only index that has never taken updates. list_cache_mb:
+    /// entry point); an index with updates chooses it again after every merge. list_cache_mb:
     /// decoupled layout's cache of compressed neighbour lists. queue_depth: reads in flight
     /// per search thread (bounds beam_width and pipe_max_width).
     ///
@@ -183,13 +183,6 @@ impl Index {
                 )))
             }
         };
-        let no_cache = |why: &str| {
-            invalid(format!(
-                "cache_nodes = {nodes}: the static node cache is only for a read-only index \
-                 that has never taken updates, and {}{why}",
-                index_dir.display()
-            ))
-        };
         let dir = index_dir.as_path();
         let (inner, cache, updated) = py.detach(|| -> PyResult<_> {
             if !writable && !has_updates(dir) {
@@ -205,13 +198,6 @@ impl Index {
                     return Ok((Inner::Disk(Arc::new(ix)), cache, false));
                 }
             }
-            if nodes > 0 {
-                return Err(no_cache(if writable {
-                    " is opened for writing"
-                } else {
-                    " has taken updates"
-                }));
-            }
             let access = if writable {
                 Access::ReadWrite
             } else {
@@ -223,7 +209,16 @@ impl Index {
             }
             // A writer holds the lock from here on: nobody else adds files of updates.
             let updated = !writable || has_updates(dir);
-            let cache = serde_json::json!({"nodes": 0, "bytes": 0, "secs": 0.0, "pages_read": 0});
+            // The static node cache of a live index is chosen again after every merge.
+            let cache = if nodes > 0 {
+                let threads = std::thread::available_parallelism().map_or(1, |c| c.get());
+                let r = live
+                    .set_node_cache(nodes, policy, threads, &Control::silent())
+                    .py()?;
+                serde_json::to_value(r).unwrap_or_default()
+            } else {
+                serde_json::json!({"nodes": 0, "bytes": 0, "secs": 0.0, "pages_read": 0})
+            };
             Ok((Inner::Live(Box::new(live)), cache, updated))
         })?;
         let disk = inner.disk();

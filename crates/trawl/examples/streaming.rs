@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! cargo run --release --example streaming -- --base B.fbin --queries Q.fbin --metric cosine \
-//!     --dir WORK --out result.json [--rounds 10] [--clusters 200] [-L 64] [--threads 2]
+//!     --dir WORK --out result.json [--rounds 10] [--clusters 200] [-L 64] [--threads 2] \
+//!     [--extra-l 16,32] [--layout packed|decoupled]
 //! ```
 
 use std::collections::VecDeque;
@@ -44,6 +45,8 @@ struct Args {
     pq_bytes: usize,
     layout: IndexLayout,
     share: f64,
+    /// More list sizes at which recall is measured (merged and fresh), beside `l`.
+    extra_l: Vec<usize>,
 }
 
 fn parse() -> Args {
@@ -63,6 +66,7 @@ fn parse() -> Args {
         pq_bytes: 32,
         layout: IndexLayout::Packed,
         share: 0.05,
+        extra_l: Vec::new(),
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -84,6 +88,13 @@ fn parse() -> Args {
             "--pq-bytes" => a.pq_bytes = val.parse().expect("pq bytes"),
             "--layout" => a.layout = val.parse().expect("layout"),
             "--share" => a.share = val.parse().expect("share"),
+            "--extra-l" => {
+                a.extra_l = val
+                    .split(',')
+                    .filter(|x| !x.is_empty())
+                    .map(|x| x.parse().expect("extra L"))
+                    .collect()
+            }
             other => panic!("unknown argument {other}"),
         }
         i += 2;
@@ -328,6 +339,17 @@ fn main() {
             .search_rows(queries.as_slice(), &p, a.threads, 1)
             .unwrap();
         let recall_merged = recall(&after.ids, &truth_ids, nq);
+        let merged_at: Vec<f64> = a
+            .extra_l
+            .iter()
+            .map(|&l| {
+                let p = SearchParams::beam(10, l.max(10), 4);
+                let o = ix
+                    .search_rows(queries.as_slice(), &p, a.threads, 1)
+                    .unwrap();
+                recall(&o.ids, &truth_ids, nq)
+            })
+            .collect();
 
         // A fresh build of the live set, searched at the same L.
         let fresh_dir = a.dir.join("fresh");
@@ -343,6 +365,22 @@ fn main() {
         let fo = fresh.search_batch(&queries, &p, a.threads).unwrap();
         let fresh_ids: Vec<u64> = fo.ids.iter().map(|&s| live_ids[s as usize]).collect();
         let recall_fresh = recall(&fresh_ids, &truth_ids, nq);
+        let fresh_at: Vec<f64> = a
+            .extra_l
+            .iter()
+            .map(|&l| {
+                let p = SearchParams::beam(10, l.max(10), 4);
+                let o = fresh.search_batch(&queries, &p, a.threads).unwrap();
+                let ids: Vec<u64> = o.ids.iter().map(|&s| live_ids[s as usize]).collect();
+                recall(&ids, &truth_ids, nq)
+            })
+            .collect();
+        let recall_at: Vec<serde_json::Value> = a
+            .extra_l
+            .iter()
+            .zip(merged_at.iter().zip(&fresh_at))
+            .map(|(&l, (&m, &f))| serde_json::json!({"L": l, "recall": m, "recall_fresh": f}))
+            .collect();
         drop(fresh);
         let row = serde_json::json!({
             "round": round,
@@ -353,6 +391,7 @@ fn main() {
             "recall_before_merge": recall_delta,
             "recall": recall_merged,
             "recall_fresh": recall_fresh,
+            "recall_at": recall_at,
             "merge_mode": if concurrent { "with 2 search threads, 1 merge thread at nice 10" } else { "alone" },
             "merge_secs": report.total_secs,
             "merge_wall_secs": merge_wall,

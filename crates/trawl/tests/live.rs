@@ -438,3 +438,92 @@ fn a_decoupled_merge_rewrites_the_graph_appends_segments_and_collects_garbage() 
     assert_eq!(r.len(), 3_000);
     assert!((recall(&r, &ids, &vecs, &q) - rec).abs() < 1e-9);
 }
+
+#[test]
+fn the_static_cache_of_a_live_index_is_chosen_again_after_a_merge() {
+    use trawl::search::CachePolicy;
+    let dir = tempfile::tempdir().unwrap();
+    let (all, q) = data::<f32>(3_000, 40, DIM, 13);
+    let base = Matrix::from_vec(rows(&all, 0, 2_000), DIM).unwrap();
+    build(&base, dir.path(), Metric::L2, 16);
+    let ix = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
+    let r = ix
+        .set_node_cache(200, CachePolicy::default(), 2, &Control::silent())
+        .unwrap();
+    assert_eq!(r.nodes, 200);
+    assert_eq!(ix.disk().cache().len(), 200);
+    let before = ix.search_rows(q.as_slice(), &sp(10), 1, 1).unwrap();
+    assert!(
+        before
+            .stats
+            .iter()
+            .map(|s| s.traversal.cache_hits)
+            .sum::<u64>()
+            > 0
+    );
+    // Delete the cached nodes' ids and merge: the new cache holds nodes of the new graph.
+    let gone: Vec<u64> = (0..2_000u64)
+        .filter(|&s| ix.disk().cache().contains(s as u32))
+        .collect();
+    assert_eq!(gone.len(), 200);
+    ix.delete(&gone).unwrap();
+    ix.insert(None, &rows(&all, 2_000, 300)).unwrap();
+    ix.merge(2, &Control::silent()).unwrap();
+    let disk = ix.disk();
+    assert_eq!(disk.cache().len(), 200, "the cache was loaded again");
+    let after = ix.search_rows(q.as_slice(), &sp(10), 1, 1).unwrap();
+    assert!(
+        after
+            .stats
+            .iter()
+            .map(|s| s.traversal.cache_hits)
+            .sum::<u64>()
+            > 0
+    );
+    let gone: HashSet<u64> = gone.into_iter().collect();
+    assert!(after.ids.iter().all(|id| !gone.contains(id)));
+    // Dropping it: searches read every page again.
+    ix.set_node_cache(0, CachePolicy::default(), 1, &Control::silent())
+        .unwrap();
+    assert_eq!(ix.disk().cache().len(), 0);
+}
+
+#[test]
+fn inserts_do_not_deadlock_searches_running_on_the_rayon_pool() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let (all, q) = data::<f32>(9_000, 64, DIM, 17);
+    let base = Matrix::from_vec(rows(&all, 0, 1_000), DIM).unwrap();
+    build(&base, dir.path(), Metric::L2, 16);
+    let ix = std::sync::Arc::new(
+        LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap(),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let work = {
+        let ix = ix.clone();
+        std::thread::spawn(move || {
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                // Batch searches on the global rayon pool (2 threads each), the pool the
+                // inserts' linking broadcasts to.
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        while !stop.load(Ordering::Acquire) {
+                            ix.search_rows(q.as_slice(), &sp(10), 2, 1).unwrap();
+                        }
+                    });
+                }
+                for b in 0..16 {
+                    let first = 1_000 + b * 500;
+                    ix.insert(None, &rows(&all, first, 500)).unwrap();
+                }
+                stop.store(true, Ordering::Release);
+            });
+            tx.send(()).unwrap();
+        })
+    };
+    rx.recv_timeout(std::time::Duration::from_secs(120))
+        .expect("inserts and rayon-pool searches deadlocked");
+    work.join().unwrap();
+    assert_eq!(ix.len(), 9_000);
+}

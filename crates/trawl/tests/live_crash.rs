@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use trawl::data::Matrix;
 use trawl::index::live::{Access, LiveIndex};
-use trawl::index::{build_index, verify_index, IndexParams, OpenOptions};
+use trawl::index::{build_index, verify_index, DiskIndex, IndexLayout, IndexParams, OpenOptions};
 use trawl::progress::Control;
 use trawl::search::SearchParams;
 use trawl::Metric;
@@ -54,9 +54,23 @@ impl Rng {
     }
 }
 
+thread_local! {
+    /// The layout this test (and its child) opens the index on: the decoupled one makes its
+    /// merges decoupled merges (graph file rewritten, vector segments, garbage collection).
+    static LAYOUT: std::cell::Cell<IndexLayout> = const { std::cell::Cell::new(IndexLayout::Packed) };
+}
+
+fn opts_packed() -> OpenOptions {
+    OpenOptions {
+        direct: false,
+        ..OpenOptions::default()
+    }
+}
+
 fn opts() -> OpenOptions {
     OpenOptions {
         direct: false,
+        layout: LAYOUT.with(|l| l.get()),
         ..OpenOptions::default()
     }
 }
@@ -244,6 +258,22 @@ fn check(dir: &Path, model: &mut Model, deleted: &mut HashSet<u64>, in_flight: O
 
 #[test]
 fn updates_survive_sigkill_at_random_moments() {
+    run(
+        "updates_survive_sigkill_at_random_moments",
+        IndexLayout::Packed,
+    );
+}
+
+#[test]
+fn decoupled_updates_survive_sigkill_at_random_moments() {
+    run(
+        "decoupled_updates_survive_sigkill_at_random_moments",
+        IndexLayout::Decoupled,
+    );
+}
+
+fn run(name: &str, layout: IndexLayout) {
+    LAYOUT.with(|l| l.set(layout));
     if let Ok(spec) = std::env::var("TRAWL_CRASH_CHILD") {
         let parts: Vec<&str> = spec.split('|').collect();
         child(
@@ -271,6 +301,11 @@ fn updates_survive_sigkill_at_random_moments() {
     params.pq.bytes_per_vector = 8;
     params.entry = None;
     build_index(&base, &dir, &params, &Control::silent()).unwrap();
+    if layout == IndexLayout::Decoupled {
+        let d = DiskIndex::open(&dir, opts_packed()).unwrap();
+        d.write_layout(layout, &Default::default(), &Control::silent())
+            .unwrap();
+    }
     let mut model: Model = (0..BASE).map(|i| (i, 0)).collect();
     let mut deleted = HashSet::new();
     let mut next_id = 1_000_000u64;
@@ -281,11 +316,7 @@ fn updates_survive_sigkill_at_random_moments() {
         let text: String = model.iter().map(|(i, v)| format!("{i} {v}\n")).collect();
         std::fs::write(&state, text).unwrap();
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "updates_survive_sigkill_at_random_moments",
-                "--nocapture",
-            ])
+            .args(["--exact", name, "--nocapture"])
             .env(
                 "TRAWL_CRASH_CHILD",
                 format!(

@@ -89,7 +89,8 @@ pub struct SearchOptions {
     pub engine: EngineKind,
     /// Disk layout to search: packed (as built), shuffle (PageShuffle), ais (All-in-Storage)
     /// or decoupled (DecoupleVS: compressed lists and vectors in two files); all but packed
-    /// are written by `trawl layout`.
+    /// are written by `trawl layout`. An index left with the decoupled layout alone (after a
+    /// decoupled merge) is searched on it when packed is asked for.
     #[arg(long, default_value = "packed", value_parser = |s: &str| s.parse::<IndexLayout>())]
     pub layout: IndexLayout,
     /// Decoupled layout: memory for the LRU cache of compressed neighbour lists, in MiB.
@@ -167,6 +168,20 @@ impl SearchOptions {
     }
 }
 
+/// The layout to open in `dir`: `asked`, except that an index without `packed.trawl` but with
+/// the decoupled graph (a decoupled merge dropped the packed layouts) is opened on the
+/// decoupled layout when the packed one is asked for (the default).
+pub(crate) fn resolve_layout(dir: &Path, asked: IndexLayout) -> IndexLayout {
+    if asked == IndexLayout::Packed
+        && !dir.join(IndexLayout::Packed.file_name()).is_file()
+        && dir.join(IndexLayout::Decoupled.file_name()).is_file()
+    {
+        IndexLayout::Decoupled
+    } else {
+        asked
+    }
+}
+
 /// The open options the search flags ask for.
 pub(crate) fn open_options(o: &SearchOptions) -> OpenOptions {
     OpenOptions {
@@ -201,7 +216,8 @@ pub(crate) fn open_index(
             most / 2
         );
     }
-    let opts = open_options(o);
+    let mut opts = open_options(o);
+    opts.layout = resolve_layout(dir, opts.layout);
     let t_load = Instant::now();
     // Only the graph kind exists; a new kind makes this pattern refutable, and the compiler
     // asks for its arm.

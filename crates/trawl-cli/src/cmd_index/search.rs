@@ -90,9 +90,11 @@ fn search_live<T: Element>(
 pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
     let queries = crate::runtime::read_vectors(&args.queries)?;
     let out = if has_updates(&args.index_dir) {
+        let mut opts = open_options(&args.opts);
+        opts.layout = super::resolve_layout(&args.index_dir, opts.layout);
         let ix = trawl::index::live::LiveIndex::open(
             &args.index_dir,
-            open_options(&args.opts),
+            opts,
             trawl::index::live::Access::ReadOnly,
         )?;
         match &queries {

@@ -244,6 +244,12 @@ impl Delta {
                 r.graph = r.graph.grown(cap);
             }
             let points: Vec<u32> = (start as u32..n as u32).collect();
+            // Link under a read lock: the rows are in place, and the graph takes concurrent
+            // readers (as in the build, searches read lists while links write them). Holding
+            // the write lock here deadlocked: `link_points` broadcasts to the rayon pool, whose
+            // workers may be running searches waiting for this very lock.
+            let g = parking_lot::RwLockWriteGuard::downgrade(g);
+            let r = T::rows(&g).ok_or(BuildError::Empty)?;
             let store = r.store(self.dim, self.metric);
             link_points(&store, &r.graph, &self.cfg, 0, &points, ctl)?;
         }

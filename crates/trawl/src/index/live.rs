@@ -34,7 +34,7 @@ use crate::graph::search::SearchScratch;
 use crate::graph::{VamanaConfig, VamanaParams};
 use crate::kernels::{DType, Element};
 use crate::progress::Control;
-use crate::search::{LiveFilter, QueryStats, SearchError, SearchParams};
+use crate::search::{CachePolicy, LiveFilter, QueryStats, SearchError, SearchParams};
 use crate::ErrorKind;
 
 /// Why an operation on a live index failed.
@@ -216,6 +216,9 @@ pub struct LiveIndex {
     /// A read-only handle's id map, as replayed at open (a writable one keeps it in its
     /// writer state).
     reader_map: HashMap<u64, Loc>,
+    /// The static node cache asked for ([`LiveIndex::set_node_cache`]): nodes, policy and
+    /// sampling threads, loaded again from the new files after every merge.
+    node_cache: Mutex<Option<(usize, CachePolicy, usize)>>,
 }
 
 fn log_path(dir: &Path) -> PathBuf {
@@ -318,6 +321,7 @@ impl LiveIndex {
             writer,
             merging: Mutex::new(()),
             reader_map,
+            node_cache: Mutex::new(None),
         })
     }
 }
@@ -740,6 +744,51 @@ impl LiveIndex {
         })
     }
 
+    /// Keeps a static node cache of `nodes` nodes chosen by `policy` (page-packed layouts;
+    /// [`DiskIndex::load_cache`]): loaded now, and chosen and loaded again from the new files
+    /// after every merge of this handle, so it always holds nodes of the current graph.
+    /// `nodes` = 0 drops it. Searches go on meanwhile (they switch to the cached version
+    /// when it is ready). A read-only handle whose files a writer has merged since it opened
+    /// is refused (reopen it).
+    pub fn set_node_cache(
+        &self,
+        nodes: usize,
+        policy: CachePolicy,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<super::cache_load::CacheReport, LiveError> {
+        let _one = self.merging.lock();
+        let cur = self.current.read().clone();
+        let mut disk = DiskIndex::open(&self.dir, self.opts)?;
+        disk.writer_held = cur.disk.writer_held;
+        let id = |d: &DiskIndex| d.manifest().map(|m| (m.build_id.clone(), m.log_seq));
+        if id(&disk) != id(&cur.disk) || disk.n() != cur.disk.n() {
+            return Err(LiveError::InvalidInput(format!(
+                "{}: the index files changed since this handle opened (a merge by another \
+                 process); reopen it to cache the new ones",
+                self.dir.display()
+            )));
+        }
+        let report = disk
+            .load_cache(nodes, policy, threads.max(1), ctl)
+            .map_err(|e| LiveError::InvalidInput(e.to_string()))?;
+        // Publish under the writer lock (writes apply to the version they read; the new
+        // version shares every mutable part with the old one, so none is lost).
+        let _w = self.writer.as_ref().map(|w| w.lock());
+        let cur = self.current.read().clone();
+        let v = Arc::new(Version {
+            disk: Arc::new(disk),
+            ids: cur.ids.clone(),
+            dead: cur.dead.clone(),
+            epoch: cur.epoch.clone(),
+            frozen: cur.frozen.clone(),
+            active: cur.active.clone(),
+        });
+        *self.current.write() = v;
+        *self.node_cache.lock() = (nodes > 0).then_some((nodes, policy, threads.max(1)));
+        Ok(report)
+    }
+
     /// Folds the delta and the deletions into new disk files (see [`super::merge`]), then
     /// searches use them. Searches and writes go on meanwhile: writes land in a fresh delta.
     pub fn merge(&self, threads: usize, ctl: &Control) -> Result<MergeReport, LiveError> {
@@ -816,6 +865,12 @@ impl LiveIndex {
         let mut w = writer.lock();
         let mut disk = DiskIndex::open(&self.dir, self.opts)?;
         disk.writer_held = true;
+        // The static node cache, chosen again on the new graph (its nodes and records
+        // changed); a failure here leaves the new version uncached, not unusable.
+        let cache = *self.node_cache.lock();
+        if let Some((nodes, policy, threads)) = cache {
+            let _ = disk.load_cache(nodes, policy, threads, ctl);
+        }
         let disk_seq = disk.manifest().and_then(|m| m.log_seq).unwrap_or(0);
         let ids = SlotIds::load(&self.dir, disk.n()).map_err(OpenError::from)?;
         let version = Arc::new(new_version(disk, ids, &self.cfg));
