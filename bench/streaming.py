@@ -106,7 +106,8 @@ def report(paths: list[Path]) -> None:
              "the same live set, searched the same way. Odd rounds: the merge alone on all "
              "threads (its time against the fresh build's); even rounds: the merge on one thread "
              "at niceness 10 while 2 threads search with O_DIRECT (QPS against idle QPS measured "
-             "right after, same loop).", ""]
+             "right after, same loop). Gap = fresh − merged recall in points (negative: the merged "
+             "index is the better one); its max is the worst round.", ""]
     m = docs[0].get("machine", {})
     lines += [f"Machine: {m.get('cpu_model')}, {m.get('logical_cpus')} logical CPUs, "
               f"{(m.get('mem_total_kib') or 0) // 2**20} GiB; commit {m.get('git_commit', '?')[:10]}.",
