@@ -95,14 +95,13 @@ fn read_ids(path: &Path) -> Result<Vec<u64>> {
     Ok(ids)
 }
 
-/// The layout a writer opens: the decoupled one for an index that has no packed file left
-/// (a decoupled merge drops it) or when asked, else the packed one.
+/// The layout a writer opens: the decoupled one when asked, else the search commands' choice
+/// (packed, or decoupled for an index a decoupled merge left without `packed.trawl`).
 fn writer_layout(dir: &Path, decoupled: bool) -> IndexLayout {
-    let graph = dir.join(IndexLayout::Decoupled.file_name());
-    if decoupled || (!dir.join(IndexLayout::Packed.file_name()).is_file() && graph.is_file()) {
+    if decoupled {
         IndexLayout::Decoupled
     } else {
-        IndexLayout::Packed
+        super::resolve_layout(dir, IndexLayout::Packed)
     }
 }
 
