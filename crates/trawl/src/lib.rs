@@ -17,6 +17,7 @@
 //! - [`mem`]: placement of large build arrays (transparent huge pages).
 //! - [`progress`]: progress reporting and cancellation, passed explicitly to long operations.
 
+pub mod accel;
 pub mod data;
 pub mod error;
 pub mod exact;

@@ -40,6 +40,11 @@ impl QueryTable {
         self.rows.len()
     }
 
+    /// The whole table, `m × 256` entries, subspace-major (what an accelerator uploads).
+    pub fn flat(&self) -> &[f32] {
+        self.rows.as_flattened()
+    }
+
     /// Entry `(s, c)`: the partial distance of subspace `s` for centroid `c`.
     pub fn entry(&self, s: usize, c: u8) -> f32 {
         self.rows[s][usize::from(c)]

@@ -1,0 +1,126 @@
+//! The CPU backend of the filter stage: the reference every other backend is tested against.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::{adc_distance, AccelError, AccelInfo, Accelerator, FilterJob, FilterOutput};
+use super::{FilterPending, Ready};
+use crate::quant::pq::PqCodes;
+
+/// Filter stage on the host: per query, dedup by a stamp array (one `u32` per vector and
+/// thread, reused across queries), PQ-ADC with [`adc_distance`], and a partial select of the
+/// top-n by `(distance, id)`. A batch's queries run in parallel on the rayon pool.
+#[derive(Debug, Clone)]
+pub struct CpuAccel {
+    codes: Arc<PqCodes>,
+}
+
+#[derive(Default)]
+struct Scratch {
+    stamps: Vec<u32>,
+    epoch: u32,
+    scored: Vec<(f32, u32)>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+impl CpuAccel {
+    /// The backend over `codes` (shared, not copied).
+    pub fn new(codes: Arc<PqCodes>) -> Self {
+        Self { codes }
+    }
+
+    /// Scores query `q` of `job` into `ids` / `dists` (`top_n` each); returns its distinct
+    /// candidates.
+    fn one(&self, job: &FilterJob, q: usize, ids: &mut [u32], dists: &mut [f32]) -> u32 {
+        let table = job.table(q);
+        let cands = job.candidates(q);
+        let codes = &*self.codes;
+        SCRATCH.with(|s| {
+            let s = &mut *s.borrow_mut();
+            if s.stamps.len() < codes.n() {
+                s.stamps = vec![0; codes.n()];
+                s.epoch = 0;
+            }
+            s.epoch = s.epoch.wrapping_add(1);
+            if s.epoch == 0 {
+                s.stamps.fill(0);
+                s.epoch = 1;
+            }
+            let epoch = s.epoch;
+            s.scored.clear();
+            for (i, &id) in cands.iter().enumerate() {
+                if let Some(&next) = cands.get(i + 8) {
+                    codes.prefetch(next as usize);
+                }
+                let stamp = &mut s.stamps[id as usize];
+                if *stamp == epoch {
+                    continue;
+                }
+                *stamp = epoch;
+                s.scored
+                    .push((adc_distance(table, codes.code(id as usize)), id));
+            }
+            let unique = s.scored.len() as u32;
+            let order = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+            let keep = job.top_n.min(s.scored.len());
+            if s.scored.len() > keep {
+                s.scored.select_nth_unstable_by(keep, order);
+                s.scored.truncate(keep);
+            }
+            s.scored.sort_unstable_by(order);
+            ids.fill(u32::MAX);
+            dists.fill(f32::INFINITY);
+            for (k, &(d, id)) in s.scored.iter().enumerate() {
+                ids[k] = id;
+                dists[k] = d;
+            }
+            unique
+        })
+    }
+
+    /// Scores `job` on this thread (or the pool, for several queries).
+    pub fn run(&self, job: &FilterJob) -> Result<FilterOutput, AccelError> {
+        job.validate(self.codes.n(), self.codes.m())?;
+        let (nq, top_n) = (job.queries(), job.top_n);
+        let mut out = FilterOutput {
+            top_n,
+            ids: vec![u32::MAX; nq * top_n],
+            dists: vec![f32::INFINITY; nq * top_n],
+            unique: vec![0; nq],
+        };
+        if nq == 1 {
+            out.unique[0] = self.one(job, 0, &mut out.ids, &mut out.dists);
+        } else {
+            out.ids
+                .par_chunks_mut(top_n)
+                .zip(out.dists.par_chunks_mut(top_n))
+                .zip(out.unique.par_iter_mut())
+                .enumerate()
+                .for_each(|(q, ((ids, dists), u))| *u = self.one(job, q, ids, dists));
+        }
+        Ok(out)
+    }
+}
+
+impl Accelerator for CpuAccel {
+    fn info(&self) -> AccelInfo {
+        AccelInfo {
+            backend: "cpu",
+            adapter: format!(
+                "host CPU ({} threads, {} kernels)",
+                rayon::current_num_threads(),
+                crate::kernels::dispatch::kernels().name
+            ),
+            resident_bytes: self.codes.as_bytes().len() as u64,
+        }
+    }
+
+    fn submit(&self, job: FilterJob) -> Result<Box<dyn FilterPending>, AccelError> {
+        Ok(Box::new(Ready(self.run(&job))))
+    }
+}

@@ -1,0 +1,100 @@
+//! The filter stage's contract, on the CPU backend (the GPU backend's tests compare against it).
+
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+
+/// A random batch: `nq` queries, up to `max_cands` candidates each drawn from `n` with many
+/// duplicates, random tables.
+pub(crate) fn random_job(seed: u64, n: usize, m: usize, nq: usize, max_cands: usize, top_n: usize) -> FilterJob {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let tables = (0..nq * m * TABLE_ROW).map(|_| rng.gen_range(0.0f32..4.0)).collect();
+    let mut offsets = vec![0u32];
+    let mut ids = Vec::new();
+    for _ in 0..nq {
+        let c = rng.gen_range(0..=max_cands);
+        let span = rng.gen_range(1..=n);
+        let lo = rng.gen_range(0..=n - span);
+        ids.extend((0..c).map(|_| (lo + rng.gen_range(0..span)) as u32));
+        offsets.push(ids.len() as u32);
+    }
+    FilterJob { m, tables, offsets, ids, top_n }
+}
+
+pub(crate) fn random_codes(seed: u64, n: usize, m: usize) -> Arc<PqCodes> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let codes = (0..n * m).map(|_| rng.gen::<u8>()).collect();
+    Arc::new(PqCodes::from_vec(codes, m, 256).unwrap())
+}
+
+/// An independent model of the contract: sort and dedup, score, sort by (distance, id).
+pub(crate) fn model(codes: &PqCodes, job: &FilterJob) -> FilterOutput {
+    let nq = job.queries();
+    let mut out = FilterOutput {
+        top_n: job.top_n,
+        ids: vec![u32::MAX; nq * job.top_n],
+        dists: vec![f32::INFINITY; nq * job.top_n],
+        unique: vec![0; nq],
+    };
+    for q in 0..nq {
+        let mut c = job.candidates(q).to_vec();
+        c.sort_unstable();
+        c.dedup();
+        out.unique[q] = c.len() as u32;
+        let mut s: Vec<(f32, u32)> = c
+            .iter()
+            .map(|&id| {
+                let code = codes.code(id as usize);
+                let mut acc = [0f32; 4];
+                for (j, &b) in code.iter().enumerate() {
+                    acc[j % 4] += job.table(q)[j * 256 + b as usize];
+                }
+                ((acc[0] + acc[1]) + (acc[2] + acc[3]), id)
+            })
+            .collect();
+        s.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (k, &(d, id)) in s.iter().take(job.top_n).enumerate() {
+            out.ids[q * job.top_n + k] = id;
+            out.dists[q * job.top_n + k] = d;
+        }
+    }
+    out
+}
+
+#[test]
+fn cpu_backend_matches_the_model() {
+    for (seed, m, nq, cands, top_n) in [(1, 8, 1, 50, 10), (2, 16, 7, 3000, 100), (3, 5, 33, 400, 400), (4, 32, 4, 0, 5)] {
+        let codes = random_codes(seed, 2000, m);
+        let job = random_job(seed, 2000, m, nq, cands, top_n);
+        let cpu = CpuAccel::new(codes.clone());
+        let got = cpu.filter(job.clone()).unwrap();
+        assert_eq!(got, model(&codes, &job), "seed {seed}");
+    }
+}
+
+#[test]
+fn bad_batches_are_errors() {
+    let codes = random_codes(9, 100, 8);
+    let cpu = CpuAccel::new(codes);
+    let mut job = random_job(9, 100, 8, 3, 20, 5);
+    job.ids.push(100);
+    *job.offsets.last_mut().unwrap() += 1;
+    assert!(matches!(cpu.filter(job), Err(AccelError::BadBatch(_))));
+    let mut job = random_job(9, 100, 8, 3, 20, 5);
+    job.m = 4;
+    assert!(matches!(cpu.filter(job), Err(AccelError::BadBatch(_))));
+    let mut job = random_job(9, 100, 8, 3, 20, 5);
+    job.top_n = 0;
+    assert!(matches!(cpu.filter(job), Err(AccelError::BadBatch(_))));
+}
+
+#[test]
+fn auto_opens_something_and_cpu_is_cpu() {
+    let codes = random_codes(5, 100, 8);
+    assert_eq!(open(AccelKind::Cpu, codes.clone()).unwrap().info().backend, "cpu");
+    let a = open(AccelKind::Auto, codes).unwrap();
+    assert!(["cpu", "gpu"].contains(&a.info().backend));
+}
