@@ -24,6 +24,7 @@ pub mod exact;
 pub mod graph;
 pub mod index;
 pub mod io;
+pub mod ivf;
 pub mod kernels;
 pub mod layout;
 pub mod mem;

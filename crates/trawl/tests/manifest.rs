@@ -35,7 +35,9 @@ fn an_index_built_before_manifests_opens_read_only() {
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    let AnyIndex::Graph(ix) = open_any(&dir, OpenOptions::default()).unwrap();
+    let AnyIndex::Graph(ix) = open_any(&dir, OpenOptions::default()).unwrap() else {
+        panic!("a graph index opens as a graph index");
+    };
     let info = ix.info().unwrap();
     assert_eq!(info.kind, IndexKind::Graph);
     assert!(!info.manifest);

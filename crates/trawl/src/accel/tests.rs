@@ -9,9 +9,18 @@ use super::*;
 
 /// A random batch: `nq` queries, up to `max_cands` candidates each drawn from `n` with many
 /// duplicates, random tables.
-pub(crate) fn random_job(seed: u64, n: usize, m: usize, nq: usize, max_cands: usize, top_n: usize) -> FilterJob {
+pub(crate) fn random_job(
+    seed: u64,
+    n: usize,
+    m: usize,
+    nq: usize,
+    max_cands: usize,
+    top_n: usize,
+) -> FilterJob {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let tables = (0..nq * m * TABLE_ROW).map(|_| rng.gen_range(0.0f32..4.0)).collect();
+    let tables = (0..nq * m * TABLE_ROW)
+        .map(|_| rng.gen_range(0.0f32..4.0))
+        .collect();
     let mut offsets = vec![0u32];
     let mut ids = Vec::new();
     for _ in 0..nq {
@@ -21,7 +30,13 @@ pub(crate) fn random_job(seed: u64, n: usize, m: usize, nq: usize, max_cands: us
         ids.extend((0..c).map(|_| (lo + rng.gen_range(0..span)) as u32));
         offsets.push(ids.len() as u32);
     }
-    FilterJob { m, tables, offsets, ids, top_n }
+    FilterJob {
+        m,
+        tables,
+        offsets,
+        ids,
+        top_n,
+    }
 }
 
 pub(crate) fn random_codes(seed: u64, n: usize, m: usize) -> Arc<PqCodes> {
@@ -66,7 +81,12 @@ pub(crate) fn model(codes: &PqCodes, job: &FilterJob) -> FilterOutput {
 
 #[test]
 fn cpu_backend_matches_the_model() {
-    for (seed, m, nq, cands, top_n) in [(1, 8, 1, 50, 10), (2, 16, 7, 3000, 100), (3, 5, 33, 400, 400), (4, 32, 4, 0, 5)] {
+    for (seed, m, nq, cands, top_n) in [
+        (1, 8, 1, 50, 10),
+        (2, 16, 7, 3000, 100),
+        (3, 5, 33, 400, 400),
+        (4, 32, 4, 0, 5),
+    ] {
         let codes = random_codes(seed, 2000, m);
         let job = random_job(seed, 2000, m, nq, cands, top_n);
         let cpu = CpuAccel::new(codes.clone());
@@ -94,7 +114,10 @@ fn bad_batches_are_errors() {
 #[test]
 fn auto_opens_something_and_cpu_is_cpu() {
     let codes = random_codes(5, 100, 8);
-    assert_eq!(open(AccelKind::Cpu, codes.clone()).unwrap().info().backend, "cpu");
+    assert_eq!(
+        open(AccelKind::Cpu, codes.clone()).unwrap().info().backend,
+        "cpu"
+    );
     let a = open(AccelKind::Auto, codes).unwrap();
     assert!(["cpu", "gpu"].contains(&a.info().backend));
 }

@@ -88,6 +88,15 @@ pub enum IndexBuildError {
     /// The directory's atomic write could not start or finish (another writer, the OS).
     #[error(transparent)]
     Txn(#[from] super::txn::TxnError),
+    /// A build parameter is out of range.
+    #[error("invalid build parameters: {0}")]
+    InvalidParams(String),
+    /// The build was cancelled (Ctrl-C, a cancel flag); nothing was written.
+    #[error("cancelled")]
+    Cancelled,
+    /// An invariant of the build does not hold: a bug in trawl.
+    #[error("internal error: {0} (a bug: please report it)")]
+    Internal(String),
     /// The output directory could not be created.
     #[error("{}: {source}", dir.display())]
     Dir {
@@ -115,6 +124,9 @@ impl IndexBuildError {
             Self::Open(o) => o.kind(),
             Self::Txn(t) => t.kind(),
             Self::Dir { .. } => K::Storage,
+            Self::InvalidParams(_) => K::InvalidInput,
+            Self::Cancelled => K::Cancelled,
+            Self::Internal(_) => K::Internal,
         }
     }
 }
@@ -249,6 +261,7 @@ pub fn build_index<T: Element>(
             entry_ratio: params.entry.map_or(0.0, |e| e.ratio),
             memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
             seed: params.graph.seed,
+            ivf: None,
         }),
         String::new(),
     )?;

@@ -58,6 +58,36 @@ pub struct IndexInfo {
     pub build: Option<BuildRecord>,
     /// The build every file belongs to (empty without a manifest).
     pub build_id: String,
+    /// IVF index: lists, replication, vector file, accelerator, memory by part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ivf: Option<IvfInfo>,
+}
+
+/// What an IVF index is, beyond the shared fields of [`IndexInfo`].
+#[derive(Debug, Clone, Serialize)]
+pub struct IvfInfo {
+    /// Posting lists.
+    pub nlist: usize,
+    /// Mean lists per vector.
+    pub replication: f64,
+    /// Target list size of the clustering.
+    pub list_size: u32,
+    /// Boundary replication's ε.
+    pub epsilon: f32,
+    /// Most lists per vector.
+    pub max_replicas: u32,
+    /// Degree bound of the centroid graph.
+    pub centroid_r: usize,
+    /// The vector file searched (`bucket` or `by_id`).
+    pub vector_layout: String,
+    /// Vectors per 4 KiB page.
+    pub vectors_per_page: usize,
+    /// Data pages of the vector file.
+    pub vector_pages: u64,
+    /// The filter stage's accelerator.
+    pub accel: crate::accel::AccelInfo,
+    /// Host memory by part.
+    pub memory: crate::ivf::IvfMemory,
 }
 
 /// [`DiskBytes`] with its total.
@@ -112,15 +142,20 @@ impl DiskIndex {
                 .as_ref()
                 .map_or_else(String::new, |m| m.build_id.clone()),
             build: manifest.and_then(|m| m.build),
+            ivf: None,
         })
     }
 }
 
-/// An opened index of any kind.
+/// An opened index of any kind. The variants differ in size; an index is opened once and
+/// not moved about, so neither is boxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum AnyIndex {
     /// A graph index.
     Graph(DiskIndex),
+    /// An IVF index.
+    Ivf(crate::ivf::IvfIndex),
 }
 
 impl AnyIndex {
@@ -128,6 +163,7 @@ impl AnyIndex {
     pub fn kind(&self) -> IndexKind {
         match self {
             Self::Graph(_) => IndexKind::Graph,
+            Self::Ivf(_) => IndexKind::Ivf,
         }
     }
 
@@ -135,6 +171,7 @@ impl AnyIndex {
     pub fn info(&self) -> Result<IndexInfo, OpenError> {
         match self {
             Self::Graph(g) => g.info(),
+            Self::Ivf(i) => i.info(),
         }
     }
 }
@@ -145,5 +182,6 @@ pub fn open_any(dir: &Path, opts: OpenOptions) -> Result<AnyIndex, OpenError> {
     let kind = Manifest::load_if_present(dir)?.map_or(IndexKind::Graph, |m| m.kind);
     match kind {
         IndexKind::Graph => Ok(AnyIndex::Graph(DiskIndex::open(dir, opts)?)),
+        IndexKind::Ivf => Ok(AnyIndex::Ivf(crate::ivf::IvfIndex::open(dir, opts)?)),
     }
 }

@@ -32,6 +32,9 @@ const VERSION: u32 = 1;
 pub enum IndexKind {
     /// A Vamana graph on disk with PQ codes in memory ([`super::DiskIndex`]).
     Graph,
+    /// Posting lists over a centroid graph, PQ codes on an accelerator, vectors on disk in
+    /// buckets ([`crate::ivf::IvfIndex`], FusionANNS).
+    Ivf,
 }
 
 impl IndexKind {
@@ -39,6 +42,7 @@ impl IndexKind {
     pub fn name(&self) -> &'static str {
         match self {
             Self::Graph => "graph",
+            Self::Ivf => "ivf",
         }
     }
 }
@@ -60,8 +64,24 @@ pub struct BuildRecord {
     pub entry_ratio: f64,
     /// Build memory budget in bytes (0: none).
     pub memory_budget_bytes: u64,
-    /// Graph build seed.
+    /// Graph build seed (IVF: the clustering's seed; R, L and α are the centroid graph's).
     pub seed: u64,
+    /// IVF index: its clustering and replication parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ivf: Option<IvfRecord>,
+}
+
+/// How an IVF index was clustered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IvfRecord {
+    /// Target posting-list size.
+    pub list_size: usize,
+    /// Boundary replication's ε.
+    pub epsilon: f64,
+    /// Most lists per vector.
+    pub max_replicas: usize,
+    /// Posting lists made.
+    pub nlist: usize,
 }
 
 /// One file of the index, as the manifest records it.
@@ -312,6 +332,43 @@ impl Manifest {
             dim: base.dim,
             dtype: base.dtype.name().into(),
             metric: base.metric.name().into(),
+            layouts,
+            files,
+            build,
+            build_id,
+            log_seq: None,
+            next_id: None,
+        })
+    }
+
+    /// Describes the IVF index whose files are in `dir`: `ivf.trawl`, the PQ files and the
+    /// vector files present.
+    pub fn describe_ivf(dir: &Path, build: Option<BuildRecord>) -> Result<Self, FileError> {
+        use crate::ivf::{file, vectors};
+        let meta = file::IvfMeta::load(&dir.join(file::FILE_NAME))?;
+        let mut files = vec![
+            entry_of(dir, file::FILE_NAME, "ivf")?,
+            entry_of(dir, PQ_FILE, "pq")?,
+            entry_of(dir, PQ_CODES_FILE, "pq_codes")?,
+            entry_of(dir, vectors::FILE_NAME, "ivf_vectors")?,
+        ];
+        let mut layouts = vec!["bucket".to_string()];
+        if dir.join(vectors::BY_ID_FILE_NAME).is_file() {
+            files.push(entry_of(
+                dir,
+                vectors::BY_ID_FILE_NAME,
+                "ivf_vectors_by_id",
+            )?);
+            layouts.push("by_id".into());
+        }
+        let build_id = build_id_of(&files, &build);
+        Ok(Self {
+            kind: IndexKind::Ivf,
+            written_by: env!("CARGO_PKG_VERSION").into(),
+            n: meta.n,
+            dim: meta.dim,
+            dtype: meta.dtype.name().into(),
+            metric: meta.metric.name().into(),
             layouts,
             files,
             build,

@@ -12,7 +12,7 @@
 //! The packed header holds the payload checksums of both PQ files, so files from different
 //! builds are never mixed.
 
-mod batch;
+pub(crate) mod batch;
 mod build;
 mod cache_load;
 pub(crate) mod delta;
@@ -32,9 +32,9 @@ pub mod wal;
 pub use batch::BatchOutput;
 pub use build::{build_index, IndexBuildError, IndexBuildReport, IndexParams};
 pub use entry_build::EntryReport;
-pub use info::{open_any, AnyIndex, DiskBytesInfo, IndexInfo};
+pub use info::{open_any, AnyIndex, DiskBytesInfo, IndexInfo, IvfInfo};
 pub use layouts::{IndexLayout, LayoutReport, ShuffleParams};
-pub use manifest::{BuildRecord, IndexKind, Manifest, ManifestFile, MANIFEST_FILE};
+pub use manifest::{BuildRecord, IndexKind, IvfRecord, Manifest, ManifestFile, MANIFEST_FILE};
 pub use verify::{verify_index, VerifiedFile, VerifyReport};
 
 use std::path::{Path, PathBuf};
@@ -78,6 +78,10 @@ pub struct OpenOptions {
     /// Decoupled layout: memory for the LRU cache of compressed neighbour lists (entries and
     /// bookkeeping), shared by the index's searchers.
     pub list_cache_bytes: u64,
+    /// IVF index: the accelerator of the filter stage.
+    pub accel: crate::accel::AccelKind,
+    /// IVF index: which vector file the re-rank reads.
+    pub ivf_vectors: crate::ivf::IvfVectorLayout,
 }
 
 /// Polling time of [`OpenOptions::spin_us`]'s automatic choice: covers most 4 KiB reads on
@@ -96,6 +100,8 @@ impl Default for OpenOptions {
             spin_us: None,
             layout: IndexLayout::Packed,
             list_cache_bytes: DEFAULT_LIST_CACHE_BYTES,
+            accel: crate::accel::AccelKind::Cpu,
+            ivf_vectors: crate::ivf::IvfVectorLayout::Bucket,
         }
     }
 }
@@ -128,6 +134,9 @@ pub enum OpenError {
     /// The index file could not be opened for reading.
     #[error(transparent)]
     Io(#[from] IoError),
+    /// The accelerator asked for could not be opened (`gpu` without an adapter).
+    #[error(transparent)]
+    Accel(crate::accel::AccelError),
 }
 
 impl OpenError {
@@ -138,6 +147,7 @@ impl OpenError {
             Self::File(f) => f.kind(),
             Self::Mismatch { .. } => ErrorKind::Corrupt,
             Self::Io(e) => e.kind(),
+            Self::Accel(e) => e.kind(),
         }
     }
 }

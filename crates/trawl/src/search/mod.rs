@@ -36,6 +36,7 @@ pub mod source;
 mod stats;
 pub mod width;
 
+pub(crate) use beam::wait_some;
 pub use beam::BeamQuery;
 pub use cache::{CachePolicy, NodeCache};
 pub use explore::Frontier;
@@ -52,7 +53,7 @@ pub use source::{
     Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource,
     VectorSource,
 };
-pub use stats::{IoStats, QueryStats, RerankStats, TraversalStats};
+pub use stats::{IoStats, IvfStats, QueryStats, RerankStats, TraversalStats};
 pub use width::WidthSchedule;
 
 use crate::io::IoError;
@@ -153,6 +154,9 @@ pub enum SearchError {
     /// index or the call.
     #[error("internal error: {0} (a bug: please report it)")]
     Internal(String),
+    /// The accelerator of an IVF index failed.
+    #[error(transparent)]
+    Accel(#[from] crate::accel::AccelError),
 }
 
 impl SearchError {
@@ -163,6 +167,7 @@ impl SearchError {
             Self::Corrupt { .. } => ErrorKind::Corrupt,
             Self::File(e) => e.kind(),
             Self::Internal(_) => ErrorKind::Internal,
+            Self::Accel(e) => e.kind(),
             Self::InvalidK { .. }
             | Self::KTooLarge { .. }
             | Self::InvalidBeamWidth { .. }

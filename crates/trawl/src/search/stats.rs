@@ -68,6 +68,23 @@ pub struct RerankStats {
     pub vector_decode_ns: u64,
 }
 
+/// What the IVF index's stages did (zero for graph indexes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IvfStats {
+    /// Posting lists probed.
+    pub lists_probed: u64,
+    /// Candidate ids gathered from the lists, duplicates included.
+    pub candidates: u64,
+    /// Distinct candidates after deduplication (each scored once by PQ).
+    pub candidates_unique: u64,
+    /// Reads saved by merging a mini-batch's vectors on one page into one read.
+    pub pages_merged: u64,
+    /// Reads saved by the query's page buffer (pages an earlier mini-batch had read).
+    pub pages_buffered: u64,
+    /// Distances computed in the centroid graph.
+    pub centroid_distances: u64,
+}
+
 /// What one query did. Summed over queries with `+=`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct QueryStats {
@@ -80,6 +97,9 @@ pub struct QueryStats {
     /// The re-rank from a vector file.
     #[serde(flatten)]
     pub rerank: RerankStats,
+    /// The IVF stages.
+    #[serde(flatten)]
+    pub ivf: IvfStats,
     /// Nanoseconds of the whole query (`io.io_wait_ns` included).
     pub total_ns: u64,
 }
@@ -116,7 +136,7 @@ impl QueryStats {
     /// Counts one read request of `pages` pages holding `records` records (or lists, or
     /// vectors).
     #[inline]
-    pub(crate) fn count_read(&mut self, pages: u32, records: u64) {
+    pub fn count_read(&mut self, pages: u32, records: u64) {
         self.io.io_requests += 1;
         self.io.pages_read += u64::from(pages);
         self.io.bytes_read += u64::from(pages) * crate::io::PAGE_BYTES as u64;
@@ -159,11 +179,23 @@ impl AddAssign for RerankStats {
     }
 }
 
+impl AddAssign for IvfStats {
+    fn add_assign(&mut self, o: Self) {
+        self.lists_probed += o.lists_probed;
+        self.candidates += o.candidates;
+        self.candidates_unique += o.candidates_unique;
+        self.pages_merged += o.pages_merged;
+        self.pages_buffered += o.pages_buffered;
+        self.centroid_distances += o.centroid_distances;
+    }
+}
+
 impl AddAssign for QueryStats {
     fn add_assign(&mut self, o: Self) {
         self.traversal += o.traversal;
         self.io += o.io;
         self.rerank += o.rerank;
+        self.ivf += o.ivf;
         self.total_ns += o.total_ns;
     }
 }
@@ -185,7 +217,7 @@ mod tests {
         assert_eq!(o["hops"], 2);
         assert_eq!(o["vector_reads"], 1);
         assert_eq!(o["total_ns"], 9);
-        assert_eq!(o.len(), 21, "{o:?}");
+        assert_eq!(o.len(), 27, "{o:?}");
         let mut t = s;
         t += s;
         assert_eq!(t.io.pages_read, 6);
