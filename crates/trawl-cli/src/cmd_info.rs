@@ -233,7 +233,10 @@ fn index_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Contro
         layout,
         ..Default::default()
     };
-    let trawl::index::AnyIndex::Graph(ix) = trawl::index::open_any(dir, opts)?;
+    let ix = match trawl::index::open_any(dir, opts)? {
+        trawl::index::AnyIndex::Graph(ix) => ix,
+        trawl::index::AnyIndex::Ivf(ix) => return ivf_dir(&ix, verify, json, ctl),
+    };
     let info = ix.info()?;
     if json {
         let mut v = serde_json::to_value(&info)?;
@@ -380,5 +383,80 @@ fn index_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Contro
         human_bytes(mem.checksum_bytes),
         human_bytes(mem.entry_bytes)
     );
+    Ok(())
+}
+
+fn ivf_dir(
+    ix: &trawl::ivf::IvfIndex,
+    verify: bool,
+    json: bool,
+    ctl: &trawl::progress::Control,
+) -> Result<()> {
+    let info = ix.info()?;
+    if json {
+        let mut v = serde_json::to_value(&info)?;
+        if verify {
+            v["verify"] = serde_json::json!({ "vector_pages": ix.verify(ctl)? });
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let m = ix.meta();
+    let iv = info.ivf.as_ref();
+    println!("index:   {}", ix.dir().display());
+    println!(
+        "kind:    ivf index (FusionANNS); vector layouts {}; {}",
+        info.layouts.join(", "),
+        if info.manifest {
+            "manifest.trawl lists every file"
+        } else {
+            "no manifest"
+        }
+    );
+    println!(
+        "vectors: {} × {} {} ({}), PQ {} B per vector",
+        info.n, info.dim, info.dtype, info.metric, info.pq_bytes
+    );
+    println!(
+        "lists:   {} ({:.1}% of n; target size {}, ε {}, at most {} per vector), replication {:.2}; \
+         centroid graph R {}",
+        m.nlist(),
+        100.0 * m.nlist() as f64 / info.n.max(1) as f64,
+        m.list_size,
+        m.epsilon,
+        m.max_replicas,
+        m.replication(),
+        m.graph.max_degree()
+    );
+    if let Some(iv) = iv {
+        println!(
+            "pages:   {} data pages, {} vectors per page",
+            iv.vector_pages, iv.vectors_per_page
+        );
+        println!(
+            "memory:  {} (centroids {}, centroid graph {}, posting lists {}, PQ codes {}, codebooks {}, \
+             slot table and checksums {}), {:.1} B per vector",
+            human_bytes(iv.memory.total()),
+            human_bytes(iv.memory.centroids),
+            human_bytes(iv.memory.centroid_graph),
+            human_bytes(iv.memory.posting_lists),
+            human_bytes(iv.memory.pq_codes),
+            human_bytes(iv.memory.pq_codebooks),
+            human_bytes(iv.memory.vector_table),
+            iv.memory.total() as f64 / info.n.max(1) as f64
+        );
+        println!("accel:   {} — {}", iv.accel.backend, iv.accel.adapter);
+    }
+    println!(
+        "disk:    {} ({} files)",
+        human_bytes(info.disk_bytes.total),
+        info.files.len()
+    );
+    if verify {
+        println!(
+            "verify:  all {} vector pages match their checksums",
+            ix.verify(ctl)?
+        );
+    }
     Ok(())
 }

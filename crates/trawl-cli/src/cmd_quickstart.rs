@@ -112,6 +112,8 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             entry_sampling: trawl::search::entry::EntrySampling::Uniform,
             decoupled: false,
             report: Some(args.dir.join("build-report.json")),
+            kind: "graph".into(),
+            ivf: Default::default(),
         },
         ctl,
     )?;
@@ -163,6 +165,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             no_verify: false,
             sqpoll: false,
             spin_us: None,
+            ivf: Default::default(),
         },
     };
     let (rows, _) = crate::cmd_index::bench(&bench, ctl)?;

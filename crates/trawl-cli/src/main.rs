@@ -34,7 +34,8 @@ enum Command {
     Gen(cmd_gen::GenArgs),
     /// Compute exact k-nearest-neighbour ground truth (DiskANN/big-ann format).
     Gt(cmd_gt::GtArgs),
-    /// Build a disk index (PQ + Vamana graph + page-packed file) in a directory.
+    /// Build a disk index in a directory: a graph index (PQ + Vamana graph + page-packed
+    /// file) or, with --kind ivf, an IVF index (FusionANNS).
     Build(cmd_index::BuildArgs),
     /// Search a disk index with one list size; write the results.
     Search(cmd_index::SearchArgs),
@@ -107,7 +108,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gen(args) => cmd_gen::run(&args, &ctl),
         Command::Gt(args) => cmd_gt::run(&args, &ctl),
-        Command::Build(args) => cmd_index::build(&args, &ctl).map(|_| ()),
+        Command::Build(args) => cmd_index::build_any(&args, &ctl),
         Command::Search(args) => cmd_index::search(&args, &ctl),
         Command::Bench(args) if args.ablation => cmd_ablation::run(&args, &ctl),
         Command::Bench(args) => cmd_index::bench(&args, &ctl).map(|(rows, info)| {

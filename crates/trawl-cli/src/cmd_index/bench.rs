@@ -30,7 +30,7 @@ pub struct BenchArgs {
     /// Neighbours per query.
     #[arg(short = 'k', default_value_t = 10)]
     pub k: usize,
-    /// Comma-separated list sizes to sweep.
+    /// Comma-separated list sizes to sweep (IVF index: numbers of lists probed).
     #[arg(
         short = 'L',
         long = "list-sizes",
@@ -119,9 +119,72 @@ pub struct BenchRow {
     pub list_decode_us_per_query: f64,
     /// Decoupled layout: microseconds decoding vectors.
     pub vector_decode_us_per_query: f64,
+    /// IVF: posting lists probed.
+    pub lists_probed_per_query: f64,
+    /// IVF: candidate ids gathered (duplicates included).
+    pub candidates_per_query: f64,
+    /// IVF: distinct candidates (after deduplication).
+    pub candidates_unique_per_query: f64,
+    /// IVF: reads saved by intra-batch page merging.
+    pub pages_merged_per_query: f64,
+    /// IVF: reads saved by the page buffer.
+    pub pages_buffered_per_query: f64,
+    /// IVF: the re-rank budget n (0 for graph indexes).
+    pub rerank_n: usize,
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+impl BenchRow {
+    /// A row from the summed statistics of `nq` queries run in `wall_secs` (latencies left
+    /// at zero for the caller).
+    pub fn from_stats(
+        l: usize,
+        recall: f64,
+        nq: f64,
+        wall_secs: f64,
+        t: &trawl::search::QueryStats,
+    ) -> Self {
+        let per = |x: u64| x as f64 / nq;
+        BenchRow {
+            l,
+            recall,
+            qps: nq / wall_secs,
+            latency_us: Latency {
+                mean: 0.0,
+                p50: 0.0,
+                p99: 0.0,
+                p999: 0.0,
+            },
+            pages_per_query: per(t.io.pages_read),
+            ios_per_query: per(t.io.io_requests),
+            bytes_per_query: per(t.io.bytes_read),
+            hops_per_query: per(t.traversal.hops),
+            nodes_expanded_per_query: per(t.traversal.nodes_expanded),
+            cache_hits_per_query: per(t.traversal.cache_hits),
+            pq_distances_per_query: per(t.traversal.pq_distances),
+            exact_distances_per_query: per(t.traversal.exact_distances),
+            io_wait_us_per_query: t.io.io_wait_ns as f64 / 1e3 / nq,
+            compute_us_per_query: t.compute_ns() as f64 / 1e3 / nq,
+            occupancy: t.occupancy(),
+            wasted_reads_per_query: per(t.io.wasted_reads),
+            records_read_per_query: per(t.io.records_read),
+            page_hits_per_query: per(t.traversal.page_hits),
+            io_utilisation: t.io_utilisation(),
+            vector_reads_per_query: per(t.rerank.vector_reads),
+            prefetched_per_query: per(t.rerank.prefetched),
+            rerank_batches_per_query: per(t.rerank.rerank_batches),
+            list_decode_us_per_query: t.traversal.list_decode_ns as f64 / 1e3 / nq,
+            vector_decode_us_per_query: t.rerank.vector_decode_ns as f64 / 1e3 / nq,
+            lists_probed_per_query: per(t.ivf.lists_probed),
+            candidates_per_query: per(t.ivf.candidates),
+            candidates_unique_per_query: per(t.ivf.candidates_unique),
+            pages_merged_per_query: per(t.ivf.pages_merged),
+            pages_buffered_per_query: per(t.ivf.pages_buffered),
+            rerank_n: 0,
+        }
+    }
+}
+
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted
         .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
         .copied()
@@ -151,38 +214,14 @@ pub(crate) fn run_sweep<T: Element>(
         let mut lat: Vec<f64> = out.stats.iter().map(|s| s.total_ns as f64 / 1e3).collect();
         lat.sort_by(f64::total_cmp);
         let t = out.total();
-        let per = |x: u64| x as f64 / nq;
-        rows.push(BenchRow {
-            l,
-            recall,
-            qps: nq / out.wall_secs,
-            latency_us: Latency {
-                mean: lat.iter().sum::<f64>() / nq,
-                p50: percentile(&lat, 0.5),
-                p99: percentile(&lat, 0.99),
-                p999: percentile(&lat, 0.999),
-            },
-            pages_per_query: per(t.io.pages_read),
-            ios_per_query: per(t.io.io_requests),
-            bytes_per_query: per(t.io.bytes_read),
-            hops_per_query: per(t.traversal.hops),
-            nodes_expanded_per_query: per(t.traversal.nodes_expanded),
-            cache_hits_per_query: per(t.traversal.cache_hits),
-            pq_distances_per_query: per(t.traversal.pq_distances),
-            exact_distances_per_query: per(t.traversal.exact_distances),
-            io_wait_us_per_query: t.io.io_wait_ns as f64 / 1e3 / nq,
-            compute_us_per_query: t.compute_ns() as f64 / 1e3 / nq,
-            occupancy: t.occupancy(),
-            wasted_reads_per_query: per(t.io.wasted_reads),
-            records_read_per_query: per(t.io.records_read),
-            page_hits_per_query: per(t.traversal.page_hits),
-            io_utilisation: t.io_utilisation(),
-            vector_reads_per_query: per(t.rerank.vector_reads),
-            prefetched_per_query: per(t.rerank.prefetched),
-            rerank_batches_per_query: per(t.rerank.rerank_batches),
-            list_decode_us_per_query: t.traversal.list_decode_ns as f64 / 1e3 / nq,
-            vector_decode_us_per_query: t.rerank.vector_decode_ns as f64 / 1e3 / nq,
-        });
+        let mut row = BenchRow::from_stats(l, recall, nq, out.wall_secs, &t);
+        row.latency_us = Latency {
+            mean: lat.iter().sum::<f64>() / nq,
+            p50: percentile(&lat, 0.5),
+            p99: percentile(&lat, 0.99),
+            p999: percentile(&lat, 0.999),
+        };
+        rows.push(row);
     }
     Ok(rows)
 }
@@ -205,12 +244,23 @@ pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_js
     if args.l.is_empty() {
         bail!("give at least one list size with -L");
     }
-    let (ix, info) = open_index(&args.index_dir, &args.opts, ctl)?;
     let (queries, gt) = load_queries(args)?;
-    let rows = match &queries {
-        AnyMatrix::F32(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
-        AnyMatrix::U8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
-        AnyMatrix::I8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+    let (rows, info) = if super::ivf::kind_of(&args.index_dir)? == trawl::index::IndexKind::Ivf {
+        let (ix, info) = super::ivf::open(&args.index_dir, &args.opts)?;
+        let rows = match &queries {
+            AnyMatrix::F32(q) => super::ivf::run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+            AnyMatrix::U8(q) => super::ivf::run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+            AnyMatrix::I8(q) => super::ivf::run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+        };
+        (rows, info)
+    } else {
+        let (ix, info) = open_index(&args.index_dir, &args.opts, ctl)?;
+        let rows = match &queries {
+            AnyMatrix::F32(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+            AnyMatrix::U8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+            AnyMatrix::I8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
+        };
+        (rows, info)
     };
     let mut info = info;
     info["k"] = args.k.into();

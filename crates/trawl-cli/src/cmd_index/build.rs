@@ -77,6 +77,21 @@ pub struct BuildArgs {
     /// Write the build report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Index kind: graph (Vamana graph on disk, PQ in memory) or ivf (FusionANNS: posting
+    /// lists over a centroid graph, PQ on an accelerator, bucketed vectors on disk).
+    #[arg(long, default_value = "graph", value_parser = ["graph", "ivf"])]
+    pub kind: String,
+    #[command(flatten)]
+    pub ivf: super::ivf::IvfBuildArgs,
+}
+
+/// `trawl build`: the kind asked for.
+pub fn build_any(args: &BuildArgs, ctl: &Control) -> Result<()> {
+    if args.kind == "ivf" {
+        super::ivf::build(args, ctl).map(|_| ())
+    } else {
+        build(args, ctl).map(|_| ())
+    }
 }
 
 /// Checks the flags that need no data, naming each flag (the library checks again, by field).
@@ -130,6 +145,9 @@ fn check_args(args: &BuildArgs) -> Result<()> {
 pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuildReport> {
     let t0 = Instant::now();
     check_args(args)?;
+    if args.kind != "graph" {
+        bail!("--kind {}: this builds a graph index", args.kind);
+    }
     let data = crate::runtime::read_vectors(&args.data)?;
     let dim = data.dim();
     let pq_bytes = match args.pq_bytes {

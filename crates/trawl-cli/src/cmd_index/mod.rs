@@ -4,13 +4,14 @@
 mod bench;
 mod build;
 mod entry;
+pub(crate) mod ivf;
 mod layout;
 mod search;
 mod update;
 
 pub use bench::{bench, print_bench, BenchArgs, BenchRow};
 pub(crate) use bench::{load_queries, run_sweep};
-pub use build::{build, BuildArgs};
+pub use build::{build, build_any, BuildArgs};
 pub use entry::{entry, EntryArgs};
 pub use layout::{layout, LayoutArgs};
 pub use search::{search, SearchArgs};
@@ -132,6 +133,8 @@ pub struct SearchOptions {
     /// the threads do not outnumber the cores, else 0; 0 always blocks at once).
     #[arg(long)]
     pub spin_us: Option<u64>,
+    #[command(flatten)]
+    pub ivf: ivf::IvfSearchArgs,
 }
 
 impl SearchOptions {
@@ -219,10 +222,14 @@ pub(crate) fn open_index(
     let mut opts = open_options(o);
     opts.layout = resolve_layout(dir, opts.layout);
     let t_load = Instant::now();
-    // Only the graph kind exists; a new kind makes this pattern refutable, and the compiler
-    // asks for its arm.
     let AnyIndex::Graph(mut ix) =
-        open_any(dir, opts).with_context(|| format!("opening {}", dir.display()))?;
+        open_any(dir, opts).with_context(|| format!("opening {}", dir.display()))?
+    else {
+        anyhow::bail!(
+            "{} is an IVF index: this command reads graph indexes",
+            dir.display()
+        );
+    };
     let policy = match (o.cache_policy, o.cache_samples) {
         (CachePolicy::Frequency { l, beam_width, .. }, Some(n)) => CachePolicy::Frequency {
             sample_queries: n,

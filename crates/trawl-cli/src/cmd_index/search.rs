@@ -24,7 +24,7 @@ pub struct SearchArgs {
     /// Neighbours per query.
     #[arg(short = 'k', default_value_t = 10)]
     pub k: usize,
-    /// Candidate list size.
+    /// Candidate list size (IVF index: the number of lists probed).
     #[arg(short = 'L', long = "list-size", default_value_t = 100)]
     pub l: usize,
     /// Write the results here (DiskANN/big-ann ground-truth format: ids and distances).
@@ -89,7 +89,15 @@ fn search_live<T: Element>(
 /// `trawl search`: one list size, results to a file.
 pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
     let queries = crate::runtime::read_vectors(&args.queries)?;
-    let out = if has_updates(&args.index_dir) {
+    let out = if super::ivf::kind_of(&args.index_dir)? == trawl::index::IndexKind::Ivf {
+        let (ix, _) = super::ivf::open(&args.index_dir, &args.opts)?;
+        let (k, m, o) = (args.k, args.l, &args.opts);
+        match &queries {
+            AnyMatrix::F32(q) => super::ivf::search(&ix, q, k, m, o)?,
+            AnyMatrix::U8(q) => super::ivf::search(&ix, q, k, m, o)?,
+            AnyMatrix::I8(q) => super::ivf::search(&ix, q, k, m, o)?,
+        }
+    } else if has_updates(&args.index_dir) {
         let mut opts = open_options(&args.opts);
         opts.layout = super::resolve_layout(&args.index_dir, opts.layout);
         let ix = trawl::index::live::LiveIndex::open(

@@ -294,6 +294,44 @@ impl IvfIndex {
         })
     }
 
+    /// Reads every data page of the vector file and checks it against its checksum; returns
+    /// the pages checked.
+    pub fn verify(
+        &self,
+        ctl: &crate::progress::Control,
+    ) -> Result<u64, crate::search::SearchError> {
+        use crate::io::{AlignedBuf, PAGE_BYTES};
+        let pages = self.vectors.geometry().data_pages;
+        let chunk = 64u64;
+        let mut buf = AlignedBuf::new(chunk as usize * PAGE_BYTES)?;
+        let bar = ctl.bar("verifying vector pages", pages);
+        let mut p = 1u64;
+        while p <= pages {
+            let take = chunk.min(pages + 1 - p);
+            if buf.pages() != take as usize {
+                buf = AlignedBuf::new(take as usize * PAGE_BYTES)?;
+            }
+            self.vfile.read_pages(p, &mut buf)?;
+            for (j, page) in buf.as_slice().chunks(PAGE_BYTES).enumerate() {
+                let at = p + j as u64;
+                if Some(crc32fast::hash(page)) != self.vectors.page_crc(at) {
+                    return Err(crate::search::SearchError::Corrupt {
+                        path: self.vfile.path().to_path_buf(),
+                        page: at,
+                        detail: "checksum mismatch".into(),
+                    });
+                }
+            }
+            p += take;
+            bar.set_position(p - 1);
+            ctl.check().map_err(|_| {
+                crate::search::SearchError::BadBatch("verification cancelled".into())
+            })?;
+        }
+        bar.finish_and_clear();
+        Ok(pages)
+    }
+
     /// Bytes of each file.
     pub fn file_bytes(&self) -> Result<Vec<(String, u64)>, FileError> {
         let mut v = Vec::new();

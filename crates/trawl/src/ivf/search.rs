@@ -244,6 +244,19 @@ impl IvfIndex {
                         s.spin = spin;
                         let mut part = Part::new();
                         let mut prev: Option<Group> = None;
+                        // One query per job: nothing to overlap, and a query's latency should
+                        // not include its neighbour's re-rank.
+                        if p.accel_batch == 1 {
+                            loop {
+                                let q = next.fetch_add(1, Ordering::Relaxed);
+                                if q >= nq {
+                                    break;
+                                }
+                                let g = s.submit_group(queries, q..q + 1, p)?;
+                                s.finish_group(queries, g, p, &mut part)?;
+                            }
+                            return Ok(part);
+                        }
                         loop {
                             let start = next.fetch_add(p.accel_batch, Ordering::Relaxed);
                             let cur = if start < nq {
