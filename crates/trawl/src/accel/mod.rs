@@ -268,5 +268,7 @@ fn open_gpu(_codes: &PqCodes) -> Result<Arc<dyn Accelerator>, AccelError> {
     Err(AccelError::NotBuilt)
 }
 
+#[cfg(all(test, feature = "gpu"))]
+mod gpu_tests;
 #[cfg(test)]
 mod tests;
