@@ -80,6 +80,9 @@ pub(crate) struct GpuOptions {
     /// Caps the bytes of a batch's buffers below the device's binding limit (0: no cap), so
     /// tests can split batches into slices.
     pub binding_cap: u64,
+    /// Caps the workgroups per dispatch dimension below the device's (0: no cap), so tests
+    /// can lay grids out over two dimensions.
+    pub group_cap: u32,
 }
 
 /// Sizes derived from the device's limits and the codes.
@@ -292,7 +295,11 @@ impl GpuAccel {
                 0 => max_binding,
                 cap => cap.min(max_binding),
             },
-            max_groups: limits.max_compute_workgroups_per_dimension.max(1),
+            max_groups: match opts.group_cap {
+                0 => limits.max_compute_workgroups_per_dimension,
+                cap => cap.min(limits.max_compute_workgroups_per_dimension),
+            }
+            .max(1),
             opts,
         };
 
@@ -392,9 +399,18 @@ impl GpuAccel {
                 32,                           // qinfo
             ]
         };
+        // Score workgroups of a slice: its queries × the chunks of its longest list, in one
+        // dispatch grid.
+        let max_groups = (u64::from(l.max_groups) * u64::from(l.max_groups)).min(1 << 31);
+        let chunks = |q: usize| {
+            u64::from(job.offsets[q + 1] - job.offsets[q])
+                .div_ceil(u64::from(CHUNK))
+                .max(1)
+        };
         let mut slices = Vec::new();
         let mut start = 0;
         let mut acc = [0u64; 7];
+        let mut most_chunks = 0;
         for q in 0..nq {
             let s = sizes(q);
             if let Some(i) = s.iter().position(|&b| b + 16 > limit) {
@@ -413,11 +429,16 @@ impl GpuAccel {
                     s[i], self.adapter
                 )));
             }
-            if q > start && acc.iter().zip(&s).any(|(a, b)| a + b + 16 > limit) {
+            let grid = (q - start + 1) as u64 * most_chunks.max(chunks(q));
+            if q > start
+                && (grid > max_groups || acc.iter().zip(&s).any(|(a, b)| a + b + 16 > limit))
+            {
                 slices.push(start..q);
                 start = q;
                 acc = [0; 7];
+                most_chunks = 0;
             }
+            most_chunks = most_chunks.max(chunks(q));
             for (a, b) in acc.iter_mut().zip(s) {
                 *a += b;
             }
@@ -615,7 +636,7 @@ struct GpuPending {
     uncaptured: Arc<Mutex<Vec<String>>>,
 }
 
-/// The f32 whose [`key_of`](gpu/common.wgsl) is `k`.
+/// The f32 whose key (`key_of` in `gpu/common.wgsl`) is `k`.
 fn dist_of_key(k: u32) -> f32 {
     f32::from_bits(if k & 0x8000_0000 != 0 {
         k ^ 0x8000_0000

@@ -163,7 +163,7 @@ fn every_global_memory_path_matches() {
                 global_table: true,
                 global_hash: true,
                 global_sort: true,
-                binding_cap: 0,
+                ..Default::default()
             },
         ] {
             let Some(g) = gpu(&codes, opts) else {
@@ -292,6 +292,26 @@ fn batches_split_over_the_binding_limit() {
     check(&g, &codes, &job, "split batch");
     let job = random_job(63, 8000, 8, 2, 3000, 10_000);
     assert!(matches!(g.filter(job), Err(AccelError::Device(_))));
+}
+
+/// Dispatch grids laid out over two dimensions (the workgroups of a dimension capped at 5),
+/// and batches split where a slice's score grid would exceed 5 × 5.
+#[test]
+fn two_dimensional_grids() {
+    let codes = random_codes(65, 20_000, 8);
+    let Some(g) = gpu(
+        &codes,
+        GpuOptions {
+            group_cap: 5,
+            ..Default::default()
+        },
+    ) else {
+        return;
+    };
+    for (seed, nq, cands) in [(1, 1, 20_000), (2, 7, 300), (3, 64, 9000)] {
+        let job = random_job(seed, 20_000, 8, nq, cands, 100);
+        check(&g, &codes, &job, &format!("grid cap 5, seed {seed}"));
+    }
 }
 
 /// Several batches in flight at once, collected out of order, from several threads.
