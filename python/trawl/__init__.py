@@ -18,7 +18,16 @@ are uint64 ids (``MISSING_ID`` = 2**64 - 1 where fewer than k results exist) and
 distances in the metric's own units: squared Euclidean for "l2", ``-<a, b>`` for "ip",
 ``1 - cos`` for "cosine". An index built from an array has ids = row numbers.
 
-Opened with ``writable=True``, an index takes streaming updates, searchable at once::
+The same calls build and search an IVF index (FusionANNS: posting lists over an in-memory
+centroid graph, PQ codes scored on an accelerator, vectors on disk in buckets), where ``L`` is
+the number of posting lists probed::
+
+    trawl.build(data, "my-ivf", trawl.BuildParams(kind="ivf", metric="l2", pq_bytes=32))
+    index = trawl.Index.open("my-ivf", accel="cpu")   # or "gpu" / "auto"
+    ids, dists = index.batch_search(data[:100], k=10, params=trawl.SearchParams(L=64, rerank_n=300))
+    print(index.kind, index.stats["lists_probed"] / index.stats["queries"], "lists per query")
+
+Opened with ``writable=True``, a graph index takes streaming updates, searchable at once::
 
     with trawl.Index.open("my-index", writable=True) as index:
         new_ids = index.insert(more_vectors)          # or index.insert(vectors, ids=[...])

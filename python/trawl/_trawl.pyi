@@ -17,8 +17,18 @@ _Ids = Union[npt.NDArray[np.integer[Any]], Sequence[int], int]
 [0, 2**64 - 2]. A negative id is an InvalidInputError."""
 
 class BuildParams:
-    """Parameters of `build`; the defaults are those of `trawl build`."""
+    """Parameters of `build`; the defaults are those of `trawl build`.
 
+    ``kind`` picks the index: ``"graph"`` (a Vamana graph on disk; the default) or ``"ivf"``
+    (FusionANNS: posting lists over an in-memory centroid graph, PQ codes on an accelerator,
+    vectors on disk in buckets by nearest centroid). An IVF build reads ``metric``,
+    ``pq_bytes``, ``threads``, ``seed``, ``progress``, ``ivf_list_size``, ``ivf_epsilon``,
+    ``ivf_max_replicas`` and ``by_id_vectors``; the graph-only fields (``R``, ``L``,
+    ``alpha``, ``memory_budget_gb``, ``saturate``, ``entry_*``, ``decoupled``) are ignored for
+    it, and the IVF fields for a graph build.
+    """
+
+    kind: str
     metric: str
     R: int
     L: int
@@ -33,10 +43,21 @@ class BuildParams:
     entry_build_list: int
     entry_sampling: str
     decoupled: bool
+    ivf_list_size: int
+    """IVF: target posting-list size before replication (lists ≈ n / size)."""
+    ivf_epsilon: float
+    """IVF: boundary replication's ε: a vector joins list i when
+    dist(v, c_i) ≤ (1 + ε) · dist(v, c_1)."""
+    ivf_max_replicas: int
+    """IVF: most lists a vector joins (1..64)."""
+    by_id_vectors: bool
+    """IVF: also write the vectors in id order, searched with
+    ``Index.open(..., ivf_vectors="by_id")``."""
     progress: bool
     def __init__(
         self,
         *,
+        kind: str = "graph",
         metric: str = "l2",
         R: int = 64,
         L: int = 100,
@@ -51,12 +72,21 @@ class BuildParams:
         entry_build_list: int = 64,
         entry_sampling: str = "uniform",
         decoupled: bool = False,
+        ivf_list_size: int = 10,
+        ivf_epsilon: float = 0.1,
+        ivf_max_replicas: int = 8,
+        by_id_vectors: bool = False,
         progress: bool = True,
     ) -> None: ...
 
 class SearchParams:
     """Parameters of `Index.search` / `Index.batch_search`; the defaults are those of
-    `trawl search` (L = None means max(100, k))."""
+    `trawl search`.
+
+    One object serves both index kinds, each ignoring the other's fields. ``L``: for a graph
+    index the candidate list size (None = max(100, k)); for an IVF index the number of posting
+    lists probed (None = 32, or every list when there are fewer).
+    """
 
     L: Optional[int]
     beam_width: int
@@ -70,6 +100,24 @@ class SearchParams:
     rerank_batch: int
     rerank_threshold: float
     prefetch: bool
+    rerank_n: Optional[int]
+    """IVF: candidates the filter stage keeps for the re-rank; None = max(10·k, 4·L)."""
+    ivf_batch: int
+    """IVF: re-rank mini-batch size."""
+    ivf_epsilon: float
+    """IVF: the early stop's change-rate threshold ε in [0, 1] (0 re-ranks all rerank_n)."""
+    ivf_beta: int
+    """IVF: mini-batches in a row below ε that stop the re-rank (β)."""
+    heuristic: bool
+    """IVF: the early stop (False: re-rank all rerank_n, the same as ivf_epsilon=0)."""
+    page_merge: bool
+    """IVF: one read for the vectors of a mini-batch on one page."""
+    page_buffer: bool
+    """IVF: keep the pages read for the rest of the query (no page read twice)."""
+    centroid_list: int
+    """IVF: list size of the centroid-graph search; 0 = max(2·L, 32)."""
+    accel_batch: int
+    """IVF, batch_search: queries per accelerator job; 0 = 1 on the CPU, 32 on a GPU."""
     def __init__(
         self,
         *,
@@ -85,6 +133,15 @@ class SearchParams:
         rerank_batch: int = 10,
         rerank_threshold: float = 0.01,
         prefetch: bool = True,
+        rerank_n: Optional[int] = None,
+        ivf_batch: int = 16,
+        ivf_epsilon: float = 0.1,
+        ivf_beta: int = 2,
+        heuristic: bool = True,
+        page_merge: bool = True,
+        page_buffer: bool = True,
+        centroid_list: int = 0,
+        accel_batch: int = 0,
     ) -> None: ...
 
 class Index:
@@ -97,6 +154,9 @@ class Index:
     Result ids are uint64: the vectors' ids — row numbers of the data the index was built
     from, or the ids given to (or assigned by) ``insert`` / ``upsert`` — and ``MISSING_ID``
     (2**64 - 1) where fewer than k vectors are reachable.
+
+    An IVF index (``kind == "ivf"``) is read-only: ``writable=True`` and the write methods
+    raise InvalidInputError; its ids are row numbers.
     """
 
     def __init__(
@@ -113,6 +173,8 @@ class Index:
         queue_depth: int = 64,
         writable: bool = False,
         durability: str = "sync",
+        accel: str = "cpu",
+        ivf_vectors: str = "bucket",
     ) -> None: ...
     @staticmethod
     def open(
@@ -128,6 +190,8 @@ class Index:
         queue_depth: int = 64,
         writable: bool = False,
         durability: str = "sync",
+        accel: str = "cpu",
+        ivf_vectors: str = "bucket",
     ) -> "Index":
         """Opens the index in ``index_dir``.
 
@@ -137,6 +201,15 @@ class Index:
         ``"buffered"`` (once written to the log; ``flush()`` syncs). ``cache_nodes`` (page-packed
         layouts) holds that many nodes in a static cache; an index with updates chooses and
         loads them again after every merge.
+
+        Opens a graph or an IVF index, as the directory's manifest says. IVF only (ignored
+        for a graph index): ``accel`` — the filter stage's accelerator, ``"cpu"``, ``"gpu"``
+        (InvalidInputError when no GPU adapter is found or this build has no GPU backend) or
+        ``"auto"`` (the GPU when found, else the CPU); ``ivf_vectors`` — the vector file the
+        re-rank reads, ``"bucket"`` or ``"by_id"`` (built with
+        ``BuildParams(by_id_vectors=True)``). An IVF index refuses ``writable=True``
+        ("IVF indexes do not take updates yet"), a ``layout`` other than ``"packed"`` and
+        ``cache_nodes > 0`` with InvalidInputError.
         """
     @property
     def n(self) -> int:
@@ -147,6 +220,9 @@ class Index:
     def dtype(self) -> str: ...
     @property
     def metric(self) -> str: ...
+    @property
+    def kind(self) -> str:
+        """Index kind: ``"graph"`` or ``"ivf"``."""
     @property
     def writable(self) -> bool: ...
     @property
@@ -188,12 +264,23 @@ class Index:
     def flush(self) -> None:
         """Syncs the write-ahead log (a no-op with durability "sync")."""
     @property
-    def stats(self) -> Dict[str, int]: ...
+    def stats(self) -> Dict[str, int]:
+        """Counters summed over every query since opening (or ``reset_stats()``), with
+        ``queries``. An IVF index also counts ``lists_probed``, ``candidates``,
+        ``candidates_unique``, ``pages_merged``, ``pages_buffered`` and
+        ``centroid_distances`` (zero for a graph index)."""
     @property
-    def last_stats(self) -> Dict[str, npt.NDArray[Any]]: ...
+    def last_stats(self) -> Dict[str, npt.NDArray[Any]]:
+        """The same counters per query of the last call (uint64 arrays), plus ``latency_us``."""
     def reset_stats(self) -> None: ...
-    def info(self) -> Dict[str, Any]: ...
-    def verify(self) -> Dict[str, Any]: ...
+    def info(self) -> Dict[str, Any]:
+        """The index's description (``trawl info --json``), plus the cache, the I/O engine
+        and ``live``; an IVF index's has an ``ivf`` section (``nlist``, ``replication``, the
+        vector layout and pages, ``accel``, memory per part)."""
+    def verify(self) -> Dict[str, Any]:
+        """Reads every file whole and checks it: ``{"manifest", "files": [{"name", "bytes",
+        "checked"}]}``; CorruptIndexError names the first damaged file. An IVF index's other
+        files are checked when it opens: it reads every vector page (``vector_pages``)."""
     def close(self) -> None:
         """Releases the handle (engines, files, the writer lock after syncing the log);
         later calls raise InvalidInputError."""
@@ -204,4 +291,6 @@ def build(
     data: Union[_Vectors, _Path],
     index_dir: _Path,
     params: Optional[BuildParams] = None,
-) -> Dict[str, Any]: ...
+) -> Dict[str, Any]:
+    """Builds a graph index, or an IVF index with ``BuildParams(kind="ivf")``, replacing
+    what ``index_dir`` holds; returns the build report (``kind`` names the index kind)."""

@@ -8,14 +8,15 @@ use std::time::Duration;
 use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 use trawl::data::{read, AnyMatrix, Matrix};
-use trawl::index::{self, DiskIndex, IndexBuildError, IndexParams, OpenOptions};
+use trawl::index::{self, DiskIndex, IndexBuildError, OpenOptions};
+use trawl::ivf::{build_ivf, IvfParams};
 use trawl::layout::decoupled::vectors::VectorParams;
 use trawl::progress::Control;
 use trawl::{DType, Element};
 
 use crate::arrays::{as_array, dtype_of, Elements};
 use crate::errors::{err, invalid, IntoPyErr, Kind, PyResultExt};
-use crate::params::BuildParams;
+use crate::params::{BuildParams, BuildPlan};
 use crate::pyjson::ser_to_py;
 
 /// How often a running build checks for Ctrl-C (and other signals).
@@ -60,9 +61,10 @@ pub fn run_interruptible<R: Send>(
 ///
 /// `data` is a 2-D numpy array of float32, uint8 or int8 (read in place when C-contiguous),
 /// or the path of a vector file (.fbin/.u8bin/.i8bin, .fvecs/.bvecs, .npy; read whole).
-/// Every parameter is checked before anything is written, and the new index replaces the one
-/// the directory holds atomically. The GIL is released while it runs; Ctrl-C stops it (the
-/// directory keeps the index it held).
+/// `params.kind` picks a graph index (the default) or an IVF index (`kind="ivf"`); the report
+/// names it (`kind`). Every parameter is checked before anything is written, and the new
+/// index replaces the one the directory holds atomically. The GIL is released while it runs;
+/// Ctrl-C stops it (the directory keeps the index it held).
 #[pyfunction]
 #[pyo3(signature = (data, index_dir, params = None))]
 pub fn build<'py>(
@@ -72,7 +74,7 @@ pub fn build<'py>(
     params: Option<BuildParams>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let params = params.unwrap_or_default();
-    let lib = params.to_lib()?;
+    let plan = params.plan()?;
     let threads = params.thread_count()?;
     let cancel = Arc::new(AtomicBool::new(false));
     let ctl = if params.progress {
@@ -88,7 +90,7 @@ pub fn build<'py>(
     let dir = index_dir.as_path();
     let run = |m: &AnyMatrix| {
         run_interruptible(py, &cancel, || {
-            pool.install(|| build_any(m, dir, &lib, &params, &ctl))
+            pool.install(|| build_any(m, dir, &plan, &params, &ctl))
         })
     };
 
@@ -129,21 +131,22 @@ pub fn build<'py>(
 }
 
 /// A matrix over `rows` without a copy.
-fn view<T: Element>(rows: &[T], n: usize, dim: usize) -> PyResult<Matrix<T>> {
+pub(crate) fn view<T: Element>(rows: &[T], n: usize, dim: usize) -> PyResult<Matrix<T>> {
     if rows.len() != n * dim {
         return Err(invalid("array size does not match its shape"));
     }
     // SAFETY: `rows` (the numpy buffer under its read-only borrow, or our copy) outlives the
-    // matrix: both live until `build` returns, and the build drops the matrix before that.
+    // matrix: every caller (`build`, `Index.batch_search`) keeps both until it returns, and
+    // drops the matrix before that.
     unsafe { Matrix::from_raw_parts(rows.as_ptr(), n, dim) }
         .ok_or_else(|| invalid("the array's buffer is not aligned for its dtype"))
 }
 
-/// The build report, plus the decoupled layout's when asked for.
+/// The build report (graph or IVF), plus the decoupled layout's when asked for.
 fn build_any(
     m: &AnyMatrix,
     dir: &Path,
-    lib: &IndexParams,
+    plan: &BuildPlan,
     params: &BuildParams,
     ctl: &Control,
 ) -> PyResult<serde_json::Value> {
@@ -167,6 +170,19 @@ fn build_any(
         )));
     }
     let t0 = std::time::Instant::now();
+    let lib = match plan {
+        BuildPlan::Graph(lib) => lib,
+        BuildPlan::Ivf {
+            params: p,
+            pq_default,
+        } => {
+            let mut p = p.clone();
+            if *pq_default {
+                p.pq.bytes_per_vector = p.pq.bytes_per_vector.min(dim);
+            }
+            return build_ivf_any(m, dir, &p, ctl, t0).map_err(fail);
+        }
+    };
     let mut report = match m {
         AnyMatrix::F32(m) => index::build_index(m, dir, lib, ctl),
         AnyMatrix::U8(m) => index::build_index(m, dir, lib, ctl),
@@ -175,6 +191,7 @@ fn build_any(
     .map_err(fail)?;
     report.total_secs = t0.elapsed().as_secs_f64();
     let mut v = serde_json::to_value(&report).unwrap_or_default();
+    v["kind"] = "graph".into();
     if params.decoupled {
         let ix = DiskIndex::open(dir, OpenOptions::default()).py()?;
         let d = ix
@@ -182,5 +199,24 @@ fn build_any(
             .map_err(fail)?;
         v["decoupled"] = serde_json::to_value(&d).unwrap_or_default();
     }
+    Ok(v)
+}
+
+/// An IVF index over `m` (`trawl build --kind ivf`): its report, with `kind`.
+fn build_ivf_any(
+    m: &AnyMatrix,
+    dir: &Path,
+    p: &IvfParams,
+    ctl: &Control,
+    t0: std::time::Instant,
+) -> Result<serde_json::Value, IndexBuildError> {
+    let mut report = match m {
+        AnyMatrix::F32(m) => build_ivf(m, dir, p, ctl),
+        AnyMatrix::U8(m) => build_ivf(m, dir, p, ctl),
+        AnyMatrix::I8(m) => build_ivf(m, dir, p, ctl),
+    }?;
+    report.total_secs = t0.elapsed().as_secs_f64();
+    let mut v = serde_json::to_value(&report).unwrap_or_default();
+    v["kind"] = "ivf".into();
     Ok(v)
 }

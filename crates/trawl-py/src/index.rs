@@ -1,6 +1,10 @@
 //! `trawl.Index`: an opened disk index, searched one query or a batch at a time, and updated
 //! (insert, upsert, delete, merge) when opened for writing.
 //!
+//! An IVF index (FusionANNS, `BuildParams(kind="ivf")`) is an [`IvfIndex`]: read-only, searched
+//! through pooled [`IvfSearcher`]s (one query) or [`IvfIndex::search_batch`] (a batch), ids =
+//! row numbers. The rest of this note is about graph indexes.
+//!
 //! An index that has never taken an update and is opened read-only is searched as before,
 //! through its `DiskIndex` alone (a pool of I/O engines for single queries, the static node
 //! cache). Every other index is a [`LiveIndex`]: while nothing has been written (no
@@ -17,15 +21,19 @@ use std::time::Duration;
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use trawl::accel::AccelKind;
 use trawl::index::live::{Access, Durability, LiveError, LiveIndex};
-use trawl::index::{DiskIndex, OpenOptions, AUTO_SPIN_US};
+use trawl::index::{AnyIndex, DiskIndex, IndexKind, Manifest, OpenOptions, AUTO_SPIN_US};
 use trawl::io::{EngineKind, IoEngine};
+use trawl::ivf::{IvfIndex, IvfSearchParams, IvfSearcher, IvfVectorLayout};
 use trawl::progress::Control;
-use trawl::search::{CachePolicy, QueryStats, SearchParams as LibSearchParams, Searcher};
+use trawl::search::{
+    CachePolicy, QueryStats, SearchError, SearchParams as LibSearchParams, Searcher,
+};
 use trawl::{DType, Element, Metric};
 
 use crate::arrays::{as_array, dtype_of, Elements};
-use crate::build::run_interruptible;
+use crate::build::{run_interruptible, view};
 use crate::errors::{err, invalid, IntoPyErr, Kind, PyResultExt};
 use crate::params::{count, SearchParams};
 use crate::pyjson::{ser_to_py, to_py};
@@ -39,15 +47,77 @@ enum Inner {
     Disk(Arc<DiskIndex>),
     /// A live index: read-only with updates, or open for writing.
     Live(Box<LiveIndex>),
+    /// An IVF index (read-only; ids are row numbers).
+    Ivf(Arc<IvfIndex>),
 }
 
 impl Inner {
-    /// The disk files new searches read.
-    fn disk(&self) -> Arc<DiskIndex> {
+    /// The disk files new searches of a graph index read; `None` for an IVF index.
+    fn disk(&self) -> Option<Arc<DiskIndex>> {
         match self {
-            Inner::Disk(d) => Arc::clone(d),
-            Inner::Live(l) => l.disk(),
+            Inner::Disk(d) => Some(Arc::clone(d)),
+            Inner::Live(l) => Some(l.disk()),
+            Inner::Ivf(_) => None,
         }
+    }
+}
+
+/// Parameters of one search, of the handle's index kind.
+enum Params {
+    Graph(LibSearchParams),
+    Ivf(IvfSearchParams),
+}
+
+impl Params {
+    fn k(&self) -> usize {
+        match self {
+            Params::Graph(p) => p.k,
+            Params::Ivf(p) => p.k,
+        }
+    }
+}
+
+/// An IVF searcher kept between single-query searches (its I/O engine costs more to set up
+/// than a query), together with the index it borrows.
+struct PooledIvfSearcher {
+    // Declared before `ix`: dropped first, while the index it borrows is still alive.
+    searcher: IvfSearcher<'static>,
+    _ix: Arc<IvfIndex>,
+}
+
+impl std::fmt::Debug for PooledIvfSearcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PooledIvfSearcher")
+            .field("searcher", &self.searcher)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PooledIvfSearcher {
+    fn new(ix: Arc<IvfIndex>) -> Result<Self, SearchError> {
+        let mut s = ix.searcher()?;
+        // Single queries: poll for completions a while before blocking, as graph searches do.
+        s.set_spin(Duration::from_micros(
+            ix.options().spin_us.unwrap_or(AUTO_SPIN_US),
+        ));
+        // SAFETY: the searcher borrows the `IvfIndex` inside `ix`'s allocation, which never
+        // moves and lives as long as `ix` does. The struct keeps `ix` for the searcher's whole
+        // life and drops the searcher first (field order); the `'static` searcher is never
+        // handed out — only used through `&mut self` methods that return owned values.
+        let searcher = unsafe { std::mem::transmute::<IvfSearcher<'_>, IvfSearcher<'static>>(s) };
+        Ok(Self { searcher, _ix: ix })
+    }
+
+    fn search<T: Element>(
+        &mut self,
+        query: &[T],
+        p: &IvfSearchParams,
+    ) -> Result<(Vec<(f32, u32)>, QueryStats), SearchError> {
+        self.searcher.search(query, p)
+    }
+
+    fn engine_info(&self) -> trawl::io::EngineInfo {
+        self.searcher.engine().info()
     }
 }
 
@@ -62,7 +132,11 @@ pub struct Index {
     dim: usize,
     dtype: DType,
     metric: Metric,
+    kind: IndexKind,
+    /// The graph layout searched, or an IVF index's vector layout.
     layout: &'static str,
+    /// An IVF index's accelerator backend ("cpu" or "gpu"); empty for a graph index.
+    accel: &'static str,
     writable: bool,
     /// Whether searches go through the live index (the index has updates: files of updates
     /// at open, or a write through this handle). Never cleared.
@@ -77,6 +151,8 @@ pub struct Index {
     /// I/O engines kept between single-query searches of an index without updates (an
     /// io_uring engine costs far more to set up than a query).
     engines: Mutex<Vec<Box<dyn IoEngine>>>,
+    /// The same for an IVF index: searchers (each with its engine) kept between queries.
+    ivf_searchers: Mutex<Vec<PooledIvfSearcher>>,
     /// Sums since opening (or `reset_stats`), and the number of queries.
     totals: Mutex<(u64, QueryStats)>,
     /// Per-query statistics of the last `search` / `batch_search` call.
@@ -100,6 +176,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The `cache` entry of `info()` without a node cache.
+fn no_cache() -> serde_json::Value {
+    serde_json::json!({"nodes": 0, "bytes": 0, "secs": 0.0, "pages_read": 0})
+}
+
 /// Whether the directory holds files of updates (slot ids, a write-ahead log): then it is
 /// searched as a live index, by external id.
 fn has_updates(dir: &Path) -> bool {
@@ -115,7 +196,7 @@ impl IntoPyErr for LiveError {
 
 #[pymethods]
 impl Index {
-    /// Opens the index in `index_dir`.
+    /// Opens the index in `index_dir`, graph or IVF (the manifest names the kind).
     ///
     /// layout: "packed" (as built), "shuffle", "ais" or "decoupled" (written by `trawl layout`
     /// or `BuildParams(decoupled=True)`). engine: "auto" (io_uring, else pread), "uring",
@@ -133,10 +214,19 @@ impl Index {
     /// durability (writable only): "sync" (every write returns once its log record is on the
     /// device) or "buffered" (once it is written to the log file: it survives a crash of the
     /// process, not of the machine; `flush()` syncs).
+    ///
+    /// IVF indexes only (ignored for graph indexes): accel, the filter stage's accelerator —
+    /// "cpu", "gpu" (an `InvalidInputError` when this build has no GPU backend or no adapter
+    /// is found) or "auto" (the GPU when one is found, else the CPU); ivf_vectors, the vector
+    /// file the re-rank reads — "bucket" (by nearest centroid) or "by_id" (written by
+    /// `BuildParams(by_id_vectors=True)`). An IVF index is read-only (`writable=True` is an
+    /// `InvalidInputError`), has the one layout "packed" and no node cache (`cache_nodes`
+    /// must be 0); engine, direct, verify_pages and queue_depth apply to its vector reads.
     #[staticmethod]
     #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
         verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        queue_depth = 64, writable = false, durability = "sync"))]
+        queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
+        ivf_vectors = "bucket"))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -151,6 +241,8 @@ impl Index {
         queue_depth: i64,
         writable: bool,
         durability: &str,
+        accel: &str,
+        ivf_vectors: &str,
     ) -> PyResult<Self> {
         let parse_err = |what: &str, e: String| invalid(format!("{what}: {e}"));
         let opts = OpenOptions {
@@ -168,6 +260,12 @@ impl Index {
                 )));
             },
             queue_depth: count("queue_depth", queue_depth, 1)?,
+            accel: accel
+                .parse::<AccelKind>()
+                .map_err(|e| parse_err("accel", e))?,
+            ivf_vectors: ivf_vectors
+                .parse::<IvfVectorLayout>()
+                .map_err(|e| parse_err("ivf_vectors", e))?,
             ..OpenOptions::default()
         };
         let nodes = count("cache_nodes", cache_nodes, 0)?;
@@ -184,10 +282,45 @@ impl Index {
             }
         };
         let dir = index_dir.as_path();
+        let packed = opts.layout == trawl::index::IndexLayout::Packed;
+        // What an IVF index cannot do, refused before anything is opened.
+        let ivf_options = || -> PyResult<()> {
+            if writable {
+                return Err(invalid(format!(
+                    "{}: IVF indexes do not take updates yet: open it with writable=False",
+                    dir.display()
+                )));
+            }
+            if !packed {
+                return Err(invalid(format!(
+                    "layout = {layout:?}: an IVF index has one layout, \"packed\" (choose its \
+                     vector file with ivf_vectors=\"bucket\" or \"by_id\")"
+                )));
+            }
+            if nodes > 0 {
+                return Err(invalid(format!(
+                    "cache_nodes = {nodes}: an IVF index has no node cache (its centroids, \
+                     posting lists and PQ codes are in memory already)"
+                )));
+            }
+            Ok(())
+        };
         let (inner, cache, updated) = py.detach(|| -> PyResult<_> {
+            let kind = Manifest::load_if_present(dir)
+                .py()?
+                .map_or(IndexKind::Graph, |m| m.kind);
+            if kind == IndexKind::Ivf {
+                ivf_options()?;
+            }
             if !writable && !has_updates(dir) {
-                let trawl::index::AnyIndex::Graph(mut ix) =
-                    trawl::index::open_any(dir, opts).py()?;
+                let mut ix = match trawl::index::open_any(dir, opts).py()? {
+                    AnyIndex::Graph(ix) => ix,
+                    AnyIndex::Ivf(ix) => {
+                        // (Rebuilt as IVF since the manifest was read.)
+                        ivf_options()?;
+                        return Ok((Inner::Ivf(Arc::new(ix)), no_cache(), false));
+                    }
+                };
                 // An update that landed while the files were opened: open the index live.
                 if !has_updates(dir) {
                     let threads = std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -217,23 +350,44 @@ impl Index {
                     .py()?;
                 serde_json::to_value(r).unwrap_or_default()
             } else {
-                serde_json::json!({"nodes": 0, "bytes": 0, "secs": 0.0, "pages_read": 0})
+                no_cache()
             };
             Ok((Inner::Live(Box::new(live)), cache, updated))
         })?;
-        let disk = inner.disk();
+        let (dim, dtype, metric, kind, layout, accel) = match (&inner, inner.disk()) {
+            (Inner::Ivf(ix), _) => (
+                ix.dim(),
+                ix.dtype(),
+                ix.metric(),
+                IndexKind::Ivf,
+                ix.options().ivf_vectors.name(),
+                ix.accel().info().backend,
+            ),
+            (_, Some(disk)) => (
+                disk.dim(),
+                disk.dtype(),
+                disk.metric(),
+                IndexKind::Graph,
+                disk.options().layout.name(),
+                "",
+            ),
+            (_, None) => unreachable!("a graph index has disk files"),
+        };
         Ok(Self {
             dir: index_dir.clone(),
-            dim: disk.dim(),
-            dtype: disk.dtype(),
-            metric: disk.metric(),
-            layout: disk.options().layout.name(),
+            dim,
+            dtype,
+            metric,
+            kind,
+            layout,
+            accel,
             writable,
             state: Mutex::new(Some(Arc::new(inner))),
             updated: AtomicBool::new(updated),
             live_n: Mutex::new(None),
             write_lock: Mutex::new(()),
             engines: Mutex::new(Vec::new()),
+            ivf_searchers: Mutex::new(Vec::new()),
             totals: Mutex::new((0, QueryStats::default())),
             last: Mutex::new(Vec::new()),
             cache,
@@ -244,7 +398,8 @@ impl Index {
     #[new]
     #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
         verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        queue_depth = 64, writable = false, durability = "sync"))]
+        queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
+        ivf_vectors = "bucket"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -259,6 +414,8 @@ impl Index {
         queue_depth: i64,
         writable: bool,
         durability: &str,
+        accel: &str,
+        ivf_vectors: &str,
     ) -> PyResult<Self> {
         Self::open(
             py,
@@ -273,6 +430,8 @@ impl Index {
             queue_depth,
             writable,
             durability,
+            accel,
+            ivf_vectors,
         )
     }
 
@@ -301,6 +460,12 @@ impl Index {
         self.metric.name()
     }
 
+    /// Index kind: "graph" (Vamana graph on disk) or "ivf" (FusionANNS).
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.kind.name()
+    }
+
     /// Whether the index was opened for writing (`Index.open(..., writable=True)`).
     #[getter]
     fn writable(&self) -> bool {
@@ -318,7 +483,7 @@ impl Index {
     #[getter]
     fn delta_len(&self) -> PyResult<usize> {
         Ok(match &*self.inner()? {
-            Inner::Disk(_) => 0,
+            Inner::Disk(_) | Inner::Ivf(_) => 0,
             Inner::Live(l) => l.delta_len(),
         })
     }
@@ -338,18 +503,26 @@ impl Index {
                     .map_or_else(|_| "?".into(), |n| n.to_string())
             )
         };
-        format!(
-            "trawl.Index({:?}, {what}, dim={}, dtype={}, metric={}, layout={}{})",
-            self.dir.display().to_string(),
-            self.dim,
-            numpy_name(self.dtype),
-            self.metric.name(),
-            self.layout,
-            if self.writable { ", writable" } else { "" }
-        )
+        let dir = self.dir.display().to_string();
+        let (dim, dtype, metric) = (self.dim, numpy_name(self.dtype), self.metric.name());
+        match self.kind {
+            IndexKind::Ivf => format!(
+                "trawl.Index({dir:?}, {what}, dim={dim}, dtype={dtype}, metric={metric}, \
+                 kind=ivf, vectors={}, accel={})",
+                self.layout, self.accel
+            ),
+            IndexKind::Graph => format!(
+                "trawl.Index({dir:?}, {what}, dim={dim}, dtype={dtype}, metric={metric}, \
+                 layout={}{})",
+                self.layout,
+                if self.writable { ", writable" } else { "" }
+            ),
+        }
     }
 
-    /// The `k` nearest neighbours of one query (a 1-D array of the index's dtype).
+    /// The `k` nearest neighbours of one query (a 1-D array of the index's dtype). `params`
+    /// apply by the index's kind: a graph index reads `L` as its candidate list size, an IVF
+    /// index as the number of posting lists probed (see `SearchParams`).
     ///
     /// Returns `(ids, distances)`: uint64 and float32 arrays of length `k`, nearest first.
     /// Ids are the vectors' ids: row numbers of the data the index was built from, or the ids
@@ -371,13 +544,13 @@ impl Index {
                 arr.ndim()
             )));
         }
-        let p = self.lib_params(py, k, params)?;
+        let p = self.lib_params(py, &inner, k, params)?;
         let (hits, stats) = match self.check_dtype(&arr, "query")? {
             DType::F32 => self.search_one(py, &inner, &Elements::<f32>::of(&arr)?, &p)?,
             DType::U8 => self.search_one(py, &inner, &Elements::<u8>::of(&arr)?, &p)?,
             DType::I8 => self.search_one(py, &inner, &Elements::<i8>::of(&arr)?, &p)?,
         };
-        let k = p.k;
+        let k = p.k();
         let mut ids = vec![MISSING_ID; k];
         let mut dists = vec![f32::INFINITY; k];
         for (j, (id, d)) in hits.into_iter().take(k).enumerate() {
@@ -417,7 +590,7 @@ impl Index {
                 self.dim
             )));
         }
-        let p = self.lib_params(py, k, params)?;
+        let p = self.lib_params(py, &inner, k, params)?;
         let threads = match count("threads", threads, 0)? {
             0 => std::thread::available_parallelism().map_or(1, |c| c.get()),
             t => t,
@@ -437,7 +610,7 @@ impl Index {
             }
         };
         self.record(stats);
-        let k = p.k;
+        let k = p.k();
         let ids = PyArray1::from_vec(py, ids).reshape([nq, k])?;
         let dists = PyArray1::from_vec(py, dists).reshape([nq, k])?;
         Ok((ids.into_any(), dists.into_any()))
@@ -585,12 +758,19 @@ impl Index {
         *lock(&self.totals) = (0, QueryStats::default());
     }
 
-    /// A description of the index: shape, metric, graph and PQ parameters, layout, bytes on
-    /// disk per file, memory held at search time per part, the static cache, the I/O engine,
-    /// and `live`: whether it is open for writing, its live vectors and its in-memory delta.
+    /// A description of the index: kind, shape, metric, graph and PQ parameters, layout,
+    /// bytes on disk per file, memory held at search time per part, the static cache, the I/O
+    /// engine, and `live`: whether it is open for writing, its live vectors and its in-memory
+    /// delta. An IVF index's (`kind` "ivf") also has `ivf`: its lists (`nlist`,
+    /// `replication`, `list_size`, `epsilon`, `max_replicas`), the centroid graph's degree,
+    /// the vector file's layout and pages, the accelerator and memory per part.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = self.inner()?;
-        let ix = inner.disk();
+        let ix = match (&*inner, inner.disk()) {
+            (Inner::Ivf(ix), _) => return self.ivf_info(py, ix),
+            (_, Some(disk)) => disk,
+            (_, None) => unreachable!("a graph index has disk files"),
+        };
         let engine = match self.fast_disk(&inner) {
             Some(_) => self.engine(&ix)?,
             None => ix
@@ -614,6 +794,7 @@ impl Index {
                 "vectors": self.live_count(py)?,
                 "delta_vectors": l.delta_len(), "delta_bytes": l.delta_bytes(),
             }),
+            Inner::Ivf(_) => unreachable!("an IVF index is described above"),
         };
         // The library's description, with what only this handle knows (its cache and engine)
         // and the element type by its numpy name.
@@ -637,8 +818,28 @@ impl Index {
     /// compressed lists and vectors decoded, every file against the manifest): what
     /// `trawl info DIR --verify` does. Returns `{"manifest": bool, "files": [{"name", "bytes",
     /// "checked"}]}`; raises `CorruptIndexError` naming the first damaged file.
+    ///
+    /// An IVF index's other files were read whole and checked when it was opened; `verify`
+    /// reads every page of its vector file against the page's checksum, and the dict also
+    /// holds `vector_pages`, the pages checked.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let _open = self.inner()?;
+        let open = self.inner()?;
+        if let Inner::Ivf(ix) = &*open {
+            let pages = py.detach(|| ix.verify(&Control::silent())).py()?;
+            let name = ix.options().ivf_vectors.file_name();
+            let path = ix.dir().join(name);
+            let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+            let manifest = Manifest::load_if_present(ix.dir()).py()?.is_some();
+            let v = serde_json::json!({
+                "manifest": manifest,
+                "vector_pages": pages,
+                "files": [{
+                    "name": name, "bytes": bytes,
+                    "checked": format!("all {pages} data pages match their checksums"),
+                }],
+            });
+            return to_py(py, &v);
+        }
         let dir = self.dir.clone();
         let rep = py
             .detach(|| trawl::index::verify_index(&dir, &trawl::progress::Control::silent()))
@@ -654,6 +855,8 @@ impl Index {
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let inner = lock(&self.state).take();
         lock(&self.engines).clear();
+        let searchers = std::mem::take(&mut *lock(&self.ivf_searchers));
+        py.detach(move || drop(searchers));
         if let Some(inner) = inner {
             if let Inner::Live(l) = &*inner {
                 if l.is_writable() {
@@ -690,6 +893,11 @@ impl Index {
     fn writer<'a>(&self, inner: &'a Inner) -> PyResult<&'a LiveIndex> {
         match inner {
             Inner::Live(l) if l.is_writable() => Ok(l),
+            Inner::Ivf(_) => Err(invalid(format!(
+                "{}: IVF indexes do not take updates yet (insert, upsert, delete, merge and \
+                 flush need a graph index)",
+                self.dir.display()
+            ))),
             _ => Err(invalid(format!(
                 "{}: the index is open read-only: open it with Index.open(index_dir, \
                  writable=True) to change it",
@@ -704,6 +912,7 @@ impl Index {
         match inner {
             Inner::Disk(d) => Some(Arc::clone(d)),
             Inner::Live(l) => (!self.updated.load(Ordering::Acquire)).then(|| l.disk()),
+            Inner::Ivf(_) => None,
         }
     }
 
@@ -738,6 +947,7 @@ impl Index {
         let inner = self.inner()?;
         let l = match &*inner {
             Inner::Disk(d) => return Ok(d.n()),
+            Inner::Ivf(ix) => return Ok(ix.n()),
             Inner::Live(l) => l,
         };
         if let Some(n) = *lock(&self.live_n) {
@@ -800,12 +1010,14 @@ impl Index {
         }
     }
 
+    /// The parameters of a search of `k` results on `inner`, checked.
     fn lib_params(
         &self,
         py: Python<'_>,
+        inner: &Inner,
         k: i64,
         params: Option<SearchParams>,
-    ) -> PyResult<LibSearchParams> {
+    ) -> PyResult<Params> {
         let k = count("k", k, 1)?;
         let n = self.live_count(py)?;
         if k > n {
@@ -813,7 +1025,14 @@ impl Index {
                 "k = {k} is larger than the {n} indexed vectors"
             )));
         }
-        params.unwrap_or_default().to_lib(k)
+        let params = params.unwrap_or_default();
+        match inner {
+            Inner::Ivf(ix) => {
+                let gpu = ix.accel().info().backend == "gpu";
+                Ok(Params::Ivf(params.to_ivf(k, n, ix.meta().nlist(), gpu)?))
+            }
+            _ => Ok(Params::Graph(params.to_lib(k)?)),
+        }
     }
 
     fn check_dtype(&self, arr: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<DType> {
@@ -849,7 +1068,7 @@ impl Index {
         py: Python<'_>,
         inner: &Inner,
         query: &Elements<'_, T>,
-        p: &LibSearchParams,
+        p: &Params,
     ) -> PyResult<(Vec<(u64, f32)>, QueryStats)> {
         let q = query.as_slice();
         if q.len() != self.dim {
@@ -859,6 +1078,13 @@ impl Index {
                 self.dim
             )));
         }
+        let p = match (inner, p) {
+            (Inner::Ivf(ix), Params::Ivf(p)) => return self.ivf_search_one(py, ix, q, p),
+            (Inner::Ivf(_), Params::Graph(_)) | (_, Params::Ivf(_)) => {
+                unreachable!("parameters follow the index kind")
+            }
+            (_, Params::Graph(p)) => p,
+        };
         let Some(disk) = self.fast_disk(inner) else {
             let Inner::Live(live) = inner else {
                 unreachable!("a disk-only index is always searched directly")
@@ -897,9 +1123,21 @@ impl Index {
         py: Python<'_>,
         inner: &Inner,
         rows: &[T],
-        p: &LibSearchParams,
+        p: &Params,
         threads: usize,
     ) -> PyResult<(Vec<u64>, Vec<f32>, Vec<QueryStats>)> {
+        let p = match (inner, p) {
+            (Inner::Ivf(ix), Params::Ivf(p)) => {
+                let queries = view(rows, rows.len() / self.dim.max(1), self.dim)?;
+                let out = py.detach(|| ix.search_batch(&queries, p, threads)).py()?;
+                let ids = out.ids.into_iter().map(row_id).collect();
+                return Ok((ids, out.dists, out.stats));
+            }
+            (Inner::Ivf(_), Params::Graph(_)) | (_, Params::Ivf(_)) => {
+                unreachable!("parameters follow the index kind")
+            }
+            (_, Params::Graph(p)) => p,
+        };
         match (self.fast_disk(inner), inner) {
             (Some(disk), _) => {
                 let out = py.detach(|| disk.search_rows(rows, p, threads, 1)).py()?;
@@ -911,7 +1149,63 @@ impl Index {
                 Ok((out.ids, out.dists, out.stats))
             }
             (None, Inner::Disk(_)) => unreachable!("a disk-only index is always searched directly"),
+            (None, Inner::Ivf(_)) => unreachable!("an IVF index is searched above"),
         }
+    }
+
+    /// A pooled IVF searcher, or a new one.
+    fn ivf_searcher(&self, ix: &Arc<IvfIndex>) -> PyResult<PooledIvfSearcher> {
+        if let Some(s) = lock(&self.ivf_searchers).pop() {
+            return Ok(s);
+        }
+        PooledIvfSearcher::new(Arc::clone(ix)).py()
+    }
+
+    /// One query of an IVF index, with a pooled searcher.
+    fn ivf_search_one<T: Element>(
+        &self,
+        py: Python<'_>,
+        ix: &Arc<IvfIndex>,
+        q: &[T],
+        p: &IvfSearchParams,
+    ) -> PyResult<(Vec<(u64, f32)>, QueryStats)> {
+        let mut s = self.ivf_searcher(ix)?;
+        let (res, s) = py.detach(move || {
+            let r = s.search(q, p);
+            (r, s)
+        });
+        // A failed search may leave reads in flight: drop that searcher rather than reuse it.
+        if res.is_ok() {
+            lock(&self.ivf_searchers).push(s);
+        }
+        let (hits, stats) = res.py()?;
+        Ok((
+            hits.into_iter().map(|(d, id)| (row_id(id), d)).collect(),
+            stats,
+        ))
+    }
+
+    /// `info()` of an IVF index: the library's description (with its `ivf` section), the
+    /// element type by its numpy name, the I/O engine of its vector reads, and `live`.
+    fn ivf_info<'py>(&self, py: Python<'py>, ix: &Arc<IvfIndex>) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.ivf_searcher(ix)?;
+        let e = s.engine_info();
+        lock(&self.ivf_searchers).push(s);
+        let mut v = serde_json::to_value(py.detach(|| ix.info()).py()?)
+            .map_err(|e| err(Kind::Internal, e.to_string()))?;
+        let extra = serde_json::json!({
+            "dtype": numpy_name(ix.dtype()),
+            "cache": no_cache(),
+            "engine": {"name": e.name, "direct": e.direct,
+                       "registered_buffers": e.registered_buffers, "sqpoll": e.sqpoll,
+                       "queue_depth": ix.options().queue_depth},
+            "live": {"writable": false, "updated": false, "vectors": ix.n(),
+                     "delta_vectors": 0, "delta_bytes": 0},
+        });
+        if let (Some(obj), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
+            obj.extend(extra);
+        }
+        to_py(py, &v)
     }
 
     fn record(&self, stats: Vec<QueryStats>) {

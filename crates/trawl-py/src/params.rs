@@ -8,6 +8,8 @@
 use pyo3::prelude::*;
 use trawl::graph::VamanaParams;
 use trawl::index::IndexParams;
+use trawl::ivf::search::MAX_IVF_PARAM;
+use trawl::ivf::{IvfParams, IvfSearchParams};
 use trawl::quant::pq::PqParams;
 use trawl::search::entry::{EntryParams, EntrySampling};
 use trawl::search::{
@@ -37,9 +39,18 @@ where
 
 /// Parameters of `trawl.build`. Every argument is keyword-only and optional; the defaults
 /// are those of `trawl build` on the command line.
+///
+/// `kind` picks the index: "graph" (a Vamana graph on disk, the default) or "ivf" (FusionANNS:
+/// posting lists over a centroid graph, PQ codes on an accelerator, vectors on disk in
+/// buckets). An IVF build reads `metric`, `pq_bytes`, `threads`, `seed`, `progress` and the
+/// `ivf_*` / `by_id_vectors` fields; the graph-only fields (`R`, `L`, `alpha`,
+/// `memory_budget_gb`, `saturate`, `entry_*`, `decoupled`) are ignored for it, and the `ivf_*`
+/// fields for a graph build.
 #[pyclass(module = "trawl._trawl", get_all, set_all, from_py_object)]
 #[derive(Debug, Clone)]
 pub struct BuildParams {
+    /// Index kind: "graph" or "ivf".
+    pub kind: String,
     /// Distance: "l2" (squared Euclidean), "ip" (negative inner product) or "cosine".
     pub metric: String,
     /// Maximum out-degree of the Vamana graph.
@@ -70,6 +81,16 @@ pub struct BuildParams {
     pub entry_sampling: String,
     /// Also write the decoupled layout (compressed graph and vector files).
     pub decoupled: bool,
+    /// IVF: target posting-list size before replication (lists ≈ n / size).
+    pub ivf_list_size: i64,
+    /// IVF: boundary replication's ε — a vector joins list i when dist(v, c_i) ≤ (1 + ε) ·
+    /// dist(v, c_1).
+    pub ivf_epsilon: f64,
+    /// IVF: most lists a vector joins (1..=64).
+    pub ivf_max_replicas: i64,
+    /// IVF: also write the vectors in id order (`ivf-vectors-by-id.trawl`), searched with
+    /// `Index.open(..., ivf_vectors="by_id")` (the bucket layout's ablation baseline).
+    pub by_id_vectors: bool,
     /// Show progress bars on stderr (only when it is a terminal).
     pub progress: bool,
 }
@@ -80,12 +101,17 @@ pub const DEFAULT_PQ_BYTES: usize = 32;
 #[pymethods]
 impl BuildParams {
     #[new]
-    #[pyo3(signature = (*, metric = "l2".to_string(), R = 64, L = 100, alpha = 1.2, pq_bytes = None,
-        threads = 0, seed = VamanaParams::default().seed as i64, memory_budget_gb = None,
-        saturate = false, entry_ratio = 0.01, entry_degree = 32, entry_build_list = 64,
-        entry_sampling = "uniform".to_string(), decoupled = false, progress = true))]
+    #[pyo3(signature = (*, kind = "graph".to_string(), metric = "l2".to_string(), R = 64, L = 100,
+        alpha = 1.2, pq_bytes = None, threads = 0, seed = VamanaParams::default().seed as i64,
+        memory_budget_gb = None, saturate = false, entry_ratio = 0.01, entry_degree = 32,
+        entry_build_list = 64, entry_sampling = "uniform".to_string(), decoupled = false,
+        ivf_list_size = trawl::ivf::DEFAULT_LIST_SIZE as i64,
+        ivf_epsilon = f32_as_f64(trawl::ivf::DEFAULT_EPSILON),
+        ivf_max_replicas = trawl::ivf::DEFAULT_MAX_REPLICAS as i64, by_id_vectors = false,
+        progress = true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        kind: String,
         metric: String,
         R: i64,
         L: i64,
@@ -100,9 +126,14 @@ impl BuildParams {
         entry_build_list: i64,
         entry_sampling: String,
         decoupled: bool,
+        ivf_list_size: i64,
+        ivf_epsilon: f64,
+        ivf_max_replicas: i64,
+        by_id_vectors: bool,
         progress: bool,
     ) -> Self {
         Self {
+            kind,
             metric,
             R,
             L,
@@ -117,15 +148,21 @@ impl BuildParams {
             entry_build_list,
             entry_sampling,
             decoupled,
+            ivf_list_size,
+            ivf_epsilon,
+            ivf_max_replicas,
+            by_id_vectors,
             progress,
         }
     }
 
     fn __repr__(&self) -> String {
         format!(
-            "BuildParams(metric={:?}, R={}, L={}, alpha={}, pq_bytes={}, threads={}, seed={}, \
-             memory_budget_gb={}, saturate={}, entry_ratio={}, entry_degree={}, \
-             entry_build_list={}, entry_sampling={:?}, decoupled={}, progress={})",
+            "BuildParams(kind={:?}, metric={:?}, R={}, L={}, alpha={}, pq_bytes={}, threads={}, \
+             seed={}, memory_budget_gb={}, saturate={}, entry_ratio={}, entry_degree={}, \
+             entry_build_list={}, entry_sampling={:?}, decoupled={}, ivf_list_size={}, \
+             ivf_epsilon={}, ivf_max_replicas={}, by_id_vectors={}, progress={})",
+            self.kind,
             self.metric,
             self.R,
             self.L,
@@ -141,6 +178,10 @@ impl BuildParams {
             self.entry_build_list,
             self.entry_sampling,
             py_bool(self.decoupled),
+            self.ivf_list_size,
+            py_float(self.ivf_epsilon),
+            self.ivf_max_replicas,
+            py_bool(self.by_id_vectors),
             py_bool(self.progress),
         )
     }
@@ -154,9 +195,29 @@ fn py_bool(b: bool) -> &'static str {
     }
 }
 
+/// A float as Python's `repr` writes it (`0.1`, `1.0`, `inf`, `nan`).
+fn py_float(x: f64) -> String {
+    if x.is_nan() {
+        "nan".into()
+    } else if x.is_infinite() {
+        if x > 0.0 { "inf" } else { "-inf" }.into()
+    } else if x == x.trunc() && x.abs() < 1e16 {
+        format!("{x:.1}")
+    } else {
+        x.to_string()
+    }
+}
+
+/// An `f32` default as the `f64` of its shortest decimal form (0.1f32 → 0.1, not
+/// 0.10000000149011612), so that Python shows the value the library documents.
+pub fn f32_as_f64(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or(f64::from(x))
+}
+
 impl Default for BuildParams {
     fn default() -> Self {
         Self::new(
+            "graph".into(),
             "l2".into(),
             64,
             100,
@@ -171,12 +232,74 @@ impl Default for BuildParams {
             64,
             "uniform".into(),
             false,
+            trawl::ivf::DEFAULT_LIST_SIZE as i64,
+            f32_as_f64(trawl::ivf::DEFAULT_EPSILON),
+            trawl::ivf::DEFAULT_MAX_REPLICAS as i64,
+            false,
             true,
         )
     }
 }
 
+/// What `trawl.build` builds.
+#[derive(Debug, Clone)]
+pub enum BuildPlan {
+    /// A graph index.
+    Graph(IndexParams),
+    /// An IVF index; `pq_default`: `pq_bytes` was None (32, or the dimension when smaller).
+    Ivf { params: IvfParams, pq_default: bool },
+}
+
 impl BuildParams {
+    /// What to build, every parameter of that kind checked (those of the other kind ignored).
+    pub fn plan(&self) -> PyResult<BuildPlan> {
+        match self.kind.as_str() {
+            "graph" => Ok(BuildPlan::Graph(self.to_lib()?)),
+            "ivf" => Ok(BuildPlan::Ivf {
+                params: self.to_ivf()?,
+                pq_default: self.pq_bytes.is_none(),
+            }),
+            other => Err(invalid(format!(
+                "kind = {other:?}: expected \"graph\" or \"ivf\""
+            ))),
+        }
+    }
+
+    /// The library's IVF parameters, as `trawl build --kind ivf` maps its options (with
+    /// `pq_bytes` None: 32, to be clamped to the dimension).
+    pub fn to_ivf(&self) -> PyResult<IvfParams> {
+        let metric: Metric = parse("metric", &self.metric)?;
+        let seed = u64::try_from(self.seed)
+            .map_err(|_| invalid(format!("seed = {} must be at least 0", self.seed)))?;
+        if !(self.ivf_epsilon.is_finite() && self.ivf_epsilon >= 0.0) {
+            return Err(invalid(format!(
+                "ivf_epsilon = {} must be a finite value of at least 0",
+                self.ivf_epsilon
+            )));
+        }
+        let params = IvfParams {
+            metric,
+            list_size: count("ivf_list_size", self.ivf_list_size, 1)?,
+            epsilon: self.ivf_epsilon as f32,
+            max_replicas: count("ivf_max_replicas", self.ivf_max_replicas, 1)?,
+            pq: PqParams {
+                bytes_per_vector: match self.pq_bytes {
+                    Some(b) => count("pq_bytes", b, 1)?,
+                    None => DEFAULT_PQ_BYTES,
+                },
+                seed,
+                ..PqParams::default()
+            },
+            seed,
+            by_id_file: self.by_id_vectors,
+            ..IvfParams::default()
+        };
+        // The library's ranges (list size, ε, replicas), checked before any data is read
+        // (against a stand-in shape: the data's own is checked again by the build).
+        params.validate(1, params.pq.bytes_per_vector).py()?;
+        Ok(params)
+    }
+
     /// The library's parameters, exactly as `trawl build` maps its options.
     pub fn to_lib(&self) -> PyResult<IndexParams> {
         let metric: Metric = parse("metric", &self.metric)?;
@@ -243,10 +366,16 @@ impl BuildParams {
 
 /// Parameters of `Index.search` and `Index.batch_search`. Keyword-only, all optional; the
 /// defaults are those of `trawl search`.
+///
+/// One object serves both index kinds: a graph index reads `L` and the graph fields, an IVF
+/// index `L` (the number of posting lists probed) and the IVF fields (`rerank_n`, `ivf_*`,
+/// `heuristic`, `page_merge`, `page_buffer`, `centroid_list`, `accel_batch`); each ignores the
+/// other kind's fields.
 #[pyclass(module = "trawl._trawl", get_all, set_all, from_py_object)]
 #[derive(Debug, Clone)]
 pub struct SearchParams {
-    /// Candidate list size (larger: slower, more accurate); None = max(100, k).
+    /// Graph index: candidate list size (larger: slower, more accurate); None = max(100, k).
+    /// IVF index: posting lists probed (nprobe); None = 32 (every list when fewer).
     pub L: Option<i64>,
     /// Beam search: records read per round trip.
     pub beam_width: i64,
@@ -273,7 +402,28 @@ pub struct SearchParams {
     pub rerank_threshold: f64,
     /// Decoupled layout: prefetch vectors during the traversal.
     pub prefetch: bool,
+    /// IVF: candidates the filter stage keeps for the re-rank (n); None = max(10·k, 4·L).
+    pub rerank_n: Option<i64>,
+    /// IVF: re-rank mini-batch size.
+    pub ivf_batch: i64,
+    /// IVF: the early stop's change-rate threshold ε, in [0, 1] (0 re-ranks all rerank_n).
+    pub ivf_epsilon: f64,
+    /// IVF: mini-batches in a row below ε that stop the re-rank (β).
+    pub ivf_beta: i64,
+    /// IVF: stop the re-rank early (False: re-rank all rerank_n).
+    pub heuristic: bool,
+    /// IVF: read the vectors of one mini-batch on one page with one read.
+    pub page_merge: bool,
+    /// IVF: keep every page read for the rest of the query (no page read twice).
+    pub page_buffer: bool,
+    /// IVF: list size of the centroid-graph search; 0 = max(2·L, 32).
+    pub centroid_list: i64,
+    /// IVF, batch_search: queries per accelerator job; 0 = 1 on the CPU, 32 on a GPU.
+    pub accel_batch: i64,
 }
+
+/// Lists probed by an IVF search when `L` is None.
+pub const DEFAULT_NPROBE: usize = 32;
 
 #[pymethods]
 impl SearchParams {
@@ -281,7 +431,14 @@ impl SearchParams {
     #[pyo3(signature = (*, L = None, beam_width = DEFAULT_BEAM_WIDTH as i64, strategy = "beam".to_string(),
         entry_list = 0, pipe_width = "dynamic".to_string(), pipe_start_width = 4,
         pipe_max_width = 32, dynamic_width = None, page_search = false, rerank_batch = 10,
-        rerank_threshold = 0.01, prefetch = true))]
+        rerank_threshold = 0.01, prefetch = true, rerank_n = None,
+        ivf_batch = IvfSearchParams::default().batch as i64,
+        ivf_epsilon = f32_as_f64(IvfSearchParams::default().epsilon),
+        ivf_beta = IvfSearchParams::default().beta as i64,
+        heuristic = IvfSearchParams::default().heuristic,
+        page_merge = IvfSearchParams::default().page_merge,
+        page_buffer = IvfSearchParams::default().page_buffer,
+        centroid_list = IvfSearchParams::default().centroid_l as i64, accel_batch = 0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         L: Option<i64>,
@@ -296,6 +453,15 @@ impl SearchParams {
         rerank_batch: i64,
         rerank_threshold: f64,
         prefetch: bool,
+        rerank_n: Option<i64>,
+        ivf_batch: i64,
+        ivf_epsilon: f64,
+        ivf_beta: i64,
+        heuristic: bool,
+        page_merge: bool,
+        page_buffer: bool,
+        centroid_list: i64,
+        accel_batch: i64,
     ) -> Self {
         Self {
             L,
@@ -310,6 +476,15 @@ impl SearchParams {
             rerank_batch,
             rerank_threshold,
             prefetch,
+            rerank_n,
+            ivf_batch,
+            ivf_epsilon,
+            ivf_beta,
+            heuristic,
+            page_merge,
+            page_buffer,
+            centroid_list,
+            accel_batch,
         }
     }
 
@@ -317,7 +492,9 @@ impl SearchParams {
         format!(
             "SearchParams(L={}, beam_width={}, strategy={:?}, entry_list={}, pipe_width={:?}, \
              pipe_start_width={}, pipe_max_width={}, dynamic_width={}, page_search={}, \
-             rerank_batch={}, rerank_threshold={}, prefetch={})",
+             rerank_batch={}, rerank_threshold={}, prefetch={}, rerank_n={}, ivf_batch={}, \
+             ivf_epsilon={}, ivf_beta={}, heuristic={}, page_merge={}, page_buffer={}, \
+             centroid_list={}, accel_batch={})",
             self.L.map_or("None".to_string(), |l| l.to_string()),
             self.beam_width,
             self.strategy,
@@ -330,8 +507,17 @@ impl SearchParams {
                 .map_or("None".to_string(), |d| format!("{d:?}")),
             py_bool(self.page_search),
             self.rerank_batch,
-            self.rerank_threshold,
+            py_float(self.rerank_threshold),
             py_bool(self.prefetch),
+            self.rerank_n.map_or("None".to_string(), |n| n.to_string()),
+            self.ivf_batch,
+            py_float(self.ivf_epsilon),
+            self.ivf_beta,
+            py_bool(self.heuristic),
+            py_bool(self.page_merge),
+            py_bool(self.page_buffer),
+            self.centroid_list,
+            self.accel_batch,
         )
     }
 }
@@ -351,6 +537,15 @@ impl Default for SearchParams {
             10,
             0.01,
             true,
+            None,
+            IvfSearchParams::default().batch as i64,
+            f32_as_f64(IvfSearchParams::default().epsilon),
+            IvfSearchParams::default().beta as i64,
+            IvfSearchParams::default().heuristic,
+            IvfSearchParams::default().page_merge,
+            IvfSearchParams::default().page_buffer,
+            IvfSearchParams::default().centroid_l as i64,
+            0,
         )
     }
 }
@@ -408,5 +603,53 @@ impl SearchParams {
                 ..RerankParams::default()
             },
         })
+    }
+
+    /// The library's IVF parameters for `k` results on an index of `n` vectors and `nlist`
+    /// posting lists whose accelerator is a GPU (`gpu`), as `trawl search` maps its options,
+    /// checked by the library.
+    pub fn to_ivf(&self, k: usize, n: usize, nlist: usize, gpu: bool) -> PyResult<IvfSearchParams> {
+        let nprobe = match self.L {
+            Some(l) => count("L", l, 1)?,
+            None => DEFAULT_NPROBE.min(nlist.max(1)),
+        };
+        let p = IvfSearchParams {
+            k,
+            nprobe,
+            centroid_l: count("centroid_list", self.centroid_list, 0)?,
+            top_n: match self.rerank_n {
+                Some(r) => count("rerank_n", r, 1)?,
+                // (Capped at the library's largest, so that an L too large for the index is
+                // reported as such, not as its derived rerank_n.)
+                None => (10 * k).max(4 * nprobe).min(MAX_IVF_PARAM).max(k),
+            },
+            batch: count("ivf_batch", self.ivf_batch, 1)?,
+            epsilon: self.ivf_epsilon as f32,
+            beta: count("ivf_beta", self.ivf_beta, 1)?,
+            heuristic: self.heuristic,
+            page_merge: self.page_merge,
+            page_buffer: self.page_buffer,
+            accel_batch: match count("accel_batch", self.accel_batch, 0)? {
+                0 if gpu => 32,
+                0 => 1,
+                b => b,
+            },
+            ..IvfSearchParams::default()
+        };
+        if nprobe > nlist {
+            return Err(invalid(format!(
+                "L = {nprobe} is more than the index's {nlist} posting lists (for an IVF index \
+                 L is the number of lists probed)"
+            )));
+        }
+        if p.top_n < k {
+            return Err(invalid(format!(
+                "rerank_n = {} is smaller than k = {k}: the re-rank keeps at most rerank_n \
+                 candidates",
+                p.top_n
+            )));
+        }
+        p.validate(n, nlist).py()?;
+        Ok(p)
     }
 }
