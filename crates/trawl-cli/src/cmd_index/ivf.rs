@@ -131,6 +131,7 @@ impl IvfSearchArgs {
                 0 => 1,
                 b => b,
             },
+            interleave: 1,
         }
     }
 }
@@ -296,7 +297,10 @@ pub fn run_sweep<T: Element>(
     let gpu = ix.accel().info().backend == "gpu";
     let mut rows = Vec::new();
     for &l in ls {
-        let p = o.ivf.params(k, l, gpu);
+        let p = IvfSearchParams {
+            interleave: o.interleave,
+            ..o.ivf.params(k, l, gpu)
+        };
         let out = ix.search_batch(queries, &p, o.threads)?;
         let nq = queries.n().max(1) as f64;
         let truth = GroundTruth {
@@ -331,5 +335,9 @@ pub fn search<T: Element>(
     o: &SearchOptions,
 ) -> Result<trawl::index::BatchOutput> {
     let gpu = ix.accel().info().backend == "gpu";
-    Ok(ix.search_batch(q, &o.ivf.params(k, nprobe, gpu), o.threads)?)
+    let p = IvfSearchParams {
+        interleave: o.interleave,
+        ..o.ivf.params(k, nprobe, gpu)
+    };
+    Ok(ix.search_batch(q, &p, o.threads)?)
 }

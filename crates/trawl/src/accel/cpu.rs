@@ -9,8 +9,7 @@ use super::{adc_distance, AccelError, AccelInfo, Accelerator, FilterJob, FilterO
 use super::{FilterPending, Ready};
 use crate::quant::pq::PqCodes;
 
-/// Filter stage on the host: per query, dedup by a stamp array (one `u32` per vector and
-/// thread, reused across queries), PQ-ADC with [`adc_distance`], and a partial select of the
+/// Filter stage on the host: per query, dedup by sorting the gathered ids, PQ-ADC with [`adc_distance`], and a partial select of the
 /// top-n by `(distance, id)`. A batch's queries run in parallel on the rayon pool.
 #[derive(Debug, Clone)]
 pub struct CpuAccel {
@@ -19,8 +18,7 @@ pub struct CpuAccel {
 
 #[derive(Default)]
 struct Scratch {
-    stamps: Vec<u32>,
-    epoch: u32,
+    ids: Vec<u32>,
     scored: Vec<(f32, u32)>,
 }
 
@@ -42,26 +40,21 @@ impl CpuAccel {
         let codes = &*self.codes;
         SCRATCH.with(|s| {
             let s = &mut *s.borrow_mut();
-            if s.stamps.len() < codes.n() {
-                s.stamps = vec![0; codes.n()];
-                s.epoch = 0;
-            }
-            s.epoch = s.epoch.wrapping_add(1);
-            if s.epoch == 0 {
-                s.stamps.fill(0);
-                s.epoch = 1;
-            }
-            let epoch = s.epoch;
+            // Dedup by sorting: the codes are then visited in address order (prefetched a few
+            // ahead), and no per-vector stamp array is touched at random.
+            s.ids.clear();
+            s.ids.extend_from_slice(cands);
+            s.ids.sort_unstable();
+            s.ids.dedup();
             s.scored.clear();
-            for (i, &id) in cands.iter().enumerate() {
-                if let Some(&next) = cands.get(i + 8) {
+            const AHEAD: usize = 12;
+            for &id in s.ids.iter().take(AHEAD) {
+                codes.prefetch(id as usize);
+            }
+            for (i, &id) in s.ids.iter().enumerate() {
+                if let Some(&next) = s.ids.get(i + AHEAD) {
                     codes.prefetch(next as usize);
                 }
-                let stamp = &mut s.stamps[id as usize];
-                if *stamp == epoch {
-                    continue;
-                }
-                *stamp = epoch;
                 s.scored
                     .push((adc_distance(table, codes.code(id as usize)), id));
             }

@@ -211,15 +211,24 @@ pub fn build_ivf<T: Element>(
                 hits.push((o, <f32 as Element>::l2_sq(x, cmat.row(o as usize))));
                 hits.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
             }
+            // The nearest list first (its bucket holds the vector on disk), then the
+            // vector's own cluster (so no list is left empty when its members all lie
+            // nearer to other centroids), then every list within the (1 + ε) bound.
             let d1 = f64::from(hits[0].1.max(0.0)).sqrt();
             let bound = (1.0 + eps) * d1;
-            for (slot, h) in out.iter_mut().zip(
-                hits.iter()
-                    .enumerate()
-                    .filter(|(j, h)| *j == 0 || f64::from(h.1.max(0.0)).sqrt() <= bound)
-                    .map(|(_, h)| h),
-            ) {
-                *slot = h.0;
+            let mut joined = 0;
+            let mut join = |l: u32, out: &mut [u32]| {
+                if joined < out.len() && !out[..joined].contains(&l) {
+                    out[joined] = l;
+                    joined += 1;
+                }
+            };
+            join(hits[0].0, out);
+            join(o, out);
+            for h in &hits[1..] {
+                if f64::from(h.1.max(0.0)).sqrt() <= bound {
+                    join(h.0, out);
+                }
             }
             let d = done.fetch_add(1, Ordering::Relaxed);
             if d.is_multiple_of(16384) {

@@ -56,6 +56,9 @@ pub struct IvfSearchParams {
     pub page_buffer: bool,
     /// Queries per accelerator job in a batch search.
     pub accel_batch: usize,
+    /// Queries each thread keeps in their re-rank at once: while one waits for its reads,
+    /// the thread filters or re-ranks another (1 = one query at a time).
+    pub interleave: usize,
 }
 
 impl Default for IvfSearchParams {
@@ -72,6 +75,7 @@ impl Default for IvfSearchParams {
             page_merge: true,
             page_buffer: true,
             accel_batch: 1,
+            interleave: 1,
         }
     }
 }
@@ -109,10 +113,18 @@ impl IvfSearchParams {
             ("top_n", self.top_n),
             ("re-rank batch", self.batch),
             ("accel batch", self.accel_batch),
+            ("interleave", self.interleave),
         ] {
             if v == 0 || v > MAX_IVF_PARAM {
                 return bad(format!("{what} {v} must be between 1 and {MAX_IVF_PARAM}"));
             }
+        }
+        if self.interleave > crate::search::MAX_INTERLEAVE {
+            return bad(format!(
+                "interleave {} exceeds {}",
+                self.interleave,
+                crate::search::MAX_INTERLEAVE
+            ));
         }
         if self.nprobe > nlist {
             return bad(format!(
@@ -149,21 +161,63 @@ pub struct IvfSearcher<'a> {
     qc: Vec<f32>,
     spin: Duration,
     done: Vec<Completion>,
+    vec_words: Vec<u32>,
+    /// Query re-ranks in progress (slots; `None` = free).
+    flights: Vec<Option<Flight>>,
+    /// Reads waiting for a free engine slot: (flight, read index).
+    backlog: std::collections::VecDeque<(usize, usize)>,
+}
+
+/// One query's re-rank in progress.
+struct Flight {
+    row: usize,
+    cands: Vec<u32>,
+    /// Next candidate to batch.
+    next: usize,
+    top: Vec<(f32, u32)>,
+    prev: Vec<u32>,
+    stable: usize,
+    /// The current batch's reads and how many are still out.
+    reads: Vec<Read>,
+    left: usize,
     /// Page buffer: page → offset in `arena`.
     buffered: HashMap<u64, usize>,
     arena: Vec<u8>,
-    /// The current batch: (id, page, offset in page) of vectors still to read, per read.
-    reads: Vec<Read>,
-    vec_words: Vec<u32>,
-    top: Vec<(f32, u32)>,
-    prev: Vec<u32>,
-    now: Vec<u32>,
+    st: QueryStats,
+    started: Instant,
 }
 
 struct Read {
     page: u64,
     /// (id, byte offset in the read) of every vector this read serves.
     vectors: Vec<(u32, usize)>,
+}
+
+/// A query whose filter stage is done: its candidates for the re-rank.
+struct Ready {
+    row: usize,
+    cands: Vec<u32>,
+    st: QueryStats,
+    started: Instant,
+}
+
+/// Where the queries of a search come from and where their results go.
+trait Rows<T> {
+    fn query(&self, row: usize) -> &[T];
+}
+
+impl<T: Element> Rows<T> for Matrix<T> {
+    fn query(&self, row: usize) -> &[T] {
+        self.row(row)
+    }
+}
+
+struct One<'q, T>(&'q [T]);
+
+impl<T> Rows<T> for One<'_, T> {
+    fn query(&self, _: usize) -> &[T] {
+        self.0
+    }
 }
 
 impl std::fmt::Debug for IvfSearcher<'_> {
@@ -196,19 +250,16 @@ impl IvfIndex {
             qc: vec![0.0; self.meta.centroid_dim()],
             spin: Duration::from_micros(self.opts.spin_us.unwrap_or(0)),
             done: Vec::new(),
-            buffered: HashMap::new(),
-            arena: Vec::new(),
-            reads: Vec::new(),
             vec_words: vec![0; g.vector_bytes.div_ceil(4) * g.pages_per_vector.max(1)],
-            top: Vec::new(),
-            prev: Vec::new(),
-            now: Vec::new(),
+            flights: Vec::new(),
+            backlog: std::collections::VecDeque::new(),
         })
     }
 
-    /// Searches every row of `queries` on `threads` threads (each with its own searcher),
-    /// pipelined: groups of `accel_batch` queries go to the accelerator while the thread
-    /// re-ranks the previous group.
+    /// Searches every row of `queries` on `threads` threads (each with its own searcher and
+    /// `interleave` queries in its re-rank at once), the filter stage pipelined with the
+    /// re-rank: with `accel_batch > 1` a thread hands the accelerator the next group of
+    /// queries and re-ranks the previous group while it is scored.
     pub fn search_batch<T: Element>(
         &self,
         queries: &Matrix<T>,
@@ -243,36 +294,15 @@ impl IvfIndex {
                         let mut s = self.searcher()?;
                         s.spin = spin;
                         let mut part = Part::new();
-                        let mut prev: Option<Group> = None;
-                        // One query per job: nothing to overlap, and a query's latency should
-                        // not include its neighbour's re-rank.
-                        if p.accel_batch == 1 {
-                            loop {
-                                let q = next.fetch_add(1, Ordering::Relaxed);
-                                if q >= nq {
-                                    break;
-                                }
-                                let g = s.submit_group(queries, q..q + 1, p)?;
-                                s.finish_group(queries, g, p, &mut part)?;
-                            }
-                            return Ok(part);
-                        }
-                        loop {
-                            let start = next.fetch_add(p.accel_batch, Ordering::Relaxed);
-                            let cur = if start < nq {
-                                let end = (start + p.accel_batch).min(nq);
-                                Some(s.submit_group(queries, start..end, p)?)
-                            } else {
-                                None
-                            };
-                            if let Some(g) = prev.take() {
-                                s.finish_group(queries, g, p, &mut part)?;
-                            }
-                            match cur {
-                                Some(g) => prev = Some(g),
-                                None => break,
-                            }
-                        }
+                        s.run(
+                            queries,
+                            || {
+                                let start = next.fetch_add(p.accel_batch, Ordering::Relaxed);
+                                (start < nq).then(|| start..(start + p.accel_batch).min(nq))
+                            },
+                            p,
+                            &mut part,
+                        )?;
                         Ok(part)
                     })
                 })
@@ -348,27 +378,127 @@ impl IvfSearcher<'_> {
     ) -> Result<(Vec<(f32, u32)>, QueryStats), SearchError> {
         p.validate(self.ix.n(), self.ix.meta.nlist())?;
         self.ix.check_dtype::<T>()?;
-        let t0 = Instant::now();
-        let mut st = QueryStats::default();
-        let mut job = FilterJob {
-            m: self.ix.pq.m(),
-            offsets: vec![0],
-            top_n: p.top_n,
-            ..FilterJob::default()
+        let mut part = Part::new();
+        let mut once = Some(0..1);
+        let p1 = IvfSearchParams {
+            accel_batch: 1,
+            interleave: 1,
+            ..*p
         };
-        self.prepare(query, 0, p, &mut job, &mut st)?;
-        let out = self.ix.accel.filter(job)?;
-        st.ivf.candidates_unique = u64::from(out.unique[0]);
-        st.traversal.pq_distances = u64::from(out.unique[0]);
-        let (cands, _) = out.query(0);
-        let hits = self.rerank(query, cands, p, &mut st)?;
-        st.total_ns = t0.elapsed().as_nanos() as u64;
+        self.run(&One(query), || once.take(), &p1, &mut part)?;
+        let (_, hits, st) = part
+            .pop()
+            .ok_or_else(|| SearchError::Internal("a query left no result".into()))?;
         Ok((hits, st))
     }
 
-    fn submit_group<T: Element>(
+    /// The thread's loop: groups of query rows from `next_group` go through the filter stage
+    /// (pipelined when a group holds several queries) into at most `interleave` re-ranks in
+    /// flight; finished queries go to `part`.
+    fn run<T: Element, R: Rows<T>>(
         &mut self,
-        queries: &Matrix<T>,
+        rows: &R,
+        mut next_group: impl FnMut() -> Option<std::ops::Range<usize>>,
+        p: &IvfSearchParams,
+        part: &mut Part,
+    ) -> Result<(), SearchError> {
+        self.flights.clear();
+        self.flights.resize_with(p.interleave, || None);
+        self.backlog.clear();
+        let mut ready: std::collections::VecDeque<Ready> = std::collections::VecDeque::new();
+        let mut pending: Option<Group> = None;
+        let mut exhausted = false;
+        let result = (|| -> Result<(), SearchError> {
+            loop {
+                // Start re-ranks while there are free slots and filtered queries.
+                while let Some(slot) = self.flights.iter().position(Option::is_none) {
+                    if ready.is_empty() {
+                        // The filter stage: the pending group, or a new one.
+                        if let Some(g) = pending.take() {
+                            self.collect(g, &mut ready)?;
+                        } else if !exhausted {
+                            match next_group() {
+                                Some(r) => {
+                                    let g = self.submit_group(rows, r, p)?;
+                                    if p.accel_batch == 1 {
+                                        self.collect(g, &mut ready)?;
+                                    } else {
+                                        pending = Some(g);
+                                        continue;
+                                    }
+                                }
+                                None => exhausted = true,
+                            }
+                        }
+                        // Keep the accelerator busy with the next group while this one is
+                        // re-ranked (FusionANNS Figure 6).
+                        if p.accel_batch > 1 && pending.is_none() && !exhausted && !ready.is_empty()
+                        {
+                            match next_group() {
+                                Some(r) => pending = Some(self.submit_group(rows, r, p)?),
+                                None => exhausted = true,
+                            }
+                        }
+                    }
+                    let Some(r) = ready.pop_front() else {
+                        break;
+                    };
+                    self.flights[slot] = Some(Flight {
+                        row: r.row,
+                        cands: r.cands,
+                        next: 0,
+                        top: Vec::with_capacity(p.k + 1),
+                        prev: Vec::with_capacity(p.k),
+                        stable: 0,
+                        reads: Vec::new(),
+                        left: 0,
+                        buffered: HashMap::new(),
+                        arena: Vec::new(),
+                        st: r.st,
+                        started: r.started,
+                    });
+                    self.advance(rows, slot, p, part)?;
+                }
+                if self.flights.iter().all(Option::is_none) {
+                    if ready.is_empty() && pending.is_none() && exhausted {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                self.pump(rows, p, part)?;
+            }
+        })();
+        if result.is_err() {
+            self.drain();
+        }
+        result
+    }
+
+    /// Waits for the filter stage of `g` and queues its queries for the re-rank.
+    fn collect(
+        &mut self,
+        g: Group,
+        ready: &mut std::collections::VecDeque<Ready>,
+    ) -> Result<(), SearchError> {
+        let out = g.pending.wait()?;
+        for (j, row) in g.range.clone().enumerate() {
+            let mut st = g.stats[j];
+            st.ivf.candidates_unique = u64::from(out.unique[j]);
+            st.traversal.pq_distances = u64::from(out.unique[j]);
+            let (cands, _) = out.query(j);
+            ready.push_back(Ready {
+                row,
+                cands: cands.to_vec(),
+                st,
+                started: g.started[j],
+            });
+        }
+        Ok(())
+    }
+
+    fn submit_group<T: Element, R: Rows<T>>(
+        &mut self,
+        rows: &R,
         range: std::ops::Range<usize>,
         p: &IvfSearchParams,
     ) -> Result<Group, SearchError> {
@@ -383,7 +513,7 @@ impl IvfSearcher<'_> {
         for q in range.clone() {
             started.push(Instant::now());
             let mut st = QueryStats::default();
-            self.prepare(queries.row(q), q, p, &mut job, &mut st)?;
+            self.prepare(rows.query(q), q, p, &mut job, &mut st)?;
             stats.push(st);
         }
         let pending = self.ix.accel.submit(job)?;
@@ -393,26 +523,6 @@ impl IvfSearcher<'_> {
             stats,
             started,
         })
-    }
-
-    fn finish_group<T: Element>(
-        &mut self,
-        queries: &Matrix<T>,
-        g: Group,
-        p: &IvfSearchParams,
-        part: &mut Part,
-    ) -> Result<(), SearchError> {
-        let out = g.pending.wait()?;
-        for (j, q) in g.range.clone().enumerate() {
-            let mut st = g.stats[j];
-            st.ivf.candidates_unique = u64::from(out.unique[j]);
-            st.traversal.pq_distances = u64::from(out.unique[j]);
-            let (cands, _) = out.query(j);
-            let hits = self.rerank(queries.row(q), cands, p, &mut st)?;
-            st.total_ns = g.started[j].elapsed().as_nanos() as u64;
-            part.push((q, hits, st));
-        }
-        Ok(())
     }
 
     /// Query checks, its distance table, the centroid search and the gather, appended to `job`.
@@ -464,147 +574,238 @@ impl IvfSearcher<'_> {
         Ok(())
     }
 
-    /// The heuristic re-rank of `cands` (PQ order) against `query`.
-    fn rerank<T: Element>(
+    /// Starts the next mini-batch of flight `slot` — or finishes the query when the
+    /// candidates are exhausted or the early stop fired. Batches served from the page
+    /// buffer alone complete at once.
+    fn advance<T: Element, R: Rows<T>>(
         &mut self,
-        query: &[T],
-        cands: &[u32],
+        rows: &R,
+        slot: usize,
         p: &IvfSearchParams,
-        st: &mut QueryStats,
-    ) -> Result<Vec<(f32, u32)>, SearchError> {
+        part: &mut Part,
+    ) -> Result<(), SearchError> {
         let ix = self.ix;
         let geo = *ix.vectors.geometry();
-        let read_pages = geo.pages_per_vector as u32;
-        let read_bytes = read_pages as usize * PAGE_BYTES;
         let metric = ix.metric();
-        self.buffered.clear();
-        self.arena.clear();
-        self.top.clear();
-        let k = p.k;
-        let mut stable = 0usize;
-        for batch in cands.chunks(p.batch) {
-            st.rerank.rerank_batches += 1;
-            self.prev.clear();
-            self.prev.extend(self.top.iter().map(|t| t.1));
-            self.prev.sort_unstable();
-            // Plan the batch's reads.
-            self.reads.clear();
-            let mut hits: Vec<(u32, usize, usize)> = Vec::new(); // (id, arena offset, offset)
+        loop {
+            let Some(f) = self.flights[slot].as_mut() else {
+                return Ok(());
+            };
+            if f.next >= f.cands.len() {
+                let f = self.flights[slot]
+                    .take()
+                    .ok_or_else(|| SearchError::Internal("flight vanished".into()))?;
+                return self.finish(f, part);
+            }
+            let query = rows.query(f.row);
+            let end = (f.next + p.batch).min(f.cands.len());
+            f.st.rerank.rerank_batches += 1;
+            f.prev.clear();
+            f.prev.extend(f.top.iter().map(|t| t.1));
+            f.prev.sort_unstable();
+            f.reads.clear();
             let mut hit_pages: Vec<u64> = Vec::new();
             let mut misses = 0u64;
-            for &id in batch {
+            for i in f.next..end {
+                let id = f.cands[i];
                 let (page, off) = ix.vectors.locate(id);
                 if p.page_buffer {
-                    if let Some(&at) = self.buffered.get(&page) {
-                        hits.push((id, at, off));
+                    if let Some(&at) = f.buffered.get(&page) {
+                        let bytes = &f.arena[at + off..at + off + geo.vector_bytes];
+                        let d = exact::<T>(metric, query, bytes, &mut self.vec_words);
+                        f.st.traversal.exact_distances += 1;
+                        insert(&mut f.top, p.k, d, id);
                         hit_pages.push(page);
                         continue;
                     }
                 }
                 misses += 1;
-                match self
-                    .reads
-                    .iter_mut()
-                    .find(|r| p.page_merge && r.page == page)
-                {
+                match f.reads.iter_mut().find(|r| p.page_merge && r.page == page) {
                     Some(r) => r.vectors.push((id, off)),
-                    None => self.reads.push(Read {
+                    None => f.reads.push(Read {
                         page,
                         vectors: vec![(id, off)],
                     }),
                 }
             }
+            f.next = end;
             hit_pages.sort_unstable();
             hit_pages.dedup();
-            st.ivf.pages_buffered += hit_pages.len() as u64;
-            st.ivf.pages_merged += misses - self.reads.len() as u64;
-            // Vectors found in the buffer.
-            for (id, at, off) in hits {
-                let bytes = &self.arena[at + off..at + off + geo.vector_bytes];
-                let d = exact::<T>(metric, query, bytes, &mut self.vec_words);
-                st.traversal.exact_distances += 1;
-                insert(&mut self.top, k, d, id);
+            f.st.ivf.pages_buffered += hit_pages.len() as u64;
+            f.st.ivf.pages_merged += misses - f.reads.len() as u64;
+            f.left = f.reads.len();
+            if f.left > 0 {
+                for r in 0..f.reads.len() {
+                    self.backlog.push_back((slot, r));
+                }
+                return self.submit_backlog();
             }
-            // Reads: submit as many as the engine takes, handle completions as they come.
-            let mut next = 0usize;
-            let mut left = self.reads.len();
-            while left > 0 {
-                while next < self.reads.len() && self.engine.can_submit() {
-                    self.engine.submit(
-                        next as u64,
-                        ReadRequest {
-                            first_page: self.reads[next].page,
-                            pages: read_pages,
-                        },
-                    )?;
-                    st.count_read(
-                        read_pages,
-                        ix.vectors.vectors_on_page(self.reads[next].page),
-                    );
-                    st.rerank.vector_reads += 1;
-                    next += 1;
-                }
-                self.done.clear();
-                let t = Instant::now();
-                crate::search::wait_some(&mut *self.engine, self.spin, &mut self.done)?;
-                st.io.io_wait_ns += t.elapsed().as_nanos() as u64;
-                for c in std::mem::take(&mut self.done) {
-                    let r = &self.reads[c.tag as usize];
-                    let buf = self.engine.buffer(c.slot);
-                    let bytes = &buf[..read_bytes];
-                    if ix.opts.verify_pages {
-                        for (j, page) in bytes.chunks(PAGE_BYTES).enumerate() {
-                            let at = r.page + j as u64;
-                            if Some(crc32fast::hash(page)) != ix.vectors.page_crc(at) {
-                                self.engine.release(c.slot);
-                                return Err(SearchError::Corrupt {
-                                    path: ix.vfile.path().to_path_buf(),
-                                    page: at,
-                                    detail: "checksum mismatch".into(),
-                                });
-                            }
-                        }
-                    }
-                    for &(id, off) in &r.vectors {
-                        let d = exact::<T>(
-                            metric,
-                            query,
-                            &bytes[off..off + geo.vector_bytes],
-                            &mut self.vec_words,
-                        );
-                        st.traversal.exact_distances += 1;
-                        insert(&mut self.top, k, d, id);
-                    }
-                    if p.page_buffer {
-                        let at = self.arena.len();
-                        self.arena.extend_from_slice(bytes);
-                        self.buffered.insert(r.page, at);
-                    }
-                    self.engine.release(c.slot);
-                    left -= 1;
-                }
-            }
-            if p.heuristic {
-                self.now.clear();
-                self.now.extend(self.top.iter().map(|t| t.1));
-                self.now.sort_unstable();
-                let changed = self
-                    .now
-                    .iter()
-                    .filter(|id| self.prev.binary_search(id).is_err())
-                    .count();
-                let delta = changed as f32 / k as f32;
-                if delta < p.epsilon {
-                    stable += 1;
-                    if stable >= p.beta {
-                        break;
-                    }
-                } else {
-                    stable = 0;
-                }
+            // Served from the buffer: judge the batch now.
+            if self.batch_done(slot, p) {
+                let f = self.flights[slot]
+                    .take()
+                    .ok_or_else(|| SearchError::Internal("flight vanished".into()))?;
+                return self.finish(f, part);
             }
         }
-        Ok(std::mem::take(&mut self.top))
+    }
+
+    /// Whether flight `slot`'s re-rank stops after the batch just completed (Algorithm 1).
+    fn batch_done(&mut self, slot: usize, p: &IvfSearchParams) -> bool {
+        let Some(f) = self.flights[slot].as_mut() else {
+            return true;
+        };
+        if !p.heuristic {
+            return f.next >= f.cands.len();
+        }
+        let changed = f
+            .top
+            .iter()
+            .filter(|t| f.prev.binary_search(&t.1).is_err())
+            .count();
+        if (changed as f32 / p.k as f32) < p.epsilon {
+            f.stable += 1;
+            if f.stable >= p.beta {
+                return true;
+            }
+        } else {
+            f.stable = 0;
+        }
+        f.next >= f.cands.len()
+    }
+
+    fn finish(&mut self, mut f: Flight, part: &mut Part) -> Result<(), SearchError> {
+        f.st.total_ns = f.started.elapsed().as_nanos() as u64;
+        part.push((f.row, f.top, f.st));
+        Ok(())
+    }
+
+    /// Submits backlogged reads while the engine has free slots.
+    fn submit_backlog(&mut self) -> Result<(), SearchError> {
+        let pages = self.ix.vectors.geometry().pages_per_vector as u32;
+        while self.engine.can_submit() {
+            let Some((slot, r)) = self.backlog.pop_front() else {
+                break;
+            };
+            let Some(f) = self.flights[slot].as_mut() else {
+                continue;
+            };
+            let page = f.reads[r].page;
+            self.engine.submit(
+                ((slot as u64) << 32) | r as u64,
+                ReadRequest {
+                    first_page: page,
+                    pages,
+                },
+            )?;
+            f.st.count_read(pages, self.ix.vectors.vectors_on_page(page));
+            f.st.rerank.vector_reads += 1;
+        }
+        Ok(())
+    }
+
+    /// Waits for at least one read and handles every completion that arrived.
+    fn pump<T: Element, R: Rows<T>>(
+        &mut self,
+        rows: &R,
+        p: &IvfSearchParams,
+        part: &mut Part,
+    ) -> Result<(), SearchError> {
+        let ix = self.ix;
+        let geo = *ix.vectors.geometry();
+        let read_bytes = geo.pages_per_vector * PAGE_BYTES;
+        let metric = ix.metric();
+        self.done.clear();
+        let t = Instant::now();
+        crate::search::wait_some(&mut *self.engine, self.spin, &mut self.done)?;
+        let waited = t.elapsed().as_nanos() as u64;
+        // The wait is shared by the queries that had reads out.
+        let waiting: Vec<usize> = self
+            .flights
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.as_ref().is_some_and(|f| f.left > 0))
+            .map(|(i, _)| i)
+            .collect();
+        let share = waited / waiting.len().max(1) as u64;
+        for &i in &waiting {
+            if let Some(f) = self.flights[i].as_mut() {
+                f.st.io.io_wait_ns += share;
+            }
+        }
+        let done = std::mem::take(&mut self.done);
+        let mut finished: Vec<usize> = Vec::new();
+        for c in &done {
+            let slot = (c.tag >> 32) as usize;
+            let r = (c.tag & 0xffff_ffff) as usize;
+            let Some(f) = self.flights.get_mut(slot).and_then(Option::as_mut) else {
+                self.engine.release(c.slot);
+                return Err(SearchError::Internal("a read for no query".into()));
+            };
+            let bytes = &self.engine.buffer(c.slot)[..read_bytes];
+            let read = &f.reads[r];
+            if ix.opts.verify_pages {
+                for (j, page) in bytes.chunks(PAGE_BYTES).enumerate() {
+                    let at = read.page + j as u64;
+                    if Some(crc32fast::hash(page)) != ix.vectors.page_crc(at) {
+                        self.engine.release(c.slot);
+                        return Err(SearchError::Corrupt {
+                            path: ix.vfile.path().to_path_buf(),
+                            page: at,
+                            detail: "checksum mismatch".into(),
+                        });
+                    }
+                }
+            }
+            let query = rows.query(f.row);
+            for &(id, off) in &read.vectors {
+                let d = exact::<T>(
+                    metric,
+                    query,
+                    &bytes[off..off + geo.vector_bytes],
+                    &mut self.vec_words,
+                );
+                f.st.traversal.exact_distances += 1;
+                insert(&mut f.top, p.k, d, id);
+            }
+            if p.page_buffer {
+                let at = f.arena.len();
+                f.arena.extend_from_slice(bytes);
+                f.buffered.insert(read.page, at);
+            }
+            self.engine.release(c.slot);
+            f.left -= 1;
+            if f.left == 0 {
+                finished.push(slot);
+            }
+        }
+        self.done = done;
+        self.submit_backlog()?;
+        for slot in finished {
+            if self.batch_done(slot, p) {
+                if let Some(f) = self.flights[slot].take() {
+                    self.finish(f, part)?;
+                }
+            } else {
+                self.advance(rows, slot, p, part)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After an error: waits for the reads still out and frees every flight.
+    fn drain(&mut self) {
+        self.backlog.clear();
+        while self.engine.in_flight() > 0 {
+            self.done.clear();
+            if self.engine.wait(1, &mut self.done).is_err() {
+                break;
+            }
+            for c in &self.done {
+                self.engine.release(c.slot);
+            }
+        }
+        self.flights.iter_mut().for_each(|f| *f = None);
     }
 }
 
