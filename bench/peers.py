@@ -9,6 +9,9 @@ Sides (--sides, default all):
   trawl-pipe       the same index, `--strategy pipe --entry-list 10` (PipeSearch, dynamic width)
   trawl-decoupled  the same graph written by `trawl layout --decoupled` (graph.trawl +
                    vectors.trawl), `--layout decoupled`, beam search -W 4
+  trawl-ivf        `trawl build --kind ivf` (FusionANNS: balanced k-means lists ~10% of n,
+                   boundary replication, PQ codes with the same bytes, bucketed vectors),
+                   `trawl bench` sweeping the lists probed (--ivf-nprobe), CPU accelerator
   diskann          diskannpy `build_disk_index` + `StaticDiskIndex` (bench/vs_diskann_disk.py's
                    DiskannSide: same R, L, α, PQ bytes, beam width, cached nodes), O_DIRECT
   faiss-hnsw       faiss.IndexHNSWFlat, M 32, efConstruction 100; sweep efSearch
@@ -71,9 +74,11 @@ from vs_diskann_disk import (PARAMS_FILE, DiskannSide, TrawlSide, cached_build, 
 
 MIB = 1024 * 1024
 TARGETS = (0.90, 0.95)
-ALL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-decoupled", "diskann", "faiss-hnsw",
-             "faiss-ivfpq", "hnswlib")
-TRAWL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-decoupled")
+ALL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-decoupled", "trawl-ivf", "diskann",
+             "faiss-hnsw", "faiss-ivfpq", "hnswlib")
+TRAWL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-decoupled", "trawl-ivf")
+# The graph sides share one index; trawl-ivf has its own.
+TRAWL_GRAPH_SIDES = ("trawl-beam", "trawl-pipe", "trawl-decoupled")
 PY_SIDES = ("faiss-hnsw", "faiss-ivfpq", "hnswlib")
 DISK_SIDES = TRAWL_SIDES + ("diskann",)
 PEERS_VENV = BENCH_DIR / ".venv-peers"
@@ -163,6 +168,67 @@ class TrawlIndex(TrawlSide):
         return lay
 
 
+class TrawlIvfIndex(TrawlSide):
+    """The IVF index of the trawl-ivf side: `trawl build --kind ivf` (with the by-id vector
+    file too, for the ablation), measured and cached like the graph index."""
+
+    def __init__(self, ds: datasets.Dataset, args: argparse.Namespace):
+        super().__init__(ds, args)
+        self.params.update(kind="ivf", ivf_list_size=args.ivf_list_size,
+                           ivf_epsilon=args.ivf_epsilon)
+        for k in ("R", "L"):
+            self.params.pop(k, None)
+        self.idx = Path(ds.base).parent / (f"trawl-peers-ivf-{ds.metric}-ls{args.ivf_list_size}"
+                                           f"-eps{args.ivf_epsilon}-pq{args.pq_bytes}")
+        self._build: dict | None = None
+
+    def build_once(self, work: Path) -> dict:
+        if self._build is None:
+            self._build = self.build(work)
+        return self._build
+
+    def build(self, work: Path) -> dict:
+        rec = None if self.args.rebuild else cached_build(self.idx, self.params)
+        if rec:
+            log(f"  trawl-ivf: reusing {self.idx} (built {rec['when']})")
+            return dict(rec["build"], reused=True, reused_from=rec["when"])
+        shutil.rmtree(self.idx, ignore_errors=True)
+        report = work / "trawl-ivf-build-report.json"
+        m, io = run_io([self.exe, "build", self.ds.base, self.idx, "--metric", self.ds.metric,
+                        "--kind", "ivf", "--ivf-list-size", self.args.ivf_list_size,
+                        "--ivf-epsilon", self.args.ivf_epsilon, "--by-id-vectors",
+                        "--pq-bytes", self.args.pq_bytes, "--threads", self.args.threads,
+                        "--report", report, "--quiet"], work / "trawl-ivf-build.log")
+        rep = json.loads(report.read_text())
+        db = dir_bytes(self.idx)
+        by_id = rep.get("vectors_by_id_bytes") or 0
+        build = {"build_secs": m.wall_secs, "process_wall_secs": m.wall_secs,
+                 "self_reported_total_secs": rep.get("total_secs"),
+                 "self_reported_peak_rss_bytes": rep.get("peak_rss_bytes"),
+                 "self_reported_disk_bytes": rep.get("disk_bytes"),
+                 "peak_rss_bytes": m.peak_rss_bytes, "baseline_rss_bytes": 0,
+                 "cpu_secs": m.user_secs + m.sys_secs, "disk_bytes": db["total"],
+                 # The by-id vector file is the ablation's; the search reads the bucketed one.
+                 "disk_bytes_search": db["total"] - by_id, "files": db["files"],
+                 "pq_bytes_used": rep.get("pq_bytes_per_vector"), "report": rep,
+                 "replication": rep.get("replication"), "nlist": rep.get("nlist"),
+                 "proc_io": io, "log": m.log_path, "reused": False,
+                 "versions": {"trawl": trawl_version()}, "loadavg_after": os.getloadavg()}
+        write_json(self.idx / PARAMS_FILE, {"params": self.params, "build": build,
+                                            "when": when()})
+        return build
+
+
+def ivf_flags(args: argparse.Namespace) -> list[str]:
+    """`trawl bench` flags of the trawl-ivf side."""
+    f = ["--ivf-batch", str(args.ivf_batch), "--ivf-epsilon", str(args.ivf_rerank_epsilon),
+         "--ivf-beta", str(args.ivf_beta), "--interleave", str(args.ivf_interleave),
+         "--accel", "cpu"]
+    if args.ivf_rerank_n:
+        f += ["--rerank-n", str(args.ivf_rerank_n)]
+    return f
+
+
 TRAWL_FLAGS = {
     "trawl-beam": ["--strategy", "beam", "-W", "{W}"],
     "trawl-pipe": ["--strategy", "pipe", "--entry-list", "{entry_list}"],
@@ -174,8 +240,13 @@ TRAWL_FLAGS = {
 class TrawlPeer:
     kind = "disk"
 
-    def __init__(self, name: str, index: TrawlIndex, args: argparse.Namespace):
+    def __init__(self, name: str, index, args: argparse.Namespace):
         self.name, self.index, self.args = name, index, args
+        self.sweep = args.trawl_ivf_nprobe if name == "trawl-ivf" else args.search_L
+        self.pname = "nprobe" if name == "trawl-ivf" else "L"
+        if name == "trawl-ivf":
+            self.flags = ivf_flags(args)
+            return
         fmt = {"W": args.beam_width, "entry_list": args.entry_list,
                "list_cache_mb": args.list_cache_mb}
         self.flags = [f.format(**fmt) for f in TRAWL_FLAGS[name]]
@@ -185,6 +256,15 @@ class TrawlPeer:
 
     def describe(self) -> dict:
         a = self.args
+        if self.name == "trawl-ivf":
+            return {"ram": f"PQ codes ({a.pq_bytes} B/vector, the accelerator's) + codebooks, "
+                           "centroids (~10% of n) and their Vamana graph, posting lists as ids "
+                           "(× the replication factor), the id → slot table (4 B/vector)",
+                    "disk": "full f32 vectors in buckets by nearest centroid (ivf-vectors.trawl), "
+                            "read with O_DIRECT (io_uring) by the heuristic re-rank",
+                    "flags": " ".join(self.flags) + f"; -L = lists probed {a.trawl_ivf_nprobe}",
+                    "build": f"`trawl build --kind ivf` (list size {a.ivf_list_size}, ε "
+                             f"{a.ivf_epsilon}, at most 8 lists per vector, PQ bytes)"}
         ram = (f"PQ codes ({a.pq_bytes} B/vector) + codebooks, entry index (1% sample: ids and "
                "full vectors of its nodes, small graph)")
         if self.name == "trawl-beam":
@@ -220,13 +300,13 @@ class TrawlPeer:
         a = self.args
         out = work / f"{self.name}-search-{tag}.json"
         m, io = run_io([self.index.exe, "bench", self.index.idx, "--queries", q, "--gt", gt,
-                        "-k", a.k, "-L", a.search_L, "--threads", threads, "--json", out,
+                        "-k", a.k, "-L", self.sweep, "--threads", threads, "--json", out,
                         "--quiet", *self.flags], work / f"{self.name}-search-{tag}.log")
         s = json.loads(out.read_text())
         rows = []
         for r in s["rows"]:
             lat = r.get("latency_us") or {}
-            rows.append({"param": f"L={r['L']}", "x": r["L"], "recall": r["recall"],
+            rows.append({"param": f"{self.pname}={r['L']}", "x": r["L"], "recall": r["recall"],
                          "qps": r["qps"], "mean_latency_us": lat.get("mean"),
                          "p99_us": lat.get("p99"), "pages_per_query": r.get("pages_per_query"),
                          "ios_per_query": r.get("ios_per_query"),
@@ -817,6 +897,7 @@ def readme_block(dataset: str, sides: dict) -> str:
              "| side | in RAM | recall@10 | QPS | latency µs | pages/query | RAM MiB | "
              "disk MiB | build s |", "|---|---|---|---|---|---|---|---|---|"]
     short = {"trawl-beam": "PQ codes", "trawl-pipe": "PQ codes + entry index",
+             "trawl-ivf": "PQ codes + centroids + lists",
              "trawl-decoupled": "PQ codes", "diskann": "PQ codes",
              "faiss-hnsw": "vectors + graph", "faiss-ivfpq": "PQ codes + vectors (re-rank)",
              "hnswlib": "vectors + graph"}
@@ -911,6 +992,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--cache-policy", default="freq", choices=["freq", "bfs"])
     g.add_argument("--list-cache-mb", type=float, default=0,
                    help="trawl-decoupled: LRU cache of compressed neighbour lists, MiB")
+    g.add_argument("--ivf-list-size", type=int, default=10, help="trawl-ivf --ivf-list-size")
+    g.add_argument("--ivf-epsilon", type=float, default=0.1, help="trawl-ivf --ivf-epsilon")
+    g.add_argument("--trawl-ivf-nprobe", default="8,16,24,32,48,64,96,128,192,256",
+                   help="trawl-ivf: lists probed (its -L sweep)")
+    g.add_argument("--ivf-batch", type=int, default=4, help="trawl-ivf re-rank mini-batch")
+    g.add_argument("--ivf-rerank-epsilon", type=float, default=0.1,
+                   help="trawl-ivf early-stop ε")
+    g.add_argument("--ivf-beta", type=int, default=2, help="trawl-ivf early-stop β")
+    g.add_argument("--ivf-rerank-n", type=int, default=0, help="trawl-ivf --rerank-n (0 = auto)")
+    g.add_argument("--ivf-interleave", type=int, default=1,
+                   help="trawl-ivf --interleave (queries in flight per thread)")
     g.add_argument("--build-memory-gb", type=float, default=16.0,
                    help="diskann build_memory_maximum (large: one shard)")
     g = ap.add_argument_group("in-memory peers")
@@ -958,11 +1050,13 @@ def run(args: argparse.Namespace) -> dict:
     versions = {"trawl": trawl_version() if set(sides) & set(TRAWL_SIDES) else None}
     objs: dict = {}
     phases: dict = {}
-    if set(sides) & set(TRAWL_SIDES):
+    if set(sides) & set(TRAWL_GRAPH_SIDES):
         tindex = TrawlIndex(ds, args)
-        for s in TRAWL_SIDES:
+        for s in TRAWL_GRAPH_SIDES:
             if s in sides:
                 objs[s] = TrawlPeer(s, tindex, args)
+    if "trawl-ivf" in sides:
+        objs["trawl-ivf"] = TrawlPeer("trawl-ivf", TrawlIvfIndex(ds, args), args)
     if "diskann" in sides:
         t0 = time.perf_counter()
         dpy = ensure_venv(args.diskann_venv, args.diskann_venv_python)
@@ -989,7 +1083,9 @@ def run(args: argparse.Namespace) -> dict:
     params = {k: getattr(args, k) for k in (
         "threads", "repeat", "search_L", "hnsw_ef", "ivf_nprobe", "ivf_kfactor", "latency",
         "R", "L", "pq_bytes", "k", "beam_width", "entry_list", "cache_nodes", "cache_policy",
-        "list_cache_mb", "hnsw_M", "hnsw_efc", "rebuild")}
+        "list_cache_mb", "hnsw_M", "hnsw_efc", "rebuild", "trawl_ivf_nprobe", "ivf_list_size",
+        "ivf_epsilon", "ivf_batch", "ivf_rerank_epsilon", "ivf_beta", "ivf_rerank_n",
+        "ivf_interleave")}
     params.update(nq_used=nq, queries_file=str(q), gt_file=str(gt))
     if "faiss-ivfpq" in objs:
         params.update(ivf_nlist=objs["faiss-ivfpq"].nlist, ivf_m=objs["faiss-ivfpq"].pq_m)
@@ -1018,7 +1114,7 @@ def run(args: argparse.Namespace) -> dict:
             phases[f"{s} search t{args.threads} rep{rep}"] = time.perf_counter() - t0
             res[s]["sweeps"].append(sw)
             if rep == 0 and hasattr(objs[s], "recall_check"):
-                ls = [int(v) for v in args.search_L.split(",")]
+                ls = [int(v) for v in objs[s].sweep.split(",")]
                 L = ls[0]  # the lowest recall of the sweep: the most telling check
                 br = next((r["recall"] for r in sw["rows"] if r["x"] == L), None)
                 chk = objs[s].recall_check(rdir, args.threads, q, gt, L, br)
