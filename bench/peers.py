@@ -993,7 +993,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--list-cache-mb", type=float, default=0,
                    help="trawl-decoupled: LRU cache of compressed neighbour lists, MiB")
     g.add_argument("--ivf-list-size", type=int, default=10, help="trawl-ivf --ivf-list-size")
-    g.add_argument("--ivf-epsilon", type=float, default=0.1, help="trawl-ivf --ivf-epsilon")
+    g.add_argument("--ivf-epsilon", type=float, default=0.25, help="trawl-ivf --ivf-epsilon")
     g.add_argument("--trawl-ivf-nprobe", default="8,16,24,32,48,64,96,128,192,256",
                    help="trawl-ivf: lists probed (its -L sweep)")
     g.add_argument("--ivf-batch", type=int, default=4, help="trawl-ivf re-rank mini-batch")

@@ -300,13 +300,13 @@ def test_accelerators(ivf_index):
 def test_params_objects():
     b = trawl.BuildParams()
     assert b.kind == "graph" and b.by_id_vectors is False
-    assert (b.ivf_list_size, b.ivf_epsilon, b.ivf_max_replicas) == (10, 0.1, 8)
+    assert (b.ivf_list_size, b.ivf_epsilon, b.ivf_max_replicas) == (10, 0.25, 8)
     b = trawl.BuildParams(kind="ivf", ivf_list_size=20, ivf_epsilon=0.2, by_id_vectors=True)
     r = repr(b)
     assert 'kind="ivf"' in r and "ivf_list_size=20" in r and "ivf_epsilon=0.2" in r
     assert "by_id_vectors=True" in r
     s = trawl.SearchParams()
-    assert s.rerank_n is None and s.ivf_batch == 16 and s.ivf_epsilon == 0.1
+    assert s.rerank_n is None and s.ivf_batch == 4 and s.ivf_epsilon == 0.1
     assert s.ivf_beta == 2 and s.heuristic and s.page_merge and s.page_buffer
     assert s.centroid_list == 0 and s.accel_batch == 0
     s.rerank_n = 77
