@@ -10,9 +10,24 @@ use trawl::graph::Graph;
 
 use crate::runtime::human_bytes;
 
-pub fn run(path: &Path, verify: bool, json: bool, ctl: &trawl::progress::Control) -> Result<()> {
+pub fn run(
+    path: Option<&Path>,
+    verify: bool,
+    json: bool,
+    accel: Option<trawl::accel::AccelKind>,
+    ctl: &trawl::progress::Control,
+) -> Result<()> {
+    let Some(path) = path else {
+        return accel_only(accel.unwrap_or(trawl::accel::AccelKind::Auto), json);
+    };
     if path.is_dir() {
-        return index_dir(path, verify, json, ctl);
+        return index_dir(path, verify, json, accel, ctl);
+    }
+    if accel.is_some() {
+        anyhow::bail!(
+            "--accel describes an accelerator or an IVF index directory; {} is a file",
+            path.display()
+        );
     }
     if json {
         anyhow::bail!(
@@ -216,7 +231,30 @@ fn decoupled_vectors(path: &Path, verify: bool) -> Result<()> {
     Ok(())
 }
 
-fn index_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Control) -> Result<()> {
+/// `trawl info --accel`: opens the accelerator over no codes and prints what it runs on.
+fn accel_only(kind: trawl::accel::AccelKind, json: bool) -> Result<()> {
+    let codes = std::sync::Arc::new(
+        trawl::quant::pq::PqCodes::from_vec(vec![0; 8], 8, 256)
+            .ok_or_else(|| anyhow::anyhow!("probe codes"))?,
+    );
+    let a = trawl::accel::open(kind, codes)?;
+    let info = a.info();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+    } else {
+        println!("accel:   {} (asked: {})", info.backend, kind.name());
+        println!("device:  {}", info.adapter);
+    }
+    Ok(())
+}
+
+fn index_dir(
+    dir: &Path,
+    verify: bool,
+    json: bool,
+    accel: Option<trawl::accel::AccelKind>,
+    ctl: &trawl::progress::Control,
+) -> Result<()> {
     // An index whose packed file was removed keeps only its decoupled layout.
     let packed_path = dir.join(trawl::layout::packed::FILE_NAME);
     let layout = if !packed_path.exists()
@@ -232,6 +270,10 @@ fn index_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Contro
         direct: false,
         layout,
         ..Default::default()
+    };
+    let opts = trawl::index::OpenOptions {
+        accel: accel.unwrap_or(trawl::accel::AccelKind::Cpu),
+        ..opts
     };
     let ix = match trawl::index::open_any(dir, opts)? {
         trawl::index::AnyIndex::Graph(ix) => ix,

@@ -55,8 +55,16 @@ enum Command {
     Merge(cmd_index::MergeArgs),
     /// Describe an index directory, a vector, ground-truth or trawl file.
     Info {
-        /// The index directory or file.
-        file: PathBuf,
+        /// The index directory or file (optional with --accel: then only the accelerator is
+        /// described).
+        #[arg(required_unless_present = "accel")]
+        file: Option<PathBuf>,
+        /// Open the filter-stage accelerator (cpu, gpu or auto; given alone: auto) and print
+        /// what it runs on — the GPU adapter's name, driver and type, or the host CPU. With an
+        /// IVF index directory, its accelerator is opened this way.
+        #[arg(long, num_args = 0..=1, default_missing_value = "auto",
+              value_parser = |s: &str| s.parse::<trawl::accel::AccelKind>())]
+        accel: Option<trawl::accel::AccelKind>,
         /// Also read every page of an index and check its checksum.
         #[arg(long)]
         verify: bool,
@@ -119,7 +127,12 @@ fn main() -> ExitCode {
         Command::Insert(args) => cmd_index::insert(&args, &ctl),
         Command::Delete(args) => cmd_index::delete(&args, &ctl),
         Command::Merge(args) => cmd_index::merge(&args, &ctl),
-        Command::Info { file, verify, json } => cmd_info::run(&file, verify, json, &ctl),
+        Command::Info {
+            file,
+            verify,
+            json,
+            accel,
+        } => cmd_info::run(file.as_deref(), verify, json, accel, &ctl),
         Command::Graph(cmd) => cmd_graph::run(cmd, &ctl),
         Command::Quickstart(args) => cmd_quickstart::run(&args, &ctl),
     };
