@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,10 @@ import pytest
 import trawl
 
 REPO = Path(__file__).resolve().parents[2]
+
+# The Ctrl-C tests send SIGINT to this process. A shell without job control starts background
+# commands with SIGINT ignored, and Python then installs no KeyboardInterrupt handler: install it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def gaussian(n, dim, seed, dtype=np.float32):
