@@ -20,6 +20,9 @@ use crate::graph::{Adjacency, BuildError, SlotGraph, VamanaConfig, VectorStore};
 use crate::kernels::{self, DType, Element, Metric};
 use crate::progress::Control;
 
+/// Inserts of fewer vectors than this are linked on one thread, so the delta graph does not
+/// depend on the thread count or timing (see `Delta::insert`); larger batches link in parallel.
+const DETERMINISTIC_BELOW: usize = 512;
 /// Nodes linked per hold of the write lock.
 const LINK_CHUNK: usize = 256;
 
@@ -251,7 +254,22 @@ impl Delta {
             let g = parking_lot::RwLockWriteGuard::downgrade(g);
             let r = T::rows(&g).ok_or(BuildError::Empty)?;
             let store = r.store(self.dim, self.metric);
-            link_points(&store, &r.graph, &self.cfg, 0, &points, ctl)?;
+            if points.len() < DETERMINISTIC_BELOW {
+                // Small batches link on a one-thread pool of their own: the graph is then the
+                // same whoever replays the log with however many threads (a writer and the
+                // readers that replay its log search identical deltas), at a cost far below
+                // the linking itself.
+                match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+                    Ok(pool) => {
+                        pool.install(|| link_points(&store, &r.graph, &self.cfg, 0, &points, ctl))?;
+                    }
+                    Err(_) => {
+                        link_points(&store, &r.graph, &self.cfg, 0, &points, ctl)?;
+                    }
+                }
+            } else {
+                link_points(&store, &r.graph, &self.cfg, 0, &points, ctl)?;
+            }
         }
         Ok(first)
     }
