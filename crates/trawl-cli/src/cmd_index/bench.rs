@@ -134,6 +134,30 @@ pub struct BenchRow {
 }
 
 impl BenchRow {
+    /// The row of one batch search at sweep point `l`: recall@k against `gt`, QPS, latency
+    /// percentiles and the per-query counters.
+    pub fn of_batch(l: usize, out: &trawl::index::BatchOutput, gt: &GroundTruth, k: usize) -> Self {
+        let nq_rows = out.stats.len();
+        let nq = nq_rows.max(1) as f64;
+        let truth = GroundTruth {
+            nq: nq_rows,
+            k: gt.k,
+            ids: gt.ids[..nq_rows * gt.k].to_vec(),
+            dists: Vec::new(),
+        };
+        let recall = trawl::graph::recall_at_k(&out.ids, k, &truth).unwrap_or(0.0);
+        let mut lat: Vec<f64> = out.stats.iter().map(|s| s.total_ns as f64 / 1e3).collect();
+        lat.sort_by(f64::total_cmp);
+        let mut row = BenchRow::from_stats(l, recall, nq, out.wall_secs, &out.total());
+        row.latency_us = Latency {
+            mean: lat.iter().sum::<f64>() / nq,
+            p50: percentile(&lat, 0.5),
+            p99: percentile(&lat, 0.99),
+            p999: percentile(&lat, 0.999),
+        };
+        row
+    }
+
     /// A row from the summed statistics of `nq` queries run in `wall_secs` (latencies left
     /// at zero for the caller).
     pub fn from_stats(
@@ -203,24 +227,7 @@ pub(crate) fn run_sweep<T: Element>(
     for &l in ls {
         let p = o.params(k, l)?;
         let out = ix.search_batch_with(queries, &p, o.threads, o.interleave)?;
-        let nq = queries.n().max(1) as f64;
-        let truth = GroundTruth {
-            nq: queries.n(),
-            k: gt.k,
-            ids: gt.ids[..queries.n() * gt.k].to_vec(),
-            dists: Vec::new(),
-        };
-        let recall = trawl::graph::recall_at_k(&out.ids, k, &truth).unwrap_or(0.0);
-        let mut lat: Vec<f64> = out.stats.iter().map(|s| s.total_ns as f64 / 1e3).collect();
-        lat.sort_by(f64::total_cmp);
-        let t = out.total();
-        let mut row = BenchRow::from_stats(l, recall, nq, out.wall_secs, &t);
-        row.latency_us = Latency {
-            mean: lat.iter().sum::<f64>() / nq,
-            p50: percentile(&lat, 0.5),
-            p99: percentile(&lat, 0.99),
-            p999: percentile(&lat, 0.999),
-        };
+        let row = BenchRow::of_batch(l, &out, gt, k);
         rows.push(row);
     }
     Ok(rows)

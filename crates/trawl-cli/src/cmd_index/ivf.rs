@@ -14,7 +14,7 @@ use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
 use trawl::Element;
 
-use super::bench::{percentile, BenchRow, Latency};
+use super::bench::BenchRow;
 use super::build::{BuildArgs, DEFAULT_PQ_BYTES};
 use super::{open_options, SearchOptions};
 use crate::cmd_graph::write_json;
@@ -302,24 +302,7 @@ pub fn run_sweep<T: Element>(
             ..o.ivf.params(k, l, gpu)
         };
         let out = ix.search_batch(queries, &p, o.threads)?;
-        let nq = queries.n().max(1) as f64;
-        let truth = GroundTruth {
-            nq: queries.n(),
-            k: gt.k,
-            ids: gt.ids[..queries.n() * gt.k].to_vec(),
-            dists: Vec::new(),
-        };
-        let recall = trawl::graph::recall_at_k(&out.ids, k, &truth).unwrap_or(0.0);
-        let mut lat: Vec<f64> = out.stats.iter().map(|s| s.total_ns as f64 / 1e3).collect();
-        lat.sort_by(f64::total_cmp);
-        let t = out.total();
-        let mut row = BenchRow::from_stats(l, recall, nq, out.wall_secs, &t);
-        row.latency_us = Latency {
-            mean: lat.iter().sum::<f64>() / nq,
-            p50: percentile(&lat, 0.5),
-            p99: percentile(&lat, 0.99),
-            p999: percentile(&lat, 0.999),
-        };
+        let mut row = BenchRow::of_batch(l, &out, gt, k);
         row.rerank_n = p.top_n;
         rows.push(row);
     }
