@@ -174,13 +174,17 @@ def _read_summaries(paths: list[Path]) -> tuple[list[dict], dict]:
         c = {"rows": 0, "empty": 0, "under_3_words": 0, "duplicates": 0, "kept": 0}
         with open(path, encoding="utf-8", errors="replace") as f:
             header = f.readline().rstrip("\n").split("\t")
-            if header[-1] != "summary":
+            # The last column is `summary`, possibly with a note after the word (the npm list
+            # says that a leading "[tested here: ...]" is the workplace's, not the author's).
+            if not header[-1].startswith("summary"):
                 raise ValueError(f"{path}: last column is {header[-1]!r}, not 'summary'")
             name_col = header.index("name")
             for line in f:
                 parts = line.rstrip("\n").split("\t")
                 c["rows"] += 1
                 text = parts[-1].strip() if len(parts) == len(header) else ""
+                if text.startswith("[tested here:") and "]" in text:
+                    text = text[text.index("]") + 1:].strip()
                 if not text:
                     c["empty"] += 1
                 elif len(text.split()) < 3:

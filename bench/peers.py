@@ -220,13 +220,27 @@ class TrawlIvfIndex(TrawlSide):
 
 
 def ivf_flags(args: argparse.Namespace) -> list[str]:
-    """`trawl bench` flags of the trawl-ivf side."""
-    f = ["--ivf-batch", str(args.ivf_batch), "--ivf-epsilon", str(args.ivf_rerank_epsilon),
-         "--ivf-beta", str(args.ivf_beta), "--interleave", str(args.ivf_interleave),
-         "--accel", "cpu"]
-    if args.ivf_rerank_n:
-        f += ["--rerank-n", str(args.ivf_rerank_n)]
-    return f
+    """`trawl bench` flags of the trawl-ivf side shared by its re-rank variants."""
+    return ["--ivf-batch", str(args.ivf_batch), "--interleave", str(args.ivf_interleave),
+            "--accel", "cpu"]
+
+
+def ivf_rerank_variants(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """The trawl-ivf re-rank variants swept (each over the lists probed): `h` = the heuristic
+    early stop (ε, β), a number = a fixed re-rank budget n (heuristic off)."""
+    out = []
+    for v in str(args.trawl_ivf_rerank).split(","):
+        v = v.strip()
+        if v == "h":
+            f = ["--ivf-epsilon", str(args.ivf_rerank_epsilon), "--ivf-beta", str(args.ivf_beta)]
+            if args.ivf_rerank_n:
+                f += ["--rerank-n", str(args.ivf_rerank_n)]
+            out.append(("h", f))
+        elif v:
+            out.append((f"n{int(v)}", ["--no-heuristic", "--rerank-n", str(int(v))]))
+    if not out:
+        raise SystemExit("--trawl-ivf-rerank: no variant")
+    return out
 
 
 TRAWL_FLAGS = {
@@ -246,6 +260,7 @@ class TrawlPeer:
         self.pname = "nprobe" if name == "trawl-ivf" else "L"
         if name == "trawl-ivf":
             self.flags = ivf_flags(args)
+            self.variants = ivf_rerank_variants(args)
             return
         fmt = {"W": args.beam_width, "entry_list": args.entry_list,
                "list_cache_mb": args.list_cache_mb}
@@ -262,7 +277,10 @@ class TrawlPeer:
                            "(× the replication factor), the id → slot table (4 B/vector)",
                     "disk": "full f32 vectors in buckets by nearest centroid (ivf-vectors.trawl), "
                             "read with O_DIRECT (io_uring) by the heuristic re-rank",
-                    "flags": " ".join(self.flags) + f"; -L = lists probed {a.trawl_ivf_nprobe}",
+                    "flags": " ".join(self.flags) + f"; -L = lists probed {a.trawl_ivf_nprobe}"
+                             + "; re-rank variants (a grid with -L, figures along the "
+                             "recall-QPS frontier): "
+                             + ", ".join(f"{n}: {' '.join(f)}" for n, f in self.variants),
                     "build": f"`trawl build --kind ivf` (list size {a.ivf_list_size}, ε "
                              f"{a.ivf_epsilon}, at most 8 lists per vector, PQ bytes)"}
         ram = (f"PQ codes ({a.pq_bytes} B/vector) + codebooks, entry index (1% sample: ids and "
@@ -298,22 +316,34 @@ class TrawlPeer:
 
     def search(self, work: Path, threads: int, q: Path, gt: Path, tag: str) -> dict:
         a = self.args
-        out = work / f"{self.name}-search-{tag}.json"
-        m, io = run_io([self.index.exe, "bench", self.index.idx, "--queries", q, "--gt", gt,
-                        "-k", a.k, "-L", self.sweep, "--threads", threads, "--json", out,
-                        "--quiet", *self.flags], work / f"{self.name}-search-{tag}.log")
-        s = json.loads(out.read_text())
-        rows = []
-        for r in s["rows"]:
-            lat = r.get("latency_us") or {}
-            rows.append({"param": f"{self.pname}={r['L']}", "x": r["L"], "recall": r["recall"],
-                         "qps": r["qps"], "mean_latency_us": lat.get("mean"),
-                         "p99_us": lat.get("p99"), "pages_per_query": r.get("pages_per_query"),
-                         "ios_per_query": r.get("ios_per_query"),
-                         "hops_per_query": r.get("hops_per_query")})
+        variants = self.variants if self.name == "trawl-ivf" else [("", [])]
+        rows, procs = [], []
+        for vname, vflags in variants:
+            suffix = f"-{vname}" if vname else ""
+            out = work / f"{self.name}-search-{tag}{suffix}.json"
+            m, io = run_io([self.index.exe, "bench", self.index.idx, "--queries", q, "--gt", gt,
+                            "-k", a.k, "-L", self.sweep, "--threads", threads, "--json", out,
+                            "--quiet", *self.flags, *vflags],
+                           work / f"{self.name}-search-{tag}{suffix}.log")
+            s = json.loads(out.read_text())
+            procs.append((m, io, s, out))
+            for r in s["rows"]:
+                lat = r.get("latency_us") or {}
+                param = f"{self.pname}={r['L']}" + (f",{vname}" if vname else "")
+                rows.append({"param": param, "x": r["L"], "recall": r["recall"],
+                             "qps": r["qps"], "mean_latency_us": lat.get("mean"),
+                             "p99_us": lat.get("p99"), "pages_per_query": r.get("pages_per_query"),
+                             "ios_per_query": r.get("ios_per_query"),
+                             "hops_per_query": r.get("hops_per_query")})
+        # Process figures: the variant with the largest peak RSS (the same index for all);
+        # device reads summed over the variants.
+        m, io, s, out = max(procs, key=lambda t: t[0].peak_rss_bytes)
+        if len(procs) > 1 and all(p[1] for p in procs):
+            io = dict(io)
+            io["read_bytes"] = sum(p[1].get("read_bytes") or 0 for p in procs)
         nq = s.get("queries") or read_fbin(q).shape[0]
         claimed = sum(r.get("bytes_per_query") or (r.get("pages_per_query") or 0) * 4096
-                      for r in s["rows"]) * nq
+                      for _, _, ps, _ in procs for r in ps["rows"]) * nq
         eng = s.get("engine") or {}
         return {"threads": threads, "nq": nq, "rows": rows, "load_secs": s.get("load_secs"),
                 "io": f"{eng.get('name', '?')}, {'O_DIRECT' if eng.get('direct') else 'BUFFERED'}",
@@ -334,7 +364,8 @@ class TrawlPeer:
         common.recall_at_k against the same GT rows."""
         out = work / f"{self.name}-search-L{L}.bin"
         m, _ = run_io([self.index.exe, "search", self.index.idx, "--queries", q, "-k",
-                       self.args.k, "-L", L, "--threads", threads, "-o", out, *self.flags],
+                       self.args.k, "-L", L, "--threads", threads, "-o", out, *self.flags,
+                       *(self.variants[0][1] if self.name == "trawl-ivf" else [])],
                       work / f"{self.name}-search-L{L}.log")
         ids, _ = read_gt(out)
         truth, _ = read_gt(gt)
@@ -568,7 +599,8 @@ def summarize(side: str, raw: dict) -> dict:
     lrows = median_rows(raw["lat1_sweeps"]) if raw.get("lat1_sweeps") else []
     for r in lrows:  # 1-thread mean latency: wall / nq of the 1-thread batch, every side alike
         r["wall_latency_us"] = 1e6 / r["qps"] if r["qps"] else None
-    two_d = side == "faiss-ivfpq"
+    two_d = side == "faiss-ivfpq" or (side == "trawl-ivf" and any(
+        "," in str(r.get("param")) for r in rows))
     at = {}
     for tgt in TARGETS:
         at[f"{tgt:.2f}"] = {
@@ -994,8 +1026,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="trawl-decoupled: LRU cache of compressed neighbour lists, MiB")
     g.add_argument("--ivf-list-size", type=int, default=10, help="trawl-ivf --ivf-list-size")
     g.add_argument("--ivf-epsilon", type=float, default=0.25, help="trawl-ivf --ivf-epsilon")
-    g.add_argument("--trawl-ivf-nprobe", default="8,16,24,32,48,64,96,128,192,256",
+    g.add_argument("--trawl-ivf-nprobe", default="8,12,16,24,32,48,64,96,128",
                    help="trawl-ivf: lists probed (its -L sweep)")
+    g.add_argument("--trawl-ivf-rerank", default="h,12,16,24",
+                   help="trawl-ivf re-rank variants, each swept over the lists probed: h = the "
+                        "heuristic early stop (--ivf-batch, --ivf-rerank-epsilon, --ivf-beta), "
+                        "a number = that fixed re-rank budget n, heuristic off")
     g.add_argument("--ivf-batch", type=int, default=4, help="trawl-ivf re-rank mini-batch")
     g.add_argument("--ivf-rerank-epsilon", type=float, default=0.1,
                    help="trawl-ivf early-stop ε")
@@ -1085,7 +1121,7 @@ def run(args: argparse.Namespace) -> dict:
         "R", "L", "pq_bytes", "k", "beam_width", "entry_list", "cache_nodes", "cache_policy",
         "list_cache_mb", "hnsw_M", "hnsw_efc", "rebuild", "trawl_ivf_nprobe", "ivf_list_size",
         "ivf_epsilon", "ivf_batch", "ivf_rerank_epsilon", "ivf_beta", "ivf_rerank_n",
-        "ivf_interleave")}
+        "ivf_interleave", "trawl_ivf_rerank")}
     params.update(nq_used=nq, queries_file=str(q), gt_file=str(gt))
     if "faiss-ivfpq" in objs:
         params.update(ivf_nlist=objs["faiss-ivfpq"].nlist, ivf_m=objs["faiss-ivfpq"].pq_m)

@@ -223,6 +223,24 @@ def test_heuristic_off_equals_epsilon_zero(ivf_index):
     assert index.last_stats["exact_distances"].sum() < off_exact.sum()
 
 
+def test_page_mates_add_exact_candidates_at_no_read(ivf_index):
+    d, _, queries, _ = ivf_index
+    index = trawl.Index.open(d)
+    assert trawl.SearchParams().page_mates
+    off = trawl.SearchParams(L=16, rerank_n=20, heuristic=False, page_mates=False)
+    on = trawl.SearchParams(L=16, rerank_n=20, heuristic=False)
+    _, d_off = index.batch_search(queries, 10, off, threads=1)
+    st_off = index.last_stats
+    ids_on, d_on = index.batch_search(queries, 10, on, threads=1)
+    st_on = index.last_stats
+    # A superset of vectors re-ranked from the same pages: no rank gets worse.
+    assert np.all(d_on <= d_off)
+    assert np.any(d_on < d_off)
+    assert all(len(set(row)) == len(row) for row in ids_on.tolist())
+    np.testing.assert_array_equal(st_on["pages_read"], st_off["pages_read"])
+    assert st_off["page_mates"].sum() == 0 and st_on["page_mates"].sum() > 0
+
+
 def test_page_merge_and_buffer_change_reads_not_results(ivf_index):
     d, _, queries, _ = ivf_index
     index = trawl.Index.open(d)
@@ -323,7 +341,7 @@ def test_stats_include_the_ivf_counters(ivf_index):
     index.batch_search(queries, 10, trawl.SearchParams(L=16), threads=2)
     last = index.last_stats
     for key in ("lists_probed", "candidates", "candidates_unique", "pages_merged",
-                "pages_buffered", "centroid_distances"):
+                "pages_buffered", "page_mates", "centroid_distances"):
         assert key in last and key in index.stats, key
         assert last[key].shape == (50,) and last[key].dtype == np.uint64
     assert np.all(last["lists_probed"] == 16)

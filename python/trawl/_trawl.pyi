@@ -114,6 +114,8 @@ class SearchParams:
     """IVF: one read for the vectors of a mini-batch on one page."""
     page_buffer: bool
     """IVF: keep the pages read for the rest of the query (no page read twice)."""
+    page_mates: bool
+    """IVF: re-rank every vector on a page read for a candidate (its bucket mates), no extra read."""
     centroid_list: int
     """IVF: list size of the centroid-graph search; 0 = max(2·L, 32)."""
     accel_batch: int
@@ -140,6 +142,7 @@ class SearchParams:
         heuristic: bool = True,
         page_merge: bool = True,
         page_buffer: bool = True,
+        page_mates: bool = True,
         centroid_list: int = 0,
         accel_batch: int = 0,
     ) -> None: ...
@@ -267,7 +270,7 @@ class Index:
     def stats(self) -> Dict[str, int]:
         """Counters summed over every query since opening (or ``reset_stats()``), with
         ``queries``. An IVF index also counts ``lists_probed``, ``candidates``,
-        ``candidates_unique``, ``pages_merged``, ``pages_buffered`` and
+        ``candidates_unique``, ``pages_merged``, ``pages_buffered``, ``page_mates`` and
         ``centroid_distances`` (zero for a graph index)."""
     @property
     def last_stats(self) -> Dict[str, npt.NDArray[Any]]:

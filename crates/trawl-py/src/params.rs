@@ -369,7 +369,7 @@ impl BuildParams {
 ///
 /// One object serves both index kinds: a graph index reads `L` and the graph fields, an IVF
 /// index `L` (the number of posting lists probed) and the IVF fields (`rerank_n`, `ivf_*`,
-/// `heuristic`, `page_merge`, `page_buffer`, `centroid_list`, `accel_batch`); each ignores the
+/// `heuristic`, `page_merge`, `page_buffer`, `page_mates`, `centroid_list`, `accel_batch`); each ignores the
 /// other kind's fields.
 #[pyclass(module = "trawl._trawl", get_all, set_all, from_py_object)]
 #[derive(Debug, Clone)]
@@ -416,6 +416,9 @@ pub struct SearchParams {
     pub page_merge: bool,
     /// IVF: keep every page read for the rest of the query (no page read twice).
     pub page_buffer: bool,
+    /// IVF: re-rank every vector on a page read for a candidate (its bucket mates), at no
+    /// extra read.
+    pub page_mates: bool,
     /// IVF: list size of the centroid-graph search; 0 = max(2·L, 32).
     pub centroid_list: i64,
     /// IVF, batch_search: queries per accelerator job; 0 = 1 on the CPU, 32 on a GPU.
@@ -438,6 +441,7 @@ impl SearchParams {
         heuristic = IvfSearchParams::default().heuristic,
         page_merge = IvfSearchParams::default().page_merge,
         page_buffer = IvfSearchParams::default().page_buffer,
+        page_mates = IvfSearchParams::default().page_mates,
         centroid_list = IvfSearchParams::default().centroid_l as i64, accel_batch = 0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -460,6 +464,7 @@ impl SearchParams {
         heuristic: bool,
         page_merge: bool,
         page_buffer: bool,
+        page_mates: bool,
         centroid_list: i64,
         accel_batch: i64,
     ) -> Self {
@@ -483,6 +488,7 @@ impl SearchParams {
             heuristic,
             page_merge,
             page_buffer,
+            page_mates,
             centroid_list,
             accel_batch,
         }
@@ -494,7 +500,7 @@ impl SearchParams {
              pipe_start_width={}, pipe_max_width={}, dynamic_width={}, page_search={}, \
              rerank_batch={}, rerank_threshold={}, prefetch={}, rerank_n={}, ivf_batch={}, \
              ivf_epsilon={}, ivf_beta={}, heuristic={}, page_merge={}, page_buffer={}, \
-             centroid_list={}, accel_batch={})",
+             page_mates={}, centroid_list={}, accel_batch={})",
             self.L.map_or("None".to_string(), |l| l.to_string()),
             self.beam_width,
             self.strategy,
@@ -516,6 +522,7 @@ impl SearchParams {
             py_bool(self.heuristic),
             py_bool(self.page_merge),
             py_bool(self.page_buffer),
+            py_bool(self.page_mates),
             self.centroid_list,
             self.accel_batch,
         )
@@ -544,6 +551,7 @@ impl Default for SearchParams {
             IvfSearchParams::default().heuristic,
             IvfSearchParams::default().page_merge,
             IvfSearchParams::default().page_buffer,
+            IvfSearchParams::default().page_mates,
             IvfSearchParams::default().centroid_l as i64,
             0,
         )
@@ -629,6 +637,7 @@ impl SearchParams {
             heuristic: self.heuristic,
             page_merge: self.page_merge,
             page_buffer: self.page_buffer,
+            page_mates: self.page_mates,
             accel_batch: match count("accel_batch", self.accel_batch, 0)? {
                 0 if gpu => 32,
                 0 => 1,

@@ -134,33 +134,97 @@ fn epsilon_zero_equals_reranking_everything() {
     let (base, q) = data::<f32>(4_000, 40, 24, 8);
     build_ivf(&base, dir.path(), &params(Metric::L2), &Control::silent()).unwrap();
     let ix = open(dir.path());
-    let eps0 = IvfSearchParams {
-        epsilon: 0.0,
-        beta: 1,
-        ..generous()
-    };
-    let all = IvfSearchParams {
-        heuristic: false,
-        ..generous()
-    };
-    let a = ix.search_batch(&q, &eps0, 1).unwrap();
-    let b = ix.search_batch(&q, &all, 1).unwrap();
-    assert_eq!(a.ids, b.ids);
-    assert_eq!(a.dists, b.dists);
-    let (ta, tb) = (a.total(), b.total());
-    assert_eq!(ta.traversal.exact_distances, tb.traversal.exact_distances);
-    assert_eq!(ta.io.pages_read, tb.io.pages_read);
-    // Every query re-ranked all its candidates.
-    for s in &b.stats {
-        assert_eq!(
-            s.traversal.exact_distances,
-            s.ivf.candidates_unique.min(300)
-        );
+    for mates in [false, true] {
+        let eps0 = IvfSearchParams {
+            epsilon: 0.0,
+            beta: 1,
+            page_mates: mates,
+            ..generous()
+        };
+        let all = IvfSearchParams {
+            heuristic: false,
+            page_mates: mates,
+            ..generous()
+        };
+        let a = ix.search_batch(&q, &eps0, 1).unwrap();
+        let b = ix.search_batch(&q, &all, 1).unwrap();
+        assert_eq!(a.ids, b.ids);
+        assert_eq!(a.dists, b.dists);
+        let (ta, tb) = (a.total(), b.total());
+        assert_eq!(ta.traversal.exact_distances, tb.traversal.exact_distances);
+        assert_eq!(ta.io.pages_read, tb.io.pages_read);
+        if !mates {
+            // Every query re-ranked all its candidates, and nothing else.
+            for s in &b.stats {
+                assert_eq!(
+                    s.traversal.exact_distances,
+                    s.ivf.candidates_unique.min(300)
+                );
+            }
+        }
+        // The heuristic stops earlier and reads less.
+        let h = ix
+            .search_batch(
+                &q,
+                &IvfSearchParams {
+                    page_mates: mates,
+                    ..generous()
+                },
+                1,
+            )
+            .unwrap()
+            .total();
+        assert!(h.traversal.exact_distances < tb.traversal.exact_distances);
+        assert!(h.io.pages_read <= tb.io.pages_read);
     }
-    // The heuristic stops earlier and reads less.
-    let h = ix.search_batch(&q, &generous(), 1).unwrap().total();
-    assert!(h.traversal.exact_distances < tb.traversal.exact_distances);
-    assert!(h.io.pages_read <= tb.io.pages_read);
+}
+
+/// Page-mate scoring re-ranks a superset of the vectors (same reads, at a fixed n), so every
+/// query's k-th distance can only get smaller; no id is returned twice, also when pages are
+/// read again (page buffer off).
+#[test]
+fn page_mates_only_add_exact_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(5_000, 40, 16, 21);
+    build_ivf(&base, dir.path(), &params(Metric::L2), &Control::silent()).unwrap();
+    let ix = open(dir.path());
+    let p = |mates: bool, buffer: bool| IvfSearchParams {
+        nprobe: 16,
+        top_n: 24,
+        batch: 4,
+        heuristic: false,
+        page_mates: mates,
+        page_buffer: buffer,
+        ..IvfSearchParams::default()
+    };
+    let off = ix.search_batch(&q, &p(false, true), 1).unwrap();
+    let on = ix.search_batch(&q, &p(true, true), 1).unwrap();
+    let on_rereads = ix.search_batch(&q, &p(true, false), 1).unwrap();
+    assert_eq!(on.ids, on_rereads.ids);
+    assert_eq!(on.dists, on_rereads.dists);
+    let k = off.k;
+    let mut better = 0;
+    for r in 0..q.n() {
+        let (a, b) = (&off.dists[r * k..(r + 1) * k], &on.dists[r * k..(r + 1) * k]);
+        for j in 0..k {
+            assert!(b[j] <= a[j], "query {r}: rank {j} {} > {}", b[j], a[j]);
+        }
+        better += usize::from(b != a);
+        let ids: HashSet<u32> = on.ids[r * k..(r + 1) * k].iter().copied().collect();
+        assert_eq!(ids.len(), k, "query {r}: an id returned twice");
+        // Every distance is the exact one.
+        for j in 0..k {
+            let id = on.ids[r * k + j] as usize;
+            let d = <f32 as Element>::l2_sq(q.row(r), base.row(id));
+            assert_eq!(d.to_bits(), on.dists[r * k + j].to_bits());
+        }
+    }
+    assert!(better > 0, "page mates changed no result");
+    let (t_off, t_on) = (off.total(), on.total());
+    assert_eq!(t_off.io.pages_read, t_on.io.pages_read);
+    assert_eq!(t_off.ivf.page_mates, 0);
+    assert!(t_on.ivf.page_mates > 0);
+    assert!(t_on.traversal.exact_distances > t_off.traversal.exact_distances);
 }
 
 /// An independent count of what one query must read: the candidate list the filter stage
@@ -173,7 +237,21 @@ fn dedup_and_page_counters_match_an_independent_count() {
     let ix = open(dir.path());
     let meta = ix.meta();
     let pq = ix.pq();
-    for (merge, buffer) in [(true, true), (false, true), (true, false), (false, false)] {
+    // Vectors on each page, counted from the slot table.
+    let mut occupancy: std::collections::HashMap<u64, u64> = Default::default();
+    for id in 0..base.n() as u32 {
+        *occupancy.entry(ix.vectors().locate(id).0).or_default() += 1;
+    }
+    for (merge, buffer, mates) in [
+        (true, true, false),
+        (false, true, false),
+        (true, false, false),
+        (false, false, false),
+        (true, true, true),
+        (false, true, true),
+        (true, false, true),
+        (false, false, true),
+    ] {
         let p = IvfSearchParams {
             nprobe: 24,
             top_n: 120,
@@ -181,6 +259,7 @@ fn dedup_and_page_counters_match_an_independent_count() {
             heuristic: false,
             page_merge: merge,
             page_buffer: buffer,
+            page_mates: mates,
             ..IvfSearchParams::default()
         };
         let mut s = ix.searcher().unwrap();
@@ -226,6 +305,8 @@ fn dedup_and_page_counters_match_an_independent_count() {
             scored.truncate(120);
             // Page rules, batch by batch.
             let (mut reads, mut merged, mut buffered) = (0u64, 0u64, 0u64);
+            // Vectors scored: candidates (page mates off), or everything on the pages read.
+            let (mut scored_on_reads, mut missed) = (0u64, 0u64);
             let mut seen: HashSet<u64> = HashSet::new();
             for batch in scored.chunks(8) {
                 let pages: Vec<u64> = batch
@@ -243,6 +324,12 @@ fn dedup_and_page_counters_match_an_independent_count() {
                 }
                 let distinct: HashSet<u64> = miss.iter().copied().collect();
                 let n_reads = if merge { distinct.len() } else { miss.len() } as u64;
+                missed += miss.len() as u64;
+                scored_on_reads += if merge {
+                    distinct.iter().map(|pg| occupancy[pg]).sum::<u64>()
+                } else {
+                    miss.iter().map(|pg| occupancy[pg]).sum::<u64>()
+                };
                 reads += n_reads;
                 merged += miss.len() as u64 - n_reads;
                 buffered += hit.len() as u64;
@@ -250,7 +337,13 @@ fn dedup_and_page_counters_match_an_independent_count() {
                     seen.extend(distinct);
                 }
             }
-            assert_eq!(st.traversal.exact_distances, scored.len() as u64);
+            if mates {
+                assert_eq!(st.traversal.exact_distances, scored_on_reads);
+                assert_eq!(st.ivf.page_mates, scored_on_reads - missed);
+            } else {
+                assert_eq!(st.traversal.exact_distances, scored.len() as u64);
+                assert_eq!(st.ivf.page_mates, 0);
+            }
             assert_eq!(st.io.io_requests, reads, "merge {merge} buffer {buffer}");
             assert_eq!(st.io.pages_read, reads);
             assert_eq!(st.io.bytes_read, reads * 4096);

@@ -129,6 +129,8 @@ pub struct BenchRow {
     pub pages_merged_per_query: f64,
     /// IVF: reads saved by the page buffer.
     pub pages_buffered_per_query: f64,
+    /// IVF: vectors re-ranked as page mates of a candidate (no read of their own).
+    pub page_mates_per_query: f64,
     /// IVF: the re-rank budget n (0 for graph indexes).
     pub rerank_n: usize,
 }
@@ -203,6 +205,7 @@ impl BenchRow {
             candidates_unique_per_query: per(t.ivf.candidates_unique),
             pages_merged_per_query: per(t.ivf.pages_merged),
             pages_buffered_per_query: per(t.ivf.pages_buffered),
+            page_mates_per_query: per(t.ivf.page_mates),
             rerank_n: 0,
         }
     }

@@ -74,6 +74,10 @@ pub struct IvfSearchArgs {
     /// IVF: no page buffer across mini-batches (a page may be read again).
     #[arg(long)]
     pub no_page_buffer: bool,
+    /// IVF: re-rank only the candidates, not the other vectors on the pages read for them
+    /// (page-mate scoring off).
+    #[arg(long)]
+    pub no_page_mates: bool,
     /// IVF: list size of the centroid-graph search (0 = max(2·nprobe, 32)).
     #[arg(long, default_value_t = 0)]
     pub centroid_list: usize,
@@ -100,6 +104,7 @@ impl Default for IvfSearchArgs {
             no_heuristic: false,
             no_page_merge: false,
             no_page_buffer: false,
+            no_page_mates: false,
             centroid_list: 0,
             accel: AccelKind::Cpu,
             accel_batch: 0,
@@ -126,6 +131,7 @@ impl IvfSearchArgs {
             heuristic: !self.no_heuristic,
             page_merge: !self.no_page_merge,
             page_buffer: !self.no_page_buffer,
+            page_mates: !self.no_page_mates,
             accel_batch: match self.accel_batch {
                 0 if gpu => 32,
                 0 => 1,

@@ -54,6 +54,9 @@ pub struct IvfSearchParams {
     pub page_merge: bool,
     /// Inter-batch page buffer on.
     pub page_buffer: bool,
+    /// Page-mate scoring on: a page read for a candidate has every vector on it re-ranked
+    /// (they are bucket-mates of the candidate, so often near the query), at no extra read.
+    pub page_mates: bool,
     /// Queries per accelerator job in a batch search.
     pub accel_batch: usize,
     /// Queries each thread keeps in their re-rank at once: while one waits for its reads,
@@ -76,6 +79,7 @@ impl Default for IvfSearchParams {
             heuristic: true,
             page_merge: true,
             page_buffer: true,
+            page_mates: true,
             accel_batch: 1,
             interleave: 1,
         }
@@ -613,11 +617,15 @@ impl IvfSearcher<'_> {
                 let (page, off) = ix.vectors.locate(id);
                 if p.page_buffer {
                     if let Some(&at) = f.buffered.get(&page) {
+                        hit_pages.push(page);
+                        if p.page_mates && geo.per_page > 0 {
+                            // Scored with its page when the page was read.
+                            continue;
+                        }
                         let bytes = &f.arena[at + off..at + off + geo.vector_bytes];
                         let d = exact::<T>(metric, query, bytes, &mut self.vec_words);
                         f.st.traversal.exact_distances += 1;
                         insert(&mut f.top, p.k, d, id);
-                        hit_pages.push(page);
                         continue;
                     }
                 }
@@ -760,15 +768,41 @@ impl IvfSearcher<'_> {
                 }
             }
             let query = rows.query(f.row);
-            for &(id, off) in &read.vectors {
-                let d = exact::<T>(
-                    metric,
-                    query,
-                    &bytes[off..off + geo.vector_bytes],
-                    &mut self.vec_words,
-                );
-                f.st.traversal.exact_distances += 1;
-                insert(&mut f.top, p.k, d, id);
+            let mates = if p.page_mates {
+                ix.vectors.ids_on_page(read.page)
+            } else {
+                &[]
+            };
+            if mates.is_empty() {
+                for &(id, off) in &read.vectors {
+                    let d = exact::<T>(
+                        metric,
+                        query,
+                        &bytes[off..off + geo.vector_bytes],
+                        &mut self.vec_words,
+                    );
+                    f.st.traversal.exact_distances += 1;
+                    insert(&mut f.top, p.k, d, id);
+                }
+            } else {
+                // Every vector on the page; the candidates this read serves are among them.
+                let mut scored = 0u64;
+                for (j, &id) in mates.iter().enumerate() {
+                    if id == u32::MAX {
+                        continue;
+                    }
+                    let off = j * geo.vector_bytes;
+                    let d = exact::<T>(
+                        metric,
+                        query,
+                        &bytes[off..off + geo.vector_bytes],
+                        &mut self.vec_words,
+                    );
+                    scored += 1;
+                    insert(&mut f.top, p.k, d, id);
+                }
+                f.st.traversal.exact_distances += scored;
+                f.st.ivf.page_mates += scored - read.vectors.len() as u64;
             }
             if p.page_buffer {
                 let at = f.arena.len();
@@ -816,15 +850,15 @@ impl IvfSearcher<'_> {
 fn insert(top: &mut Vec<(f32, u32)>, k: usize, d: f32, id: u32) {
     let key = (d, id);
     let less = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-    if top.len() == k {
-        match top.last() {
-            Some(last) if less(&key, last).is_lt() => {
-                top.pop();
-            }
-            _ => return,
-        }
-    }
     let at = top.partition_point(|t| less(t, &key).is_lt());
+    if at >= k || top.get(at) == Some(&key) {
+        // Not among the best k, or already there (a page re-read with page-mate scoring and
+        // no page buffer scores its vectors again).
+        return;
+    }
+    if top.len() == k {
+        top.pop();
+    }
     top.insert(at, key);
 }
 

@@ -242,6 +242,8 @@ pub(crate) fn write<'d>(
 pub struct VectorFile {
     geo: VectorGeometry,
     slot: Vec<u32>,
+    /// The inverse of `slot`: the id in each slot (`u32::MAX` for an empty one).
+    ids: Vec<u32>,
     page_crcs: Vec<u32>,
     occupancy: Vec<u16>,
     header_crc: u32,
@@ -301,10 +303,10 @@ impl VectorFile {
         } else {
             geo.data_pages * geo.per_page as u64
         };
-        let mut seen = vec![false; slots_total as usize];
+        let mut ids = vec![u32::MAX; slots_total as usize];
         for (id, &s) in slot.iter().enumerate() {
-            match seen.get_mut(s as usize) {
-                Some(x) if !*x => *x = true,
+            match ids.get_mut(s as usize) {
+                Some(x) if *x == u32::MAX => *x = id as u32,
                 _ => {
                     return Err(bad(FileErrorKind::Invalid(format!(
                         "slot {s} of vector {id} is out of range or taken twice"
@@ -320,6 +322,7 @@ impl VectorFile {
         Ok(Self {
             geo,
             slot,
+            ids,
             page_crcs,
             occupancy,
             header_crc: u32_at(PAGE_BYTES - 4),
@@ -348,9 +351,21 @@ impl VectorFile {
         self.header_crc
     }
 
-    /// Memory held: the slot table and the page checksums.
+    /// Memory held: the slot table, its inverse and the page checksums.
     pub fn heap_bytes(&self) -> u64 {
-        (self.slot.len() * 4 + self.page_crcs.len() * 6) as u64
+        ((self.slot.len() + self.ids.len()) * 4 + self.page_crcs.len() * 6) as u64
+    }
+
+    /// The ids stored on data page `page` (file page number), in slot order, `u32::MAX` for an
+    /// empty slot; empty when vectors span pages or `page` is not a data page.
+    #[inline]
+    pub fn ids_on_page(&self, page: u64) -> &[u32] {
+        let per = self.geo.per_page;
+        if per == 0 || page == 0 || page > self.geo.data_pages {
+            return &[];
+        }
+        let first = (page - 1) as usize * per;
+        self.ids.get(first..first + per).unwrap_or(&[])
     }
 
     /// Vectors on file page `page` (the vectors a read of it brings in; for a vector spanning

@@ -81,6 +81,9 @@ pub struct IvfStats {
     pub pages_merged: u64,
     /// Reads saved by the query's page buffer (pages an earlier mini-batch had read).
     pub pages_buffered: u64,
+    /// Vectors re-ranked because they share a page with a candidate that was read (page-mate
+    /// scoring; they cost no read).
+    pub page_mates: u64,
     /// Distances computed in the centroid graph.
     pub centroid_distances: u64,
 }
@@ -186,6 +189,7 @@ impl AddAssign for IvfStats {
         self.candidates_unique += o.candidates_unique;
         self.pages_merged += o.pages_merged;
         self.pages_buffered += o.pages_buffered;
+        self.page_mates += o.page_mates;
         self.centroid_distances += o.centroid_distances;
     }
 }
