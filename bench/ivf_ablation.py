@@ -4,9 +4,12 @@
 Configurations (each a `trawl bench` sweep of the lists probed, -L), run in alternating order
 for --repeat repetitions, medians per sweep point:
 
-  full            every technique on (bucket layout, page merging, page buffer, heuristic re-rank)
+  full            every technique on (bucket layout, page merging, page buffer, heuristic re-rank,
+                  page mates)
   no-dedup        --no-page-merge: one read per vector, even for vectors on one page
-  no-heuristic    --no-heuristic: re-rank all n candidates (fixed n)
+  no-heuristic    --no-heuristic: re-rank all n candidates (fixed n, the default n = max(10k, 4m))
+  fixed-n16       --no-heuristic --rerank-n 16: a small fixed n instead of the early stop
+  no-page-mates   --no-page-mates: only the candidates are re-ranked, not their page mates
   no-buffer       --no-page-buffer: a page read by an earlier mini-batch is read again
   no-bucket       --ivf-vectors by_id: the vectors in id order instead of buckets
 
@@ -40,11 +43,14 @@ CONFIGS = {
     "full": [],
     "no-dedup": ["--no-page-merge"],
     "no-heuristic": ["--no-heuristic"],
+    "fixed-n16": ["--no-heuristic", "--rerank-n", "16"],
+    "no-page-mates": ["--no-page-mates"],
     "no-buffer": ["--no-page-buffer"],
     "no-bucket": ["--ivf-vectors", "by_id"],
 }
 KEYS = ("qps", "pages_per_query", "ios_per_query", "exact_distances_per_query",
-        "pages_merged_per_query", "pages_buffered_per_query", "candidates_unique_per_query",
+        "pages_merged_per_query", "pages_buffered_per_query", "page_mates_per_query",
+        "candidates_unique_per_query",
         "compute_us_per_query", "io_wait_us_per_query")
 
 
@@ -73,9 +79,9 @@ def main() -> None:
     ap.add_argument("dataset")
     ap.add_argument("--index", type=Path, required=True, help="IVF index (with --by-id-vectors)")
     ap.add_argument("--graph", type=Path, help="graph index for the beam reference")
-    ap.add_argument("--nprobe", default="8,16,24,32,48,64,96,128,192,256")
+    ap.add_argument("--nprobe", default="8,12,16,24,32,48,64,96,128,192")
     ap.add_argument("--graph-L", default="10,15,20,30,40,60,80")
-    ap.add_argument("--ivf-flags", default="--ivf-batch 4 --ivf-epsilon 0.1 --ivf-beta 2",
+    ap.add_argument("--ivf-flags", default="--ivf-batch 2 --ivf-epsilon 0.1 --ivf-beta 2",
                     help="flags every IVF configuration shares")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--queries", type=int, default=3000)
@@ -115,8 +121,9 @@ def main() -> None:
     for tgt in (0.90, 0.95):
         lines += [f"## At recall@10 = {tgt:.2f}", "",
                   "| configuration | QPS | pages/query | I/Os/query | vectors re-ranked | "
-                  "reads saved by merging | reads saved by the buffer | unique candidates |"
-                  " CPU µs | I/O wait µs |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "reads saved by merging | reads saved by the buffer | of them page mates | "
+                  "unique candidates | CPU µs | I/O wait µs |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for n, rows in med.items():
             v = {k: interpolate(rows, k, tgt) for k in KEYS}
 
@@ -128,6 +135,7 @@ def main() -> None:
             lines.append(f"| {n} | {f('qps', 0)} | {f('pages_per_query')} | "
                          f"{f('ios_per_query')} | {f('exact_distances_per_query')} | "
                          f"{f('pages_merged_per_query')} | {f('pages_buffered_per_query')} | "
+                         f"{f('page_mates_per_query')} | "
                          f"{f('candidates_unique_per_query', 0)} | {f('compute_us_per_query', 0)}"
                          f" | {f('io_wait_us_per_query', 0)} |")
         lines.append("")

@@ -1032,7 +1032,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="trawl-ivf re-rank variants, each swept over the lists probed: h = the "
                         "heuristic early stop (--ivf-batch, --ivf-rerank-epsilon, --ivf-beta), "
                         "a number = that fixed re-rank budget n, heuristic off")
-    g.add_argument("--ivf-batch", type=int, default=4, help="trawl-ivf re-rank mini-batch")
+    g.add_argument("--ivf-batch", type=int, default=2, help="trawl-ivf re-rank mini-batch")
     g.add_argument("--ivf-rerank-epsilon", type=float, default=0.1,
                    help="trawl-ivf early-stop ε")
     g.add_argument("--ivf-beta", type=int, default=2, help="trawl-ivf early-stop β")

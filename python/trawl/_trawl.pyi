@@ -136,7 +136,7 @@ class SearchParams:
         rerank_threshold: float = 0.01,
         prefetch: bool = True,
         rerank_n: Optional[int] = None,
-        ivf_batch: int = 4,
+        ivf_batch: int = 2,
         ivf_epsilon: float = 0.1,
         ivf_beta: int = 2,
         heuristic: bool = True,

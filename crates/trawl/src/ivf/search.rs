@@ -71,9 +71,10 @@ impl Default for IvfSearchParams {
             nprobe: 32,
             centroid_l: 0,
             top_n: 200,
-            // Re-ranking more than ~20 candidates did not raise recall on GloVe-400K at 48 PQ
-            // bytes (the lists probed bound it); batches of 4 with β = 2 stop there.
-            batch: 4,
+            // With page-mate scoring the first batch already fills the top k; batches of 2
+            // with β = 2 stop after fewer reads than batches of 4 at the same recall on
+            // GloVe-400K and gen-1M (bench/results/ivf-*).
+            batch: 2,
             epsilon: 0.1,
             beta: 2,
             heuristic: true,
