@@ -174,12 +174,13 @@ class TrawlIvfIndex(TrawlSide):
 
     def __init__(self, ds: datasets.Dataset, args: argparse.Namespace):
         super().__init__(ds, args)
+        self.pq_bytes = args.ivf_pq_bytes or args.pq_bytes
         self.params.update(kind="ivf", ivf_list_size=args.ivf_list_size,
-                           ivf_epsilon=args.ivf_epsilon)
+                           ivf_epsilon=args.ivf_epsilon, pq_bytes=self.pq_bytes)
         for k in ("R", "L"):
             self.params.pop(k, None)
         self.idx = Path(ds.base).parent / (f"trawl-peers-ivf-{ds.metric}-ls{args.ivf_list_size}"
-                                           f"-eps{args.ivf_epsilon}-pq{args.pq_bytes}")
+                                           f"-eps{args.ivf_epsilon}-pq{self.pq_bytes}")
         self._build: dict | None = None
 
     def build_once(self, work: Path) -> dict:
@@ -197,7 +198,7 @@ class TrawlIvfIndex(TrawlSide):
         m, io = run_io([self.exe, "build", self.ds.base, self.idx, "--metric", self.ds.metric,
                         "--kind", "ivf", "--ivf-list-size", self.args.ivf_list_size,
                         "--ivf-epsilon", self.args.ivf_epsilon, "--by-id-vectors",
-                        "--pq-bytes", self.args.pq_bytes, "--threads", self.args.threads,
+                        "--pq-bytes", self.pq_bytes, "--threads", self.args.threads,
                         "--report", report, "--quiet"], work / "trawl-ivf-build.log")
         rep = json.loads(report.read_text())
         db = dir_bytes(self.idx)
@@ -272,7 +273,8 @@ class TrawlPeer:
     def describe(self) -> dict:
         a = self.args
         if self.name == "trawl-ivf":
-            return {"ram": f"PQ codes ({a.pq_bytes} B/vector, the accelerator's) + codebooks, "
+            return {"ram": f"PQ codes ({a.ivf_pq_bytes or a.pq_bytes} B/vector, the "
+                           "accelerator's) + codebooks, "
                            "centroids (~10% of n) and their Vamana graph, posting lists as ids "
                            "(× the replication factor), the id → slot table (4 B/vector)",
                     "disk": "full f32 vectors in buckets by nearest centroid (ivf-vectors.trawl), "
@@ -1025,6 +1027,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--list-cache-mb", type=float, default=0,
                    help="trawl-decoupled: LRU cache of compressed neighbour lists, MiB")
     g.add_argument("--ivf-list-size", type=int, default=10, help="trawl-ivf --ivf-list-size")
+    g.add_argument("--ivf-pq-bytes", type=int, default=0,
+                   help="trawl-ivf PQ bytes per vector (0: --pq-bytes, as the graph sides)")
     g.add_argument("--ivf-epsilon", type=float, default=0.25, help="trawl-ivf --ivf-epsilon")
     g.add_argument("--trawl-ivf-nprobe", default="8,12,16,24,32,48,64,96,128",
                    help="trawl-ivf: lists probed (its -L sweep)")
@@ -1121,7 +1125,7 @@ def run(args: argparse.Namespace) -> dict:
         "R", "L", "pq_bytes", "k", "beam_width", "entry_list", "cache_nodes", "cache_policy",
         "list_cache_mb", "hnsw_M", "hnsw_efc", "rebuild", "trawl_ivf_nprobe", "ivf_list_size",
         "ivf_epsilon", "ivf_batch", "ivf_rerank_epsilon", "ivf_beta", "ivf_rerank_n",
-        "ivf_interleave", "trawl_ivf_rerank")}
+        "ivf_interleave", "trawl_ivf_rerank", "ivf_pq_bytes")}
     params.update(nq_used=nq, queries_file=str(q), gt_file=str(gt))
     if "faiss-ivfpq" in objs:
         params.update(ivf_nlist=objs["faiss-ivfpq"].nlist, ivf_m=objs["faiss-ivfpq"].pq_m)

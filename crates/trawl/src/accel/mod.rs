@@ -235,8 +235,23 @@ pub trait Accelerator: Send + Sync + std::fmt::Debug {
 /// The PQ distance both backends compute: see the module docs for the order of the sums.
 #[inline]
 pub fn adc_distance(table: &[f32], code: &[u8]) -> f32 {
+    // Four subspaces per step, one to each accumulator: accumulator j still receives the
+    // subspaces s ≡ j (mod 4) in increasing order, so the sums are those of the contract,
+    // bit for bit. A step's table rows are one fixed-size array, so the lookups (a u8 plus a
+    // row offset) need no bounds checks.
+    const STEP: usize = 4 * TABLE_ROW;
     let mut acc = [0f32; 4];
-    for (s, &c) in code.iter().enumerate() {
+    let full = code.len() / 4;
+    for (rows, c) in table.chunks_exact(STEP).zip(code.chunks_exact(4)).take(full) {
+        let Ok(rows) = <&[f32; STEP]>::try_from(rows) else {
+            unreachable!("chunks_exact yields chunks of STEP")
+        };
+        acc[0] += rows[usize::from(c[0])];
+        acc[1] += rows[TABLE_ROW + usize::from(c[1])];
+        acc[2] += rows[2 * TABLE_ROW + usize::from(c[2])];
+        acc[3] += rows[3 * TABLE_ROW + usize::from(c[3])];
+    }
+    for (s, &c) in code.iter().enumerate().skip(full * 4) {
         acc[s & 3] += table[s * TABLE_ROW + usize::from(c)];
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
