@@ -205,9 +205,12 @@ fn page_mates_only_add_exact_candidates() {
     let k = off.k;
     let mut better = 0;
     for r in 0..q.n() {
-        let (a, b) = (&off.dists[r * k..(r + 1) * k], &on.dists[r * k..(r + 1) * k]);
-        for j in 0..k {
-            assert!(b[j] <= a[j], "query {r}: rank {j} {} > {}", b[j], a[j]);
+        let (a, b) = (
+            &off.dists[r * k..(r + 1) * k],
+            &on.dists[r * k..(r + 1) * k],
+        );
+        for (j, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(y <= x, "query {r}: rank {j} {y} > {x}");
         }
         better += usize::from(b != a);
         let ids: HashSet<u32> = on.ids[r * k..(r + 1) * k].iter().copied().collect();

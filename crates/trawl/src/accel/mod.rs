@@ -242,7 +242,11 @@ pub fn adc_distance(table: &[f32], code: &[u8]) -> f32 {
     const STEP: usize = 4 * TABLE_ROW;
     let mut acc = [0f32; 4];
     let full = code.len() / 4;
-    for (rows, c) in table.chunks_exact(STEP).zip(code.chunks_exact(4)).take(full) {
+    for (rows, c) in table
+        .chunks_exact(STEP)
+        .zip(code.chunks_exact(4))
+        .take(full)
+    {
         let Ok(rows) = <&[f32; STEP]>::try_from(rows) else {
             unreachable!("chunks_exact yields chunks of STEP")
         };
