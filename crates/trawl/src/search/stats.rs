@@ -215,16 +215,19 @@ mod tests {
         s.traversal.hops = 2;
         s.rerank.vector_reads = 1;
         s.total_ns = 9;
+        s.ivf.page_mates = 4;
         let v = serde_json::to_value(s).unwrap();
         let o = v.as_object().unwrap();
         assert_eq!(o["pages_read"], 3);
         assert_eq!(o["hops"], 2);
         assert_eq!(o["vector_reads"], 1);
         assert_eq!(o["total_ns"], 9);
-        assert_eq!(o.len(), 27, "{o:?}");
+        assert_eq!(o["page_mates"], 4);
+        assert_eq!(o.len(), 28, "{o:?}");
         let mut t = s;
         t += s;
         assert_eq!(t.io.pages_read, 6);
         assert_eq!(t.total_ns, 18);
+        assert_eq!(t.ivf.page_mates, 8);
     }
 }
