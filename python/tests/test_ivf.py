@@ -183,14 +183,17 @@ def test_l_is_the_number_of_lists_probed(ivf_index):
 def test_rerank_n_bounds_the_reranked_candidates(ivf_index):
     d, _, queries, _ = ivf_index
     index = trawl.Index.open(d)
+    # Page mates off: only the candidates are re-ranked (mates would add distances, no reads).
     for n in (10, 40, 120):
-        index.batch_search(queries, 10, trawl.SearchParams(L=32, rerank_n=n, heuristic=False))
+        index.batch_search(queries, 10, trawl.SearchParams(L=32, rerank_n=n, heuristic=False,
+                                                            page_mates=False))
         st = index.last_stats
         assert np.all(st["exact_distances"] <= n)
         assert np.all(st["exact_distances"] == np.minimum(n, st["candidates_unique"]))
     # By default rerank_n = max(10·k, 4·L) (all re-ranked without the early stop).
     for L, n in ((4, 100), (16, 100), (64, 256)):
-        index.batch_search(queries, 10, trawl.SearchParams(L=L, heuristic=False))
+        index.batch_search(queries, 10, trawl.SearchParams(L=L, heuristic=False,
+                                                            page_mates=False))
         st = index.last_stats
         assert np.all(st["exact_distances"] == np.minimum(n, st["candidates_unique"])), L
     assert np.any(st["exact_distances"] == 256)
@@ -199,14 +202,16 @@ def test_rerank_n_bounds_the_reranked_candidates(ivf_index):
 def test_fewer_candidates_than_k_give_missing_ids(ivf_index):
     d, _, queries, _ = ivf_index
     index = trawl.Index.open(d)
-    # One list probed: lists hold about ivf_list_size = 10 ids, often fewer.
-    ids, dists = index.batch_search(queries, 10, trawl.SearchParams(L=1), threads=1)
+    # One list probed: lists hold about ivf_list_size = 10 ids, often fewer (page mates off,
+    # or the other vectors on the pages read would fill the rest).
+    one = trawl.SearchParams(L=1, page_mates=False)
+    ids, dists = index.batch_search(queries, 10, one, threads=1)
     found = np.minimum(10, index.last_stats["candidates_unique"]).astype(np.int64)
     assert np.any(found < 10)
     for row_ids, row_dists, f in zip(ids, dists, found):
         assert np.all(row_ids[:f] != trawl.MISSING_ID) and np.all(np.isfinite(row_dists[:f]))
         assert np.all(row_ids[f:] == trawl.MISSING_ID) and np.all(row_dists[f:] == np.inf)
-    one_ids, one_dists = index.search(queries[int(np.argmin(found))], 10, trawl.SearchParams(L=1))
+    one_ids, one_dists = index.search(queries[int(np.argmin(found))], 10, one)
     assert one_ids[-1] == trawl.MISSING_ID and one_dists[-1] == np.inf
 
 
@@ -278,7 +283,8 @@ def test_by_id_vector_layout(ivf_index, tmp_path):
     by_id = trawl.Index.open(d, ivf_vectors="by_id")
     assert "vectors=by_id" in repr(by_id)
     assert by_id.info()["ivf"]["vector_layout"] == "by_id"
-    p = trawl.SearchParams(L=32, heuristic=False)
+    # Page mates off: the layouts put different vectors beside a candidate.
+    p = trawl.SearchParams(L=32, heuristic=False, page_mates=False)
     want = bucket.batch_search(queries, 10, p, threads=1)
     got = by_id.batch_search(queries, 10, p, threads=1)
     np.testing.assert_array_equal(got[0], want[0])
@@ -326,7 +332,7 @@ def test_params_objects():
     assert 'kind="ivf"' in r and "ivf_list_size=20" in r and "ivf_epsilon=0.2" in r
     assert "by_id_vectors=True" in r
     s = trawl.SearchParams()
-    assert s.rerank_n is None and s.ivf_batch == 4 and s.ivf_epsilon == 0.1
+    assert s.rerank_n is None and s.ivf_batch == 2 and s.ivf_epsilon == 0.1
     assert s.ivf_beta == 2 and s.heuristic and s.page_merge and s.page_buffer
     assert s.centroid_list == 0 and s.accel_batch == 0
     s.rerank_n = 77
