@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{adc_distance, AccelError, AccelInfo, Accelerator, FilterJob, FilterOutput};
+use super::{
+    adc_distance, adc_distance2, AccelError, AccelInfo, Accelerator, FilterJob, FilterOutput,
+};
 use super::{FilterPending, Ready};
 use crate::quant::pq::PqCodes;
 
@@ -51,10 +53,21 @@ impl CpuAccel {
             for &id in s.ids.iter().take(AHEAD) {
                 codes.prefetch(id as usize);
             }
-            for (i, &id) in s.ids.iter().enumerate() {
-                if let Some(&next) = s.ids.get(i + AHEAD) {
-                    codes.prefetch(next as usize);
+            // Two codes per step: their additions are independent chains the CPU overlaps.
+            let pairs = s.ids.chunks_exact(2);
+            let odd = pairs.remainder().first().copied();
+            for (i, pair) in pairs.enumerate() {
+                for ahead in
+                    &s.ids[(2 * i + AHEAD).min(s.ids.len())..(2 * i + AHEAD + 2).min(s.ids.len())]
+                {
+                    codes.prefetch(*ahead as usize);
                 }
+                let (x, y) = (pair[0], pair[1]);
+                let (dx, dy) = adc_distance2(table, codes.code(x as usize), codes.code(y as usize));
+                s.scored.push((dx, x));
+                s.scored.push((dy, y));
+            }
+            if let Some(id) = odd {
                 s.scored
                     .push((adc_distance(table, codes.code(id as usize)), id));
             }

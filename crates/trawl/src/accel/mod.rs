@@ -238,27 +238,72 @@ pub fn adc_distance(table: &[f32], code: &[u8]) -> f32 {
     // Four subspaces per step, one to each accumulator: accumulator j still receives the
     // subspaces s ≡ j (mod 4) in increasing order, so the sums are those of the contract,
     // bit for bit. A step's table rows are one fixed-size array, so the lookups (a u8 plus a
-    // row offset) need no bounds checks.
-    const STEP: usize = 4 * TABLE_ROW;
-    let mut acc = [0f32; 4];
+    // row offset) need no bounds checks; the accumulators are four locals, not an array, so
+    // they stay in registers.
+    let (mut a0, mut a1, mut a2, mut a3) = (0f32, 0f32, 0f32, 0f32);
     let full = code.len() / 4;
     for (rows, c) in table
-        .chunks_exact(STEP)
+        .chunks_exact(ADC_STEP)
         .zip(code.chunks_exact(4))
         .take(full)
     {
-        let Ok(rows) = <&[f32; STEP]>::try_from(rows) else {
-            unreachable!("chunks_exact yields chunks of STEP")
-        };
-        acc[0] += rows[usize::from(c[0])];
-        acc[1] += rows[TABLE_ROW + usize::from(c[1])];
-        acc[2] += rows[2 * TABLE_ROW + usize::from(c[2])];
-        acc[3] += rows[3 * TABLE_ROW + usize::from(c[3])];
+        let rows = step_rows(rows);
+        a0 += rows[usize::from(c[0])];
+        a1 += rows[TABLE_ROW + usize::from(c[1])];
+        a2 += rows[2 * TABLE_ROW + usize::from(c[2])];
+        a3 += rows[3 * TABLE_ROW + usize::from(c[3])];
     }
+    let mut acc = [a0, a1, a2, a3];
     for (s, &c) in code.iter().enumerate().skip(full * 4) {
         acc[s & 3] += table[s * TABLE_ROW + usize::from(c)];
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+/// [`adc_distance`] of two codes at once, each bit for bit equal to it: the two codes' eight
+/// accumulator chains are independent, so the CPU overlaps their additions. Not inlined: in
+/// a caller's loop the accumulators were spilled to the stack.
+#[inline(never)]
+pub fn adc_distance2(table: &[f32], x: &[u8], y: &[u8]) -> (f32, f32) {
+    if x.len() != y.len() {
+        return (adc_distance(table, x), adc_distance(table, y));
+    }
+    let (mut a0, mut a1, mut a2, mut a3) = (0f32, 0f32, 0f32, 0f32);
+    let (mut b0, mut b1, mut b2, mut b3) = (0f32, 0f32, 0f32, 0f32);
+    let full = x.len() / 4;
+    for ((rows, c), d) in table
+        .chunks_exact(ADC_STEP)
+        .zip(x.chunks_exact(4))
+        .zip(y.chunks_exact(4))
+        .take(full)
+    {
+        let rows = step_rows(rows);
+        a0 += rows[usize::from(c[0])];
+        b0 += rows[usize::from(d[0])];
+        a1 += rows[TABLE_ROW + usize::from(c[1])];
+        b1 += rows[TABLE_ROW + usize::from(d[1])];
+        a2 += rows[2 * TABLE_ROW + usize::from(c[2])];
+        b2 += rows[2 * TABLE_ROW + usize::from(d[2])];
+        a3 += rows[3 * TABLE_ROW + usize::from(c[3])];
+        b3 += rows[3 * TABLE_ROW + usize::from(d[3])];
+    }
+    let (mut a, mut b) = ([a0, a1, a2, a3], [b0, b1, b2, b3]);
+    for s in full * 4..x.len() {
+        a[s & 3] += table[s * TABLE_ROW + usize::from(x[s])];
+        b[s & 3] += table[s * TABLE_ROW + usize::from(y[s])];
+    }
+    ((a[0] + a[1]) + (a[2] + a[3]), (b[0] + b[1]) + (b[2] + b[3]))
+}
+
+/// Table entries of one step of [`adc_distance`]: four subspaces' rows.
+const ADC_STEP: usize = 4 * TABLE_ROW;
+
+#[inline(always)]
+fn step_rows(rows: &[f32]) -> &[f32; ADC_STEP] {
+    let Ok(rows) = <&[f32; ADC_STEP]>::try_from(rows) else {
+        unreachable!("chunks_exact yields chunks of ADC_STEP")
+    };
+    rows
 }
 
 /// Opens the accelerator `kind` over `codes`. `Auto` falls back to the CPU when no GPU

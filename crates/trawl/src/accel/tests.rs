@@ -121,3 +121,20 @@ fn auto_opens_something_and_cpu_is_cpu() {
     let a = open(AccelKind::Auto, codes).unwrap();
     assert!(["cpu", "gpu"].contains(&a.info().backend));
 }
+
+#[test]
+fn adc_of_two_codes_equals_adc_of_each() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    for m in 1..=13 {
+        let table: Vec<f32> = (0..m * TABLE_ROW)
+            .map(|_| rng.gen_range(-3.0f32..3.0))
+            .collect();
+        for _ in 0..20 {
+            let x: Vec<u8> = (0..m).map(|_| rng.gen()).collect();
+            let y: Vec<u8> = (0..m).map(|_| rng.gen()).collect();
+            let (dx, dy) = adc_distance2(&table, &x, &y);
+            assert_eq!(dx.to_bits(), adc_distance(&table, &x).to_bits(), "m {m}");
+            assert_eq!(dy.to_bits(), adc_distance(&table, &y).to_bits(), "m {m}");
+        }
+    }
+}

@@ -465,6 +465,8 @@ impl IvfSearcher<'_> {
                         started: r.started,
                     });
                     self.advance(rows, slot, p, part)?;
+                    // Start its reads now, not after the next query's filter stage.
+                    self.pump(rows, p, part, false)?;
                 }
                 if self.flights.iter().all(Option::is_none) {
                     if ready.is_empty() && pending.is_none() && exhausted {
@@ -472,7 +474,27 @@ impl IvfSearcher<'_> {
                     }
                     continue;
                 }
-                self.pump(rows, p, part)?;
+                // Every slot is taken. In throughput mode (interleave > 1), rather than wait
+                // for a read, filter the next query (its re-rank starts when a slot frees): the
+                // CPU computes while the disk reads. Interleave 1 keeps one query at a time.
+                if p.interleave > 1 && ready.is_empty() && pending.is_none() && !exhausted {
+                    if self.pump(rows, p, part, false)? > 0 {
+                        continue;
+                    }
+                    match next_group() {
+                        Some(r) => {
+                            let g = self.submit_group(rows, r, p)?;
+                            if p.accel_batch == 1 {
+                                self.collect(g, &mut ready)?;
+                            } else {
+                                pending = Some(g);
+                            }
+                        }
+                        None => exhausted = true,
+                    }
+                    continue;
+                }
+                self.pump(rows, p, part, true)?;
             }
         })();
         if result.is_err() {
@@ -715,20 +737,30 @@ impl IvfSearcher<'_> {
         Ok(())
     }
 
-    /// Waits for at least one read and handles every completion that arrived.
+    /// Submits the queued reads and handles every completion that arrived — waiting for at
+    /// least one when `block` (there must be reads in flight), else only polling. Returns the
+    /// completions handled.
     fn pump<T: Element, R: Rows<T>>(
         &mut self,
         rows: &R,
         p: &IvfSearchParams,
         part: &mut Part,
-    ) -> Result<(), SearchError> {
+        block: bool,
+    ) -> Result<usize, SearchError> {
         let ix = self.ix;
         let geo = *ix.vectors.geometry();
         let read_bytes = geo.pages_per_vector * PAGE_BYTES;
         let metric = ix.metric();
         self.done.clear();
+        if !block {
+            if self.engine.wait(0, &mut self.done)? == 0 {
+                return Ok(0);
+            }
+        }
         let t = Instant::now();
-        crate::search::wait_some(&mut *self.engine, self.spin, &mut self.done)?;
+        if block {
+            crate::search::wait_some(&mut *self.engine, self.spin, &mut self.done)?;
+        }
         let waited = t.elapsed().as_nanos() as u64;
         // The wait is shared by the queries that had reads out.
         let waiting: Vec<usize> = self
@@ -816,6 +848,7 @@ impl IvfSearcher<'_> {
                 finished.push(slot);
             }
         }
+        let handled = done.len();
         self.done = done;
         self.submit_backlog()?;
         for slot in finished {
@@ -827,7 +860,7 @@ impl IvfSearcher<'_> {
                 self.advance(rows, slot, p, part)?;
             }
         }
-        Ok(())
+        Ok(handled)
     }
 
     /// After an error: waits for the reads still out and frees every flight.

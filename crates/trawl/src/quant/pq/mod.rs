@@ -152,6 +152,10 @@ pub struct ProductQuantizer {
     ks: usize,
     /// Codebooks: subspace `s` at `ks * bounds[s]`, `ks × width(s)` row-major.
     centroids: Vec<f32>,
+    /// The same codebooks dimension-major: subspace `s` at `ks * bounds[s]`, `width(s) × ks`
+    /// (a dimension's values of all centroids contiguous), so a distance table row is filled
+    /// by vector operations over the centroids.
+    by_dim: Vec<f32>,
 }
 
 /// Boundaries of `m` contiguous subspaces of `dim` whose widths differ by at most one.
@@ -183,12 +187,25 @@ impl ProductQuantizer {
             && (1..=MAX_CENTROIDS).contains(&ks)
             && centroids.len() == ks.checked_mul(dim)?
             && centroids.iter().all(|v| v.is_finite());
-        ok.then_some(Self {
+        if !ok {
+            return None;
+        }
+        let mut by_dim = vec![0f32; centroids.len()];
+        for w in bounds.windows(2) {
+            let (at, width) = (ks * w[0], w[1] - w[0]);
+            for e in 0..ks {
+                for d in 0..width {
+                    by_dim[at + d * ks + e] = centroids[at + e * width + d];
+                }
+            }
+        }
+        Some(Self {
             metric,
             dim,
             bounds,
             ks,
             centroids,
+            by_dim,
         })
     }
 

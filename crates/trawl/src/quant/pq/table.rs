@@ -127,23 +127,36 @@ impl ProductQuantizer {
         }
         table.rows.resize(self.m(), [0.0; MAX_CENTROIDS]);
         table.bias = 0.0;
+        let ks = self.ks;
         for (s, row) in table.rows.iter_mut().enumerate() {
             let (lo, hi) = (self.bounds[s], self.bounds[s + 1]);
             let qs = &q[lo..hi];
-            let book = self.codebook(s).chunks_exact(hi - lo);
-            row.fill(f32::INFINITY);
-            for (e, c) in row.iter_mut().zip(book) {
-                let l2 = || {
-                    qs.iter()
-                        .zip(c)
-                        .map(|(a, b)| (a - b) * (a - b))
-                        .sum::<f32>()
-                };
-                *e = match self.metric {
-                    Metric::L2 => l2(),
-                    Metric::Cosine => 0.5 * l2(),
-                    Metric::InnerProduct => -qs.iter().zip(c).map(|(a, b)| a * b).sum::<f32>(),
-                };
+            // Dimension by dimension over all centroids at once (contiguous, so the loop runs
+            // in vector lanes); each entry still sums its dimensions in increasing order from
+            // −0 (where `Iterator::sum` starts), as a per-centroid sum would, so the values are
+            // the same bit for bit.
+            let book = &self.by_dim[ks * lo..ks * hi];
+            let (acc, rest) = row.split_at_mut(ks);
+            rest.fill(f32::INFINITY);
+            acc.fill(-0.0);
+            for (&qd, col) in qs.iter().zip(book.chunks_exact(ks)) {
+                match self.metric {
+                    Metric::L2 | Metric::Cosine => {
+                        for (a, &c) in acc.iter_mut().zip(col) {
+                            *a += (qd - c) * (qd - c);
+                        }
+                    }
+                    Metric::InnerProduct => {
+                        for (a, &c) in acc.iter_mut().zip(col) {
+                            *a += qd * c;
+                        }
+                    }
+                }
+            }
+            match self.metric {
+                Metric::L2 => {}
+                Metric::Cosine => acc.iter_mut().for_each(|a| *a *= 0.5),
+                Metric::InnerProduct => acc.iter_mut().for_each(|a| *a = -*a),
             }
         }
         Ok(())

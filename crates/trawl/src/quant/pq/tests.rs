@@ -433,3 +433,48 @@ proptest! {
         }
     }
 }
+
+/// The table is filled dimension by dimension over all centroids; every entry must equal, bit
+/// for bit, the per-centroid sum it replaced (uneven subspace widths, fewer than 256 centroids,
+/// every metric, queries with zeros and negative values).
+#[test]
+fn table_entries_equal_the_per_centroid_sum() {
+    for (n, dim, m) in [(300, 10, 3), (100, 7, 7), (600, 16, 5)] {
+        let data = mixture(n, dim, 4, 21);
+        for metric in [Metric::L2, Metric::Cosine, Metric::InnerProduct] {
+            let pq = ProductQuantizer::train(&data, metric, &params(m), &silent()).unwrap();
+            let ks = pq.centroids_per_subspace();
+            let mut query: Vec<f32> = data.row(3).to_vec();
+            query[0] = 0.0;
+            query[dim - 1] = -query[dim - 1];
+            let mut q = vec![0f32; dim];
+            assert!(prepare(metric, &query, &mut q));
+            let t = pq.query_table(&query).unwrap();
+            let b = pq.bounds();
+            for s in 0..pq.m() {
+                let qs = &q[b[s]..b[s + 1]];
+                for (e, c) in pq.codebook(s).chunks_exact(qs.len()).enumerate() {
+                    let l2 = || {
+                        qs.iter()
+                            .zip(c)
+                            .map(|(a, b)| (a - b) * (a - b))
+                            .sum::<f32>()
+                    };
+                    let want = match metric {
+                        Metric::L2 => l2(),
+                        Metric::Cosine => 0.5 * l2(),
+                        Metric::InnerProduct => -qs.iter().zip(c).map(|(a, b)| a * b).sum::<f32>(),
+                    };
+                    assert_eq!(
+                        t.entry(s, e as u8).to_bits(),
+                        want.to_bits(),
+                        "{metric} s {s} e {e}"
+                    );
+                }
+                if ks < 256 {
+                    assert_eq!(t.entry(s, 255), f32::INFINITY);
+                }
+            }
+        }
+    }
+}
