@@ -126,7 +126,7 @@ impl Accelerator for CpuAccel {
         }
     }
 
-    fn submit(&self, job: FilterJob) -> Result<Box<dyn FilterPending>, AccelError> {
-        Ok(Box::new(Ready(self.run(&job))))
+    fn submit(&self, job: &FilterJob) -> Result<Box<dyn FilterPending>, AccelError> {
+        Ok(Box::new(Ready(self.run(job))))
     }
 }

@@ -722,7 +722,7 @@ impl Accelerator for GpuAccel {
         }
     }
 
-    fn submit(&self, job: FilterJob) -> Result<Box<dyn FilterPending>, AccelError> {
+    fn submit(&self, job: &FilterJob) -> Result<Box<dyn FilterPending>, AccelError> {
         job.validate(self.n, self.layout.m)?;
         let nq = job.queries();
         if nq == 0 {
@@ -737,7 +737,7 @@ impl Accelerator for GpuAccel {
                 job.top_n
             )));
         }
-        let plan = self.plan(&job)?;
+        let plan = self.plan(job)?;
         let scopes = Scopes::push(&self.device);
         let mut enc = self
             .device
@@ -746,7 +746,7 @@ impl Accelerator for GpuAccel {
             });
         let slices: Vec<Slice> = plan
             .into_iter()
-            .map(|qs| self.record(&mut enc, &job, qs))
+            .map(|qs| self.record(&mut enc, job, qs))
             .collect();
         let submission = self.queue.submit([enc.finish()]);
         for s in &slices {

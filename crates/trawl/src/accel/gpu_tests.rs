@@ -324,7 +324,7 @@ fn batches_in_flight_and_threads() {
     let jobs: Vec<FilterJob> = (0..4)
         .map(|s| signed_job(72 + s, 10_000, 16, 8, 4000, 64))
         .collect();
-    let pending: Vec<_> = jobs.iter().map(|j| g.submit(j.clone()).unwrap()).collect();
+    let pending: Vec<_> = jobs.iter().map(|j| g.submit(j).unwrap()).collect();
     let mut outs: Vec<_> = pending
         .into_iter()
         .rev()

@@ -224,11 +224,12 @@ impl FilterPending for Ready {
 pub trait Accelerator: Send + Sync + std::fmt::Debug {
     /// What it is.
     fn info(&self) -> AccelInfo;
-    /// Starts scoring `job`.
-    fn submit(&self, job: FilterJob) -> Result<Box<dyn FilterPending>, AccelError>;
+    /// Starts scoring `job`. The job is only read during the call (a backend copies what it
+    /// needs), so the caller may reuse its buffers for the next batch at once.
+    fn submit(&self, job: &FilterJob) -> Result<Box<dyn FilterPending>, AccelError>;
     /// Scores `job` and waits for it.
     fn filter(&self, job: FilterJob) -> Result<FilterOutput, AccelError> {
-        self.submit(job)?.wait()
+        self.submit(&job)?.wait()
     }
 }
 

@@ -22,13 +22,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::IvfIndex;
-use crate::accel::{FilterJob, FilterPending};
+use crate::accel::{FilterJob, FilterPending, TABLE_ROW};
 use crate::data::Matrix;
 use crate::graph::{SearchScratch, VectorStore};
 use crate::index::{BatchOutput, AUTO_SPIN_US};
 use crate::io::{Completion, EngineConfig, IoEngine, ReadRequest, PAGE_BYTES};
 use crate::kernels::{Element, Metric};
-use crate::quant::pq::QueryTable;
 use crate::search::{QueryStats, SearchError};
 
 /// Parameters of an IVF search.
@@ -164,7 +163,8 @@ pub struct IvfSearcher<'a> {
     engine: Box<dyn IoEngine>,
     store: VectorStore<'a, f32>,
     scratch: SearchScratch,
-    table: QueryTable,
+    /// The filter stage's batch, its buffers reused.
+    job: FilterJob,
     qc: Vec<f32>,
     spin: Duration,
     done: Vec<Completion>,
@@ -253,7 +253,7 @@ impl IvfIndex {
             engine,
             store,
             scratch: SearchScratch::new(self.meta.nlist()),
-            table: QueryTable::new(self.pq.m()),
+            job: FilterJob::default(),
             qc: vec![0.0; self.meta.centroid_dim()],
             spin: Duration::from_micros(self.opts.spin_us.unwrap_or(0)),
             done: Vec::new(),
@@ -531,21 +531,30 @@ impl IvfSearcher<'_> {
         range: std::ops::Range<usize>,
         p: &IvfSearchParams,
     ) -> Result<Group, SearchError> {
-        let mut job = FilterJob {
-            m: self.ix.pq.m(),
-            offsets: vec![0],
-            top_n: p.top_n,
-            ..FilterJob::default()
-        };
+        // One job's buffers serve every group: the accelerator copies what it needs at
+        // submission (a fresh 4·M·256-byte table per query cost page faults and zeroing).
+        let mut job = std::mem::take(&mut self.job);
+        job.m = self.ix.pq.m();
+        job.top_n = p.top_n;
+        job.tables.clear();
+        job.ids.clear();
+        job.offsets.clear();
+        job.offsets.push(0);
         let mut stats = Vec::with_capacity(range.len());
         let mut started = Vec::with_capacity(range.len());
         for q in range.clone() {
             started.push(Instant::now());
             let mut st = QueryStats::default();
-            self.prepare(rows.query(q), q, p, &mut job, &mut st)?;
+            let prepared = self.prepare(rows.query(q), q, p, &mut job, &mut st);
+            if let Err(e) = prepared {
+                self.job = job;
+                return Err(e);
+            }
             stats.push(st);
         }
-        let pending = self.ix.accel.submit(job)?;
+        let pending = self.ix.accel.submit(&job);
+        self.job = job;
+        let pending = pending?;
         Ok(Group {
             range,
             pending,
@@ -573,10 +582,12 @@ impl IvfSearcher<'_> {
         if !query.iter().all(|v| v.is_finite()) {
             return Err(SearchError::NonFiniteQuery { row });
         }
+        let at = job.tables.len();
+        job.tables.resize(at + ix.pq.m() * TABLE_ROW, 0.0);
+        let (rows, _) = job.tables[at..].as_chunks_mut::<TABLE_ROW>();
         ix.pq
-            .fill_table(query, &mut self.table)
+            .fill_rows(query, rows)
             .map_err(|e| SearchError::Internal(format!("distance table: {e}")))?;
-        job.tables.extend_from_slice(self.table.flat());
         // The clustering space; an inner-product query is lifted by 0.
         super::build::prepare(ix.metric(), query, 0.0, &mut self.qc);
         if let Some(last) = self.qc.get_mut(ix.dim()) {

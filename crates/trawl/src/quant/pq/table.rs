@@ -120,15 +120,26 @@ impl ProductQuantizer {
         query: &[T],
         table: &mut QueryTable,
     ) -> Result<(), PqError> {
+        table.rows.resize(self.m(), [0.0; MAX_CENTROIDS]);
+        table.bias = 0.0;
+        self.fill_rows(query, &mut table.rows)
+    }
+
+    /// Fills the rows of `query`'s table into `rows` (`M` rows; the layout of
+    /// [`QueryTable::flat`]), for a caller that keeps tables elsewhere (an accelerator batch).
+    pub fn fill_rows<T: Element>(
+        &self,
+        query: &[T],
+        rows: &mut [[f32; MAX_CENTROIDS]],
+    ) -> Result<(), PqError> {
         self.check_len("query", self.dim, query.len())?;
+        self.check_len("table rows", self.m(), rows.len())?;
         let mut q = vec![0f32; self.dim];
         if !prepare(self.metric, query, &mut q) {
             return Err(PqError::NonFinite { row: 0 });
         }
-        table.rows.resize(self.m(), [0.0; MAX_CENTROIDS]);
-        table.bias = 0.0;
         let ks = self.ks;
-        for (s, row) in table.rows.iter_mut().enumerate() {
+        for (s, row) in rows.iter_mut().enumerate() {
             let (lo, hi) = (self.bounds[s], self.bounds[s + 1]);
             let qs = &q[lo..hi];
             // Dimension by dimension over all centroids at once (contiguous, so the loop runs
