@@ -107,9 +107,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     report("gpu", gpu_s);
     // Two batches in flight: submit the next, then collect the previous.
     let t = Instant::now();
-    let mut pending = gpu.submit(job.clone())?;
+    let mut pending = gpu.submit(&job)?;
     for _ in 1..reps {
-        let next = gpu.submit(job.clone())?;
+        let next = gpu.submit(&job)?;
         pending.wait()?;
         pending = next;
     }

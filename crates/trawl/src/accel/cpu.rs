@@ -11,18 +11,27 @@ use super::{
 use super::{FilterPending, Ready};
 use crate::quant::pq::PqCodes;
 
-/// Filter stage on the host: per query, dedup by sorting the gathered ids, PQ-ADC with [`adc_distance`], and a partial select of the
+/// Filter stage on the host: per query, dedup of the gathered ids (a bit per vector, or a sort
+/// above [`BITSET_MAX`] vectors), PQ-ADC with [`adc_distance`], and a partial select of the
 /// top-n by `(distance, id)`. A batch's queries run in parallel on the rayon pool.
 #[derive(Debug, Clone)]
 pub struct CpuAccel {
     codes: Arc<PqCodes>,
+    /// Most vectors deduplicated with a bit array ([`BITSET_MAX`]; tests lower it).
+    bitset_max: usize,
 }
 
 #[derive(Default)]
 struct Scratch {
     ids: Vec<u32>,
     scored: Vec<(f32, u32)>,
+    /// A bit per vector for the dedup, all zero between queries.
+    seen: Vec<u64>,
 }
+
+/// Largest number of vectors deduplicated with a bit array (4 MiB per thread); above it the
+/// gathered ids are sorted.
+const BITSET_MAX: usize = 1 << 25;
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
@@ -31,7 +40,19 @@ thread_local! {
 impl CpuAccel {
     /// The backend over `codes` (shared, not copied).
     pub fn new(codes: Arc<PqCodes>) -> Self {
-        Self { codes }
+        Self {
+            codes,
+            bitset_max: BITSET_MAX,
+        }
+    }
+
+    /// The backend deduplicating by sorting whatever the number of vectors (tests).
+    #[cfg(test)]
+    pub(crate) fn sorting(codes: Arc<PqCodes>) -> Self {
+        Self {
+            codes,
+            bitset_max: 0,
+        }
     }
 
     /// Scores query `q` of `job` into `ids` / `dists` (`top_n` each); returns its distinct
@@ -42,12 +63,33 @@ impl CpuAccel {
         let codes = &*self.codes;
         SCRATCH.with(|s| {
             let s = &mut *s.borrow_mut();
-            // Dedup by sorting: the codes are then visited in address order (prefetched a few
-            // ahead), and no per-vector stamp array is touched at random.
             s.ids.clear();
-            s.ids.extend_from_slice(cands);
-            s.ids.sort_unstable();
-            s.ids.dedup();
+            let n = self.codes.n();
+            if n <= self.bitset_max {
+                // Dedup with a bit per vector (n / 8 bytes, in L1 or L2 for a few million
+                // vectors): first sightings in gather order, then the bits are cleared again.
+                // The visit order does not change the result, which is ordered by
+                // (distance, id).
+                let words = n.div_ceil(64);
+                if s.seen.len() < words {
+                    s.seen.resize(words, 0);
+                }
+                for &id in cands {
+                    let (w, b) = (id as usize / 64, 1u64 << (id % 64));
+                    if s.seen[w] & b == 0 {
+                        s.seen[w] |= b;
+                        s.ids.push(id);
+                    }
+                }
+                for &id in &s.ids {
+                    s.seen[id as usize / 64] = 0;
+                }
+            } else {
+                // Dedup by sorting: no bit array of n / 8 bytes touched at random.
+                s.ids.extend_from_slice(cands);
+                s.ids.sort_unstable();
+                s.ids.dedup();
+            }
             s.scored.clear();
             const AHEAD: usize = 12;
             for &id in s.ids.iter().take(AHEAD) {

@@ -89,9 +89,18 @@ fn cpu_backend_matches_the_model() {
     ] {
         let codes = random_codes(seed, 2000, m);
         let job = random_job(seed, 2000, m, nq, cands, top_n);
+        let want = model(&codes, &job);
         let cpu = CpuAccel::new(codes.clone());
-        let got = cpu.filter(job.clone()).unwrap();
-        assert_eq!(got, model(&codes, &job), "seed {seed}");
+        assert_eq!(cpu.filter(job.clone()).unwrap(), want, "seed {seed}");
+        // Again on the same thread (the dedup's bit array must be clean after a batch), and
+        // with the dedup by sorting.
+        assert_eq!(cpu.filter(job.clone()).unwrap(), want, "seed {seed}, again");
+        let sorting = CpuAccel::sorting(codes.clone());
+        assert_eq!(
+            sorting.filter(job.clone()).unwrap(),
+            want,
+            "seed {seed}, sorting"
+        );
     }
 }
 
