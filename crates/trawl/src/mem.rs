@@ -27,16 +27,6 @@ pub fn zeroed_huge<T: bytemuck::Zeroable + Clone>(len: usize) -> Vec<T> {
     v
 }
 
-/// A copy of `v` placed on huge pages where the system allows it: for arrays loaded once and
-/// then read at random by every query (PQ codes, IVF centroids and posting lists), where a
-/// TLB miss per access would otherwise cost a page walk.
-pub fn copy_to_huge<T: Copy>(v: &[T]) -> Vec<T> {
-    let mut out = Vec::with_capacity(v.len());
-    advise_huge_pages(&mut out);
-    out.extend_from_slice(v);
-    out
-}
-
 /// Drops the whole pages inside `part`, which must lie in a read-only file mapping, from this
 /// process's resident set (`MADV_DONTNEED`). Contents do not change: the next read faults the
 /// page in again from the file. Best effort; a no-op off Linux (and under Miri, which cannot

@@ -156,8 +156,8 @@ impl IvfMeta {
             .checked_mul(centroid_dim(dim, metric))
             .filter(|&v| v.saturating_mul(4) <= r.remaining())
             .ok_or_else(|| bad("centroids larger than the payload".into()))?;
-        // Read at random by every query's centroid search: on huge pages.
-        let centroids = crate::mem::copy_to_huge(&r.f32s(need).map_err(short)?);
+        // Read at random by every query's centroid search: on huge pages (`f32s` places them).
+        let centroids = r.f32s(need).map_err(short)?;
         let mut lists = Vec::with_capacity(nlist);
         for i in 0..nlist {
             let d = r.u32().map_err(short)? as usize;
@@ -184,7 +184,7 @@ impl IvfMeta {
         {
             return Err(bad("posting list offsets are inconsistent".into()));
         }
-        let list_ids = crate::mem::copy_to_huge(&r.u32s(total as usize).map_err(short)?);
+        let list_ids = r.u32s(total as usize).map_err(short)?;
         if let Some(&id) = list_ids.iter().find(|&&id| u64::from(id) >= n) {
             return Err(bad(format!("posting list id {id} out of range (n = {n})")));
         }

@@ -111,18 +111,28 @@ impl<'a> ByteReader<'a> {
         Ok(f32::from_bits(self.u32()?))
     }
     /// Reads `n` `f32` values.
+    /// Large arrays are placed on huge pages (see [`crate::mem::advise_huge_pages`]).
     pub fn f32s(&mut self, n: usize) -> Result<Vec<f32>, ShortPayload> {
         let b = self.bytes(n.saturating_mul(4))?;
-        Ok(b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+        let mut v = Vec::with_capacity(n);
+        crate::mem::advise_huge_pages(&mut v);
+        v.extend(
+            b.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        Ok(v)
     }
     /// Reads `n` `u32` values.
+    /// Large arrays are placed on huge pages (see [`crate::mem::advise_huge_pages`]).
     pub fn u32s(&mut self, n: usize) -> Result<Vec<u32>, ShortPayload> {
         let b = self.bytes(n.saturating_mul(4))?;
-        Ok(b.chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+        let mut v = Vec::with_capacity(n);
+        crate::mem::advise_huge_pages(&mut v);
+        v.extend(
+            b.chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        Ok(v)
     }
     /// Bytes not yet read.
     pub fn remaining(&self) -> usize {

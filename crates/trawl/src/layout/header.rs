@@ -240,7 +240,9 @@ pub fn read_envelope(
     }
     let len = usize::try_from(len)
         .map_err(|_| fail(FileErrorKind::Invalid("payload larger than memory".into())))?;
-    let mut payload = vec![0u8; len];
+    // Large payloads (PQ codes, an IVF index's centroids and lists) are read at random by
+    // every query once parsed: on huge pages where the system allows.
+    let mut payload = crate::mem::zeroed_huge::<u8>(len);
     file.read_exact(&mut payload).map_err(|e| fail(e.into()))?;
     let payload_crc = u32::from_le_bytes(h[24..28].try_into().unwrap_or_default());
     if crc32fast::hash(&payload) != payload_crc {

@@ -140,7 +140,7 @@ impl PqCodes {
     /// Reads codes written by [`PqCodes::save`], verifying them fully.
     pub fn load(path: &Path) -> Result<Self, FileError> {
         const HEAD: usize = 16;
-        let (_, payload) = read_envelope(path, PQ_CODES_MAGIC, "PQ codes", PQ_CODES_VERSION)?;
+        let (_, mut payload) = read_envelope(path, PQ_CODES_MAGIC, "PQ codes", PQ_CODES_VERSION)?;
         let mut r = ByteReader::new(&payload);
         let e = short(path);
         let n = r.u64().map_err(&e)?;
@@ -162,16 +162,18 @@ impl PqCodes {
                 ),
             ));
         }
-        // Every query reads codes at random: keep them on huge pages (one copy, which the
-        // removal of the header would cost anyway).
-        let codes = crate::mem::copy_to_huge(&payload[HEAD..]);
-        drop(payload);
-        if let Some(pos) = codes.iter().position(|&c| usize::from(c) >= ks) {
+        // The payload is on huge pages (`read_envelope`): every query reads codes at random.
+        payload.drain(..HEAD);
+        if let Some(pos) = payload.iter().position(|&c| usize::from(c) >= ks) {
             return Err(invalid(
                 path,
-                format!("code byte {pos} is {}, not below ks {ks}", codes[pos]),
+                format!("code byte {pos} is {}, not below ks {ks}", payload[pos]),
             ));
         }
-        Ok(PqCodes { m, ks, codes })
+        Ok(PqCodes {
+            m,
+            ks,
+            codes: payload,
+        })
     }
 }
