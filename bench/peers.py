@@ -4,6 +4,7 @@ PipeSearch, the decoupled layout), DiskANN's disk index (diskannpy 0.7.0) and th
 references (faiss HNSW, faiss IVF-PQ with an exact re-rank, hnswlib).
 
 Sides (--sides, default all):
+  (trawl's sides run with --interleave 4 by default: --trawl-interleave, --ivf-interleave)
   trawl-beam       `trawl bench --strategy beam -W 4` on a `trawl build` index (R 64, L 100,
                    α 1.2, 48 PQ bytes, entry index 1%), O_DIRECT
   trawl-pipe       the same index, `--strategy pipe --entry-list 10` (PipeSearch, dynamic width)
@@ -1046,9 +1047,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--ivf-interleave", type=int, default=4,
                    help="trawl-ivf --interleave (queries in flight per thread; above 1 a thread "
                         "filters the next query while the re-rank reads of others are out)")
-    g.add_argument("--trawl-interleave", type=int, default=1,
-                   help="trawl-beam/-pipe/-decoupled --interleave (1: measured no faster at 4 for "
-                        "beam on MiniLM-200K, where it is CPU-bound)")
+    g.add_argument("--trawl-interleave", type=int, default=4,
+                   help="trawl-beam/-pipe/-decoupled --interleave (queries in flight per thread; "
+                        "the same throughput mode as trawl-ivf's by default)")
     g.add_argument("--build-memory-gb", type=float, default=16.0,
                    help="diskann build_memory_maximum (large: one shard)")
     g = ap.add_argument_group("in-memory peers")
