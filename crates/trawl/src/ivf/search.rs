@@ -768,10 +768,8 @@ impl IvfSearcher<'_> {
         let read_bytes = geo.pages_per_vector * PAGE_BYTES;
         let metric = ix.metric();
         self.done.clear();
-        if !block {
-            if self.engine.wait(0, &mut self.done)? == 0 {
-                return Ok(0);
-            }
+        if !block && self.engine.wait(0, &mut self.done)? == 0 {
+            return Ok(0);
         }
         let t = Instant::now();
         if block {
