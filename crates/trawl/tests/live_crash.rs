@@ -348,12 +348,17 @@ fn run(name: &str, layout: IndexLayout) {
             1 => rng.below(600) as f64 / 1000.0,
             _ => 0.6 + rng.below(450) as f64 / 1000.0,
         };
-        let tiny = Duration::from_micros(rng.below(2_000));
+        // Mode 0 kills a fraction of a typical operation's length after it began (timed from
+        // the operations acknowledged so far, like the merge kills), so the kill lands inside
+        // the operation however fast the build makes operations.
+        let op_fraction = rng.below(900) as f64 / 1000.0;
         let t0 = Instant::now();
         let mut lines = Vec::new();
         let (mut merges, mut ops) = (0, 0);
         let mut merge_began: Option<Instant> = None;
         let mut first_merge = Duration::from_millis(100);
+        let mut op_began: Option<Instant> = None;
+        let mut op_len = Duration::from_micros(500);
         let mut armed: Option<(Instant, Duration)> = None;
         loop {
             if let Some((at, after)) = armed {
@@ -372,13 +377,21 @@ fn run(name: &str, layout: IndexLayout) {
                             }
                         } else {
                             ops += 1;
+                            op_began = Some(Instant::now());
                             if mode == 0 && ops == nth_op {
-                                armed = Some((Instant::now(), tiny));
+                                armed = Some((Instant::now(), op_len.mul_f64(op_fraction)));
                             }
                         }
-                    } else if l.starts_with("ack") && merges == 1 {
-                        if let Some(b) = merge_began.take() {
-                            first_merge = b.elapsed();
+                    } else if l.starts_with("ack") {
+                        if merges == 1 {
+                            if let Some(b) = merge_began.take() {
+                                first_merge = b.elapsed();
+                            }
+                        }
+                        if let Some(b) = op_began.take() {
+                            // The shortest acknowledged operation: a kill inside it lands
+                            // inside most of them.
+                            op_len = op_len.min(b.elapsed());
                         }
                     }
                     let done = l == "done";
