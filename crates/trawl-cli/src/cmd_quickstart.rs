@@ -140,6 +140,9 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
         ablation_cache_nodes: None,
         opts: SearchOptions {
             strategy: "beam".into(),
+            flash_batch: 0,
+            staleness: trawl::search::FlashParams::default().staleness,
+            grain: trawl::search::Grain::Query,
             beam_width: trawl::search::DEFAULT_BEAM_WIDTH,
             pipe_width: trawl::search::WidthPolicy::Dynamic,
             pipe_start_width: trawl::search::PipeParams::default().start_width,

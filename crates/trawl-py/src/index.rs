@@ -215,9 +215,10 @@ impl Index {
     /// device) or "buffered" (once it is written to the log file: it survives a crash of the
     /// process, not of the machine; `flush()` syncs).
     ///
-    /// IVF indexes only (ignored for graph indexes): accel, the filter stage's accelerator —
-    /// "cpu", "gpu" (an `InvalidInputError` when this build has no GPU backend or no adapter
-    /// is found) or "auto" (the GPU when one is found, else the CPU); ivf_vectors, the vector
+    /// accel: the accelerator of an IVF index's filter stage, and of a graph index's
+    /// `strategy="flash"` searches — "cpu", "gpu" (an `InvalidInputError` when this build has
+    /// no GPU backend or no adapter is found) or "auto" (the GPU when one is found, else the
+    /// CPU). IVF indexes only (ignored for graph indexes): ivf_vectors, the vector
     /// file the re-rank reads — "bucket" (by nearest centroid) or "by_id" (written by
     /// `BuildParams(by_id_vectors=True)`). An IVF index is read-only (`writable=True` is an
     /// `InvalidInputError`), has the one layout "packed" and no node cache (`cache_nodes`
@@ -1031,7 +1032,12 @@ impl Index {
                 let gpu = ix.accel().info().backend == "gpu";
                 Ok(Params::Ivf(params.to_ivf(k, n, ix.meta().nlist(), gpu)?))
             }
-            _ => Ok(Params::Graph(params.to_lib(k)?)),
+            _ => {
+                let gpu = inner
+                    .disk()
+                    .is_some_and(|d| d.flash_accel_info().backend == "gpu");
+                Ok(Params::Graph(params.to_lib(k, gpu)?))
+            }
         }
     }
 

@@ -13,8 +13,8 @@ use trawl::ivf::{IvfParams, IvfSearchParams};
 use trawl::quant::pq::PqParams;
 use trawl::search::entry::{EntryParams, EntrySampling};
 use trawl::search::{
-    BeamParams, PipeParams, RerankParams, SearchParams as LibSearchParams, Strategy, WidthPolicy,
-    WidthSchedule, DEFAULT_BEAM_WIDTH,
+    BeamParams, FlashParams, Grain, PipeParams, RerankParams, SearchParams as LibSearchParams,
+    Strategy, WidthPolicy, WidthSchedule, DEFAULT_BEAM_WIDTH,
 };
 use trawl::Metric;
 
@@ -423,6 +423,13 @@ pub struct SearchParams {
     pub centroid_list: i64,
     /// IVF, batch_search: queries per accelerator job; 0 = 1 on the CPU, 32 on a GPU.
     pub accel_batch: i64,
+    /// Flash search: queries in flight per search thread; 0 = 32 (1024 on a GPU).
+    pub batch: i64,
+    /// Flash search: steps a read is chosen ahead (0 = strict best-first).
+    pub staleness: i64,
+    /// Flash search: "query" (a query resumes when its read lands) or "kernel" (when every
+    /// read of the oldest step has).
+    pub grain: String,
 }
 
 /// Lists probed by an IVF search when `L` is None.
@@ -442,7 +449,8 @@ impl SearchParams {
         page_merge = IvfSearchParams::default().page_merge,
         page_buffer = IvfSearchParams::default().page_buffer,
         page_mates = IvfSearchParams::default().page_mates,
-        centroid_list = IvfSearchParams::default().centroid_l as i64, accel_batch = 0))]
+        centroid_list = IvfSearchParams::default().centroid_l as i64, accel_batch = 0,
+        batch = 0, staleness = 1, grain = "query".to_string()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         L: Option<i64>,
@@ -467,6 +475,9 @@ impl SearchParams {
         page_mates: bool,
         centroid_list: i64,
         accel_batch: i64,
+        batch: i64,
+        staleness: i64,
+        grain: String,
     ) -> Self {
         Self {
             L,
@@ -491,6 +502,9 @@ impl SearchParams {
             page_mates,
             centroid_list,
             accel_batch,
+            batch,
+            staleness,
+            grain,
         }
     }
 
@@ -500,7 +514,7 @@ impl SearchParams {
              pipe_start_width={}, pipe_max_width={}, dynamic_width={}, page_search={}, \
              rerank_batch={}, rerank_threshold={}, prefetch={}, rerank_n={}, ivf_batch={}, \
              ivf_epsilon={}, ivf_beta={}, heuristic={}, page_merge={}, page_buffer={}, \
-             page_mates={}, centroid_list={}, accel_batch={})",
+             page_mates={}, centroid_list={}, accel_batch={}, batch={}, staleness={}, grain={:?})",
             self.L.map_or("None".to_string(), |l| l.to_string()),
             self.beam_width,
             self.strategy,
@@ -525,6 +539,9 @@ impl SearchParams {
             py_bool(self.page_mates),
             self.centroid_list,
             self.accel_batch,
+            self.batch,
+            self.staleness,
+            self.grain,
         )
     }
 }
@@ -554,13 +571,22 @@ impl Default for SearchParams {
             IvfSearchParams::default().page_mates,
             IvfSearchParams::default().centroid_l as i64,
             0,
+            0,
+            1,
+            "query".into(),
         )
     }
 }
 
 impl SearchParams {
     /// The library's parameters for `k` results.
-    pub fn to_lib(&self, k: usize) -> PyResult<LibSearchParams> {
+    /// `gpu`: whether the flash strategy's accelerator is a GPU (its default batch).
+    pub fn to_lib(&self, k: usize, gpu: bool) -> PyResult<LibSearchParams> {
+        let flash_batch_default = if gpu {
+            1024
+        } else {
+            trawl::search::flash::DEFAULT_FLASH_BATCH
+        };
         let l = match self.L {
             Some(l) => count("L", l, 1)?,
             None => k.max(100),
@@ -590,6 +616,19 @@ impl SearchParams {
                 }
             } else {
                 PipeParams::default()
+            },
+            if self.strategy == "flash" {
+                FlashParams {
+                    batch: match count("batch", self.batch, 0)? {
+                        0 => flash_batch_default,
+                        b => b,
+                    },
+                    staleness: count("staleness", self.staleness, 0)?,
+                    grain: parse::<Grain>("grain", &self.grain)?,
+                    ..FlashParams::default()
+                }
+            } else {
+                FlashParams::default()
             },
         )
         .py()?;

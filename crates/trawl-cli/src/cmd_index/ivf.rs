@@ -81,8 +81,8 @@ pub struct IvfSearchArgs {
     /// IVF: list size of the centroid-graph search (0 = max(2·nprobe, 32)).
     #[arg(long, default_value_t = 0)]
     pub centroid_list: usize,
-    /// IVF: the filter stage's accelerator: cpu, gpu (wgpu; an error without an adapter) or
-    /// auto (the GPU when one is found).
+    /// The accelerator of an IVF index's filter stage and of the flash strategy's steps: cpu,
+    /// gpu (wgpu; an error without an adapter) or auto (the GPU when one is found).
     #[arg(long, default_value = "cpu", value_parser = |s: &str| s.parse::<AccelKind>())]
     pub accel: AccelKind,
     /// IVF: queries per accelerator job (0 = 1 on the CPU, 32 on a GPU).

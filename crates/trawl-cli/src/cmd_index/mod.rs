@@ -25,9 +25,10 @@ use clap::Args;
 use trawl::index::{open_any, AnyIndex, DiskIndex, IndexLayout, OpenOptions};
 use trawl::io::EngineKind;
 use trawl::progress::Control;
+use trawl::search::flash::DEFAULT_FLASH_BATCH;
 use trawl::search::{
-    BeamParams, CachePolicy, PipeParams, RerankParams, SearchError, SearchParams, Strategy,
-    WidthPolicy, WidthSchedule, DEFAULT_BEAM_WIDTH,
+    BeamParams, CachePolicy, FlashParams, Grain, PipeParams, RerankParams, SearchError,
+    SearchParams, Strategy, WidthPolicy, WidthSchedule, DEFAULT_BEAM_WIDTH,
 };
 
 use crate::runtime::human_bytes;
@@ -35,10 +36,22 @@ use crate::runtime::human_bytes;
 /// How an index is opened and searched: options shared by `search` and `bench`.
 #[derive(Debug, Args, Clone)]
 pub struct SearchOptions {
-    /// Search strategy: beam (DiskANN's rounds of W reads) or pipe (PipeANN's pipelined
-    /// search).
-    #[arg(long, default_value = "beam", value_parser = ["beam", "pipe"])]
+    /// Search strategy: beam (DiskANN's rounds of W reads), pipe (PipeANN's pipelined
+    /// search) or flash (FlashANNS's batch search: lists on the accelerator of --accel, reads
+    /// chosen --staleness steps ahead).
+    #[arg(long, default_value = "beam", value_parser = ["beam", "pipe", "flash"])]
     pub strategy: String,
+    /// Flash search: queries in flight per thread (0 = 32, or 1024 with --accel gpu).
+    #[arg(long, default_value_t = 0)]
+    pub flash_batch: usize,
+    /// Flash search: steps a read is chosen ahead (0 = strict best-first; reads in flight per
+    /// query: staleness + 1).
+    #[arg(long, default_value_t = FlashParams::default().staleness)]
+    pub staleness: usize,
+    /// Flash search: a query resumes when its own read lands (query) or when every read of
+    /// the oldest step has landed (kernel, a batch-wide barrier).
+    #[arg(long, default_value = "query", value_parser = |s: &str| s.parse::<Grain>())]
+    pub grain: Grain,
     /// Records read per round trip (beam width W; beam search).
     #[arg(short = 'W', long, default_value_t = DEFAULT_BEAM_WIDTH)]
     pub beam_width: usize,
@@ -138,6 +151,20 @@ pub struct SearchOptions {
 }
 
 impl SearchOptions {
+    /// The flash search's parameters.
+    pub fn flash(&self) -> FlashParams {
+        FlashParams {
+            batch: match (self.flash_batch, self.ivf.accel) {
+                (0, trawl::accel::AccelKind::Gpu) => 1024,
+                (0, _) => DEFAULT_FLASH_BATCH,
+                (b, _) => b,
+            },
+            staleness: self.staleness,
+            grain: self.grain,
+            ..FlashParams::default()
+        }
+    }
+
     /// The search parameters these options describe.
     pub fn params(&self, k: usize, l: usize) -> Result<SearchParams, SearchError> {
         let strategy = Strategy::named(
@@ -153,6 +180,7 @@ impl SearchOptions {
                 max_width: self.pipe_max_width,
                 ..PipeParams::default()
             },
+            self.flash(),
         )?;
         Ok(SearchParams {
             k,
@@ -199,6 +227,11 @@ pub(crate) fn open_options(o: &SearchOptions) -> OpenOptions {
             .queue_depth
             .max(o.beam_width)
             .max(2 * o.pipe_max_width),
+        accel: if o.strategy == "flash" {
+            o.ivf.accel
+        } else {
+            trawl::accel::AccelKind::Cpu
+        },
         ..OpenOptions::default()
     }
 }
@@ -256,6 +289,7 @@ pub(crate) fn open_index(
                    "start_width": o.pipe_start_width, "max_width": o.pipe_max_width},
         "dynamic_width_max": o.dynamic_width.map(|s| s.max_width()),
         "interleave": o.interleave,
+        "flash": (o.strategy == "flash").then(|| serde_json::json!({"batch": o.flash().batch, "staleness": o.staleness, "grain": o.grain.name(), "accel": ix.flash_accel_info()})),
         "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
         "passes_per_L": 1, "warmup": false,
     });

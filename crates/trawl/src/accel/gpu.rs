@@ -135,7 +135,7 @@ impl fmt::Debug for GpuAccel {
 }
 
 /// Drives a `wgpu` future to completion. On native backends they are ready at once.
-fn block_on<F: Future>(f: F) -> F::Output {
+pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);
     let mut cx = Context::from_waker(Waker::noop());
     loop {
@@ -147,12 +147,12 @@ fn block_on<F: Future>(f: F) -> F::Output {
 }
 
 /// Captures the device errors raised while it lives (validation, out of memory, internal).
-struct Scopes {
+pub(crate) struct Scopes {
     guards: Vec<wgpu::ErrorScopeGuard>,
 }
 
 impl Scopes {
-    fn push(device: &wgpu::Device) -> Self {
+    pub(crate) fn push(device: &wgpu::Device) -> Self {
         let guards = [
             wgpu::ErrorFilter::Internal,
             wgpu::ErrorFilter::OutOfMemory,
@@ -165,7 +165,7 @@ impl Scopes {
     }
 
     /// Pops the scopes; the first error caught, if any.
-    fn pop(mut self, what: &str) -> Result<(), AccelError> {
+    pub(crate) fn pop(mut self, what: &str) -> Result<(), AccelError> {
         let mut first = None;
         while let Some(g) = self.guards.pop() {
             if let Some(e) = block_on(g.pop()) {
@@ -179,8 +179,102 @@ impl Scopes {
     }
 }
 
+/// An opened device: what [`open_device`] returns.
+pub(crate) struct Opened {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    /// The adapter's name, driver and type.
+    pub name: String,
+    pub limits: wgpu::Limits,
+    /// Device errors no error scope caught.
+    pub uncaptured: Arc<Mutex<Vec<String>>>,
+}
+
+/// Opens the first high-performance adapter `wgpu` finds (software ones such as lavapipe
+/// included) with its own limits; [`AccelError::NoAdapter`] when there is none or it has fewer
+/// than 256 invocations per workgroup or `storage` storage buffers per shader stage.
+pub(crate) fn open_device(label: &str, storage: u32) -> Result<Opened, AccelError> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        flags: wgpu::InstanceFlags::empty().with_env(),
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let adapter = block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        force_fallback_adapter: false,
+        compatible_surface: None,
+        apply_limit_buckets: false,
+    }))
+    .map_err(|e| AccelError::NoAdapter(e.to_string()))?;
+    let ai = adapter.get_info();
+    let name = format!(
+        "{}; driver {} ({}); {:?} device",
+        ai.name, ai.driver, ai.driver_info, ai.device_type
+    );
+    let limits = adapter.limits();
+    if limits.max_compute_invocations_per_workgroup < WG || limits.max_compute_workgroup_size_x < WG
+    {
+        return Err(AccelError::NoAdapter(format!(
+            "{name}: fewer than 256 invocations per workgroup"
+        )));
+    }
+    if limits.max_storage_buffers_per_shader_stage < storage {
+        return Err(AccelError::NoAdapter(format!(
+            "{name}: fewer than {storage} storage buffers per shader stage"
+        )));
+    }
+    let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some(label),
+        required_features: wgpu::Features::empty(),
+        required_limits: limits.clone(),
+        ..Default::default()
+    }))
+    .map_err(|e| AccelError::NoAdapter(format!("{name}: {e}")))?;
+    let uncaptured = Arc::new(Mutex::new(Vec::new()));
+    {
+        let sink = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(e.to_string());
+            }
+        }));
+    }
+    Ok(Opened {
+        device,
+        queue,
+        name,
+        limits,
+        uncaptured,
+    })
+}
+
+/// Uploads `codes`, each code's bytes packed into `wpc` little-endian `u32` words
+/// (zero-padded), into one storage buffer.
+pub(crate) fn upload_codes(device: &wgpu::Device, codes: &PqCodes, wpc: usize) -> wgpu::Buffer {
+    let m = codes.m();
+    if m.is_multiple_of(4) && !codes.as_bytes().is_empty() {
+        return device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("pq codes"),
+            contents: codes.as_bytes(),
+            usage: wgpu::BufferUsages::STORAGE,
+        });
+    }
+    let bytes = codes.n() as u64 * wpc as u64 * 4;
+    let mut packed = vec![0u8; padded(bytes) as usize];
+    for (dst, src) in packed
+        .chunks_exact_mut(wpc * 4)
+        .zip(codes.as_bytes().chunks_exact(m))
+    {
+        dst[..m].copy_from_slice(src);
+    }
+    device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some("pq codes"),
+        contents: &packed,
+        usage: wgpu::BufferUsages::STORAGE,
+    })
+}
+
 /// `x` rounded up to a multiple of 8, at least 16 (buffers are never empty).
-fn padded(x: u64) -> u64 {
+pub(crate) fn padded(x: u64) -> u64 {
     x.div_ceil(8).max(2) * 8
 }
 
@@ -219,23 +313,13 @@ impl GpuAccel {
     }
 
     pub(crate) fn with_options(codes: &PqCodes, opts: GpuOptions) -> Result<Self, AccelError> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-            flags: wgpu::InstanceFlags::empty().with_env(),
-            ..wgpu::InstanceDescriptor::new_without_display_handle()
-        });
-        let adapter = block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            force_fallback_adapter: false,
-            compatible_surface: None,
-            apply_limit_buckets: false,
-        }))
-        .map_err(|e| AccelError::NoAdapter(e.to_string()))?;
-        let ai = adapter.get_info();
-        let name = format!(
-            "{}; driver {} ({}); {:?} device",
-            ai.name, ai.driver, ai.driver_info, ai.device_type
-        );
-        let limits = adapter.limits();
+        let Opened {
+            device,
+            queue,
+            name,
+            limits,
+            uncaptured,
+        } = open_device("trawl filter", 5)?;
         let need = |ok: bool, what: &str| {
             if ok {
                 Ok(())
@@ -243,15 +327,6 @@ impl GpuAccel {
                 Err(AccelError::NoAdapter(format!("{name}: {what}")))
             }
         };
-        need(
-            limits.max_compute_invocations_per_workgroup >= WG
-                && limits.max_compute_workgroup_size_x >= WG,
-            "fewer than 256 invocations per workgroup",
-        )?;
-        need(
-            limits.max_storage_buffers_per_shader_stage >= 5,
-            "fewer than 5 storage buffers per shader stage",
-        )?;
         let wg_bytes = limits.max_compute_workgroup_storage_size;
         let hash_wg = pow2_fitting(wg_bytes.saturating_sub(WG_SLACK), 4);
         let sort_wg = pow2_fitting(wg_bytes.saturating_sub(HIST_BYTES + WG_SLACK), 8);
@@ -259,23 +334,6 @@ impl GpuAccel {
             hash_wg >= 512 && sort_wg >= 256,
             "less than 4 KiB of workgroup storage",
         )?;
-
-        let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("trawl filter"),
-            required_features: wgpu::Features::empty(),
-            required_limits: limits.clone(),
-            ..Default::default()
-        }))
-        .map_err(|e| AccelError::NoAdapter(format!("{name}: {e}")))?;
-        let uncaptured = Arc::new(Mutex::new(Vec::new()));
-        {
-            let sink = uncaptured.clone();
-            device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-                if let Ok(mut v) = sink.lock() {
-                    v.push(e.to_string());
-                }
-            }));
-        }
 
         let m = codes.m();
         let wpc = m.div_ceil(4);
@@ -315,26 +373,7 @@ impl GpuAccel {
         }
 
         let scopes = Scopes::push(&device);
-        let codes_buf = if m.is_multiple_of(4) && !codes.as_bytes().is_empty() {
-            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("pq codes"),
-                contents: codes.as_bytes(),
-                usage: wgpu::BufferUsages::STORAGE,
-            })
-        } else {
-            let mut packed = vec![0u8; padded(resident_bytes) as usize];
-            for (dst, src) in packed
-                .chunks_exact_mut(wpc * 4)
-                .zip(codes.as_bytes().chunks_exact(m))
-            {
-                dst[..m].copy_from_slice(src);
-            }
-            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("pq codes"),
-                contents: &packed,
-                usage: wgpu::BufferUsages::STORAGE,
-            })
-        };
+        let codes_buf = upload_codes(&device, codes, wpc);
         // `zero_init`: whether the kernel relies on zeroed workgroup memory (only dedup's hash
         // does; the others write theirs before reading it).
         let pipeline = |kernel: &str, entry: &str, zero_init: bool| {

@@ -25,8 +25,11 @@
 //! Figure 6). The CPU backend computes at submission.
 
 mod cpu;
+pub mod flash;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+#[cfg(feature = "gpu")]
+pub mod gpu_flash;
 
 pub use cpu::CpuAccel;
 
@@ -333,6 +336,22 @@ fn open_gpu(_codes: &PqCodes) -> Result<Arc<dyn Accelerator>, AccelError> {
     Err(AccelError::NotBuilt)
 }
 
+/// Opens the GPU backend of FlashANNS's search step over `codes` ([`AccelError::NotBuilt`]
+/// without the `gpu` feature, [`AccelError::NoAdapter`] without a GPU).
+pub fn open_flash_gpu(codes: &PqCodes) -> Result<Arc<dyn flash::FlashAccel>, AccelError> {
+    #[cfg(feature = "gpu")]
+    {
+        Ok(Arc::new(gpu_flash::GpuFlash::new(codes)?))
+    }
+    #[cfg(not(feature = "gpu"))]
+    {
+        let _ = codes;
+        Err(AccelError::NotBuilt)
+    }
+}
+
+#[cfg(test)]
+mod flash_tests;
 #[cfg(all(test, feature = "gpu"))]
 mod gpu_tests;
 #[cfg(test)]

@@ -83,7 +83,9 @@ impl DiskIndex {
     /// A searcher with its own I/O engine (make one per thread).
     pub fn searcher(&self) -> Result<Searcher<'_>, IoError> {
         let engine = self.file.engine(self.opts.engine, self.engine_config())?;
-        Ok(Searcher::with_engine(self.view(), engine))
+        let mut s = Searcher::with_engine(self.view(), engine);
+        s.set_flash_accel(self.flash_gpu());
+        Ok(s)
     }
 
     /// Searches every row of `queries` over `threads` threads (each with its own engine),
@@ -154,14 +156,14 @@ impl DiskIndex {
             )));
         }
         let mut cfg = self.engine_config();
-        if interleave > 1 {
-            // Enough slots for every lane; the parameters are checked against the depth the
-            // engines get.
-            let per_query = self
-                .view()
-                .configure(params, usize::MAX)
-                .map_or(1, |c| c.slots_per_query());
-            cfg.depth = cfg.depth.max(interleave * per_query);
+        // Enough slots for every lane (the flash strategy: for its batch); the parameters are
+        // checked against the depth the engines get.
+        let per_thread = self
+            .view()
+            .configure(params, usize::MAX)
+            .map_or(1, |c| c.slots_per_thread(interleave));
+        if interleave > 1 || matches!(params.strategy, crate::search::Strategy::Flash(_)) {
+            cfg.depth = cfg.depth.max(per_thread);
         }
         let k = params.k;
         if let Some(row) = (0..nq).find(|&q| row(q).iter().any(|x| !x.is_finite())) {
@@ -225,6 +227,7 @@ impl DiskIndex {
                     scope.spawn(|| -> Result<Part, SearchError> {
                         let engine = self.file.engine(self.opts.engine, cfg)?;
                         let mut searcher = Searcher::with_engine(self.view(), engine);
+                        searcher.set_flash_accel(self.flash_gpu());
                         searcher.set_spin(spin);
                         searcher.set_filter(filter);
                         let mut part = Vec::new();

@@ -78,7 +78,8 @@ pub struct OpenOptions {
     /// Decoupled layout: memory for the LRU cache of compressed neighbour lists (entries and
     /// bookkeeping), shared by the index's searchers.
     pub list_cache_bytes: u64,
-    /// IVF index: the accelerator of the filter stage.
+    /// The accelerator: of an IVF index's filter stage, and of a graph index's flash
+    /// strategy (`gpu`/`auto` open the GPU when the index opens; `cpu` opens nothing).
     pub accel: crate::accel::AccelKind,
     /// IVF index: which vector file the re-rank reads.
     pub ivf_vectors: crate::ivf::IvfVectorLayout,
@@ -234,6 +235,8 @@ pub struct DiskIndex {
     opts: OpenOptions,
     /// The manifest the index was opened with (`None` for an index built before manifests).
     manifest: Option<Manifest>,
+    /// The GPU backend of the flash strategy, when [`OpenOptions::accel`] asked for one.
+    flash_gpu: Option<std::sync::Arc<dyn crate::accel::flash::FlashAccel>>,
     /// This process holds the directory's writer lock for a live index
     /// ([`live::LiveIndex`]): the index's own writes start their transaction without taking
     /// it again.
@@ -251,6 +254,24 @@ pub(crate) fn payload_crc(path: &Path) -> Result<u32, FileError> {
 }
 
 impl DiskIndex {
+    /// The flash strategy's accelerator: what it is (the CPU backend when no GPU was
+    /// opened).
+    pub fn flash_accel_info(&self) -> crate::accel::AccelInfo {
+        match &self.flash_gpu {
+            Some(a) => a.info(),
+            None => crate::accel::AccelInfo {
+                backend: "cpu",
+                adapter: "host".into(),
+                resident_bytes: 0,
+            },
+        }
+    }
+
+    /// The GPU backend of the flash strategy, if one was opened.
+    pub(crate) fn flash_gpu(&self) -> Option<&dyn crate::accel::flash::FlashAccel> {
+        self.flash_gpu.as_deref()
+    }
+
     /// The index directory.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -86,6 +86,18 @@ impl DiskIndex {
         if opts.engine.needs_resident() {
             file.load_resident()?;
         }
+        // The flash strategy's accelerator: the GPU when asked for (`auto`: when there is
+        // one); the CPU backend needs nothing opened.
+        let flash_gpu = match (opts.accel, codes.as_ref()) {
+            (crate::accel::AccelKind::Cpu, _) | (_, None) => None,
+            (kind, Some(c)) => match crate::accel::open_flash_gpu(c) {
+                Ok(a) => Some(a),
+                Err(
+                    crate::accel::AccelError::NoAdapter(_) | crate::accel::AccelError::NotBuilt,
+                ) if kind == crate::accel::AccelKind::Auto => None,
+                Err(e) => return Err(OpenError::Accel(e)),
+            },
+        };
         let ix = Self {
             dir: dir.to_path_buf(),
             meta,
@@ -96,6 +108,7 @@ impl DiskIndex {
             entry,
             opts,
             manifest,
+            flash_gpu,
             writer_held: false,
         };
         Ok(ix)

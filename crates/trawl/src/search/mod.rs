@@ -25,6 +25,7 @@ pub mod beam;
 pub mod cache;
 pub mod entry;
 mod explore;
+pub mod flash;
 pub mod layouts;
 pub mod list_cache;
 pub mod machine;
@@ -40,6 +41,7 @@ pub(crate) use beam::wait_some;
 pub use beam::BeamQuery;
 pub use cache::{CachePolicy, NodeCache};
 pub use explore::Frontier;
+pub use flash::{FlashParams, Grain};
 pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};
 pub use list_cache::ListCache;
 pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn, VectorView};
@@ -53,7 +55,7 @@ pub use source::{
     Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource,
     VectorSource,
 };
-pub use stats::{IoStats, IvfStats, QueryStats, RerankStats, TraversalStats};
+pub use stats::{FlashStats, IoStats, IvfStats, QueryStats, RerankStats, TraversalStats};
 pub use width::WidthSchedule;
 
 use crate::io::IoError;

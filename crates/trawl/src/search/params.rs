@@ -3,7 +3,7 @@
 //! ([`SearchConfig`], made once per batch by [`SearchConfig::new`] from the index's
 //! [`Capabilities`] and the engine's queue depth).
 
-use super::{PipeParams, RerankParams, SearchError, WidthSchedule};
+use super::{FlashParams, PipeParams, RerankParams, SearchError, WidthSchedule};
 
 /// The largest candidate list a search takes (its `L`, and the entry index's list): each
 /// query holds lists of this size, and recall saturates far below it.
@@ -46,6 +46,9 @@ pub enum Strategy {
     /// PipeANN's pipelined search ([`super::pipe`]): reads stay in flight while arrived
     /// records are explored.
     Pipe(PipeParams),
+    /// FlashANNS's batch search ([`super::flash`]): a batch of queries per thread, lists and
+    /// visited sets on an accelerator, reads chosen `k` steps ahead.
+    Flash(FlashParams),
 }
 
 impl Default for Strategy {
@@ -55,31 +58,37 @@ impl Default for Strategy {
 }
 
 impl Strategy {
-    /// `"beam"` or `"pipe"`.
+    /// `"beam"`, `"pipe"` or `"flash"`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Beam(_) => "beam",
             Self::Pipe(_) => "pipe",
+            Self::Flash(_) => "flash",
         }
     }
 
-    /// The strategy called `name` (`"beam"` or `"pipe"`) from the flat options front ends
-    /// take: beam search with `beam`, or PipeSearch with `pipe` — refusing PageSearch and
-    /// DynamicWidth there, since they are beam-search switches (PipeSearch sets its width with
-    /// its own policy).
-    pub fn named(name: &str, beam: BeamParams, pipe: PipeParams) -> Result<Self, SearchError> {
+    /// The strategy called `name` (`"beam"`, `"pipe"` or `"flash"`) from the flat options
+    /// front ends take: beam search with `beam`, PipeSearch with `pipe`, the batch search with
+    /// `flash` — refusing PageSearch and DynamicWidth outside beam search, since they are
+    /// beam-search switches (PipeSearch sets its width with its own policy).
+    pub fn named(
+        name: &str,
+        beam: BeamParams,
+        pipe: PipeParams,
+        flash: FlashParams,
+    ) -> Result<Self, SearchError> {
+        let beam_only = beam.page_search || beam.dynamic_width.is_some();
         match name {
             "beam" => Ok(Self::Beam(beam)),
-            "pipe" if beam.page_search || beam.dynamic_width.is_some() => {
-                Err(SearchError::Unsupported(
-                    "PageSearch and DynamicWidth are beam-search options (PipeSearch sets its \
-                     width with its own policy)"
-                        .into(),
-                ))
-            }
+            "pipe" | "flash" if beam_only => Err(SearchError::Unsupported(
+                "PageSearch and DynamicWidth are beam-search options (PipeSearch and the flash \
+                 search set their widths with their own policies)"
+                    .into(),
+            )),
             "pipe" => Ok(Self::Pipe(pipe)),
+            "flash" => Ok(Self::Flash(flash)),
             other => Err(SearchError::Unsupported(format!(
-                "strategy {other:?}: expected \"beam\" or \"pipe\""
+                "strategy {other:?}: expected \"beam\", \"pipe\" or \"flash\""
             ))),
         }
     }
@@ -90,6 +99,7 @@ impl Strategy {
         match self {
             Self::Beam(b) => b.width,
             Self::Pipe(p) => p.max_width,
+            Self::Flash(f) => f.staleness + 1,
         }
     }
 }
@@ -205,6 +215,22 @@ impl SearchConfig {
                 }
             }
             Strategy::Pipe(pp) => pp.validate(depth)?,
+            Strategy::Flash(fp) => {
+                if !caps.records || !caps.pq_in_memory || caps.rerank_from_disk {
+                    return Err(SearchError::Unsupported(
+                        "the flash strategy reads records (vector and neighbours) and keeps the \
+                         PQ codes on its accelerator: search the packed or PageShuffle layout"
+                            .into(),
+                    ));
+                }
+                if p.entry_list > 0 {
+                    return Err(SearchError::Unsupported(
+                        "the flash strategy starts every query at the medoid (entry_list = 0)"
+                            .into(),
+                    ));
+                }
+                fp.validate(depth)?;
+            }
         }
         let rerank = if caps.rerank_from_disk {
             p.rerank.validate()?;
@@ -266,12 +292,22 @@ impl SearchConfig {
         self.rerank.unwrap_or_default()
     }
 
+    /// Slots one search thread needs for `interleave` queries (the flash strategy keeps its
+    /// own batch of queries and ignores `interleave`).
+    pub fn slots_per_thread(&self, interleave: usize) -> usize {
+        match &self.strategy {
+            Strategy::Flash(fp) => fp.batch * (fp.staleness + 1),
+            _ => interleave * self.slots_per_query(),
+        }
+    }
+
     /// Slots one query may hold at once: its graph reads (PipeSearch: in flight plus landed and
     /// not yet explored) and, where the layout re-ranks from disk, as many vector reads again.
     pub fn slots_per_query(&self) -> usize {
         let graph = match &self.strategy {
             Strategy::Beam(b) => b.width,
             Strategy::Pipe(pp) => 2 * pp.max_width,
+            Strategy::Flash(fp) => fp.staleness + 1,
         };
         graph * if self.rerank.is_some() { 2 } else { 1 }
     }

@@ -17,11 +17,13 @@ use std::time::{Duration, Instant};
 
 use super::beam::{wait_some, BeamQuery};
 use super::entry::EntryScratch;
+use super::flash::{self, FailSink};
 use super::layouts::LayoutReader;
 use super::machine::{GraphView, QueryMachine, Reranked, Turn};
 use super::pipe::{drain_engine, PipeQuery};
 use super::source::{Expand, GraphSource, GraphSpace, LiveFilter};
 use super::{Capabilities, QueryStats, SearchConfig, SearchError, SearchParams, Strategy};
+use crate::accel::flash::{CpuFlash, FlashAccel};
 use crate::io::{Completion, IoEngine};
 use crate::kernels::Element;
 
@@ -97,6 +99,7 @@ pub struct Searcher<'i> {
     io: Io,
     lanes: Lanes,
     filter: Option<LiveFilter<'i>>,
+    flash: Option<&'i dyn FlashAccel>,
 }
 
 impl std::fmt::Debug for Searcher<'_> {
@@ -123,7 +126,14 @@ impl<'i> Searcher<'i> {
             },
             lanes: Lanes::default(),
             filter: None,
+            flash: None,
         }
+    }
+
+    /// The accelerator of the flash strategy's steps (`None`: the CPU backend over the PQ
+    /// codes in memory).
+    pub fn set_flash_accel(&mut self, accel: Option<&'i dyn FlashAccel>) {
+        self.flash = accel;
     }
 
     /// Hides the nodes `filter` says are deleted from every later result (they are still
@@ -193,12 +203,33 @@ impl<'i> Searcher<'i> {
         next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
         sink: &mut ResultSink<'_>,
     ) -> Result<(), SearchError> {
+        let mut first = None;
+        self.search_stream_partial(params, interleave, next, sink, &mut |_, e| {
+            first.get_or_insert(e);
+        })?;
+        first.map_or(Ok(()), Err)
+    }
+
+    /// [`Searcher::search_stream`] where a query that fails alone (the flash strategy's
+    /// damaged page) goes to `fail` while the others go on; the other strategies fail the
+    /// whole stream on any error.
+    pub fn search_stream_partial<'q, T: Element>(
+        &mut self,
+        params: &SearchParams,
+        interleave: usize,
+        next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
+        sink: &mut ResultSink<'_>,
+        fail: &mut FailSink<'_>,
+    ) -> Result<(), SearchError> {
         if interleave == 0 || interleave > MAX_INTERLEAVE {
             return Err(SearchError::BadBatch(format!(
                 "interleave {interleave} must be between 1 and {MAX_INTERLEAVE}"
             )));
         }
         let mut cfg = self.view.configure(params, self.io.engine.depth())?;
+        if let Strategy::Flash(_) = cfg.strategy() {
+            return self.run_flash(&mut cfg, next, sink, fail);
+        }
         let mut filtered;
         let sink: &mut ResultSink<'_> = match self.filter {
             None => sink,
@@ -254,6 +285,61 @@ impl<'i> Searcher<'i> {
                 }
             }
         }
+    }
+}
+
+impl Searcher<'_> {
+    fn run_flash<'q, T: Element>(
+        &mut self,
+        cfg: &mut SearchConfig,
+        next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
+        sink: &mut ResultSink<'_>,
+        fail: &mut FailSink<'_>,
+    ) -> Result<(), SearchError> {
+        let graph = match self.view.layout {
+            LayoutReader::Packed(g) | LayoutReader::Shuffled(g) => g,
+            _ => {
+                return Err(SearchError::Unsupported(
+                    "the flash strategy searches the packed or PageShuffle layout".into(),
+                ))
+            }
+        };
+        let space = self.view.space;
+        let Some(codes) = space.pq.in_memory() else {
+            return Err(SearchError::Unsupported(
+                "the flash strategy needs the PQ codes in memory".into(),
+            ));
+        };
+        let cpu = CpuFlash::new(codes);
+        let accel: &dyn FlashAccel = self.flash.unwrap_or(&cpu);
+        let mut filtered;
+        let sink: &mut ResultSink<'_> = match self.filter {
+            None => sink,
+            Some(f) => {
+                cfg.keep_all_results();
+                let k = cfg.k();
+                let mut kept = Vec::new();
+                filtered = move |id: usize, hits: &[(u32, f32)], st: QueryStats| {
+                    kept.clear();
+                    kept.extend(hits.iter().filter(|h| f.visible(h.0)).take(k));
+                    sink(id, &kept, st);
+                };
+                &mut filtered
+            }
+        };
+        let io = &mut self.io;
+        flash::run(
+            io.engine.as_mut(),
+            &mut io.completions,
+            io.spin,
+            &space,
+            graph,
+            accel,
+            cfg,
+            next,
+            sink,
+            fail,
+        )
     }
 }
 

@@ -88,6 +88,19 @@ pub struct IvfStats {
     pub centroid_distances: u64,
 }
 
+/// What FlashANNS's batch search did (zero for the other strategies).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FlashStats {
+    /// Steps: records expanded (one per read).
+    pub steps: u64,
+    /// Steps whose node a strict best-first search would not have expanded then: the list
+    /// held an unchosen candidate ordered before it (always 0 with staleness 0).
+    pub stale_steps: u64,
+    /// Times the search thread blocked for reads while this query's next record had not
+    /// landed.
+    pub waits: u64,
+}
+
 /// What one query did. Summed over queries with `+=`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct QueryStats {
@@ -103,6 +116,9 @@ pub struct QueryStats {
     /// The IVF stages.
     #[serde(flatten)]
     pub ivf: IvfStats,
+    /// FlashANNS's batch search.
+    #[serde(flatten)]
+    pub flash: FlashStats,
     /// Nanoseconds of the whole query (`io.io_wait_ns` included).
     pub total_ns: u64,
 }
@@ -194,12 +210,21 @@ impl AddAssign for IvfStats {
     }
 }
 
+impl AddAssign for FlashStats {
+    fn add_assign(&mut self, o: Self) {
+        self.steps += o.steps;
+        self.stale_steps += o.stale_steps;
+        self.waits += o.waits;
+    }
+}
+
 impl AddAssign for QueryStats {
     fn add_assign(&mut self, o: Self) {
         self.traversal += o.traversal;
         self.io += o.io;
         self.rerank += o.rerank;
         self.ivf += o.ivf;
+        self.flash += o.flash;
         self.total_ns += o.total_ns;
     }
 }
@@ -223,7 +248,7 @@ mod tests {
         assert_eq!(o["vector_reads"], 1);
         assert_eq!(o["total_ns"], 9);
         assert_eq!(o["page_mates"], 4);
-        assert_eq!(o.len(), 28, "{o:?}");
+        assert_eq!(o.len(), 31, "{o:?}");
         let mut t = s;
         t += s;
         assert_eq!(t.io.pages_read, 6);

@@ -641,6 +641,7 @@ fn interleaved_queries_get_their_own_results() {
             match p.strategy {
                 Strategy::Beam(_) => run_on::<_, BeamQuery, f32>(engine, &view, &cfg, lanes, &q),
                 Strategy::Pipe(_) => run_on::<_, PipeQuery, f32>(engine, &view, &cfg, lanes, &q),
+                Strategy::Flash(_) => unreachable!("not in this test"),
             }
             .unwrap()
             .0

@@ -1,0 +1,390 @@
+//! The accelerator side of FlashANNS's batch graph search (`search::flash`): for a batch of
+//! queries, each with its own candidate list and visited set *on the device*, one **step**
+//! expands, for every query whose record has arrived, that record's neighbours — visited test,
+//! PQ-ADC, list update — and picks the query's next nodes to read.
+//!
+//! One contract, two backends: [`CpuFlash`] (the reference, state in host memory) and the
+//! `wgpu` backend (`gpu_flash`, one workgroup per query; state in GPU buffers). A session
+//! ([`FlashSession`]) holds the state of `slots` queries; the host drives it with
+//! [`StepJob`]s, submitted and collected apart so it can reap reads while a step runs.
+//!
+//! ## What one step does for one entry (both backends, exactly)
+//!
+//! For entry `e` of query slot `s`:
+//!
+//! 1. **Reset** (`e.entry != NONE`): the slot's list and visited set are emptied, its table is
+//!    the one the job carries for it, and `e.entry` (the start node) is visited and listed with
+//!    its PQ distance.
+//! 2. **Stale test** (`e.node != NONE`, the node whose record arrived): the step is *stale*
+//!    when the list holds an unchosen candidate ordered before `(e.node_key, e.node)` — a
+//!    strict best-first search would have expanded that one now.
+//! 3. **Expand**: each of `e`'s neighbour ids, in order, that is not yet visited is visited
+//!    and scored with [`super::adc_distance`]; the list becomes the first `L` of the old list
+//!    and the scored neighbours, ordered by `(key, id)` where `key` is the distance's
+//!    order-preserving bits ([`key_of`]).
+//! 4. **Choose**: the first `e.fill` unchosen candidates in list order are marked chosen and
+//!    returned (the reads the host issues next).
+//!
+//! Keys, ids and the list are integers, and the PQ sums are the contract's, so both backends
+//! produce the same lists, the same choices and the same counts, bit for bit.
+
+use std::fmt;
+
+use super::{adc_distance, AccelError, AccelInfo, TABLE_ROW};
+use crate::graph::queue::VisitedSet;
+use crate::quant::pq::PqCodes;
+
+/// No node.
+pub const NONE: u32 = u32::MAX;
+
+/// Most nodes one entry may choose (staleness + 1).
+pub const MAX_FILL: usize = 8;
+
+/// An `f32` as a `u32` ordered like `f32::total_cmp` (the filter kernels' `key_of`).
+#[inline]
+pub fn key_of(d: f32) -> u32 {
+    let b = d.to_bits();
+    if b & 0x8000_0000 != 0 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+/// The `f32` whose key is `k`.
+#[inline]
+pub fn dist_of_key(k: u32) -> f32 {
+    f32::from_bits(if k & 0x8000_0000 != 0 {
+        k ^ 0x8000_0000
+    } else {
+        !k
+    })
+}
+
+/// The shape of a session's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlashShape {
+    /// Query slots.
+    pub slots: usize,
+    /// Candidate list size `L`.
+    pub l: usize,
+    /// Most neighbour ids one entry carries (the graph's largest degree).
+    pub max_degree: usize,
+    /// Most ids one query visits between resets (sizes the GPU's visited hash; the host stops
+    /// a query before it gets there).
+    pub max_visited: usize,
+}
+
+/// One query's part of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepEntry {
+    /// The query's slot.
+    pub slot: u32,
+    /// Start node when the slot starts a new query ([`NONE`] otherwise); its table is the
+    /// `i`-th of the job's tables where `i` counts the resets before this entry.
+    pub entry: u32,
+    /// The node whose record arrived ([`NONE`] for a reset alone).
+    pub node: u32,
+    /// That node's key when it was chosen (for the stale test).
+    pub node_key: u32,
+    /// Its neighbours: `nbrs[nbr_off..nbr_off + nbr_len]` of the job.
+    pub nbr_off: u32,
+    /// Number of neighbours.
+    pub nbr_len: u32,
+    /// Nodes to choose after the expansion (`≤` [`MAX_FILL`]).
+    pub fill: u32,
+}
+
+/// A step: entries (at most one per slot), their neighbours, the tables of the resets.
+#[derive(Debug, Clone, Default)]
+pub struct StepJob {
+    /// Entries.
+    pub entries: Vec<StepEntry>,
+    /// Neighbour ids of all entries.
+    pub nbrs: Vec<u32>,
+    /// One `m × 256` table per reset entry, in entry order.
+    pub tables: Vec<f32>,
+}
+
+impl StepJob {
+    /// Empties the job (keeping its buffers).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.nbrs.clear();
+        self.tables.clear();
+    }
+
+    /// Checks the job against a session of `shape` over `n` codes of `m` bytes.
+    pub fn validate(&self, shape: &FlashShape, n: usize, m: usize) -> Result<(), AccelError> {
+        let bad = |s: String| Err(AccelError::BadBatch(s));
+        let mut seen = vec![false; shape.slots];
+        let mut resets = 0usize;
+        for e in &self.entries {
+            let s = e.slot as usize;
+            if s >= shape.slots || std::mem::replace(&mut seen[s], true) {
+                return bad(format!("slot {s} out of range or twice in one step"));
+            }
+            if e.entry != NONE {
+                if e.entry as usize >= n {
+                    return bad(format!("start node {} out of range (n = {n})", e.entry));
+                }
+                resets += 1;
+            }
+            if e.fill as usize > MAX_FILL {
+                return bad(format!("fill {} above {MAX_FILL}", e.fill));
+            }
+            if e.nbr_len as usize > shape.max_degree {
+                return bad(format!(
+                    "{} neighbours, more than the session's {}",
+                    e.nbr_len, shape.max_degree
+                ));
+            }
+            let end = e.nbr_off as usize + e.nbr_len as usize;
+            let Some(ids) = self.nbrs.get(e.nbr_off as usize..end) else {
+                return bad(format!("neighbours {}..{end} out of range", e.nbr_off));
+            };
+            if let Some(&id) = ids.iter().find(|&&id| id as usize >= n) {
+                return bad(format!("neighbour id {id} out of range (n = {n})"));
+            }
+        }
+        if self.tables.len() != resets * m * TABLE_ROW {
+            return bad(format!(
+                "{} table entries for {resets} new queries of {m} subspaces",
+                self.tables.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a step returned, per entry (in the job's order).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepOutput {
+    /// Nodes chosen by entry `i`: `chosen[i * MAX_FILL..][..n_chosen[i]]`.
+    pub chosen: Vec<u32>,
+    /// Their keys (same layout).
+    pub keys: Vec<u32>,
+    /// How many entry `i` chose.
+    pub n_chosen: Vec<u32>,
+    /// Whether entry `i`'s step was stale.
+    pub stale: Vec<bool>,
+    /// PQ distances entry `i` computed.
+    pub scored: Vec<u32>,
+}
+
+impl StepOutput {
+    /// Sizes the output for `entries` entries.
+    pub fn reset(&mut self, entries: usize) {
+        self.chosen.clear();
+        self.chosen.resize(entries * MAX_FILL, NONE);
+        self.keys.clear();
+        self.keys.resize(entries * MAX_FILL, 0);
+        self.n_chosen.clear();
+        self.n_chosen.resize(entries, 0);
+        self.stale.clear();
+        self.stale.resize(entries, false);
+        self.scored.clear();
+        self.scored.resize(entries, 0);
+    }
+
+    /// Entry `i`'s chosen `(node, key)`s.
+    pub fn chosen(&self, i: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let r = i * MAX_FILL..i * MAX_FILL + self.n_chosen[i] as usize;
+        self.chosen[r.clone()]
+            .iter()
+            .copied()
+            .zip(self.keys[r].iter().copied())
+    }
+}
+
+/// The state of `slots` queries on a device.
+pub trait FlashSession: Send {
+    /// Starts a step. At most one step is in flight: [`FlashSession::wait`] before the next.
+    fn submit(&mut self, job: &StepJob) -> Result<(), AccelError>;
+    /// Waits for the step submitted last and writes its output.
+    fn wait(&mut self, out: &mut StepOutput) -> Result<(), AccelError>;
+}
+
+/// An accelerator that runs batch graph search steps over resident PQ codes.
+pub trait FlashAccel: Send + Sync + fmt::Debug {
+    /// What it is.
+    fn info(&self) -> AccelInfo;
+    /// A session of `shape` (one per search thread).
+    fn session(&self, shape: FlashShape) -> Result<Box<dyn FlashSession + '_>, AccelError>;
+}
+
+/// The reference backend: the state of each slot in host memory.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuFlash<'c> {
+    codes: &'c PqCodes,
+}
+
+impl<'c> CpuFlash<'c> {
+    /// The backend over `codes` (borrowed).
+    pub fn new(codes: &'c PqCodes) -> Self {
+        Self { codes }
+    }
+}
+
+impl FlashAccel for CpuFlash<'_> {
+    fn info(&self) -> AccelInfo {
+        AccelInfo {
+            backend: "cpu",
+            adapter: "host".into(),
+            resident_bytes: 0,
+        }
+    }
+
+    fn session(&self, shape: FlashShape) -> Result<Box<dyn FlashSession + '_>, AccelError> {
+        Ok(Box::new(CpuSession::new(self.codes, shape)))
+    }
+}
+
+/// One candidate of a list: `(key, id, chosen)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cand {
+    key: u32,
+    id: u32,
+    chosen: bool,
+}
+
+#[derive(Debug, Default)]
+struct SlotState {
+    table: Vec<f32>,
+    list: Vec<Cand>,
+    visited: VisitedSet,
+}
+
+/// [`CpuFlash`]'s session: computes each step at submission.
+#[derive(Debug)]
+pub struct CpuSession<'c> {
+    codes: &'c PqCodes,
+    shape: FlashShape,
+    slots: Vec<SlotState>,
+    fresh: Vec<(u32, u32)>,
+    merged: Vec<Cand>,
+    out: StepOutput,
+    pending: Option<Result<(), AccelError>>,
+}
+
+impl<'c> CpuSession<'c> {
+    /// A session of `shape` over `codes`.
+    pub fn new(codes: &'c PqCodes, shape: FlashShape) -> Self {
+        Self {
+            codes,
+            shape,
+            slots: (0..shape.slots).map(|_| SlotState::default()).collect(),
+            fresh: Vec::new(),
+            merged: Vec::new(),
+            out: StepOutput::default(),
+            pending: None,
+        }
+    }
+
+    fn step(&mut self, job: &StepJob) -> Result<(), AccelError> {
+        let m = self.codes.m();
+        job.validate(&self.shape, self.codes.n(), m)?;
+        self.out.reset(job.entries.len());
+        let l = self.shape.l;
+        let mut tables = job.tables.chunks_exact(m * TABLE_ROW);
+        for (i, e) in job.entries.iter().enumerate() {
+            let st = &mut self.slots[e.slot as usize];
+            let mut scored = 0u32;
+            if e.entry != NONE {
+                st.table.clear();
+                st.table.extend_from_slice(tables.next().unwrap_or(&[]));
+                st.list.clear();
+                st.visited.reset(self.codes.n());
+                st.visited.insert(e.entry);
+                let key = key_of(adc_distance(&st.table, self.codes.code(e.entry as usize)));
+                st.list.push(Cand {
+                    key,
+                    id: e.entry,
+                    chosen: false,
+                });
+                scored += 1;
+            }
+            if e.node != NONE {
+                self.out.stale[i] = st
+                    .list
+                    .iter()
+                    .find(|c| !c.chosen)
+                    .is_some_and(|c| (c.key, c.id) < (e.node_key, e.node));
+            }
+            let nbrs = &job.nbrs[e.nbr_off as usize..(e.nbr_off + e.nbr_len) as usize];
+            self.fresh.clear();
+            for &nb in nbrs {
+                if st.visited.insert(nb) {
+                    self.fresh.push((nb, 0));
+                }
+            }
+            for &(nb, _) in &self.fresh {
+                self.codes.prefetch(nb as usize);
+            }
+            for f in &mut self.fresh {
+                f.1 = key_of(adc_distance(&st.table, self.codes.code(f.0 as usize)));
+            }
+            scored += self.fresh.len() as u32;
+            if !self.fresh.is_empty() {
+                self.fresh.sort_unstable_by_key(|&(id, key)| (key, id));
+                // The first L of the merge of two lists ordered by (key, id).
+                self.merged.clear();
+                let (mut a, mut b) = (0, 0);
+                while self.merged.len() < l && (a < st.list.len() || b < self.fresh.len()) {
+                    let take_old = match (st.list.get(a), self.fresh.get(b)) {
+                        (Some(o), Some(&(id, key))) => (o.key, o.id) < (key, id),
+                        (Some(_), None) => true,
+                        _ => false,
+                    };
+                    if take_old {
+                        self.merged.push(st.list[a]);
+                        a += 1;
+                    } else {
+                        let (id, key) = self.fresh[b];
+                        self.merged.push(Cand {
+                            key,
+                            id,
+                            chosen: false,
+                        });
+                        b += 1;
+                    }
+                }
+                std::mem::swap(&mut st.list, &mut self.merged);
+            }
+            let mut n = 0usize;
+            for c in st.list.iter_mut() {
+                if n == e.fill as usize {
+                    break;
+                }
+                if !c.chosen {
+                    c.chosen = true;
+                    self.out.chosen[i * MAX_FILL + n] = c.id;
+                    self.out.keys[i * MAX_FILL + n] = c.key;
+                    n += 1;
+                }
+            }
+            self.out.n_chosen[i] = n as u32;
+            self.out.scored[i] = scored;
+        }
+        Ok(())
+    }
+}
+
+impl FlashSession for CpuSession<'_> {
+    fn submit(&mut self, job: &StepJob) -> Result<(), AccelError> {
+        let r = self.step(job);
+        self.pending = Some(r);
+        Ok(())
+    }
+
+    fn wait(&mut self, out: &mut StepOutput) -> Result<(), AccelError> {
+        match self.pending.take() {
+            None => Err(AccelError::BadBatch("wait without a submitted step".into())),
+            Some(Err(e)) => Err(e),
+            Some(Ok(())) => {
+                std::mem::swap(out, &mut self.out);
+                Ok(())
+            }
+        }
+    }
+}

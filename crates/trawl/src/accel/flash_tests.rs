@@ -1,0 +1,304 @@
+//! The flash step's contract: the CPU backend against an independent model over random step
+//! sequences, and (with the `gpu` feature and an adapter, e.g. lavapipe) the GPU backend
+//! against the CPU backend, output for output.
+
+use std::collections::HashSet;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::flash::*;
+use super::tests::random_codes;
+use super::{adc_distance, TABLE_ROW};
+use crate::quant::pq::PqCodes;
+
+/// The model of one slot: a visited set, and the whole list re-sorted after every step.
+#[derive(Default, Clone)]
+struct ModelSlot {
+    table: Vec<f32>,
+    list: Vec<(u32, u32, bool)>,
+    visited: HashSet<u32>,
+}
+
+fn model_step(codes: &PqCodes, l: usize, slots: &mut [ModelSlot], job: &StepJob) -> StepOutput {
+    let m = codes.m();
+    let mut out = StepOutput::default();
+    out.reset(job.entries.len());
+    let mut tables = job.tables.chunks_exact(m * TABLE_ROW);
+    for (i, e) in job.entries.iter().enumerate() {
+        let s = &mut slots[e.slot as usize];
+        let mut scored = 0;
+        if e.entry != NONE {
+            *s = ModelSlot {
+                table: tables.next().unwrap().to_vec(),
+                ..ModelSlot::default()
+            };
+            s.visited.insert(e.entry);
+            let k = key_of(adc_distance(&s.table, codes.code(e.entry as usize)));
+            s.list.push((k, e.entry, false));
+            scored += 1;
+        }
+        if e.node != NONE {
+            out.stale[i] = s
+                .list
+                .iter()
+                .find(|c| !c.2)
+                .is_some_and(|c| (c.0, c.1) < (e.node_key, e.node));
+        }
+        for &nb in &job.nbrs[e.nbr_off as usize..(e.nbr_off + e.nbr_len) as usize] {
+            if s.visited.insert(nb) {
+                let k = key_of(adc_distance(&s.table, codes.code(nb as usize)));
+                s.list.push((k, nb, false));
+                scored += 1;
+            }
+        }
+        s.list.sort_by_key(|c| (c.0, c.1));
+        s.list.truncate(l);
+        let mut n = 0;
+        for c in s.list.iter_mut().filter(|c| !c.2).take(e.fill as usize) {
+            c.2 = true;
+            out.chosen[i * MAX_FILL + n] = c.1;
+            out.keys[i * MAX_FILL + n] = c.0;
+            n += 1;
+        }
+        out.n_chosen[i] = n as u32;
+        out.scored[i] = scored;
+    }
+    out
+}
+
+/// A random sequence of steps over `slots` slots: starts, expansions of chosen nodes with
+/// random neighbour lists (duplicates and already visited ids included), random fills.
+fn random_steps(
+    seed: u64,
+    codes: &PqCodes,
+    shape: FlashShape,
+    steps: usize,
+    mut run: impl FnMut(&StepJob) -> StepOutput,
+) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = codes.n() as u32;
+    let m = codes.m();
+    // Per slot: chosen (node, key) not yet expanded.
+    let mut pending: Vec<Vec<(u32, u32)>> = vec![Vec::new(); shape.slots];
+    let mut started = vec![false; shape.slots];
+    for _ in 0..steps {
+        let mut job = StepJob::default();
+        for s in 0..shape.slots {
+            if rng.gen_bool(0.3) {
+                continue;
+            }
+            let reset = !started[s] || rng.gen_bool(0.05);
+            let (node, node_key) = if !reset && !pending[s].is_empty() {
+                let i = rng.gen_range(0..pending[s].len().min(2));
+                pending[s].remove(i)
+            } else {
+                (NONE, 0)
+            };
+            let entry = if reset {
+                started[s] = true;
+                pending[s].clear();
+                let t: Vec<f32> = (0..m * TABLE_ROW)
+                    .map(|_| rng.gen_range(-1.0..4.0))
+                    .collect();
+                job.tables.extend_from_slice(&t);
+                rng.gen_range(0..n)
+            } else {
+                NONE
+            };
+            let off = job.nbrs.len() as u32;
+            let deg = if node == NONE && !reset {
+                0
+            } else {
+                rng.gen_range(0..=shape.max_degree)
+            };
+            for _ in 0..deg {
+                // A small id range makes repeats and already visited ids common.
+                job.nbrs.push(rng.gen_range(0..n.min(400)));
+            }
+            job.entries.push(StepEntry {
+                slot: s as u32,
+                entry,
+                node,
+                node_key,
+                nbr_off: off,
+                nbr_len: deg as u32,
+                fill: rng.gen_range(0..=3),
+            });
+        }
+        let out = run(&job);
+        for (i, e) in job.entries.iter().enumerate() {
+            pending[e.slot as usize].extend(out.chosen(i));
+        }
+    }
+}
+
+#[test]
+fn cpu_backend_equals_the_model() {
+    for (seed, m, l, deg) in [
+        (1u64, 8usize, 10usize, 16usize),
+        (2, 25, 40, 64),
+        (3, 16, 3, 5),
+    ] {
+        let codes = random_codes(seed, 3000, m);
+        let shape = FlashShape {
+            slots: 6,
+            l,
+            max_degree: deg,
+            max_visited: 100_000,
+        };
+        let mut model = vec![ModelSlot::default(); shape.slots];
+        let mut session = CpuSession::new(&codes, shape);
+        let mut stale = 0;
+        let mut chosen = 0;
+        random_steps(seed, &codes, shape, 60, |job| {
+            session.submit(job).unwrap();
+            let mut got = StepOutput::default();
+            session.wait(&mut got).unwrap();
+            let want = model_step(&codes, l, &mut model, job);
+            assert_eq!(got, want, "seed {seed}");
+            stale += got.stale.iter().filter(|&&s| s).count();
+            chosen += got.n_chosen.iter().sum::<u32>();
+            got
+        });
+        assert!(chosen > 50, "seed {seed}: only {chosen} nodes chosen");
+        assert!(
+            stale > 0,
+            "seed {seed}: the sequences never made a stale step"
+        );
+    }
+}
+
+#[test]
+fn malformed_steps_are_refused() {
+    let codes = random_codes(9, 100, 8);
+    let shape = FlashShape {
+        slots: 2,
+        l: 10,
+        max_degree: 4,
+        max_visited: 100,
+    };
+    let mut s = CpuSession::new(&codes, shape);
+    let entry = StepEntry {
+        slot: 0,
+        entry: 3,
+        node: NONE,
+        node_key: 0,
+        nbr_off: 0,
+        nbr_len: 0,
+        fill: 1,
+    };
+    let table = vec![0f32; 8 * TABLE_ROW];
+    let bad = [
+        StepJob {
+            entries: vec![entry],
+            ..StepJob::default()
+        },
+        StepJob {
+            entries: vec![StepEntry { slot: 2, ..entry }],
+            tables: table.clone(),
+            ..StepJob::default()
+        },
+        StepJob {
+            entries: vec![entry, entry],
+            tables: [table.clone(), table.clone()].concat(),
+            ..StepJob::default()
+        },
+        StepJob {
+            entries: vec![StepEntry {
+                nbr_len: 2,
+                ..entry
+            }],
+            nbrs: vec![1, 100],
+            tables: table.clone(),
+        },
+        StepJob {
+            entries: vec![StepEntry {
+                nbr_len: 5,
+                ..entry
+            }],
+            nbrs: vec![1; 5],
+            tables: table.clone(),
+        },
+        StepJob {
+            entries: vec![StepEntry {
+                fill: MAX_FILL as u32 + 1,
+                ..entry
+            }],
+            tables: table.clone(),
+            ..StepJob::default()
+        },
+    ];
+    for (i, job) in bad.iter().enumerate() {
+        s.submit(job).unwrap();
+        let mut out = StepOutput::default();
+        let e = s.wait(&mut out).expect_err(&format!("job {i}"));
+        assert_eq!(e.kind(), crate::ErrorKind::Internal, "job {i}: {e}");
+    }
+}
+
+#[test]
+fn keys_order_like_total_cmp() {
+    let xs = [
+        f32::NEG_INFINITY,
+        -3.5,
+        -0.0,
+        0.0,
+        1e-30,
+        2.0,
+        f32::INFINITY,
+    ];
+    for w in xs.windows(2) {
+        assert!(key_of(w[0]) < key_of(w[1]), "{} {}", w[0], w[1]);
+    }
+    for &x in &xs {
+        assert_eq!(dist_of_key(key_of(x)).to_bits(), x.to_bits());
+    }
+}
+
+#[cfg(feature = "gpu")]
+#[test]
+fn gpu_backend_equals_the_cpu_backend() {
+    use super::gpu_flash::GpuFlash;
+    use std::io::Write;
+    for (seed, m, l, deg, slots) in [
+        (11u64, 8usize, 10usize, 16usize, 6usize),
+        (12, 25, 40, 64, 9),
+        (13, 48, 100, 64, 3),
+        (14, 16, 3, 5, 70),
+    ] {
+        let codes = random_codes(seed, 5000, m);
+        let g = match GpuFlash::new(&codes) {
+            Ok(g) => g,
+            Err(e @ super::AccelError::NoAdapter(_)) => {
+                assert!(
+                    std::env::var("TRAWL_REQUIRE_GPU").as_deref() != Ok("1"),
+                    "TRAWL_REQUIRE_GPU=1 but the GPU backend did not open: {e}"
+                );
+                let _ = writeln!(std::io::stderr(), "skipping a GPU test: {e}");
+                return;
+            }
+            Err(e) => panic!("the GPU backend failed to open: {e}"),
+        };
+        let shape = FlashShape {
+            slots,
+            l,
+            max_degree: deg,
+            max_visited: 60 * deg + 1,
+        };
+        let mut gs = g.session(shape).unwrap();
+        let mut cs = CpuSession::new(&codes, shape);
+        let mut steps = 0;
+        random_steps(seed, &codes, shape, 40, |job| {
+            gs.submit(job).unwrap();
+            let mut got = StepOutput::default();
+            gs.wait(&mut got).unwrap();
+            cs.submit(job).unwrap();
+            let mut want = StepOutput::default();
+            cs.wait(&mut want).unwrap();
+            assert_eq!(got, want, "seed {seed} step {steps}");
+            steps += 1;
+            got
+        });
+    }
+}
