@@ -8,6 +8,7 @@ mod cmd_gt;
 mod cmd_index;
 mod cmd_info;
 mod cmd_quickstart;
+mod cmd_select_degree;
 mod runtime;
 
 use std::path::PathBuf;
@@ -53,6 +54,10 @@ enum Command {
     Delete(cmd_index::DeleteArgs),
     /// Fold the inserted and deleted vectors into the disk files (StreamingMerge).
     Merge(cmd_index::MergeArgs),
+    /// Recommend a graph degree for the flash search on this machine (FlashANNS §4.3):
+    /// profile random-link sample indexes of candidate degrees, balance per-step compute and
+    /// read time.
+    SelectDegree(cmd_select_degree::SelectDegreeArgs),
     /// Describe an index directory, a vector, ground-truth or trawl file.
     Info {
         /// The index directory or file (optional with --accel: then only the accelerator is
@@ -127,6 +132,7 @@ fn main() -> ExitCode {
         Command::Insert(args) => cmd_index::insert(&args, &ctl),
         Command::Delete(args) => cmd_index::delete(&args, &ctl),
         Command::Merge(args) => cmd_index::merge(&args, &ctl),
+        Command::SelectDegree(args) => cmd_select_degree::run(&args, &ctl),
         Command::Info {
             file,
             verify,

@@ -11,7 +11,7 @@ mod update;
 
 pub use bench::{bench, print_bench, BenchArgs, BenchRow};
 pub(crate) use bench::{load_queries, run_sweep};
-pub use build::{build, build_any, BuildArgs};
+pub use build::{build, build_any, BuildArgs, DEFAULT_PQ_BYTES};
 pub use entry::{entry, EntryArgs};
 pub use layout::{layout, LayoutArgs};
 pub use search::{search, SearchArgs};

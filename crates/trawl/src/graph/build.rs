@@ -354,6 +354,57 @@ impl<T: Element> Builder<'_, '_, '_, T> {
     }
 }
 
+/// A graph whose `r` out-links per node are drawn at random (distinct, never the node itself;
+/// seeded), with the medoid as entry point: what FlashANNS's degree selector (§4.3) profiles
+/// the search pipeline on — the reads and the per-step work of a degree-`r` graph, without
+/// the cost of building real neighbourhoods.
+pub fn random_links<T: Element>(
+    data: &Matrix<T>,
+    metric: Metric,
+    r: usize,
+    seed: u64,
+    ctl: &Control,
+) -> Result<(Graph, BuildStats), BuildError> {
+    use rand::{Rng, SeedableRng};
+    let t0 = std::time::Instant::now();
+    let n = data.n();
+    if n == 0 {
+        return Err(BuildError::Empty);
+    }
+    if r == 0 {
+        return Err(BuildError::InvalidParam {
+            name: "r",
+            reason: "a graph needs at least one link per node".into(),
+        });
+    }
+    let store = VectorStore::new(data.as_slice(), data.dim(), metric).ok_or(BuildError::Empty)?;
+    let medoid = medoid(&store, ctl)?;
+    let r = r.min(n.saturating_sub(1));
+    let lists: Vec<Vec<u32>> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut l: Vec<u32> = Vec::with_capacity(r);
+            while l.len() < r {
+                let j = rng.gen_range(0..n as u32);
+                if j as usize != i && !l.contains(&j) {
+                    l.push(j);
+                }
+            }
+            l
+        })
+        .collect();
+    let g = Graph::from_lists(lists, r.max(1), medoid);
+    let stats = BuildStats {
+        wall_secs: t0.elapsed().as_secs_f64(),
+        avg_degree: r as f64,
+        max_degree: r,
+        shards: 1,
+        ..BuildStats::default()
+    };
+    Ok((g, stats))
+}
+
 /// The entry point of searches: the point nearest to the centroid of all points (DiskANN's
 /// choice). For cosine the centroid is that of the unit vectors and nearness is cosine
 /// distance, so the entry point lies in the middle of the directions the metric sees (a raw-L2

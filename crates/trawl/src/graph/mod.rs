@@ -25,7 +25,7 @@ mod shard;
 pub mod store;
 
 pub use adjacency::{Adjacency, Graph, SlotGraph};
-pub use build::{build, estimate_bytes, BuildStats};
+pub use build::{build, estimate_bytes, random_links, BuildStats};
 pub use params::{BuildError, VamanaConfig, VamanaParams, MAX_BUILD_L};
 pub use prune::{robust_prune, PruneLimits, PruneScratch};
 pub use search::{recall_at_k, search, search_batch, SearchError, SearchScratch, SearchStats};

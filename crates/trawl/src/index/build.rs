@@ -189,6 +189,28 @@ pub fn build_index<T: Element>(
     params: &IndexParams,
     ctl: &Control,
 ) -> Result<IndexBuildReport, IndexBuildError> {
+    build_with(data, dir, params, None, ctl)
+}
+
+/// [`build_index`] with a graph of `params.graph.r` random links per node (seed
+/// `params.graph.seed`) instead of a Vamana graph: a sample index for FlashANNS's degree
+/// selector, which profiles reads and per-step work, not recall.
+pub fn build_random_link_index<T: Element>(
+    data: &Matrix<T>,
+    dir: &Path,
+    params: &IndexParams,
+    ctl: &Control,
+) -> Result<IndexBuildReport, IndexBuildError> {
+    build_with(data, dir, params, Some(params.graph.seed), ctl)
+}
+
+fn build_with<T: Element>(
+    data: &Matrix<T>,
+    dir: &Path,
+    params: &IndexParams,
+    random_links: Option<u64>,
+    ctl: &Control,
+) -> Result<IndexBuildReport, IndexBuildError> {
     let t0 = Instant::now();
     params.validate(data.dim())?;
     crate::data::validate_finite(data)?;
@@ -204,7 +226,10 @@ pub fn build_index<T: Element>(
     drop(codes);
     let pq_secs = t0.elapsed().as_secs_f64();
 
-    let (g, gstats) = graph::build(data, params.metric, &params.graph, ctl)?;
+    let (g, gstats) = match random_links {
+        None => graph::build(data, params.metric, &params.graph, ctl)?,
+        Some(seed) => graph::random_links(data, params.metric, params.graph.r, seed, ctl)?,
+    };
     let graph_secs = gstats.wall_secs;
 
     let t_layout = Instant::now();

@@ -30,7 +30,9 @@ mod verify;
 pub mod wal;
 
 pub use batch::BatchOutput;
-pub use build::{build_index, IndexBuildError, IndexBuildReport, IndexParams};
+pub use build::{
+    build_index, build_random_link_index, IndexBuildError, IndexBuildReport, IndexParams,
+};
 pub use entry_build::EntryReport;
 pub use info::{open_any, AnyIndex, DiskBytesInfo, IndexInfo, IvfInfo};
 pub use layouts::{IndexLayout, LayoutReport, ShuffleParams};

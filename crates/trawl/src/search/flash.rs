@@ -157,6 +157,7 @@ struct Read {
     seq: u32,
     round: u64,
     landed: Option<Slot>,
+    submitted: Instant,
 }
 
 /// A query in a slot of the batch.
@@ -273,14 +274,24 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
             if !exhausted {
                 exhausted = self.start_queries(next)?;
             }
+            let t0 = Instant::now();
             self.gather_ready(fail)?;
             if !self.order.is_empty() {
                 session.submit(&self.job)?;
                 // While the device computes, reap what has landed (the GPU backend's
                 // overlap; the CPU backend computed at submission).
+                let tr = Instant::now();
                 self.reap(false)?;
+                let reaping = tr.elapsed();
                 session.wait(&mut self.out)?;
                 self.round += 1;
+                let share = (t0.elapsed().saturating_sub(reaping)).as_nanos() as u64
+                    / self.order.len() as u64;
+                for &i in &self.order {
+                    if let Some(l) = self.lanes[i].as_mut() {
+                        l.stats.flash.step_ns += share;
+                    }
+                }
                 self.apply(sink)?;
                 continue;
             }
@@ -482,6 +493,7 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
                     seq,
                     round: self.round,
                     landed: None,
+                    submitted: Instant::now(),
                 });
             }
             if lane.reads.is_empty() {
@@ -519,6 +531,7 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
         } else {
             self.engine.wait(0, &mut self.done)?;
         }
+        let now = Instant::now();
         for c in &self.done {
             let lane_at = (c.tag >> 32) as usize;
             let seq = c.tag as u32;
@@ -527,9 +540,12 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
                 .get_mut(lane_at)
                 .and_then(Option::as_mut)
                 .and_then(|l| {
-                    l.reads
+                    let rd = l
+                        .reads
                         .iter_mut()
-                        .find(|r| r.seq == seq && r.landed.is_none())
+                        .find(|r| r.seq == seq && r.landed.is_none())?;
+                    l.stats.flash.read_ns += now.duration_since(rd.submitted).as_nanos() as u64;
+                    Some(rd)
                 });
             match rd {
                 Some(rd) => rd.landed = Some(c.slot),

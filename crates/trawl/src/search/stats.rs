@@ -99,6 +99,12 @@ pub struct FlashStats {
     /// Times the search thread blocked for reads while this query's next record had not
     /// landed.
     pub waits: u64,
+    /// Nanoseconds from each read's submission until the search saw it land (its latency as
+    /// the pipeline sees it), summed over the query's reads.
+    pub read_ns: u64,
+    /// Nanoseconds of the steps this query took part in, each step's time shared equally
+    /// among its queries (host expansion, accelerator step, issuing the next reads).
+    pub step_ns: u64,
 }
 
 /// What one query did. Summed over queries with `+=`.
@@ -215,6 +221,8 @@ impl AddAssign for FlashStats {
         self.steps += o.steps;
         self.stale_steps += o.stale_steps;
         self.waits += o.waits;
+        self.read_ns += o.read_ns;
+        self.step_ns += o.step_ns;
     }
 }
 
@@ -248,7 +256,7 @@ mod tests {
         assert_eq!(o["vector_reads"], 1);
         assert_eq!(o["total_ns"], 9);
         assert_eq!(o["page_mates"], 4);
-        assert_eq!(o.len(), 31, "{o:?}");
+        assert_eq!(o.len(), 33, "{o:?}");
         let mut t = s;
         t += s;
         assert_eq!(t.io.pages_read, 6);
