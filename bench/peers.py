@@ -8,6 +8,9 @@ Sides (--sides, default all):
   trawl-beam       `trawl bench --strategy beam -W 4` on a `trawl build` index (R 64, L 100,
                    α 1.2, 48 PQ bytes, entry index 1%), O_DIRECT
   trawl-pipe       the same index, `--strategy pipe --entry-list 10` (PipeSearch, dynamic width)
+  trawl-flash      the same index, `--strategy flash --staleness 1` (FlashANNS's batch search:
+                   32 queries per thread, a read chosen one step ahead; CPU accelerator; it
+                   keeps its own batch, so --trawl-interleave does not apply)
   trawl-decoupled  the same graph written by `trawl layout --decoupled` (graph.trawl +
                    vectors.trawl), `--layout decoupled`, beam search -W 4
   trawl-ivf        `trawl build --kind ivf` (FusionANNS: balanced k-means lists ~10% of n,
@@ -75,11 +78,11 @@ from vs_diskann_disk import (PARAMS_FILE, DiskannSide, TrawlSide, cached_build, 
 
 MIB = 1024 * 1024
 TARGETS = (0.90, 0.95)
-ALL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-decoupled", "trawl-ivf", "diskann",
-             "faiss-hnsw", "faiss-ivfpq", "hnswlib")
-TRAWL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-decoupled", "trawl-ivf")
+ALL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-flash", "trawl-decoupled", "trawl-ivf",
+             "diskann", "faiss-hnsw", "faiss-ivfpq", "hnswlib")
+TRAWL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-flash", "trawl-decoupled", "trawl-ivf")
 # The graph sides share one index; trawl-ivf has its own.
-TRAWL_GRAPH_SIDES = ("trawl-beam", "trawl-pipe", "trawl-decoupled")
+TRAWL_GRAPH_SIDES = ("trawl-beam", "trawl-pipe", "trawl-flash", "trawl-decoupled")
 PY_SIDES = ("faiss-hnsw", "faiss-ivfpq", "hnswlib")
 DISK_SIDES = TRAWL_SIDES + ("diskann",)
 PEERS_VENV = BENCH_DIR / ".venv-peers"
@@ -248,6 +251,7 @@ def ivf_rerank_variants(args: argparse.Namespace) -> list[tuple[str, list[str]]]
 TRAWL_FLAGS = {
     "trawl-beam": ["--strategy", "beam", "-W", "{W}"],
     "trawl-pipe": ["--strategy", "pipe", "--entry-list", "{entry_list}"],
+    "trawl-flash": ["--strategy", "flash", "--staleness", "1"],
     "trawl-decoupled": ["--layout", "decoupled", "--strategy", "beam", "-W", "{W}",
                         "--list-cache-mb", "{list_cache_mb}"],
 }
@@ -267,7 +271,7 @@ class TrawlPeer:
         fmt = {"W": args.beam_width, "entry_list": args.entry_list,
                "list_cache_mb": args.list_cache_mb}
         self.flags = [f.format(**fmt) for f in TRAWL_FLAGS[name]]
-        if args.trawl_interleave != 1:
+        if args.trawl_interleave != 1 and name != "trawl-flash":
             self.flags += ["--interleave", str(args.trawl_interleave)]
         if name != "trawl-decoupled" and args.cache_nodes:
             self.flags += ["--cache-nodes", str(args.cache_nodes), "--cache-policy",
@@ -294,6 +298,9 @@ class TrawlPeer:
             ram += ", loaded but not searched (entry list 0: queries start at the medoid)"
         elif self.name == "trawl-pipe":
             ram += f", searched at list size {a.entry_list} to seed each query"
+        elif self.name == "trawl-flash":
+            ram += ", loaded but not searched (queries start at the medoid); per thread the " \
+                   "lists and visited sets of its batch"
         else:
             ram += (", loaded but not searched; per-page metadata of the compressed files; "
                     f"LRU cache of compressed neighbour lists {a.list_cache_mb} MiB")
@@ -934,6 +941,7 @@ def readme_block(dataset: str, sides: dict) -> str:
              "| side | in RAM | recall@10 | QPS | latency µs | pages/query | RAM MiB | "
              "disk MiB | build s |", "|---|---|---|---|---|---|---|---|---|"]
     short = {"trawl-beam": "PQ codes", "trawl-pipe": "PQ codes + entry index",
+             "trawl-flash": "PQ codes",
              "trawl-ivf": "PQ codes + centroids + lists",
              "trawl-decoupled": "PQ codes", "diskann": "PQ codes",
              "faiss-hnsw": "vectors + graph", "faiss-ivfpq": "PQ codes + vectors (re-rank)",

@@ -19,9 +19,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import import_pyplot  # noqa: E402
 
-DISK = ("trawl-beam", "trawl-pipe", "trawl-decoupled", "diskann")
+DISK = ("trawl-beam", "trawl-pipe", "trawl-flash", "trawl-decoupled", "diskann")
 STYLE = {  # side: (colour, marker, line style)
     "trawl-beam": ("tab:blue", "o", "-"), "trawl-pipe": ("tab:cyan", "s", "-"),
+    "trawl-flash": ("tab:brown", "*", "-"),
     "trawl-decoupled": ("tab:purple", "D", "-"), "diskann": ("tab:red", "^", "-"),
     "faiss-hnsw": ("tab:green", "v", "--"), "faiss-ivfpq": ("tab:olive", "P", "--"),
     "hnswlib": ("tab:orange", "X", "--"),

@@ -73,6 +73,37 @@ def test_pipe_strategy_and_entry_list(f32_index):
     assert recall(ids, truth) >= 0.95
 
 
+def test_flash_strategy(f32_index):
+    d, data, queries, _ = f32_index
+    index = trawl.Index.open(d)
+    truth = brute_force(data, queries, 10)
+    # Staleness 0 is strict best-first search: beam search with width 1, to the bit.
+    strict = index.batch_search(queries, 10, trawl.SearchParams(L=40, beam_width=1), threads=1)
+    for batch in (0, 1, 7):
+        got = index.batch_search(
+            queries, 10, trawl.SearchParams(L=40, strategy="flash", staleness=0, batch=batch),
+            threads=2)
+        np.testing.assert_array_equal(got[0], strict[0])
+        np.testing.assert_array_equal(got[1], strict[1])
+        assert index.last_stats["stale_steps"].sum() == 0
+    # A read chosen one step ahead: the same answer for either grain, exact counters.
+    p = trawl.SearchParams(L=64, strategy="flash")
+    assert (p.batch, p.staleness, p.grain) == (0, 1, "query")
+    ids, dists = index.batch_search(queries, 10, p, threads=2)
+    assert recall(ids, truth) >= 0.95
+    st = index.last_stats
+    np.testing.assert_array_equal(st["steps"], st["io_requests"])
+    assert st["stale_steps"].sum() > 0
+    kernel = index.batch_search(queries, 10, trawl.SearchParams(L=64, strategy="flash",
+                                                                grain="kernel"), threads=1)
+    np.testing.assert_array_equal(kernel[0], ids)
+    np.testing.assert_array_equal(kernel[1], dists)
+    for bad in (dict(staleness=8), dict(batch=-1), dict(grain="warp"),
+                dict(page_search=True), dict(entry_list=10)):
+        with pytest.raises(trawl.InvalidInputError):
+            index.batch_search(queries, 10, trawl.SearchParams(strategy="flash", **bad))
+
+
 def test_build_from_a_file_equals_build_from_the_array(f32_index, tmp_path):
     d, data, queries, _ = f32_index
     path = tmp_path / "base.fbin"

@@ -120,6 +120,13 @@ class SearchParams:
     """IVF: list size of the centroid-graph search; 0 = max(2·L, 32)."""
     accel_batch: int
     """IVF, batch_search: queries per accelerator job; 0 = 1 on the CPU, 32 on a GPU."""
+    batch: int
+    """Flash search: queries in flight per search thread; 0 = 32 (1024 on a GPU)."""
+    staleness: int
+    """Flash search: steps a read is chosen ahead (0 = strict best-first)."""
+    grain: str
+    """Flash search: "query" (a query resumes when its read lands) or "kernel" (a batch-wide
+    barrier per step)."""
     def __init__(
         self,
         *,
@@ -145,6 +152,9 @@ class SearchParams:
         page_mates: bool = True,
         centroid_list: int = 0,
         accel_batch: int = 0,
+        batch: int = 0,
+        staleness: int = 1,
+        grain: str = "query",
     ) -> None: ...
 
 class Index:

@@ -57,14 +57,21 @@ fn staleness_zero_is_strict_best_first_search() {
     build(&base, dir.path(), Metric::L2, 8);
     let ix = open(dir.path());
     for l in [10, 40] {
-        let strict = ix.search_batch(&q, &SearchParams::beam(10, l, 1), 1).unwrap();
+        let strict = ix
+            .search_batch(&q, &SearchParams::beam(10, l, 1), 1)
+            .unwrap();
         for batch in [1, 8] {
-            let f = ix.search_batch(&q, &flash(l, 0, batch, Grain::Query), 2).unwrap();
+            let f = ix
+                .search_batch(&q, &flash(l, 0, batch, Grain::Query), 2)
+                .unwrap();
             same_results(&f, &strict, &format!("L {l} batch {batch}"));
             for (i, (a, b)) in f.stats.iter().zip(&strict.stats).enumerate() {
                 assert_eq!(a.flash.stale_steps, 0, "query {i}");
                 assert_eq!(a.flash.steps, b.traversal.nodes_expanded, "query {i}");
-                assert_eq!(a.traversal.pq_distances, b.traversal.pq_distances, "query {i}");
+                assert_eq!(
+                    a.traversal.pq_distances, b.traversal.pq_distances,
+                    "query {i}"
+                );
                 assert_eq!(a.io.io_requests, b.io.io_requests, "query {i}");
             }
         }
@@ -79,10 +86,14 @@ fn relaxed_search_converges_within_the_step_bound() {
     let ix = open(dir.path());
     let gt = truth(&base, &q, Metric::L2);
     let l = 40;
-    let strict = ix.search_batch(&q, &flash(l, 0, 16, Grain::Query), 2).unwrap();
+    let strict = ix
+        .search_batch(&q, &flash(l, 0, 16, Grain::Query), 2)
+        .unwrap();
     let r0 = recall_at_k(&strict.ids, 10, &gt).unwrap();
     for k in [1, 2, 3] {
-        let f = ix.search_batch(&q, &flash(l, k, 16, Grain::Query), 2).unwrap();
+        let f = ix
+            .search_batch(&q, &flash(l, k, 16, Grain::Query), 2)
+            .unwrap();
         let rk = recall_at_k(&f.ids, 10, &gt).unwrap();
         assert!(rk >= r0 - 0.02, "staleness {k}: recall {rk} vs {r0}");
         let (mut s0, mut sk, mut stale) = (0, 0, 0);
@@ -116,7 +127,9 @@ fn results_do_not_depend_on_grain_batch_threads_or_engine() {
     let (base, q) = data::<f32>(5_000, 80, 24, 33);
     build(&base, dir.path(), Metric::Cosine, 8);
     let ix = open(dir.path());
-    let want = ix.search_batch(&q, &flash(30, 1, 8, Grain::Query), 1).unwrap();
+    let want = ix
+        .search_batch(&q, &flash(30, 1, 8, Grain::Query), 1)
+        .unwrap();
     let engines = [
         EngineKind::Auto,
         EngineKind::Pread,
@@ -134,7 +147,9 @@ fn results_do_not_depend_on_grain_batch_threads_or_engine() {
         .unwrap();
         for grain in [Grain::Query, Grain::Kernel] {
             for (batch, threads) in [(1, 1), (7, 2), (32, 1), (80, 2)] {
-                let got = ix.search_batch(&q, &flash(30, 1, batch, grain), threads).unwrap();
+                let got = ix
+                    .search_batch(&q, &flash(30, 1, batch, grain), threads)
+                    .unwrap();
                 let what = format!("{engine:?} {grain:?} batch {batch} threads {threads}");
                 same_results(&got, &want, &what);
                 for (a, b) in got.stats.iter().zip(&want.stats) {
@@ -151,7 +166,11 @@ fn every_read_is_expanded_exactly_once() {
     let (base, q) = data::<f32>(5_000, 100, 24, 34);
     build(&base, dir.path(), Metric::L2, 8);
     let ix = open(dir.path());
-    for (k, batch, grain) in [(0, 4, Grain::Query), (1, 16, Grain::Query), (2, 9, Grain::Kernel)] {
+    for (k, batch, grain) in [
+        (0, 4, Grain::Query),
+        (1, 16, Grain::Query),
+        (2, 9, Grain::Kernel),
+    ] {
         let mut cfg = ix.engine_config();
         cfg.depth = batch * (k + 1);
         let engine = ix.file().engine(EngineKind::Auto, cfg).unwrap();
@@ -176,7 +195,10 @@ fn every_read_is_expanded_exactly_once() {
         let steps: u64 = all.iter().map(|(_, st)| st.flash.steps).sum();
         let pages: u64 = all.iter().map(|(_, st)| st.io.pages_read).sum();
         assert_eq!(seen.requests, requests, "staleness {k}: requests");
-        assert_eq!(seen.requests, steps, "staleness {k}: a read not expanded once");
+        assert_eq!(
+            seen.requests, steps,
+            "staleness {k}: a read not expanded once"
+        );
         assert_eq!(seen.pages, pages);
         assert_eq!(seen.bytes, pages * 4096);
         assert_eq!(seen.busy, 0, "a slot left busy");
@@ -197,7 +219,8 @@ fn a_damaged_page_fails_its_query_only() {
     build(&base, dir.path(), Metric::L2, 8);
     let clean = {
         let ix = open(dir.path());
-        ix.search_batch(&q, &flash(30, 1, 16, Grain::Query), 1).unwrap()
+        ix.search_batch(&q, &flash(30, 1, 16, Grain::Query), 1)
+            .unwrap()
     };
     // Damage the page of query 0's nearest result (on its path, and on few others').
     let ix = open(dir.path());

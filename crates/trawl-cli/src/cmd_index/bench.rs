@@ -101,6 +101,14 @@ pub struct BenchRow {
     pub compute_us_per_query: f64,
     /// Mean reads in flight / width while reads were in flight.
     pub occupancy: f64,
+    /// Flash search: steps (records expanded) per query.
+    pub steps_per_query: f64,
+    /// Flash search: steps a strict best-first search would not have taken then.
+    pub stale_steps_per_query: f64,
+    /// Flash search: times its thread blocked while the query's next record was missing.
+    pub waits_per_query: f64,
+    /// Flash search: mean read latency as the pipeline saw it, µs.
+    pub read_us: f64,
     /// Reads none of whose records were explored.
     pub wasted_reads_per_query: f64,
     /// Records on the pages read.
@@ -191,6 +199,14 @@ impl BenchRow {
             io_wait_us_per_query: t.io.io_wait_ns as f64 / 1e3 / nq,
             compute_us_per_query: t.compute_ns() as f64 / 1e3 / nq,
             occupancy: t.occupancy(),
+            steps_per_query: per(t.flash.steps),
+            stale_steps_per_query: per(t.flash.stale_steps),
+            waits_per_query: per(t.flash.waits),
+            read_us: if t.flash.steps > 0 {
+                t.flash.read_ns as f64 / 1e3 / t.io.io_requests.max(1) as f64
+            } else {
+                0.0
+            },
             wasted_reads_per_query: per(t.io.wasted_reads),
             records_read_per_query: per(t.io.records_read),
             page_hits_per_query: per(t.traversal.page_hits),

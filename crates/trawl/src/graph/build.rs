@@ -383,7 +383,9 @@ pub fn random_links<T: Element>(
     let lists: Vec<Vec<u32>> = (0..n)
         .into_par_iter()
         .map(|i| {
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+                seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
             let mut l: Vec<u32> = Vec::with_capacity(r);
             while l.len() < r {
                 let j = rng.gen_range(0..n as u32);
