@@ -86,11 +86,14 @@ def test_flash_strategy(f32_index):
         np.testing.assert_array_equal(got[0], strict[0])
         np.testing.assert_array_equal(got[1], strict[1])
         assert index.last_stats["stale_steps"].sum() == 0
-    # A read chosen one step ahead: the same answer for either grain, exact counters.
+    # A read chosen one step ahead: the recall of strict best-first search (within 2 points),
+    # the same answer for either grain, exact counters.
     p = trawl.SearchParams(L=64, strategy="flash")
     assert (p.batch, p.staleness, p.grain) == (0, 1, "query")
+    strict64 = index.batch_search(queries, 10, trawl.SearchParams(L=64, beam_width=1))[0]
     ids, dists = index.batch_search(queries, 10, p, threads=2)
-    assert recall(ids, truth) >= 0.95
+    assert recall(ids, truth) >= recall(strict64, truth) - 0.02
+    assert recall(ids, truth) >= 0.9
     st = index.last_stats
     np.testing.assert_array_equal(st["steps"], st["io_requests"])
     assert st["stale_steps"].sum() > 0
