@@ -8,7 +8,9 @@ Sides (each a `trawl bench` sweep of -L on one graph index, O_DIRECT, CPU accele
   flash-k0          --staleness 0: strict best-first, each query's read waits for its step
   flash-k1-kernel   --staleness 1 --grain kernel: a batch-wide barrier per step (CAM-like)
   flash-k0-2B       --staleness 0 with twice the batch: as many reads in flight as flash-k1
-  beam-W4           beam search -W 4 in throughput mode (--interleave 4)
+  beam-W4           beam search -W 4 in throughput mode (--interleave 4, as bench/peers.py)
+  beam-W4-i16       beam search -W 4 with 16 queries per thread: up to 64 reads in flight per
+                    thread, as flash-k1's 32 queries × 2
   pipe              PipeSearch in throughput mode (--interleave 4)
 
 Figures at recall@10 = 0.90 and 0.95 (linear interpolation between the bracketing sweep
@@ -51,6 +53,7 @@ def sides(batch: int, accel: str) -> dict[str, list[str]]:
                                 "--flash-batch", str(batch)],
         "flash-k0-2B": f + ["--staleness", "0", "--flash-batch", str(2 * batch)],
         "beam-W4": ["--strategy", "beam", "-W", "4", "--interleave", "4"],
+        "beam-W4-i16": ["--strategy", "beam", "-W", "4", "--interleave", "16"],
         "pipe": ["--strategy", "pipe", "--interleave", "4"],
     }
 
@@ -153,6 +156,7 @@ def main() -> None:
                                 ("flash-k0-2B", "QPS staleness 1 / staleness 0 at equal reads "
                                  "in flight"),
                                 ("beam-W4", "QPS flash / beam W=4"),
+                                ("beam-W4-i16", "QPS flash / beam W=4 at 16 queries per thread"),
                                 ("pipe", "QPS flash / PipeSearch")):
                 if other in at:
                     rows.append(f"| {what} | {ratio(k1['qps'], at[other]['qps'])} |")

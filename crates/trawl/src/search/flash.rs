@@ -155,8 +155,10 @@ struct Read {
     key: u32,
     page: u64,
     seq: u32,
-    round: u64,
     landed: Option<Slot>,
+    /// Submitted to the engine (the kernel grain holds a step's reads until the round in
+    /// flight has landed).
+    issued: bool,
     submitted: Instant,
 }
 
@@ -220,7 +222,6 @@ pub(crate) fn run<'q, T: Element>(
         job: StepJob::default(),
         out: StepOutput::default(),
         order: Vec::new(),
-        round: 0,
         scratch: Vec::new(),
         hits: Vec::new(),
     };
@@ -253,8 +254,6 @@ struct Flash<'e, 'v, 'q, T> {
     out: StepOutput,
     /// Lane of each entry of the step in flight.
     order: Vec<usize>,
-    /// Steps submitted so far (kernel grain: the step a read was issued by).
-    round: u64,
     scratch: Vec<T>,
     hits: Vec<(u32, f32)>,
 }
@@ -284,7 +283,6 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
                 self.reap(false)?;
                 let reaping = tr.elapsed();
                 session.wait(&mut self.out)?;
-                self.round += 1;
                 let share = (t0.elapsed().saturating_sub(reaping)).as_nanos() as u64
                     / self.order.len() as u64;
                 for &i in &self.order {
@@ -354,34 +352,15 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
     /// Adds the queries whose next record has landed (all of the oldest step's, with the
     /// kernel grain) to the step being built.
     fn gather_ready(&mut self, fail: &mut FailSink<'_>) -> Result<(), SearchError> {
-        let barrier = match self.fp.grain {
-            Grain::Query => None,
-            Grain::Kernel => {
-                // The oldest step with reads outstanding: every one of its reads must be in.
-                let oldest = self
-                    .lanes
-                    .iter()
-                    .flatten()
-                    .filter_map(|l| l.reads.front().map(|r| r.round))
-                    .min();
-                match oldest {
-                    None => return Ok(()),
-                    Some(r0) => {
-                        let all_in = self
-                            .lanes
-                            .iter()
-                            .flatten()
-                            .flat_map(|l| l.reads.iter())
-                            .filter(|r| r.round == r0)
-                            .all(|r| r.landed.is_some());
-                        if !all_in {
-                            return Ok(());
-                        }
-                        Some(r0)
-                    }
-                }
+        if self.fp.grain == Grain::Kernel {
+            // CAM's barrier: a round of reads is issued only when the round in flight has
+            // landed whole; then every landed record is expanded in one step while the new
+            // round is in flight.
+            if self.engine.in_flight() > 0 {
+                return Ok(());
             }
-        };
+            self.issue_pending()?;
+        }
         for i in 0..self.lanes.len() {
             let Some(lane) = self.lanes[i].as_mut() else {
                 continue;
@@ -393,11 +372,9 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
                 continue;
             };
             let Some(slot) = front.landed else { continue };
-            if barrier.is_some_and(|r0| front.round != r0) {
-                continue;
-            }
             lane.reads.pop_front();
             if lane.failed.is_some() {
+                lane.reads.retain(|r| r.issued);
                 self.engine.release(slot);
                 if lane.reads.is_empty() {
                     let lane = self.lanes[i].take().expect("lane");
@@ -412,6 +389,7 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
                 if e.kind() != crate::ErrorKind::Corrupt {
                     return Err(e);
                 }
+                lane.reads.retain(|r| r.issued);
                 if lane.reads.is_empty() {
                     let lane = self.lanes[i].take().expect("lane");
                     fail(lane.id, e);
@@ -465,7 +443,6 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
     /// Issues the step's choices and retires the queries that are done.
     fn apply(&mut self, sink: &mut ResultSink<'_>) -> Result<(), SearchError> {
         let g = self.graph;
-        let pages = g.pages_per_read();
         for (e, &i) in self.order.iter().enumerate() {
             let lane = self.lanes[i].as_mut().expect("lane in the step");
             lane.in_step = false;
@@ -474,33 +451,60 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
                 lane.stats.flash.stale_steps += 1;
             }
             for (node, key) in self.out.chosen(e) {
-                let page = g.locate(node);
                 let seq = lane.seq;
                 lane.seq = lane.seq.wrapping_add(1);
-                self.engine.submit(
-                    ((i as u64) << 32) | u64::from(seq),
-                    ReadRequest {
-                        first_page: page,
-                        pages,
-                    },
-                )?;
-                lane.stats.count_read(pages, g.nodes_on_page(page));
                 lane.issued += 1;
                 lane.reads.push_back(Read {
                     node,
                     key,
-                    page,
+                    page: g.locate(node),
                     seq,
-                    round: self.round,
                     landed: None,
+                    issued: false,
                     submitted: Instant::now(),
                 });
+            }
+            if self.fp.grain == Grain::Query {
+                Self::issue(self.engine, g, i, lane)?;
             }
             if lane.reads.is_empty() {
                 let mut lane = self.lanes[i].take().expect("lane");
                 sorted_results(&mut lane.results, self.cfg.result_len(), &mut self.hits);
                 lane.stats.total_ns = lane.t0.elapsed().as_nanos() as u64;
                 sink(lane.id, &self.hits, lane.stats);
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits lane `i`'s reads not yet submitted.
+    fn issue(
+        engine: &mut dyn IoEngine,
+        g: &RecordLayout,
+        i: usize,
+        lane: &mut Lane<'q, T>,
+    ) -> Result<(), SearchError> {
+        let pages = g.pages_per_read();
+        for rd in lane.reads.iter_mut().filter(|r| !r.issued) {
+            engine.submit(
+                ((i as u64) << 32) | u64::from(rd.seq),
+                ReadRequest {
+                    first_page: rd.page,
+                    pages,
+                },
+            )?;
+            rd.issued = true;
+            rd.submitted = Instant::now();
+            lane.stats.count_read(pages, g.nodes_on_page(rd.page));
+        }
+        Ok(())
+    }
+
+    /// Submits every read the steps chose and the kernel grain held back.
+    fn issue_pending(&mut self) -> Result<(), SearchError> {
+        for (i, lane) in self.lanes.iter_mut().enumerate() {
+            if let Some(lane) = lane {
+                Self::issue(self.engine, self.graph, i, lane)?;
             }
         }
         Ok(())
