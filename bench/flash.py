@@ -8,6 +8,7 @@ Sides (each a `trawl bench` sweep of -L on one graph index, O_DIRECT, CPU accele
   flash-k0          --staleness 0: strict best-first, each query's read waits for its step
   flash-k1-kernel   --staleness 1 --grain kernel: a batch-wide barrier per step (CAM-like)
   flash-k0-2B       --staleness 0 with twice the batch: as many reads in flight as flash-k1
+  flash-k1-sN       (with --strict-steps N,...) staleness 1 after N strict steps per query
   beam-W4           beam search -W 4 in throughput mode (--interleave 4, as bench/peers.py)
   beam-W4-i16       beam search -W 4 with 16 queries per thread: up to 64 reads in flight per
                     thread, as flash-k1's 32 queries × 2
@@ -44,9 +45,11 @@ KEYS = ("qps", "pages_per_query", "ios_per_query", "steps_per_query", "stale_ste
         "waits_per_query", "read_us", "compute_us_per_query", "io_wait_us_per_query")
 
 
-def sides(batch: int, accel: str) -> dict[str, list[str]]:
+def sides(batch: int, accel: str, strict: list[int]) -> dict[str, list[str]]:
     f = ["--strategy", "flash", "--accel", accel]
-    return {
+    extra = {f"flash-k1-s{n}": f + ["--staleness", "1", "--strict-steps", str(n),
+                                    "--flash-batch", str(batch)] for n in strict}
+    return extra | {
         "flash-k1": f + ["--staleness", "1", "--flash-batch", str(batch)],
         "flash-k0": f + ["--staleness", "0", "--flash-batch", str(batch)],
         "flash-k1-kernel": f + ["--staleness", "1", "--grain", "kernel",
@@ -96,6 +99,9 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sides", help="comma-separated subset of the sides")
+    ap.add_argument("--strict-steps", default="",
+                    help="also run staleness 1 after N strict steps (sides flash-k1-sN), "
+                         "comma-separated N")
     args = ap.parse_args()
     d = Path(args.dataset)
     if d.is_dir():
@@ -107,7 +113,8 @@ def main() -> None:
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     work = BENCH / "out" / "raw" / f"flash-{name}" / run_id
     work.mkdir(parents=True, exist_ok=True)
-    all_sides = sides(args.batch, args.accel)
+    strict = [int(x) for x in args.strict_steps.split(",") if x]
+    all_sides = sides(args.batch, args.accel, strict)
     if args.sides:
         all_sides = {k: all_sides[k] for k in args.sides.split(",")}
     runs: dict[str, list] = {n: [] for n in all_sides}
@@ -163,6 +170,13 @@ def main() -> None:
             if "flash-k0" in at:
                 rows.append("| steps staleness 1 / staleness 0 (≤ 1.10) | "
                             f"{ratio(k1['steps_per_query'], at['flash-k0']['steps_per_query'])} |")
+                for n in strict:
+                    sn = at.get(f"flash-k1-s{n}")
+                    if sn:
+                        rows.append(f"| QPS staleness 1 after {n} strict steps / staleness 0 | "
+                                    f"{ratio(sn['qps'], at['flash-k0']['qps'])} |")
+                        rows.append(f"| steps staleness 1 after {n} strict steps / staleness 0 "
+                                    f"| {ratio(sn['steps_per_query'], at['flash-k0']['steps_per_query'])} |")
             lines += ["| ratio | value |", "|---|---|", *rows, ""]
     lines += ["## Sweeps (medians)", ""]
     for n, rows in med.items():

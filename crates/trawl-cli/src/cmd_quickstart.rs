@@ -143,6 +143,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             flash_batch: 0,
             staleness: trawl::search::FlashParams::default().staleness,
             grain: trawl::search::Grain::Query,
+            strict_steps: 0,
             beam_width: trawl::search::DEFAULT_BEAM_WIDTH,
             pipe_width: trawl::search::WidthPolicy::Dynamic,
             pipe_start_width: trawl::search::PipeParams::default().start_width,

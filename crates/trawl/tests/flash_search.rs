@@ -65,6 +65,21 @@ fn staleness_zero_is_strict_best_first_search() {
                 .search_batch(&q, &flash(l, 0, batch, Grain::Query), 2)
                 .unwrap();
             same_results(&f, &strict, &format!("L {l} batch {batch}"));
+            // Staleness 1 that never gets past its strict steps is strict search too.
+            let never = SearchParams {
+                strategy: Strategy::Flash(FlashParams {
+                    batch,
+                    staleness: 1,
+                    strict_steps: usize::MAX,
+                    ..FlashParams::default()
+                }),
+                ..flash(l, 1, batch, Grain::Query)
+            };
+            same_results(
+                &ix.search_batch(&q, &never, 2).unwrap(),
+                &strict,
+                &format!("L {l} batch {batch}, strict steps"),
+            );
             for (i, (a, b)) in f.stats.iter().zip(&strict.stats).enumerate() {
                 assert_eq!(a.flash.stale_steps, 0, "query {i}");
                 assert_eq!(a.flash.steps, b.traversal.nodes_expanded, "query {i}");
@@ -111,6 +126,26 @@ fn relaxed_search_converges_within_the_step_bound() {
             stale += a.flash.stale_steps;
         }
         assert!(stale > 0, "staleness {k}: no stale step at all");
+        // Strict first steps (the greedy descent, where a read chosen early is most often
+        // stale) leave fewer stale steps, and the same step bound holds.
+        let warm = SearchParams {
+            strategy: Strategy::Flash(FlashParams {
+                batch: 16,
+                staleness: k,
+                strict_steps: 6,
+                ..FlashParams::default()
+            }),
+            ..flash(l, k, 16, Grain::Query)
+        };
+        let w = ix.search_batch(&q, &warm, 2).unwrap();
+        let stale_w: u64 = w.stats.iter().map(|s| s.flash.stale_steps).sum();
+        assert!(
+            stale_w < stale,
+            "staleness {k}: {stale_w} stale steps after strict ones vs {stale}"
+        );
+        for (a, b) in w.stats.iter().zip(&strict.stats) {
+            assert!(a.flash.steps <= (k as u64 + 1) * b.flash.steps);
+        }
         eprintln!(
             "staleness {k}: steps {:.1} vs {:.1} strict (+{:.1}%), stale {:.1}%, recall {rk:.3} vs {r0:.3}",
             sk as f64 / q.n() as f64,

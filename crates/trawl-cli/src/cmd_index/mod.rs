@@ -52,6 +52,10 @@ pub struct SearchOptions {
     /// the oldest step has landed (kernel, a batch-wide barrier).
     #[arg(long, default_value = "query", value_parser = |s: &str| s.parse::<Grain>())]
     pub grain: Grain,
+    /// Flash search: steps each query takes strictly before its reads are chosen ahead (0 =
+    /// from the start, as FlashANNS).
+    #[arg(long, default_value_t = 0)]
+    pub strict_steps: usize,
     /// Records read per round trip (beam width W; beam search).
     #[arg(short = 'W', long, default_value_t = DEFAULT_BEAM_WIDTH)]
     pub beam_width: usize,
@@ -161,6 +165,7 @@ impl SearchOptions {
             },
             staleness: self.staleness,
             grain: self.grain,
+            strict_steps: self.strict_steps,
             ..FlashParams::default()
         }
     }

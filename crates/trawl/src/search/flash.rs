@@ -95,6 +95,11 @@ pub struct FlashParams {
     pub grain: Grain,
     /// Most reads one query issues (0: `8 · L + 64`).
     pub max_steps: usize,
+    /// Steps each query takes strictly (one read in flight) before the staleness applies:
+    /// 0 relaxes from the start, as the paper does. The first steps of a search descend
+    /// greedily, each finding a much nearer node, so a read chosen a step early there is
+    /// usually wasted.
+    pub strict_steps: usize,
 }
 
 impl Default for FlashParams {
@@ -104,6 +109,7 @@ impl Default for FlashParams {
             staleness: 1,
             grain: Grain::Query,
             max_steps: 0,
+            strict_steps: 0,
         }
     }
 }
@@ -300,6 +306,15 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
         }
     }
 
+    /// Reads a query keeps in flight once it has taken `steps` steps.
+    fn depth(fp: &FlashParams, steps: u64) -> usize {
+        if steps < fp.strict_steps as u64 {
+            1
+        } else {
+            fp.staleness + 1
+        }
+    }
+
     /// Starts queries in free lanes: a reset entry each. Returns whether the stream ended.
     fn start_queries(
         &mut self,
@@ -330,7 +345,7 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
                 node_key: 0,
                 nbr_off: self.job.nbrs.len() as u32,
                 nbr_len: 0,
-                fill: (self.fp.staleness + 1).min(self.cap) as u32,
+                fill: Self::depth(&self.fp, 0).min(self.cap) as u32,
             });
             self.order.push(i);
             self.lanes[i] = Some(Lane {
@@ -426,7 +441,7 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
         lane.stats.flash.steps += 1;
         let off = self.job.nbrs.len();
         self.job.nbrs.extend(view.neighbors());
-        let room = (self.fp.staleness + 1).saturating_sub(lane.reads.len());
+        let room = Self::depth(&self.fp, lane.stats.flash.steps).saturating_sub(lane.reads.len());
         let left = self.cap.saturating_sub(lane.issued);
         self.job.entries.push(StepEntry {
             slot: i as u32,
