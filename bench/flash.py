@@ -45,8 +45,8 @@ KEYS = ("qps", "pages_per_query", "ios_per_query", "steps_per_query", "stale_ste
         "waits_per_query", "read_us", "compute_us_per_query", "io_wait_us_per_query")
 
 
-def sides(batch: int, accel: str, strict: list[int]) -> dict[str, list[str]]:
-    f = ["--strategy", "flash", "--accel", accel]
+def sides(batch: int, accel: str, strict: list[int], entry_list: int = 0) -> dict[str, list[str]]:
+    f = ["--strategy", "flash", "--accel", accel, "--entry-list", str(entry_list)]
     extra = {f"flash-k1-s{n}": f + ["--staleness", "1", "--strict-steps", str(n),
                                     "--flash-batch", str(batch)] for n in strict}
     return extra | {
@@ -57,7 +57,7 @@ def sides(batch: int, accel: str, strict: list[int]) -> dict[str, list[str]]:
         "flash-k0-2B": f + ["--staleness", "0", "--flash-batch", str(2 * batch)],
         "beam-W4": ["--strategy", "beam", "-W", "4", "--interleave", "4"],
         "beam-W4-i16": ["--strategy", "beam", "-W", "4", "--interleave", "16"],
-        "pipe": ["--strategy", "pipe", "--interleave", "4"],
+        "pipe": ["--strategy", "pipe", "--interleave", "4", "--entry-list", str(entry_list)],
     }
 
 
@@ -99,6 +99,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sides", help="comma-separated subset of the sides")
+    ap.add_argument("--entry-list", type=int, default=0,
+                    help="seed the flash and PipeSearch sides from the entry index")
     ap.add_argument("--strict-steps", default="",
                     help="also run staleness 1 after N strict steps (sides flash-k1-sN), "
                          "comma-separated N")
@@ -114,7 +116,7 @@ def main() -> None:
     work = BENCH / "out" / "raw" / f"flash-{name}" / run_id
     work.mkdir(parents=True, exist_ok=True)
     strict = [int(x) for x in args.strict_steps.split(",") if x]
-    all_sides = sides(args.batch, args.accel, strict)
+    all_sides = sides(args.batch, args.accel, strict, args.entry_list)
     if args.sides:
         all_sides = {k: all_sides[k] for k in args.sides.split(",")}
     runs: dict[str, list] = {n: [] for n in all_sides}
@@ -187,7 +189,8 @@ def main() -> None:
                   f"| {r['stale_steps_per_query']:.1f} | {r['ios_per_query']:.1f} | "
                   f"{r['read_us']:.0f} |" for r in rows]
         lines.append("")
-    out = BENCH / "results" / f"flash-{name}.md"
+    suffix = f"-e{args.entry_list}" if args.entry_list else ""
+    out = BENCH / "results" / f"flash-{name}{suffix}.md"
     out.write_text("\n".join(lines) + "\n")
     log(f"wrote {out}")
 

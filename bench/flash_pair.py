@@ -45,13 +45,15 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--sides", default="flash-k1,flash-k0,flash-k1-kernel,flash-k0-2B")
+    ap.add_argument("--entry-list", type=int, default=0,
+                    help="seed every flash side from the entry index")
     args = ap.parse_args()
     ds = datasets.prepare(args.dataset, "auto", args.threads)
     exe = str(trawl_bin())
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     work = BENCH / "out" / "raw" / f"flash-pair-{ds.name}" / run_id
     work.mkdir(parents=True, exist_ok=True)
-    all_sides = {k: v for k, v in sides(args.batch, "cpu", []).items()
+    all_sides = {k: v for k, v in sides(args.batch, "cpu", [], args.entry_list).items()
                  if k in args.sides.split(",")}
     first = next(iter(all_sides))
     bench(exe, args.index, ds.query, ds.gt, args.L, all_sides[first], work / "warmup.json",
@@ -73,7 +75,8 @@ def main() -> None:
              f"bench/flash_pair.py {' '.join(sys.argv[1:])}`; machine: {m.get('cpu_model', '?')}, "
              f"{m.get('affinity_cpus', m.get('logical_cpus', '?'))} CPUs; index "
              f"`{args.index.name}`; {args.queries} queries, k = 10, {args.threads} threads, "
-             f"O_DIRECT, CPU accelerator, flash batch {args.batch} per thread; one discarded "
+             f"O_DIRECT, CPU accelerator, flash batch {args.batch} per thread, entry list "
+             f"{args.entry_list}; one discarded "
              f"warm-up sweep, then {args.repeat} repetitions, sides in alternating order; "
              "ratios taken within each repetition.", ""]
     for tgt in (0.90, 0.95):
@@ -100,7 +103,8 @@ def main() -> None:
             lines.append(f"| {n} | {statistics.median(ok):.0f} | "
                          f"{', '.join(f'{x:.0f}' for x in ok)} |" if ok else f"| {n} | - | |")
         lines.append("")
-    out = BENCH / "results" / f"flash-pair-{ds.name}.md"
+    suffix = f"-e{args.entry_list}" if args.entry_list else ""
+    out = BENCH / "results" / f"flash-pair-{ds.name}{suffix}.md"
     out.write_text("\n".join(lines) + "\n")
     log(f"wrote {out}")
 

@@ -8,9 +8,10 @@ Sides (--sides, default all):
   trawl-beam       `trawl bench --strategy beam -W 4` on a `trawl build` index (R 64, L 100,
                    α 1.2, 48 PQ bytes, entry index 1%), O_DIRECT
   trawl-pipe       the same index, `--strategy pipe --entry-list 10` (PipeSearch, dynamic width)
-  trawl-flash      the same index, `--strategy flash --staleness 1` (FlashANNS's batch search:
-                   32 queries per thread, a read chosen one step ahead; CPU accelerator; it
-                   keeps its own batch, so --trawl-interleave does not apply)
+  trawl-flash      the same index, `--strategy flash --staleness 1 --entry-list 10` (FlashANNS's
+                   batch search: 32 queries per thread, a read chosen one step ahead, seeded by
+                   the entry index like trawl-pipe; CPU accelerator; it keeps its own batch, so
+                   --trawl-interleave does not apply)
   trawl-decoupled  the same graph written by `trawl layout --decoupled` (graph.trawl +
                    vectors.trawl), `--layout decoupled`, beam search -W 4
   trawl-ivf        `trawl build --kind ivf` (FusionANNS: balanced k-means lists ~10% of n,
@@ -251,7 +252,7 @@ def ivf_rerank_variants(args: argparse.Namespace) -> list[tuple[str, list[str]]]
 TRAWL_FLAGS = {
     "trawl-beam": ["--strategy", "beam", "-W", "{W}"],
     "trawl-pipe": ["--strategy", "pipe", "--entry-list", "{entry_list}"],
-    "trawl-flash": ["--strategy", "flash", "--staleness", "1"],
+    "trawl-flash": ["--strategy", "flash", "--staleness", "1", "--entry-list", "{entry_list}"],
     "trawl-decoupled": ["--layout", "decoupled", "--strategy", "beam", "-W", "{W}",
                         "--list-cache-mb", "{list_cache_mb}"],
 }
@@ -299,8 +300,8 @@ class TrawlPeer:
         elif self.name == "trawl-pipe":
             ram += f", searched at list size {a.entry_list} to seed each query"
         elif self.name == "trawl-flash":
-            ram += ", loaded but not searched (queries start at the medoid); per thread the " \
-                   "lists and visited sets of its batch"
+            ram += f", searched at list size {a.entry_list} to seed each query; per thread " \
+                   "the lists and visited sets of its batch"
         else:
             ram += (", loaded but not searched; per-page metadata of the compressed files; "
                     f"LRU cache of compressed neighbour lists {a.list_cache_mb} MiB")
@@ -941,7 +942,7 @@ def readme_block(dataset: str, sides: dict) -> str:
              "| side | in RAM | recall@10 | QPS | latency µs | pages/query | RAM MiB | "
              "disk MiB | build s |", "|---|---|---|---|---|---|---|---|---|"]
     short = {"trawl-beam": "PQ codes", "trawl-pipe": "PQ codes + entry index",
-             "trawl-flash": "PQ codes",
+             "trawl-flash": "PQ codes + entry index",
              "trawl-ivf": "PQ codes + centroids + lists",
              "trawl-decoupled": "PQ codes", "diskann": "PQ codes",
              "faiss-hnsw": "vectors + graph", "faiss-ivfpq": "PQ codes + vectors (re-rank)",

@@ -102,7 +102,7 @@ def test_flash_strategy(f32_index):
     np.testing.assert_array_equal(kernel[0], ids)
     np.testing.assert_array_equal(kernel[1], dists)
     for bad in (dict(staleness=8), dict(batch=-1), dict(grain="warp"),
-                dict(page_search=True), dict(entry_list=10)):
+                dict(page_search=True)):
         with pytest.raises(trawl.InvalidInputError):
             index.batch_search(queries, 10, trawl.SearchParams(strategy="flash", **bad))
 

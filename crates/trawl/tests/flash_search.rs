@@ -80,6 +80,24 @@ fn staleness_zero_is_strict_best_first_search() {
                 &strict,
                 &format!("L {l} batch {batch}, strict steps"),
             );
+            // Seeded by the entry index, too (the seeds enter the list as beam search's do).
+            let seeded = |p: SearchParams| SearchParams {
+                entry_list: 10,
+                ..p
+            };
+            let strict_e = ix
+                .search_batch(&q, &seeded(SearchParams::beam(10, l, 1)), 1)
+                .unwrap();
+            let flash_e = ix
+                .search_batch(&q, &seeded(flash(l, 0, batch, Grain::Query)), 2)
+                .unwrap();
+            same_results(&flash_e, &strict_e, &format!("L {l} batch {batch}, entry list"));
+            for (a, b) in flash_e.stats.iter().zip(&strict_e.stats) {
+                assert_eq!(a.flash.steps, b.traversal.nodes_expanded);
+                assert_eq!(a.traversal.pq_distances, b.traversal.pq_distances);
+                assert_eq!(a.traversal.entry_distances, b.traversal.entry_distances);
+                assert!(a.traversal.entry_distances > 0);
+            }
             for (i, (a, b)) in f.stats.iter().zip(&strict.stats).enumerate() {
                 assert_eq!(a.flash.stale_steps, 0, "query {i}");
                 assert_eq!(a.flash.steps, b.traversal.nodes_expanded, "query {i}");
@@ -373,13 +391,26 @@ fn flash_parameters_are_checked() {
         let e = ix.search_batch(&q, &with(bad), 1).unwrap_err();
         assert_eq!(e.kind(), trawl::ErrorKind::InvalidInput, "{bad:?}: {e}");
     }
+    // Seeds from the entry index need one.
     let seeded = SearchParams {
         entry_list: 10,
         ..with(FlashParams::default())
     };
+    assert_eq!(ix.search_batch(&q, &seeded, 1).unwrap().ids.len(), 50);
+    let plain = tempfile::tempdir().unwrap();
+    trawl::index::build_index(
+        &base,
+        plain.path(),
+        &trawl::index::IndexParams {
+            entry: None,
+            ..common::params(Metric::L2, 8)
+        },
+        &trawl::progress::Control::silent(),
+    )
+    .unwrap();
     assert!(matches!(
-        ix.search_batch(&q, &seeded, 1),
-        Err(SearchError::Unsupported(_))
+        open(plain.path()).search_batch(&q, &seeded, 1),
+        Err(SearchError::NoEntryIndex)
     ));
     // A batch larger than the engine's depth on a searcher made by hand is refused.
     let mut s = ix.searcher().unwrap();

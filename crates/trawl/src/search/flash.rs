@@ -206,7 +206,8 @@ pub(crate) fn run<'q, T: Element>(
         ));
     };
     let file = graph.file();
-    let max_degree = file.meta().r;
+    // The entry-index seeds of a starting query travel as its step's neighbours.
+    let max_degree = file.meta().r.max(cfg.entry_list());
     let cap = fp.steps_cap(cfg.l());
     let shape = FlashShape {
         slots: fp.batch,
@@ -230,6 +231,8 @@ pub(crate) fn run<'q, T: Element>(
         order: Vec::new(),
         scratch: Vec::new(),
         hits: Vec::new(),
+        entry: super::entry::EntryScratch::default(),
+        seeds: Vec::new(),
     };
     let r = state.drive(session.as_mut(), next, sink, fail);
     if r.is_err() {
@@ -262,6 +265,8 @@ struct Flash<'e, 'v, 'q, T> {
     order: Vec<usize>,
     scratch: Vec<T>,
     hits: Vec<(u32, f32)>,
+    entry: super::entry::EntryScratch,
+    seeds: Vec<u32>,
 }
 
 impl<'q, T: Element> Flash<'_, '_, 'q, T> {
@@ -338,20 +343,32 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
             pq.fill_table(query, &mut table)
                 .map_err(|_| SearchError::NonFiniteQuery { row: 0 })?;
             self.job.tables[at..].copy_from_slice(table.flat());
+            // Seeds from the in-memory entry index (nearest first), else the medoid: the first
+            // starts the list, the others enter it as if they were its neighbours — the list
+            // is the first L of the seeds by PQ distance either way, as beam search's.
+            let mut stats = QueryStats::default();
+            self.seeds.clear();
+            if let (Some(e), true) = (self.space.entry, self.cfg.entry_list() > 0) {
+                stats.traversal.entry_distances +=
+                    e.search(query, self.cfg.entry_list(), &mut self.entry, &mut self.seeds);
+            }
+            let start = self.seeds.first().copied().unwrap_or(self.space.medoid);
+            let nbr_off = self.job.nbrs.len() as u32;
+            self.job.nbrs.extend(self.seeds.iter().skip(1));
             self.job.entries.push(StepEntry {
                 slot: i as u32,
-                entry: self.space.medoid,
+                entry: start,
                 node: NONE,
                 node_key: 0,
-                nbr_off: self.job.nbrs.len() as u32,
-                nbr_len: 0,
+                nbr_off,
+                nbr_len: self.seeds.len().saturating_sub(1) as u32,
                 fill: Self::depth(&self.fp, 0).min(self.cap) as u32,
             });
             self.order.push(i);
             self.lanes[i] = Some(Lane {
                 id,
                 query,
-                stats: QueryStats::default(),
+                stats,
                 t0: Instant::now(),
                 reads: VecDeque::with_capacity(self.fp.staleness + 1),
                 results: Vec::new(),

@@ -223,12 +223,6 @@ impl SearchConfig {
                             .into(),
                     ));
                 }
-                if p.entry_list > 0 {
-                    return Err(SearchError::Unsupported(
-                        "the flash strategy starts every query at the medoid (entry_list = 0)"
-                            .into(),
-                    ));
-                }
                 fp.validate(depth)?;
             }
         }
