@@ -91,7 +91,11 @@ fn staleness_zero_is_strict_best_first_search() {
             let flash_e = ix
                 .search_batch(&q, &seeded(flash(l, 0, batch, Grain::Query)), 2)
                 .unwrap();
-            same_results(&flash_e, &strict_e, &format!("L {l} batch {batch}, entry list"));
+            same_results(
+                &flash_e,
+                &strict_e,
+                &format!("L {l} batch {batch}, entry list"),
+            );
             for (a, b) in flash_e.stats.iter().zip(&strict_e.stats) {
                 assert_eq!(a.flash.steps, b.traversal.nodes_expanded);
                 assert_eq!(a.traversal.pq_distances, b.traversal.pq_distances);

@@ -349,8 +349,12 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
             let mut stats = QueryStats::default();
             self.seeds.clear();
             if let (Some(e), true) = (self.space.entry, self.cfg.entry_list() > 0) {
-                stats.traversal.entry_distances +=
-                    e.search(query, self.cfg.entry_list(), &mut self.entry, &mut self.seeds);
+                stats.traversal.entry_distances += e.search(
+                    query,
+                    self.cfg.entry_list(),
+                    &mut self.entry,
+                    &mut self.seeds,
+                );
             }
             let start = self.seeds.first().copied().unwrap_or(self.space.medoid);
             let nbr_off = self.job.nbrs.len() as u32;
