@@ -686,16 +686,17 @@ fn dist_of_key(k: u32) -> f32 {
 
 impl GpuPending {
     fn device_error(&self, what: String) -> AccelError {
-        let extra = self
-            .uncaptured
-            .lock()
-            .map(|v| v.join("; "))
-            .unwrap_or_default();
-        if extra.is_empty() {
-            AccelError::Device(what)
-        } else {
-            AccelError::Device(format!("{what} ({extra})"))
-        }
+        device_error(&self.uncaptured, what)
+    }
+}
+
+/// [`AccelError::Device`] for `what`, with the device errors no scope caught appended.
+pub(crate) fn device_error(uncaptured: &Mutex<Vec<String>>, what: String) -> AccelError {
+    let extra = uncaptured.lock().map(|v| v.join("; ")).unwrap_or_default();
+    if extra.is_empty() {
+        AccelError::Device(what)
+    } else {
+        AccelError::Device(format!("{what} ({extra})"))
     }
 }
 

@@ -252,17 +252,7 @@ struct GpuSession<'a> {
 
 impl GpuSession<'_> {
     fn device_error(&self, what: String) -> AccelError {
-        let extra = self
-            .acc
-            .uncaptured
-            .lock()
-            .map(|v| v.join("; "))
-            .unwrap_or_default();
-        if extra.is_empty() {
-            AccelError::Device(what)
-        } else {
-            AccelError::Device(format!("{what} ({extra})"))
-        }
+        super::gpu::device_error(&self.acc.uncaptured, what)
     }
 }
 

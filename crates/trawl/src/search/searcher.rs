@@ -227,9 +227,6 @@ impl<'i> Searcher<'i> {
             )));
         }
         let mut cfg = self.view.configure(params, self.io.engine.depth())?;
-        if let Strategy::Flash(_) = cfg.strategy() {
-            return self.run_flash(&mut cfg, next, sink, fail);
-        }
         let mut filtered;
         let sink: &mut ResultSink<'_> = match self.filter {
             None => sink,
@@ -247,6 +244,9 @@ impl<'i> Searcher<'i> {
                 &mut filtered
             }
         };
+        if let Strategy::Flash(_) = cfg.strategy() {
+            return self.run_flash(&cfg, next, sink, fail);
+        }
         let space = self.view.space;
         let io = &mut self.io;
         let l = &mut self.lanes;
@@ -291,7 +291,7 @@ impl<'i> Searcher<'i> {
 impl Searcher<'_> {
     fn run_flash<'q, T: Element>(
         &mut self,
-        cfg: &mut SearchConfig,
+        cfg: &SearchConfig,
         next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
         sink: &mut ResultSink<'_>,
         fail: &mut FailSink<'_>,
@@ -312,21 +312,6 @@ impl Searcher<'_> {
         };
         let cpu = CpuFlash::new(codes);
         let accel: &dyn FlashAccel = self.flash.unwrap_or(&cpu);
-        let mut filtered;
-        let sink: &mut ResultSink<'_> = match self.filter {
-            None => sink,
-            Some(f) => {
-                cfg.keep_all_results();
-                let k = cfg.k();
-                let mut kept = Vec::new();
-                filtered = move |id: usize, hits: &[(u32, f32)], st: QueryStats| {
-                    kept.clear();
-                    kept.extend(hits.iter().filter(|h| f.visible(h.0)).take(k));
-                    sink(id, &kept, st);
-                };
-                &mut filtered
-            }
-        };
         let io = &mut self.io;
         flash::run(
             io.engine.as_mut(),
