@@ -123,6 +123,10 @@ pub struct BenchRow {
     pub prefetched_per_query: f64,
     /// Decoupled layout: re-rank batches.
     pub rerank_batches_per_query: f64,
+    /// Decoupled layout: vectors taken from a vector page the query had read already.
+    pub page_reuses_per_query: f64,
+    /// Decoupled layout: vectors that joined a read of their page in flight.
+    pub page_joins_per_query: f64,
     /// Decoupled layout: microseconds decoding neighbour lists.
     pub list_decode_us_per_query: f64,
     /// Decoupled layout: microseconds decoding vectors.
@@ -214,6 +218,8 @@ impl BenchRow {
             vector_reads_per_query: per(t.rerank.vector_reads),
             prefetched_per_query: per(t.rerank.prefetched),
             rerank_batches_per_query: per(t.rerank.rerank_batches),
+            page_reuses_per_query: per(t.rerank.page_reuses),
+            page_joins_per_query: per(t.rerank.page_joins),
             list_decode_us_per_query: t.traversal.list_decode_ns as f64 / 1e3 / nq,
             vector_decode_us_per_query: t.rerank.vector_decode_ns as f64 / 1e3 / nq,
             lists_probed_per_query: per(t.ivf.lists_probed),

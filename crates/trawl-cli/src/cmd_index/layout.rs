@@ -35,6 +35,11 @@ pub struct LayoutArgs {
     /// Decoupled layout: uncompressed MiB per segment (each has its own code tables).
     #[arg(long, default_value_t = VectorParams::default().segment_bytes >> 20)]
     pub segment_mb: u64,
+    /// Decoupled layout: order of the vectors in vectors.trawl — `graph` (PageShuffle's
+    /// locality order sized to the vectors a page holds, so a query's re-rank candidates
+    /// share pages; each node's position is stored beside its list) or `id`.
+    #[arg(long, default_value = "graph")]
+    pub vector_order: trawl::layout::decoupled::vectors::VectorOrder,
     /// Most PageShuffle refinement rounds after the neighbour packing.
     #[arg(long, default_value_t = ShuffleParams::default().rounds)]
     pub rounds: usize,
@@ -80,6 +85,7 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
                 &VectorParams {
                     beta: args.beta,
                     segment_bytes: args.segment_mb.max(1) << 20,
+                    order: args.vector_order,
                 },
                 ctl,
             )?
@@ -105,7 +111,7 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
             print!(
                 "; {:.3}× packed: graph {} ({:.3}× its {} uncompressed lists, {} pages), \
                  vectors {} ({:.3}× their {} raw; {} of {} chunks XOR-coded, {} raw vectors; \
-                 metadata {} in memory)",
+                 metadata {} in memory; vectors in {} order, {} per page)",
                 r.file_bytes as f64 / r.packed_bytes.max(1) as f64,
                 human_bytes(d.graph_bytes),
                 d.graph_bytes as f64 / d.lists_raw_bytes.max(1) as f64,
@@ -117,7 +123,12 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
                 d.xor_chunks,
                 d.chunks,
                 d.raw_vectors,
-                human_bytes(d.vectors_metadata_bytes)
+                human_bytes(d.vectors_metadata_bytes),
+                match d.vector_order {
+                    trawl::layout::decoupled::vectors::VectorOrder::Id => "id",
+                    trawl::layout::decoupled::vectors::VectorOrder::Graph => "graph",
+                },
+                d.vectors_per_page
             );
         }
         if let Some(s) = &r.shuffle {

@@ -20,7 +20,7 @@ use super::{DiskIndex, IndexBuildError};
 use crate::io::PAGE_BYTES;
 use crate::layout::decoupled::graph::GraphWriter;
 use crate::layout::decoupled::vectors::{
-    self as dvectors, VectorGeometry, VectorParams, VectorPlanner, VectorWriter,
+    self as dvectors, VectorGeometry, VectorOrder, VectorParams, VectorPlanner, VectorWriter,
 };
 use crate::layout::packed::{self, PackedMeta, PackedWriter, RecordView};
 use crate::layout::shuffle::{self, Csr, ShuffleReport};
@@ -139,6 +139,12 @@ pub struct LayoutReport {
 /// What writing the decoupled layout produced, by component.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct DecoupledReport {
+    /// The vectors' order in the vector file (graph order falls back to id order when a
+    /// page holds fewer than two coded vectors).
+    pub vector_order: VectorOrder,
+    /// Coded vectors per page (the id-order file's average; PageShuffle's page size in graph
+    /// order).
+    pub vectors_per_page: usize,
     /// Bytes of the graph file.
     pub graph_bytes: u64,
     /// Bytes of the vector file.
@@ -323,9 +329,15 @@ impl DiskIndex {
     }
 
     /// Writes the decoupled layout (`graph.trawl` and `vectors.trawl`) from the page-packed
-    /// file in two sequential passes: the first writes the graph file and gathers the vector
-    /// statistics (base vectors, XOR decisions, code tables), the second codes the vectors.
-    /// Memory: one chunk's byte counts per position (`256 · V · 4` bytes) and the plan.
+    /// file. In id order ([`VectorOrder::Id`]), two sequential passes: the first writes the
+    /// graph file and gathers the vector statistics (base vectors, XOR decisions, code tables),
+    /// the second codes the vectors. In graph order ([`VectorOrder::Graph`]) the id-order
+    /// vector file is written first (it tells how many coded vectors a page holds), then the
+    /// graph is read, PageShuffle places the nodes on pages of that many, and the vectors are
+    /// planned and coded again in that order (records fetched by positional reads) while the
+    /// graph file is written keyed with each node's position. Memory: one chunk's byte counts
+    /// per position (`256 · V · 4` bytes) and the plan; in graph order also the graph twice
+    /// (out-lists and their transpose) and the order.
     pub fn write_decoupled(
         &self,
         params: &VectorParams,
@@ -341,15 +353,20 @@ impl DiskIndex {
         let graph_path = txn.path(IndexLayout::Decoupled.file_name());
         let vectors_path = txn.path(dvectors::FILE_NAME);
         let geo = VectorGeometry::new(meta.dtype, meta.dim, meta.n, params).map_err(bad)?;
+        let gmeta = PackedMeta {
+            neighbor_code_bytes: 0,
+            permuted: false,
+            ..meta
+        };
         let mut planner = VectorPlanner::new(geo).map_err(bad)?;
-        let mut gw = GraphWriter::create(
-            &graph_path,
-            PackedMeta {
-                neighbor_code_bytes: 0,
-                permuted: false,
-                ..meta
-            },
-        )?;
+        let mut gw = Some(GraphWriter::create(&graph_path, gmeta)?);
+        let mut offsets = Vec::new();
+        let mut targets = Vec::new();
+        let graph_order = params.order == VectorOrder::Graph;
+        if graph_order {
+            offsets.reserve(meta.n as usize + 1);
+            offsets.push(0u64);
+        }
         let bar = ctl.bar("decoupled: graph file and vector statistics", meta.n);
         let mut ids = Vec::with_capacity(meta.r);
         let mut edges = 0u64;
@@ -357,15 +374,21 @@ impl DiskIndex {
             ids.clear();
             ids.extend(view.neighbors());
             edges += ids.len() as u64;
-            gw.push(&ids)?;
+            if let Some(w) = gw.as_mut() {
+                w.push(&ids)?;
+            }
+            if graph_order {
+                targets.extend_from_slice(&ids);
+                offsets.push(targets.len() as u64);
+            }
             planner.push(view.vector_bytes()).map_err(bad)?;
             bar.inc(1);
             Ok(())
         })?;
         bar.finish_and_clear();
-        let graph_bytes = gw.finish()?;
+        let mut graph_bytes = gw.take().map_or(Ok(0), GraphWriter::finish)?;
         let plan = planner.finish().map_err(bad)?;
-        let pass1_secs = t0.elapsed().as_secs_f64();
+        let mut pass1_secs = t0.elapsed().as_secs_f64();
         let t2 = Instant::now();
         let mut vw = VectorWriter::create(&vectors_path, plan)?;
         let bar = ctl.bar("decoupled: coding vectors", meta.n);
@@ -375,8 +398,95 @@ impl DiskIndex {
             Ok(())
         })?;
         bar.finish_and_clear();
-        let vrep = vw.finish()?;
-        let pass2_secs = t2.elapsed().as_secs_f64();
+        let mut vrep = vw.finish()?;
+        let mut pass2_secs = t2.elapsed().as_secs_f64();
+        let mut order_used = VectorOrder::Id;
+        let mut shuffle_report = None;
+        let mut shuffle_secs = 0.0;
+        // Coded vectors per page, as the id-order file holds them.
+        let per = (meta.n as f64 / vrep.data_pages.max(1) as f64).round() as usize;
+        if graph_order && per >= 2 && meta.n > per as u64 {
+            let t_s = Instant::now();
+            targets.shrink_to_fit();
+            let graph = Csr {
+                offsets: std::mem::take(&mut offsets),
+                targets: std::mem::take(&mut targets),
+            };
+            let rounds = ShuffleParams::default().rounds;
+            let bar = ctl.bar("decoupled: placing vectors (PageShuffle)", meta.n * (2 + rounds as u64));
+            let (page_of, rep) = shuffle::shuffle(&graph, per, rounds, || bar.inc(1));
+            bar.finish_and_clear();
+            ctl.check().map_err(|c| bad(c.to_string()))?;
+            shuffle_report = Some(rep);
+            // Position of each node: its rank in page order.
+            let order: Vec<u32> = shuffle::order_table(&page_of, per)
+                .into_iter()
+                .filter(|&id| id != packed::EMPTY_SLOT)
+                .collect();
+            drop(page_of);
+            if order.len() as u64 != meta.n {
+                return Err(bad(format!("vector order has {} nodes, not {}", order.len(), meta.n)));
+            }
+            let mut pos = vec![u32::MAX; meta.n as usize];
+            for (p, &id) in order.iter().enumerate() {
+                pos[id as usize] = p as u32;
+            }
+            shuffle_secs = t_s.elapsed().as_secs_f64();
+            // The graph file again, keyed with each node's position.
+            let t1 = Instant::now();
+            let mut gw = GraphWriter::create_keyed(&graph_path, gmeta)?;
+            let bar = ctl.bar("decoupled: keyed graph file", meta.n);
+            for u in 0..meta.n as usize {
+                gw.push_keyed(graph.row(u), pos[u])?;
+                if u % 4096 == 0 {
+                    ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
+                    bar.set_position(u as u64);
+                }
+            }
+            bar.finish_and_clear();
+            drop(graph);
+            graph_bytes = gw.finish()?;
+            // The vectors in position order: planned, then coded.
+            let file = File::open(src.path()).map_err(|e| FileError::new(src.path(), e.into()))?;
+            let rgeo = *src.geometry();
+            let mut buf = vec![0u8; rgeo.read_pages() * PAGE_BYTES];
+            let mut each = |what: &str, f: &mut dyn FnMut(&[u8]) -> Result<(), IndexBuildError>| {
+                let bar = ctl.bar(what, meta.n);
+                for (k, &id) in order.iter().enumerate() {
+                    let (page, _) = src.locate(id);
+                    std::os::unix::fs::FileExt::read_exact_at(
+                        &file,
+                        &mut buf,
+                        page * PAGE_BYTES as u64,
+                    )
+                    .map_err(|e| FileError::new(src.path(), e.into()))?;
+                    src.check_pages(page, &buf)
+                        .map_err(|p| corrupt(self, p, "checksum mismatch"))?;
+                    let view = src.record(id, &buf).map_err(|d| corrupt(self, page, &d))?;
+                    f(view.vector_bytes())?;
+                    if k % 4096 == 0 {
+                        ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
+                        bar.set_position(k as u64);
+                    }
+                }
+                bar.finish_and_clear();
+                Ok::<(), IndexBuildError>(())
+            };
+            let mut planner = VectorPlanner::new(geo).map_err(bad)?;
+            each("decoupled: vector statistics in graph order", &mut |v| {
+                planner.push(v).map_err(bad)
+            })?;
+            let plan = planner.finish().map_err(bad)?;
+            pass1_secs += t1.elapsed().as_secs_f64();
+            let t3 = Instant::now();
+            let mut vw = VectorWriter::create(&vectors_path, plan)?;
+            each("decoupled: coding vectors in graph order", &mut |v| {
+                vw.push(v).map_err(IndexBuildError::from)
+            })?;
+            vrep = vw.finish()?;
+            pass2_secs += t3.elapsed().as_secs_f64();
+            order_used = VectorOrder::Graph;
+        }
         let graph_pages = graph_bytes / PAGE_BYTES as u64;
         let manifest = Manifest::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
@@ -391,12 +501,14 @@ impl DiskIndex {
             packed_bytes: src.file_bytes(),
             records_per_page: 0,
             read_secs: 0.0,
-            shuffle_secs: 0.0,
+            shuffle_secs,
             write_secs: pass1_secs + pass2_secs,
             total_secs: t0.elapsed().as_secs_f64(),
             graph_bytes: 0,
-            shuffle: None,
+            shuffle: shuffle_report,
             decoupled: Some(DecoupledReport {
+                vector_order: order_used,
+                vectors_per_page: per,
                 graph_bytes,
                 vectors_bytes: vrep.file_bytes,
                 edges,

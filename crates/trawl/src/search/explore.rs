@@ -31,6 +31,9 @@ pub struct Frontier {
     /// Nodes explored from their lists alone, with their PQ distances, in order (the re-rank
     /// pool of layouts that keep vectors apart).
     pub(crate) coded: Vec<Neighbor>,
+    /// The vector key of each node in `coded` ([`super::source::NO_KEY`] when its list
+    /// carried none).
+    pub(crate) coded_keys: Vec<u32>,
     /// PageSearch: nodes whose exact distance is in `full` already (explored, or scored on a
     /// page read for another node); only kept when `page_search` is on.
     scored: VisitedSet,
@@ -47,6 +50,7 @@ impl Frontier {
         self.visited.reset(n);
         self.full.clear();
         self.coded.clear();
+        self.coded_keys.clear();
         self.scored.reset(if self.page_search { n } else { 0 });
     }
 
@@ -189,10 +193,18 @@ impl Frontier {
     }
 
     /// Explores `id` from its neighbour list alone, decoded into `self.nbrs`: its PQ distance
-    /// enters the re-rank pool, its unvisited neighbours' PQ distances enter the list.
-    pub fn explore_list(&mut self, space: &GraphSpace<'_>, id: u32, stats: &mut QueryStats) {
+    /// (and the vector `key` its list carried) enters the re-rank pool, its unvisited
+    /// neighbours' PQ distances enter the list.
+    pub fn explore_list(
+        &mut self,
+        space: &GraphSpace<'_>,
+        id: u32,
+        key: u32,
+        stats: &mut QueryStats,
+    ) {
         let pq = self.pq_distance(space, id);
         self.coded.push(Neighbor { id, dist: pq });
+        self.coded_keys.push(key);
         stats.traversal.nodes_expanded += 1;
         let nbrs = std::mem::take(&mut self.nbrs);
         self.offer_neighbors(space, nbrs.iter().copied(), stats);

@@ -9,6 +9,7 @@
 use std::path::Path;
 
 use super::explore::{corrupt, Frontier};
+use super::source::NO_KEY;
 use super::source::{Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, VectorSource};
 use super::{ListCache, NodeCache, SearchError};
 use crate::kernels::Element;
@@ -211,10 +212,11 @@ impl DecoupledLayout {
     pub fn lists(&self) -> &ListCache {
         &self.lists
     }
-    /// Segment and local id of slot `id`.
+    /// Segment and local id (position in the segment) of slot `id`, whose list carried `key`.
     #[inline]
-    fn loc(&self, id: u32) -> (usize, u32) {
+    fn loc(&self, id: u32, key: u32) -> (usize, u32) {
         match &self.map {
+            None if self.graph.keyed() => (0, key),
             None => (0, id),
             Some(m) => m
                 .get(id as usize)
@@ -317,7 +319,8 @@ impl DecoupledLayout {
             .decode_list(degree, coded, &mut f.nbrs)
             .map_err(|e| corrupt(self.path(), page, format!("node {id}: {e}")))?;
         x.stats.traversal.list_decode_ns += t0.elapsed().as_nanos() as u64;
-        f.explore_list(space, id, x.stats);
+        let key = self.graph.key_of(coded).unwrap_or(NO_KEY);
+        f.explore_list(space, id, key, x.stats);
         Ok(())
     }
 }
@@ -326,8 +329,8 @@ impl VectorSource for DecoupledLayout {
     /// A slot without a vector (never asked for by a search) maps to page 0, the graph
     /// file's header, whose decoding fails as damage.
     #[inline]
-    fn vector_page(&self, id: u32) -> u64 {
-        let (s, l) = self.loc(id);
+    fn vector_page(&self, id: u32, key: u32) -> u64 {
+        let (s, l) = self.loc(id, key);
         match self.segments.get(s) {
             Some(f) => self.bases[s] + f.locate(l),
             None => 0,
@@ -341,11 +344,12 @@ impl VectorSource for DecoupledLayout {
     fn decode_vector(
         &self,
         id: u32,
+        key: u32,
         page: u64,
         bytes: &[u8],
         out: &mut [u8],
     ) -> Result<(), SearchError> {
-        let (s, l) = self.loc(id);
+        let (s, l) = self.loc(id, key);
         let Some(f) = self.segments.get(s) else {
             return Err(corrupt(
                 self.graph.path(),

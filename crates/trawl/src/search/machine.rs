@@ -223,11 +223,11 @@ where
 impl<M: HasFrontier> Reranked<M> {
     /// Hands the nodes expanded since the last call to the re-rank, in expansion order.
     fn observe_new(&mut self) {
-        let coded = &self.inner.frontier_ref().coded;
-        for n in &coded[self.seen..] {
-            self.rerank.observe(n.id, n.dist);
+        let f = self.inner.frontier_ref();
+        for (n, &key) in f.coded[self.seen..].iter().zip(&f.coded_keys[self.seen..]) {
+            self.rerank.observe(n.id, n.dist, key);
         }
-        self.seen = coded.len();
+        self.seen = f.coded.len();
     }
 }
 

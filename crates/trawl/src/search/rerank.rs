@@ -23,7 +23,9 @@
 //!   trip saved that the sure batches had not saved already).
 //!
 //! Every vector read (a page of the vector file) is counted in the query's statistics; a page
-//! holding several wanted vectors is read once. Vectors read but never reached by a batch still
+//! holding several wanted vectors is read once, and a page that has landed is kept for the
+//! rest of the query, so a vector asked for later on a page already read costs no read (with
+//! the vectors in graph-locality order the re-rank candidates of a query share pages). Vectors read but never reached by a batch still
 //! give their exact distances to the result (they cost the read already).
 
 use std::collections::{HashMap, HashSet};
@@ -31,10 +33,10 @@ use std::time::Instant;
 
 use super::explore::sorted_results;
 use super::machine::{QueryMachine, Turn, VectorView};
-use super::source::{Expand, VectorSource, VECTOR_TAG};
+use super::source::{Expand, VectorSource, NO_KEY, VECTOR_TAG};
 use super::{QueryStats, SearchConfig, SearchError};
 use crate::graph::queue::Neighbor;
-use crate::io::{Completion, IoEngine, ReadRequest};
+use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
 use crate::kernels::{self, Element};
 
 /// Parameters of the decoupled layout's re-rank.
@@ -121,8 +123,16 @@ pub struct Rerank {
     top: Vec<Neighbor>,
     stable: usize,
     requested: HashSet<u32>,
+    /// Vector key of each observed node.
+    keys: HashMap<u32, u32>,
     reads: Vec<VRead>,
     page_read: HashMap<u64, usize>,
+    /// Copies of the landed pages, `PAGE_BYTES` each, by read index order of landing.
+    kept: Vec<u8>,
+    /// Page → offset of its copy in `kept`.
+    kept_at: HashMap<u64, usize>,
+    /// Vectors asked for on a page already landed: decoded from its copy at the next turn.
+    local: Vec<(u32, u64)>,
     in_flight: usize,
     exact: HashMap<u32, f32>,
     /// Phase 2.
@@ -146,8 +156,12 @@ impl Rerank {
         self.top.clear();
         self.stable = 0;
         self.requested.clear();
+        self.keys.clear();
         self.reads.clear();
         self.page_read.clear();
+        self.kept.clear();
+        self.kept_at.clear();
+        self.local.clear();
         self.in_flight = 0;
         self.exact.clear();
         self.phase2 = false;
@@ -161,8 +175,12 @@ impl Rerank {
         self.in_flight
     }
 
-    /// Records an expanded node and its PQ distance (phase 1's stability test).
-    pub fn observe(&mut self, id: u32, pq: f32) {
+    /// Records an expanded node, its PQ distance (phase 1's stability test) and the vector
+    /// key its list carried.
+    pub fn observe(&mut self, id: u32, pq: f32, key: u32) {
+        if key != NO_KEY {
+            self.keys.insert(id, key);
+        }
         let n = Neighbor { id, dist: pq };
         self.pool.push(n);
         let cap = self.k + self.p.batch;
@@ -239,7 +257,12 @@ impl Rerank {
         Ok(issued)
     }
 
-    /// Requests `id`'s vector: joins a read of its page in flight, or submits one. Returns
+    fn key(&self, id: u32) -> u32 {
+        self.keys.get(&id).copied().unwrap_or(NO_KEY)
+    }
+
+    /// Requests `id`'s vector: joins a read of its page in flight, takes it from the page's
+    /// copy if that page has landed (decoded at the next turn), or submits a read. Returns
     /// whether a read was submitted.
     fn request<V: VectorSource>(
         &mut self,
@@ -249,10 +272,16 @@ impl Rerank {
         stats: &mut QueryStats,
     ) -> Result<bool, SearchError> {
         self.requested.insert(id);
-        let page = vectors.vector_page(id);
+        let page = vectors.vector_page(id, self.key(id));
         if let Some(&r) = self.page_read.get(&page) {
             if !self.reads[r].landed {
                 self.reads[r].ids.push(id);
+                stats.rerank.page_joins += 1;
+                return Ok(false);
+            }
+            if self.kept_at.contains_key(&page) {
+                self.local.push((id, page));
+                stats.rerank.page_reuses += 1;
                 return Ok(false);
             }
         }
@@ -306,13 +335,35 @@ impl Rerank {
         read.landed = true;
         let page = read.page;
         let ids = std::mem::take(&mut read.ids);
+        let result = self.decode_ids(src, page, bytes, &ids, x);
+        self.reads[r].ids = ids;
+        result?;
+        // Kept only once checked: a damaged page has failed the query above.
+        let at = self.kept.len();
+        self.kept.extend_from_slice(&bytes[..PAGE_BYTES.min(bytes.len())]);
+        self.kept.resize(at + PAGE_BYTES, 0);
+        self.kept_at.insert(page, at);
+        Ok(())
+    }
+
+    /// Decodes the vectors of `ids` from `bytes` (page `page`) and records their exact
+    /// distances.
+    fn decode_ids<V: VectorSource, T: Element>(
+        &mut self,
+        src: &VectorView<'_, V>,
+        page: u64,
+        bytes: &[u8],
+        ids: &[u32],
+        x: &mut Expand<'_, T>,
+    ) -> Result<(), SearchError> {
         let scratch = &mut *x.scratch;
         scratch.clear();
         scratch.resize(src.dim, T::default());
         let t0 = Instant::now();
-        for &id in &ids {
+        for &id in ids {
             src.vectors.decode_vector(
                 id,
+                self.keys.get(&id).copied().unwrap_or(NO_KEY),
                 page,
                 bytes,
                 bytemuck::cast_slice_mut(scratch.as_mut_slice()),
@@ -321,9 +372,37 @@ impl Rerank {
             self.exact.insert(id, dist);
             x.stats.traversal.exact_distances += 1;
         }
-        self.reads[r].ids = ids;
         x.stats.rerank.vector_decode_ns += t0.elapsed().as_nanos() as u64;
         Ok(())
+    }
+
+    /// Decodes the vectors asked for on pages that had landed already, from the pages'
+    /// copies. Returns whether there were any.
+    pub fn decode_local<V: VectorSource, T: Element>(
+        &mut self,
+        src: &VectorView<'_, V>,
+        x: &mut Expand<'_, T>,
+    ) -> Result<bool, SearchError> {
+        if self.local.is_empty() {
+            return Ok(false);
+        }
+        let local = std::mem::take(&mut self.local);
+        let kept = std::mem::take(&mut self.kept);
+        let mut result = Ok(());
+        for &(id, page) in &local {
+            let Some(&at) = self.kept_at.get(&page) else {
+                result = Err(SearchError::Internal(format!("vector page {page} not kept")));
+                break;
+            };
+            result = self.decode_ids(src, page, &kept[at..at + PAGE_BYTES], &[id], x);
+            if result.is_err() {
+                break;
+            }
+        }
+        self.kept = kept;
+        self.local = local;
+        self.local.clear();
+        result.map(|_| true)
     }
 
     /// Phase 2, one step: requests what the current and next batch need, and processes the
@@ -445,7 +524,11 @@ impl<'v, V: VectorSource> QueryMachine<VectorView<'v, V>> for Rerank {
         src: &VectorView<'v, V>,
         t: &mut Turn<'_, T>,
     ) -> Result<bool, SearchError> {
-        self.phase2(src.vectors, &mut *t.engine, t.x.stats)
+        let mut progressed = self.decode_local(src, &mut t.x)?;
+        progressed |= self.phase2(src.vectors, &mut *t.engine, t.x.stats)?;
+        // Vectors phase 2 just found on kept pages are decoded at once (no read to wait for).
+        progressed |= self.decode_local(src, &mut t.x)?;
+        Ok(progressed)
     }
     fn finished(&self) -> bool {
         self.done()

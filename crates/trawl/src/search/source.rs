@@ -308,16 +308,22 @@ pub trait PageRecords {
     fn decode<'a>(&self, id: u32, rec: &'a [u8]) -> Result<RecordView<'a>, String>;
 }
 
-/// Full-precision vectors in pages of their own, read by the re-rank.
+/// No vector key: the node's vector is found by its id.
+pub const NO_KEY: u32 = u32::MAX;
+
+/// Full-precision vectors in pages of their own, read by the re-rank. A node's `key` is the
+/// vector key its neighbour list carried ([`NO_KEY`] when the layout stores none): where the
+/// vector is when the vectors are not in id order.
 pub trait VectorSource: Sync {
     /// Page of `id`'s vector, in the engine's page space.
-    fn vector_page(&self, id: u32) -> u64;
+    fn vector_page(&self, id: u32, key: u32) -> u64;
     /// Vectors on `page` (engine page space).
     fn vectors_on_page(&self, page: u64) -> u64;
     /// Decodes `id`'s vector from `bytes`, the page read from `page`, into `out` (its bytes).
     fn decode_vector(
         &self,
         id: u32,
+        key: u32,
         page: u64,
         bytes: &[u8],
         out: &mut [u8],

@@ -66,6 +66,10 @@ pub struct RerankStats {
     pub rerank_batches: u64,
     /// Nanoseconds decoding vectors (Huffman, XOR).
     pub vector_decode_ns: u64,
+    /// Vectors taken from a vector page this query had read already (no read).
+    pub page_reuses: u64,
+    /// Vectors that joined a read of their page already in flight (no read of their own).
+    pub page_joins: u64,
 }
 
 /// What the IVF index's stages did (zero for graph indexes).
@@ -201,6 +205,8 @@ impl AddAssign for RerankStats {
         self.prefetched += o.prefetched;
         self.rerank_batches += o.rerank_batches;
         self.vector_decode_ns += o.vector_decode_ns;
+        self.page_reuses += o.page_reuses;
+        self.page_joins += o.page_joins;
     }
 }
 

@@ -10,16 +10,21 @@
 //! | 1 ..= D | data pages |
 //! | D+1 ..= D+S | sparse index: the first node id of each data page, `u32` each, zero-padded |
 //!
-//! **Header page:** 0 magic `TRAWLDGR`; 8 version (1); 12 page size (4096); 16 element type
-//! code; 17 metric code; 18 reserved; 20 `dim`; 24 `n`; 32 `R` (largest degree); 36 medoid;
-//! 40 PQ bytes per vector; 44 payload CRC of the PQ quantiser file; 48 payload CRC of the PQ
-//! codes file; 52 `D`; 60 `S`; 68 CRC-32 of the sparse index entries (`4D` bytes); 72 edges
-//! (sum of degrees, `u64`); 80 .. 4092 zero; 4092 CRC-32 of bytes 0..4092.
+//! **Header page:** 0 magic `TRAWLDGR`; 8 version (2; version 1 files, never keyed, are
+//! read too); 12 page size (4096); 16 element type code; 17 metric code; 18 reserved; 20
+//! `dim`; 24 `n`; 32 `R` (largest degree); 36 medoid; 40 PQ bytes per vector; 44 payload CRC of
+//! the PQ quantiser file; 48 payload CRC of the PQ codes file; 52 `D`; 60 `S`; 68 CRC-32 of the
+//! sparse index entries (`4D` bytes); 72 edges (sum of degrees, `u64`); 80 flags (`u32`; bit 0:
+//! *keyed*); 84 .. 4092 zero; 4092 CRC-32 of bytes 0..4092.
 //!
 //! **Data page:** 0 CRC-32 of bytes 4..4096; 4 first node id `f`; 8 count `c` (`u16`); 10
-//! reserved; 12 degrees of nodes `f .. f+c`, `u16` each; then their lists, each
-//! [`elias_fano::encoded_bytes`]`(degree, n)` bytes, one after the other; zero to the end of the
-//! page. Pages hold consecutive nodes and every node is on exactly one page.
+//! reserved; 12 degrees of nodes `f .. f+c`, `u16` each; then their entries one after the
+//! other — in a keyed file a `u32` *vector key* (where the node's vector is in the vector file:
+//! its position when the vectors are stored in graph-locality order) then the list, else the
+//! list alone, each list [`elias_fano::encoded_bytes`]`(degree, n)` bytes; zero to the end of
+//! the page. Pages hold consecutive nodes and every node is on exactly one page. A node's
+//! vector key travels with its list (into the list cache too), so a search learns where an
+//! expanded node's vector is without an id → position map in memory.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
@@ -35,7 +40,11 @@ use crate::layout::{FileError, FileErrorKind};
 /// Magic of decoupled graph files.
 pub const MAGIC: [u8; 8] = *b"TRAWLDGR";
 /// Current format version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// Header flag: every list entry starts with its node's `u32` vector key.
+const FLAG_KEYED: u32 = 1;
+/// Bytes of a vector key.
+pub const KEY_BYTES: usize = 4;
 /// File name inside an index directory.
 pub const FILE_NAME: &str = "graph.trawl";
 /// Bytes of a data page's fixed header.
@@ -135,6 +144,7 @@ pub struct GraphWriter {
     edges: u64,
     sorted: Vec<u32>,
     max_degree: usize,
+    keyed: bool,
 }
 
 impl GraphWriter {
@@ -173,7 +183,28 @@ impl GraphWriter {
             edges: 0,
             sorted: Vec::new(),
             max_degree: meta.r,
+            keyed: false,
         })
+    }
+
+    /// Starts a *keyed* graph file: every list is pushed with its node's vector key
+    /// ([`GraphWriter::push_keyed`]).
+    pub fn create_keyed(path: &Path, meta: PackedMeta) -> Result<Self, FileError> {
+        let mut w = Self::create(path, meta)?;
+        let universe = u32::try_from(meta.n).unwrap_or(u32::MAX);
+        if PAGE_HEADER + 2 + KEY_BYTES + elias_fano::max_bits(meta.r, universe).div_ceil(8)
+            > PAGE_BYTES
+        {
+            return Err(FileError::new(
+                path,
+                FileErrorKind::Invalid(format!(
+                    "degree bound {} leaves no room for a vector key in a page",
+                    meta.r
+                )),
+            ));
+        }
+        w.keyed = true;
+        Ok(w)
     }
 
     fn io(&self, e: std::io::Error) -> FileError {
@@ -182,6 +213,27 @@ impl GraphWriter {
 
     /// Appends the neighbour list of the next node (any order; it is sorted here).
     pub fn push(&mut self, neighbors: &[u32]) -> Result<(), FileError> {
+        if self.keyed {
+            return Err(FileError::new(
+                &self.path,
+                FileErrorKind::Invalid("a keyed graph file takes vector keys".into()),
+            ));
+        }
+        self.push_entry(neighbors, None)
+    }
+
+    /// Appends the neighbour list of the next node with its vector key (a keyed file).
+    pub fn push_keyed(&mut self, neighbors: &[u32], key: u32) -> Result<(), FileError> {
+        if !self.keyed {
+            return Err(FileError::new(
+                &self.path,
+                FileErrorKind::Invalid("vector key given to an unkeyed graph file".into()),
+            ));
+        }
+        self.push_entry(neighbors, Some(key))
+    }
+
+    fn push_entry(&mut self, neighbors: &[u32], key: Option<u32>) -> Result<(), FileError> {
         let path = self.path.clone();
         let fail = |m: String| FileError::new(&path, FileErrorKind::Invalid(m));
         if self.next_id >= self.meta.n {
@@ -198,13 +250,17 @@ impl GraphWriter {
         self.sorted.clear();
         self.sorted.extend_from_slice(neighbors);
         self.sorted.sort_unstable();
-        let bytes = elias_fano::encoded_bytes(self.sorted.len(), self.universe);
+        let bytes = elias_fano::encoded_bytes(self.sorted.len(), self.universe)
+            + if key.is_some() { KEY_BYTES } else { 0 };
         let used = PAGE_HEADER + 2 * self.degrees.len() + self.lists.len();
         if !self.degrees.is_empty() && used + 2 + bytes > PAGE_BYTES {
             self.flush_page()?;
         }
         if self.degrees.is_empty() {
             self.first = self.next_id as u32;
+        }
+        if let Some(k) = key {
+            self.lists.extend_from_slice(&k.to_le_bytes());
         }
         elias_fano::encode(&self.sorted, self.universe, &mut self.lists)
             .map_err(|e| fail(format!("node {}: {e}", self.next_id)))?;
@@ -264,6 +320,8 @@ impl GraphWriter {
         h[60..68].copy_from_slice(&s.to_le_bytes());
         h[68..72].copy_from_slice(&index_crc.to_le_bytes());
         h[72..80].copy_from_slice(&self.edges.to_le_bytes());
+        let flags = if self.keyed { FLAG_KEYED } else { 0 };
+        h[80..84].copy_from_slice(&flags.to_le_bytes());
         seal_header_page(&mut h);
         let out = self.out.take().ok_or_else(|| {
             FileError::new(&self.path, FileErrorKind::Invalid("writer finished".into()))
@@ -297,6 +355,8 @@ pub struct GraphFile {
     edges: u64,
     /// First node id of each data page.
     first_ids: Vec<u32>,
+    /// Whether every list entry starts with a vector key.
+    keyed: bool,
 }
 
 impl GraphFile {
@@ -336,6 +396,11 @@ impl GraphFile {
                 meta.dim, meta.medoid, meta.r
             )));
         }
+        let flags = le32(&h, 80);
+        if flags & !FLAG_KEYED != 0 {
+            return Err(invalid(format!("unknown flags {flags:#x}")));
+        }
+        let keyed = flags & FLAG_KEYED != 0;
         let data_pages = le64(&h, 52);
         let index_pages = le64(&h, 60);
         if data_pages == 0
@@ -375,6 +440,7 @@ impl GraphFile {
             index_pages,
             edges: le64(&h, 72),
             first_ids,
+            keyed,
         })
     }
 
@@ -409,7 +475,28 @@ impl GraphFile {
     /// Bytes of a fixed-size cache entry: room for any list (degree and length fields, 2 bytes
     /// each, and the worst-case Elias-Fano size of `R` ids, DecoupleVS §3.4).
     pub fn cache_entry_bytes(&self) -> usize {
-        4 + elias_fano::max_bits(self.meta.r, self.universe).div_ceil(8)
+        4 + self.key_bytes() + elias_fano::max_bits(self.meta.r, self.universe).div_ceil(8)
+    }
+
+    /// Whether every list carries its node's vector key.
+    pub fn keyed(&self) -> bool {
+        self.keyed
+    }
+
+    /// Bytes of the vector key ahead of each coded list (0 unkeyed).
+    #[inline]
+    pub fn key_bytes(&self) -> usize {
+        if self.keyed {
+            KEY_BYTES
+        } else {
+            0
+        }
+    }
+
+    /// The vector key of an entry from [`GraphFile::list_bytes`] (`None` unkeyed).
+    #[inline]
+    pub fn key_of(&self, entry: &[u8]) -> Option<u32> {
+        (self.keyed && entry.len() >= KEY_BYTES).then(|| le32(entry, 0))
     }
 
     /// Lists on data page `page` (a file page number), from the sparse index.
@@ -429,8 +516,9 @@ impl GraphFile {
         i.max(1) as u64 // data page k (0-based) is file page k + 1
     }
 
-    /// Node `id`'s degree and coded list inside `page` (the bytes of the page
-    /// [`GraphFile::locate`] gave), checking the page's CRC first when `verify`.
+    /// Node `id`'s degree and entry (vector key, when keyed, then coded list) inside `page`
+    /// (the bytes of the page [`GraphFile::locate`] gave), checking the page's CRC first when
+    /// `verify`.
     pub fn list_bytes<'a>(
         &self,
         id: u32,
@@ -444,13 +532,14 @@ impl GraphFile {
         if degrees + 2 * count > PAGE_BYTES {
             return Err(format!("page {page_no}: count {count} too large"));
         }
+        let kb = self.key_bytes();
         let mut at = degrees + 2 * count;
         for j in 0..k {
-            at +=
-                elias_fano::encoded_bytes(usize::from(le16(page, degrees + 2 * j)), self.universe);
+            at += kb
+                + elias_fano::encoded_bytes(usize::from(le16(page, degrees + 2 * j)), self.universe);
         }
         let d = usize::from(le16(page, degrees + 2 * k));
-        let len = elias_fano::encoded_bytes(d, self.universe);
+        let len = kb + elias_fano::encoded_bytes(d, self.universe);
         if d > self.meta.r || at + len > PAGE_BYTES {
             return Err(format!(
                 "page {page_no}: node {id}'s list overruns the page"
@@ -459,7 +548,7 @@ impl GraphFile {
         Ok((d, &page[at..at + len]))
     }
 
-    /// Decodes a coded list (from [`GraphFile::list_bytes`] or a cache entry) into `out`.
+    /// Decodes an entry's list (from [`GraphFile::list_bytes`] or a cache entry) into `out`.
     pub fn decode_list(
         &self,
         degree: usize,
@@ -467,6 +556,9 @@ impl GraphFile {
         out: &mut Vec<u32>,
     ) -> Result<(), String> {
         out.clear();
+        let bytes = bytes
+            .get(self.key_bytes()..)
+            .ok_or_else(|| "entry shorter than its vector key".to_string())?;
         elias_fano::decode(bytes, degree, self.universe, out)
             .map(|_| ())
             .map_err(|e| e.to_string())
@@ -484,6 +576,28 @@ impl GraphFile {
     pub fn scan_lists<E: From<FileError>>(
         &self,
         mut f: impl FnMut(u32, &[u32]) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        self.scan_entries(|id, list, _| f(id, list))
+    }
+
+    /// The vector key of every node, in id order (`None` for an unkeyed file), from a
+    /// checked sequential scan.
+    pub fn keys(&self) -> Result<Option<Vec<u32>>, FileError> {
+        if !self.keyed {
+            return Ok(None);
+        }
+        let mut keys = Vec::with_capacity(self.meta.n as usize);
+        self.scan_entries(|_, _, key| {
+            keys.push(key.unwrap_or(u32::MAX));
+            Ok::<(), FileError>(())
+        })?;
+        Ok(Some(keys))
+    }
+
+    /// [`GraphFile::scan_lists`] with each node's vector key (`None` unkeyed).
+    pub fn scan_entries<E: From<FileError>>(
+        &self,
+        mut f: impl FnMut(u32, &[u32], Option<u32>) -> Result<(), E>,
     ) -> Result<u64, E> {
         let io = |e: std::io::Error| FileError::new(&self.path, e.into());
         let mut file = File::open(&self.path).map_err(io)?;
@@ -520,7 +634,7 @@ impl GraphFile {
                         FileErrorKind::Invalid(format!("node {id}: {m}")),
                     )
                 })?;
-                f(id as u32, &ids)?;
+                f(id as u32, &ids, self.key_of(bytes))?;
             }
             next = first + count;
         }

@@ -197,6 +197,7 @@ fn small() -> VectorParams {
     VectorParams {
         beta: 0.05,
         segment_bytes: 64 << 10,
+        ..VectorParams::default()
     }
 }
 

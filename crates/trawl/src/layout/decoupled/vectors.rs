@@ -63,6 +63,30 @@ pub const FILE_NAME: &str = "vectors.trawl";
 pub const PAGE_HEADER: usize = 12;
 const RAW_FLAG: u16 = 1 << 15;
 
+/// The order of the vectors in the vector file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum VectorOrder {
+    /// By id: a vector's position is its id (no key in the graph file).
+    Id,
+    /// Graph locality: PageShuffle's order over the graph, with pages sized to the vectors
+    /// a page holds, so that nodes near each other in the graph (the re-rank candidates of
+    /// a query) share vector pages; each node's position rides in the graph file beside its
+    /// list (a keyed graph file), so no id → position map is held in memory.
+    #[default]
+    Graph,
+}
+
+impl std::str::FromStr for VectorOrder {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "id" => Ok(Self::Id),
+            "graph" => Ok(Self::Graph),
+            other => Err(format!("unknown vector order {other:?} (id, graph)")),
+        }
+    }
+}
+
 /// How the vectors are grouped.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VectorParams {
@@ -71,6 +95,9 @@ pub struct VectorParams {
     pub beta: f64,
     /// Uncompressed bytes per segment (each segment has its own code tables).
     pub segment_bytes: u64,
+    /// The order of the vectors (used by the layout writer; a vector file stores whatever
+    /// order it is given).
+    pub order: VectorOrder,
 }
 
 impl Default for VectorParams {
@@ -78,6 +105,7 @@ impl Default for VectorParams {
         Self {
             beta: 0.001,
             segment_bytes: 512 << 20,
+            order: VectorOrder::default(),
         }
     }
 }
