@@ -7,10 +7,12 @@ One index (R 64, L 100, 48 PQ bytes), two layouts of its graph: `packed.trawl` a
 - disk bytes per component (graph, vectors, PQ, metadata) and the ratio to the packed layout;
 - QPS at recall@10 = 0.90 / 0.95, 2 threads, O_DIRECT, at equal memory budgets: for each
   budget the packed layout gets a static node cache (frequency-chosen) and the decoupled layout
-  an LRU list cache of the same total search-time memory (PQ codes, codebooks, the layout's
-  metadata and the cache, as `trawl bench` reports it). Budgets: `none` (no cache: the decoupled
-  layout's list cache gets only what its metadata saves on the packed page checksums) and `1%`
-  (the packed cache holds 1% of the nodes, DecoupleVS's setting);
+  a list cache of the same total search-time memory (PQ codes, codebooks, the layout's
+  metadata and the cache, as `trawl bench` reports it) — `--pin` of it pinned by visit
+  frequency (the lists sample searches read most, at their exact size), the rest LRU.
+  Budgets: `none` (no cache: the decoupled layout's list cache gets only what its metadata
+  saves on the packed page checksums), `1%` (the packed cache holds 1% of the nodes,
+  DecoupleVS's setting) and `20%`;
 - a breakdown like DecoupleVS's Table 2 at the list size nearest recall 0.90: graph reads,
   vector reads, cache hits, decode time per query.
 
@@ -18,7 +20,7 @@ Configurations run in alternating order per repetition (paired, minutes apart at
 medians over repetitions and the decoupled / packed ratio of each repetition.
 
 Usage:
-  python3 bench/decoupled.py glove-400k --repeat 3
+  python3 bench/decoupled.py glove-400k --index .bench-cache/glove-400k/dec-graph --repeat 3
   python3 bench/decoupled.py minilm-200k --repeat 3
   python3 bench/decoupled.py glove-400k --report-only
 
@@ -45,7 +47,7 @@ KEYS = ("recall", "qps", "pages_per_query", "ios_per_query", "hops_per_query",
         "vector_reads_per_query", "prefetched_per_query", "cache_hits_per_query",
         "nodes_expanded_per_query", "list_decode_us_per_query", "vector_decode_us_per_query",
         "compute_us_per_query", "io_wait_us_per_query", "rerank_batches_per_query",
-        "wasted_reads_per_query")
+        "wasted_reads_per_query", "page_reuses_per_query", "page_joins_per_query")
 
 
 def med(vals):
@@ -87,11 +89,19 @@ def main() -> None:
     ap.add_argument("--search-L", default="10,15,20,30,40,60")
     ap.add_argument("--nq", type=int, default=3000)
     ap.add_argument("--strategies", default="beam,pipe")
-    ap.add_argument("--budgets", default="none,1%,5%,20%",
+    ap.add_argument("--index", type=Path, default=None,
+                    help="an index directory to use (its decoupled layout is written if missing) "
+                         "instead of building one")
+    ap.add_argument("--pin", type=float, default=0.9,
+                    help="share of the decoupled list cache pinned by visit frequency (0: LRU)")
+    ap.add_argument("--list-samples", type=int, default=20000,
+                    help="sample searches choosing the pinned lists")
+    ap.add_argument("--budgets", default="none,1%,20%",
                     help="packed static cache as a share of the nodes; the decoupled list cache "
                          "gets the same total memory")
-    ap.add_argument("--rerank-batches", default="10,5",
-                    help="re-rank batch sizes B of the decoupled configurations (10: the paper's)")
+    ap.add_argument("--rerank", default="B10,B2,M1",
+                    help="re-rank settings of the decoupled configurations: Bx = the benefit rule "
+                         "with batch x (B10: the paper's), Mx = the error bound with multiplier x")
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args()
     path = OUT_DIR / f"decoupled-{args.dataset}.json"
@@ -106,7 +116,7 @@ def main() -> None:
 def run(args, path: Path) -> None:
     ds = datasets.prepare(args.dataset)
     args.rebuild = False
-    idx = build_trawl_index(ds, "trawl-pipe", args)
+    idx = args.index.resolve() if args.index else build_trawl_index(ds, "trawl-pipe", args)
     layout_report = idx.parent / (idx.name + ".decoupled.json")
     if not (idx / "graph.trawl").exists() or not (idx / "vectors.trawl").exists() \
             or not layout_report.exists():
@@ -134,14 +144,18 @@ def run(args, path: Path) -> None:
         spare = pm["memory_total_bytes"] - dm["memory_total_bytes"]
         list_mb = max(spare, 0) / 2**20
         dec_extra = ["--layout", "decoupled", "--list-cache-mb", f"{list_mb:.6f}"]
+        if args.pin > 0:
+            dec_extra += ["--list-pin", str(args.pin), "--cache-samples", str(args.list_samples)]
         check = probe_memory(idx, q, gt, args, work, dec_extra)
         for s in args.strategies.split(","):
             configs.append((f"packed-{s}-{budget}", "packed", s, budget,
                             ["--layout", "packed", *packed_extra, *strategy_flags(s)],
                             pm["memory_total_bytes"]))
-            for b in args.rerank_batches.split(","):
-                configs.append((f"decoupled-B{b}-{s}-{budget}", "decoupled", s, budget,
-                                [*dec_extra, "--rerank-batch", b, *strategy_flags(s)],
+            for spec in args.rerank.split(","):
+                flag = (["--rerank-batch", spec[1:]] if spec[0] == "B"
+                        else ["--rerank-bound", spec[1:]])
+                configs.append((f"decoupled-{spec}-{s}-{budget}", "decoupled", s, budget,
+                                [*dec_extra, *flag, *strategy_flags(s)],
                                 check["memory_total_bytes"]))
         log(f"budget {budget}: packed {pm['memory_total_bytes'] / 2**20:.2f} MiB, decoupled "
             f"{check['memory_total_bytes'] / 2**20:.2f} MiB (list cache {list_mb:.2f} MiB)")
@@ -152,7 +166,7 @@ def run(args, path: Path) -> None:
             t0 = time.time()
             runs[name].append(bench(idx, q, gt, args, work / f"{name}-rep{rep}.json", extra))
             log(f"  {name} rep {rep}: {time.time() - t0:.0f} s")
-    doc = {"dataset": args.dataset, "queries": args.nq, "threads": args.threads,
+    doc = {"dataset": args.dataset, "queries": args.nq, "threads": args.threads, "pin": args.pin,
            "repetitions": args.repeat, "index": str(idx), "machine": machine_info(),
            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "files": files, "layout_report": layout, "configs": []}
@@ -204,8 +218,10 @@ def render(doc: dict) -> str:
     by = {c["name"]: c for c in doc["configs"]}
     lines += ["## QPS at equal memory", "",
               "Budget: the packed layout's static node cache as a share of the nodes (frequency "
-              "policy); the decoupled layout's LRU list cache gets the same total memory.", "",
-              "| strategy | budget | decoupled B | memory (packed / decoupled) | packed QPS @0.90 | decoupled QPS @0.90 "
+              f"policy); the decoupled layout's list cache gets the same total memory "
+              f"({doc.get('pin', 0):.0%} of it pinned by visit frequency, the rest LRU). Vectors "
+              f"in {lay.get('vector_order', 'Id').lower()} order.", "",
+              "| strategy | budget | decoupled re-rank | memory (packed / decoupled) | packed QPS @0.90 | decoupled QPS @0.90 "
               "| ratio (per repetition) | packed QPS @0.95 | decoupled @0.95 | ratio |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for d in doc["configs"]:
@@ -223,14 +239,15 @@ def render(doc: dict) -> str:
         fmt = lambda v: "—" if v is None else f"{v:.0f}"  # noqa: E731
         ratio = lambda a, b: "—" if a is None or b is None else f"{b / a:.2f}"  # noqa: E731
         lines.append(
-            f"| {c['strategy']} | {c['budget']} | {d['name'].split('-')[1][1:]} | {c['memory_bytes'] / 2**20:.2f} / "
+            f"| {c['strategy']} | {c['budget']} | {d['name'].split('-')[1]} | {c['memory_bytes'] / 2**20:.2f} / "
             f"{d['memory_bytes'] / 2**20:.2f} MiB | {fmt(q(c, 0.90))} | {fmt(q(d, 0.90))} | "
             f"**{ratio(q(c, 0.90), q(d, 0.90))}** ({', '.join('—' if x is None else f'{x:.2f}' for x in per)}) | "
             f"{fmt(q(c, 0.95))} | {fmt(q(d, 0.95))} | {ratio(q(c, 0.95), q(d, 0.95))} |")
     lines += ["", "## Per-query work at recall 0.90 (DecoupleVS Table 2)", "",
-              "| configuration | graph reads | vector reads (prefetched) | cache hits | hops | "
-              "list decode µs | vector decode µs | CPU µs | I/O wait µs | latency µs |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| configuration | graph reads | vector reads (prefetched) | vectors from pages read "
+              "(joined / kept) | cache hits | hops | list decode µs | vector decode µs | CPU µs | "
+              "I/O wait µs | latency µs |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in doc["configs"]:
         g = lambda k: at_recall(c["rows"], k, 0.90)  # noqa: E731
         if g("qps") is None:
@@ -238,6 +255,7 @@ def render(doc: dict) -> str:
         vr = g("vector_reads_per_query") or 0.0
         lines.append(
             f"| {c['name']} | {g('ios_per_query') - vr:.1f} | {vr:.1f} ({g('prefetched_per_query') or 0:.1f}) | "
+            f"{g('page_joins_per_query') or 0:.1f} / {g('page_reuses_per_query') or 0:.1f} | "
             f"{g('cache_hits_per_query'):.1f} | {g('hops_per_query'):.1f} | "
             f"{g('list_decode_us_per_query') or 0:.1f} | {g('vector_decode_us_per_query') or 0:.1f} | "
             f"{g('compute_us_per_query'):.0f} | {g('io_wait_us_per_query'):.0f} | {g('latency_us'):.0f} |")

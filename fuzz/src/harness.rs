@@ -275,12 +275,14 @@ fn dgraph(p: &Path) {
             panic!("node {id} located past the file");
         };
         if let Ok((d, list)) = g.list_bytes(id, page, bytes, true) {
+            assert_eq!(g.key_of(list).is_some(), g.keyed());
             if g.decode_list(d, list, &mut out).is_ok() {
                 assert_eq!(out.len(), d);
                 assert!(out.iter().all(|&x| u64::from(x) < g.meta().n));
             }
         }
     }
+    let _ = g.keys();
 }
 
 fn dvectors(p: &Path) {
@@ -732,6 +734,13 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     }
     w.finish().expect("finish");
     push("dgraph", read(&p));
+    // Keyed (vectors in graph order): a vector key before each list.
+    let mut w = GraphWriter::create_keyed(&p, meta).expect("graph");
+    for (i, l) in lists.iter().enumerate() {
+        w.push_keyed(l, (n - 1 - i) as u32).expect("push");
+    }
+    w.finish().expect("finish");
+    push("dgraph", read(&p));
     let p = dir.join("vectors.trawl");
     for (dtype, data, params) in [
         (DType::F32, bytemuck_f32(&floats), VectorParams::default()),
@@ -741,6 +750,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             VectorParams {
                 beta: 0.5,
                 segment_bytes: 64,
+                ..VectorParams::default()
             },
         ),
     ] {

@@ -408,6 +408,21 @@ def test_memory_engine_and_decoupled_layout(tmp_path):
     np.testing.assert_array_equal(a[1], b[1])
     assert packed.stats["pages_read"] > 0  # the memory engine still counts its page reads
     assert dec.stats["vector_reads"] > 0
+    # Lists pinned by visit frequency and the error-bound re-rank (unbounded multiplier:
+    # every expanded node) give the packed results too.
+    pinned = trawl.Index.open(tmp_path / "ix", layout="decoupled", list_cache_mb=0.05, list_pin=1.0)
+    c = pinned.batch_search(queries, 10, trawl.SearchParams(L=50, rerank_bound=1e30), threads=1)
+    np.testing.assert_array_equal(a[0], c[0])
+    np.testing.assert_array_equal(a[1], c[1])
+    assert pinned.stats["cache_hits"] > 0
+    bounded = pinned.batch_search(queries, 10, trawl.SearchParams(L=50, rerank_bound=1.0), threads=1)
+    assert (bounded[0] == a[0]).mean() > 0.9
+    with pytest.raises(trawl.InvalidInputError):
+        trawl.Index.open(tmp_path / "ix", list_pin=0.5)  # packed layout: no list cache
+    with pytest.raises(trawl.InvalidInputError):
+        trawl.Index.open(tmp_path / "ix", layout="decoupled", list_pin=1.5)
+    with pytest.raises(trawl.InvalidInputError):
+        dec.search(queries[0], 10, trawl.SearchParams(rerank_bound=-1.0))
 
 
 def test_params_objects():

@@ -99,6 +99,7 @@ class SearchParams:
     page_search: bool
     rerank_batch: int
     rerank_threshold: float
+    rerank_bound: float
     prefetch: bool
     rerank_n: Optional[int]
     """IVF: candidates the filter stage keeps for the re-rank; None = max(10·k, 4·L)."""
@@ -141,6 +142,7 @@ class SearchParams:
         page_search: bool = False,
         rerank_batch: int = 10,
         rerank_threshold: float = 0.01,
+        rerank_bound: float = 0.0,
         prefetch: bool = True,
         rerank_n: Optional[int] = None,
         ivf_batch: int = 2,
@@ -183,6 +185,7 @@ class Index:
         cache_nodes: int = 0,
         cache_policy: str = "freq",
         list_cache_mb: float = 16.0,
+        list_pin: float = 0.0,
         queue_depth: int = 64,
         writable: bool = False,
         durability: str = "sync",
@@ -200,6 +203,7 @@ class Index:
         cache_nodes: int = 0,
         cache_policy: str = "freq",
         list_cache_mb: float = 16.0,
+        list_pin: float = 0.0,
         queue_depth: int = 64,
         writable: bool = False,
         durability: str = "sync",
@@ -213,7 +217,9 @@ class Index:
         only): ``"sync"`` (each write returns once logged and synced to the device) or
         ``"buffered"`` (once written to the log; ``flush()`` syncs). ``cache_nodes`` (page-packed
         layouts) holds that many nodes in a static cache; an index with updates chooses and
-        loads them again after every merge.
+        loads them again after every merge. ``list_pin`` (decoupled layout, read-only opens):
+        the share of the ``list_cache_mb`` budget pinned by value — the lists sample searches
+        read most, at their exact size; the rest stays LRU.
 
         Opens a graph or an IVF index, as the directory's manifest says. IVF only (ignored
         for a graph index): ``accel`` — the filter stage's accelerator, ``"cpu"``, ``"gpu"``

@@ -204,7 +204,9 @@ impl Index {
     /// page cache). cache_nodes: nodes held in a static in-memory cache, chosen by
     /// cache_policy ("freq": most read by sample searches; "bfs": breadth-first from the
     /// entry point); an index with updates chooses it again after every merge. list_cache_mb:
-    /// decoupled layout's cache of compressed neighbour lists. queue_depth: reads in flight
+    /// decoupled layout's cache of compressed neighbour lists; list_pin: the share of it pinned
+    /// by value (the lists 20,000 sample searches read most, at their exact size; the rest
+    /// stays LRU; read-only opens of a decoupled index). queue_depth: reads in flight
     /// per search thread (bounds beam_width and pipe_max_width).
     ///
     /// writable: open for writing (`insert`, `upsert`, `delete`, `merge`, `flush`); takes the
@@ -226,7 +228,7 @@ impl Index {
     #[staticmethod]
     #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
         verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
+        list_pin = 0.0, queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
         ivf_vectors = "bucket"))]
     #[allow(clippy::too_many_arguments)]
     fn open(
@@ -239,6 +241,7 @@ impl Index {
         cache_nodes: i64,
         cache_policy: &str,
         list_cache_mb: f64,
+        list_pin: f64,
         queue_depth: i64,
         writable: bool,
         durability: &str,
@@ -270,6 +273,15 @@ impl Index {
             ..OpenOptions::default()
         };
         let nodes = count("cache_nodes", cache_nodes, 0)?;
+        if !(0.0..=1.0).contains(&list_pin) {
+            return Err(invalid(format!("list_pin = {list_pin} must be in [0, 1]")));
+        }
+        if list_pin > 0.0 && (writable || opts.layout != trawl::index::IndexLayout::Decoupled) {
+            return Err(invalid(format!(
+                "list_pin = {list_pin}: lists are pinned in a read-only open of the decoupled \
+                 layout (layout=\"decoupled\", writable=False)"
+            )));
+        }
         let policy: CachePolicy = cache_policy
             .parse()
             .map_err(|e: String| parse_err("cache_policy", e))?;
@@ -328,7 +340,13 @@ impl Index {
                     let cache = ix
                         .load_cache(nodes, policy, threads, &Control::silent())
                         .py()?;
-                    let cache = serde_json::to_value(cache).unwrap_or_default();
+                    let mut cache = serde_json::to_value(cache).unwrap_or_default();
+                    if list_pin > 0.0 && ix.decoupled().is_some() {
+                        let pinned = ix
+                            .pin_lists(list_pin, 0, 15, 4, threads, &Control::silent())
+                            .py()?;
+                        cache["pinned_lists"] = serde_json::to_value(pinned).unwrap_or_default();
+                    }
                     return Ok((Inner::Disk(Arc::new(ix)), cache, false));
                 }
             }
@@ -399,7 +417,7 @@ impl Index {
     #[new]
     #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
         verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
+        list_pin = 0.0, queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
         ivf_vectors = "bucket"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -412,6 +430,7 @@ impl Index {
         cache_nodes: i64,
         cache_policy: &str,
         list_cache_mb: f64,
+        list_pin: f64,
         queue_depth: i64,
         writable: bool,
         durability: &str,
@@ -428,6 +447,7 @@ impl Index {
             cache_nodes,
             cache_policy,
             list_cache_mb,
+            list_pin,
             queue_depth,
             writable,
             durability,

@@ -400,6 +400,9 @@ pub struct SearchParams {
     /// Decoupled layout: stop re-ranking after a batch that changes less than this share of
     /// the top k (0 re-ranks every expanded node).
     pub rerank_threshold: f64,
+    /// Decoupled layout: stop the re-rank by an error bound (multiplier M > 0) instead of the
+    /// batches' benefit (0).
+    pub rerank_bound: f64,
     /// Decoupled layout: prefetch vectors during the traversal.
     pub prefetch: bool,
     /// IVF: candidates the filter stage keeps for the re-rank (n); None = max(10·k, 4·L).
@@ -441,7 +444,7 @@ impl SearchParams {
     #[pyo3(signature = (*, L = None, beam_width = DEFAULT_BEAM_WIDTH as i64, strategy = "beam".to_string(),
         entry_list = 0, pipe_width = "dynamic".to_string(), pipe_start_width = 4,
         pipe_max_width = 32, dynamic_width = None, page_search = false, rerank_batch = 10,
-        rerank_threshold = 0.01, prefetch = true, rerank_n = None,
+        rerank_threshold = 0.01, rerank_bound = 0.0, prefetch = true, rerank_n = None,
         ivf_batch = IvfSearchParams::default().batch as i64,
         ivf_epsilon = f32_as_f64(IvfSearchParams::default().epsilon),
         ivf_beta = IvfSearchParams::default().beta as i64,
@@ -464,6 +467,7 @@ impl SearchParams {
         page_search: bool,
         rerank_batch: i64,
         rerank_threshold: f64,
+        rerank_bound: f64,
         prefetch: bool,
         rerank_n: Option<i64>,
         ivf_batch: i64,
@@ -491,6 +495,7 @@ impl SearchParams {
             page_search,
             rerank_batch,
             rerank_threshold,
+            rerank_bound,
             prefetch,
             rerank_n,
             ivf_batch,
@@ -512,7 +517,8 @@ impl SearchParams {
         format!(
             "SearchParams(L={}, beam_width={}, strategy={:?}, entry_list={}, pipe_width={:?}, \
              pipe_start_width={}, pipe_max_width={}, dynamic_width={}, page_search={}, \
-             rerank_batch={}, rerank_threshold={}, prefetch={}, rerank_n={}, ivf_batch={}, \
+             rerank_batch={}, rerank_threshold={}, rerank_bound={}, prefetch={}, rerank_n={}, \
+             ivf_batch={}, \
              ivf_epsilon={}, ivf_beta={}, heuristic={}, page_merge={}, page_buffer={}, \
              page_mates={}, centroid_list={}, accel_batch={}, batch={}, staleness={}, grain={:?})",
             self.L.map_or("None".to_string(), |l| l.to_string()),
@@ -528,6 +534,7 @@ impl SearchParams {
             py_bool(self.page_search),
             self.rerank_batch,
             py_float(self.rerank_threshold),
+            py_float(self.rerank_bound),
             py_bool(self.prefetch),
             self.rerank_n.map_or("None".to_string(), |n| n.to_string()),
             self.ivf_batch,
@@ -560,6 +567,7 @@ impl Default for SearchParams {
             false,
             10,
             0.01,
+            0.0,
             true,
             None,
             IvfSearchParams::default().batch as i64,
@@ -638,6 +646,12 @@ impl SearchParams {
                 self.rerank_threshold
             )));
         }
+        if !(self.rerank_bound.is_finite() && self.rerank_bound >= 0.0) {
+            return Err(invalid(format!(
+                "rerank_bound = {} must be a finite number ≥ 0",
+                self.rerank_bound
+            )));
+        }
         Ok(LibSearchParams {
             k,
             l,
@@ -646,6 +660,7 @@ impl SearchParams {
             rerank: RerankParams {
                 batch: count("rerank_batch", self.rerank_batch, 1)?,
                 threshold: self.rerank_threshold as f32,
+                bound: self.rerank_bound as f32,
                 prefetch: self.prefetch,
                 ..RerankParams::default()
             },

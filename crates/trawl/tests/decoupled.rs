@@ -7,6 +7,7 @@ use common::{build, data, truth, Tap};
 use trawl::graph::recall_at_k;
 use trawl::index::{DiskIndex, IndexLayout, OpenOptions};
 use trawl::io::{EngineKind, PAGE_BYTES};
+use trawl::layout::decoupled::vectors::{VectorOrder, VectorParams};
 use trawl::progress::Control;
 use trawl::search::{
     BeamParams, PipeParams, QueryStats, RerankParams, SearchError, SearchParams, Searcher, Strategy,
@@ -41,17 +42,27 @@ fn read_all() -> RerankParams {
 }
 
 fn setup(dir: &std::path::Path) -> (trawl::data::Matrix<f32>, trawl::data::Matrix<f32>) {
+    setup_with(dir, VectorOrder::default())
+}
+
+fn setup_with(
+    dir: &std::path::Path,
+    order: VectorOrder,
+) -> (trawl::data::Matrix<f32>, trawl::data::Matrix<f32>) {
     let (base, q) = data::<f32>(6_000, 60, 40, 11);
     build(&base, dir, Metric::L2, 10);
     let ix = common::open(dir);
     let rep = ix
-        .write_layout(
-            IndexLayout::Decoupled,
-            &Default::default(),
+        .write_decoupled(
+            &VectorParams {
+                order,
+                ..VectorParams::default()
+            },
             &Control::silent(),
         )
         .unwrap();
     let d = rep.decoupled.unwrap();
+    assert_eq!(d.vector_order, order);
     assert_eq!(rep.file_bytes, d.graph_bytes + d.vectors_bytes);
     assert!(
         d.graph_bytes < d.lists_raw_bytes,
@@ -59,6 +70,78 @@ fn setup(dir: &std::path::Path) -> (trawl::data::Matrix<f32>, trawl::data::Matri
     );
     assert!(d.vectors_bytes <= d.vectors_raw_bytes + 64 * 1024);
     (base, q)
+}
+
+/// Both vector orders, an LRU list cache and one pinned by visit frequency, and the error
+/// bound with an unbounded multiplier all give the packed layout's results when every
+/// expanded node is re-ranked.
+#[test]
+fn reading_every_candidate_gives_the_packed_results_in_either_vector_order() {
+    for order in [VectorOrder::Id, VectorOrder::Graph] {
+        let dir = tempfile::tempdir().unwrap();
+        let (_base, q) = setup_with(dir.path(), order);
+        let packed = common::open(dir.path());
+        let g = trawl::layout::decoupled::graph::GraphFile::open(&dir.path().join("graph.trawl"))
+            .unwrap();
+        assert_eq!(g.keyed(), order == VectorOrder::Graph);
+        for (cache, pin) in [(0u64, 0.0), (1 << 20, 0.0), (1 << 20, 0.8), (64 << 10, 1.0)] {
+            let mut dec = open(dir.path(), IndexLayout::Decoupled, EngineKind::Auto, cache);
+            let budget = dec.memory().total();
+            if pin > 0.0 {
+                let rep = dec
+                    .pin_lists(pin, 300, 15, 4, 2, &Control::silent())
+                    .unwrap();
+                assert!(rep.nodes > 0 && rep.bytes > 0, "{order:?} {cache} {pin}");
+                assert!(
+                    dec.memory().total() <= budget,
+                    "pinning stays within the budget"
+                );
+            }
+            for rerank in [
+                read_all(),
+                RerankParams {
+                    bound: 1e30,
+                    ..RerankParams::default()
+                },
+            ] {
+                let p = beam(40, rerank);
+                let a = packed.search_batch(&q, &p, 1).unwrap();
+                let b = dec.search_batch(&q, &p, 2).unwrap();
+                let what = format!("{order:?}, cache {cache}, pin {pin}, {rerank:?}");
+                assert_eq!(a.ids, b.ids, "{what}");
+                assert_eq!(a.dists, b.dists, "{what}");
+                let tb = b.total();
+                if rerank.bound == 0.0 {
+                    assert_eq!(tb.traversal.exact_distances, tb.traversal.nodes_expanded);
+                }
+                if pin > 0.0 {
+                    assert!(tb.traversal.cache_hits > 0, "{what}");
+                    assert!(dec.decoupled().unwrap().lists().pinned_hits() > 0);
+                }
+            }
+        }
+        // The pinned lists are the most read ones: at the same budget they serve more
+        // expansions than the LRU cache alone.
+        let hits = |pin: f64| {
+            let mut dec = open(
+                dir.path(),
+                IndexLayout::Decoupled,
+                EngineKind::Auto,
+                48 << 10,
+            );
+            if pin > 0.0 {
+                dec.pin_lists(pin, 500, 15, 4, 2, &Control::silent())
+                    .unwrap();
+            }
+            dec.search_batch(&q, &beam(20, RerankParams::default()), 1)
+                .unwrap()
+                .total()
+                .traversal
+                .cache_hits
+        };
+        let (lru, pinned) = (hits(0.0), hits(1.0));
+        assert!(pinned > lru, "{order:?}: pinned {pinned} vs LRU {lru} hits");
+    }
 }
 
 #[test]

@@ -122,6 +122,7 @@ const BASE: Config = Config {
         stable_window: 0,
         prefetch_on_converge: true,
         lookahead: 0,
+        bound: 0.0,
     },
     list_cache_bytes: 16 << 20,
     interleave: 1,
@@ -298,6 +299,7 @@ fn configs() -> Vec<Config> {
         Config {
             rerank: RerankParams {
                 lookahead: 1,
+                bound: 0.0,
                 batch: 5,
                 ..BASE.rerank
             },

@@ -127,6 +127,8 @@ pub struct BenchRow {
     pub page_reuses_per_query: f64,
     /// Decoupled layout: vectors that joined a read of their page in flight.
     pub page_joins_per_query: f64,
+    /// Decoupled layout: re-rank round trips after the traversal.
+    pub rerank_rounds_per_query: f64,
     /// Decoupled layout: microseconds decoding neighbour lists.
     pub list_decode_us_per_query: f64,
     /// Decoupled layout: microseconds decoding vectors.
@@ -220,6 +222,7 @@ impl BenchRow {
             rerank_batches_per_query: per(t.rerank.rerank_batches),
             page_reuses_per_query: per(t.rerank.page_reuses),
             page_joins_per_query: per(t.rerank.page_joins),
+            rerank_rounds_per_query: per(t.rerank.rounds),
             list_decode_us_per_query: t.traversal.list_decode_ns as f64 / 1e3 / nq,
             vector_decode_us_per_query: t.rerank.vector_decode_ns as f64 / 1e3 / nq,
             lists_probed_per_query: per(t.ivf.lists_probed),

@@ -114,6 +114,11 @@ pub struct SearchOptions {
     /// Decoupled layout: memory for the LRU cache of compressed neighbour lists, in MiB.
     #[arg(long, default_value_t = (trawl::index::DEFAULT_LIST_CACHE_BYTES >> 20) as f64)]
     pub list_cache_mb: f64,
+    /// Decoupled layout: share of the list cache pinned by value — the lists sample searches
+    /// (--cache-samples of them, 20,000 by default; PQ-reconstructed indexed vectors) read
+    /// most, stored at their exact size; the rest of the budget stays LRU. 0 = all LRU.
+    #[arg(long, default_value_t = 0.0)]
+    pub list_pin: f64,
     /// Decoupled layout: candidates per re-rank batch (B), also the prefetch's stability
     /// window.
     #[arg(long, default_value_t = RerankParams::default().batch)]
@@ -137,6 +142,12 @@ pub struct SearchOptions {
     /// Decoupled layout: re-rank batches read ahead of the one being processed.
     #[arg(long, default_value_t = RerankParams::default().lookahead)]
     pub rerank_lookahead: usize,
+    /// Decoupled layout: stop the re-rank by an error bound instead of the batches' benefit:
+    /// a candidate is read only if its PQ distance is within M × (the query's largest PQ
+    /// overestimate so far) of the k-th exact distance; 0 = the benefit rule
+    /// (--rerank-batch, --rerank-threshold).
+    #[arg(long, default_value_t = 0.0)]
+    pub rerank_bound: f32,
     /// Read through the page cache instead of O_DIRECT (figures are then not disk figures).
     #[arg(long)]
     pub buffered: bool,
@@ -199,6 +210,7 @@ impl SearchOptions {
                 stable_window: self.prefetch_window,
                 prefetch_on_converge: !self.no_converge_prefetch,
                 lookahead: self.rerank_lookahead,
+                bound: self.rerank_bound,
             },
         })
     }
@@ -277,13 +289,29 @@ pub(crate) fn open_index(
         (p, _) => p,
     };
     let cache = ix.load_cache(o.cache_nodes, policy, o.threads.max(1), ctl)?;
+    let pinned = if o.list_pin > 0.0 && ix.decoupled().is_some() {
+        let (l, w) = match CachePolicy::default() {
+            CachePolicy::Frequency { l, beam_width, .. } => (l, beam_width),
+            _ => (15, 4),
+        };
+        Some(ix.pin_lists(
+            o.list_pin,
+            o.cache_samples.unwrap_or(0),
+            l,
+            w,
+            o.threads.max(1),
+            ctl,
+        )?)
+    } else {
+        None
+    };
     let load_secs = t_load.elapsed().as_secs_f64();
     let engine = ix.searcher()?.engine().info();
     // The index's own description (shared with `trawl info` and Python), then the run's.
     let mut info = serde_json::to_value(ix.info()?)?;
     let run = serde_json::json!({
-        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "converge_prefetch": !o.no_converge_prefetch, "lookahead": o.rerank_lookahead},
-        "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists().capacity(), "entry_bytes": d.lists().entry_bytes(), "budget_bytes": d.lists().budget_bytes()})),
+        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "converge_prefetch": !o.no_converge_prefetch, "lookahead": o.rerank_lookahead, "bound": o.rerank_bound},
+        "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists().capacity(), "entry_bytes": d.lists().entry_bytes(), "budget_bytes": d.lists().budget_bytes(), "lru_budget_bytes": d.lists().lru_budget_bytes(), "pin_share": o.list_pin, "pinned": pinned})),
         "entry_list": o.entry_list,
         "cache": cache, "cache_policy": format!("{policy:?}"),
         "engine": {"name": engine.name, "direct": engine.direct,

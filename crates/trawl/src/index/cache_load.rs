@@ -11,7 +11,7 @@ use super::DiskIndex;
 use crate::io::{Completion, ReadRequest};
 use crate::kernels::{DType, Element};
 use crate::progress::Control;
-use crate::search::{CachePolicy, NodeCache, SearchError, SearchParams};
+use crate::search::{CachePolicy, ListCache, NodeCache, PinnedLists, SearchError, SearchParams};
 
 /// What loading the cache did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
@@ -229,6 +229,142 @@ impl DiskIndex {
             );
         }
         Ok((ids, pages))
+    }
+
+    /// Decoupled layout: pins the lists sample searches read most often in the list cache,
+    /// within `share` of its budget (the budget the index was opened with,
+    /// [`super::OpenOptions::list_cache_bytes`]); the rest of the budget stays an LRU cache
+    /// for the other lists. The sample queries are `samples` indexed vectors as their PQ codes
+    /// reconstruct them (no vector read), searched by beam search (`l`, `beam_width`) with no
+    /// cache, every expansion from a read counted; lists are pinned from the most read down
+    /// while they fit, each at its exact size. Returns what was pinned (`nodes`, `bytes`).
+    pub fn pin_lists(
+        &mut self,
+        share: f64,
+        samples: usize,
+        l: usize,
+        beam_width: usize,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<CacheReport, SearchError> {
+        let t0 = Instant::now();
+        if !(0.0..=1.0).contains(&share) {
+            return Err(SearchError::Unsupported(format!(
+                "pinned share {share} of the list cache must be in [0, 1]"
+            )));
+        }
+        let Some(d) = self.layout.decoupled() else {
+            return Err(SearchError::Unsupported(
+                "lists are pinned in the decoupled layout's list cache; the page-packed \
+                 layouts have the static node cache"
+                    .into(),
+            ));
+        };
+        let budget = d.lists().budget_bytes();
+        let entry_bytes = d.lists().entry_bytes();
+        let n = self.n();
+        let fixed = PinnedLists::fixed_bytes(n);
+        let pin_budget = (budget as f64 * share) as u64;
+        if pin_budget <= fixed {
+            return Ok(CacheReport::default());
+        }
+        let codes = self.codes().ok_or_else(|| {
+            SearchError::Internal("the decoupled layout keeps its PQ codes in memory".into())
+        })?;
+        let samples = if samples == 0 { 20_000 } else { samples }.clamp(1, n);
+        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_cace);
+        let mut picks: Vec<u32> = sample(&mut rng, n, samples)
+            .into_iter()
+            .map(|i| i as u32)
+            .collect();
+        picks.sort_unstable();
+        let dim = self.dim();
+        let mut rec = vec![0f32; dim];
+        let mut raw: Vec<u8> = Vec::with_capacity(picks.len() * dim * 4);
+        for &id in &picks {
+            self.pq()
+                .decode(codes.code(id as usize), &mut rec)
+                .map_err(|e| SearchError::Internal(format!("PQ code of {id}: {e}")))?;
+            match self.dtype() {
+                DType::F32 => raw.extend(rec.iter().flat_map(|x| x.to_le_bytes())),
+                DType::U8 => raw.extend(rec.iter().map(|x| x.round().clamp(0.0, 255.0) as u8)),
+                DType::I8 => raw.extend(
+                    rec.iter()
+                        .map(|x| x.round().clamp(-128.0, 127.0) as i8 as u8),
+                ),
+            }
+        }
+        // Searched with no list cache, so every expansion is a read and is counted.
+        let old = self
+            .layout
+            .decoupled_mut()
+            .map(|d| d.set_lists(ListCache::disabled()));
+        let params =
+            SearchParams::beam(1, l.max(1), beam_width.clamp(1, self.engine_config().depth));
+        let counts = match self.dtype() {
+            DType::F32 => self.count_visits::<f32>(&raw, &params, threads, ctl),
+            DType::U8 => self.count_visits::<u8>(&raw, &params, threads, ctl),
+            DType::I8 => self.count_visits::<i8>(&raw, &params, threads, ctl),
+        };
+        if let (Some(d), Some(old)) = (self.layout.decoupled_mut(), old) {
+            d.set_lists(old);
+        }
+        let (counts, pages) = counts?;
+        let mut ranked: Vec<(u32, u32)> = counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (c, i as u32))
+            .collect();
+        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let d = self
+            .layout
+            .decoupled()
+            .ok_or_else(|| SearchError::Internal("the decoupled layout went away".into()))?;
+        // Each list's coded size, from one sequential scan; then the most read that fit.
+        let mut size = vec![0u32; n];
+        let mut scan_pages = d
+            .graph()
+            .scan_coded(|id, _, coded| size[id as usize] = coded.len() as u32)
+            .map_err(|e| SearchError::Internal(e.to_string()))?;
+        let mut pin = vec![false; n];
+        let mut used = fixed;
+        for &(_, id) in &ranked {
+            let c = PinnedLists::entry_cost(size[id as usize] as usize);
+            if used + c > pin_budget {
+                break;
+            }
+            used += c;
+            pin[id as usize] = true;
+        }
+        drop(size);
+        let mut data: Vec<(u32, usize, Vec<u8>)> = Vec::new();
+        scan_pages += d
+            .graph()
+            .scan_coded(|id, degree, coded| {
+                if pin[id as usize] {
+                    data.push((id, degree, coded.to_vec()));
+                }
+            })
+            .map_err(|e| SearchError::Internal(e.to_string()))?;
+        let pinned = PinnedLists::build(n, data.iter().map(|(i, dg, c)| (*i, *dg, c.as_slice())))
+            .map_err(SearchError::Internal)?;
+        drop(data);
+        let lru = budget.saturating_sub(pinned.heap_bytes());
+        let report = CacheReport {
+            nodes: pinned.len(),
+            bytes: pinned.heap_bytes(),
+            secs: 0.0,
+            pages_read: pages + scan_pages,
+        };
+        let cache = ListCache::with_pinned(entry_bytes, lru, pinned);
+        if let Some(d) = self.layout.decoupled_mut() {
+            d.set_lists(cache);
+        }
+        Ok(CacheReport {
+            secs: t0.elapsed().as_secs_f64(),
+            ..report
+        })
     }
 
     /// Per-node counts of reads over beam searches of the given raw vectors, and pages read.

@@ -413,7 +413,10 @@ impl DiskIndex {
                 targets: std::mem::take(&mut targets),
             };
             let rounds = ShuffleParams::default().rounds;
-            let bar = ctl.bar("decoupled: placing vectors (PageShuffle)", meta.n * (2 + rounds as u64));
+            let bar = ctl.bar(
+                "decoupled: placing vectors (PageShuffle)",
+                meta.n * (2 + rounds as u64),
+            );
             let (page_of, rep) = shuffle::shuffle(&graph, per, rounds, || bar.inc(1));
             bar.finish_and_clear();
             ctl.check().map_err(|c| bad(c.to_string()))?;
@@ -425,7 +428,11 @@ impl DiskIndex {
                 .collect();
             drop(page_of);
             if order.len() as u64 != meta.n {
-                return Err(bad(format!("vector order has {} nodes, not {}", order.len(), meta.n)));
+                return Err(bad(format!(
+                    "vector order has {} nodes, not {}",
+                    order.len(),
+                    meta.n
+                )));
             }
             let mut pos = vec![u32::MAX; meta.n as usize];
             for (p, &id) in order.iter().enumerate() {

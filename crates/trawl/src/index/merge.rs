@@ -245,7 +245,7 @@ fn merge_typed<T: DeltaElement>(
         // nodes' lists from the graph file.
         let vb = dim * std::mem::size_of::<T>();
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut vectors[..]);
-        let map = slot_map(d, n_old);
+        let map = slot_map(d, n_old)?;
         let mut of_local: Vec<Vec<u32>> = d
             .segments()
             .iter()
@@ -615,12 +615,16 @@ enum Out {
     Graph(GraphWriter),
 }
 
-/// Per slot `(segment, local id)` of a decoupled layout (`GONE` past its map).
-fn slot_map(d: &DecoupledLayout, n: usize) -> Vec<(u32, u32)> {
-    match d.slot_map() {
+/// Per slot `(segment, local id)` of a decoupled layout (`GONE` past its map): the vector
+/// map's, else the vector keys of a keyed graph file (vectors in graph order), else identity.
+fn slot_map(d: &DecoupledLayout, n: usize) -> Result<Vec<(u32, u32)>, IndexBuildError> {
+    Ok(match d.slot_map() {
         Some(m) => m.to_vec(),
-        None => (0..n as u32).map(|s| (0, s)).collect(),
-    }
+        None => match d.graph().keys()? {
+            Some(keys) => keys.into_iter().map(|k| (0, k)).collect(),
+            None => (0..n as u32).map(|s| (0, s)).collect(),
+        },
+    })
 }
 
 /// What [`write_segments`] wrote.
@@ -647,7 +651,7 @@ fn write_segments<T: Element>(
     staging: &Path,
     dir: &Path,
 ) -> Result<SegmentsOut, IndexBuildError> {
-    let old_map = slot_map(d, n_old);
+    let old_map = slot_map(d, n_old)?;
     let names: Vec<String> = d
         .segments()
         .iter()

@@ -212,6 +212,10 @@ impl DecoupledLayout {
     pub fn lists(&self) -> &ListCache {
         &self.lists
     }
+    /// Replaces the list cache, returning the old one.
+    pub fn set_lists(&mut self, lists: ListCache) -> ListCache {
+        std::mem::replace(&mut self.lists, lists)
+    }
     /// Segment and local id (position in the segment) of slot `id`, whose list carried `key`.
     #[inline]
     fn loc(&self, id: u32, key: u32) -> (usize, u32) {
@@ -393,6 +397,13 @@ impl LayoutReader {
     }
     /// The decoupled reader (`None` for the page-packed layouts).
     pub fn decoupled(&self) -> Option<&DecoupledLayout> {
+        match self {
+            Self::Decoupled(d) => Some(d),
+            _ => None,
+        }
+    }
+    /// The decoupled reader, mutable (to set its list cache).
+    pub fn decoupled_mut(&mut self) -> Option<&mut DecoupledLayout> {
         match self {
             Self::Decoupled(d) => Some(d),
             _ => None,

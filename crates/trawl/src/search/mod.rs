@@ -43,7 +43,7 @@ pub use cache::{CachePolicy, NodeCache};
 pub use explore::Frontier;
 pub use flash::{FlashParams, Grain};
 pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};
-pub use list_cache::ListCache;
+pub use list_cache::{ListCache, PinnedLists};
 pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn, VectorView};
 pub use params::{
     BeamParams, Capabilities, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH, MAX_LIST,

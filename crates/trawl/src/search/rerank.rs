@@ -61,6 +61,14 @@ pub struct RerankParams {
     /// be processed (0: a batch is read once the last one asked for it; 1: the next batch's
     /// reads overlap the current one's, and the batch after the last is read for nothing).
     pub lookahead: usize,
+    /// Stop by an error bound instead of the batches' benefit (0: the benefit rule). With
+    /// `bound = m > 0`, once `K` exact distances are in, `δ` is the largest amount by which a
+    /// PQ distance of this query overestimated an exact one so far, and a candidate can enter
+    /// the top-`K` only if its PQ distance is within `m·δ` of the current `K`-th exact
+    /// distance; the candidates in that range (a prefix of the pool, which is in PQ order) are
+    /// read at once, and the re-rank stops at the first beyond it. Adapts to the quantiser's
+    /// accuracy: few reads past `K` where PQ is close, more where it is coarse.
+    pub bound: f32,
 }
 
 impl Default for RerankParams {
@@ -72,6 +80,7 @@ impl Default for RerankParams {
             stable_window: 0,
             prefetch_on_converge: true,
             lookahead: 0,
+            bound: 0.0,
         }
     }
 }
@@ -89,6 +98,12 @@ impl RerankParams {
             return Err(SearchError::InvalidRerank(format!(
                 "re-rank lookahead {} must be at most 16 batches",
                 self.lookahead
+            )));
+        }
+        if !(self.bound.is_finite() && self.bound >= 0.0) {
+            return Err(SearchError::InvalidRerank(format!(
+                "re-rank bound {} must be a finite number ≥ 0",
+                self.bound
             )));
         }
         if !(0.0..=1.0).contains(&self.threshold) {
@@ -139,6 +154,8 @@ pub struct Rerank {
     phase2: bool,
     cursor: usize,
     best: Vec<f32>,
+    /// Bound rule: the largest PQ overestimate (PQ − exact) seen on processed candidates.
+    delta: f32,
     stopped: bool,
     /// The result set, rebuilt per query without a new allocation.
     full: Vec<Neighbor>,
@@ -167,6 +184,7 @@ impl Rerank {
         self.phase2 = false;
         self.cursor = 0;
         self.best.clear();
+        self.delta = 0.0;
         self.stopped = false;
     }
 
@@ -286,6 +304,11 @@ impl Rerank {
             }
         }
         let r = self.reads.len();
+        if self.phase2 && self.in_flight == 0 {
+            // A read after the traversal with none of the re-rank's in flight: a round trip
+            // the query waits for.
+            stats.rerank.rounds += 1;
+        }
         engine.submit(
             self.tag_base | VECTOR_TAG | r as u64,
             ReadRequest {
@@ -340,7 +363,8 @@ impl Rerank {
         result?;
         // Kept only once checked: a damaged page has failed the query above.
         let at = self.kept.len();
-        self.kept.extend_from_slice(&bytes[..PAGE_BYTES.min(bytes.len())]);
+        self.kept
+            .extend_from_slice(&bytes[..PAGE_BYTES.min(bytes.len())]);
         self.kept.resize(at + PAGE_BYTES, 0);
         self.kept_at.insert(page, at);
         Ok(())
@@ -391,7 +415,9 @@ impl Rerank {
         let mut result = Ok(());
         for &(id, page) in &local {
             let Some(&at) = self.kept_at.get(&page) else {
-                result = Err(SearchError::Internal(format!("vector page {page} not kept")));
+                result = Err(SearchError::Internal(format!(
+                    "vector page {page} not kept"
+                )));
                 break;
             };
             result = self.decode_ids(src, page, &kept[at..at + PAGE_BYTES], &[id], x);
@@ -423,6 +449,9 @@ impl Rerank {
         }
         if self.stopped {
             return Ok(false);
+        }
+        if self.p.bound > 0.0 {
+            return self.phase2_bound(vectors, engine, stats);
         }
         let b = self.p.batch;
         let mut progressed = false;
@@ -465,6 +494,54 @@ impl Rerank {
                 self.stopped = true;
             }
             progressed = true;
+        }
+        Ok(progressed)
+    }
+
+    /// Phase 2 under the error bound ([`RerankParams::bound`]): processes the pool in PQ order
+    /// while exact distances are in, stopping at the first candidate beyond the bound; reads
+    /// the first `K` at once, then every candidate within the bound at once.
+    fn phase2_bound<V: VectorSource>(
+        &mut self,
+        vectors: &V,
+        engine: &mut dyn IoEngine,
+        stats: &mut QueryStats,
+    ) -> Result<bool, SearchError> {
+        let m = self.p.bound;
+        let mut progressed = false;
+        let beyond = |s: &Self, i: usize| {
+            s.best.len() == s.k && s.pool[i].dist - m * s.delta > s.best[s.k - 1]
+        };
+        loop {
+            if self.cursor >= self.pool.len() || beyond(self, self.cursor) {
+                self.stopped = true;
+                stats.rerank.rerank_batches += 1;
+                return Ok(true);
+            }
+            let n = self.pool[self.cursor];
+            let Some(&d) = self.exact.get(&n.id) else {
+                break;
+            };
+            self.offer(d);
+            self.delta = self.delta.max(n.dist - d);
+            self.cursor += 1;
+            progressed = true;
+        }
+        // Reads: the first K, then — once K exact distances are in — every candidate within
+        // the bound (a prefix of the pool).
+        let cap = self.cap.max(1);
+        let mut i = self.cursor;
+        while i < self.pool.len() && (i < self.k || (self.best.len() == self.k && !beyond(self, i)))
+        {
+            if self.in_flight >= cap || !engine.can_submit() {
+                break;
+            }
+            let id = self.pool[i].id;
+            if !self.requested.contains(&id) {
+                self.request(vectors, engine, id, stats)?;
+                progressed = true;
+            }
+            i += 1;
         }
         Ok(progressed)
     }

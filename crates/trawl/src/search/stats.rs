@@ -70,6 +70,9 @@ pub struct RerankStats {
     pub page_reuses: u64,
     /// Vectors that joined a read of their page already in flight (no read of their own).
     pub page_joins: u64,
+    /// Re-rank round trips after the traversal: bursts of vector reads issued when none of
+    /// the query's vector reads was in flight.
+    pub rounds: u64,
 }
 
 /// What the IVF index's stages did (zero for graph indexes).
@@ -207,6 +210,7 @@ impl AddAssign for RerankStats {
         self.vector_decode_ns += o.vector_decode_ns;
         self.page_reuses += o.page_reuses;
         self.page_joins += o.page_joins;
+        self.rounds += o.rounds;
     }
 }
 
@@ -262,7 +266,7 @@ mod tests {
         assert_eq!(o["vector_reads"], 1);
         assert_eq!(o["total_ns"], 9);
         assert_eq!(o["page_mates"], 4);
-        assert_eq!(o.len(), 33, "{o:?}");
+        assert_eq!(o.len(), 36, "{o:?}");
         let mut t = s;
         t += s;
         assert_eq!(t.io.pages_read, 6);

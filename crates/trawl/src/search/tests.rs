@@ -243,7 +243,7 @@ impl GraphSource for ListGrid {
         let view = self.0.record_at(id, bytes).map_err(SearchError::Internal)?;
         f.nbrs.clear();
         f.nbrs.extend(view.neighbors());
-        f.explore_list(space, id, x.stats);
+        f.explore_list(space, id, crate::search::source::NO_KEY, x.stats);
         Ok(())
     }
     fn page_records(&self) -> Option<&NoRecords> {
@@ -252,7 +252,7 @@ impl GraphSource for ListGrid {
 }
 
 impl VectorSource for ListGrid {
-    fn vector_page(&self, id: u32) -> u64 {
+    fn vector_page(&self, id: u32, _key: u32) -> u64 {
         self.0.graph_pages() + (id as usize / self.0.vpp) as u64
     }
     fn vectors_on_page(&self, page: u64) -> u64 {
@@ -262,6 +262,7 @@ impl VectorSource for ListGrid {
     fn decode_vector(
         &self,
         id: u32,
+        _key: u32,
         _page: u64,
         bytes: &[u8],
         out: &mut [u8],
@@ -713,6 +714,47 @@ fn rerank_returns_the_exact_top_k_of_the_expanded_nodes() {
             // An early stop re-ranks fewer nodes, never more.
             assert!(st.traversal.exact_distances <= expanded);
         }
+    }
+}
+
+/// The error-bound re-rank: the PQ distances here are exact (δ = 0), so whatever the
+/// multiplier it reads the first k candidates, stops at the next (beyond the k-th exact
+/// distance), and returns the exact top-k of the expanded set.
+#[test]
+fn bound_rerank_reads_what_can_still_enter_the_top_k() {
+    let g = ListGrid(Grid::new(8, 4, 8));
+    let (pq, codes) = exact_pq(8);
+    let view = GraphView {
+        space: space(8, &pq, &codes),
+        graph: &g,
+    };
+    let q = vec![vec![5.2f32, 6.1]];
+    let d = |i: u32| {
+        let (x, y) = ((i % 8) as f32, (i / 8) as f32);
+        (5.2 - x).powi(2) + (6.1 - y).powi(2)
+    };
+    for bound in [1.0f32, 1e9] {
+        let p = SearchParams {
+            rerank: RerankParams {
+                bound,
+                prefetch: false,
+                prefetch_on_converge: false,
+                ..RerankParams::default()
+            },
+            ..SearchParams::beam(3, 10, 2)
+        };
+        let cfg = config(&p, 64, false);
+        let (engine, _log) = LogEngine::create(g.0.pages.clone(), 64);
+        let (out, trace, engine) =
+            run_on::<_, Reranked<BeamQuery>, f32>(engine, &view, &cfg, 1, &q).unwrap();
+        assert_eq!(engine.in_flight(), 0);
+        let (hits, st) = &out[0];
+        let mut exact = trace.clone();
+        exact.sort_by(|&a, &b| d(a).total_cmp(&d(b)).then(a.cmp(&b)));
+        let ids: Vec<u32> = hits.iter().map(|h| h.0).collect();
+        assert_eq!(ids, exact[..3], "bound {bound}");
+        assert!(trace.len() > 3);
+        assert_eq!(st.traversal.exact_distances, 3, "bound {bound}");
     }
 }
 

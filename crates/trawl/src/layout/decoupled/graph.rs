@@ -536,7 +536,10 @@ impl GraphFile {
         let mut at = degrees + 2 * count;
         for j in 0..k {
             at += kb
-                + elias_fano::encoded_bytes(usize::from(le16(page, degrees + 2 * j)), self.universe);
+                + elias_fano::encoded_bytes(
+                    usize::from(le16(page, degrees + 2 * j)),
+                    self.universe,
+                );
         }
         let d = usize::from(le16(page, degrees + 2 * k));
         let len = kb + elias_fano::encoded_bytes(d, self.universe);
@@ -592,6 +595,35 @@ impl GraphFile {
             Ok::<(), FileError>(())
         })?;
         Ok(Some(keys))
+    }
+
+    /// Calls `f(id, degree, entry)` for every node in id order with its coded entry (vector
+    /// key when keyed, then the Elias-Fano list) as [`GraphFile::list_bytes`] gives it, reading
+    /// the data pages sequentially and checking each page's CRC.
+    pub fn scan_coded(&self, mut f: impl FnMut(u32, usize, &[u8])) -> Result<u64, FileError> {
+        let io = |e: std::io::Error| FileError::new(&self.path, e.into());
+        let mut file = File::open(&self.path).map_err(io)?;
+        file.seek(SeekFrom::Start(PAGE_BYTES as u64)).map_err(io)?;
+        let mut file = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut page = vec![0u8; PAGE_BYTES];
+        for p in 1..=self.data_pages {
+            file.read_exact(&mut page).map_err(io)?;
+            if !page_crc_ok(&page) {
+                return Err(FileError::new(
+                    &self.path,
+                    FileErrorKind::PageChecksum { page: p },
+                ));
+            }
+            let first = le32(&page, 4);
+            let count = u32::from(le16(&page, 8));
+            for id in first..first.saturating_add(count) {
+                let (d, bytes) = self
+                    .list_bytes(id, p, &page, false)
+                    .map_err(|m| FileError::new(&self.path, FileErrorKind::Invalid(m)))?;
+                f(id, d, bytes);
+            }
+        }
+        Ok(self.data_pages)
     }
 
     /// [`GraphFile::scan_lists`] with each node's vector key (`None` unkeyed).
