@@ -167,6 +167,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             no_converge_prefetch: false,
             rerank_lookahead: trawl::search::RerankParams::default().lookahead,
             rerank_bound: 0.0,
+            rerank_depth: trawl::search::rerank::DEFAULT_RERANK_DEPTH,
             buffered: false,
             no_verify: false,
             sqpoll: false,

@@ -123,6 +123,7 @@ const BASE: Config = Config {
         prefetch_on_converge: true,
         lookahead: 0,
         bound: 0.0,
+        depth: 0,
     },
     list_cache_bytes: 16 << 20,
     interleave: 1,

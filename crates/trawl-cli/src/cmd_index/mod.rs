@@ -148,6 +148,10 @@ pub struct SearchOptions {
     /// (--rerank-batch, --rerank-threshold).
     #[arg(long, default_value_t = 0.0)]
     pub rerank_bound: f32,
+    /// Decoupled layout: most vector reads in flight after the traversal (0 = the strategy's
+    /// width, as before).
+    #[arg(long, default_value_t = trawl::search::rerank::DEFAULT_RERANK_DEPTH)]
+    pub rerank_depth: usize,
     /// Read through the page cache instead of O_DIRECT (figures are then not disk figures).
     #[arg(long)]
     pub buffered: bool,
@@ -211,6 +215,7 @@ impl SearchOptions {
                 prefetch_on_converge: !self.no_converge_prefetch,
                 lookahead: self.rerank_lookahead,
                 bound: self.rerank_bound,
+                depth: self.rerank_depth,
             },
         })
     }
@@ -310,7 +315,7 @@ pub(crate) fn open_index(
     // The index's own description (shared with `trawl info` and Python), then the run's.
     let mut info = serde_json::to_value(ix.info()?)?;
     let run = serde_json::json!({
-        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "converge_prefetch": !o.no_converge_prefetch, "lookahead": o.rerank_lookahead, "bound": o.rerank_bound},
+        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "converge_prefetch": !o.no_converge_prefetch, "lookahead": o.rerank_lookahead, "bound": o.rerank_bound, "depth": o.rerank_depth},
         "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists().capacity(), "entry_bytes": d.lists().entry_bytes(), "budget_bytes": d.lists().budget_bytes(), "lru_budget_bytes": d.lists().lru_budget_bytes(), "pin_share": o.list_pin, "pinned": pinned})),
         "entry_list": o.entry_list,
         "cache": cache, "cache_policy": format!("{policy:?}"),

@@ -296,14 +296,22 @@ impl SearchConfig {
     }
 
     /// Slots one query may hold at once: its graph reads (PipeSearch: in flight plus landed and
-    /// not yet explored) and, where the layout re-ranks from disk, as many vector reads again.
+    /// not yet explored) and, where the layout re-ranks from disk, its vector reads (the
+    /// re-rank's depth, at least as many as the graph reads).
     pub fn slots_per_query(&self) -> usize {
         let graph = match &self.strategy {
             Strategy::Beam(b) => b.width,
             Strategy::Pipe(pp) => 2 * pp.max_width,
             Strategy::Flash(fp) => fp.staleness + 1,
         };
-        graph * if self.rerank.is_some() { 2 } else { 1 }
+        graph
+            + self.rerank.as_ref().map_or(0, |r| {
+                if r.depth == 0 {
+                    graph
+                } else {
+                    r.depth.max(graph)
+                }
+            })
     }
 }
 

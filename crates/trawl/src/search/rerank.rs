@@ -69,7 +69,16 @@ pub struct RerankParams {
     /// read at once, and the re-rank stops at the first beyond it. Adapts to the quantiser's
     /// accuracy: few reads past `K` where PQ is close, more where it is coarse.
     pub bound: f32,
+    /// Most vector reads in flight after the traversal (phase 2); 0 = the strategy's width
+    /// (beam: `W`), the default. A larger depth issues what phase 2 knows it needs in fewer
+    /// round trips; measured on MiniLM at the 20% budget (beam, bound 1, L 40): 4.4 → 1.5
+    /// round trips per query but 34.4 → 37.8 vector reads (the bound's prefix is read before
+    /// the k-th distance has tightened) and no QPS gained, so it is not the default.
+    pub depth: usize,
 }
+
+/// Default [`RerankParams::depth`].
+pub const DEFAULT_RERANK_DEPTH: usize = 0;
 
 impl Default for RerankParams {
     fn default() -> Self {
@@ -81,6 +90,7 @@ impl Default for RerankParams {
             prefetch_on_converge: true,
             lookahead: 0,
             bound: 0.0,
+            depth: DEFAULT_RERANK_DEPTH,
         }
     }
 }
@@ -92,6 +102,13 @@ impl RerankParams {
             return Err(SearchError::InvalidRerank(format!(
                 "re-rank batch {} must be between 1 and 4096",
                 self.batch
+            )));
+        }
+        if self.depth > crate::io::MAX_DEPTH {
+            return Err(SearchError::InvalidRerank(format!(
+                "re-rank depth {} must be at most {}",
+                self.depth,
+                crate::io::MAX_DEPTH
             )));
         }
         if self.lookahead > 16 {
@@ -167,7 +184,11 @@ impl Rerank {
     pub fn begin(&mut self, cfg: &SearchConfig, tag_base: u64) {
         self.k = cfg.k();
         self.p = cfg.rerank_or_default();
-        self.cap = cfg.strategy().max_reads();
+        self.cap = if self.p.depth == 0 {
+            cfg.strategy().max_reads()
+        } else {
+            self.p.depth
+        };
         self.tag_base = tag_base;
         self.pool.clear();
         self.top.clear();
