@@ -208,15 +208,8 @@ impl DiskIndex {
             DType::I8 => self.count_visits::<i8>(&vectors, &params, threads, ctl)?,
         };
         pages += counts.1;
-        let mut ranked: Vec<(u32, u32)> = counts
-            .0
-            .iter()
-            .enumerate()
-            .filter(|(_, &c)| c > 0)
-            .map(|(i, &c)| (c, i as u32))
-            .collect();
-        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        let mut ids: Vec<u32> = ranked.iter().take(nodes).map(|&(_, id)| id).collect();
+        let mut ids = most_read(&counts.0);
+        ids.truncate(nodes);
         if ids.len() < nodes {
             // Fewer distinct nodes were read than asked for: top up breadth-first.
             let (bfs, p) = self.bfs_order(nodes)?;
@@ -310,13 +303,7 @@ impl DiskIndex {
             d.set_lists(old);
         }
         let (counts, pages) = counts?;
-        let mut ranked: Vec<(u32, u32)> = counts
-            .iter()
-            .enumerate()
-            .filter(|(_, &c)| c > 0)
-            .map(|(i, &c)| (c, i as u32))
-            .collect();
-        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let ranked = most_read(&counts);
         let d = self
             .layout
             .decoupled()
@@ -329,7 +316,7 @@ impl DiskIndex {
             .map_err(|e| SearchError::Internal(e.to_string()))?;
         let mut pin = vec![false; n];
         let mut used = fixed;
-        for &(_, id) in &ranked {
+        for &id in &ranked {
             let c = PinnedLists::entry_cost(size[id as usize] as usize);
             if used + c > pin_budget {
                 break;
@@ -426,4 +413,16 @@ impl DiskIndex {
         }
         Ok((counts, pages))
     }
+}
+
+/// The nodes read at least once, most read first (ties by id).
+fn most_read(counts: &[u32]) -> Vec<u32> {
+    let mut ranked: Vec<(u32, u32)> = counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(i, &c)| (c, i as u32))
+        .collect();
+    ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.into_iter().map(|(_, id)| id).collect()
 }
