@@ -48,7 +48,8 @@ KEYS = ("recall", "qps", "pages_per_query", "ios_per_query", "hops_per_query",
         "vector_reads_per_query", "prefetched_per_query", "cache_hits_per_query",
         "nodes_expanded_per_query", "list_decode_us_per_query", "vector_decode_us_per_query",
         "compute_us_per_query", "io_wait_us_per_query", "rerank_batches_per_query",
-        "wasted_reads_per_query", "page_reuses_per_query", "page_joins_per_query")
+        "wasted_reads_per_query", "page_reuses_per_query", "page_joins_per_query",
+        "refine_us_per_query")
 
 
 def med(vals):
@@ -76,6 +77,16 @@ def probe_memory(idx: Path, q: Path, gt: Path, args, work: Path, extra: list[str
            *extra]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return json.loads(out.read_text())
+
+
+def refine_bits(spec: str) -> int:
+    """Bits of a re-rank spec's refinement codes (`R4M1` → 4), 0 without."""
+    if spec.startswith("R"):
+        i = 1
+        while i < len(spec) and spec[i].isdigit():
+            i += 1
+        return int(spec[1:i])
+    return 0
 
 
 def strategy_flags(s: str) -> list[str]:
@@ -106,7 +117,10 @@ def main() -> None:
                          "gets the same total memory")
     ap.add_argument("--rerank", default="B10,B2,M1",
                     help="re-rank settings of the decoupled configurations: Bx = the benefit rule "
-                         "with batch x (B10: the paper's), Mx = the error bound with multiplier x")
+                         "with batch x (B10: the paper's), Mx = the error bound with multiplier x; "
+                         "a prefix Rb (R4M1) orders the re-rank by b-bit in-memory refinement "
+                         "codes, paid out of the list cache's share of the budget (skipped at a "
+                         "budget they do not fit)")
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args()
     path = OUT_DIR / f"decoupled-{args.dataset}.json"
@@ -148,22 +162,41 @@ def run(args, path: Path) -> None:
         dm = probe_memory(idx, q, gt, args, work, ["--layout", "decoupled", "--list-cache-mb", "0"])
         spare = pm["memory_total_bytes"] - dm["memory_total_bytes"]
         list_mb = max(spare, 0) / 2**20
-        dec_extra = ["--layout", "decoupled", "--list-cache-mb", f"{list_mb:.6f}"]
-        if args.pin > 0:
-            dec_extra += ["--list-pin", str(args.pin), "--cache-samples", str(args.list_samples)]
-        check = probe_memory(idx, q, gt, args, work, dec_extra)
+        refine_bytes: dict[int, int] = {}
+        for spec in args.rerank.split(","):
+            bits = refine_bits(spec)
+            if bits and bits not in refine_bytes:
+                rm = probe_memory(idx, q, gt, args, work, ["--layout", "decoupled", "--list-cache-mb",
+                                                           "0", "--refine-bits", str(bits)])
+                refine_bytes[bits] = rm["memory_total_bytes"] - dm["memory_total_bytes"]
         for s in args.strategies.split(","):
             configs.append((f"packed-{s}-{budget}", "packed", s, budget,
                             ["--layout", "packed", *packed_extra, *strategy_flags(s)],
                             pm["memory_total_bytes"]))
-            for spec in args.rerank.split(","):
-                flag = (["--rerank-batch", spec[1:]] if spec[0] == "B"
-                        else ["--rerank-bound", spec[1:]])
+        for spec in args.rerank.split(","):
+            bits = refine_bits(spec)
+            rest = spare - refine_bytes.get(bits, 0)
+            if rest < 0:
+                log(f"budget {budget}: {spec} skipped (refinement codes of "
+                    f"{refine_bytes[bits] / 2**20:.1f} MiB, {spare / 2**20:.1f} MiB to spare)")
+                continue
+            list_mb = rest / 2**20
+            dec_extra = ["--layout", "decoupled", "--list-cache-mb", f"{list_mb:.6f}"]
+            if args.pin > 0:
+                dec_extra += ["--list-pin", str(args.pin), "--cache-samples", str(args.list_samples)]
+            if bits:
+                dec_extra += ["--refine-bits", str(bits)]
+            check = probe_memory(idx, q, gt, args, work, dec_extra)
+            rule = spec[len(f"R{bits}"):] if bits else spec
+            flag = (["--rerank-batch", rule[1:]] if rule[0] == "B"
+                    else ["--rerank-bound", rule[1:]])
+            for s in args.strategies.split(","):
                 configs.append((f"decoupled-{spec}-{s}-{budget}", "decoupled", s, budget,
                                 [*dec_extra, *flag, *strategy_flags(s)],
                                 check["memory_total_bytes"]))
-        log(f"budget {budget}: packed {pm['memory_total_bytes'] / 2**20:.2f} MiB, decoupled "
-            f"{check['memory_total_bytes'] / 2**20:.2f} MiB (list cache {list_mb:.2f} MiB)")
+            log(f"budget {budget} {spec}: packed {pm['memory_total_bytes'] / 2**20:.2f} MiB, "
+                f"decoupled {check['memory_total_bytes'] / 2**20:.2f} MiB (list cache "
+                f"{list_mb:.2f} MiB, refinement codes {refine_bytes.get(bits, 0) / 2**20:.2f} MiB)")
     runs: dict[str, list[dict]] = {c[0]: [] for c in configs}
     for rep in range(args.repeat):
         order = configs if rep % 2 == 0 else list(reversed(configs))
@@ -250,9 +283,9 @@ def render(doc: dict) -> str:
             f"{fmt(q(c, 0.95))} | {fmt(q(d, 0.95))} | {ratio(q(c, 0.95), q(d, 0.95))} |")
     lines += ["", "## Per-query work at recall 0.90 (DecoupleVS Table 2)", "",
               "| configuration | graph reads | vector reads (prefetched) | vectors from pages read "
-              "(joined / kept) | cache hits | hops | list decode µs | vector decode µs | CPU µs | "
-              "I/O wait µs | latency µs |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "(joined / kept) | cache hits | hops | list decode µs | vector decode µs | refine µs | "
+              "CPU µs | I/O wait µs | latency µs |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in doc["configs"]:
         g = lambda k: at_recall(c["rows"], k, 0.90)  # noqa: E731
         if g("qps") is None:
@@ -263,7 +296,7 @@ def render(doc: dict) -> str:
             f"{g('page_joins_per_query') or 0:.1f} / {g('page_reuses_per_query') or 0:.1f} | "
             f"{g('cache_hits_per_query'):.1f} | {g('hops_per_query'):.1f} | "
             f"{g('list_decode_us_per_query') or 0:.1f} | {g('vector_decode_us_per_query') or 0:.1f} | "
-            f"{g('compute_us_per_query'):.0f} | {g('io_wait_us_per_query'):.0f} | {g('latency_us'):.0f} |")
+            f"{g('refine_us_per_query') or 0:.1f} | {g('compute_us_per_query'):.0f} | {g('io_wait_us_per_query'):.0f} | {g('latency_us'):.0f} |")
     return "\n".join(lines) + "\n"
 
 

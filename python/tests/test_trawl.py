@@ -417,6 +417,17 @@ def test_memory_engine_and_decoupled_layout(tmp_path):
     assert pinned.stats["cache_hits"] > 0
     bounded = pinned.batch_search(queries, 10, trawl.SearchParams(L=50, rerank_bound=1.0), threads=1)
     assert (bounded[0] == a[0]).mean() > 0.9
+    # Refinement codes order the re-rank: reading every candidate still gives the packed
+    # results; the bound stop reads fewer vectors than with PQ's order at the same recall.
+    refined = trawl.Index.open(tmp_path / "ix", layout="decoupled", refine_bits=4)
+    d = refined.batch_search(queries, 10, trawl.SearchParams(L=50, rerank_bound=1e30), threads=1)
+    np.testing.assert_array_equal(a[0], d[0])
+    np.testing.assert_array_equal(a[1], d[1])
+    assert refined.info()["memory_bytes"]["refine_bytes"] > 0
+    with pytest.raises(trawl.InvalidInputError):
+        trawl.Index.open(tmp_path / "ix", layout="decoupled", refine_bits=3)
+    with pytest.raises(trawl.InvalidInputError):
+        trawl.Index.open(tmp_path / "ix", refine_bits=4)  # packed layout: no re-rank to order
     with pytest.raises(trawl.InvalidInputError):
         trawl.Index.open(tmp_path / "ix", list_pin=0.5)  # packed layout: no list cache
     with pytest.raises(trawl.InvalidInputError):

@@ -186,6 +186,7 @@ class Index:
         cache_policy: str = "freq",
         list_cache_mb: float = 16.0,
         list_pin: float = 0.0,
+        refine_bits: int = 0,
         queue_depth: int = 64,
         writable: bool = False,
         durability: str = "sync",
@@ -204,6 +205,7 @@ class Index:
         cache_policy: str = "freq",
         list_cache_mb: float = 16.0,
         list_pin: float = 0.0,
+        refine_bits: int = 0,
         queue_depth: int = 64,
         writable: bool = False,
         durability: str = "sync",
@@ -219,7 +221,11 @@ class Index:
         layouts) holds that many nodes in a static cache; an index with updates chooses and
         loads them again after every merge. ``list_pin`` (decoupled layout, read-only opens):
         the share of the ``list_cache_mb`` budget pinned by value — the lists sample searches
-        read most, at their exact size; the rest stays LRU.
+        read most, at their exact size; the rest stays LRU. ``refine_bits`` (decoupled layout,
+        read-only opens): 4 or 8 holds every vector in memory as a scalar code of that many
+        bits per dimension (dim/2 or dim bytes + 4 per vector, built at open from the vector
+        files) whose distances order the re-rank instead of PQ's: far fewer vector reads
+        where PQ is coarse; 0 = off.
 
         Opens a graph or an IVF index, as the directory's manifest says. IVF only (ignored
         for a graph index): ``accel`` — the filter stage's accelerator, ``"cpu"``, ``"gpu"``

@@ -160,6 +160,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             engine: trawl::io::EngineKind::Auto,
             list_cache_mb: (trawl::index::DEFAULT_LIST_CACHE_BYTES >> 20) as f64,
             list_pin: 0.0,
+            refine_bits: 0,
             rerank_batch: trawl::search::RerankParams::default().batch,
             rerank_threshold: trawl::search::RerankParams::default().threshold,
             no_prefetch: false,

@@ -206,7 +206,11 @@ impl Index {
     /// entry point); an index with updates chooses it again after every merge. list_cache_mb:
     /// decoupled layout's cache of compressed neighbour lists; list_pin: the share of it pinned
     /// by value (the lists 20,000 sample searches read most, at their exact size; the rest
-    /// stays LRU; read-only opens of a decoupled index). queue_depth: reads in flight
+    /// stays LRU; read-only opens of a decoupled index). refine_bits: 4 or 8 holds every
+    /// vector in memory as a scalar code of that many bits per dimension (built at open from
+    /// the vector files; dim/2 or dim bytes + 4 per vector) and orders the decoupled layout's
+    /// re-rank by its distances instead of PQ's — far fewer vector reads where PQ is coarse;
+    /// 0 (the default) = off; read-only opens of a decoupled index. queue_depth: reads in flight
     /// per search thread (bounds beam_width and pipe_max_width).
     ///
     /// writable: open for writing (`insert`, `upsert`, `delete`, `merge`, `flush`); takes the
@@ -228,7 +232,7 @@ impl Index {
     #[staticmethod]
     #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
         verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        list_pin = 0.0, queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
+        list_pin = 0.0, refine_bits = 0, queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
         ivf_vectors = "bucket"))]
     #[allow(clippy::too_many_arguments)]
     fn open(
@@ -242,6 +246,7 @@ impl Index {
         cache_policy: &str,
         list_cache_mb: f64,
         list_pin: f64,
+        refine_bits: i64,
         queue_depth: i64,
         writable: bool,
         durability: &str,
@@ -280,6 +285,17 @@ impl Index {
             return Err(invalid(format!(
                 "list_pin = {list_pin}: lists are pinned in a read-only open of the decoupled \
                  layout (layout=\"decoupled\", writable=False)"
+            )));
+        }
+        if !matches!(refine_bits, 0 | 4 | 8) {
+            return Err(invalid(format!(
+                "refine_bits = {refine_bits}: expected 0 (off), 4 or 8"
+            )));
+        }
+        if refine_bits > 0 && (writable || opts.layout != trawl::index::IndexLayout::Decoupled) {
+            return Err(invalid(format!(
+                "refine_bits = {refine_bits}: refinement codes order the re-rank of a \
+                 read-only open of the decoupled layout (layout=\"decoupled\", writable=False)"
             )));
         }
         let policy: CachePolicy = cache_policy
@@ -346,6 +362,10 @@ impl Index {
                             .pin_lists(list_pin, 0, 15, 4, threads, &Control::silent())
                             .py()?;
                         cache["pinned_lists"] = serde_json::to_value(pinned).unwrap_or_default();
+                    }
+                    if refine_bits > 0 && ix.decoupled().is_some() {
+                        let refine = ix.load_refine(refine_bits as u8, &Control::silent()).py()?;
+                        cache["refine"] = serde_json::to_value(refine).unwrap_or_default();
                     }
                     return Ok((Inner::Disk(Arc::new(ix)), cache, false));
                 }
@@ -417,7 +437,7 @@ impl Index {
     #[new]
     #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
         verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        list_pin = 0.0, queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
+        list_pin = 0.0, refine_bits = 0, queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
         ivf_vectors = "bucket"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -431,6 +451,7 @@ impl Index {
         cache_policy: &str,
         list_cache_mb: f64,
         list_pin: f64,
+        refine_bits: i64,
         queue_depth: i64,
         writable: bool,
         durability: &str,
@@ -448,6 +469,7 @@ impl Index {
             cache_policy,
             list_cache_mb,
             list_pin,
+            refine_bits,
             queue_depth,
             writable,
             durability,

@@ -129,6 +129,10 @@ pub struct BenchRow {
     pub page_joins_per_query: f64,
     /// Decoupled layout: re-rank round trips after the traversal.
     pub rerank_rounds_per_query: f64,
+    /// Decoupled layout: expanded nodes ordered by the refinement codes.
+    pub refined_per_query: f64,
+    /// Decoupled layout: microseconds computing refinement-code distances.
+    pub refine_us_per_query: f64,
     /// Decoupled layout: microseconds decoding neighbour lists.
     pub list_decode_us_per_query: f64,
     /// Decoupled layout: microseconds decoding vectors.
@@ -223,6 +227,8 @@ impl BenchRow {
             page_reuses_per_query: per(t.rerank.page_reuses),
             page_joins_per_query: per(t.rerank.page_joins),
             rerank_rounds_per_query: per(t.rerank.rounds),
+            refined_per_query: per(t.rerank.refined),
+            refine_us_per_query: t.rerank.refine_ns as f64 / 1e3 / nq,
             list_decode_us_per_query: t.traversal.list_decode_ns as f64 / 1e3 / nq,
             vector_decode_us_per_query: t.rerank.vector_decode_ns as f64 / 1e3 / nq,
             lists_probed_per_query: per(t.ivf.lists_probed),

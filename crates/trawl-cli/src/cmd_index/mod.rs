@@ -119,6 +119,12 @@ pub struct SearchOptions {
     /// most, stored at their exact size; the rest of the budget stays LRU. 0 = all LRU.
     #[arg(long, default_value_t = 0.0)]
     pub list_pin: f64,
+    /// Decoupled layout: hold every vector in memory as a scalar code of 4 or 8 bits per
+    /// dimension, built at open from the vector files, and order the re-rank by its distances
+    /// instead of PQ's (fewer vector reads where PQ is coarse; costs dim/2 or dim bytes + 4
+    /// per vector of memory, reported as refine_bytes). 0 = off.
+    #[arg(long, default_value_t = 0)]
+    pub refine_bits: u8,
     /// Decoupled layout: candidates per re-rank batch (B), also the prefetch's stability
     /// window.
     #[arg(long, default_value_t = RerankParams::default().batch)]
@@ -310,6 +316,11 @@ pub(crate) fn open_index(
     } else {
         None
     };
+    let refine = if o.refine_bits > 0 {
+        Some(ix.load_refine(o.refine_bits, ctl)?)
+    } else {
+        None
+    };
     let load_secs = t_load.elapsed().as_secs_f64();
     let engine = ix.searcher()?.engine().info();
     // The index's own description (shared with `trawl info` and Python), then the run's.
@@ -317,6 +328,7 @@ pub(crate) fn open_index(
     let run = serde_json::json!({
         "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "converge_prefetch": !o.no_converge_prefetch, "lookahead": o.rerank_lookahead, "bound": o.rerank_bound, "depth": o.rerank_depth},
         "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists().capacity(), "entry_bytes": d.lists().entry_bytes(), "budget_bytes": d.lists().budget_bytes(), "lru_budget_bytes": d.lists().lru_budget_bytes(), "pin_share": o.list_pin, "pinned": pinned})),
+        "refine": refine,
         "entry_list": o.entry_list,
         "cache": cache, "cache_policy": format!("{policy:?}"),
         "engine": {"name": engine.name, "direct": engine.direct,

@@ -24,6 +24,7 @@ pub mod live;
 pub mod manifest;
 pub mod merge;
 mod open;
+mod refine;
 pub mod segments;
 pub mod txn;
 mod verify;
@@ -37,6 +38,7 @@ pub use entry_build::EntryReport;
 pub use info::{open_any, AnyIndex, DiskBytesInfo, IndexInfo, IvfInfo};
 pub use layouts::{IndexLayout, LayoutReport, ShuffleParams};
 pub use manifest::{BuildRecord, IndexKind, IvfRecord, Manifest, ManifestFile, MANIFEST_FILE};
+pub use refine::RefineReport;
 pub use verify::{verify_index, VerifiedFile, VerifyReport};
 
 use std::path::{Path, PathBuf};
@@ -174,6 +176,9 @@ pub struct MemoryReport {
     /// Decoupled layout: the LRU cache of compressed neighbour lists (its budget: the
     /// memory it takes when full).
     pub list_cache_bytes: u64,
+    /// Decoupled layout: the in-memory refinement codes that order the re-rank
+    /// ([`DiskIndex::load_refine`]).
+    pub refine_bytes: u64,
 }
 
 impl MemoryReport {
@@ -185,6 +190,7 @@ impl MemoryReport {
             + self.cache_bytes
             + self.entry_bytes
             + self.list_cache_bytes
+            + self.refine_bytes
     }
 }
 
@@ -384,6 +390,11 @@ impl DiskIndex {
             cache_bytes,
             entry_bytes: self.entry.as_ref().map_or(0, |e| e.heap_bytes() as u64),
             list_cache_bytes,
+            refine_bytes: self
+                .layout
+                .decoupled()
+                .and_then(|d| d.refine())
+                .map_or(0, |r| r.heap_bytes()),
         }
     }
 

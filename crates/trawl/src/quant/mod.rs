@@ -4,10 +4,12 @@
 //! tables that turn a code into an approximate distance. It does not own where codes live on
 //! disk next to the graph (that is `layout/`) nor the search that uses them.
 //!
-//! One quantiser for now: [`pq::ProductQuantizer`] (product quantisation with 8-bit codes and
-//! asymmetric distance computation).
+//! [`pq::ProductQuantizer`] (product quantisation with 8-bit codes and asymmetric distance
+//! computation) guides the searches; [`sq::RefineCodes`] (4- or 8-bit scalar codes) sharpen
+//! the decoupled layout's re-rank order.
 
 pub mod pq;
+pub mod sq;
 
 use crate::data::Matrix;
 use crate::kernels::{Element, Metric};

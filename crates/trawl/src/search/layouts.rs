@@ -16,6 +16,7 @@ use crate::kernels::Element;
 use crate::layout::decoupled::graph::GraphFile;
 use crate::layout::decoupled::vectors::VectorFile;
 use crate::layout::packed::{PackedFile, PackedMeta, RecordView};
+use crate::quant::sq::RefineCodes;
 
 /// A page-packed layout: records (vector, degree, neighbours) in pages, and the static cache of
 /// whole records.
@@ -160,6 +161,8 @@ pub struct DecoupledLayout {
     /// Per slot `(segment, local id)` (`None`: slot `s` is local id `s` of segment 0).
     map: Option<Vec<(u32, u32)>>,
     lists: ListCache,
+    /// In-memory refinement codes that order the re-rank ([`crate::quant::sq`]), by slot.
+    refine: Option<RefineCodes>,
     verify: bool,
 }
 
@@ -188,6 +191,7 @@ impl DecoupledLayout {
             bases,
             map,
             lists,
+            refine: None,
             verify,
         }
     }
@@ -216,9 +220,18 @@ impl DecoupledLayout {
     pub fn set_lists(&mut self, lists: ListCache) -> ListCache {
         std::mem::replace(&mut self.lists, lists)
     }
-    /// Segment and local id (position in the segment) of slot `id`, whose list carried `key`.
+    /// The refinement codes, if loaded.
+    pub fn refine(&self) -> Option<&RefineCodes> {
+        self.refine.as_ref()
+    }
+    /// Sets (or drops) the refinement codes, returning the old ones.
+    pub fn set_refine(&mut self, refine: Option<RefineCodes>) -> Option<RefineCodes> {
+        std::mem::replace(&mut self.refine, refine)
+    }
+    /// Segment and local id (position in the segment) of slot `id`, whose list carried `key`
+    /// (segment `usize::MAX` for a slot without a vector).
     #[inline]
-    fn loc(&self, id: u32, key: u32) -> (usize, u32) {
+    pub(crate) fn loc(&self, id: u32, key: u32) -> (usize, u32) {
         match &self.map {
             None if self.graph.keyed() => (0, key),
             None => (0, id),
@@ -330,6 +343,10 @@ impl DecoupledLayout {
 }
 
 impl VectorSource for DecoupledLayout {
+    #[inline]
+    fn refine(&self) -> Option<&RefineCodes> {
+        self.refine.as_ref()
+    }
     /// A slot without a vector (never asked for by a search) maps to page 0, the graph
     /// file's header, whose decoding fails as damage.
     #[inline]

@@ -17,6 +17,7 @@ use super::source::{is_vector_read, Expand, GraphSource, GraphSpace, VectorSourc
 use super::{QueryStats, SearchConfig, SearchError};
 use crate::io::{Completion, IoEngine};
 use crate::kernels::{Element, Metric};
+use crate::quant::sq::{RefineCodes, RefineQuery};
 
 /// A graph layout as a traversal sees it: the shared parts and the layout's reader.
 #[derive(Debug)]
@@ -132,6 +133,11 @@ pub struct Reranked<M> {
     rerank: Rerank,
     /// Expanded nodes already handed to the re-rank.
     seen: usize,
+    /// The query's side of the refinement codes, when the layout holds them (`refining`).
+    refine_q: RefineQuery,
+    refining: bool,
+    /// The query as `f32`, for the refinement codes.
+    qf: Vec<f32>,
 }
 
 impl<M> Reranked<M> {
@@ -160,6 +166,13 @@ where
     ) -> Result<(), SearchError> {
         self.rerank.begin(cfg, tag_base);
         self.seen = 0;
+        self.refining = false;
+        if let Some(r) = src.graph.refine() {
+            self.qf.clear();
+            self.qf.extend(t.x.query.iter().map(|v| v.to_f32()));
+            r.prepare(&self.qf, &mut self.refine_q);
+            self.refining = true;
+        }
         self.inner.start(src, cfg, t, seeds, tag_base)
     }
     fn on_blocked(&mut self, stats: &mut QueryStats) {
@@ -189,7 +202,7 @@ where
         let mut progressed = false;
         if !self.inner.traversed() {
             progressed |= self.inner.advance(src, t)?;
-            self.observe_new();
+            self.observe_new(src.graph.refine(), t.x.stats);
             if !self.inner.traversed() {
                 let busy = self.inner.in_flight() + self.rerank.in_flight();
                 let free = prefetch_room(&*t.engine, self.inner.width(), busy);
@@ -203,7 +216,7 @@ where
         }
         if self.inner.traversed() {
             // Nodes expanded as the last reads landed (beam search expands on completion).
-            self.observe_new();
+            self.observe_new(src.graph.refine(), t.x.stats);
             progressed |= self.rerank.step(&vectors, t)?;
         }
         Ok(progressed)
@@ -221,11 +234,29 @@ where
 }
 
 impl<M: HasFrontier> Reranked<M> {
-    /// Hands the nodes expanded since the last call to the re-rank, in expansion order.
-    fn observe_new(&mut self) {
+    /// Hands the nodes expanded since the last call to the re-rank, in expansion order, with
+    /// their PQ distances — or their refinement-code distances when the layout holds them.
+    fn observe_new(&mut self, refine: Option<&RefineCodes>, stats: &mut QueryStats) {
         let f = self.inner.frontier_ref();
-        for (n, &key) in f.coded[self.seen..].iter().zip(&f.coded_keys[self.seen..]) {
-            self.rerank.observe(n.id, n.dist, key);
+        let new = &f.coded[self.seen..];
+        match refine {
+            Some(r) if self.refining => {
+                let t0 = std::time::Instant::now();
+                for n in new {
+                    r.prefetch(n.id as usize);
+                }
+                for (n, &key) in new.iter().zip(&f.coded_keys[self.seen..]) {
+                    let est = r.distance(&self.refine_q, n.id as usize);
+                    self.rerank.observe(n.id, est, key);
+                }
+                stats.rerank.refined += new.len() as u64;
+                stats.rerank.refine_ns += t0.elapsed().as_nanos() as u64;
+            }
+            _ => {
+                for (n, &key) in new.iter().zip(&f.coded_keys[self.seen..]) {
+                    self.rerank.observe(n.id, n.dist, key);
+                }
+            }
         }
         self.seen = f.coded.len();
     }

@@ -328,6 +328,11 @@ pub trait VectorSource: Sync {
         bytes: &[u8],
         out: &mut [u8],
     ) -> Result<(), SearchError>;
+    /// In-memory refinement codes of the vectors, by slot, that order the re-rank in place of
+    /// the PQ distances (none by default).
+    fn refine(&self) -> Option<&crate::quant::sq::RefineCodes> {
+        None
+    }
 }
 
 /// Tag bit of vector reads (the low 32 bits of a tag are a lane's read index).

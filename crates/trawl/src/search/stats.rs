@@ -73,6 +73,10 @@ pub struct RerankStats {
     /// Re-rank round trips after the traversal: bursts of vector reads issued when none of
     /// the query's vector reads was in flight.
     pub rounds: u64,
+    /// Expanded nodes whose re-rank order came from the in-memory refinement codes.
+    pub refined: u64,
+    /// Nanoseconds computing refinement-code distances.
+    pub refine_ns: u64,
 }
 
 /// What the IVF index's stages did (zero for graph indexes).
@@ -211,6 +215,8 @@ impl AddAssign for RerankStats {
         self.page_reuses += o.page_reuses;
         self.page_joins += o.page_joins;
         self.rounds += o.rounds;
+        self.refined += o.refined;
+        self.refine_ns += o.refine_ns;
     }
 }
 
