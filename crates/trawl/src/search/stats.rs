@@ -272,7 +272,9 @@ mod tests {
         assert_eq!(o["vector_reads"], 1);
         assert_eq!(o["total_ns"], 9);
         assert_eq!(o["page_mates"], 4);
-        assert_eq!(o.len(), 36, "{o:?}");
+        assert_eq!(o["refined"], 0);
+        assert_eq!(o["refine_ns"], 0);
+        assert_eq!(o.len(), 38, "{o:?}");
         let mut t = s;
         t += s;
         assert_eq!(t.io.pages_read, 6);
