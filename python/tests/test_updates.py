@@ -429,3 +429,18 @@ def test_searches_run_while_another_thread_writes(index_dir):
             np.testing.assert_array_equal(dists[:, 0], 0)
             got, dists = nearest(index, b[:5] + 0.5)
             np.testing.assert_array_equal(dists[:, 0], 0)
+
+
+def test_pinned_lists_and_refinement_codes_need_merged_updates(tmp_path):
+    # They are built for one version of the files: an index with updates not merged yet is
+    # refused with a clear error rather than opened without them.
+    d = tmp_path / "dec"
+    trawl.build(gaussian(N, DIM, seed=31), d, trawl.BuildParams(threads=2, decoupled=True, **FAST))
+    with trawl.Index.open(d, writable=True) as index:
+        index.insert(new_vectors(5, seed=32))
+    for kw in ({"refine_bits": 4}, {"list_pin": 0.5}):
+        with pytest.raises(trawl.InvalidInputError, match="merge it first"):
+            trawl.Index.open(d, layout="decoupled", **kw)
+    # Without them the index opens live and finds the new vectors.
+    index = trawl.Index.open(d, layout="decoupled")
+    assert len(index) == N + 5

@@ -370,6 +370,16 @@ impl Index {
                     return Ok((Inner::Disk(Arc::new(ix)), cache, false));
                 }
             }
+            if list_pin > 0.0 || refine_bits > 0 {
+                // Pinned lists and refinement codes are built for one version of the files;
+                // an index with updates is opened live and its merges replace them.
+                return Err(invalid(format!(
+                    "{}: the index has updates not merged yet, and list_pin / refine_bits \
+                     apply to an index without them: merge it first (Index.merge or `trawl \
+                     merge`), or open it without them",
+                    dir.display()
+                )));
+            }
             let access = if writable {
                 Access::ReadWrite
             } else {
