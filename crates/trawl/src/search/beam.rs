@@ -213,6 +213,12 @@ impl BeamQuery {
         let g = src.graph;
         let read = (c.tag & 0xffff_ffff) as usize;
         let page = self.reads[read];
+        // The neighbours' PQ codes start loading while the page's checksum is verified.
+        for &(id, r) in &self.frontier {
+            if r == read {
+                g.prefetch_expansion(&src.space, id, bytes);
+            }
+        }
         g.check_read(page, bytes)?;
         for i in 0..self.frontier.len() {
             let (id, r) = self.frontier[i];

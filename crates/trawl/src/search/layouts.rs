@@ -10,7 +10,9 @@ use std::path::Path;
 
 use super::explore::{corrupt, Frontier};
 use super::source::NO_KEY;
-use super::source::{Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, VectorSource};
+use super::source::{
+    Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, PqCodesAt, VectorSource,
+};
 use super::{ListCache, NodeCache, SearchError};
 use crate::kernels::Element;
 use crate::layout::decoupled::graph::GraphFile;
@@ -125,6 +127,27 @@ impl GraphSource for RecordLayout {
         f.explore(space, x.query, id, view, x.scratch, x.stats);
         x.stats.traversal.cache_hits += 1;
         Ok(())
+    }
+    #[inline]
+    fn prefetch_expansion(&self, space: &GraphSpace<'_>, id: u32, bytes: &[u8]) {
+        let PqCodesAt::Memory(codes) = space.pq.codes else {
+            return;
+        };
+        let (_, at) = self.file.locate(id);
+        let geo = self.file.geometry();
+        // The degree and the neighbour ids, as `PackedFile::decode` reads them (unchecked:
+        // an id out of range prefetches nothing).
+        let Some(rest) = bytes.get(at + geo.vector_bytes..at + geo.record_bytes) else {
+            return;
+        };
+        let degree = rest
+            .get(..4)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        if let Some(ids) = rest.get(4..4 + 4 * degree) {
+            for b in ids.chunks_exact(4) {
+                codes.prefetch(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+            }
+        }
     }
     #[inline]
     fn expand<T: Element>(

@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use super::explore::Frontier;
 use super::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
-use super::source::{GraphSource, Held};
+use super::source::{GraphSource, GraphSpace, Held};
 use super::{QueryStats, SearchConfig, SearchError, Strategy};
 use crate::io::{Completion, IoEngine, ReadRequest, Slot};
 use crate::kernels::Element;
@@ -371,6 +371,7 @@ impl PipeQuery {
     fn landed<G: GraphSource>(
         &mut self,
         g: &G,
+        space: &GraphSpace<'_>,
         engine: &dyn IoEngine,
         c: Completion,
     ) -> Result<(), SearchError> {
@@ -379,7 +380,14 @@ impl PipeQuery {
         rd.slot = Some(c.slot);
         self.in_flight -= 1;
         let page = rd.page;
-        g.check_read(page, engine.buffer(c.slot))?;
+        let bytes = engine.buffer(c.slot);
+        // The neighbours' PQ codes start loading while the page's checksum is verified.
+        for p in &self.waiting {
+            if p.read == r {
+                g.prefetch_expansion(space, p.id, bytes);
+            }
+        }
+        g.check_read(page, bytes)?;
         let mut in_pool = false;
         let mut j = 0;
         while j < self.waiting.len() {
@@ -549,7 +557,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
             self.discard(&mut *t.engine, c);
             Ok(())
         } else {
-            self.landed(src.graph, &*t.engine, c)
+            self.landed(src.graph, &src.space, &*t.engine, c)
         }
     }
 

@@ -252,6 +252,13 @@ pub trait GraphSource: Sync {
         x: &mut Expand<'_, T>,
     ) -> Result<(), SearchError>;
 
+    /// Starts loading what expanding `id` from `bytes` will touch in memory (its neighbours'
+    /// PQ codes), before the read is checked and expanded, so the cache misses overlap that
+    /// work. A hint: bytes not yet checked may be damaged, and nothing here reads through
+    /// them. None by default.
+    #[inline]
+    fn prefetch_expansion(&self, _space: &GraphSpace<'_>, _id: u32, _bytes: &[u8]) {}
+
     /// Expands `id` from `bytes`, the pages read from `page` on.
     fn expand<T: Element>(
         &self,
