@@ -4,7 +4,10 @@ PipeSearch, the decoupled layout), DiskANN's disk index (diskannpy 0.7.0) and th
 references (faiss HNSW, faiss IVF-PQ with an exact re-rank, hnswlib).
 
 Sides (--sides, default all):
-  (trawl's sides run with --interleave 4 by default: --trawl-interleave, --ivf-interleave)
+  (trawl's sides run with --interleave 4 by default for QPS: --trawl-interleave,
+   --ivf-interleave; their 1-thread latency sweeps always run one query at a time, so the
+   latency is a single query's, as for every other side; --trawl-extra adds flags to every
+   trawl graph side, e.g. "--taskrun defer")
   trawl-beam       `trawl bench --strategy beam -W 4` on a `trawl build` index (R 64, L 100,
                    α 1.2, 48 PQ bytes, entry index 1%), O_DIRECT
   trawl-pipe       the same index, `--strategy pipe --entry-list 10` (PipeSearch, dynamic width)
@@ -12,6 +15,9 @@ Sides (--sides, default all):
                    batch search: 32 queries per thread, a read chosen one step ahead, seeded by
                    the entry index like trawl-pipe; CPU accelerator; it keeps its own batch, so
                    --trawl-interleave does not apply)
+  trawl-c5         the same graph in PageShuffle order (`trawl layout --shuffle`), OctopusANN's
+                   C5: `--layout shuffle -W 32 --dynamic-width 5:4,4,8,8,16,16,24,24,32
+                   --page-search --entry-list 10` (page-mates scored, widths growing)
   trawl-decoupled  the same graph written by `trawl layout --decoupled` (graph.trawl +
                    vectors.trawl), `--layout decoupled`, beam search -W 4
   trawl-ivf        `trawl build --kind ivf` (FusionANNS: balanced k-means lists ~10% of n,
@@ -62,6 +68,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -79,11 +86,13 @@ from vs_diskann_disk import (PARAMS_FILE, DiskannSide, TrawlSide, cached_build, 
 
 MIB = 1024 * 1024
 TARGETS = (0.90, 0.95)
-ALL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-flash", "trawl-decoupled", "trawl-ivf",
+ALL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-c5", "trawl-flash", "trawl-decoupled",
+             "trawl-ivf",
              "diskann", "faiss-hnsw", "faiss-ivfpq", "hnswlib")
-TRAWL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-flash", "trawl-decoupled", "trawl-ivf")
+TRAWL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-c5", "trawl-flash", "trawl-decoupled",
+               "trawl-ivf")
 # The graph sides share one index; trawl-ivf has its own.
-TRAWL_GRAPH_SIDES = ("trawl-beam", "trawl-pipe", "trawl-flash", "trawl-decoupled")
+TRAWL_GRAPH_SIDES = ("trawl-beam", "trawl-pipe", "trawl-c5", "trawl-flash", "trawl-decoupled")
 PY_SIDES = ("faiss-hnsw", "faiss-ivfpq", "hnswlib")
 DISK_SIDES = TRAWL_SIDES + ("diskann",)
 PEERS_VENV = BENCH_DIR / ".venv-peers"
@@ -143,6 +152,7 @@ class TrawlIndex(TrawlSide):
                                            f"-pq{args.pq_bytes}")
         self._build: dict | None = None
         self._layout: dict | None = None
+        self._shuffle: dict | None = None
 
     def build_once(self, work: Path) -> dict:
         if self._build is None:
@@ -170,6 +180,32 @@ class TrawlIndex(TrawlSide):
                "reused": False}
         write_json(rec_path, {"index_built": built, "layout": lay, "when": when()})
         self._layout = lay
+        return lay
+
+
+    def shuffle_once(self, work: Path) -> dict:
+        """`trawl layout --shuffle` (packed-shuffled.trawl), measured and cached like the
+        decoupled layout."""
+        if self._shuffle is not None:
+            return self._shuffle
+        built = json.loads((self.idx / PARAMS_FILE).read_text())["when"]
+        rec_path = self.idx / "peers-shuffle.json"
+        if rec_path.exists() and (self.idx / "packed-shuffled.trawl").exists() and \
+                not self.args.rebuild:
+            rec = json.loads(rec_path.read_text())
+            if rec.get("index_built") == built:
+                log(f"  trawl: reusing the PageShuffle layout of {self.idx} ({rec['when']})")
+                self._shuffle = dict(rec["layout"], reused=True, reused_from=rec["when"])
+                return self._shuffle
+        report = work / "trawl-shuffle-report.json"
+        m, io = run_io([self.exe, "layout", self.idx, "--shuffle", "--report", report,
+                        "--quiet"], work / "trawl-shuffle.log")
+        rep = json.loads(report.read_text()) if report.exists() else {}
+        lay = {"secs": m.wall_secs, "peak_rss_bytes": m.peak_rss_bytes,
+               "cpu_secs": m.user_secs + m.sys_secs, "report": rep, "log": m.log_path,
+               "reused": False}
+        write_json(rec_path, {"index_built": built, "layout": lay, "when": when()})
+        self._shuffle = lay
         return lay
 
 
@@ -252,6 +288,8 @@ def ivf_rerank_variants(args: argparse.Namespace) -> list[tuple[str, list[str]]]
 TRAWL_FLAGS = {
     "trawl-beam": ["--strategy", "beam", "-W", "{W}"],
     "trawl-pipe": ["--strategy", "pipe", "--entry-list", "{entry_list}"],
+    "trawl-c5": ["--layout", "shuffle", "--strategy", "beam", "-W", "32", "--dynamic-width",
+                 "5:4,4,8,8,16,16,24,24,32", "--page-search", "--entry-list", "{entry_list}"],
     "trawl-flash": ["--strategy", "flash", "--staleness", "1", "--entry-list", "{entry_list}"],
     "trawl-decoupled": ["--layout", "decoupled", "--strategy", "beam", "-W", "{W}",
                         "--list-cache-mb", "{list_cache_mb}"],
@@ -272,8 +310,10 @@ class TrawlPeer:
         fmt = {"W": args.beam_width, "entry_list": args.entry_list,
                "list_cache_mb": args.list_cache_mb}
         self.flags = [f.format(**fmt) for f in TRAWL_FLAGS[name]]
-        if args.trawl_interleave != 1 and name != "trawl-flash":
-            self.flags += ["--interleave", str(args.trawl_interleave)]
+        if args.trawl_extra:
+            self.flags += shlex.split(args.trawl_extra)
+        # The QPS sweeps' interleave; the 1-thread latency sweeps run one query at a time.
+        self.interleave = args.trawl_interleave if name != "trawl-flash" else 1
         if name != "trawl-decoupled" and args.cache_nodes:
             self.flags += ["--cache-nodes", str(args.cache_nodes), "--cache-policy",
                            args.cache_policy]
@@ -299,6 +339,8 @@ class TrawlPeer:
             ram += ", loaded but not searched (entry list 0: queries start at the medoid)"
         elif self.name == "trawl-pipe":
             ram += f", searched at list size {a.entry_list} to seed each query"
+        elif self.name == "trawl-c5":
+            ram += f", searched at list size {a.entry_list} to seed each query"
         elif self.name == "trawl-flash":
             ram += f", searched at list size {a.entry_list} to seed each query; per thread " \
                    "the lists and visited sets of its batch"
@@ -307,20 +349,29 @@ class TrawlPeer:
                     f"LRU cache of compressed neighbour lists {a.list_cache_mb} MiB")
         if self.name != "trawl-decoupled" and a.cache_nodes:
             ram += f"; {a.cache_nodes} cached nodes (policy {a.cache_policy})"
-        disk = ("full f32 vectors + neighbour lists, page-packed (packed.trawl), read with "
-                "O_DIRECT (io_uring)" if self.name != "trawl-decoupled" else
-                "neighbour lists Elias-Fano coded (graph.trawl) and vectors losslessly "
-                "compressed (vectors.trawl), read with O_DIRECT (io_uring); packed.trawl unused")
-        return {"ram": ram, "disk": disk, "flags": " ".join(self.flags),
+        if self.name == "trawl-decoupled":
+            disk = ("neighbour lists Elias-Fano coded (graph.trawl) and vectors losslessly "
+                    "compressed (vectors.trawl), read with O_DIRECT (io_uring); packed.trawl "
+                    "unused")
+        elif self.name == "trawl-c5":
+            disk = ("full f32 vectors + neighbour lists, page-packed in PageShuffle order "
+                    "(packed-shuffled.trawl), read with O_DIRECT (io_uring); packed.trawl unused")
+        else:
+            disk = ("full f32 vectors + neighbour lists, page-packed (packed.trawl), read with "
+                    "O_DIRECT (io_uring)")
+        il = (f"; QPS sweeps --interleave {self.interleave}, 1-thread latency sweeps one query "
+              "at a time" if self.interleave != 1 else "")
+        return {"ram": ram, "disk": disk, "flags": " ".join(self.flags) + il,
                 "build": "`trawl build` (R, L, α 1.2, PQ bytes, entry index 1%)" +
-                         (" + `trawl layout --decoupled`" if self.name == "trawl-decoupled"
-                          else "")}
+                         {"trawl-decoupled": " + `trawl layout --decoupled`",
+                          "trawl-c5": " + `trawl layout --shuffle`"}.get(self.name, "")}
 
     def build(self, work: Path) -> dict:
         b = dict(self.index.build_once(work))
         b["index_dir"] = str(self.index.idx)
-        if self.name == "trawl-decoupled":
-            lay = self.index.layout_once(work)
+        if self.name in ("trawl-decoupled", "trawl-c5"):
+            lay = (self.index.layout_once(work) if self.name == "trawl-decoupled"
+                   else self.index.shuffle_once(work))
             b["layout"] = lay
             b["build_secs"] = b["build_secs"] + lay["secs"]
             b["peak_rss_bytes"] = max(b["peak_rss_bytes"], lay["peak_rss_bytes"])
@@ -336,7 +387,7 @@ class TrawlPeer:
             out = work / f"{self.name}-search-{tag}{suffix}.json"
             m, io = run_io([self.index.exe, "bench", self.index.idx, "--queries", q, "--gt", gt,
                             "-k", a.k, "-L", self.sweep, "--threads", threads, "--json", out,
-                            "--quiet", *self.flags, *vflags],
+                            "--quiet", *self.flags, *self._interleave(threads), *vflags],
                            work / f"{self.name}-search-{tag}{suffix}.log")
             s = json.loads(out.read_text())
             procs.append((m, io, s, out))
@@ -369,6 +420,13 @@ class TrawlPeer:
                 "read_bytes": (io or {}).get("read_bytes"), "claimed_read_bytes": claimed,
                 "bench_json": str(out)}
 
+
+    def _interleave(self, threads: int) -> list[str]:
+        """The QPS sweeps interleave queries per thread; a 1-thread sweep measures a single
+        query's latency (wall / nq), so it runs one query at a time."""
+        if self.name == "trawl-ivf" or threads == 1 or self.interleave == 1:
+            return []
+        return ["--interleave", str(self.interleave)]
 
     def recall_check(self, work: Path, threads: int, q: Path, gt: Path, L: int,
                      bench_recall: float | None) -> dict:
@@ -942,7 +1000,7 @@ def readme_block(dataset: str, sides: dict) -> str:
              "| side | in RAM | recall@10 | QPS | latency µs | pages/query | RAM MiB | "
              "disk MiB | build s |", "|---|---|---|---|---|---|---|---|---|"]
     short = {"trawl-beam": "PQ codes", "trawl-pipe": "PQ codes + entry index",
-             "trawl-flash": "PQ codes + entry index",
+             "trawl-flash": "PQ codes + entry index", "trawl-c5": "PQ codes + entry index",
              "trawl-ivf": "PQ codes + centroids + lists",
              "trawl-decoupled": "PQ codes", "diskann": "PQ codes",
              "faiss-hnsw": "vectors + graph", "faiss-ivfpq": "PQ codes + vectors (re-rank)",
@@ -1056,6 +1114,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--ivf-interleave", type=int, default=4,
                    help="trawl-ivf --interleave (queries in flight per thread; above 1 a thread "
                         "filters the next query while the re-rank reads of others are out)")
+    g.add_argument("--trawl-extra", default="",
+                   help="flags added to every trawl graph side's trawl bench / search, e.g. "
+                        "\"--taskrun defer\"")
     g.add_argument("--trawl-interleave", type=int, default=4,
                    help="trawl-beam/-pipe/-decoupled --interleave (queries in flight per thread; "
                         "the same throughput mode as trawl-ivf's by default)")

@@ -172,6 +172,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             buffered: false,
             no_verify: false,
             sqpoll: false,
+            taskrun: Default::default(),
             spin_us: None,
             ivf: Default::default(),
         },

@@ -857,7 +857,7 @@ impl Index {
             "dtype": numpy_name(ix.dtype()),
             "cache": self.cache,
             "engine": {"name": e.name, "direct": e.direct,
-                       "registered_buffers": e.registered_buffers, "sqpoll": e.sqpoll,
+                       "registered_buffers": e.registered_buffers, "sqpoll": e.sqpoll, "taskrun": e.taskrun.name(),
                        "queue_depth": o.queue_depth},
             "live": live,
         });
@@ -1255,7 +1255,7 @@ impl Index {
             "dtype": numpy_name(ix.dtype()),
             "cache": no_cache(),
             "engine": {"name": e.name, "direct": e.direct,
-                       "registered_buffers": e.registered_buffers, "sqpoll": e.sqpoll,
+                       "registered_buffers": e.registered_buffers, "sqpoll": e.sqpoll, "taskrun": e.taskrun.name(),
                        "queue_depth": ix.options().queue_depth},
             "live": {"writable": false, "updated": false, "vectors": ix.n(),
                      "delta_vectors": 0, "delta_bytes": 0},

@@ -263,7 +263,7 @@ pub fn open(dir: &Path, o: &SearchOptions) -> Result<(IvfIndex, serde_json::Valu
     let mut info = serde_json::to_value(ix.info()?)?;
     let run = serde_json::json!({
         "engine": {"name": engine.name, "direct": engine.direct,
-                   "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll},
+                   "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll, "taskrun": engine.taskrun.name()},
         "verify_pages": !o.no_verify, "spin_us": o.spin_us, "threads": o.threads,
         "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
         "accel": a, "strategy": "ivf",

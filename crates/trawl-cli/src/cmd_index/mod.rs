@@ -167,6 +167,11 @@ pub struct SearchOptions {
     /// io_uring submission-queue polling by a kernel thread (costs a core).
     #[arg(long)]
     pub sqpoll: bool,
+    /// io_uring: how completions reach a search thread: interrupt (the kernel's default, an
+    /// interrupt per completion), coop or defer (no interrupt; the thread collects pending
+    /// completions with one system call when it looks for them).
+    #[arg(long, default_value_t = trawl::io::TaskRun::default())]
+    pub taskrun: trawl::io::TaskRun,
     /// Microseconds each search thread polls for a read before blocking (default: 200 when
     /// the threads do not outnumber the cores, else 0; 0 always blocks at once).
     #[arg(long)]
@@ -248,6 +253,7 @@ pub(crate) fn open_options(o: &SearchOptions) -> OpenOptions {
         engine: o.engine,
         verify_pages: !o.no_verify,
         sqpoll: o.sqpoll,
+        taskrun: o.taskrun,
         spin_us: o.spin_us,
         layout: o.layout,
         list_cache_bytes: (o.list_cache_mb.max(0.0) * (1u64 << 20) as f64) as u64,
@@ -332,7 +338,7 @@ pub(crate) fn open_index(
         "entry_list": o.entry_list,
         "cache": cache, "cache_policy": format!("{policy:?}"),
         "engine": {"name": engine.name, "direct": engine.direct,
-                   "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll},
+                   "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll, "taskrun": engine.taskrun.name()},
         "verify_pages": !o.no_verify, "spin_us": o.spin_us, "beam_width": o.beam_width, "threads": o.threads,
         "dynamic_width": o.dynamic_width.map(|s| s.to_string()), "page_search": o.page_search,
         "strategy": o.strategy, "pipe": {"width_policy": format!("{:?}", o.pipe_width).to_lowercase(),

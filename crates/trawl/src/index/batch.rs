@@ -77,6 +77,7 @@ impl DiskIndex {
             max_pages_per_read: self.layout.pages_per_read(),
             register_buffers: self.opts.register_buffers,
             sqpoll: self.opts.sqpoll,
+            taskrun: self.opts.taskrun,
         }
     }
 

@@ -70,6 +70,8 @@ pub struct OpenOptions {
     pub register_buffers: bool,
     /// io_uring kernel-side submission polling (costs a core).
     pub sqpoll: bool,
+    /// io_uring: how completions are posted to the searching threads.
+    pub taskrun: crate::io::TaskRun,
     /// Check every page read against its CRC-32 (costs ~0.5 µs per page).
     pub verify_pages: bool,
     /// Microseconds a batch search thread polls for completions before blocking; `None` =
@@ -101,6 +103,7 @@ impl Default for OpenOptions {
             queue_depth: 64,
             register_buffers: true,
             sqpoll: false,
+            taskrun: crate::io::TaskRun::default(),
             verify_pages: true,
             spin_us: None,
             layout: IndexLayout::Packed,

@@ -90,6 +90,7 @@ impl IoEngine for MemEngine {
             direct: false,
             registered_buffers: false,
             sqpoll: false,
+            taskrun: Default::default(),
         }
     }
 

@@ -75,6 +75,8 @@ pub struct EngineConfig {
     pub register_buffers: bool,
     /// io_uring: a kernel thread polls the submission queue (costs a core). Off by default.
     pub sqpoll: bool,
+    /// io_uring: how the kernel posts completions to the thread. Ignored by other engines.
+    pub taskrun: TaskRun,
 }
 
 impl Default for EngineConfig {
@@ -84,6 +86,61 @@ impl Default for EngineConfig {
             max_pages_per_read: 1,
             register_buffers: true,
             sqpoll: false,
+            taskrun: TaskRun::default(),
+        }
+    }
+}
+
+/// How an io_uring ring posts the completions of reads ([`EngineConfig::taskrun`]).
+///
+/// A finished O_DIRECT read is posted to the completion queue by task work that runs in the
+/// submitting thread. By default the kernel interrupts that thread for it (an inter-processor
+/// interrupt when it runs on another core); the two other modes let the thread pick the
+/// moment, trading that interrupt for a system call that posts every pending completion at
+/// once. The engine checks the ring's `IORING_SQ_TASKRUN` flag (one load) whenever it looks
+/// for completions and enters the kernel only when work is pending, so polling stays a
+/// user-space loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskRun {
+    /// The kernel's default: each completion interrupts the thread to be posted.
+    #[default]
+    Interrupt,
+    /// `COOP_TASKRUN` + `TASKRUN_FLAG`: no interrupt; completions are posted at the thread's
+    /// next kernel entry, which the engine makes when the flag says they are pending.
+    Coop,
+    /// `SINGLE_ISSUER` + `DEFER_TASKRUN` + `TASKRUN_FLAG`: completions are posted only when
+    /// the thread asks for them, in one batch; the ring belongs to one thread, so an engine
+    /// used from another thread (with no read in flight) rebuilds its ring there first.
+    Defer,
+}
+
+impl TaskRun {
+    /// The mode's name, as [`TaskRun::from_str`](std::str::FromStr) reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Interrupt => "interrupt",
+            Self::Coop => "coop",
+            Self::Defer => "defer",
+        }
+    }
+}
+
+impl std::fmt::Display for TaskRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for TaskRun {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "interrupt" => Ok(Self::Interrupt),
+            "coop" => Ok(Self::Coop),
+            "defer" => Ok(Self::Defer),
+            other => Err(format!(
+                "unknown task-run mode {other:?} (interrupt, coop, defer)"
+            )),
         }
     }
 }
@@ -233,6 +290,9 @@ pub struct EngineInfo {
     pub registered_buffers: bool,
     /// A kernel thread polls the submission queue.
     pub sqpoll: bool,
+    /// How completions are posted ([`TaskRun::Interrupt`] for engines without a ring, and
+    /// where the kernel refused the mode asked for).
+    pub taskrun: TaskRun,
 }
 
 /// Why an I/O operation failed.

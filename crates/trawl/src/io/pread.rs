@@ -42,6 +42,7 @@ impl IoEngine for PreadEngine {
             direct: self.file.is_direct(),
             registered_buffers: false,
             sqpoll: false,
+            taskrun: Default::default(),
         }
     }
 

@@ -146,6 +146,7 @@ const BASE: EngineConfig = EngineConfig {
     max_pages_per_read: 4,
     register_buffers: true,
     sqpoll: false,
+    taskrun: TaskRun::Interrupt,
 };
 
 /// Slots × pages above the 8 MiB memlock limit (64 × 40 pages = 10 MiB).
@@ -154,6 +155,7 @@ const BIG: EngineConfig = EngineConfig {
     max_pages_per_read: 40,
     register_buffers: true,
     sqpoll: false,
+    taskrun: TaskRun::Interrupt,
 };
 
 /// What a driver counted itself.
@@ -952,6 +954,131 @@ fn uring_sqpoll() {
         }
         Err(e) => panic!("SQPOLL: unexpected error {e}"),
     }
+}
+
+fn uring_taskrun_factory<const M: u8>(f: &IoFile, cfg: EngineConfig) -> Box<dyn IoEngine> {
+    let taskrun = [TaskRun::Coop, TaskRun::Defer][M as usize];
+    Box::new(UringEngine::new(f, EngineConfig { taskrun, ..cfg }).unwrap())
+}
+
+/// The coop and defer rings pass the conformance suite (polling included: their completions
+/// are posted only when the engine asks) and report the mode they run in; a kernel that
+/// refuses a mode falls back to the default, which the engine reports.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
+fn uring_taskrun_modes() {
+    if !uring_available() {
+        return;
+    }
+    let fx = Fixture::new(FILE_PAGES);
+    let file = open(&fx.path);
+    let factories: [(TaskRun, Factory); 2] = [
+        (TaskRun::Coop, uring_taskrun_factory::<0>),
+        (TaskRun::Defer, uring_taskrun_factory::<1>),
+    ];
+    for (mode, make) in factories {
+        let got = make(&file, BASE).info().taskrun;
+        if got != mode {
+            assert_eq!(got, TaskRun::Interrupt, "a refused mode falls back");
+            eprintln!("NOTE: the kernel refused task-run mode {mode}");
+            continue;
+        }
+        suite(&format!("uring {mode}"), make, BASE);
+        suite(&format!("uring {mode} above memlock"), make, BIG);
+    }
+    assert_eq!(
+        UringEngine::new(&file, BASE).unwrap().info().taskrun,
+        TaskRun::Interrupt
+    );
+    assert_eq!("defer".parse::<TaskRun>(), Ok(TaskRun::Defer));
+    assert!("sometimes".parse::<TaskRun>().is_err());
+}
+
+/// A defer ring belongs to the thread that made it. An engine handed to another thread
+/// between reads rebuilds its ring there and reads on; one moved with a read in flight gets
+/// an error there (not a hang), and collects the read once back in its own thread.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "file I/O, io_uring or pread: system calls Miri cannot run"
+)]
+fn uring_defer_engine_follows_its_thread() {
+    if !uring_available() {
+        return;
+    }
+    let fx = Fixture::new(FILE_PAGES);
+    let file = open(&fx.path);
+    let cfg = EngineConfig {
+        taskrun: TaskRun::Defer,
+        ..BASE
+    };
+    let mut e = UringEngine::new(&file, cfg).unwrap();
+    if e.info().taskrun != TaskRun::Defer {
+        eprintln!("NOTE: the kernel refused task-run mode defer");
+        return;
+    }
+    let registered = e.info().registered_buffers;
+    single_read(&mut e, "defer, own thread");
+    // A batch of `depth` reads, collected one `wait` at a time, bytes checked.
+    let batch = |e: &mut UringEngine, first: u64, name: &str| {
+        for i in 0..BASE.depth as u64 {
+            let req = ReadRequest {
+                first_page: first + i,
+                pages: 1 + (i % 3) as u32,
+            };
+            e.submit(i, req).unwrap();
+        }
+        let mut out = Vec::new();
+        while out.len() < BASE.depth {
+            e.wait(1, &mut out).unwrap();
+        }
+        for c in &out {
+            check_bytes(
+                e.buffer(c.slot),
+                first + c.tag,
+                1 + (c.tag % 3) as u32,
+                name,
+            );
+            e.release(c.slot);
+        }
+    };
+    let mut e = std::thread::spawn(move || {
+        batch(&mut e, 11, "defer, second thread");
+        assert_eq!(e.info().taskrun, TaskRun::Defer);
+        assert_eq!(e.info().registered_buffers, registered);
+        e
+    })
+    .join()
+    .unwrap();
+    // Back in the first thread: the ring follows again.
+    batch(&mut e, 40, "defer, back");
+    assert_eq!(e.counters().completions, 1 + 2 * BASE.depth as u64);
+    e.submit(
+        9,
+        ReadRequest {
+            first_page: 3,
+            pages: 2,
+        },
+    )
+    .unwrap();
+    let mut e = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let err = e.wait(1, &mut out).unwrap_err();
+        assert!(err.to_string().contains("another thread"), "{err}");
+        assert_eq!(e.in_flight(), 1);
+        e
+    })
+    .join()
+    .unwrap();
+    // The failed wait made no system call: the read is still queued in the ring, and its own
+    // thread submits and collects it.
+    let mut out = Vec::new();
+    assert_eq!(e.wait(1, &mut out).unwrap(), 1);
+    assert_eq!(out[0].tag, 9);
+    check_bytes(e.buffer(out[0].slot), 3, 2, "defer, collected at home");
 }
 
 /// `drain_ring` (what `Drop` runs) leaves nothing in the ring, and the drained completions

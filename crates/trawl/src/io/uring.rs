@@ -1,6 +1,7 @@
 //! The io_uring engine: one ring per engine, reads into one page-aligned block of slot buffers.
 
 use std::os::fd::AsRawFd;
+use std::thread::ThreadId;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
@@ -8,7 +9,7 @@ use super::file::check_request;
 use super::ring_slots::RingSlots;
 use super::{
     Completion, EngineConfig, EngineCounters, EngineInfo, IoEngine, IoError, IoFile, ReadRequest,
-    Slot, PAGE_BYTES,
+    Slot, TaskRun, PAGE_BYTES,
 };
 
 /// How long the SQPOLL kernel thread spins without work before it sleeps.
@@ -38,7 +39,94 @@ pub struct UringEngine {
     registered: bool,
     fixed_file: bool,
     sqpoll: bool,
+    /// How completions are posted (after fallback).
+    taskrun: TaskRun,
+    /// The thread a [`TaskRun::Defer`] ring belongs to (`None` for the other modes).
+    owner: Option<ThreadId>,
+    /// The configuration, to rebuild the ring in another thread.
+    cfg: EngineConfig,
     counters: EngineCounters,
+}
+
+/// The calling thread (cached per thread); `None` while the thread's locals are being
+/// destroyed.
+fn current_thread() -> Option<ThreadId> {
+    thread_local!(static ID: ThreadId = std::thread::current().id());
+    ID.try_with(|id| *id).ok()
+}
+
+/// A new ring with its registrations.
+struct Ring {
+    ring: IoUring,
+    registered: bool,
+    fixed_file: bool,
+    taskrun: TaskRun,
+}
+
+impl Ring {
+    /// A ring of `cfg.depth` (rounded up to a power of two) entries reading `file` into
+    /// `slots` (none of which may be in a ring). The task-run mode falls back to
+    /// [`TaskRun::Interrupt`] where the kernel refuses it (before 5.19 / 6.1, or with SQPOLL).
+    fn open(cfg: &EngineConfig, file: &IoFile, slots: &mut RingSlots) -> Result<Self, IoError> {
+        // `validate` bounds depth by MAX_DEPTH = 2^15, so this fits a u32 and the ring limit.
+        let entries = cfg.depth.next_power_of_two() as u32;
+        let build = |taskrun: TaskRun| {
+            let mut builder = IoUring::builder();
+            if cfg.sqpoll {
+                builder.setup_sqpoll(SQPOLL_IDLE_MS);
+            }
+            match taskrun {
+                TaskRun::Interrupt => {}
+                TaskRun::Coop => {
+                    builder.setup_coop_taskrun().setup_taskrun_flag();
+                }
+                TaskRun::Defer => {
+                    builder
+                        .setup_single_issuer()
+                        .setup_defer_taskrun()
+                        .setup_taskrun_flag();
+                }
+            }
+            builder.build(entries)
+        };
+        let (ring, taskrun) = match build(cfg.taskrun) {
+            Ok(ring) => (ring, cfg.taskrun),
+            Err(_) if cfg.taskrun != TaskRun::Interrupt => (
+                build(TaskRun::Interrupt).map_err(IoError::UringUnavailable)?,
+                TaskRun::Interrupt,
+            ),
+            Err(e) => return Err(IoError::UringUnavailable(e)),
+        };
+        let mut probe = Probe::new();
+        ring.submitter()
+            .register_probe(&mut probe)
+            .map_err(IoError::UringUnavailable)?;
+        if !probe.is_supported(opcode::Read::CODE) {
+            return Err(IoError::UringUnavailable(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "the kernel's io_uring lacks IORING_OP_READ",
+            )));
+        }
+        let registered = cfg.register_buffers && cfg.depth <= usize::from(u16::MAX) + 1 && {
+            let iovecs = slots.iovecs();
+            // SAFETY: each iovec covers one slot inside the slot buffers, which stay allocated
+            // while they are registered: the engine's `Drop` unregisters them (after every read
+            // has completed) before `slots` frees them, a replaced ring is closed (which
+            // unregisters them) while no read is in it, and the buffers are leaked if a read
+            // may still be running.
+            let res = unsafe { ring.submitter().register_buffers(&iovecs) };
+            // ENOMEM/EPERM above the memlock limit, EINVAL past the kernel's buffer count:
+            // plain reads work on the same memory.
+            res.is_ok()
+        };
+        let fixed_file = ring.submitter().register_files(&file.raw_fds()).is_ok();
+        Ok(Self {
+            ring,
+            registered,
+            fixed_file,
+            taskrun,
+        })
+    }
 }
 
 impl UringEngine {
@@ -50,50 +138,64 @@ impl UringEngine {
     /// or lacks the read operation.
     pub fn new(file: &IoFile, cfg: EngineConfig) -> Result<Self, IoError> {
         cfg.validate()?;
-        // `validate` bounds depth by MAX_DEPTH = 2^15, so this fits a u32 and the ring limit.
-        let entries = cfg.depth.next_power_of_two() as u32;
-        let mut builder = IoUring::builder();
-        if cfg.sqpoll {
-            builder.setup_sqpoll(SQPOLL_IDLE_MS);
-        }
-        let ring = builder.build(entries).map_err(IoError::UringUnavailable)?;
-        let mut probe = Probe::new();
-        ring.submitter()
-            .register_probe(&mut probe)
-            .map_err(IoError::UringUnavailable)?;
-        if !probe.is_supported(opcode::Read::CODE) {
-            return Err(IoError::UringUnavailable(std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                "the kernel's io_uring lacks IORING_OP_READ",
-            )));
-        }
-
         let mut slots = RingSlots::new(cfg.depth, cfg.slot_bytes())?;
-        let registered = cfg.register_buffers && cfg.depth <= usize::from(u16::MAX) + 1 && {
-            let iovecs = slots.iovecs();
-            // SAFETY: each iovec covers one slot inside the slot buffers, which stay allocated
-            // while they are registered: `Drop` unregisters them (after every read has
-            // completed) before `slots` frees them, and they are leaked if it cannot.
-            let res = unsafe { ring.submitter().register_buffers(&iovecs) };
-            // ENOMEM/EPERM above the memlock limit, EINVAL past the kernel's buffer count:
-            // plain reads work on the same memory.
-            res.is_ok()
-        };
-        let fixed_file = ring.submitter().register_files(&file.raw_fds()).is_ok();
-
+        let ring = Ring::open(&cfg, file, &mut slots)?;
         Ok(Self {
-            ring,
+            owner: (ring.taskrun == TaskRun::Defer)
+                .then(current_thread)
+                .flatten(),
+            ring: ring.ring,
             file: file.clone(),
             slots,
             unsubmitted: false,
             max_pages: cfg.max_pages_per_read,
             file_pages: file.pages(),
             direct: file.is_direct(),
-            registered,
-            fixed_file,
+            registered: ring.registered,
+            fixed_file: ring.fixed_file,
             sqpoll: cfg.sqpoll,
+            taskrun: ring.taskrun,
+            cfg,
             counters: EngineCounters::default(),
         })
+    }
+
+    /// A [`TaskRun::Defer`] ring serves only the thread that made it: called before every
+    /// submission and system call, this rebuilds the ring (and its registrations) in the calling thread when
+    /// the engine has moved to another one with no read in the ring (searchers hand their
+    /// engines back between queries, and a pool may pass them to any thread). An engine moved
+    /// with reads in the ring cannot collect them: an error.
+    fn follow_thread(&mut self) -> Result<(), IoError> {
+        let Some(owner) = self.owner else {
+            return Ok(());
+        };
+        let me = current_thread();
+        if me == Some(owner) {
+            return Ok(());
+        }
+        if self.slots.in_ring() > 0 {
+            return Err(IoError::Read {
+                offset: 0,
+                source: std::io::Error::other(
+                    "an io_uring engine in defer mode was moved to another thread with reads \
+                     in flight",
+                ),
+            });
+        }
+        let Some(me) = me else {
+            return Err(IoError::Read {
+                offset: 0,
+                source: std::io::Error::other("io_uring engine used while its thread exits"),
+            });
+        };
+        let ring = Ring::open(&self.cfg, &self.file, &mut self.slots)?;
+        // The old ring holds no read: closing it (on assignment) cancels nothing.
+        self.ring = ring.ring;
+        self.registered = ring.registered;
+        self.fixed_file = ring.fixed_file;
+        self.taskrun = ring.taskrun;
+        self.owner = (ring.taskrun == TaskRun::Defer).then_some(me);
+        Ok(())
     }
 
     /// The SQE reading `len` bytes at `offset` into slot `slot`.
@@ -125,8 +227,10 @@ impl UringEngine {
         entry.user_data(u64::from(slot))
     }
 
-    /// Submits the pushed SQEs and waits for `want` completions in the ring; retries on EINTR.
+    /// Submits the pushed SQEs and waits for `want` completions in the ring (collecting the
+    /// completions a coop / defer ring holds back); retries on EINTR.
     fn enter(&mut self, want: usize) -> Result<(), IoError> {
+        self.follow_thread()?;
         loop {
             match self.ring.submit_and_wait(want) {
                 Ok(_) => {
@@ -154,6 +258,9 @@ impl UringEngine {
     /// completions move to the ready queue). `false` if the ring failed, in which case reads
     /// may still be running.
     pub(crate) fn drain_ring(&mut self) -> bool {
+        if self.slots.in_ring() > 0 && self.follow_thread().is_err() {
+            return false;
+        }
         while self.slots.in_ring() > 0 {
             self.harvest();
             if self.slots.in_ring() == 0 {
@@ -182,6 +289,7 @@ impl IoEngine for UringEngine {
             direct: self.direct,
             registered_buffers: self.registered,
             sqpoll: self.sqpoll,
+            taskrun: self.taskrun,
         }
     }
 
@@ -206,6 +314,8 @@ impl IoEngine for UringEngine {
     }
 
     fn submit(&mut self, tag: u64, req: ReadRequest) -> Result<(), IoError> {
+        // Before the SQE goes into a ring that may belong to another thread.
+        self.follow_thread()?;
         let slot = check_request(
             self.slots.free(),
             self.depth(),
@@ -255,6 +365,17 @@ impl IoEngine for UringEngine {
             }
             let need = min.saturating_sub(self.slots.ready());
             if need == 0 && (!self.unsubmitted || entered) {
+                // A coop / defer ring posts finished reads only when the thread enters the
+                // kernel; the flag (one load) says some are pending: collect them once.
+                if !entered
+                    && self.taskrun != TaskRun::Interrupt
+                    && self.slots.in_ring() > 0
+                    && self.ring.submission().taskrun()
+                {
+                    self.enter(0)?;
+                    entered = true;
+                    continue;
+                }
                 break;
             }
             self.enter(need)?;
@@ -304,6 +425,7 @@ impl std::fmt::Debug for UringEngine {
             .field("registered", &self.registered)
             .field("fixed_file", &self.fixed_file)
             .field("sqpoll", &self.sqpoll)
+            .field("taskrun", &self.taskrun)
             .field("counters", &self.counters)
             .finish_non_exhaustive()
     }

@@ -249,6 +249,7 @@ impl IvfIndex {
             max_pages_per_read: g.pages_per_vector,
             register_buffers: self.opts.register_buffers,
             sqpoll: self.opts.sqpoll,
+            taskrun: self.opts.taskrun,
         };
         let engine = self.vfile.engine(self.opts.engine, cfg)?;
         let store = VectorStore::new(&self.meta.centroids, self.meta.centroid_dim(), Metric::L2)

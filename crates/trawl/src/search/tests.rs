@@ -315,6 +315,7 @@ impl IoEngine for LogEngine {
             direct: false,
             registered_buffers: false,
             sqpoll: false,
+            taskrun: Default::default(),
         }
     }
     fn depth(&self) -> usize {
