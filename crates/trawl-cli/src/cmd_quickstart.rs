@@ -174,6 +174,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             sqpoll: false,
             taskrun: Default::default(),
             spin_us: None,
+            time_parts: false,
             ivf: Default::default(),
         },
     };

@@ -126,6 +126,9 @@ fn main() -> ExitCode {
         Command::Bench(args) if args.ablation => cmd_ablation::run(&args, &ctl),
         Command::Bench(args) => cmd_index::bench(&args, &ctl).map(|(rows, info)| {
             cmd_index::print_bench(&rows, info["k"].as_u64().unwrap_or(10) as usize);
+            if args.opts.time_parts {
+                cmd_index::print_parts(&rows);
+            }
         }),
         Command::Entry(args) => cmd_index::entry(&args, &ctl),
         Command::Layout(args) => cmd_index::layout(&args, &ctl),

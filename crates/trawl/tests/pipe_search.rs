@@ -352,3 +352,64 @@ fn memory_and_simulated_engines_serve_the_same_search() {
         }
     }
 }
+
+/// `time_parts` fills the CPU breakdown of beam search and PipeSearch (the page checks, the
+/// PQ table, the PQ scoring, the exact distances, the I/O calls, the entry index when it
+/// seeds) and changes nothing else: beam search returns the same ids and counters with and
+/// without it. Off, every part is zero.
+#[test]
+fn timed_parts_fill_the_breakdown_and_change_no_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(3_000, 40, 24, 29);
+    build(&base, dir.path(), Metric::L2, 16);
+    let plain = open(dir.path());
+    let timed = DiskIndex::open(
+        dir.path(),
+        OpenOptions {
+            time_parts: true,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    let seeded = |p: SearchParams| SearchParams { entry_list: 8, ..p };
+    for params in [
+        beam(30),
+        seeded(beam(30)),
+        pipe(30, WidthPolicy::Dynamic),
+        seeded(pipe(30, WidthPolicy::Dynamic)),
+    ] {
+        let off = plain.search_batch(&q, &params, 1).unwrap();
+        let on = timed.search_batch(&q, &params, 1).unwrap();
+        let (a, b) = (off.total(), on.total());
+        assert_eq!(a.parts, Default::default(), "untimed parts stay zero");
+        if matches!(params.strategy, Strategy::Beam(_)) {
+            assert_eq!(on.ids, off.ids, "timing changes no result");
+            assert_eq!(
+                (a.traversal, a.io.pages_read, a.io.io_requests),
+                (b.traversal, b.io.pages_read, b.io.io_requests)
+            );
+        }
+        let p = b.parts;
+        assert!(p.checksum_ns > 0, "{params:?}: {p:?}");
+        assert!(p.pq_table_ns > 0, "{params:?}: {p:?}");
+        assert!(p.pq_score_ns > 0 && p.visited_ns > 0, "{params:?}: {p:?}");
+        assert!(p.exact_ns > 0, "{params:?}: {p:?}");
+        assert!(p.io_call_ns > 0, "{params:?}: {p:?}");
+        assert_eq!(p.entry_ns > 0, params.entry_list > 0, "{params:?}: {p:?}");
+        // Each part is a share of the queries' compute time (their wall time outside the
+        // waits for reads); with one query at a time the parts cannot exceed it.
+        let polled = p.poll_ns;
+        let parts = p.io_call_ns
+            + p.checksum_ns
+            + p.pq_table_ns
+            + p.visited_ns
+            + p.pq_score_ns
+            + p.exact_ns
+            + p.entry_ns;
+        assert!(
+            parts <= b.compute_ns() + polled,
+            "{params:?}: parts {parts} ns > compute {} ns",
+            b.compute_ns()
+        );
+    }
+}

@@ -99,6 +99,20 @@ pub struct BenchRow {
     pub exact_distances_per_query: f64,
     pub io_wait_us_per_query: f64,
     pub compute_us_per_query: f64,
+    /// CPU time of the whole process during the batch (all threads, user space), per query.
+    pub cpu_user_us_per_query: f64,
+    /// CPU time of the whole process during the batch (all threads, kernel: system calls and
+    /// the interrupts it was charged), per query.
+    pub cpu_sys_us_per_query: f64,
+    /// `--time-parts`: CPU per query by part (zero otherwise); see `trawl::search::PartStats`.
+    pub io_call_us_per_query: f64,
+    pub poll_us_per_query: f64,
+    pub checksum_us_per_query: f64,
+    pub pq_table_us_per_query: f64,
+    pub visited_us_per_query: f64,
+    pub pq_score_us_per_query: f64,
+    pub exact_us_per_query: f64,
+    pub entry_us_per_query: f64,
     /// Mean reads in flight / width while reads were in flight.
     pub occupancy: f64,
     /// Flash search: steps (records expanded) per query.
@@ -208,6 +222,16 @@ impl BenchRow {
             exact_distances_per_query: per(t.traversal.exact_distances),
             io_wait_us_per_query: t.io.io_wait_ns as f64 / 1e3 / nq,
             compute_us_per_query: t.compute_ns() as f64 / 1e3 / nq,
+            cpu_user_us_per_query: 0.0,
+            cpu_sys_us_per_query: 0.0,
+            io_call_us_per_query: t.parts.io_call_ns as f64 / 1e3 / nq,
+            poll_us_per_query: t.parts.poll_ns as f64 / 1e3 / nq,
+            checksum_us_per_query: t.parts.checksum_ns as f64 / 1e3 / nq,
+            pq_table_us_per_query: t.parts.pq_table_ns as f64 / 1e3 / nq,
+            visited_us_per_query: t.parts.visited_ns as f64 / 1e3 / nq,
+            pq_score_us_per_query: t.parts.pq_score_ns as f64 / 1e3 / nq,
+            exact_us_per_query: t.parts.exact_ns as f64 / 1e3 / nq,
+            entry_us_per_query: t.parts.entry_ns as f64 / 1e3 / nq,
             occupancy: t.occupancy(),
             steps_per_query: per(t.flash.steps),
             stale_steps_per_query: per(t.flash.stale_steps),
@@ -242,6 +266,28 @@ impl BenchRow {
     }
 }
 
+/// CPU seconds (user, system) of this process so far.
+pub(crate) fn process_cpu() -> (f64, f64) {
+    // SAFETY: `rusage` is plain integers, for which all-zero bytes are a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one `rusage` through the valid, exclusive pointer passed.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
+impl BenchRow {
+    /// Sets the process CPU columns from the CPU times before the batch of `nq` queries.
+    pub(crate) fn set_cpu(&mut self, before: (f64, f64), nq: usize) {
+        let now = process_cpu();
+        let nq = nq.max(1) as f64;
+        self.cpu_user_us_per_query = (now.0 - before.0).max(0.0) * 1e6 / nq;
+        self.cpu_sys_us_per_query = (now.1 - before.1).max(0.0) * 1e6 / nq;
+    }
+}
+
 pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted
         .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
@@ -260,8 +306,10 @@ pub(crate) fn run_sweep<T: Element>(
     let mut rows = Vec::new();
     for &l in ls {
         let p = o.params(k, l)?;
+        let cpu0 = process_cpu();
         let out = ix.search_batch_with(queries, &p, o.threads, o.interleave)?;
-        let row = BenchRow::of_batch(l, &out, gt, k);
+        let mut row = BenchRow::of_batch(l, &out, gt, k);
+        row.set_cpu(cpu0, out.stats.len());
         rows.push(row);
     }
     Ok(rows)
@@ -385,6 +433,69 @@ pub fn print_bench(rows: &[BenchRow], k: usize) {
             r.latency_us.p999, r.pages_per_query, r.ios_per_query, r.hops_per_query,
             r.cache_hits_per_query, r.io_wait_us_per_query, r.compute_us_per_query,
             r.occupancy, r.wasted_reads_per_query, r.io_utilisation
+        );
+    }
+}
+
+/// The CPU breakdown of `--time-parts`: process CPU per query (user + system, all threads)
+/// and the timed parts, µs per query; `other` is what the parts leave (candidate-list and
+/// scheduling bookkeeping, kernel work outside the timed calls); per page = CPU without the
+/// polling over pages read.
+pub fn print_parts(rows: &[BenchRow]) {
+    println!();
+    println!(
+        "{:>5} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "L",
+        "pages",
+        "user",
+        "sys",
+        "µs/page",
+        "io call",
+        "poll",
+        "check",
+        "pq tab",
+        "visited",
+        "pq scr",
+        "exact",
+        "entry",
+        "decode",
+        "other"
+    );
+    for r in rows {
+        let cpu = r.cpu_user_us_per_query + r.cpu_sys_us_per_query;
+        let decode =
+            r.list_decode_us_per_query + r.vector_decode_us_per_query + r.refine_us_per_query;
+        let parts = r.io_call_us_per_query
+            + r.poll_us_per_query
+            + r.checksum_us_per_query
+            + r.pq_table_us_per_query
+            + r.visited_us_per_query
+            + r.pq_score_us_per_query
+            + r.exact_us_per_query
+            + r.entry_us_per_query
+            + decode;
+        let per_page = if r.pages_per_query > 0.0 {
+            (cpu - r.poll_us_per_query) / r.pages_per_query
+        } else {
+            0.0
+        };
+        println!(
+            "{:>5} {:>7.1} {:>7.1} {:>7.1} {:>8.2} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1}",
+            r.l,
+            r.pages_per_query,
+            r.cpu_user_us_per_query,
+            r.cpu_sys_us_per_query,
+            per_page,
+            r.io_call_us_per_query,
+            r.poll_us_per_query,
+            r.checksum_us_per_query,
+            r.pq_table_us_per_query,
+            r.visited_us_per_query,
+            r.pq_score_us_per_query,
+            r.exact_us_per_query,
+            r.entry_us_per_query,
+            decode,
+            cpu - parts
         );
     }
 }

@@ -307,8 +307,10 @@ pub fn run_sweep<T: Element>(
             interleave: o.interleave,
             ..o.ivf.params(k, l, gpu)
         };
+        let cpu0 = super::bench::process_cpu();
         let out = ix.search_batch(queries, &p, o.threads)?;
         let mut row = BenchRow::of_batch(l, &out, gt, k);
+        row.set_cpu(cpu0, out.stats.len());
         row.rerank_n = p.top_n;
         rows.push(row);
     }

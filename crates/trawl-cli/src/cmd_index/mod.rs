@@ -9,7 +9,7 @@ mod layout;
 mod search;
 mod update;
 
-pub use bench::{bench, print_bench, BenchArgs, BenchRow};
+pub use bench::{bench, print_bench, print_parts, BenchArgs, BenchRow};
 pub(crate) use bench::{load_queries, run_sweep};
 pub use build::{build, build_any, BuildArgs, DEFAULT_PQ_BYTES};
 pub use entry::{entry, EntryArgs};
@@ -176,6 +176,11 @@ pub struct SearchOptions {
     /// the threads do not outnumber the cores, else 0; 0 always blocks at once).
     #[arg(long)]
     pub spin_us: Option<u64>,
+    /// Time the parts of every query (I/O calls, polling, page checks, PQ table, visited
+    /// checks, PQ scoring, exact distances, entry index) and print the CPU breakdown (costs a
+    /// few percent of CPU).
+    #[arg(long)]
+    pub time_parts: bool,
     #[command(flatten)]
     pub ivf: ivf::IvfSearchArgs,
 }
@@ -255,6 +260,7 @@ pub(crate) fn open_options(o: &SearchOptions) -> OpenOptions {
         sqpoll: o.sqpoll,
         taskrun: o.taskrun,
         spin_us: o.spin_us,
+        time_parts: o.time_parts,
         layout: o.layout,
         list_cache_bytes: (o.list_cache_mb.max(0.0) * (1u64 << 20) as f64) as u64,
         queue_depth: OpenOptions::default()

@@ -230,6 +230,7 @@ impl DiskIndex {
                         let mut searcher = Searcher::with_engine(self.view(), engine);
                         searcher.set_flash_accel(self.flash_gpu());
                         searcher.set_spin(spin);
+                        searcher.set_time_parts(self.opts.time_parts);
                         searcher.set_filter(filter);
                         let mut part = Vec::new();
                         searcher.search_stream(

@@ -74,6 +74,9 @@ pub struct OpenOptions {
     pub taskrun: crate::io::TaskRun,
     /// Check every page read against its CRC-32 (costs ~0.5 µs per page).
     pub verify_pages: bool,
+    /// Time the parts of every query of a batch search ([`crate::search::PartStats`]; a few
+    /// percent of CPU). Off by default.
+    pub time_parts: bool,
     /// Microseconds a batch search thread polls for completions before blocking; `None` =
     /// [`AUTO_SPIN_US`] when the batch's threads do not outnumber the cores, else 0.
     pub spin_us: Option<u64>,
@@ -106,6 +109,7 @@ impl Default for OpenOptions {
             taskrun: crate::io::TaskRun::default(),
             verify_pages: true,
             spin_us: None,
+            time_parts: false,
             layout: IndexLayout::Packed,
             list_cache_bytes: DEFAULT_LIST_CACHE_BYTES,
             accel: crate::accel::AccelKind::Cpu,

@@ -103,10 +103,12 @@ impl Default for EngineConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TaskRun {
     /// The kernel's default: each completion interrupts the thread to be posted.
-    #[default]
     Interrupt,
-    /// `COOP_TASKRUN` + `TASKRUN_FLAG`: no interrupt; completions are posted at the thread's
-    /// next kernel entry, which the engine makes when the flag says they are pending.
+    /// `COOP_TASKRUN` + `TASKRUN_FLAG` (the default): no interrupt; completions are posted at
+    /// the thread's next kernel entry, which the engine makes when the flag says they are
+    /// pending. Measured on GloVe-400K (PipeSearch, 2 threads, 4 queries interleaved each):
+    /// ~8% more QPS and ~8% less process CPU per query than `Interrupt` (median of paired runs).
+    #[default]
     Coop,
     /// `SINGLE_ISSUER` + `DEFER_TASKRUN` + `TASKRUN_FLAG`: completions are posted only when
     /// the thread asks for them, in one batch; the ring belongs to one thread, so an engine

@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use super::explore::{corrupt, Frontier};
 use super::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
 use super::source::{Expand, GraphSource, Held, PageRecords};
-use super::{BeamParams, QueryStats, SearchConfig, SearchError, Strategy, WidthSchedule};
+use super::{
+    stop_part, BeamParams, QueryStats, SearchConfig, SearchError, Strategy, WidthSchedule,
+};
 use crate::graph::queue::VisitedSet;
 use crate::io::{Completion, IoEngine, ReadRequest};
 use crate::kernels::Element;
@@ -219,7 +221,9 @@ impl BeamQuery {
                 g.prefetch_expansion(&src.space, id, bytes);
             }
         }
+        let t0 = x.stats.parts.start();
         g.check_read(page, bytes)?;
+        stop_part(t0, &mut x.stats.parts.checksum_ns);
         for i in 0..self.frontier.len() {
             let (id, r) = self.frontier[i];
             if r != read {
@@ -293,7 +297,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for BeamQuery {
             page_search,
         } = *bp;
         let n = src.space.n;
-        self.f.fill_table(&src.space, t.x.query)?;
+        self.f.fill_table(&src.space, t.x.query, t.x.stats)?;
         self.f.set_page_search(page_search);
         self.f.reset(n, cfg.l());
         self.page_search = page_search;
@@ -384,18 +388,29 @@ pub(crate) fn wait_some(
     spin: Duration,
     out: &mut Vec<Completion>,
 ) -> Result<usize, crate::io::IoError> {
-    if !spin.is_zero() {
-        let t0 = Instant::now();
-        loop {
-            let got = engine.wait(0, out)?;
-            if got > 0 {
-                return Ok(got);
-            }
-            if t0.elapsed() >= spin {
-                break;
-            }
-            std::hint::spin_loop();
-        }
+    wait_some_polled(engine, spin, out).map(|(got, _)| got)
+}
+
+/// [`wait_some`], also returning the time spent polling (CPU spent waiting; the rest of the
+/// wait, if any, was blocked in the kernel).
+pub(crate) fn wait_some_polled(
+    engine: &mut dyn IoEngine,
+    spin: Duration,
+    out: &mut Vec<Completion>,
+) -> Result<(usize, Duration), crate::io::IoError> {
+    if spin.is_zero() {
+        return Ok((engine.wait(1, out)?, Duration::ZERO));
     }
-    engine.wait(1, out)
+    let t0 = Instant::now();
+    loop {
+        let got = engine.wait(0, out)?;
+        let polled = t0.elapsed();
+        if got > 0 {
+            return Ok((got, polled));
+        }
+        if polled >= spin {
+            return Ok((engine.wait(1, out)?, polled));
+        }
+        std::hint::spin_loop();
+    }
 }

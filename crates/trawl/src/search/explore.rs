@@ -2,7 +2,7 @@
 //! neighbours) or from its neighbour list alone.
 
 use super::source::{GraphSpace, PqCodesAt};
-use super::{QueryStats, SearchError};
+use super::{stop_part, QueryStats, SearchError};
 use crate::graph::queue::{CandidateList, Neighbor, VisitedSet};
 use crate::kernels::{self, Element};
 use crate::layout::packed::RecordView;
@@ -81,8 +81,10 @@ impl Frontier {
         if !self.scored.insert(id) {
             return false;
         }
+        let t0 = stats.parts.start();
         let v = view.vector::<T>(vec_scratch);
         let d = kernels::distance(space.metric, query, v);
+        stop_part(t0, &mut stats.parts.exact_ns);
         self.full.push(Neighbor { id, dist: d });
         stats.traversal.exact_distances += 1;
         if self.visited.insert(id) {
@@ -96,11 +98,16 @@ impl Frontier {
         &mut self,
         space: &GraphSpace<'_>,
         query: &[T],
+        stats: &mut QueryStats,
     ) -> Result<(), SearchError> {
+        let t0 = stats.parts.start();
         let pq = space.pq.quantizer;
         let table = self.table.get_or_insert_with(|| QueryTable::new(pq.m()));
-        pq.fill_table(query, table)
-            .map_err(|_| SearchError::NonFiniteQuery { row: 0 })
+        let r = pq
+            .fill_table(query, table)
+            .map_err(|_| SearchError::NonFiniteQuery { row: 0 });
+        stop_part(t0, &mut stats.parts.pq_table_ns);
+        r
     }
 
     /// PQ distance of node `id` to the query.
@@ -142,8 +149,10 @@ impl Frontier {
         stats: &mut QueryStats,
     ) {
         if !self.page_search || self.scored.insert(id) {
+            let t0 = stats.parts.start();
             let v = view.vector::<T>(vec_scratch);
             let d = kernels::distance(space.metric, query, v);
+            stop_part(t0, &mut stats.parts.exact_ns);
             self.full.push(Neighbor { id, dist: d });
             stats.traversal.exact_distances += 1;
         }
@@ -173,15 +182,18 @@ impl Frontier {
         neighbors: impl Iterator<Item = u32>,
         stats: &mut QueryStats,
     ) {
+        let t0 = stats.parts.start();
         self.fresh.clear();
         for nb in neighbors {
             if self.visited.insert(nb) {
                 self.fresh.push(nb);
             }
         }
+        stop_part(t0, &mut stats.parts.visited_ns);
         let (PqCodesAt::Memory(codes), Some(table)) = (space.pq.codes, self.table.as_ref()) else {
             return;
         };
+        let t0 = stats.parts.start();
         for &nb in &self.fresh {
             codes.prefetch(nb as usize);
         }
@@ -189,6 +201,7 @@ impl Frontier {
             self.list
                 .insert(nb, table.distance(codes.code(nb as usize)));
         }
+        stop_part(t0, &mut stats.parts.pq_score_ns);
         stats.traversal.pq_distances += self.fresh.len() as u64;
     }
 

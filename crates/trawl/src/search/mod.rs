@@ -55,7 +55,10 @@ pub use source::{
     Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource,
     VectorSource,
 };
-pub use stats::{FlashStats, IoStats, IvfStats, QueryStats, RerankStats, TraversalStats};
+pub(crate) use stats::stop as stop_part;
+pub use stats::{
+    FlashStats, IoStats, IvfStats, PartStats, QueryStats, RerankStats, TraversalStats,
+};
 pub use width::WidthSchedule;
 
 use crate::io::IoError;

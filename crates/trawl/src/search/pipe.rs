@@ -35,7 +35,7 @@ use std::time::Instant;
 use super::explore::Frontier;
 use super::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
 use super::source::{GraphSource, GraphSpace, Held};
-use super::{QueryStats, SearchConfig, SearchError, Strategy};
+use super::{stop_part, QueryStats, SearchConfig, SearchError, Strategy};
 use crate::io::{Completion, IoEngine, ReadRequest, Slot};
 use crate::kernels::Element;
 
@@ -374,6 +374,7 @@ impl PipeQuery {
         space: &GraphSpace<'_>,
         engine: &dyn IoEngine,
         c: Completion,
+        stats: &mut QueryStats,
     ) -> Result<(), SearchError> {
         let r = (c.tag & 0xffff_ffff) as u32;
         let rd = &mut self.reads[r as usize];
@@ -387,7 +388,9 @@ impl PipeQuery {
                 g.prefetch_expansion(space, p.id, bytes);
             }
         }
+        let t0 = stats.parts.start();
         g.check_read(page, bytes)?;
+        stop_part(t0, &mut stats.parts.checksum_ns);
         let mut in_pool = false;
         let mut j = 0;
         while j < self.waiting.len() {
@@ -512,7 +515,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
                 issued += 1;
             }
         }
-        self.f.fill_table(space, t.x.query)?;
+        self.f.fill_table(space, t.x.query, t.x.stats)?;
         for (i, &id) in entry.iter().enumerate() {
             if entry[..i].contains(&id) {
                 continue;
@@ -557,7 +560,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
             self.discard(&mut *t.engine, c);
             Ok(())
         } else {
-            self.landed(src.graph, &src.space, &*t.engine, c)
+            self.landed(src.graph, &src.space, &*t.engine, c, t.x.stats)
         }
     }
 

@@ -15,7 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::beam::{wait_some, BeamQuery};
+use super::beam::{wait_some_polled, BeamQuery};
 use super::entry::EntryScratch;
 use super::flash::{self, FailSink};
 use super::layouts::LayoutReader;
@@ -91,6 +91,8 @@ struct Io {
     seeds: Vec<u32>,
     trace: Option<Vec<u32>>,
     spin: Duration,
+    /// Time the parts of each query ([`QueryStats::parts`]).
+    time_parts: bool,
 }
 
 /// One search thread: an I/O engine and the query state, borrowing the index.
@@ -123,6 +125,7 @@ impl<'i> Searcher<'i> {
                 seeds: Vec::new(),
                 trace: None,
                 spin: Duration::ZERO,
+                time_parts: false,
             },
             lanes: Lanes::default(),
             filter: None,
@@ -159,6 +162,14 @@ impl<'i> Searcher<'i> {
     /// search thread has a core of its own.
     pub fn set_spin(&mut self, spin: Duration) {
         self.io.spin = spin;
+    }
+
+    /// Times the parts of every later query of the graph strategies (beam search,
+    /// PipeSearch) into [`QueryStats::parts`]: I/O calls, polling, page checks, PQ table,
+    /// visited checks, PQ scoring, exact distances, entry-index search. Costs two clock reads
+    /// per part per node (a few percent of the CPU); off by default.
+    pub fn set_time_parts(&mut self, on: bool) {
+        self.io.time_parts = on;
     }
 
     /// Records the id of every node a beam search expanded from the file (not from memory)
@@ -464,10 +475,13 @@ where
             stats: QueryStats::default(),
             t0: Instant::now(),
         };
+        r.stats.parts.timed = io.time_parts;
         io.seeds.clear();
         if let (Some(e), true) = (view.space.entry, cfg.entry_list() > 0) {
+            let t0 = r.stats.parts.start();
             r.stats.traversal.entry_distances +=
                 e.search(query, cfg.entry_list(), &mut io.entry, &mut io.seeds);
+            super::stop_part(t0, &mut r.stats.parts.entry_ns);
         }
         let seeds = std::mem::take(&mut io.seeds);
         let started = lanes[i].start(
@@ -496,18 +510,34 @@ fn poll<'q, S, M: QueryMachine<S>, T>(
     done.clear();
     let engine = io.engine.as_mut();
     if engine.in_flight() > 0 {
+        // CPU time of a call serves every running query: split equally among them.
+        let live = running.iter().flatten().count().max(1) as u64;
+        let share = |ns: u128| ns as u64 / live;
         if block {
             let tw = Instant::now();
-            wait_some(engine, io.spin, done)?;
+            let (_, polled) = wait_some_polled(engine, io.spin, done)?;
             let waited = tw.elapsed().as_nanos() as u64;
+            let polled = if io.time_parts {
+                share(polled.as_nanos())
+            } else {
+                0
+            };
             for (i, r) in running.iter_mut().enumerate() {
                 if let Some(r) = r {
                     r.stats.io.io_wait_ns += waited;
+                    r.stats.parts.poll_ns += polled;
                     lanes[i].on_blocked(&mut r.stats);
                 }
             }
         } else {
+            let t0 = io.time_parts.then(Instant::now);
             engine.wait(0, done)?;
+            if let Some(t0) = t0 {
+                let ns = share(t0.elapsed().as_nanos());
+                for r in running.iter_mut().flatten() {
+                    r.stats.parts.io_call_ns += ns;
+                }
+            }
         }
     }
     if !done.is_empty() {
@@ -553,6 +583,7 @@ where
         seeds: Vec::new(),
         trace: Some(Vec::new()),
         spin: Duration::ZERO,
+        time_parts: false,
     };
     let mut lanes: Vec<M> = Vec::new();
     let mut out = vec![(Vec::new(), QueryStats::default()); queries.len()];

@@ -118,6 +118,54 @@ pub struct FlashStats {
     pub step_ns: u64,
 }
 
+/// CPU time by part of the search, taken only where asked (`Searcher::set_time_parts`,
+/// `OpenOptions::time_parts`; zero otherwise). Each part is time on the search thread outside
+/// the waits for reads; a part shared by the queries interleaved on a thread (an I/O call
+/// serves all of them) is split equally among them, so summed over queries each part is the
+/// thread time it took. What the parts leave of the thread's CPU time is the traversal's
+/// other bookkeeping (candidate list scans, scheduling) and kernel work outside the timed
+/// calls (interrupts, wake-ups).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PartStats {
+    /// Whether this query's parts are timed (set by the searcher; not summed, not serialised).
+    #[serde(skip)]
+    pub timed: bool,
+    /// I/O calls that did not block: submitting the pushed reads (the `io_uring_enter` system
+    /// call) and collecting completions.
+    pub io_call_ns: u64,
+    /// Polling for a completion before blocking (`spin_us`): CPU spent waiting.
+    pub poll_ns: u64,
+    /// Checking the pages read (checksum, page header).
+    pub checksum_ns: u64,
+    /// Building the query's PQ distance table.
+    pub pq_table_ns: u64,
+    /// Visited-set checks of the neighbours of expanded nodes.
+    pub visited_ns: u64,
+    /// PQ distances of new neighbours (code prefetch, table look-ups) and their insertion
+    /// into the candidate list.
+    pub pq_score_ns: u64,
+    /// Full-precision distances of the records read (and of page mates).
+    pub exact_ns: u64,
+    /// The entry-index search that seeds the query.
+    pub entry_ns: u64,
+}
+
+impl PartStats {
+    /// A clock for one part: running only when the parts are timed.
+    #[inline]
+    pub(crate) fn start(&self) -> Option<std::time::Instant> {
+        self.timed.then(std::time::Instant::now)
+    }
+}
+
+/// Adds the time since `t0` (a [`PartStats::start`]) to `ns`.
+#[inline]
+pub(crate) fn stop(t0: Option<std::time::Instant>, ns: &mut u64) {
+    if let Some(t0) = t0 {
+        *ns += t0.elapsed().as_nanos() as u64;
+    }
+}
+
 /// What one query did. Summed over queries with `+=`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct QueryStats {
@@ -136,6 +184,9 @@ pub struct QueryStats {
     /// FlashANNS's batch search.
     #[serde(flatten)]
     pub flash: FlashStats,
+    /// CPU time by part (when timed).
+    #[serde(flatten)]
+    pub parts: PartStats,
     /// Nanoseconds of the whole query (`io.io_wait_ns` included).
     pub total_ns: u64,
 }
@@ -242,6 +293,19 @@ impl AddAssign for FlashStats {
     }
 }
 
+impl AddAssign for PartStats {
+    fn add_assign(&mut self, o: Self) {
+        self.io_call_ns += o.io_call_ns;
+        self.poll_ns += o.poll_ns;
+        self.checksum_ns += o.checksum_ns;
+        self.pq_table_ns += o.pq_table_ns;
+        self.visited_ns += o.visited_ns;
+        self.pq_score_ns += o.pq_score_ns;
+        self.exact_ns += o.exact_ns;
+        self.entry_ns += o.entry_ns;
+    }
+}
+
 impl AddAssign for QueryStats {
     fn add_assign(&mut self, o: Self) {
         self.traversal += o.traversal;
@@ -249,6 +313,7 @@ impl AddAssign for QueryStats {
         self.rerank += o.rerank;
         self.ivf += o.ivf;
         self.flash += o.flash;
+        self.parts += o.parts;
         self.total_ns += o.total_ns;
     }
 }
@@ -274,7 +339,9 @@ mod tests {
         assert_eq!(o["page_mates"], 4);
         assert_eq!(o["refined"], 0);
         assert_eq!(o["refine_ns"], 0);
-        assert_eq!(o.len(), 38, "{o:?}");
+        assert_eq!(o["pq_score_ns"], 0);
+        assert!(!o.contains_key("timed"));
+        assert_eq!(o.len(), 46, "{o:?}");
         let mut t = s;
         t += s;
         assert_eq!(t.io.pages_read, 6);
