@@ -30,7 +30,10 @@ Usage (the machine otherwise quiet — no build, no other benchmark):
   python3 bench/cpu_profile.py glove-400k --index .bench-cache/glove-400k/trawl-peers-cosine-R64-L100-pq48 \
       --configs beam,beam-nospin,pipe,pipe-nospin,c5,c5-nospin -L 40 --nq 3000
 
-Writes bench/out/cpu-profile-<dataset>.{json,md}.
+Configuration names: a base (beam, pipe, c5, decoupled) and modifiers joined by '-': nospin
+(--spin-us 0), i<N> (--interleave N), int / coop / defer (--taskrun); e.g. pipe-i4-nospin-int.
+
+Writes bench/out/cpu-profile-<dataset>[-<tag>].{json,md}.
 """
 
 from __future__ import annotations
@@ -57,9 +60,28 @@ CONFIGS = {
            "--entry-list", "10", "-W", "32"],
     "decoupled": ["--layout", "decoupled", "--strategy", "beam", "-W", "8"],
 }
-# Each configuration also without polling: `<name>-nospin` blocks in io_uring_enter at once.
-for _k in list(CONFIGS):
-    CONFIGS[f"{_k}-nospin"] = [*CONFIGS[_k], "--spin-us", "0"]
+
+
+def config_flags(name: str) -> list[str]:
+    """The flags of configuration `name`: a base (beam, pipe, c5, decoupled) and modifiers
+    joined by '-': `nospin` (block in io_uring_enter at once: --spin-us 0), `i<N>` (throughput
+    mode: --interleave N), `int` / `coop` / `defer` (--taskrun). E.g. pipe-i4-int."""
+    base, *mods = name.split("-")
+    if base not in CONFIGS:
+        raise SystemExit(f"unknown configuration {name!r} (bases: {', '.join(CONFIGS)})")
+    flags = list(CONFIGS[base])
+    for m in mods:
+        if m == "nospin":
+            flags += ["--spin-us", "0"]
+        elif re.fullmatch(r"i\d+", m):
+            flags += ["--interleave", m[1:]]
+        elif m in ("int", "coop", "defer"):
+            flags += ["--taskrun", {"int": "interrupt"}.get(m, m)]
+        else:
+            raise SystemExit(f"unknown modifier {m!r} in {name!r} (nospin, i<N>, int, coop, "
+                             "defer)")
+    return flags
+
 
 # (part, regex on the symbol), first match wins.
 PARTS = [
@@ -215,8 +237,12 @@ def main() -> None:
     ap.add_argument("--freq", type=int, default=1999)
     ap.add_argument("--passes", type=int, default=3, help="passes over the queries at L")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--tag", default="", help="suffix of the output files' names")
     args = ap.parse_args()
-    path = OUT_DIR / f"cpu-profile-{args.dataset}.json"
+    for name in args.configs.split(","):
+        config_flags(name)
+    tag = f"-{args.tag}" if args.tag else ""
+    path = OUT_DIR / f"cpu-profile-{args.dataset}{tag}.json"
     if not args.report_only:
         ds = datasets.prepare(args.dataset)
         q, gt = subset(Path(ds.query), Path(ds.gt), args.nq, Path(ds.base).parent / "subsets")
@@ -224,7 +250,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for name in args.configs.split(","):
                 log(f"profiling {name}")
-                configs.append(profile(args.index.resolve(), q, gt, args, name, CONFIGS[name],
+                configs.append(profile(args.index.resolve(), q, gt, args, name, config_flags(name),
                                        Path(tmp)))
         write_json(path, {"dataset": args.dataset, "index": str(args.index), "L": args.L,
                           "nq": args.nq, "threads": args.threads, "freq": args.freq,
@@ -233,7 +259,7 @@ def main() -> None:
                           "configs": configs})
     doc = json.loads(path.read_text())
     md = render(doc)
-    (OUT_DIR / f"cpu-profile-{args.dataset}.md").write_text(md)
+    (OUT_DIR / f"cpu-profile-{args.dataset}{tag}.md").write_text(md)
     print(md)
 
 

@@ -15,6 +15,9 @@ Sides (--sides, default all):
                    batch search: 32 queries per thread, a read chosen one step ahead, seeded by
                    the entry index like trawl-pipe; CPU accelerator; it keeps its own batch, so
                    --trawl-interleave does not apply)
+  trawl-pipe-ps    PipeSearch with PageSearch on the PageShuffle layout: `--layout shuffle
+                   --strategy pipe --page-search --entry-list 10` (a landed page's other records
+                   scored and kept, explored later without a read)
   trawl-c5         the same graph in PageShuffle order (`trawl layout --shuffle`), OctopusANN's
                    C5: `--layout shuffle -W 32 --dynamic-width 5:4,4,8,8,16,16,24,24,32
                    --page-search --entry-list 10` (page-mates scored, widths growing)
@@ -86,13 +89,16 @@ from vs_diskann_disk import (PARAMS_FILE, DiskannSide, TrawlSide, cached_build, 
 
 MIB = 1024 * 1024
 TARGETS = (0.90, 0.95)
-ALL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-c5", "trawl-flash", "trawl-decoupled",
+ALL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-pipe-ps", "trawl-c5", "trawl-flash",
+             "trawl-decoupled",
              "trawl-ivf",
              "diskann", "faiss-hnsw", "faiss-ivfpq", "hnswlib")
-TRAWL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-c5", "trawl-flash", "trawl-decoupled",
+TRAWL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-pipe-ps", "trawl-c5", "trawl-flash",
+               "trawl-decoupled",
                "trawl-ivf")
 # The graph sides share one index; trawl-ivf has its own.
-TRAWL_GRAPH_SIDES = ("trawl-beam", "trawl-pipe", "trawl-c5", "trawl-flash", "trawl-decoupled")
+TRAWL_GRAPH_SIDES = ("trawl-beam", "trawl-pipe", "trawl-pipe-ps", "trawl-c5", "trawl-flash",
+                     "trawl-decoupled")
 PY_SIDES = ("faiss-hnsw", "faiss-ivfpq", "hnswlib")
 DISK_SIDES = TRAWL_SIDES + ("diskann",)
 PEERS_VENV = BENCH_DIR / ".venv-peers"
@@ -288,6 +294,8 @@ def ivf_rerank_variants(args: argparse.Namespace) -> list[tuple[str, list[str]]]
 TRAWL_FLAGS = {
     "trawl-beam": ["--strategy", "beam", "-W", "{W}"],
     "trawl-pipe": ["--strategy", "pipe", "--entry-list", "{entry_list}"],
+    "trawl-pipe-ps": ["--layout", "shuffle", "--strategy", "pipe", "--page-search",
+                      "--entry-list", "{entry_list}"],
     "trawl-c5": ["--layout", "shuffle", "--strategy", "beam", "-W", "32", "--dynamic-width",
                  "5:4,4,8,8,16,16,24,24,32", "--page-search", "--entry-list", "{entry_list}"],
     "trawl-flash": ["--strategy", "flash", "--staleness", "1", "--entry-list", "{entry_list}"],
@@ -339,8 +347,9 @@ class TrawlPeer:
             ram += ", loaded but not searched (entry list 0: queries start at the medoid)"
         elif self.name == "trawl-pipe":
             ram += f", searched at list size {a.entry_list} to seed each query"
-        elif self.name == "trawl-c5":
-            ram += f", searched at list size {a.entry_list} to seed each query"
+        elif self.name in ("trawl-c5", "trawl-pipe-ps"):
+            ram += (f", searched at list size {a.entry_list} to seed each query; the PageShuffle "
+                    "layout's node → page table")
         elif self.name == "trawl-flash":
             ram += f", searched at list size {a.entry_list} to seed each query; per thread " \
                    "the lists and visited sets of its batch"
@@ -353,7 +362,7 @@ class TrawlPeer:
             disk = ("neighbour lists Elias-Fano coded (graph.trawl) and vectors losslessly "
                     "compressed (vectors.trawl), read with O_DIRECT (io_uring); packed.trawl "
                     "unused")
-        elif self.name == "trawl-c5":
+        elif self.name in ("trawl-c5", "trawl-pipe-ps"):
             disk = ("full f32 vectors + neighbour lists, page-packed in PageShuffle order "
                     "(packed-shuffled.trawl), read with O_DIRECT (io_uring); packed.trawl unused")
         else:
@@ -364,12 +373,13 @@ class TrawlPeer:
         return {"ram": ram, "disk": disk, "flags": " ".join(self.flags) + il,
                 "build": "`trawl build` (R, L, α 1.2, PQ bytes, entry index 1%)" +
                          {"trawl-decoupled": " + `trawl layout --decoupled`",
-                          "trawl-c5": " + `trawl layout --shuffle`"}.get(self.name, "")}
+                          "trawl-c5": " + `trawl layout --shuffle`",
+                          "trawl-pipe-ps": " + `trawl layout --shuffle`"}.get(self.name, "")}
 
     def build(self, work: Path) -> dict:
         b = dict(self.index.build_once(work))
         b["index_dir"] = str(self.index.idx)
-        if self.name in ("trawl-decoupled", "trawl-c5"):
+        if self.name in ("trawl-decoupled", "trawl-c5", "trawl-pipe-ps"):
             lay = (self.index.layout_once(work) if self.name == "trawl-decoupled"
                    else self.index.shuffle_once(work))
             b["layout"] = lay
@@ -1000,7 +1010,9 @@ def readme_block(dataset: str, sides: dict) -> str:
              "| side | in RAM | recall@10 | QPS | latency µs | pages/query | RAM MiB | "
              "disk MiB | build s |", "|---|---|---|---|---|---|---|---|---|"]
     short = {"trawl-beam": "PQ codes", "trawl-pipe": "PQ codes + entry index",
-             "trawl-flash": "PQ codes + entry index", "trawl-c5": "PQ codes + entry index",
+             "trawl-flash": "PQ codes + entry index",
+             "trawl-c5": "PQ codes + entry index + page table",
+             "trawl-pipe-ps": "PQ codes + entry index + page table",
              "trawl-ivf": "PQ codes + centroids + lists",
              "trawl-decoupled": "PQ codes", "diskann": "PQ codes",
              "faiss-hnsw": "vectors + graph", "faiss-ivfpq": "PQ codes + vectors (re-rank)",

@@ -235,8 +235,8 @@ def test_bad_queries_raise_invalid_input(f32_index):
         (lambda: index.search(queries[0], params=trawl.SearchParams(beam_width=0)), "beam_width"),
         (lambda: index.search(queries[0], params=trawl.SearchParams(beam_width=65)), "beam width"),
         (lambda: index.search(queries[0], params=trawl.SearchParams(strategy="pipe",
-                                                                   page_search=True)),
-         "beam-search options"),
+                                                                   dynamic_width="4,8")),
+         "beam-search option"),
         (lambda: index.batch_search(queries, threads=-1), "threads"),
     ]
     nan = queries.copy()

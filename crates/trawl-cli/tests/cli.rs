@@ -523,9 +523,11 @@ fn design_space_entry_layout_and_ablation() {
         s(&d.gt),
         "--strategy",
         "pipe",
-        "--page-search",
+        "--dynamic-width",
     ]);
-    assert!(bad.contains("beam-search options"), "{bad}");
+    assert!(bad.contains("beam-search option"), "{bad}");
+    // PageSearch runs inside PipeSearch too (on the PageShuffle layout it saves reads).
+    bench(&["--layout", "shuffle", "--strategy", "pipe", "--page-search"]);
     let bad = fails(&[
         "bench",
         s(&ix),

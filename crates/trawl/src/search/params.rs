@@ -69,23 +69,30 @@ impl Strategy {
 
     /// The strategy called `name` (`"beam"`, `"pipe"` or `"flash"`) from the flat options
     /// front ends take: beam search with `beam`, PipeSearch with `pipe`, the batch search with
-    /// `flash` — refusing PageSearch and DynamicWidth outside beam search, since they are
-    /// beam-search switches (PipeSearch sets its width with its own policy).
+    /// `flash` — PageSearch (`beam.page_search`) applies to beam search and PipeSearch;
+    /// DynamicWidth only to beam search (PipeSearch sets its width with its own policy), and
+    /// the flash search takes neither.
     pub fn named(
         name: &str,
         beam: BeamParams,
         pipe: PipeParams,
         flash: FlashParams,
     ) -> Result<Self, SearchError> {
-        let beam_only = beam.page_search || beam.dynamic_width.is_some();
         match name {
             "beam" => Ok(Self::Beam(beam)),
-            "pipe" | "flash" if beam_only => Err(SearchError::Unsupported(
-                "PageSearch and DynamicWidth are beam-search options (PipeSearch and the flash \
-                 search set their widths with their own policies)"
+            "pipe" | "flash" if beam.dynamic_width.is_some() => Err(SearchError::Unsupported(
+                "DynamicWidth is a beam-search option (PipeSearch and the flash search set \
+                 their widths with their own policies)"
                     .into(),
             )),
-            "pipe" => Ok(Self::Pipe(pipe)),
+            "flash" if beam.page_search => Err(SearchError::Unsupported(
+                "PageSearch is an option of beam search and PipeSearch, not of the flash search"
+                    .into(),
+            )),
+            "pipe" => Ok(Self::Pipe(PipeParams {
+                page_search: pipe.page_search || beam.page_search,
+                ..pipe
+            })),
             "flash" => Ok(Self::Flash(flash)),
             other => Err(SearchError::Unsupported(format!(
                 "strategy {other:?}: expected \"beam\", \"pipe\" or \"flash\""
@@ -214,7 +221,16 @@ impl SearchConfig {
                     ));
                 }
             }
-            Strategy::Pipe(pp) => pp.validate(depth)?,
+            Strategy::Pipe(pp) => {
+                pp.validate(depth)?;
+                if pp.page_search && !caps.records {
+                    return Err(SearchError::Unsupported(
+                        "PageSearch scores the other records of a page read, and the decoupled \
+                         layout's graph pages hold no vectors"
+                            .into(),
+                    ));
+                }
+            }
             Strategy::Flash(fp) => {
                 if !caps.records || !caps.pq_in_memory || caps.rerank_from_disk {
                     return Err(SearchError::Unsupported(

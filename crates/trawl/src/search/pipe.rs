@@ -32,10 +32,11 @@
 
 use std::time::Instant;
 
-use super::explore::Frontier;
+use super::explore::{corrupt, Frontier};
 use super::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
-use super::source::{GraphSource, GraphSpace, Held};
+use super::source::{Expand, GraphSource, GraphSpace, Held, PageRecords};
 use super::{stop_part, QueryStats, SearchConfig, SearchError, Strategy};
+use crate::graph::queue::VisitedSet;
 use crate::io::{Completion, IoEngine, ReadRequest, Slot};
 use crate::kernels::Element;
 
@@ -81,6 +82,11 @@ pub struct PipeParams {
     pub adapt_after: usize,
     /// Share of a poll's landed reads that must still be in the list to widen, in `(0, 1]`.
     pub in_pool_threshold: f32,
+    /// PageSearch inside the pipeline: when a page lands, the exact distances of its other
+    /// records enter the result set and the list, and their records are kept, so a kept
+    /// candidate is explored later without a read. Pays on the PageShuffle layout, where a
+    /// page holds graph neighbours; needs pages that hold whole records.
+    pub page_search: bool,
 }
 
 /// PipeANN's defaults: dynamic width from 4 to 32, adapting from explored position 5 with a
@@ -93,6 +99,7 @@ impl Default for PipeParams {
             max_width: 32,
             adapt_after: 5,
             in_pool_threshold: 0.9,
+            page_search: false,
         }
     }
 }
@@ -204,6 +211,8 @@ impl WidthController {
 
 /// Marks a node explored from memory instead of a read.
 const NO_READ: u32 = u32::MAX;
+/// Marks a node explored from the copy of its record PageSearch kept.
+const KEPT: u32 = u32::MAX - 1;
 
 /// A node to explore: its PQ distance and the read that brings its record.
 #[derive(Debug, Clone, Copy)]
@@ -248,6 +257,13 @@ pub struct PipeQuery {
     held: Held,
     /// The traversal has converged; reads still in flight are waited out.
     finishing: bool,
+    /// PageSearch: records of landed pages scored but not explored yet (`(id, offset in
+    /// kept_bytes)`), and their ids.
+    page_search: bool,
+    kept: Vec<(u32, u32)>,
+    kept_ids: VisitedSet,
+    kept_bytes: Vec<u8>,
+    page_ids: Vec<u32>,
 }
 
 impl PipeQuery {
@@ -321,8 +337,81 @@ impl PipeQuery {
         let Some(c) = self.f.list.pop_unexpanded() else {
             return Ok(false);
         };
+        if self.page_search && self.kept_ids.contains(c.id) {
+            self.ready.push(Pending {
+                id: c.id,
+                dist: c.dist,
+                read: KEPT,
+            });
+            return Ok(true);
+        }
         self.submit_node(g, engine, c.id, c.dist, stats)?;
         Ok(true)
+    }
+
+    /// PageSearch: scores the records of landed read `r` (page `page`) other than the nodes
+    /// it was read for, and keeps those new to the query for a later exploration.
+    fn score_page<G: GraphSource, T: Element>(
+        &mut self,
+        src: &GraphView<'_, G>,
+        r: u32,
+        page: u64,
+        bytes: &[u8],
+        x: &mut Expand<'_, T>,
+    ) -> Result<(), SearchError> {
+        let g = src.graph;
+        let records = g.page_records().ok_or_else(|| {
+            SearchError::Internal("PageSearch on a layout whose pages hold no records".into())
+        })?;
+        self.page_ids.clear();
+        records.ids_on_page(page, &mut self.page_ids);
+        let rb = records.record_bytes();
+        for i in 0..self.page_ids.len() {
+            let id = self.page_ids[i];
+            if self.f.is_scored(id) || self.ready.iter().any(|p| p.read == r && p.id == id) {
+                continue;
+            }
+            let view = records
+                .record(id, bytes)
+                .map_err(|d| corrupt(g.path(), page, d))?;
+            if self
+                .f
+                .score_on_page(&src.space, x.query, id, view, x.scratch, x.stats)
+                && self.kept_ids.insert(id)
+            {
+                let at = records.offset(id);
+                self.kept.push((id, self.kept_bytes.len() as u32));
+                self.kept_bytes.extend_from_slice(&bytes[at..at + rb]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Explores `id` from the copy of its record PageSearch kept.
+    fn expand_kept<G: GraphSource, T: Element>(
+        &mut self,
+        src: &GraphView<'_, G>,
+        id: u32,
+        x: &mut Expand<'_, T>,
+    ) -> Result<(), SearchError> {
+        let g = src.graph;
+        let records = g.page_records().ok_or_else(|| {
+            SearchError::Internal("PageSearch on a layout whose pages hold no records".into())
+        })?;
+        let rb = records.record_bytes();
+        let at = self
+            .kept
+            .iter()
+            .find(|h| h.0 == id)
+            .map(|h| h.1 as usize)
+            .ok_or_else(|| SearchError::Internal(format!("record {id} was not kept")))?;
+        let view = records
+            .decode(id, &self.kept_bytes[at..at + rb])
+            .map_err(|d| corrupt(g.path(), g.locate(id), d))?;
+        self.f
+            .explore(&src.space, x.query, id, view, x.scratch, x.stats);
+        x.stats.traversal.page_hits += 1;
+        Ok(())
     }
 
     /// Explores the nearest arrived record; returns whether there was one.
@@ -341,6 +430,8 @@ impl PipeQuery {
         let p = self.ready.swap_remove(i);
         if p.read == NO_READ {
             g.expand_held(&src.space, &mut self.f, p.id, &self.held, &mut t.x)?;
+        } else if p.read == KEPT {
+            self.expand_kept(src, p.id, &mut t.x)?;
         } else {
             let rd = self.reads[p.read as usize];
             let slot = rd
@@ -500,7 +591,13 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
         self.finishing = false;
         let medoid = [space.medoid];
         let entry = if seeds.is_empty() { &medoid[..] } else { seeds };
+        self.page_search = pp.page_search;
+        self.f.set_page_search(pp.page_search);
         self.f.reset(space.n, cfg.l());
+        self.kept.clear();
+        self.kept_bytes.clear();
+        self.kept_ids
+            .reset(if pp.page_search { space.n } else { 0 });
         self.held.clear();
         // Overlapping initialisation: the nearest entries' reads go out first.
         let first = entry.len().min(self.width.width());
@@ -558,10 +655,15 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
     ) -> Result<(), SearchError> {
         if self.finishing {
             self.discard(&mut *t.engine, c);
-            Ok(())
-        } else {
-            self.landed(src.graph, &src.space, &*t.engine, c, t.x.stats)
+            return Ok(());
         }
+        self.landed(src.graph, &src.space, &*t.engine, c, t.x.stats)?;
+        if self.page_search {
+            let r = (c.tag & 0xffff_ffff) as u32;
+            let page = self.reads[r as usize].page;
+            self.score_page(src, r, page, t.engine.buffer(c.slot), &mut t.x)?;
+        }
+        Ok(())
     }
 
     fn step<T: Element>(
