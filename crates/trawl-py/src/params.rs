@@ -393,7 +393,8 @@ pub struct SearchParams {
     /// Beam search: widen the beam with the explored position, e.g. "4,4,8,8,16,16,24,24,32"
     /// or "5:4,8,16" (OctopusANN's DynamicWidth, capped by beam_width); None = fixed width.
     pub dynamic_width: Option<String>,
-    /// Beam search: score every record of each page read (PageSearch).
+    /// Beam search and PipeSearch: score every record of each page read and explore the kept
+    /// ones without a read (PageSearch; pays on the PageShuffle layout).
     pub page_search: bool,
     /// Decoupled layout: vectors re-ranked per batch.
     pub rerank_batch: i64,

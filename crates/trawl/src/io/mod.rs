@@ -106,8 +106,10 @@ pub enum TaskRun {
     Interrupt,
     /// `COOP_TASKRUN` + `TASKRUN_FLAG` (the default): no interrupt; completions are posted at
     /// the thread's next kernel entry, which the engine makes when the flag says they are
-    /// pending. Measured on GloVe-400K (PipeSearch, 2 threads, 4 queries interleaved each):
-    /// ~8% more QPS and ~8% less process CPU per query than `Interrupt` (median of paired runs).
+    /// pending. Measured on GloVe-400K (PipeSearch, 2 threads, 4 queries interleaved each, 13
+    /// paired repetitions in three runs): QPS ratio to `Interrupt` median 1.025, range
+    /// 0.92–1.31 — no worse, not shown better beyond the disk's noise
+    /// (`bench/results/cpu-per-read.md`).
     #[default]
     Coop,
     /// `SINGLE_ISSUER` + `DEFER_TASKRUN` + `TASKRUN_FLAG`: completions are posted only when
