@@ -23,13 +23,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::explore::{corrupt, Frontier};
+use super::explore::{Frontier, KeptRecords};
 use super::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
-use super::source::{Expand, GraphSource, Held, PageRecords};
+use super::source::{Expand, GraphSource, Held};
 use super::{
     stop_part, BeamParams, QueryStats, SearchConfig, SearchError, Strategy, WidthSchedule,
 };
-use crate::graph::queue::VisitedSet;
 use crate::io::{Completion, IoEngine, ReadRequest};
 use crate::kernels::Element;
 
@@ -43,11 +42,8 @@ pub struct BeamQuery {
     held: Held,
     /// Frontier nodes expanded from records PageSearch kept.
     from_pages: Vec<u32>,
-    /// PageSearch: records of pages read and not expanded yet (`(id, offset in kept_bytes)`).
-    kept: Vec<(u32, u32)>,
-    kept_ids: VisitedSet,
-    kept_bytes: Vec<u8>,
-    page_ids: Vec<u32>,
+    /// PageSearch: records of pages read and not expanded yet.
+    kept: KeptRecords,
     page_search: bool,
     schedule: Option<WidthSchedule>,
     cap: usize,
@@ -89,7 +85,7 @@ impl BeamQuery {
             // round trip, and the reads are chosen from the list its neighbours updated.
             let mut eager = false;
             while let Some(c) = self.f.list.peek_unexpanded() {
-                if !self.kept_ids.contains(c.id) {
+                if !self.kept.contains(c.id) {
                     break;
                 }
                 self.f.list.pop_unexpanded();
@@ -114,7 +110,7 @@ impl BeamQuery {
             if g.hold(c.id, &mut self.held) {
                 continue;
             }
-            if self.page_search && self.kept_ids.contains(c.id) {
+            if self.page_search && self.kept.contains(c.id) {
                 self.from_pages.push(c.id);
                 continue;
             }
@@ -169,23 +165,8 @@ impl BeamQuery {
         id: u32,
         t: &mut Turn<'_, T>,
     ) -> Result<(), SearchError> {
-        let g = src.graph;
-        let records = page_records(g)?;
-        let rb = records.record_bytes();
-        let at = self
-            .kept
-            .iter()
-            .find(|h| h.0 == id)
-            .map(|h| h.1 as usize)
-            .ok_or_else(|| SearchError::Internal(format!("record {id} was not kept")))?;
-        let view = records
-            .decode(id, &self.kept_bytes[at..at + rb])
-            .map_err(|d| corrupt(g.path(), g.locate(id), d))?;
-        let x = &mut t.x;
-        self.f
-            .explore(&src.space, x.query, id, view, x.scratch, x.stats);
-        x.stats.traversal.page_hits += 1;
-        Ok(())
+        self.kept
+            .expand(src.graph, &src.space, &mut self.f, id, &mut t.x)
     }
 
     /// Adds the time since the last tick, weighted by reads in flight and by the width, to the
@@ -249,30 +230,10 @@ impl BeamQuery {
         bytes: &[u8],
         x: &mut Expand<'_, T>,
     ) -> Result<(), SearchError> {
-        let g = src.graph;
-        let records = page_records(g)?;
-        self.page_ids.clear();
-        records.ids_on_page(page, &mut self.page_ids);
-        let rb = records.record_bytes();
-        for i in 0..self.page_ids.len() {
-            let id = self.page_ids[i];
-            if self.f.is_scored(id) {
-                continue;
-            }
-            let view = records
-                .record(id, bytes)
-                .map_err(|d| corrupt(g.path(), page, d))?;
-            if self
-                .f
-                .score_on_page(&src.space, x.query, id, view, x.scratch, x.stats)
-                && self.kept_ids.insert(id)
-            {
-                let at = records.offset(id);
-                self.kept.push((id, self.kept_bytes.len() as u32));
-                self.kept_bytes.extend_from_slice(&bytes[at..at + rb]);
-            }
-        }
-        Ok(())
+        self.kept
+            .score_page(src.graph, &src.space, &mut self.f, page, bytes, x, |_| {
+                false
+            })
     }
 }
 
@@ -301,9 +262,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for BeamQuery {
         self.f.set_page_search(page_search);
         self.f.reset(n, cfg.l());
         self.page_search = page_search;
-        self.kept.clear();
-        self.kept_bytes.clear();
-        self.kept_ids.reset(if page_search { n } else { 0 });
+        self.kept.reset(n, page_search);
         self.schedule = dynamic_width;
         self.cap = width;
         self.pending = 0;
@@ -372,14 +331,6 @@ impl<'v, G: GraphSource + 'v> Traversal<'v, G> for BeamQuery {
     fn converging(&self) -> bool {
         self.short_round()
     }
-}
-
-/// The page records PageSearch reads (refused for such layouts when the parameters are
-/// checked, so a layout without them here is a bug).
-fn page_records<G: GraphSource>(g: &G) -> Result<&G::Records, SearchError> {
-    g.page_records().ok_or_else(|| {
-        SearchError::Internal("PageSearch on a layout whose pages hold no records".into())
-    })
 }
 
 /// Waits for at least one completion: polls for up to `spin`, then blocks.

@@ -1,7 +1,7 @@
 //! The step every search strategy shares: explore one node — from its record (vector and
 //! neighbours) or from its neighbour list alone.
 
-use super::source::{GraphSpace, PqCodesAt};
+use super::source::{Expand, GraphSource, GraphSpace, PageRecords, PqCodesAt};
 use super::{stop_part, QueryStats, SearchError};
 use crate::graph::queue::{CandidateList, Neighbor, VisitedSet};
 use crate::kernels::{self, Element};
@@ -230,4 +230,100 @@ pub(crate) fn sorted_results(full: &mut [Neighbor], k: usize, out: &mut Vec<(u32
     full.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
     out.clear();
     out.extend(full.iter().take(k).map(|n| (n.id, n.dist)));
+}
+
+/// PageSearch's copies of the records scored on pages read and not explored yet, shared by
+/// beam search and PipeSearch: a kept candidate is explored later from its copy, without a
+/// read. Copies rather than held pages keep the engine's slots bounded by the search width.
+#[derive(Debug, Default)]
+pub(crate) struct KeptRecords {
+    /// `(id, offset in bytes)` of each kept record.
+    kept: Vec<(u32, u32)>,
+    ids: VisitedSet,
+    bytes: Vec<u8>,
+    page_ids: Vec<u32>,
+}
+
+impl KeptRecords {
+    /// Forgets every kept record for a query over `n` nodes (`on`: PageSearch is used).
+    pub fn reset(&mut self, n: usize, on: bool) {
+        self.kept.clear();
+        self.bytes.clear();
+        self.ids.reset(if on { n } else { 0 });
+    }
+
+    /// Whether `id`'s record is kept.
+    #[inline]
+    pub fn contains(&self, id: u32) -> bool {
+        self.ids.contains(id)
+    }
+
+    /// Scores the records on `page` (its bytes, checked) except those whose exact distance is
+    /// known and those `skip` names, through [`Frontier::score_on_page`]; keeps a copy of each
+    /// record new to the query.
+    #[allow(clippy::too_many_arguments)]
+    pub fn score_page<G: GraphSource, T: Element>(
+        &mut self,
+        g: &G,
+        space: &GraphSpace<'_>,
+        f: &mut Frontier,
+        page: u64,
+        bytes: &[u8],
+        x: &mut Expand<'_, T>,
+        skip: impl Fn(u32) -> bool,
+    ) -> Result<(), SearchError> {
+        let records = page_records(g)?;
+        self.page_ids.clear();
+        records.ids_on_page(page, &mut self.page_ids);
+        let rb = records.record_bytes();
+        for i in 0..self.page_ids.len() {
+            let id = self.page_ids[i];
+            if f.is_scored(id) || skip(id) {
+                continue;
+            }
+            let view = records
+                .record(id, bytes)
+                .map_err(|d| corrupt(g.path(), page, d))?;
+            if f.score_on_page(space, x.query, id, view, x.scratch, x.stats) && self.ids.insert(id)
+            {
+                let at = records.offset(id);
+                self.kept.push((id, self.bytes.len() as u32));
+                self.bytes.extend_from_slice(&bytes[at..at + rb]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Explores `id` from its kept copy (counted as a page hit).
+    pub fn expand<G: GraphSource, T: Element>(
+        &self,
+        g: &G,
+        space: &GraphSpace<'_>,
+        f: &mut Frontier,
+        id: u32,
+        x: &mut Expand<'_, T>,
+    ) -> Result<(), SearchError> {
+        let records = page_records(g)?;
+        let rb = records.record_bytes();
+        let at = self
+            .kept
+            .iter()
+            .find(|h| h.0 == id)
+            .map(|h| h.1 as usize)
+            .ok_or_else(|| SearchError::Internal(format!("record {id} was not kept")))?;
+        let view = records
+            .decode(id, &self.bytes[at..at + rb])
+            .map_err(|d| corrupt(g.path(), g.locate(id), d))?;
+        f.explore(space, x.query, id, view, x.scratch, x.stats);
+        x.stats.traversal.page_hits += 1;
+        Ok(())
+    }
+}
+
+/// The page records PageSearch reads (refused for such layouts when the parameters are
+/// checked, so a layout without them here is a bug).
+pub(crate) fn page_records<G: GraphSource>(g: &G) -> Result<&G::Records, SearchError> {
+    g.page_records().ok_or_else(|| {
+        SearchError::Internal("PageSearch on a layout whose pages hold no records".into())
+    })
 }

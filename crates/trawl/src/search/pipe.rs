@@ -32,11 +32,10 @@
 
 use std::time::Instant;
 
-use super::explore::{corrupt, Frontier};
+use super::explore::{Frontier, KeptRecords};
 use super::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
-use super::source::{Expand, GraphSource, GraphSpace, Held, PageRecords};
+use super::source::{Expand, GraphSource, GraphSpace, Held};
 use super::{stop_part, QueryStats, SearchConfig, SearchError, Strategy};
-use crate::graph::queue::VisitedSet;
 use crate::io::{Completion, IoEngine, ReadRequest, Slot};
 use crate::kernels::Element;
 
@@ -257,13 +256,9 @@ pub struct PipeQuery {
     held: Held,
     /// The traversal has converged; reads still in flight are waited out.
     finishing: bool,
-    /// PageSearch: records of landed pages scored but not explored yet (`(id, offset in
-    /// kept_bytes)`), and their ids.
+    /// PageSearch: records of landed pages scored but not explored yet.
     page_search: bool,
-    kept: Vec<(u32, u32)>,
-    kept_ids: VisitedSet,
-    kept_bytes: Vec<u8>,
-    page_ids: Vec<u32>,
+    kept: KeptRecords,
 }
 
 impl PipeQuery {
@@ -337,7 +332,7 @@ impl PipeQuery {
         let Some(c) = self.f.list.pop_unexpanded() else {
             return Ok(false);
         };
-        if self.page_search && self.kept_ids.contains(c.id) {
+        if self.page_search && self.kept.contains(c.id) {
             self.ready.push(Pending {
                 id: c.id,
                 dist: c.dist,
@@ -359,59 +354,11 @@ impl PipeQuery {
         bytes: &[u8],
         x: &mut Expand<'_, T>,
     ) -> Result<(), SearchError> {
-        let g = src.graph;
-        let records = g.page_records().ok_or_else(|| {
-            SearchError::Internal("PageSearch on a layout whose pages hold no records".into())
-        })?;
-        self.page_ids.clear();
-        records.ids_on_page(page, &mut self.page_ids);
-        let rb = records.record_bytes();
-        for i in 0..self.page_ids.len() {
-            let id = self.page_ids[i];
-            if self.f.is_scored(id) || self.ready.iter().any(|p| p.read == r && p.id == id) {
-                continue;
-            }
-            let view = records
-                .record(id, bytes)
-                .map_err(|d| corrupt(g.path(), page, d))?;
-            if self
-                .f
-                .score_on_page(&src.space, x.query, id, view, x.scratch, x.stats)
-                && self.kept_ids.insert(id)
-            {
-                let at = records.offset(id);
-                self.kept.push((id, self.kept_bytes.len() as u32));
-                self.kept_bytes.extend_from_slice(&bytes[at..at + rb]);
-            }
-        }
-        Ok(())
-    }
-
-    /// Explores `id` from the copy of its record PageSearch kept.
-    fn expand_kept<G: GraphSource, T: Element>(
-        &mut self,
-        src: &GraphView<'_, G>,
-        id: u32,
-        x: &mut Expand<'_, T>,
-    ) -> Result<(), SearchError> {
-        let g = src.graph;
-        let records = g.page_records().ok_or_else(|| {
-            SearchError::Internal("PageSearch on a layout whose pages hold no records".into())
-        })?;
-        let rb = records.record_bytes();
-        let at = self
-            .kept
-            .iter()
-            .find(|h| h.0 == id)
-            .map(|h| h.1 as usize)
-            .ok_or_else(|| SearchError::Internal(format!("record {id} was not kept")))?;
-        let view = records
-            .decode(id, &self.kept_bytes[at..at + rb])
-            .map_err(|d| corrupt(g.path(), g.locate(id), d))?;
-        self.f
-            .explore(&src.space, x.query, id, view, x.scratch, x.stats);
-        x.stats.traversal.page_hits += 1;
-        Ok(())
+        let ready = &self.ready;
+        self.kept
+            .score_page(src.graph, &src.space, &mut self.f, page, bytes, x, |id| {
+                ready.iter().any(|p| p.read == r && p.id == id)
+            })
     }
 
     /// Explores the nearest arrived record; returns whether there was one.
@@ -431,7 +378,8 @@ impl PipeQuery {
         if p.read == NO_READ {
             g.expand_held(&src.space, &mut self.f, p.id, &self.held, &mut t.x)?;
         } else if p.read == KEPT {
-            self.expand_kept(src, p.id, &mut t.x)?;
+            self.kept
+                .expand(src.graph, &src.space, &mut self.f, p.id, &mut t.x)?;
         } else {
             let rd = self.reads[p.read as usize];
             let slot = rd
@@ -594,10 +542,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
         self.page_search = pp.page_search;
         self.f.set_page_search(pp.page_search);
         self.f.reset(space.n, cfg.l());
-        self.kept.clear();
-        self.kept_bytes.clear();
-        self.kept_ids
-            .reset(if pp.page_search { space.n } else { 0 });
+        self.kept.reset(space.n, pp.page_search);
         self.held.clear();
         // Overlapping initialisation: the nearest entries' reads go out first.
         let first = entry.len().min(self.width.width());
