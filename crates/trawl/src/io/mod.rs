@@ -102,15 +102,15 @@ impl Default for EngineConfig {
 /// user-space loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TaskRun {
-    /// The kernel's default: each completion interrupts the thread to be posted.
-    Interrupt,
-    /// `COOP_TASKRUN` + `TASKRUN_FLAG` (the default): no interrupt; completions are posted at
-    /// the thread's next kernel entry, which the engine makes when the flag says they are
-    /// pending. Measured on GloVe-400K (PipeSearch, 2 threads, 4 queries interleaved each, 13
-    /// paired repetitions in three runs): QPS ratio to `Interrupt` median 1.025, range
-    /// 0.92–1.31 — no worse, not shown better beyond the disk's noise
-    /// (`bench/results/cpu-per-read.md`).
+    /// The kernel's default (and trawl's): each completion interrupts the thread to be posted.
     #[default]
+    Interrupt,
+    /// `COOP_TASKRUN` + `TASKRUN_FLAG`: no interrupt; completions are posted at the thread's
+    /// next kernel entry, which the engine makes when the flag says they are pending. Measured
+    /// on GloVe-400K (`bench/results/cpu-per-read.md`): with polling, QPS ratio to `Interrupt`
+    /// median 1.025 over 13 paired repetitions (0.92–1.31) and far less completion work; without
+    /// polling ~1 µs more CPU per page (the system call that collects completions) and up to
+    /// 10% fewer QPS for beam search — so not the default.
     Coop,
     /// `SINGLE_ISSUER` + `DEFER_TASKRUN` + `TASKRUN_FLAG`: completions are posted only when
     /// the thread asks for them, in one batch; the ring belongs to one thread, so an engine
