@@ -157,61 +157,47 @@ class TrawlIndex(TrawlSide):
         self.idx = Path(ds.base).parent / (f"trawl-peers-{ds.metric}-R{args.R}-L{args.L}"
                                            f"-pq{args.pq_bytes}")
         self._build: dict | None = None
-        self._layout: dict | None = None
-        self._shuffle: dict | None = None
+        self._layouts: dict[str, dict] = {}
 
     def build_once(self, work: Path) -> dict:
         if self._build is None:
             self._build = self.build(work)
         return self._build
 
-    def layout_once(self, work: Path) -> dict:
-        if self._layout is not None:
-            return self._layout
-        built = json.loads((self.idx / PARAMS_FILE).read_text())["when"]
-        rec_path = self.idx / self.LAYOUT_FILE
-        if rec_path.exists() and (self.idx / "graph.trawl").exists() and \
-                (self.idx / "vectors.trawl").exists() and not self.args.rebuild:
-            rec = json.loads(rec_path.read_text())
-            if rec.get("index_built") == built:
-                log(f"  trawl: reusing the decoupled layout of {self.idx} ({rec['when']})")
-                self._layout = dict(rec["layout"], reused=True, reused_from=rec["when"])
-                return self._layout
-        report = work / "trawl-layout-report.json"
-        m, io = run_io([self.exe, "layout", self.idx, "--decoupled", "--report", report,
-                        "--quiet"], work / "trawl-layout.log")
-        rep = json.loads(report.read_text())
-        lay = {"secs": m.wall_secs, "peak_rss_bytes": m.peak_rss_bytes,
-               "cpu_secs": m.user_secs + m.sys_secs, "report": rep, "log": m.log_path,
-               "reused": False}
-        write_json(rec_path, {"index_built": built, "layout": lay, "when": when()})
-        self._layout = lay
-        return lay
+    # The extra layouts `trawl layout` writes: flag, files it leaves, cache record, log stem,
+    # name in the log.
+    LAYOUTS = {
+        "decoupled": ("--decoupled", ("graph.trawl", "vectors.trawl"), LAYOUT_FILE,
+                      "trawl-layout", "decoupled"),
+        "shuffle": ("--shuffle", ("packed-shuffled.trawl",), "peers-shuffle.json",
+                    "trawl-shuffle", "PageShuffle"),
+    }
 
-
-    def shuffle_once(self, work: Path) -> dict:
-        """`trawl layout --shuffle` (packed-shuffled.trawl), measured and cached like the
-        decoupled layout."""
-        if self._shuffle is not None:
-            return self._shuffle
+    def layout_once(self, work: Path, kind: str = "decoupled") -> dict:
+        """`trawl layout --decoupled` or `--shuffle` on the index, measured once and cached
+        (reused while the index it was written from is the same build)."""
+        if kind in self._layouts:
+            return self._layouts[kind]
+        flag, files, record, stem, what = self.LAYOUTS[kind]
         built = json.loads((self.idx / PARAMS_FILE).read_text())["when"]
-        rec_path = self.idx / "peers-shuffle.json"
-        if rec_path.exists() and (self.idx / "packed-shuffled.trawl").exists() and \
+        rec_path = self.idx / record
+        if rec_path.exists() and all((self.idx / f).exists() for f in files) and \
                 not self.args.rebuild:
             rec = json.loads(rec_path.read_text())
             if rec.get("index_built") == built:
-                log(f"  trawl: reusing the PageShuffle layout of {self.idx} ({rec['when']})")
-                self._shuffle = dict(rec["layout"], reused=True, reused_from=rec["when"])
-                return self._shuffle
-        report = work / "trawl-shuffle-report.json"
-        m, io = run_io([self.exe, "layout", self.idx, "--shuffle", "--report", report,
-                        "--quiet"], work / "trawl-shuffle.log")
+                log(f"  trawl: reusing the {what} layout of {self.idx} ({rec['when']})")
+                self._layouts[kind] = dict(rec["layout"], reused=True,
+                                           reused_from=rec["when"])
+                return self._layouts[kind]
+        report = work / f"{stem}-report.json"
+        m, io = run_io([self.exe, "layout", self.idx, flag, "--report", report, "--quiet"],
+                       work / f"{stem}.log")
         rep = json.loads(report.read_text()) if report.exists() else {}
         lay = {"secs": m.wall_secs, "peak_rss_bytes": m.peak_rss_bytes,
                "cpu_secs": m.user_secs + m.sys_secs, "report": rep, "log": m.log_path,
                "reused": False}
         write_json(rec_path, {"index_built": built, "layout": lay, "when": when()})
-        self._shuffle = lay
+        self._layouts[kind] = lay
         return lay
 
 
@@ -380,8 +366,8 @@ class TrawlPeer:
         b = dict(self.index.build_once(work))
         b["index_dir"] = str(self.index.idx)
         if self.name in ("trawl-decoupled", "trawl-c5", "trawl-pipe-ps"):
-            lay = (self.index.layout_once(work) if self.name == "trawl-decoupled"
-                   else self.index.shuffle_once(work))
+            lay = self.index.layout_once(
+                work, "decoupled" if self.name == "trawl-decoupled" else "shuffle")
             b["layout"] = lay
             b["build_secs"] = b["build_secs"] + lay["secs"]
             b["peak_rss_bytes"] = max(b["peak_rss_bytes"], lay["peak_rss_bytes"])
