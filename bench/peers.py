@@ -155,7 +155,7 @@ class TrawlIndex(TrawlSide):
     def __init__(self, ds: datasets.Dataset, args: argparse.Namespace):
         super().__init__(ds, args)
         self.idx = Path(ds.base).parent / (f"trawl-peers-{ds.metric}-R{args.R}-L{args.L}"
-                                           f"-pq{args.pq_bytes}")
+                                           f"-pq{args.pq_bytes}{'-opq' if self.opq else ''}")
         self._build: dict | None = None
         self._layouts: dict[str, dict] = {}
 
@@ -210,8 +210,9 @@ class TrawlIvfIndex(TrawlSide):
         self.pq_bytes = args.ivf_pq_bytes or args.pq_bytes
         self.params.update(kind="ivf", ivf_list_size=args.ivf_list_size,
                            ivf_epsilon=args.ivf_epsilon, pq_bytes=self.pq_bytes)
-        for k in ("R", "L"):
+        for k in ("R", "L", "opq"):
             self.params.pop(k, None)
+        self.opq = False  # --opq is for the graph sides; the IVF build does not take it here
         self.idx = Path(ds.base).parent / (f"trawl-peers-ivf-{ds.metric}-ls{args.ivf_list_size}"
                                            f"-eps{args.ivf_epsilon}-pq{self.pq_bytes}")
         self._build: dict | None = None
@@ -357,7 +358,8 @@ class TrawlPeer:
         il = (f"; QPS sweeps --interleave {self.interleave}, 1-thread latency sweeps one query "
               "at a time" if self.interleave != 1 else "")
         return {"ram": ram, "disk": disk, "flags": " ".join(self.flags) + il,
-                "build": "`trawl build` (R, L, α 1.2, PQ bytes, entry index 1%)" +
+                "build": "`trawl build` (R, L, α 1.2, PQ bytes, entry index 1%" +
+                         (", OPQ rotation)" if self.index.opq else ")") +
                          {"trawl-decoupled": " + `trawl layout --decoupled`",
                           "trawl-c5": " + `trawl layout --shuffle`",
                           "trawl-pipe-ps": " + `trawl layout --shuffle`"}.get(self.name, "")}
@@ -1087,6 +1089,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="PQ bytes per vector (capped at the dimension); IVF-PQ's m is the "
                         "divisor of the dimension closest to it")
     g.add_argument("-k", type=int, default=10)
+    g.add_argument("--opq", action="store_true",
+                   help="trawl graph sides: build with `trawl build --opq` (optimised PQ: a learned "
+                        "rotation before the PQ codebooks; same code size). DiskANN's disk build "
+                        "has no OPQ, so this is trawl's technique, not a changed budget")
     g.add_argument("--beam-width", type=int, default=4, help="trawl -W and diskann beam width")
     g.add_argument("--entry-list", type=int, default=10, help="trawl-pipe --entry-list")
     g.add_argument("--cache-nodes", type=int, default=0,

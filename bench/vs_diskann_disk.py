@@ -301,8 +301,13 @@ class TrawlSide:
         self.params = {"R": args.R, "L": args.L, "pq_bytes": args.pq_bytes, "metric": ds.metric,
                        "threads": args.threads, "data": ds.base,
                        "data_bytes": Path(ds.base).stat().st_size, "trawl": trawl_identity()}
+        # `--opq` (optimised PQ) is part of the build's identity when on; absent, the params
+        # and directory names stay as they were, so older cached builds are still reused.
+        self.opq = bool(getattr(args, "opq", False))
+        if self.opq:
+            self.params["opq"] = True
         self.idx = Path(ds.base).parent / (f"trawl-disk-{ds.metric}-R{args.R}-L{args.L}"
-                                           f"-pq{args.pq_bytes}")
+                                           f"-pq{args.pq_bytes}{'-opq' if self.opq else ''}")
 
     def build(self, work: Path) -> dict:
         rec = None if self.args.rebuild else cached_build(self.idx, self.params)
@@ -315,7 +320,7 @@ class TrawlSide:
         m, io = run_io([self.exe, "build", self.ds.base, self.idx, "--metric", self.ds.metric,
                         "-R", self.args.R, "-L", self.args.L, "--pq-bytes", self.args.pq_bytes,
                         "--threads", self.args.threads, "--alpha", "1.2", "--report", report,
-                        "--quiet"],
+                        "--quiet", *(["--opq"] if self.opq else [])],
                        work / "trawl-build.log")
         rep = json.loads(report.read_text())
         db = dir_bytes(self.idx)

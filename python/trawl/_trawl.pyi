@@ -38,6 +38,7 @@ class BuildParams:
     seed: int
     memory_budget_gb: Optional[float]
     saturate: bool
+    opq: bool
     entry_ratio: float
     entry_degree: int
     entry_build_list: int
@@ -67,6 +68,7 @@ class BuildParams:
         seed: int = ...,
         memory_budget_gb: Optional[float] = None,
         saturate: bool = False,
+        opq: bool = False,
         entry_ratio: float = 0.01,
         entry_degree: int = 32,
         entry_build_list: int = 64,

@@ -303,8 +303,14 @@ fn index_dir(
     );
     if let Some(b) = &info.build {
         println!(
-            "build:   R = {}, L = {}, alpha = {}, {} PQ bytes, entry ratio {}, seed {}",
-            b.r, b.l, b.alpha, b.pq_bytes, b.entry_ratio, b.seed
+            "build:   R = {}, L = {}, alpha = {}, {} PQ bytes{}, entry ratio {}, seed {}",
+            b.r,
+            b.l,
+            b.alpha,
+            b.pq_bytes,
+            if b.opq { " (OPQ)" } else { "" },
+            b.entry_ratio,
+            b.seed
         );
     }
     if layout == trawl::index::IndexLayout::Decoupled {
@@ -418,7 +424,7 @@ fn index_dir(
     }
     let mem = ix.memory();
     println!(
-        "memory at search time: {} (PQ codes {}, codebooks {}, page checksums and order map {}, entry index {}; plus the cache if one is asked for)",
+        "memory at search time: {} (PQ codes {}, codebooks {} (with the OPQ rotation if any), page checksums and order map {}, entry index {}; plus the cache if one is asked for)",
         human_bytes(mem.total()),
         human_bytes(mem.pq_codes_bytes),
         human_bytes(mem.pq_codebook_bytes),

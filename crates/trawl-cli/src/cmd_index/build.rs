@@ -10,7 +10,7 @@ use trawl::graph::VamanaParams;
 use trawl::index::{self, DiskIndex, IndexParams, OpenOptions};
 use trawl::layout::decoupled::vectors::VectorParams;
 use trawl::progress::Control;
-use trawl::quant::pq::PqParams;
+use trawl::quant::pq::{PqParams, OPQ_ITERS};
 use trawl::search::entry::{EntryParams, EntrySampling};
 use trawl::Metric;
 
@@ -57,6 +57,11 @@ pub struct BuildArgs {
     /// reads as many pages per query at equal recall and computes fewer PQ distances).
     #[arg(long)]
     pub saturate: bool,
+    /// Optimised PQ: learn an orthogonal rotation of the vectors together with the PQ
+    /// codebooks (8 alternations on at most 64 Ki vectors), for a lower quantisation error and
+    /// better-ranked neighbours at the same code size; costs dim² multiply-adds per query.
+    #[arg(long)]
+    pub opq: bool,
     /// Share of the vectors sampled into the in-memory entry index (0 = no entry index).
     #[arg(long, default_value_t = EntryParams::default().ratio)]
     pub entry_ratio: f64,
@@ -175,6 +180,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
         pq: PqParams {
             bytes_per_vector: pq_bytes,
             seed: args.seed,
+            opq_iters: if args.opq { OPQ_ITERS } else { 0 },
             ..PqParams::default()
         },
         entry: (args.entry_ratio > 0.0).then_some(EntryParams {

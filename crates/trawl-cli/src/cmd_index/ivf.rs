@@ -11,7 +11,7 @@ use trawl::data::{GroundTruth, Matrix};
 use trawl::index::{open_any, AnyIndex, IndexKind, Manifest};
 use trawl::ivf::{IvfIndex, IvfParams, IvfSearchParams, IvfVectorLayout};
 use trawl::progress::Control;
-use trawl::quant::pq::PqParams;
+use trawl::quant::pq::{PqParams, OPQ_ITERS};
 use trawl::Element;
 
 use super::bench::BenchRow;
@@ -184,6 +184,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::ivf::IvfBuildRepo
         pq: PqParams {
             bytes_per_vector: pq_bytes,
             seed: args.seed,
+            opq_iters: if args.opq { OPQ_ITERS } else { 0 },
             ..PqParams::default()
         },
         seed: args.seed,

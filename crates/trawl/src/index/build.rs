@@ -144,6 +144,8 @@ pub struct IndexBuildReport {
     pub metric: String,
     /// PQ bytes per vector.
     pub pq_bytes_per_vector: usize,
+    /// Whether the PQ carries an OPQ rotation (`PqParams::opq_iters > 0`).
+    pub pq_opq: bool,
     /// Seconds to train and encode PQ.
     pub pq_secs: f64,
     /// Seconds of the graph build.
@@ -283,6 +285,7 @@ fn build_with<T: Element>(
             // 1.2f32 as 1.2, not 1.2000000476837158.
             alpha: params.graph.alpha.to_string().parse().unwrap_or(0.0),
             pq_bytes: pq.m(),
+            opq: pq.rotation().is_some(),
             entry_ratio: params.entry.map_or(0.0, |e| e.ratio),
             memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
             seed: params.graph.seed,
@@ -306,6 +309,7 @@ fn build_with<T: Element>(
         dtype: T::DTYPE.name().into(),
         metric: params.metric.name().into(),
         pq_bytes_per_vector: pq.m(),
+        pq_opq: params.pq.opq_iters > 0,
         pq_secs,
         graph_secs,
         layout_secs,

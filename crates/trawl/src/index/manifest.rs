@@ -66,6 +66,9 @@ pub struct BuildRecord {
     pub memory_budget_bytes: u64,
     /// Graph build seed (IVF: the clustering's seed; R, L and α are the centroid graph's).
     pub seed: u64,
+    /// The PQ carries an OPQ rotation (`--opq`); absent from the manifest when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opq: bool,
     /// IVF index: its clustering and replication parameters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ivf: Option<IvfRecord>,

@@ -169,7 +169,7 @@ impl OpenError {
 pub struct MemoryReport {
     /// PQ codes.
     pub pq_codes_bytes: u64,
-    /// PQ codebooks.
+    /// PQ codebooks (both layouts the tables are filled from) and the OPQ rotation.
     pub pq_codebook_bytes: u64,
     /// The layout's handle: the packed file's page checksums (and for the PageShuffle layout
     /// its order table and id → slot map, 8 bytes per node); for the decoupled layout the
@@ -392,7 +392,7 @@ impl DiskIndex {
         let (cache_bytes, list_cache_bytes) = self.layout.cache_bytes();
         MemoryReport {
             pq_codes_bytes: self.codes.as_ref().map_or(0, |c| c.as_bytes().len() as u64),
-            pq_codebook_bytes: self.pq.centroids().len() as u64 * 4,
+            pq_codebook_bytes: self.pq.heap_bytes(),
             checksum_bytes: self.layout.heap_bytes() as u64,
             cache_bytes,
             entry_bytes: self.entry.as_ref().map_or(0, |e| e.heap_bytes() as u64),

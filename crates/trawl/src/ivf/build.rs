@@ -337,6 +337,7 @@ pub fn build_ivf<T: Element>(
                 .parse()
                 .unwrap_or(0.0),
             pq_bytes: pq.m(),
+            opq: pq.rotation().is_some(),
             entry_ratio: 0.0,
             memory_budget_bytes: 0,
             seed: params.seed,

@@ -220,7 +220,7 @@ impl IvfIndex {
             centroid_graph: self.meta.graph.heap_bytes() as u64,
             posting_lists: (self.meta.list_offsets.len() * 8 + self.meta.list_ids.len() * 4) as u64,
             pq_codes: self.codes.as_bytes().len() as u64,
-            pq_codebooks: (self.pq.centroids().len() * 4) as u64,
+            pq_codebooks: self.pq.heap_bytes(),
             vector_table: self.vectors.heap_bytes(),
         }
     }

@@ -122,6 +122,17 @@ pub(crate) fn train_with(
     Ok(km)
 }
 
+/// Up to `iters` Lloyd iterations from `km`'s centroids (a warm start: no seeding, no bars).
+/// `points` must have `km.dim` columns and be finite (not checked).
+pub(crate) fn refine(
+    km: &mut KMeans,
+    points: &[f32],
+    iters: usize,
+    ctl: &Control,
+) -> Result<(), KMeansError> {
+    lloyd(km, points, iters, ctl, &Control::silent())
+}
+
 /// `count` rows of `data` drawn uniformly without replacement, kept in index order.
 fn sample_rows(data: &[f32], dim: usize, count: usize, rng: &mut ChaCha8Rng) -> Vec<f32> {
     let mut idx = sample(rng, data.len() / dim, count).into_vec();

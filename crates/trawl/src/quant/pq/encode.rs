@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::{prepare, PqError, ProductQuantizer};
+use super::{PqError, ProductQuantizer};
 use crate::data::Matrix;
 use crate::kernels::kmeans::TransposedCentroids;
 use crate::kernels::Element;
@@ -65,13 +65,13 @@ impl PqCodes {
 }
 
 /// Per-subspace transposed codebooks for fast nearest-centroid search.
-struct Encoder<'a> {
+pub(super) struct Encoder<'a> {
     pq: &'a ProductQuantizer,
     books: Vec<TransposedCentroids>,
 }
 
 impl<'a> Encoder<'a> {
-    fn new(pq: &'a ProductQuantizer) -> Self {
+    pub(super) fn new(pq: &'a ProductQuantizer) -> Self {
         let books = (0..pq.m())
             .map(|s| {
                 let w = pq.bounds[s + 1] - pq.bounds[s];
@@ -81,9 +81,9 @@ impl<'a> Encoder<'a> {
         Self { pq, books }
     }
 
-    /// Encodes a prepared (`f32`, normalised for cosine) vector.
+    /// Encodes a prepared (`f32`, normalised for cosine, rotated with OPQ) vector.
     #[inline]
-    fn encode_prepared(&self, x: &[f32], out: &mut [u8]) {
+    pub(super) fn encode_prepared(&self, x: &[f32], out: &mut [u8]) {
         for ((o, book), b) in out
             .iter_mut()
             .zip(&self.books)
@@ -108,9 +108,10 @@ impl ProductQuantizer {
             .try_for_each(|(t, out)| {
                 ctl.check()?;
                 let mut buf = vec![0f32; self.dim];
+                let mut tmp = vec![0f32; self.dim];
                 for (i, o) in out.chunks_exact_mut(m).enumerate() {
                     let row = t * ROWS_PER_TASK + i;
-                    if !prepare(self.metric, data.row(row), &mut buf) {
+                    if !self.prepare_rotated(data.row(row), &mut tmp, &mut buf) {
                         return Err(PqError::NonFinite { row });
                     }
                     enc.encode_prepared(&buf, o);
@@ -131,7 +132,8 @@ impl ProductQuantizer {
         self.check_len("vector", self.dim, x.len())?;
         self.check_len("code", self.m(), out.len())?;
         let mut buf = vec![0f32; self.dim];
-        if !prepare(self.metric, x, &mut buf) {
+        let mut tmp = vec![0f32; self.dim];
+        if !self.prepare_rotated(x, &mut tmp, &mut buf) {
             return Err(PqError::NonFinite { row: 0 });
         }
         Encoder::new(self).encode_prepared(&buf, out);

@@ -1,17 +1,20 @@
 //! PQ files: the quantiser (codebooks) and the codes, each in a trawl envelope
 //! ([`crate::layout::header`]: magic, version, length, CRC-32). All integers little-endian.
 //!
-//! **Quantiser** — magic `TRAWLPQ\0`, version 1, payload:
+//! **Quantiser** — magic `TRAWLPQ\0`, version 1 (plain PQ) or 2 (with an OPQ rotation; a
+//! plain quantiser is still written as version 1, byte for byte as before), payload:
 //!
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 1 | metric code ([`Metric::code`]: 0 L2, 1 inner product, 2 cosine) |
-//! | 1 | 3 | reserved, zero |
+//! | 1 | 1 | flags: bit 0 = a rotation follows the codebooks (version 2 only); other bits zero |
+//! | 2 | 2 | reserved, zero |
 //! | 4 | 4 | `dim`, `u32` |
 //! | 8 | 4 | `M` (subspaces = bytes per code), `u32`, `1 ≤ M ≤ dim` |
 //! | 12 | 4 | `ks` (centroids per subspace), `u32`, `1 ≤ ks ≤ 256` |
 //! | 16 | 4·(M+1) | subspace boundaries, `u32`, strictly increasing from 0 to `dim` |
 //! | 20+4M | 4·ks·dim | codebooks, `f32`: subspace `s` is `ks × width(s)` row-major, subspaces in order |
+//! | 20+4M+4·ks·dim | 4·dim² | flag bit 0 only: the rotation `R`, `f32`, row-major (`x ↦ R x`); must be orthogonal to 1e-3 |
 //!
 //! **Codes** — magic `TRAWLPQC`, version 1, payload:
 //!
@@ -28,15 +31,18 @@
 
 use std::path::Path;
 
-use super::{PqCodes, ProductQuantizer, MAX_CENTROIDS};
+use super::{PqCodes, ProductQuantizer, Rotation, MAX_CENTROIDS};
 use crate::kernels::Metric;
 use crate::layout::bytes::{ByteReader, ByteWriter, ShortPayload};
 use crate::layout::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 
 /// Magic of a PQ quantiser file.
 pub const PQ_MAGIC: [u8; 8] = *b"TRAWLPQ\0";
-/// Current version of the PQ quantiser format.
-pub const PQ_VERSION: u32 = 1;
+/// Current version of the PQ quantiser format (2 adds the OPQ rotation; version 1 files, which
+/// have none, still load, and a quantiser without a rotation is still written as version 1).
+pub const PQ_VERSION: u32 = 2;
+/// Flag bit: the OPQ rotation follows the codebooks.
+const FLAG_ROTATION: u8 = 1;
 /// Magic of a PQ codes file.
 pub const PQ_CODES_MAGIC: [u8; 8] = *b"TRAWLPQC";
 /// Current version of the PQ codes format.
@@ -63,7 +69,8 @@ impl ProductQuantizer {
     pub fn save(&self, path: &Path) -> Result<u64, FileError> {
         let mut w = ByteWriter::new();
         w.u8(self.metric.code());
-        w.bytes(&[0; 3]);
+        w.u8(if self.rotation.is_some() { FLAG_ROTATION } else { 0 });
+        w.bytes(&[0; 2]);
         w.u32(to_u32(path, "dim", self.dim)?);
         w.u32(to_u32(path, "M", self.m())?);
         w.u32(to_u32(path, "ks", self.ks)?);
@@ -71,22 +78,35 @@ impl ProductQuantizer {
             w.u32(to_u32(path, "bound", b)?);
         }
         w.f32s(&self.centroids);
-        let mut env = EnvelopeWriter::create(path, PQ_MAGIC, PQ_VERSION)?;
+        if let Some(r) = &self.rotation {
+            w.f32s(r.rows());
+        }
+        let version = if self.rotation.is_some() { 2 } else { 1 };
+        let mut env = EnvelopeWriter::create(path, PQ_MAGIC, version)?;
         env.write(&w.into_inner())?;
         env.finish()
     }
 
     /// Reads a quantiser written by [`ProductQuantizer::save`], verifying it fully.
     pub fn load(path: &Path) -> Result<Self, FileError> {
-        let (_, payload) = read_envelope(path, PQ_MAGIC, "PQ quantiser", PQ_VERSION)?;
+        let (version, payload) = read_envelope(path, PQ_MAGIC, "PQ quantiser", PQ_VERSION)?;
         let mut r = ByteReader::new(&payload);
         let e = short(path);
         let metric_code = r.u8().map_err(&e)?;
         let metric = Metric::from_code(metric_code)
             .ok_or_else(|| invalid(path, format!("unknown metric code {metric_code}")))?;
-        if r.bytes(3).map_err(&e)? != [0, 0, 0] {
+        let flags = r.u8().map_err(&e)?;
+        let allowed = if version >= 2 { FLAG_ROTATION } else { 0 };
+        if flags & !allowed != 0 {
+            return Err(invalid(
+                path,
+                format!("unknown flags {flags:#04x} for format version {version}"),
+            ));
+        }
+        if r.bytes(2).map_err(&e)? != [0, 0] {
             return Err(invalid(path, "reserved bytes are not zero"));
         }
+        let rotated = flags & FLAG_ROTATION != 0;
         let dim = r.u32().map_err(&e)? as usize;
         let m = r.u32().map_err(&e)? as usize;
         let ks = r.u32().map_err(&e)? as usize;
@@ -102,18 +122,28 @@ impl ProductQuantizer {
             .into_iter()
             .map(|b| b as usize)
             .collect();
-        let expected = ks * dim * 4;
+        let rotation_bytes = if rotated { dim * dim * 4 } else { 0 };
+        let expected = ks * dim * 4 + rotation_bytes;
         if r.remaining() != expected {
             return Err(invalid(
                 path,
                 format!(
-                    "codebooks take {} bytes, expected {expected} for ks {ks} × dim {dim}",
+                    "codebooks{} take {} bytes, expected {expected} for ks {ks} × dim {dim}",
+                    if rotated { " and rotation" } else { "" },
                     r.remaining()
                 ),
             ));
         }
         let centroids = r.f32s(ks * dim).map_err(&e)?;
-        ProductQuantizer::from_parts(metric, dim, bounds, ks, centroids).ok_or_else(|| {
+        let rotation = if rotated {
+            let rows = r.f32s(dim * dim).map_err(&e)?;
+            Some(Rotation::from_rows(dim, rows).ok_or_else(|| {
+                invalid(path, "the OPQ rotation is not finite and orthogonal")
+            })?)
+        } else {
+            None
+        };
+        ProductQuantizer::from_parts(metric, dim, bounds, ks, centroids, rotation).ok_or_else(|| {
             invalid(
                 path,
                 "subspace boundaries not increasing from 0 to dim, or a centroid not finite",

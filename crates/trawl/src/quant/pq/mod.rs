@@ -28,10 +28,12 @@
 
 mod encode;
 pub mod file;
+mod rotation;
 mod table;
 mod train;
 
 pub use encode::PqCodes;
+pub use rotation::Rotation;
 pub use file::{PQ_CODES_MAGIC, PQ_CODES_VERSION, PQ_MAGIC, PQ_VERSION};
 pub use table::QueryTable;
 
@@ -55,7 +57,16 @@ pub struct PqParams {
     pub iters: usize,
     /// Seed of the sample and of every codebook's k-means.
     pub seed: u64,
+    /// OPQ: alternations of codebook training and rotation fitting before the final codebooks
+    /// (0 = plain PQ, no rotation). [`OPQ_ITERS`] is a good value; each costs a few k-means
+    /// iterations on at most [`OPQ_SAMPLE`] vectors plus a `dim × dim` polar decomposition.
+    pub opq_iters: usize,
 }
+
+/// Alternations of OPQ training `trawl build --opq` runs.
+pub const OPQ_ITERS: usize = 8;
+/// Most vectors OPQ fits its rotation on (a seeded subsample of the PQ training sample).
+pub const OPQ_SAMPLE: usize = 65_536;
 
 impl Default for PqParams {
     fn default() -> Self {
@@ -64,6 +75,7 @@ impl Default for PqParams {
             max_sample: 256 * 1024,
             iters: 12,
             seed: 0,
+            opq_iters: 0,
         }
     }
 }
@@ -156,6 +168,8 @@ pub struct ProductQuantizer {
     /// (a dimension's values of all centroids contiguous), so a distance table row is filled
     /// by vector operations over the centroids.
     by_dim: Vec<f32>,
+    /// OPQ's rotation, applied after [`prepare`]; `None` for plain PQ.
+    rotation: Option<Rotation>,
 }
 
 /// Boundaries of `m` contiguous subspaces of `dim` whose widths differ by at most one.
@@ -177,8 +191,10 @@ impl ProductQuantizer {
         bounds: Vec<usize>,
         ks: usize,
         centroids: Vec<f32>,
+        rotation: Option<Rotation>,
     ) -> Option<Self> {
         let ok = dim >= 1
+            && rotation.as_ref().is_none_or(|r| r.dim() == dim)
             && bounds.len() >= 2
             && bounds.len() - 1 <= dim
             && bounds.first() == Some(&0)
@@ -206,7 +222,33 @@ impl ProductQuantizer {
             ks,
             centroids,
             by_dim,
+            rotation,
         })
+    }
+
+    /// OPQ's rotation (vectors are quantised as `R x` after [`prepare`]); `None` for plain PQ.
+    pub fn rotation(&self) -> Option<&Rotation> {
+        self.rotation.as_ref()
+    }
+
+    /// [`prepare`] then, with OPQ, the rotation: `out` is what the codebooks quantise. `tmp`
+    /// is scratch of length `dim` (used only with a rotation). `false` if a value is not
+    /// finite.
+    #[inline]
+    pub(crate) fn prepare_rotated<T: Element>(
+        &self,
+        x: &[T],
+        tmp: &mut [f32],
+        out: &mut [f32],
+    ) -> bool {
+        match &self.rotation {
+            None => prepare(self.metric, x, out),
+            Some(r) => {
+                let ok = prepare(self.metric, x, tmp);
+                r.apply(tmp, out);
+                ok
+            }
+        }
     }
 
     /// The metric the quantiser was trained for.
@@ -244,8 +286,30 @@ impl ProductQuantizer {
         &self.centroids
     }
 
-    /// The vector a code stands for (for cosine: the reconstruction of the normalised vector).
+    /// Bytes the quantiser holds in memory for search: the codebooks (once; the
+    /// dimension-major copy is a cache of them, counted too) and the OPQ rotation.
+    pub fn heap_bytes(&self) -> u64 {
+        let rot = self.rotation.as_ref().map_or(0, |r| r.rows().len());
+        ((self.centroids.len() + self.by_dim.len() + rot) * 4) as u64
+    }
+
+    /// The vector a code stands for (for cosine: the reconstruction of the normalised vector;
+    /// with OPQ, mapped back through the rotation's transpose).
     pub fn decode(&self, code: &[u8], out: &mut [f32]) -> Result<(), PqError> {
+        match &self.rotation {
+            None => self.decode_rotated(code, out),
+            Some(r) => {
+                let mut y = vec![0f32; self.dim];
+                self.check_len("output", self.dim, out.len())?;
+                self.decode_rotated(code, &mut y)?;
+                r.apply_transpose(&y, out);
+                Ok(())
+            }
+        }
+    }
+
+    /// The reconstruction in the quantised (rotated, with OPQ) space.
+    pub(crate) fn decode_rotated(&self, code: &[u8], out: &mut [f32]) -> Result<(), PqError> {
         self.check_len("code", self.m(), code.len())?;
         self.check_len("output", self.dim, out.len())?;
         for (s, &c) in code.iter().enumerate() {

@@ -478,3 +478,268 @@ fn table_entries_equal_the_per_centroid_sum() {
         }
     }
 }
+
+// ---- OPQ ----
+
+/// A seeded random orthogonal `d × d` matrix (row-major, f64): a product of Givens rotations.
+fn random_orthogonal(d: usize, seed: u64) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut q = vec![0f64; d * d];
+    for i in 0..d {
+        q[i * d + i] = 1.0;
+    }
+    for _ in 0..4 * d * d {
+        let (i, j) = (rng.gen_range(0..d), rng.gen_range(0..d));
+        if i == j {
+            continue;
+        }
+        let t: f64 = rng.gen_range(0.0..std::f64::consts::TAU);
+        let (c, s) = (t.cos(), t.sin());
+        for k in 0..d {
+            let (a, b) = (q[i * d + k], q[j * d + k]);
+            q[i * d + k] = c * a - s * b;
+            q[j * d + k] = s * a + c * b;
+        }
+    }
+    q
+}
+
+fn matmul(a: &[f64], b: &[f64], d: usize) -> Vec<f64> {
+    let mut out = vec![0f64; d * d];
+    for i in 0..d {
+        for k in 0..d {
+            for j in 0..d {
+                out[i * d + j] += a[i * d + k] * b[k * d + j];
+            }
+        }
+    }
+    out
+}
+
+fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+}
+
+fn assert_orthogonal(r: &[f64], d: usize, tol: f64) {
+    let mut rt = vec![0f64; d * d];
+    for i in 0..d {
+        for j in 0..d {
+            rt[j * d + i] = r[i * d + j];
+        }
+    }
+    let p = matmul(r, &rt, d);
+    for i in 0..d {
+        for j in 0..d {
+            let want = if i == j { 1.0 } else { 0.0 };
+            assert!((p[i * d + j] - want).abs() < tol, "R Rᵀ[{i}][{j}] = {}", p[i * d + j]);
+        }
+    }
+}
+
+#[test]
+fn polar_factor_recovers_the_orthogonal_part() {
+    // A = Q S with S symmetric positive definite has polar factor Q.
+    for (d, seed) in [(1, 1), (2, 2), (7, 3), (24, 4)] {
+        let q = random_orthogonal(d, seed);
+        let b = random_orthogonal(d, seed + 100);
+        // S = B diag(1..d) Bᵀ.
+        let mut diag_bt = vec![0f64; d * d];
+        for i in 0..d {
+            for j in 0..d {
+                diag_bt[i * d + j] = (i + 1) as f64 * b[j * d + i];
+            }
+        }
+        let s = matmul(&b, &diag_bt, d);
+        let a = matmul(&q, &s, d);
+        let p = rotation::polar(&a, d);
+        assert!(max_abs_diff(&p, &q) < 1e-9, "d {d}: {}", max_abs_diff(&p, &q));
+    }
+    // Singular input (rank 2 of 5, and all zero): still an orthogonal result.
+    let d = 5;
+    let mut a = vec![0f64; d * d];
+    a[0] = 3.0;
+    a[d + 2] = -1.0;
+    assert_orthogonal(&rotation::polar(&a, d), d, 1e-12);
+    assert_orthogonal(&rotation::polar(&vec![0.0; d * d], d), d, 1e-12);
+}
+
+#[test]
+fn procrustes_recovers_a_rotation_and_rotation_checks_orthogonality() {
+    let d = 12;
+    let q = random_orthogonal(d, 7);
+    let data = mixture(500, d, 4, 8);
+    let qf: Vec<f32> = q.iter().map(|&v| v as f32).collect();
+    let truth = Rotation::from_rows(d, qf.clone()).expect("orthogonal");
+    let mut ys = vec![0f32; data.n() * d];
+    for (x, y) in data.rows().zip(ys.chunks_exact_mut(d)) {
+        truth.apply(x, y);
+    }
+    let fit = Rotation::procrustes(d, data.as_slice(), &ys);
+    let err = fit
+        .rows()
+        .iter()
+        .zip(&qf)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(err < 1e-4, "fitted rotation off by {err}");
+    // Rᵀ undoes R.
+    let mut back = vec![0f32; d];
+    truth.apply_transpose(&ys[..d], &mut back);
+    for (a, b) in back.iter().zip(data.row(0)) {
+        assert!((a - b).abs() < 1e-4);
+    }
+    // Not orthogonal, not finite, wrong size: refused.
+    let mut skew = qf.clone();
+    skew[0] += 0.01;
+    assert!(Rotation::from_rows(d, skew).is_none());
+    let mut nan = qf.clone();
+    nan[5] = f32::NAN;
+    assert!(Rotation::from_rows(d, nan).is_none());
+    assert!(Rotation::from_rows(d, qf[..d * d - 1].to_vec()).is_none());
+    assert!(Rotation::from_rows(0, Vec::new()).is_none());
+}
+
+/// Data whose structure is spread over all dimensions: a low-dimensional mixture embedded by
+/// a random rotation into `dim` dimensions (the case OPQ exists for).
+fn rotated_mixture(n: usize, dim: usize, seed: u64) -> Matrix<f32> {
+    let latent = mixture(n, dim, 12, seed);
+    let q = random_orthogonal(dim, seed + 1);
+    let r = Rotation::from_rows(dim, q.iter().map(|&v| v as f32).collect()).unwrap();
+    // Scale dimension j by 2^(-j/2) first, so the variance is concentrated in a few directions.
+    let mut out = vec![0f32; n * dim];
+    let mut scaled = vec![0f32; dim];
+    for (x, o) in latent.rows().zip(out.chunks_exact_mut(dim)) {
+        for (j, (s, &v)) in scaled.iter_mut().zip(x).enumerate() {
+            *s = v * 0.5f32.powf(j as f32 / 2.0);
+        }
+        r.apply(&scaled, o);
+    }
+    Matrix::from_vec(out, dim).unwrap()
+}
+
+fn opq_params(m: usize) -> PqParams {
+    PqParams {
+        opq_iters: OPQ_ITERS,
+        ..params(m)
+    }
+}
+
+#[test]
+fn opq_lowers_the_error_and_keeps_adc_exact() {
+    let data = rotated_mixture(3000, 16, 21);
+    let plain = ProductQuantizer::train(&data, Metric::L2, &params(4), &silent()).unwrap();
+    let opq = ProductQuantizer::train(&data, Metric::L2, &opq_params(4), &silent()).unwrap();
+    assert!(plain.rotation().is_none());
+    let r = opq.rotation().expect("OPQ keeps its rotation");
+    assert_orthogonal(
+        &r.rows().iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+        16,
+        1e-5,
+    );
+    let (e_plain, e_opq) = (
+        reconstruction_error(&plain, &data),
+        reconstruction_error(&opq, &data),
+    );
+    assert!(
+        e_opq < 0.8 * e_plain,
+        "OPQ error {e_opq} not clearly below PQ's {e_plain}"
+    );
+    // Tables stay exact against the (un-rotated) reconstruction, for every metric.
+    let queries = rotated_mixture(5, 16, 22);
+    for metric in [Metric::L2, Metric::InnerProduct, Metric::Cosine] {
+        let pq = ProductQuantizer::train(&data, metric, &opq_params(4), &silent()).unwrap();
+        check_adc_matches_decoded(&pq, &data, &queries);
+    }
+}
+
+#[test]
+fn opq_is_deterministic_over_thread_counts() {
+    let data = rotated_mixture(1500, 10, 31);
+    let run = |threads| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let pq = ProductQuantizer::train(&data, Metric::L2, &opq_params(5), &silent())
+                .unwrap();
+            let codes = pq.encode(&data, &silent()).unwrap();
+            (pq.rotation().unwrap().rows().to_vec(), pq.centroids().to_vec(), codes)
+        })
+    };
+    assert_eq!(run(1), run(3));
+}
+
+#[test]
+fn opq_file_round_trip_and_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = rotated_mixture(800, 12, 41);
+    let opq = ProductQuantizer::train(&data, Metric::Cosine, &opq_params(3), &silent()).unwrap();
+    let path = dir.path().join("opq");
+    opq.save(&path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 2);
+    let back = ProductQuantizer::load(&path).unwrap();
+    assert_eq!(back.rotation(), opq.rotation());
+    assert_eq!(back.centroids(), opq.centroids());
+    let (a, b) = (
+        opq.encode(&data, &silent()).unwrap(),
+        back.encode(&data, &silent()).unwrap(),
+    );
+    assert_eq!(a, b);
+    // A plain quantiser is still written as version 1.
+    let plain = ProductQuantizer::train(&data, Metric::Cosine, &params(3), &silent()).unwrap();
+    let ppath = dir.path().join("plain");
+    plain.save(&ppath).unwrap();
+    let pbytes = std::fs::read(&ppath).unwrap();
+    assert_eq!(u32::from_le_bytes(pbytes[8..12].try_into().unwrap()), 1);
+    // Every flipped byte and a cut are errors (a flip in the rotation too).
+    for i in [bytes.len() - 3, bytes.len() - 12 * 12 * 4 + 1, 33] {
+        let mut bad = bytes.clone();
+        bad[i] ^= 0x40;
+        std::fs::write(&path, &bad).unwrap();
+        assert!(ProductQuantizer::load(&path).is_err(), "flip at {i}");
+    }
+    std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
+    assert!(ProductQuantizer::load(&path).is_err());
+}
+
+#[test]
+fn forged_rotations_are_invalid() {
+    use crate::layout::bytes::ByteWriter;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let payload = |flags: u8, rotation: &[f32]| {
+        let mut w = ByteWriter::new();
+        w.u8(0);
+        w.u8(flags);
+        w.bytes(&[0; 2]);
+        w.u32(2);
+        w.u32(1);
+        w.u32(2);
+        w.u32s(&[0, 2]);
+        w.f32s(&[0.5; 4]);
+        w.f32s(rotation);
+        w.into_inner()
+    };
+    let forge_v = |version: u32, bytes: &[u8]| {
+        let mut w = crate::layout::EnvelopeWriter::create(&path, PQ_MAGIC, version).unwrap();
+        w.write(bytes).unwrap();
+        w.finish().unwrap();
+    };
+    let identity = [1.0, 0.0, 0.0, 1.0];
+    forge_v(2, &payload(1, &identity));
+    assert!(ProductQuantizer::load(&path).unwrap().rotation().is_some());
+    let cases: [(u32, Vec<u8>); 5] = [
+        (1, payload(1, &identity)),          // a rotation flag in version 1
+        (2, payload(2, &[])),                // unknown flag
+        (2, payload(1, &[1.0, 0.5, 0.0, 1.0])), // not orthogonal
+        (2, payload(1, &identity[..3])),     // rotation cut short
+        (2, payload(0, &identity)),          // rotation bytes without the flag
+    ];
+    for (i, (version, bytes)) in cases.iter().enumerate() {
+        forge_v(*version, bytes);
+        let err = ProductQuantizer::load(&path).unwrap_err();
+        assert!(matches!(err.kind, FileErrorKind::Invalid(_)), "case {i}: {err}");
+    }
+}
