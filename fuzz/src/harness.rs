@@ -777,6 +777,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             max_sample: 64,
             iters: 2,
             seed: 1,
+            opq_iters: 0,
         },
         &Control::silent(),
     )

@@ -56,6 +56,18 @@ def test_build_open_search_batch_search(f32_index):
         np.testing.assert_array_equal(one_dists, dists[i])
 
 
+def test_opq_build(tmp_path):
+    data = gaussian(3000, 32, seed=5)
+    queries = gaussian(40, 32, seed=6)
+    params = trawl.BuildParams(threads=2, opq=True, **FAST)
+    assert "opq=True" in repr(params)
+    report = trawl.build(data, tmp_path / "ix", params)
+    assert report["pq_opq"] is True
+    index = trawl.Index.open(tmp_path / "ix")
+    ids, _ = index.batch_search(queries, k=10, params=trawl.SearchParams(L=64), threads=2)
+    assert recall(ids, brute_force(data, queries, 10)) >= 0.95
+
+
 def test_search_finds_indexed_vectors_themselves(f32_index):
     d, data, _, _ = f32_index
     index = trawl.Index(d)

@@ -775,3 +775,45 @@ fn a_decoupled_merge_keeps_only_the_decoupled_layout() {
     let e = fails(&["merge", s(&ix), "--gc-threshold", "1.5"]);
     assert!(e.contains("share between 0 and 1"), "{e}");
 }
+
+#[test]
+fn opq_build_is_recorded_and_searches_as_well() {
+    let d = pipeline("l2");
+    let root = d.graph.parent().unwrap();
+    let (plain, opq) = (root.join("plain"), root.join("opq"));
+    build_disk_index(&d, &plain, &[]);
+    let report = root.join("opq-report.json");
+    build_disk_index(&d, &opq, &["--opq", "--report", s(&report)]);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["pq_opq"].as_bool(), Some(true));
+    let info = ok(&["info", s(&opq)]);
+    assert!(info.contains("12 PQ bytes (OPQ)"), "{info}");
+    let info = ok(&["info", s(&plain)]);
+    assert!(!info.contains("(OPQ)"), "{info}");
+    // Same graph settings, same L: the rotated PQ must not search worse than plain PQ by more
+    // than sampling noise (it ranks neighbours at least as well on this data).
+    let recall = |ix: &Path| {
+        let json = ix.with_extension("bench.json");
+        ok(&[
+            "bench",
+            s(ix),
+            "--queries",
+            s(&d.queries),
+            "--gt",
+            s(&d.gt),
+            "-k",
+            "10",
+            "-L",
+            "40",
+            "--json",
+            s(&json),
+        ]);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        v["rows"][0]["recall"].as_f64().unwrap()
+    };
+    let (rp, ro) = (recall(&plain), recall(&opq));
+    assert!(ro >= 0.9, "OPQ recall@10 at L=40 is {ro}");
+    assert!(ro >= rp - 0.03, "OPQ recall {ro} vs plain {rp}");
+}

@@ -233,6 +233,7 @@ impl Default for BuildParams {
             VamanaParams::default().seed as i64,
             None,
             false,
+            false,
             0.01,
             32,
             64,

@@ -377,7 +377,8 @@ fn exact_pq(side: usize) -> (ProductQuantizer, PqCodes) {
     for _ in 0..2 {
         centroids.extend((0..256).map(|c| c as f32));
     }
-    let pq = ProductQuantizer::from_parts(Metric::L2, 2, vec![0, 1, 2], 256, centroids, None).unwrap();
+    let pq =
+        ProductQuantizer::from_parts(Metric::L2, 2, vec![0, 1, 2], 256, centroids, None).unwrap();
     let codes: Vec<u8> = (0..side * side)
         .flat_map(|i| [(i % side) as u8, (i / side) as u8])
         .collect();

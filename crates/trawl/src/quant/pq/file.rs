@@ -69,7 +69,11 @@ impl ProductQuantizer {
     pub fn save(&self, path: &Path) -> Result<u64, FileError> {
         let mut w = ByteWriter::new();
         w.u8(self.metric.code());
-        w.u8(if self.rotation.is_some() { FLAG_ROTATION } else { 0 });
+        w.u8(if self.rotation.is_some() {
+            FLAG_ROTATION
+        } else {
+            0
+        });
         w.bytes(&[0; 2]);
         w.u32(to_u32(path, "dim", self.dim)?);
         w.u32(to_u32(path, "M", self.m())?);
@@ -135,20 +139,23 @@ impl ProductQuantizer {
             ));
         }
         let centroids = r.f32s(ks * dim).map_err(&e)?;
-        let rotation = if rotated {
-            let rows = r.f32s(dim * dim).map_err(&e)?;
-            Some(Rotation::from_rows(dim, rows).ok_or_else(|| {
-                invalid(path, "the OPQ rotation is not finite and orthogonal")
-            })?)
-        } else {
-            None
-        };
-        ProductQuantizer::from_parts(metric, dim, bounds, ks, centroids, rotation).ok_or_else(|| {
-            invalid(
-                path,
-                "subspace boundaries not increasing from 0 to dim, or a centroid not finite",
-            )
-        })
+        let rotation =
+            if rotated {
+                let rows = r.f32s(dim * dim).map_err(&e)?;
+                Some(Rotation::from_rows(dim, rows).ok_or_else(|| {
+                    invalid(path, "the OPQ rotation is not finite and orthogonal")
+                })?)
+            } else {
+                None
+            };
+        ProductQuantizer::from_parts(metric, dim, bounds, ks, centroids, rotation).ok_or_else(
+            || {
+                invalid(
+                    path,
+                    "subspace boundaries not increasing from 0 to dim, or a centroid not finite",
+                )
+            },
+        )
     }
 }
 

@@ -33,8 +33,8 @@ mod table;
 mod train;
 
 pub use encode::PqCodes;
-pub use rotation::Rotation;
 pub use file::{PQ_CODES_MAGIC, PQ_CODES_VERSION, PQ_MAGIC, PQ_VERSION};
+pub use rotation::Rotation;
 pub use table::QueryTable;
 
 use crate::data::Matrix;

@@ -32,8 +32,7 @@ impl Rotation {
     /// Wraps a row-major `dim × dim` matrix; `None` unless it is finite and orthogonal
     /// (`‖R Rᵀ − I‖_max ≤ 1e-3`).
     pub fn from_rows(dim: usize, rows: Vec<f32>) -> Option<Self> {
-        if dim == 0 || rows.len() != dim.checked_mul(dim)? || !rows.iter().all(|v| v.is_finite())
-        {
+        if dim == 0 || rows.len() != dim.checked_mul(dim)? || !rows.iter().all(|v| v.is_finite()) {
             return None;
         }
         let ortho = (0..dim).into_par_iter().all(|i| {
@@ -106,7 +105,10 @@ impl Rotation {
             .collect();
         let mut cross = vec![0f64; dim * dim];
         for p in &partials {
-            cross.iter_mut().zip(p).for_each(|(c, &v)| *c += f64::from(v));
+            cross
+                .iter_mut()
+                .zip(p)
+                .for_each(|(c, &v)| *c += f64::from(v));
         }
         let p = polar(&cross, dim);
         Self {

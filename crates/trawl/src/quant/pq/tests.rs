@@ -517,7 +517,10 @@ fn matmul(a: &[f64], b: &[f64], d: usize) -> Vec<f64> {
 }
 
 fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
 }
 
 fn assert_orthogonal(r: &[f64], d: usize, tol: f64) {
@@ -531,7 +534,11 @@ fn assert_orthogonal(r: &[f64], d: usize, tol: f64) {
     for i in 0..d {
         for j in 0..d {
             let want = if i == j { 1.0 } else { 0.0 };
-            assert!((p[i * d + j] - want).abs() < tol, "R Rᵀ[{i}][{j}] = {}", p[i * d + j]);
+            assert!(
+                (p[i * d + j] - want).abs() < tol,
+                "R Rᵀ[{i}][{j}] = {}",
+                p[i * d + j]
+            );
         }
     }
 }
@@ -552,7 +559,11 @@ fn polar_factor_recovers_the_orthogonal_part() {
         let s = matmul(&b, &diag_bt, d);
         let a = matmul(&q, &s, d);
         let p = rotation::polar(&a, d);
-        assert!(max_abs_diff(&p, &q) < 1e-9, "d {d}: {}", max_abs_diff(&p, &q));
+        assert!(
+            max_abs_diff(&p, &q) < 1e-9,
+            "d {d}: {}",
+            max_abs_diff(&p, &q)
+        );
     }
     // Singular input (rank 2 of 5, and all zero): still an orthogonal result.
     let d = 5;
@@ -661,10 +672,13 @@ fn opq_is_deterministic_over_thread_counts() {
             .build()
             .unwrap();
         pool.install(|| {
-            let pq = ProductQuantizer::train(&data, Metric::L2, &opq_params(5), &silent())
-                .unwrap();
+            let pq = ProductQuantizer::train(&data, Metric::L2, &opq_params(5), &silent()).unwrap();
             let codes = pq.encode(&data, &silent()).unwrap();
-            (pq.rotation().unwrap().rows().to_vec(), pq.centroids().to_vec(), codes)
+            (
+                pq.rotation().unwrap().rows().to_vec(),
+                pq.centroids().to_vec(),
+                codes,
+            )
         })
     };
     assert_eq!(run(1), run(3));
@@ -731,15 +745,18 @@ fn forged_rotations_are_invalid() {
     forge_v(2, &payload(1, &identity));
     assert!(ProductQuantizer::load(&path).unwrap().rotation().is_some());
     let cases: [(u32, Vec<u8>); 5] = [
-        (1, payload(1, &identity)),          // a rotation flag in version 1
-        (2, payload(2, &[])),                // unknown flag
+        (1, payload(1, &identity)),             // a rotation flag in version 1
+        (2, payload(2, &[])),                   // unknown flag
         (2, payload(1, &[1.0, 0.5, 0.0, 1.0])), // not orthogonal
-        (2, payload(1, &identity[..3])),     // rotation cut short
-        (2, payload(0, &identity)),          // rotation bytes without the flag
+        (2, payload(1, &identity[..3])),        // rotation cut short
+        (2, payload(0, &identity)),             // rotation bytes without the flag
     ];
     for (i, (version, bytes)) in cases.iter().enumerate() {
         forge_v(*version, bytes);
         let err = ProductQuantizer::load(&path).unwrap_err();
-        assert!(matches!(err.kind, FileErrorKind::Invalid(_)), "case {i}: {err}");
+        assert!(
+            matches!(err.kind, FileErrorKind::Invalid(_)),
+            "case {i}: {err}"
+        );
     }
 }

@@ -53,9 +53,16 @@ impl ProductQuantizer {
             None
         };
         let bar = ctl.bar("PQ codebooks", m as u64);
-        let centroids = train_books(&points, dim, &bounds, ks, params.iters, params.seed, ctl, &|| {
-            bar.inc(1)
-        })?;
+        let centroids = train_books(
+            &points,
+            dim,
+            &bounds,
+            ks,
+            params.iters,
+            params.seed,
+            ctl,
+            &|| bar.inc(1),
+        )?;
         bar.finish_and_clear();
         Ok(
             ProductQuantizer::from_parts(metric, dim, bounds, ks, centroids, rotation)
@@ -139,7 +146,7 @@ fn fit_rotation(
 ) -> Result<Rotation, PqError> {
     let n = points.len() / dim;
     let xs: Vec<f32> = if n > OPQ_SAMPLE {
-        let mut rng = ChaCha8Rng::seed_from_u64(params.seed ^ 0x0b7_a0_7a7e);
+        let mut rng = ChaCha8Rng::seed_from_u64(params.seed ^ 0x0b7a_07a7);
         let mut idx = sample(&mut rng, n, OPQ_SAMPLE).into_vec();
         idx.sort_unstable();
         idx.iter()
@@ -159,7 +166,16 @@ fn fit_rotation(
         rotated.copy_from_slice(&xs);
         rotate_rows(&rot, &mut rotated);
         let cents = match books.take() {
-            None => train_books(&rotated, dim, bounds, ks, OPQ_FIRST_ITERS, params.seed, ctl, &|| {})?,
+            None => train_books(
+                &rotated,
+                dim,
+                bounds,
+                ks,
+                OPQ_FIRST_ITERS,
+                params.seed,
+                ctl,
+                &|| {},
+            )?,
             Some(mut c) => {
                 for w in bounds.windows(2) {
                     ctl.check()?;
