@@ -155,6 +155,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             page_search: false,
             layout: trawl::index::IndexLayout::Packed,
             threads,
+            probe: 0,
             cache_nodes: 0,
             cache_policy: trawl::search::CachePolicy::default(),
             cache_samples: None,

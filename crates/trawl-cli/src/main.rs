@@ -38,6 +38,10 @@ enum Command {
     /// Build a disk index in a directory: a graph index (PQ + Vamana graph + page-packed
     /// file) or, with --kind ivf, an IVF index (FusionANNS).
     Build(cmd_index::BuildArgs),
+    /// Sharded indexes: `trawl shard build` partitions the data and builds one index per
+    /// shard (search it with `trawl search` / `trawl bench`, --probe P).
+    #[command(subcommand)]
+    Shard(cmd_index::shard::ShardCommand),
     /// Search a disk index with one list size; write the results.
     Search(cmd_index::SearchArgs),
     /// Sweep list sizes over a disk index: recall, QPS, latency percentiles, pages and I/Os.
@@ -122,6 +126,7 @@ fn main() -> ExitCode {
         Command::Gen(args) => cmd_gen::run(&args, &ctl),
         Command::Gt(args) => cmd_gt::run(&args, &ctl),
         Command::Build(args) => cmd_index::build_any(&args, &ctl),
+        Command::Shard(cmd) => cmd_index::shard::run(&cmd, &ctl),
         Command::Search(args) => cmd_index::search(&args, &ctl),
         Command::Bench(args) if args.ablation => cmd_ablation::run(&args, &ctl),
         Command::Bench(args) => cmd_index::bench(&args, &ctl).map(|(rows, info)| {

@@ -31,6 +31,7 @@ pub mod mem;
 pub mod progress;
 pub mod quant;
 pub mod search;
+pub mod shard;
 pub mod synth;
 
 pub use error::ErrorKind;

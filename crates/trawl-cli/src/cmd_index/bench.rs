@@ -334,7 +334,11 @@ pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_js
         bail!("give at least one list size with -L");
     }
     let (queries, gt) = load_queries(args)?;
-    let (rows, info) = if super::ivf::kind_of(&args.index_dir)? == trawl::index::IndexKind::Ivf {
+    let (rows, info) = if trawl::shard::ShardedIndex::is_sharded(&args.index_dir) {
+        let (ix, info) = super::shard::open(&args.index_dir, &args.opts, ctl)?;
+        let rows = super::shard::run_sweep_any(&ix, &queries, &gt, args.k, &args.l, &args.opts)?;
+        (rows, info)
+    } else if super::ivf::kind_of(&args.index_dir)? == trawl::index::IndexKind::Ivf {
         let (ix, info) = super::ivf::open(&args.index_dir, &args.opts)?;
         let rows = match &queries {
             AnyMatrix::F32(q) => super::ivf::run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,

@@ -100,7 +100,7 @@ pub fn build_any(args: &BuildArgs, ctl: &Control) -> Result<()> {
 }
 
 /// Checks the flags that need no data, naming each flag (the library checks again, by field).
-fn check_args(args: &BuildArgs) -> Result<()> {
+pub(crate) fn check_args(args: &BuildArgs) -> Result<()> {
     if args.r == 0 || args.r > u16::MAX as usize {
         bail!("-R {} must be between 1 and 65535", args.r);
     }
@@ -147,14 +147,9 @@ fn check_args(args: &BuildArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuildReport> {
-    let t0 = Instant::now();
-    check_args(args)?;
-    if args.kind != "graph" {
-        bail!("--kind {}: this builds a graph index", args.kind);
-    }
-    let data = crate::runtime::read_vectors(&args.data)?;
-    let dim = data.dim();
+/// The graph index parameters of `trawl build`'s flags for data of dimension `dim` (also used
+/// by `trawl shard build` for every shard).
+pub fn index_params(args: &BuildArgs, dim: usize) -> Result<IndexParams> {
     let pq_bytes = match args.pq_bytes {
         Some(b) if b > dim => bail!(
             "--pq-bytes {b} is more than the dimension of {} ({dim}): PQ codes hold at most \
@@ -164,7 +159,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
         Some(b) => b,
         None => DEFAULT_PQ_BYTES.min(dim),
     };
-    let params = IndexParams {
+    Ok(IndexParams {
         metric: args.metric,
         graph: VamanaParams {
             r: args.r,
@@ -190,7 +185,17 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
             seed: args.seed,
             sampling: args.entry_sampling,
         }),
-    };
+    })
+}
+
+pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuildReport> {
+    let t0 = Instant::now();
+    check_args(args)?;
+    if args.kind != "graph" {
+        bail!("--kind {}: this builds a graph index", args.kind);
+    }
+    let data = crate::runtime::read_vectors(&args.data)?;
+    let params = index_params(args, data.dim())?;
     let dir = &args.index_dir;
     let (mut report, threads) = with_threads(args.threads, || -> Result<_> {
         let r = match &data {

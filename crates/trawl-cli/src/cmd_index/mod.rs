@@ -7,6 +7,7 @@ mod entry;
 pub(crate) mod ivf;
 mod layout;
 mod search;
+pub(crate) mod shard;
 mod update;
 
 pub use bench::{bench, print_bench, print_parts, BenchArgs, BenchRow};
@@ -90,6 +91,10 @@ pub struct SearchOptions {
     /// Search threads.
     #[arg(long, default_value_t = 1, value_parser = crate::parse_threads)]
     pub threads: usize,
+    /// Sharded index: search each query in its P nearest shards by centroid distance (0 = all
+    /// shards).
+    #[arg(long, default_value_t = 0)]
+    pub probe: usize,
     /// Nodes kept in the static in-memory cache.
     #[arg(long, default_value_t = 0)]
     pub cache_nodes: usize,

@@ -89,7 +89,10 @@ fn search_live<T: Element>(
 /// `trawl search`: one list size, results to a file.
 pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
     let queries = crate::runtime::read_vectors(&args.queries)?;
-    let out = if super::ivf::kind_of(&args.index_dir)? == trawl::index::IndexKind::Ivf {
+    let out = if trawl::shard::ShardedIndex::is_sharded(&args.index_dir) {
+        let (ix, _) = super::shard::open(&args.index_dir, &args.opts, ctl)?;
+        super::shard::search_any(&ix, &queries, args.k, args.l, &args.opts)?
+    } else if super::ivf::kind_of(&args.index_dir)? == trawl::index::IndexKind::Ivf {
         let (ix, _) = super::ivf::open(&args.index_dir, &args.opts)?;
         let (k, m, o) = (args.k, args.l, &args.opts);
         match &queries {
