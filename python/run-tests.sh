@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python half of the test command: `pip install .` into fresh virtualenvs, then the README's
-# Python quickstart and pytest in each. Two environments: the default python3 with the newest
+# Python quickstart and pytest in each (the first with the `ray` extra). Two environments: the
+# default python3 with the newest
 # numpy (2.x), and the oldest supported Python found (3.9 when installed, for the abi3 floor)
 # with numpy 1.x. Run from anywhere; needs Rust (cargo) and Python >= 3.9 with venv.
 set -euo pipefail
@@ -37,17 +38,19 @@ for candidate in python3.9 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.9*/bin/pytho
   fi
 done
 
-run_env() { # name python numpy-spec
-  local name=$1 python=$2 numpy=$3 venv="$work/$1"
+run_env() { # name python numpy-spec package-spec require-ray
+  local name=$1 python=$2 numpy=$3 package=$4 require_ray=$5 venv="$work/$1"
   echo "== python: $name ($("$python" --version 2>&1), $numpy)"
   "$python" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
   "$venv/bin/python" -m pip install -q "$numpy" pytest
-  "$venv/bin/python" -m pip install -q .
+  "$venv/bin/python" -m pip install -q "$package"
   "$venv/bin/python" -c 'import numpy, trawl; print("trawl", trawl.__version__, "numpy", numpy.__version__)'
   (cd "$work" && mkdir -p "qs-$name" && cd "qs-$name" && "$venv/bin/python" ../quickstart.py)
-  (cd python/tests && "$venv/bin/python" -m pytest -q -p no:cacheprovider)
+  (cd python/tests && TRAWL_REQUIRE_RAY=$require_ray "$venv/bin/python" -m pytest -q -p no:cacheprovider)
 }
 
-run_env numpy2 python3 "numpy>=2"
-run_env numpy1 "$old_python" "numpy<2"
+# Ray (trawl.ray's tests, a local 2-CPU cluster) in the first environment: there a missing Ray
+# fails the run instead of skipping its tests.
+run_env numpy2 python3 "numpy>=2" ".[ray]" 1
+run_env numpy1 "$old_python" "numpy<2" . 0

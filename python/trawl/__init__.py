@@ -34,10 +34,20 @@ Opened with ``writable=True``, a graph index takes streaming updates, searchable
         index.upsert([5], replacement[None, :])       # replace the vector of id 5
         index.delete([7, 8])                          # hidden from every search from now on
         index.merge()                                 # fold it all into the disk files
+
+A sharded index splits the data by balanced k-means into graph indexes of its own, searched
+together (each query in its ``probe`` nearest shards) and merged by exact distance; ``trawl.ray``
+runs the same shards as Ray actors::
+
+    trawl.build_sharded(data, "my-shards", shards=4, params=trawl.BuildParams(metric="l2"))
+    with trawl.ShardedIndex("my-shards") as index:
+        ids, dists = index.batch_search(data[:100], k=10, probe=2)
 """
 
 from . import errors
-from ._trawl import MISSING_ID, BuildParams, Index, SearchParams, __version__, build
+from ._trawl import (MISSING_ID, BuildParams, Index, SearchParams, ShardedIndex, __version__,
+                     build, build_shard, build_sharded, finish_sharded, plan_shards,
+                     shard_manifest)
 from .errors import (CorruptIndexError, Error, IndexNotFoundError, InternalError,
                      InvalidInputError, StorageError)
 
@@ -46,6 +56,12 @@ __all__ = [
     "BuildParams",
     "Index",
     "SearchParams",
+    "ShardedIndex",
+    "build_sharded",
+    "plan_shards",
+    "build_shard",
+    "finish_sharded",
+    "shard_manifest",
     "MISSING_ID",
     "Error",
     "InvalidInputError",

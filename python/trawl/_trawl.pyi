@@ -321,3 +321,86 @@ def build(
 ) -> Dict[str, Any]:
     """Builds a graph index, or an IVF index with ``BuildParams(kind="ivf")``, replacing
     what ``index_dir`` holds; returns the build report (``kind`` names the index kind)."""
+
+class ShardedIndex:
+    """A sharded index (``build_sharded`` / ``trawl shard build``), every shard open in this
+    process: each query searched in its ``probe`` nearest shards (0 = all), per-shard top-k
+    merged by exact distance; ids are global (row numbers of the data it was built from)."""
+    def __init__(
+        self,
+        index_dir: _Path,
+        *,
+        engine: str = "auto",
+        direct: bool = True,
+        verify_pages: bool = True,
+        queue_depth: int = 64,
+    ) -> None: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def metric(self) -> str: ...
+    @property
+    def shards(self) -> int: ...
+    def __len__(self) -> int: ...
+    def route(self, queries: _Vectors, probe: int = 0) -> npt.NDArray[np.int64]:
+        """Shards each query visits, nearest centroid first: shape (len(queries), p)."""
+    def batch_search(
+        self,
+        queries: _Vectors,
+        k: int = 10,
+        params: Optional[SearchParams] = None,
+        threads: int = 0,
+        probe: int = 0,
+    ) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]: ...
+    @property
+    def last_stats(self) -> Dict[str, npt.NDArray[Any]]:
+        """Per-query counters of the last batch, summed over the shards each query visited."""
+    def memory_bytes(self) -> int: ...
+    def disk_bytes(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "ShardedIndex": ...
+    def __exit__(self, *args: object) -> None: ...
+
+def build_sharded(
+    data: Union[_Vectors, _Path],
+    index_dir: _Path,
+    shards: int,
+    params: Optional[BuildParams] = None,
+    *,
+    slack: float = 0.1,
+    epsilon: float = 0.0,
+) -> Dict[str, Any]:
+    """Partitions ``data`` by balanced k-means into ``shards`` graph indexes under
+    ``index_dir`` and writes the shard manifest; returns the build report."""
+
+def plan_shards(
+    data: Union[_Vectors, _Path],
+    index_dir: _Path,
+    shards: int,
+    *,
+    metric: str = "l2",
+    slack: float = 0.1,
+    epsilon: float = 0.0,
+    seed: int = ...,
+    threads: int = 0,
+) -> Dict[str, Any]:
+    """Step 1 of a distributed build: partition and write the plan."""
+
+def build_shard(
+    data: Union[_Vectors, _Path],
+    index_dir: _Path,
+    shard: int,
+    params: Optional[BuildParams] = None,
+) -> Dict[str, Any]:
+    """Step 2: build one shard of the plan (shards build independently)."""
+
+def finish_sharded(index_dir: _Path) -> Dict[str, Any]:
+    """Step 3: write the shard manifest with every shard's build id."""
+
+def shard_manifest(index_dir: _Path) -> Dict[str, Any]:
+    """The shard manifest: shape, metric, centroids, and per shard its directory, count,
+    build id and global ids."""

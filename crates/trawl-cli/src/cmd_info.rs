@@ -20,6 +20,9 @@ pub fn run(
     let Some(path) = path else {
         return accel_only(accel.unwrap_or(trawl::accel::AccelKind::Auto), json);
     };
+    if path.is_dir() && trawl::shard::ShardedIndex::is_sharded(path) {
+        return sharded_dir(path, json);
+    }
     if path.is_dir() {
         return index_dir(path, verify, json, accel, ctl);
     }
@@ -53,6 +56,9 @@ pub fn run(
         }
         if &magic == b"TRAWLVEC" {
             return decoupled_vectors(path, verify);
+        }
+        if &magic == b"TRAWLSHD" {
+            return shard_manifest(path).map(|_| ());
         }
         return trawl_file(path, &magic);
     }
@@ -506,5 +512,69 @@ fn ivf_dir(
             ix.verify(ctl)?
         );
     }
+    Ok(())
+}
+
+/// A shard manifest (`shards.trawl` or a build's plan): shape, partition, every shard.
+fn shard_manifest(path: &Path) -> Result<trawl::shard::ShardManifest> {
+    let m = trawl::shard::ShardManifest::load(path)?;
+    let h = &m.header;
+    println!(
+        "kind:    shard manifest (TRAWLSHD), written by trawl {}",
+        h.written_by
+    );
+    println!(
+        "shape:   {} × {} {} ({}), {} shards",
+        h.n,
+        h.dim,
+        h.dtype,
+        h.metric,
+        h.shards.len()
+    );
+    println!(
+        "split:   slack {}, epsilon {} ({} replicas, {:.3} copies per vector), {:.1}% in their nearest shard",
+        h.slack,
+        h.epsilon,
+        h.replicas,
+        (h.n + h.replicas) as f64 / h.n.max(1) as f64,
+        100.0 * h.in_nearest as f64 / h.n.max(1) as f64
+    );
+    for e in &h.shards {
+        println!(
+            "  {}: {} vectors, build {}",
+            e.dir,
+            e.count,
+            if e.build_id.is_empty() {
+                "(not built: a plan)"
+            } else {
+                &e.build_id
+            }
+        );
+    }
+    Ok(m)
+}
+
+/// A sharded index directory: its manifest, then each shard opened and checked against it.
+fn sharded_dir(dir: &Path, json: bool) -> Result<()> {
+    let ix = trawl::shard::ShardedIndex::open(dir, trawl::index::OpenOptions::default())
+        .with_context(|| format!("opening {}", dir.display()))?;
+    if json {
+        let h = &ix.manifest().header;
+        let v = serde_json::json!({
+            "kind": "sharded", "n": ix.n(), "dim": ix.dim(), "dtype": ix.dtype().name(),
+            "metric": ix.metric().name(), "slack": h.slack, "epsilon": h.epsilon,
+            "replicas": h.replicas, "in_nearest": h.in_nearest,
+            "shards": h.shards, "memory_bytes": ix.memory_bytes(), "disk_bytes": ix.disk_bytes(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("index:   {} (sharded)", dir.display());
+    shard_manifest(&dir.join(trawl::shard::SHARD_MANIFEST_FILE))?;
+    println!(
+        "open:    every shard matches its recorded build; {} in memory, {} on disk",
+        human_bytes(ix.memory_bytes()),
+        human_bytes(ix.disk_bytes())
+    );
     Ok(())
 }

@@ -114,6 +114,10 @@ pub fn parse_dtype(s: &str) -> Result<DType, String> {
 }
 
 fn main() -> ExitCode {
+    // Output piped into a reader that stops early (`trawl info … | head`) ends the process
+    // quietly, as for other command-line tools, instead of a panic on the failed print.
+    // SAFETY: restores the default disposition of SIGPIPE before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let ctl = if cli.quiet {
         trawl::progress::Control::silent()

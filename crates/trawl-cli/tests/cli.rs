@@ -817,3 +817,146 @@ fn opq_build_is_recorded_and_searches_as_well() {
     assert!(ro >= 0.9, "OPQ recall@10 at L=40 is {ro}");
     assert!(ro >= rp - 0.03, "OPQ recall {ro} vs plain {rp}");
 }
+
+#[test]
+fn sharded_build_search_bench_info_and_probe() {
+    let d = pipeline("l2");
+    let root = d.graph.parent().unwrap();
+    let (single, sharded) = (root.join("single"), root.join("sharded"));
+    build_disk_index(&d, &single, &[]);
+    let report = root.join("shard-report.json");
+    let out = ok(&[
+        "shard",
+        "build",
+        s(&d.base),
+        s(&sharded),
+        "--shards",
+        "3",
+        "--metric",
+        "l2",
+        "-R",
+        "32",
+        "-L",
+        "64",
+        "--pq-bytes",
+        "12",
+        "--threads",
+        "2",
+        "--report",
+        s(&report),
+    ]);
+    assert!(out.contains("into 3 shards"), "{out}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let counts: Vec<u64> = r["plan"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert_eq!(counts.iter().sum::<u64>(), 3000);
+    assert_eq!(r["shard_reports"].as_array().unwrap().len(), 3);
+    for s in 0..3 {
+        assert!(sharded
+            .join(format!("shard-{s:03}/manifest.trawl"))
+            .is_file());
+    }
+    let info = ok(&["info", s(&sharded)]);
+    assert!(info.contains("3000 × 24 f32 (l2), 3 shards"), "{info}");
+    assert!(info.contains("every shard matches"), "{info}");
+    let bench = |ix: &Path, probe: &str| {
+        let json = root.join(format!("bench-{probe}.json"));
+        ok(&[
+            "bench",
+            s(ix),
+            "--queries",
+            s(&d.queries),
+            "--gt",
+            s(&d.gt),
+            "-k",
+            "10",
+            "-L",
+            "40",
+            "--probe",
+            probe,
+            "--json",
+            s(&json),
+        ]);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (
+            v["rows"][0]["recall"].as_f64().unwrap(),
+            v["rows"][0]["pages_per_query"].as_f64().unwrap(),
+        )
+    };
+    let (r_single, _) = bench(&single, "0");
+    let (r_all, pages_all) = bench(&sharded, "0");
+    let (r_one, pages_one) = bench(&sharded, "1");
+    assert!(r_all >= 0.9, "sharded recall@10 at L=40 is {r_all}");
+    assert!(
+        r_all >= r_single - 0.01,
+        "sharded {r_all} vs single {r_single}"
+    );
+    assert!(pages_one < pages_all, "{pages_one} vs {pages_all}");
+    assert!(r_one <= r_all + 1e-9);
+    // `trawl search` writes global ids: recall of the written results equals the bench's.
+    let res = root.join("res.bin");
+    let out = ok(&[
+        "search",
+        s(&sharded),
+        "--queries",
+        s(&d.queries),
+        "-k",
+        "10",
+        "-L",
+        "40",
+        "--gt",
+        s(&d.gt),
+        "-o",
+        s(&res),
+    ]);
+    assert!(out.contains(&format!("recall@10: {r_all:.4}")), "{out}");
+    // Bad input: clear errors.
+    let e = fails(&[
+        "shard",
+        "build",
+        s(&d.base),
+        s(&root.join("x")),
+        "--shards",
+        "0",
+        "--metric",
+        "l2",
+    ]);
+    assert!(e.contains("shards must be at least 1"), "{e}");
+    let e = fails(&[
+        "shard",
+        "build",
+        s(&d.base),
+        s(&root.join("x")),
+        "--shards",
+        "2",
+        "--metric",
+        "l2",
+        "--kind",
+        "ivf",
+    ]);
+    assert!(e.contains("graph indexes"), "{e}");
+    let e = fails(&[
+        "bench",
+        s(&sharded),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "--strategy",
+        "flash",
+    ]);
+    assert!(e.contains("not supported on a sharded index"), "{e}");
+    // A shard rebuilt behind the manifest's back is refused.
+    build_disk_index(&d, &sharded.join("shard-001"), &[]);
+    let e = fails(&["info", s(&sharded)]);
+    assert!(
+        e.contains("shard 1") && e.contains("rebuilt or replaced"),
+        "{e}"
+    );
+}

@@ -57,6 +57,26 @@ pub fn run_interruptible<R: Send>(
     })
 }
 
+/// A thread pool of `threads` threads and a progress control cancelled through the returned
+/// flag (set by [`run_interruptible`] on Ctrl-C).
+pub(crate) fn worker(
+    threads: usize,
+    progress: bool,
+) -> PyResult<(rayon::ThreadPool, Control, Arc<AtomicBool>)> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let ctl = if progress {
+        Control::with_progress()
+    } else {
+        Control::silent()
+    }
+    .with_cancel_flag(Arc::clone(&cancel));
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| err(Kind::Other, format!("creating the thread pool: {e}")))?;
+    Ok((pool, ctl, cancel))
+}
+
 /// Builds a disk index over `data` into `index_dir` and returns the build report (a dict).
 ///
 /// `data` is a 2-D numpy array of float32, uint8 or int8 (read in place when C-contiguous),
@@ -76,17 +96,7 @@ pub fn build<'py>(
     let params = params.unwrap_or_default();
     let plan = params.plan()?;
     let threads = params.thread_count()?;
-    let cancel = Arc::new(AtomicBool::new(false));
-    let ctl = if params.progress {
-        Control::with_progress()
-    } else {
-        Control::silent()
-    }
-    .with_cancel_flag(Arc::clone(&cancel));
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| err(Kind::Other, format!("creating the thread pool: {e}")))?;
+    let (pool, ctl, cancel) = worker(threads, params.progress)?;
     let dir = index_dir.as_path();
     let run = |m: &AnyMatrix| {
         run_interruptible(py, &cancel, || {
@@ -94,40 +104,49 @@ pub fn build<'py>(
         })
     };
 
-    let report = if let Ok(path) = data.extract::<PathBuf>() {
-        let m = py.detach(|| read::read_matrix_any(&path)).py()?;
-        run(&m)??
-    } else {
-        let arr = as_array(data, "data")?;
-        if arr.ndim() != 2 {
-            return Err(invalid(format!(
-                "data must be a 2-D array (n vectors × dimension), not {}-D",
-                arr.ndim()
-            )));
-        }
-        let shape = arr.shape().to_vec();
-        let (n, dim) = (shape[0], shape[1]);
-        if n == 0 || dim == 0 {
-            return Err(invalid(format!(
-                "data has shape ({n}, {dim}): nothing to index"
-            )));
-        }
-        match dtype_of(&arr)? {
-            DType::F32 => {
-                let e = Elements::<f32>::of(&arr)?;
-                run(&AnyMatrix::F32(view(e.as_slice(), n, dim)?))??
-            }
-            DType::U8 => {
-                let e = Elements::<u8>::of(&arr)?;
-                run(&AnyMatrix::U8(view(e.as_slice(), n, dim)?))??
-            }
-            DType::I8 => {
-                let e = Elements::<i8>::of(&arr)?;
-                run(&AnyMatrix::I8(view(e.as_slice(), n, dim)?))??
-            }
-        }
-    };
+    let report = with_data(py, data, run)???;
     ser_to_py(py, &report)
+}
+
+/// Calls `f` with the vectors of `data`: a 2-D numpy array of float32, uint8 or int8 (read in
+/// place when C-contiguous) or the path of a vector file (read whole, GIL released).
+pub(crate) fn with_data<R>(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    mut f: impl FnMut(&AnyMatrix) -> R,
+) -> PyResult<R> {
+    if let Ok(path) = data.extract::<PathBuf>() {
+        let m = py.detach(|| read::read_matrix_any(&path)).py()?;
+        return Ok(f(&m));
+    }
+    let arr = as_array(data, "data")?;
+    if arr.ndim() != 2 {
+        return Err(invalid(format!(
+            "data must be a 2-D array (n vectors × dimension), not {}-D",
+            arr.ndim()
+        )));
+    }
+    let shape = arr.shape().to_vec();
+    let (n, dim) = (shape[0], shape[1]);
+    if n == 0 || dim == 0 {
+        return Err(invalid(format!(
+            "data has shape ({n}, {dim}): nothing to index"
+        )));
+    }
+    Ok(match dtype_of(&arr)? {
+        DType::F32 => {
+            let e = Elements::<f32>::of(&arr)?;
+            f(&AnyMatrix::F32(view(e.as_slice(), n, dim)?))
+        }
+        DType::U8 => {
+            let e = Elements::<u8>::of(&arr)?;
+            f(&AnyMatrix::U8(view(e.as_slice(), n, dim)?))
+        }
+        DType::I8 => {
+            let e = Elements::<i8>::of(&arr)?;
+            f(&AnyMatrix::I8(view(e.as_slice(), n, dim)?))
+        }
+    })
 }
 
 /// A matrix over `rows` without a copy.

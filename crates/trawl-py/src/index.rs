@@ -38,6 +38,30 @@ use crate::errors::{err, invalid, IntoPyErr, Kind, PyResultExt};
 use crate::params::{count, SearchParams};
 use crate::pyjson::{ser_to_py, to_py};
 
+/// Per-query statistics as a dict of arrays: one uint64 array per counter of
+/// [`QueryStats`], and `latency_us` (float64).
+pub(crate) fn stats_dict<'py>(
+    py: Python<'py>,
+    last: &[QueryStats],
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let rows: Vec<serde_json::Value> = last
+        .iter()
+        .map(|s| serde_json::to_value(s).unwrap_or_default())
+        .collect();
+    let keys: Vec<String> = serde_json::to_value(QueryStats::default())
+        .ok()
+        .and_then(|v| v.as_object().map(|o| o.keys().cloned().collect()))
+        .unwrap_or_default();
+    for key in keys {
+        let col: Vec<u64> = rows.iter().map(|r| r[&key].as_u64().unwrap_or(0)).collect();
+        d.set_item(key, PyArray1::from_vec(py, col))?;
+    }
+    let lat: Vec<f64> = last.iter().map(|s| s.total_ns as f64 / 1e3).collect();
+    d.set_item("latency_us", PyArray1::from_vec(py, lat))?;
+    Ok(d)
+}
+
 /// Id of a missing result (fewer than `k` vectors reachable): `2**64 - 1`.
 pub const MISSING_ID: u64 = trawl::index::ids::HOLE;
 
@@ -787,23 +811,7 @@ impl Index {
     /// `latency_us` (float64).
     #[getter]
     fn last_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let last = lock(&self.last);
-        let d = PyDict::new(py);
-        let rows: Vec<serde_json::Value> = last
-            .iter()
-            .map(|s| serde_json::to_value(s).unwrap_or_default())
-            .collect();
-        let keys: Vec<String> = serde_json::to_value(QueryStats::default())
-            .ok()
-            .and_then(|v| v.as_object().map(|o| o.keys().cloned().collect()))
-            .unwrap_or_default();
-        for key in keys {
-            let col: Vec<u64> = rows.iter().map(|r| r[&key].as_u64().unwrap_or(0)).collect();
-            d.set_item(key, PyArray1::from_vec(py, col))?;
-        }
-        let lat: Vec<f64> = last.iter().map(|s| s.total_ns as f64 / 1e3).collect();
-        d.set_item("latency_us", PyArray1::from_vec(py, lat))?;
-        Ok(d)
+        stats_dict(py, &lock(&self.last))
     }
 
     /// Zeroes `stats`.
@@ -1374,7 +1382,7 @@ fn id_array(arr: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<Vec<u64>> {
 }
 
 /// numpy's name of an element type.
-fn numpy_name(d: DType) -> &'static str {
+pub(crate) fn numpy_name(d: DType) -> &'static str {
     match d {
         DType::F32 => "float32",
         DType::U8 => "uint8",

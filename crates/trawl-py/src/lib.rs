@@ -18,6 +18,7 @@ mod errors;
 mod index;
 mod params;
 mod pyjson;
+mod shard;
 
 use pyo3::prelude::*;
 
@@ -30,5 +31,11 @@ fn _trawl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<params::SearchParams>()?;
     m.add_class::<index::Index>()?;
     m.add_function(wrap_pyfunction!(build::build, m)?)?;
+    m.add_class::<shard::ShardedIndex>()?;
+    m.add_function(wrap_pyfunction!(shard::build_sharded, m)?)?;
+    m.add_function(wrap_pyfunction!(shard::plan_shards, m)?)?;
+    m.add_function(wrap_pyfunction!(shard::build_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(shard::finish_sharded, m)?)?;
+    m.add_function(wrap_pyfunction!(shard::shard_manifest, m)?)?;
     Ok(())
 }
