@@ -58,6 +58,31 @@ pub fn read_vectors(path: &std::path::Path) -> Result<trawl::data::matrix::AnyMa
     Ok(m)
 }
 
+/// [`read_vectors`] for a build under a memory budget: a .fbin/.u8bin/.i8bin or .npy file is
+/// memory-mapped instead of read (the build then drops its pages behind each pass, so the
+/// file does not count against the budget as a whole); other formats are read. The file must
+/// not be truncated or rewritten while the build runs.
+pub fn map_vectors(path: &std::path::Path) -> Result<trawl::data::matrix::AnyMatrix> {
+    use trawl::data::format::{probe_with, ProbeOptions};
+    use trawl::data::matrix::AnyMatrix;
+    use trawl::DType;
+    let info = probe_with(path, ProbeOptions::default())?;
+    let opts = ProbeOptions {
+        format: Some(info.format),
+        dtype: Some(info.dtype),
+        fallback_dtype: None,
+    };
+    let m = match info.dtype {
+        DType::F32 => AnyMatrix::F32(trawl::data::read::map_matrix(path, opts)?),
+        DType::U8 => AnyMatrix::U8(trawl::data::read::map_matrix(path, opts)?),
+        DType::I8 => AnyMatrix::I8(trawl::data::read::map_matrix(path, opts)?),
+    };
+    if let AnyMatrix::F32(f) = &m {
+        trawl::data::validate_finite(f).map_err(|e| e.in_file(path))?;
+    }
+    Ok(m)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

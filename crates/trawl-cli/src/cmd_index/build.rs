@@ -46,7 +46,9 @@ pub struct BuildArgs {
     /// Worker threads (0 = one per core).
     #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub threads: usize,
-    /// Memory budget of the graph build in GiB; above it the build is sharded.
+    /// Memory budget of the graph build in GiB; above it the build is sharded. With a budget,
+    /// a .fbin/.u8bin/.i8bin/.npy input is memory-mapped rather than read into memory, and
+    /// each pass drops the pages behind it: the file must not change while the build runs.
     #[arg(long)]
     pub memory_budget_gb: Option<f64>,
     /// Random seed.
@@ -194,7 +196,11 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
     if args.kind != "graph" {
         bail!("--kind {}: this builds a graph index", args.kind);
     }
-    let data = crate::runtime::read_vectors(&args.data)?;
+    let data = if args.memory_budget_gb.is_some() {
+        crate::runtime::map_vectors(&args.data)?
+    } else {
+        crate::runtime::read_vectors(&args.data)?
+    };
     let params = index_params(args, data.dim())?;
     let dir = &args.index_dir;
     let (mut report, threads) = with_threads(args.threads, || -> Result<_> {

@@ -73,7 +73,11 @@ pub fn build(args: &ShardBuildArgs, ctl: &Control) -> Result<trawl::shard::Shard
         epsilon: args.epsilon,
         seed: b.seed,
     };
-    let data = crate::runtime::read_vectors(&b.data)?;
+    let data = if b.memory_budget_gb.is_some() {
+        crate::runtime::map_vectors(&b.data)?
+    } else {
+        crate::runtime::read_vectors(&b.data)?
+    };
     shard_params
         .validate(data.n())
         .map_err(|e| anyhow::anyhow!("--shards/--slack/--epsilon: {e}"))?;

@@ -23,6 +23,10 @@ enum Backing<T> {
     Borrowed,
 }
 
+/// Rows between two page releases of a sequential pass over a mapped matrix (see
+/// [`Matrix::gather_rows`], [`Matrix::release_rows`]).
+pub const RELEASE_ROWS: usize = 1 << 16;
+
 /// `n` vectors of `dim` elements each, stored row-major.
 ///
 /// The elements are either owned (a `Vec<T>`) or borrowed zero-copy from a memory-mapped file
@@ -149,6 +153,45 @@ impl<T: Element> Matrix<T> {
     /// Whether the elements are borrowed from a memory-mapped file (zero-copy).
     pub fn is_mapped(&self) -> bool {
         matches!(self.backing, Backing::Mapped { .. })
+    }
+
+    /// Drops the memory-mapped pages of rows `start..end` from this process's resident set
+    /// (whole pages inside the rows only; a no-op for an owned or borrowed matrix, and for an
+    /// empty or out-of-range span). The rows stay readable: a later read pages the file in
+    /// again. Long sequential passes over a mapped matrix call it behind them, so the
+    /// process does not keep the whole file resident.
+    pub fn release_rows(&self, start: usize, end: usize) {
+        let end = end.min(self.n);
+        if self.is_mapped() && start < end {
+            crate::mem::release_mapped(&self.as_slice()[start * self.dim..end * self.dim]);
+        }
+    }
+
+    /// Copies rows `ids` (in that order) into one row-major vector. The rows are read in
+    /// increasing id order, and when the matrix is memory-mapped the pages behind the reader
+    /// are dropped every [`RELEASE_ROWS`] rows: a sparse gather would otherwise leave most of
+    /// the file resident (the kernel maps a window of pages around every fault). Panics on an
+    /// id out of range (callers pass ids below `n`).
+    pub fn gather_rows<I: Copy + Into<u64>>(&self, ids: &[I]) -> Vec<T> {
+        let dim = self.dim;
+        let mut out: Vec<T> = Vec::with_capacity(ids.len() * dim);
+        crate::mem::advise_huge_pages(&mut out);
+        out.resize(ids.len() * dim, T::default());
+        let mut order: Vec<u32> = (0..ids.len() as u32).collect();
+        if !ids.windows(2).all(|w| w[0].into() <= w[1].into()) {
+            order.sort_unstable_by_key(|&j| ids[j as usize].into());
+        }
+        let mut released = 0usize;
+        for &j in &order {
+            let row = ids[j as usize].into() as usize;
+            out[j as usize * dim..(j as usize + 1) * dim].copy_from_slice(self.row(row));
+            if row >= released + RELEASE_ROWS {
+                self.release_rows(released, row);
+                released = row;
+            }
+        }
+        self.release_rows(released, self.n);
+        out
     }
 
     /// A copy of the elements for heavy random access: placed on transparent huge pages (see

@@ -14,10 +14,21 @@ pub fn validate_finite<T: Element>(m: &Matrix<T>) -> Result<(), DataError> {
     if T::DTYPE != DType::F32 || m.n() == 0 {
         return Ok(());
     }
-    let bad_row = m
-        .as_slice()
-        .par_chunks(m.dim())
-        .position_first(|row| row.iter().any(|x| !x.is_finite()));
+    // In steps of rows, dropping a mapped matrix's pages behind the scan.
+    const STEP: usize = 1 << 16;
+    let dim = m.dim();
+    let mut bad_row = None;
+    for start in (0..m.n()).step_by(STEP) {
+        let end = (start + STEP).min(m.n());
+        let found = m.as_slice()[start * dim..end * dim]
+            .par_chunks(dim)
+            .position_first(|row| row.iter().any(|x| !x.is_finite()));
+        m.release_rows(start, end);
+        if let Some(r) = found {
+            bad_row = Some(start + r);
+            break;
+        }
+    }
     let Some(row) = bad_row else {
         return Ok(());
     };

@@ -221,6 +221,7 @@ fn build_with<T: Element>(
     pq_params.bytes_per_vector = pq_params.bytes_per_vector.clamp(1, data.dim());
     let pq = ProductQuantizer::train(data, params.metric, &pq_params, ctl)?;
     let codes = pq.encode(data, ctl)?;
+    data.release_rows(0, data.n());
     let pq_path = txn.path(PQ_FILE);
     let codes_path = txn.path(PQ_CODES_FILE);
     let pq_bytes = pq.save(&pq_path)?;
@@ -254,8 +255,11 @@ fn build_with<T: Element>(
         w.push(data.row(i), g.neighbors(i as u32))?;
         if i % 65536 == 0 {
             bar.set_position(i as u64);
+            // A mapped source stays out of the resident set behind the writer.
+            data.release_rows(i.saturating_sub(65536), i);
         }
     }
+    data.release_rows(0, data.n());
     let packed_bytes = w.finish()?;
     bar.finish_and_clear();
     let layout_secs = t_layout.elapsed().as_secs_f64();

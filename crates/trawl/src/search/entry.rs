@@ -187,14 +187,12 @@ impl EntryIndex {
             .map(|i| i as u32)
             .collect();
         let dim = data.dim();
-        let mut rows = Vec::with_capacity(m * dim);
-        for &id in &ids {
-            rows.extend_from_slice(data.row(id as usize));
-        }
-        let rows = Matrix::from_vec(rows, dim).ok_or(graph::BuildError::InvalidParam {
-            name: "entry sample",
-            reason: "zero dimension".into(),
-        })?;
+        let rows = Matrix::from_vec(data.gather_rows(&ids), dim).ok_or(
+            graph::BuildError::InvalidParam {
+                name: "entry sample",
+                reason: "zero dimension".into(),
+            },
+        )?;
         Self::from_sample(ids, rows, metric, params, ctl)
     }
 

@@ -143,11 +143,7 @@ pub fn build_shard<T: Element>(
         ShardError::InvalidParams(format!("shard {shard} of a plan of {}", plan.ids.len()))
     })?;
     let dim = data.dim();
-    let mut vecs: Vec<T> = Vec::with_capacity(ids.len() * dim);
-    for &g in ids {
-        vecs.extend_from_slice(data.row(g as usize));
-    }
-    let m = Matrix::from_vec(vecs, dim)
+    let m = Matrix::from_vec(data.gather_rows(ids), dim)
         .ok_or_else(|| ShardError::Mismatch(format!("shard {shard} has no vectors")))?;
     let shard_dir = dir.join(&h.shards[shard].dir);
     build_index(&m, &shard_dir, params, ctl).map_err(|source| ShardError::Build { shard, source })

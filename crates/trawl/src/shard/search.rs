@@ -179,7 +179,7 @@ impl ShardedIndex {
                 self.dtype.name()
             )));
         }
-        if rows.len() % dim != 0 {
+        if !rows.len().is_multiple_of(dim) {
             return Err(ShardError::BadQuery(format!(
                 "{} query values are not a multiple of the dimension {dim}",
                 rows.len()

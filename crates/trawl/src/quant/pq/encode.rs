@@ -116,7 +116,10 @@ impl ProductQuantizer {
                     }
                     enc.encode_prepared(&buf, o);
                 }
-                bar.inc((out.len() / m) as u64);
+                let rows = out.len() / m;
+                // A mapped source does not stay resident behind the encoder.
+                data.release_rows(t * ROWS_PER_TASK, t * ROWS_PER_TASK + rows);
+                bar.inc(rows as u64);
                 Ok(())
             })?;
         bar.finish_and_clear();

@@ -243,10 +243,18 @@ fn sample_rows<T: Element>(
         (0..n).collect()
     };
     let mut out = vec![0f32; rows.len() * dim];
+    // In increasing row order, dropping a mapped source's pages behind (see
+    // `Matrix::gather_rows`).
+    let mut released = 0usize;
     for (o, &r) in out.chunks_exact_mut(dim).zip(&rows) {
         if !prepare(metric, data.row(r), o) {
             return Err(PqError::NonFinite { row: r });
         }
+        if r >= released + crate::data::matrix::RELEASE_ROWS {
+            data.release_rows(released, r);
+            released = r;
+        }
     }
+    data.release_rows(released, n);
     Ok(out)
 }
