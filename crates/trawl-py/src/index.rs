@@ -762,17 +762,7 @@ impl Index {
             0 => std::thread::available_parallelism().map_or(1, |c| c.get()),
             t => t,
         };
-        let cancel = Arc::new(AtomicBool::new(false));
-        let ctl = if progress {
-            Control::with_progress()
-        } else {
-            Control::silent()
-        }
-        .with_cancel_flag(Arc::clone(&cancel));
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| err(Kind::Other, format!("creating the thread pool: {e}")))?;
+        let (pool, ctl, cancel) = crate::build::worker(threads, progress)?;
         self.updated.store(true, Ordering::Release);
         let result = run_interruptible(py, &cancel, || pool.install(|| live.merge(threads, &ctl)));
         let report = result?.map_err(|e| {
