@@ -188,6 +188,12 @@ impl ShardedIndex {
         let t0 = Instant::now();
         let nq = rows.len() / dim;
         let k = params.k;
+        if k > self.n() {
+            return Err(ShardError::BadQuery(format!(
+                "k = {k} is larger than the {} indexed vectors",
+                self.n()
+            )));
+        }
         // Route every query; then per shard, the queries that visit it.
         let mut per_shard: Vec<Vec<u32>> = vec![Vec::new(); self.shards.len()];
         for (qi, q) in rows.chunks_exact(dim).enumerate() {
@@ -206,8 +212,11 @@ impl ShardedIndex {
             for &qi in qs {
                 sub.extend_from_slice(&rows[qi as usize * dim..(qi as usize + 1) * dim]);
             }
+            // A shard smaller than k returns all it holds.
+            let mut shard_params = params.clone();
+            shard_params.k = k.min(self.shards[s].n());
             let out = self.shards[s]
-                .search_rows(&sub, params, threads, interleave)
+                .search_rows(&sub, &shard_params, threads, interleave)
                 .map_err(|source| ShardError::Search { shard: s, source })?;
             let ids = &self.manifest.ids[s];
             for (j, &qi) in qs.iter().enumerate() {

@@ -265,3 +265,45 @@ fn damaged_or_replaced_shards_are_refused() {
     let err = build_shard(&small, &d, 0, &ip, &ctl).unwrap_err();
     assert!(matches!(err, ShardError::Mismatch(_)), "{err}");
 }
+
+#[test]
+fn k_above_every_shard_size_returns_k_distinct_results() {
+    let (base, queries) = data(300, 5, 8, 41);
+    let dir = tempfile::tempdir().unwrap();
+    let ctl = Control::silent();
+    let sp = ShardParams {
+        shards: 3,
+        ..ShardParams::default()
+    };
+    let rep = build_sharded_index(&base, dir.path(), &sp, &index_params(Metric::L2), &ctl).unwrap();
+    assert!(
+        rep.plan.counts.iter().all(|&c| c < 150),
+        "{:?}",
+        rep.plan.counts
+    );
+    let ix = ShardedIndex::open(dir.path(), OpenOptions::default()).unwrap();
+    let params = SearchParams {
+        k: 150,
+        l: 200,
+        ..SearchParams::default()
+    };
+    let out = ix
+        .search_rows(queries.as_slice(), &params, 1, 1, 0)
+        .unwrap();
+    for row in out.ids.chunks(150) {
+        let mut r = row.to_vec();
+        r.sort_unstable();
+        r.dedup();
+        assert_eq!(r.len(), 150);
+        assert!(r.iter().all(|&g| g < 300));
+    }
+    let too_many = SearchParams {
+        k: 301,
+        l: 400,
+        ..SearchParams::default()
+    };
+    let err = ix
+        .search_rows(queries.as_slice(), &too_many, 1, 1, 0)
+        .unwrap_err();
+    assert!(matches!(err, ShardError::BadQuery(_)), "{err}");
+}
