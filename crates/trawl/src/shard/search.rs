@@ -213,7 +213,7 @@ impl ShardedIndex {
                 sub.extend_from_slice(&rows[qi as usize * dim..(qi as usize + 1) * dim]);
             }
             // A shard smaller than k returns all it holds.
-            let mut shard_params = params.clone();
+            let mut shard_params = *params;
             shard_params.k = k.min(self.shards[s].n());
             let out = self.shards[s]
                 .search_rows(&sub, &shard_params, threads, interleave)
