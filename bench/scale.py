@@ -113,11 +113,17 @@ def main() -> None:
                      "10", "-L", args.list_sizes, "--threads", str(args.threads), "--json",
                      str(js), "--quiet", *flags])
                 rows = json.loads(js.read_text())["rows"]
+                for row in rows:
+                    row["cpu_us_per_query"] = (row.get("cpu_user_us_per_query", 0.0)
+                                               + row.get("cpu_sys_us_per_query", 0.0))
+                    row["p50_us"] = row["latency_us"]["p50"]
+                    row["L_value"] = row["L"]
                 entry[name] = {"rows": rows, "flags": " ".join(flags)}
                 for target in (0.90, 0.95):
                     entry[name][f"at_{target:.2f}"] = {
                         key: at_recall(rows, target, key)
-                        for key in ("qps", "pages_per_query", "hops_per_query")}
+                        for key in ("qps", "pages_per_query", "hops_per_query",
+                                    "cpu_us_per_query", "p50_us", "L_value")}
         out["sizes"].append(entry)
         write_json(Path(__file__).parent / "results" / f"scale-{args.tag}.json", out)
     write_md(out, Path(__file__).parent / "results" / f"scale-{args.tag}.md")
@@ -141,15 +147,18 @@ def write_md(out: dict, path: Path) -> None:
             f"{fmt(1e6 * (b.get('cpu_secs') or 0) / n, '.0f')} | {b['shards']} | "
             f"{fmt(b['avg_degree'])} | {b['peak_rss_bytes'] / 2**30:.2f} GiB | "
             f"{b['disk_bytes'] / 2**30:.2f} GiB | {fmt(e['shuffle']['wall_secs'])} |")
-    lines += ["", "| N | search | recall | pages | hops | QPS |", "|---|---|---|---|---|---|"]
+    lines += ["", "| N | search | recall | L | pages | hops | CPU µs/query | p50 µs | QPS |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for e in out["sizes"]:
         for name in ("pipe", "c5"):
             if name not in e:
                 continue
             for t in ("0.90", "0.95"):
                 a = e[name][f"at_{t}"]
-                lines.append(f"| {e['n']:,} | {name} | {t} | {fmt(a['pages_per_query'])} | "
-                             f"{fmt(a['hops_per_query'])} | {fmt(a['qps'], '.0f')} |")
+                lines.append(f"| {e['n']:,} | {name} | {t} | {fmt(a.get('L_value'), '.0f')} | "
+                             f"{fmt(a['pages_per_query'])} | {fmt(a['hops_per_query'])} | "
+                             f"{fmt(a.get('cpu_us_per_query'), '.0f')} | "
+                             f"{fmt(a.get('p50_us'), '.0f')} | {fmt(a['qps'], '.0f')} |")
     lines += ["", "Flags: pipe `" + " ".join(PIPE) + "`; C5 `" + " ".join(C5) + "`."]
     path.write_text("\n".join(lines) + "\n")
     log(f"wrote {path}")
