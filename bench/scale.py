@@ -68,6 +68,8 @@ def main() -> None:
     ap.add_argument("--list-sizes", default="10,15,20,25,30,40,50,60,80,100,130")
     ap.add_argument("--tag", default="gen-1m-10m")
     ap.add_argument("--skip-search", action="store_true")
+    ap.add_argument("--reuse-bench", action="store_true",
+                    help="tables from the sweeps already in --work (no new search runs)")
     args = ap.parse_args()
     trawl = str(trawl_bin())
     args.work.mkdir(parents=True, exist_ok=True)
@@ -109,9 +111,10 @@ def main() -> None:
         if not args.skip_search:
             for name, flags in (("pipe", PIPE), ("c5", C5)):
                 js = args.work / f"bench-{tag}-{name}.json"
-                run([trawl, "bench", str(idx), "--queries", str(queries), "--gt", str(gt), "-k",
-                     "10", "-L", args.list_sizes, "--threads", str(args.threads), "--json",
-                     str(js), "--quiet", *flags])
+                if not (args.reuse_bench and js.exists()):
+                    run([trawl, "bench", str(idx), "--queries", str(queries), "--gt", str(gt),
+                         "-k", "10", "-L", args.list_sizes, "--threads", str(args.threads),
+                         "--json", str(js), "--quiet", *flags])
                 rows = json.loads(js.read_text())["rows"]
                 for row in rows:
                     row["cpu_us_per_query"] = (row.get("cpu_user_us_per_query", 0.0)
@@ -136,7 +139,7 @@ def fmt(v, spec=".1f"):
 def write_md(out: dict, path: Path) -> None:
     m = out["machine"]
     lines = [f"# Cost growth with size (`bench/scale.py`, budget {out['budget_gb']:g} GiB)", "",
-             f"CPU: {m.get('cpu', '?')}; {out['threads']} threads; O_DIRECT reads; "
+             f"CPU: {m.get('cpu_model', '?')}; {out['threads']} threads; O_DIRECT reads; "
              f"list sizes {out['list_sizes']}; recall@10 over the held-out queries.", "",
              "| N | build s | µs/vector (wall) | µs/vector (CPU) | graph shards | avg degree | "
              "peak RSS | disk | shuffle s |", "|---|---|---|---|---|---|---|---|---|"]

@@ -49,7 +49,7 @@ pub struct BuildArgs {
     /// Worker threads (0 = one per core).
     #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub threads: usize,
-    /// Memory budget in GiB; above it the build is sharded.
+    /// Memory budget in GiB; a build whose estimate passes 31/32 of it is sharded.
     #[arg(long)]
     pub memory_budget_gb: Option<f64>,
     /// Random seed.

@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 use trawl::data::{GroundTruth, Matrix};
 use trawl::graph::{
-    build, recall_at_k, search, search_batch, BuildError, Graph, SearchError, SearchScratch,
+    build, estimate_bytes, recall_at_k, search, search_batch, BuildError, Graph, SearchError, SearchScratch,
     VamanaParams, VectorStore,
 };
 use trawl::kernels::distance;
@@ -140,6 +140,27 @@ fn one_thread_build_is_bit_identical() {
         shuffled(99),
         "the seed changes the visit order and so the graph"
     );
+}
+
+/// A budget that the unsharded estimate fits only to within the part kept back for the
+/// process around the build (a thirty-second) shards the build; a roomier one does not.
+#[test]
+fn a_budget_barely_above_the_estimate_shards_the_build() {
+    let (base, _) = mixture(4_000, 10, 16, 5);
+    let cfg = params().validate().unwrap();
+    let single = estimate_bytes::<f32>(base.n(), base.dim(), Metric::L2, &cfg);
+    let run = |budget: u64| {
+        let p = VamanaParams {
+            memory_budget_bytes: Some(budget),
+            ..params()
+        };
+        build(&base, Metric::L2, &p, &Control::silent()).unwrap().1
+    };
+    let tight = run(single + single / 100);
+    assert!(tight.shards > 1, "{tight:?}");
+    assert!(tight.estimated_peak_bytes <= single + single / 100, "{tight:?}");
+    let roomy = run(single + single / 10);
+    assert_eq!(roomy.shards, 1, "{roomy:?}");
 }
 
 #[test]

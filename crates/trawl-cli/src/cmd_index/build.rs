@@ -46,9 +46,10 @@ pub struct BuildArgs {
     /// Worker threads (0 = one per core).
     #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub threads: usize,
-    /// Memory budget of the graph build in GiB; above it the build is sharded. With a budget,
-    /// a .fbin/.u8bin/.i8bin/.npy input is memory-mapped rather than read into memory, and
-    /// each pass drops the pages behind it: the file must not change while the build runs.
+    /// Memory budget of the graph build in GiB; a build whose estimate passes 31/32 of it (the
+    /// rest is kept for the process around it) is sharded. With a budget, a
+    /// .fbin/.u8bin/.i8bin/.npy input is memory-mapped rather than read into memory, and each
+    /// pass drops the pages behind it: the file must not change while the build runs.
     #[arg(long)]
     pub memory_budget_gb: Option<f64>,
     /// Random seed.

@@ -27,7 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::adjacency::{Graph, SlotGraph};
-use super::build::{build_in_memory, medoid, working_bytes};
+use super::build::{budget_for, build_in_memory, medoid, usable_budget, working_bytes};
 use super::defaults;
 use super::params::{BuildError, VamanaConfig};
 use super::prune::{robust_prune, PruneLimits, PruneScratch};
@@ -47,7 +47,8 @@ fn sample_size(n: usize) -> usize {
     (n / 5).clamp(1000.min(n), defaults::SHARD_SAMPLE)
 }
 
-/// Chooses the shard count for `budget`; returns it with the estimated peak bytes.
+/// Chooses the shard count for `budget` (planned against its [`usable_budget`]); returns it
+/// with the estimated peak bytes.
 fn plan<T: Element>(
     n: usize,
     dim: usize,
@@ -55,6 +56,8 @@ fn plan<T: Element>(
     cfg: &VamanaConfig,
     budget: u64,
 ) -> Result<(usize, u64), BuildError> {
+    let given = budget;
+    let budget = usable_budget(budget);
     let sample_n = sample_size(n);
     let copy = if quantizes::<T>(metric) {
         (n * dim) as u64
@@ -71,8 +74,8 @@ fn plan<T: Element>(
     let needed = fixed + min_shard * per_point;
     if budget < needed {
         return Err(BuildError::BudgetTooSmall {
-            budget_bytes: budget,
-            needed_bytes: needed,
+            budget_bytes: given,
+            needed_bytes: budget_for(needed),
         });
     }
     let cap = (budget - fixed) / per_point;
@@ -82,8 +85,8 @@ fn plan<T: Element>(
     if k * 4 > sample_n {
         let needed = fixed + (2 * n as u64 * per_point) / (sample_n as u64 / 4).max(1);
         return Err(BuildError::BudgetTooSmall {
-            budget_bytes: budget,
-            needed_bytes: needed,
+            budget_bytes: given,
+            needed_bytes: budget_for(needed),
         });
     }
     Ok((k, fixed + shard_capacity(n, k) as u64 * per_point))
