@@ -43,7 +43,9 @@ DEPLOYMENTS = {
         # neighbour lists at the measured 0.47–0.49× of their raw bytes
         "vector_ratio": 1.0,
         "shards": [4, 8, 16],
-        "note": "10 records per 4 KiB page: PageShuffle + PageSearch (C5) apply",
+        "note": "10 records per 4 KiB page: PageShuffle + PageSearch (C5) apply; CPU per "
+                "query taken from the f32 measurement (8-bit distances are cheaper: an upper "
+                "bound)",
     },
     "1B × 768 f32 (cosine)": {
         "n": 1_000_000_000, "dim": 768, "elem": 4, "pq_bytes": 96, "search": "pipe",
@@ -104,8 +106,8 @@ def main() -> None:
         "Measured inputs (this machine, " + mi.get("cpu_model", "?") + f", {scale['threads']} "
         "threads, O_DIRECT; `bench/results/scale-gen-1m-10m.md`): pages and CPU µs per query at "
         f"the recall target, at 1M and 10M vectors (`trawl gen`, 128-d f32, L2, R {R}), "
-        "build CPU µs per vector (10M: the budgeted, sharded build under "
-        f"{scale['budget_gb']:g} GiB). Per shard they are extrapolated along a straight line in "
+        f"build CPU µs per vector (10M: the build under --memory-budget-gb "
+        f"{scale['budget_gb']:g}, {m10['build']['shards']} graph shard(s)). Per shard they are extrapolated along a straight line in "
         "log10(N) through the two sizes (graph search's hop count grows with log N). Recall: a "
         "sharded search with every shard probed and the same per-shard L was never below the "
         "single index (`bench/results/shards-*.md`), so each shard is run at the single "

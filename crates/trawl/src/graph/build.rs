@@ -87,7 +87,7 @@ pub fn build<T: Element>(
 
 /// The part of a memory budget a build plans to fill. The estimates count the build's own
 /// buffers, not the process around them (allocator slack, thread stacks, the PQ codes and
-/// progress state held meanwhile): at 10M vectors the peak RSS came out 1.1% above the
+/// progress state held meanwhile): at 10M vectors the peak RSS came out 0.6% above the
 /// estimate, so a build planned to the last byte can overrun. A thirty-second of the budget
 /// (256 MiB of 8 GiB) is kept back.
 pub(super) fn usable_budget(budget: u64) -> u64 {
