@@ -8,8 +8,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 use trawl::data::{GroundTruth, Matrix};
 use trawl::graph::{
-    build, estimate_bytes, recall_at_k, search, search_batch, BuildError, Graph, SearchError, SearchScratch,
-    VamanaParams, VectorStore,
+    build, estimate_bytes, recall_at_k, search, search_batch, BuildError, Graph, SearchError,
+    SearchScratch, VamanaParams, VectorStore,
 };
 use trawl::kernels::distance;
 use trawl::layout::{EnvelopeWriter, FileErrorKind};
@@ -158,7 +158,10 @@ fn a_budget_barely_above_the_estimate_shards_the_build() {
     };
     let tight = run(single + single / 100);
     assert!(tight.shards > 1, "{tight:?}");
-    assert!(tight.estimated_peak_bytes <= single + single / 100, "{tight:?}");
+    assert!(
+        tight.estimated_peak_bytes <= single + single / 100,
+        "{tight:?}"
+    );
     let roomy = run(single + single / 10);
     assert_eq!(roomy.shards, 1, "{roomy:?}");
 }
