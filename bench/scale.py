@@ -68,6 +68,9 @@ def main() -> None:
     ap.add_argument("--list-sizes", default="10,15,20,25,30,40,50,60,80,100,130")
     ap.add_argument("--tag", default="gen-1m-10m")
     ap.add_argument("--skip-search", action="store_true")
+    ap.add_argument("--variant", default="",
+                    help="suffix of the index, report and sweep files in --work (a second build "
+                         "of the same size beside the first)")
     ap.add_argument("--reuse-bench", action="store_true",
                     help="tables from the sweeps already in --work (no new search runs)")
     args = ap.parse_args()
@@ -87,8 +90,9 @@ def main() -> None:
                               "--metric", "l2", "--quiet"])
         else:
             gt_secs = None
-        idx = args.work / f"idx{tag}-b{args.budget_gb:g}"
-        report = args.work / f"build-{tag}.json"
+        var = f"-{args.variant}" if args.variant else ""
+        idx = args.work / f"idx{tag}-b{args.budget_gb:g}{var}"
+        report = args.work / f"build-{tag}{var}.json"
         if not (idx / "manifest.trawl").exists() or not report.exists():
             wall, cpu = run([trawl, "build", str(base), str(idx), "--metric", "l2",
                              "--memory-budget-gb", str(args.budget_gb), "--threads",
@@ -97,20 +101,20 @@ def main() -> None:
             r["wall_secs_measured"], r["cpu_secs"] = wall, cpu
             report.write_text(json.dumps(r, indent=2))
         r = json.loads(report.read_text())
-        lay_report = args.work / f"layout-{tag}.json"
+        lay_report = args.work / f"layout-{tag}{var}.json"
         if not (idx / "packed-shuffled.trawl").exists():
             lay_wall, lay_cpu = run([trawl, "layout", str(idx), "--shuffle", "--report",
                                      str(lay_report), "--quiet"])
             lay = {"wall_secs": lay_wall, "cpu_secs": lay_cpu}
-            (args.work / f"layout-{tag}-time.json").write_text(json.dumps(lay))
-        lay = json.loads((args.work / f"layout-{tag}-time.json").read_text())
+            (args.work / f"layout-{tag}{var}-time.json").write_text(json.dumps(lay))
+        lay = json.loads((args.work / f"layout-{tag}{var}-time.json").read_text())
         entry = {"n": n, "build": {k: r.get(k) for k in (
             "total_secs", "pq_secs", "graph_secs", "layout_secs", "entry_secs", "shards",
             "avg_degree", "peak_rss_bytes", "disk_bytes", "packed_bytes", "cpu_secs",
             "wall_secs_measured")}, "gt_secs": gt_secs, "shuffle": lay}
         if not args.skip_search:
             for name, flags in (("pipe", PIPE), ("c5", C5)):
-                js = args.work / f"bench-{tag}-{name}.json"
+                js = args.work / f"bench-{tag}{var}-{name}.json"
                 if not (args.reuse_bench and js.exists()):
                     run([trawl, "bench", str(idx), "--queries", str(queries), "--gt", str(gt),
                          "-k", "10", "-L", args.list_sizes, "--threads", str(args.threads),
