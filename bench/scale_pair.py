@@ -12,27 +12,16 @@ that a disk whose speed drifts by the hour touches both alike. Reports medians.
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from common import machine_info, trawl_bin, write_json
+from scale import C5, PIPE
+
 HERE = Path(__file__).resolve().parent
-C5 = ["--layout", "shuffle", "-W", "32", "--dynamic-width", "5:4,4,8,8,16,16,24,24,32",
-      "--page-search", "--entry-list", "10"]
-PIPE = ["--strategy", "pipe", "--entry-list", "10"]
-
-
-def cpu_model():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def bench(trawl, index, args, ls, flags):
@@ -59,7 +48,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tag", default="pair")
     a = ap.parse_args()
-    trawl = os.environ.get("TRAWL_BIN", "trawl")
+    trawl = str(trawl_bin())
+    machine = machine_info()
+    cpu = machine.get("cpu_model", "?")
     sides = [s.split("=", 1) for s in a.index]
     if any(len(s) != 2 for s in sides) or len(sides) < 2:
         sys.exit("--index NAME=DIR, at least two")
@@ -92,12 +83,12 @@ def main():
     table.sort(key=lambda r: (r["search"], r["L"], r["index"]))
     res = HERE / "results"
     res.mkdir(exist_ok=True)
-    (res / f"scale-pair-{a.tag}.json").write_text(json.dumps(
-        {"cpu": cpu_model(), "threads": a.threads, "reps": a.reps, "indexes": dict(sides),
-         "rows": table}, indent=1))
+    write_json(res / f"scale-pair-{a.tag}.json",
+               {"machine": machine, "threads": a.threads, "reps": a.reps,
+                "indexes": dict(sides), "rows": table})
     base = sides[0][0]
     lines = [f"# Paired search (`bench/scale_pair.py`), {a.reps} alternating repetitions, medians",
-             "", f"CPU: {cpu_model()}; {a.threads} threads; O_DIRECT reads; indexes: "
+             "", f"CPU: {cpu}; {a.threads} threads; O_DIRECT reads; indexes: "
              + ", ".join(f"{n} = `{d}`" for n, d in sides) + ".", "",
              f"| search | L | index | recall | pages | hops | CPU µs/query | p50 µs | p99 µs | QPS | QPS / {base} |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
