@@ -237,6 +237,10 @@ impl LiveIndex {
                     }
                     .into());
                 }
+                // A sharded search never replays a shard's log: updates through it are refused.
+                if let Some(why) = crate::shard::updates_refused(dir) {
+                    return Err(LiveError::InvalidInput(why));
+                }
                 let lock = super::txn::take_writer_lock(dir, "a live index open for writing")?;
                 // What a killed writer left: its decided commit finished, its staging removed
                 // (readers leave both to the lock holder, which is now this handle).

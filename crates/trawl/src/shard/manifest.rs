@@ -8,10 +8,13 @@
 //! | 4+h | 4·S·dim | centroids, `f32`, row-major |
 //! | … | 4·Σcount | per shard in order, the global ids of its vectors (`u32`, increasing) |
 //!
-//! Loading checks the lengths against the header exactly, that ids are increasing and below
-//! `n`, that every vector is in at least one shard, and that the centroids are finite.
+//! Loading checks the lengths against the header exactly (every count is bounded by the bytes
+//! the file holds before anything is allocated from it), that every shard's directory is a
+//! plain child name of the sharded index's folder (no separators, no `.` or `..`, not
+//! absolute, no two shards sharing one), that ids are increasing and below `n`, that every
+//! vector is in at least one shard, and that the centroids are finite.
 
-use std::path::Path;
+use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
 
@@ -95,14 +98,21 @@ impl ShardManifest {
         env.finish()
     }
 
+    /// Reads the JSON header of the manifest (or plan) at `path` after checking the file's
+    /// envelope (magic, version, length, CRC), without the semantic checks of
+    /// [`ShardManifest::load`]: enough to list the shards' directories.
+    pub fn read_header(path: &Path) -> Result<ShardHeader, FileError> {
+        let (_, payload) = read_envelope(path, MAGIC, "shard manifest", VERSION)?;
+        let mut r = ByteReader::new(&payload);
+        parse_header(path, &mut r)
+    }
+
     /// Reads and fully checks a manifest written by [`ShardManifest::save`].
     pub fn load(path: &Path) -> Result<Self, FileError> {
         let (_, payload) = read_envelope(path, MAGIC, "shard manifest", VERSION)?;
         let mut r = ByteReader::new(&payload);
         let short = |e: crate::layout::bytes::ShortPayload| invalid(path, e.to_string());
-        let h = r.u32().map_err(short)? as usize;
-        let header: ShardHeader = serde_json::from_slice(r.bytes(h).map_err(short)?)
-            .map_err(|e| invalid(path, format!("header: {e}")))?;
+        let header = parse_header(path, &mut r)?;
         let s = header.shards.len();
         if s == 0 || s > super::MAX_SHARDS || header.dim == 0 {
             return Err(invalid(
@@ -110,7 +120,14 @@ impl ShardManifest {
                 format!("{s} shards of dimension {}", header.dim),
             ));
         }
-        let total: u64 = header.shards.iter().map(|e| e.count).sum();
+        check_dirs(path, &header.shards)?;
+        // Every count is checked against the bytes the file holds before anything is
+        // allocated from it.
+        let total = header
+            .shards
+            .iter()
+            .try_fold(0u64, |t, e| t.checked_add(e.count))
+            .ok_or_else(|| invalid(path, "the shard sizes overflow"))?;
         let want = (s as u64)
             .checked_mul(header.dim as u64)
             .and_then(|c| c.checked_add(total))
@@ -122,11 +139,28 @@ impl ShardManifest {
                 format!("{} bytes after the header, expected {want}", r.remaining()),
             ));
         }
+        let n = header.n;
+        // Every vector is in at least one shard: `n` is at most the ids the file holds.
+        if n > total {
+            return Err(invalid(
+                path,
+                format!("n = {n} vectors, but the shards hold only {total} ids"),
+            ));
+        }
+        if header.in_nearest > n || header.replicas > total {
+            return Err(invalid(
+                path,
+                format!(
+                    "{} vectors in their nearest shard and {} replicas do not fit {n} vectors \
+                     in {total} ids",
+                    header.in_nearest, header.replicas
+                ),
+            ));
+        }
         let centroids = r.f32s(s * header.dim).map_err(short)?;
         if !centroids.iter().all(|v| v.is_finite()) {
             return Err(invalid(path, "a centroid is not finite"));
         }
-        let n = header.n;
         let mut seen = vec![false; usize::try_from(n).map_err(|_| invalid(path, "n too large"))?];
         let mut ids = Vec::with_capacity(s);
         for (i, e) in header.shards.iter().enumerate() {
@@ -154,4 +188,44 @@ impl ShardManifest {
             ids,
         })
     }
+}
+
+/// The length-prefixed JSON header at the start of the payload.
+fn parse_header(path: &Path, r: &mut ByteReader<'_>) -> Result<ShardHeader, FileError> {
+    let short = |e: crate::layout::bytes::ShortPayload| invalid(path, e.to_string());
+    let h = r.u32().map_err(short)? as usize;
+    serde_json::from_slice(r.bytes(h).map_err(short)?)
+        .map_err(|e| invalid(path, format!("header: {e}")))
+}
+
+/// Whether `dir` is a plain name of a child directory: one normal path component, no
+/// separator of any platform, not `.` or `..`, not absolute.
+pub fn is_plain_child_name(dir: &str) -> bool {
+    let mut c = Path::new(dir).components();
+    let one = matches!((c.next(), c.next()), (Some(Component::Normal(n)), None) if n == dir);
+    one && !dir.contains(['/', '\\', '\0']) && dir != "." && dir != ".."
+}
+
+/// Every shard's directory must stay inside the sharded index's folder, one per shard.
+fn check_dirs(path: &Path, shards: &[ShardEntry]) -> Result<(), FileError> {
+    let mut seen = std::collections::HashMap::with_capacity(shards.len());
+    for (i, e) in shards.iter().enumerate() {
+        if !is_plain_child_name(&e.dir) {
+            return Err(invalid(
+                path,
+                format!(
+                    "shard {i}'s directory {:?} is not a plain name inside the sharded index's \
+                     folder (an absolute path, `..`, `.` or a path separator): refused",
+                    e.dir
+                ),
+            ));
+        }
+        if let Some(j) = seen.insert(e.dir.as_str(), i) {
+            return Err(invalid(
+                path,
+                format!("shards {j} and {i} share the directory {:?}", e.dir),
+            ));
+        }
+    }
+    Ok(())
 }

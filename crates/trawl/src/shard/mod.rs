@@ -20,9 +20,15 @@
 //! and the id lists, see [`manifest`]) and `DIR/shard-000/`, `DIR/shard-001/`, … each a complete
 //! index. The manifest is written last; opening checks that every shard's index is the build
 //! the manifest recorded, so a shard rebuilt or replaced behind its back is refused.
+//!
+//! **Updates** are not supported: a sharded search does not replay the shards' write-ahead
+//! logs, so opening a shard's directory for writing (insert, delete, upsert, merge) is
+//! refused, and so is opening a sharded index one of whose shards' logs holds operations not
+//! merged into its files (see [`member`]). Rebuild the sharded index from the updated data.
 
 mod build;
 pub mod manifest;
+mod member;
 mod partition;
 mod search;
 
@@ -32,10 +38,12 @@ pub use build::{
 };
 pub use build::{ShardBuildReport, ShardPlanReport};
 pub use manifest::{ShardEntry, ShardManifest, SHARD_MANIFEST_FILE};
+pub use member::{shard_of, updates_refused, ShardOf};
 pub use partition::{partition, Partition};
 pub use search::ShardedIndex;
 
 use crate::data::DataError;
+use crate::index::wal::WalError;
 use crate::index::{IndexBuildError, OpenError};
 use crate::layout::FileError;
 use crate::progress::Cancelled;
@@ -141,6 +149,31 @@ pub enum ShardError {
     /// The shard manifest, a plan file or a shard is missing, damaged or from another build.
     #[error(transparent)]
     File(#[from] FileError),
+    /// A shard's write-ahead log could not be read.
+    #[error("shard {shard}: {source}")]
+    Log {
+        /// The shard.
+        shard: usize,
+        /// Why.
+        source: WalError,
+    },
+    /// A shard's write-ahead log holds operations not merged into its files (written through
+    /// the shard's directory, by a trawl that did not refuse it): a sharded search would not
+    /// see them.
+    #[error(
+        "shard {shard}: {} holds {ops} logged update(s) not merged into the shard's files; a \
+         sharded search does not apply its shards' logs and updates to sharded indexes are not \
+         supported: rebuild the sharded index from the updated data (`trawl shard build`)",
+        path.display()
+    )]
+    UnmergedLog {
+        /// The shard.
+        shard: usize,
+        /// The shard's log, `wal.trawl`.
+        path: std::path::PathBuf,
+        /// Operations logged after the last merge.
+        ops: usize,
+    },
     /// The shards do not agree with the manifest or with each other.
     #[error("{0}")]
     Mismatch(String),
@@ -165,6 +198,8 @@ impl ShardError {
             Self::Open { source, .. } => source.kind(),
             Self::Search { source, .. } => source.kind(),
             Self::File(e) => e.kind(),
+            Self::Log { source, .. } => source.kind(),
+            Self::UnmergedLog { .. } => crate::ErrorKind::Corrupt,
             Self::Mismatch(_) => crate::ErrorKind::Corrupt,
             Self::Other(_) => crate::ErrorKind::Internal,
             _ => crate::ErrorKind::InvalidInput,

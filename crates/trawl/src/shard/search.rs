@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::manifest::{ShardManifest, SHARD_MANIFEST_FILE};
 use super::partition::{nearest_centroids, prepare};
 use super::ShardError;
-use crate::index::{BatchOutput, DiskIndex, OpenOptions};
+use crate::index::{wal, BatchOutput, DiskIndex, OpenOptions};
 use crate::kernels::{DType, Element, Metric};
 use crate::search::{QueryStats, SearchParams};
 
@@ -29,6 +29,22 @@ impl std::fmt::Debug for ShardedIndex {
     }
 }
 
+/// Refuses a shard whose write-ahead log holds operations after the last merge into its
+/// files: the sharded search would answer without them (see [`super::member`]).
+fn check_log(shard: usize, ix: &DiskIndex) -> Result<(), ShardError> {
+    let path = ix.dir().join(wal::FILE_NAME);
+    if !path.is_file() {
+        return Ok(());
+    }
+    let log = wal::read_log(&path).map_err(|source| ShardError::Log { shard, source })?;
+    let merged = ix.manifest().and_then(|m| m.log_seq).unwrap_or(0);
+    let ops = log.records.iter().filter(|r| r.seq > merged).count();
+    if ops > 0 {
+        return Err(ShardError::UnmergedLog { shard, path, ops });
+    }
+    Ok(())
+}
+
 impl ShardedIndex {
     /// Whether `dir` holds a sharded index (a shard manifest).
     pub fn is_sharded(dir: &Path) -> bool {
@@ -36,7 +52,8 @@ impl ShardedIndex {
     }
 
     /// Opens the sharded index in `dir`: the manifest, then every shard with `opts`, each
-    /// checked against the manifest (build id, size, shape, metric).
+    /// checked against the manifest (build id, size, shape, metric) and refused when its
+    /// write-ahead log holds operations not merged into its files.
     pub fn open(dir: &Path, opts: OpenOptions) -> Result<Self, ShardError> {
         let manifest = ShardManifest::load(&dir.join(SHARD_MANIFEST_FILE))?;
         let h = &manifest.header;
@@ -56,6 +73,7 @@ impl ShardedIndex {
                     e.dir, e.build_id
                 )));
             }
+            check_log(s, &ix)?;
             if ix.n() as u64 != e.count || ix.dim() != h.dim || ix.metric() != metric {
                 return Err(ShardError::Mismatch(format!(
                     "shard {s} holds {} × {} ({}), the manifest {} × {} ({})",

@@ -307,3 +307,240 @@ fn k_above_every_shard_size_returns_k_distinct_results() {
         .unwrap_err();
     assert!(matches!(err, ShardError::BadQuery(_)), "{err}");
 }
+
+/// A small sharded index of 600 × 8 vectors in 2 shards, in `dir/ix`.
+fn small_sharded(dir: &std::path::Path) -> std::path::PathBuf {
+    let (base, _) = data(600, 1, 8, 7);
+    let sp = ShardParams {
+        shards: 2,
+        ..ShardParams::default()
+    };
+    let d = dir.join("ix");
+    build_sharded_index(
+        &base,
+        &d,
+        &sp,
+        &index_params(Metric::L2),
+        &Control::silent(),
+    )
+    .unwrap();
+    d
+}
+
+/// Loads `dir/shards.trawl`, lets `edit` change its header and saves it (a valid envelope).
+fn forge(dir: &std::path::Path, edit: impl FnOnce(&mut manifest::ShardHeader)) {
+    let path = dir.join(SHARD_MANIFEST_FILE);
+    let mut m = ShardManifest::load(&path).unwrap();
+    edit(&mut m.header);
+    m.save(&path).unwrap();
+}
+
+fn invalid_reason(e: &crate::layout::FileError) -> String {
+    match &e.kind {
+        crate::layout::FileErrorKind::Invalid(why) => why.clone(),
+        other => panic!("{}: expected Invalid, got {other:?}", e.path.display()),
+    }
+}
+
+#[test]
+fn forged_vector_counts_are_refused_before_anything_is_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = small_sharded(dir.path());
+    let man = d.join(SHARD_MANIFEST_FILE);
+    let good = std::fs::read(&man).unwrap();
+    // `n` far above the ids the file holds: 10^15, 2^40, 2^63, u64::MAX (an abort and a
+    // capacity-overflow panic before the fix).
+    for n in [1_000_000_000_000_000u64, 1 << 40, 1 << 63, u64::MAX, 601] {
+        forge(&d, |h| h.n = n);
+        let e = ShardManifest::load(&man).unwrap_err();
+        assert_eq!(e.path, man);
+        assert_eq!(
+            invalid_reason(&e),
+            format!("n = {n} vectors, but the shards hold only 600 ids"),
+        );
+        let e = ShardedIndex::open(&d, OpenOptions::default()).unwrap_err();
+        assert!(matches!(e, ShardError::File(_)), "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("{}: ", man.display())),
+            "{e}"
+        );
+        std::fs::write(&man, &good).unwrap();
+    }
+    // Shard sizes whose sum overflows, or that do not match the bytes.
+    forge(&d, |h| {
+        h.shards[0].count = u64::MAX;
+        h.shards[1].count = 2;
+    });
+    let e = ShardManifest::load(&man).unwrap_err();
+    assert_eq!(
+        (e.path.clone(), invalid_reason(&e)),
+        (man.clone(), "the shard sizes overflow".to_string())
+    );
+    std::fs::write(&man, &good).unwrap();
+    forge(&d, |h| h.shards[0].count = 1 << 40);
+    let e = ShardManifest::load(&man).unwrap_err();
+    assert!(
+        invalid_reason(&e).contains("bytes after the header, expected"),
+        "{e}"
+    );
+    std::fs::write(&man, &good).unwrap();
+    // Partition counts beyond the vectors.
+    forge(&d, |h| h.replicas = u64::MAX);
+    let e = ShardManifest::load(&man).unwrap_err();
+    assert!(invalid_reason(&e).contains("do not fit 600 vectors"), "{e}");
+    std::fs::write(&man, &good).unwrap();
+    ShardedIndex::open(&d, OpenOptions::default()).unwrap();
+}
+
+#[test]
+fn shard_directories_escaping_the_sharded_index_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = small_sharded(dir.path());
+    let man = d.join(SHARD_MANIFEST_FILE);
+    let good = std::fs::read(&man).unwrap();
+    // A real index outside the sharded index's folder, reachable through `..` or absolutely.
+    let outside = dir.path().join("x");
+    std::fs::create_dir_all(&outside).unwrap();
+    let abs = outside.to_str().unwrap().to_string();
+    for bad in [
+        "../x",
+        "..",
+        ".",
+        "",
+        "/etc",
+        &abs,
+        "a/b",
+        "shard-000/",
+        "./shard-000",
+        "a\\b",
+    ] {
+        forge(&d, |h| h.shards[1].dir = bad.to_string());
+        let e = ShardManifest::load(&man).unwrap_err();
+        assert_eq!(e.path, man, "{bad:?}");
+        assert_eq!(
+            invalid_reason(&e),
+            format!(
+                "shard 1's directory {bad:?} is not a plain name inside the sharded index's \
+                 folder (an absolute path, `..`, `.` or a path separator): refused"
+            ),
+        );
+        let e = ShardedIndex::open(&d, OpenOptions::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("shards.trawl: invalid content: shard 1's directory"),
+            "{e}"
+        );
+        std::fs::write(&man, &good).unwrap();
+    }
+    forge(&d, |h| h.shards[1].dir = h.shards[0].dir.clone());
+    let e = ShardManifest::load(&man).unwrap_err();
+    assert_eq!(
+        invalid_reason(&e),
+        "shards 0 and 1 share the directory \"shard-000\""
+    );
+    std::fs::write(&man, &good).unwrap();
+    // The plan a build reads is checked alike: a shard is never built outside the folder.
+    std::fs::copy(&man, d.join(SHARD_PLAN_FILE)).unwrap();
+    let plan = d.join(SHARD_PLAN_FILE);
+    let mut m = ShardManifest::load(&plan).unwrap();
+    m.header.shards[0].dir = "../x".into();
+    m.save(&plan).unwrap();
+    let (base, _) = data(600, 1, 8, 7);
+    let e = build_shard(&base, &d, 0, &index_params(Metric::L2), &Control::silent()).unwrap_err();
+    assert!(
+        e.to_string().contains("shard 0's directory \"../x\""),
+        "{e}"
+    );
+    assert!(!outside.join("manifest.trawl").exists());
+    ShardedIndex::open(&d, OpenOptions::default()).unwrap();
+}
+
+#[test]
+fn updates_through_a_shard_are_refused_and_unmerged_shard_logs_refuse_the_search() {
+    use crate::index::live::{Access, LiveError, LiveIndex};
+    use crate::index::wal::{self, LogOp, LogWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let d = small_sharded(dir.path());
+    let shard0 = d.join("shard-000");
+    let man = d.join(SHARD_MANIFEST_FILE);
+    // Recognised however the directory is named: plainly, with `/.`, through a link, as `.`.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&shard0, &link).unwrap();
+    for path in [shard0.clone(), shard0.join("."), link.clone()] {
+        let e = LiveIndex::open(&path, OpenOptions::default(), Access::ReadWrite).unwrap_err();
+        assert!(matches!(e, LiveError::InvalidInput(_)), "{e}");
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: this directory is shard 0 of a sharded index ({}): updates to sharded \
+                 indexes are not supported (insert, delete, upsert and merge through a shard's \
+                 directory are refused: the sharded search would not see them); rebuild the \
+                 sharded index from the updated data (`trawl shard build`)",
+                path.display(),
+                man.display()
+            )
+        );
+    }
+    assert_eq!(
+        shard_of(&d.join("shard-001")),
+        Some(ShardOf {
+            manifest: man.clone(),
+            shard: Some(1)
+        })
+    );
+    assert!(!shard0.join(wal::FILE_NAME).exists(), "nothing was logged");
+    // Reading a shard is fine.
+    LiveIndex::open(&shard0, OpenOptions::default(), Access::ReadOnly).unwrap();
+    // A plain index is not a shard, nor is a directory beside a sharded index it does not list.
+    assert_eq!(shard_of(&d), None);
+    assert_eq!(shard_of(&d.join("other")), None);
+    // A damaged manifest still protects the `shard-NNN` directories beside it.
+    let good = std::fs::read(&man).unwrap();
+    std::fs::write(&man, b"damaged").unwrap();
+    assert_eq!(
+        shard_of(&shard0),
+        Some(ShardOf {
+            manifest: man.clone(),
+            shard: None
+        })
+    );
+    std::fs::write(&man, &good).unwrap();
+    // A log with an unmerged delete (as an older trawl wrote through the shard's directory):
+    // the sharded search refuses the index, naming the log.
+    let baseline = ShardedIndex::open(&d, OpenOptions::default()).unwrap();
+    let log = shard0.join(wal::FILE_NAME);
+    let mut w = LogWriter::create(&log, 0).unwrap();
+    w.append(&[LogOp::Delete { ids: vec![0] }], true).unwrap();
+    drop(w);
+    let e = ShardedIndex::open(&d, OpenOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ShardError::UnmergedLog {
+                shard: 0,
+                ops: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(e.kind(), crate::ErrorKind::Corrupt);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "shard 0: {} holds 1 logged update(s) not merged into the shard's files; a sharded \
+             search does not apply its shards' logs and updates to sharded indexes are not \
+             supported: rebuild the sharded index from the updated data (`trawl shard build`)",
+            log.display()
+        )
+    );
+    // A log holding only its header (nothing unmerged) is fine; a damaged one is refused.
+    LogWriter::create(&log, 0).unwrap();
+    ShardedIndex::open(&d, OpenOptions::default()).unwrap();
+    std::fs::write(&log, b"not a log").unwrap();
+    let e = ShardedIndex::open(&d, OpenOptions::default()).unwrap_err();
+    assert!(matches!(e, ShardError::Log { shard: 0, .. }), "{e}");
+    assert!(e.to_string().contains("wal.trawl"), "{e}");
+    drop(baseline);
+}
