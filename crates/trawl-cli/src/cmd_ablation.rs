@@ -18,7 +18,9 @@ use trawl::progress::Control;
 use trawl::search::{PipeParams, WidthPolicy, WidthSchedule};
 
 use crate::cmd_graph::write_json;
-use crate::cmd_index::{load_queries, open_index, run_sweep, BenchArgs, BenchRow, SearchOptions};
+use crate::cmd_index::{
+    load_queries, open_searchable, run_sweep, BenchArgs, BenchRow, SearchOptions,
+};
 use crate::runtime::human_bytes;
 
 /// One configuration of the ablation: which techniques are on.
@@ -298,7 +300,7 @@ pub fn run(args: &BenchArgs, ctl: &Control) -> Result<()> {
     for (name, t) in &chosen {
         let o = options(&args.opts, t, args, n);
         let t0 = Instant::now();
-        let (ix, _) = open_index(&args.index_dir, &o, ctl)
+        let (ix, _) = open_searchable(&args.index_dir, &o, ctl)
             .with_context(|| format!("configuration {name}"))?;
         opened.push((o, ix, t0.elapsed().as_secs_f64()));
     }
@@ -325,9 +327,9 @@ pub fn run(args: &BenchArgs, ctl: &Control) -> Result<()> {
     }
     let mut runs = Vec::new();
     for (ci, ((name, t), (o, ix, open_secs))) in chosen.iter().zip(&opened).enumerate() {
-        let mem = ix.memory();
+        let mem = ix.disk().memory();
         let memory_bytes = mem.total() - if t.memgraph { 0 } else { mem.entry_bytes };
-        let db = ix.disk_bytes();
+        let db = ix.disk().disk_bytes();
         let disk_bytes = db.packed + db.pq + db.pq_codes + if t.memgraph { db.entry } else { 0 };
         println!(
             "{name:>13}: {} (open {:.1} s, sweep {:.0} s); memory {}, disk {}",

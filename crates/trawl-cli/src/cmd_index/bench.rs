@@ -7,7 +7,6 @@ use clap::Args;
 use serde::Serialize;
 use trawl::data::matrix::AnyMatrix;
 use trawl::data::{GroundTruth, Matrix};
-use trawl::index::DiskIndex;
 use trawl::progress::Control;
 use trawl::Element;
 
@@ -296,7 +295,7 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 pub(crate) fn run_sweep<T: Element>(
-    ix: &DiskIndex,
+    ix: &super::GraphIndex,
     queries: &Matrix<T>,
     gt: &GroundTruth,
     k: usize,
@@ -307,7 +306,7 @@ pub(crate) fn run_sweep<T: Element>(
     for &l in ls {
         let p = o.params(k, l)?;
         let cpu0 = process_cpu();
-        let out = ix.search_batch_with(queries, &p, o.threads, o.interleave)?;
+        let out = ix.search(queries, &p, o.threads, o.interleave)?;
         let mut row = BenchRow::of_batch(l, &out, gt, k);
         row.set_cpu(cpu0, out.stats.len());
         rows.push(row);
@@ -347,7 +346,7 @@ pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_js
         };
         (rows, info)
     } else {
-        let (ix, info) = open_index(&args.index_dir, &args.opts, ctl)?;
+        let (ix, info) = super::open_searchable(&args.index_dir, &args.opts, ctl)?;
         let rows = match &queries {
             AnyMatrix::F32(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
             AnyMatrix::U8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,

@@ -281,6 +281,96 @@ pub(crate) fn open_options(o: &SearchOptions) -> OpenOptions {
     }
 }
 
+/// Whether the index has taken updates (its ids are not its row numbers, or it has a log):
+/// then it is searched as a live index, its ids and unmerged updates with its disk files.
+pub(crate) fn has_updates(dir: &Path) -> bool {
+    dir.join(trawl::index::ids::FILE_NAME).is_file()
+        || dir.join(trawl::index::wal::FILE_NAME).is_file()
+}
+
+/// A graph index opened for searching: its disk files alone, or — once it has taken updates —
+/// those files (opened and configured the same way) as a read-only live index, so results are
+/// the vectors' ids and the log's unmerged inserts and deletes are searched too.
+pub(crate) enum GraphIndex {
+    /// An index that never took updates: slot numbers are ids.
+    Disk(std::sync::Arc<DiskIndex>),
+    /// An index that took updates.
+    Live(trawl::index::live::LiveIndex),
+}
+
+impl GraphIndex {
+    /// The disk files searched.
+    pub(crate) fn disk(&self) -> std::sync::Arc<DiskIndex> {
+        match self {
+            Self::Disk(ix) => ix.clone(),
+            Self::Live(ix) => ix.disk(),
+        }
+    }
+
+    /// Searches `q` with `p` over `threads` threads, `interleave` queries in flight each.
+    pub(crate) fn search<T: trawl::kernels::Element>(
+        &self,
+        q: &trawl::data::matrix::Matrix<T>,
+        p: &SearchParams,
+        threads: usize,
+        interleave: usize,
+    ) -> Result<trawl::index::BatchOutput> {
+        let ix = match self {
+            Self::Disk(ix) => return Ok(ix.search_batch_with(q, p, threads, interleave)?),
+            Self::Live(ix) => ix,
+        };
+        if q.dim() != ix.dim() {
+            anyhow::bail!(
+                "the queries have dimension {}, the index {}",
+                q.dim(),
+                ix.dim()
+            );
+        }
+        let out = ix.search_rows(q.as_slice(), p, threads, interleave)?;
+        let ids = out
+            .ids
+            .iter()
+            .map(|&id| match id {
+                trawl::index::ids::HOLE => Ok(u32::MAX),
+                id => u32::try_from(id).map_err(|_| {
+                    anyhow::anyhow!(
+                        "id {id} does not fit the 32-bit ids of results and ground-truth files"
+                    )
+                }),
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        Ok(trawl::index::BatchOutput {
+            k: out.k,
+            ids,
+            dists: out.dists,
+            stats: out.stats,
+            wall_secs: out.wall_secs,
+        })
+    }
+}
+
+/// [`open_index`], then the index as a live one when it has taken updates ([`GraphIndex`]);
+/// the description says which (`"updates"`: live vectors and the delta's).
+pub(crate) fn open_searchable(
+    dir: &Path,
+    o: &SearchOptions,
+    ctl: &Control,
+) -> Result<(GraphIndex, serde_json::Value)> {
+    let (ix, mut info) = open_index(dir, o, ctl)?;
+    if !has_updates(dir) {
+        return Ok((GraphIndex::Disk(std::sync::Arc::new(ix)), info));
+    }
+    let live = trawl::index::live::LiveIndex::from_disk(ix)
+        .with_context(|| format!("opening {}", dir.display()))?;
+    info["updates"] = serde_json::json!({"live": live.len(), "delta": live.delta_len()});
+    println!(
+        "{} live vectors ({} inserted since the last merge)",
+        live.len(),
+        live.delta_len()
+    );
+    Ok((GraphIndex::Live(live), info))
+}
+
 pub(crate) fn open_index(
     dir: &Path,
     o: &SearchOptions,

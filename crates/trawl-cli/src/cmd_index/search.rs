@@ -5,10 +5,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use trawl::data::matrix::AnyMatrix;
-use trawl::data::{GroundTruth, Matrix};
-use trawl::index::DiskIndex;
+use trawl::data::GroundTruth;
 use trawl::progress::Control;
-use trawl::Element;
 
 use super::bench::check_gt;
 use super::*;
@@ -37,55 +35,6 @@ pub struct SearchArgs {
     pub opts: SearchOptions,
 }
 
-fn search_one<T: Element>(
-    ix: &DiskIndex,
-    q: &Matrix<T>,
-    args: &SearchArgs,
-) -> Result<trawl::index::BatchOutput> {
-    let p = args.opts.params(args.k, args.l)?;
-    Ok(ix.search_batch_with(q, &p, args.opts.threads, args.opts.interleave)?)
-}
-
-/// Whether the index has taken updates (its ids are not its row numbers, or it has a log):
-/// then it is searched as a live index, its delta beside its disk files.
-fn has_updates(dir: &std::path::Path) -> bool {
-    dir.join(trawl::index::ids::FILE_NAME).is_file()
-        || dir.join(trawl::index::wal::FILE_NAME).is_file()
-}
-
-fn search_live<T: Element>(
-    ix: &trawl::index::live::LiveIndex,
-    q: &Matrix<T>,
-    args: &SearchArgs,
-) -> Result<trawl::index::BatchOutput> {
-    let p = args.opts.params(args.k, args.l)?;
-    if q.dim() != ix.dim() {
-        anyhow::bail!(
-            "the queries have dimension {}, the index {}",
-            q.dim(),
-            ix.dim()
-        );
-    }
-    let out = ix.search_rows(q.as_slice(), &p, args.opts.threads, args.opts.interleave)?;
-    let ids = out
-        .ids
-        .iter()
-        .map(|&id| match id {
-            trawl::index::ids::HOLE => Ok(u32::MAX),
-            id => u32::try_from(id).map_err(|_| {
-                anyhow::anyhow!("id {id} does not fit the 32-bit ids of the results file")
-            }),
-        })
-        .collect::<Result<Vec<u32>>>()?;
-    Ok(trawl::index::BatchOutput {
-        k: out.k,
-        ids,
-        dists: out.dists,
-        stats: out.stats,
-        wall_secs: out.wall_secs,
-    })
-}
-
 /// `trawl search`: one list size, results to a file.
 pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
     let queries = crate::runtime::read_vectors(&args.queries)?;
@@ -100,25 +49,14 @@ pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
             AnyMatrix::U8(q) => super::ivf::search(&ix, q, k, m, o)?,
             AnyMatrix::I8(q) => super::ivf::search(&ix, q, k, m, o)?,
         }
-    } else if has_updates(&args.index_dir) {
-        let mut opts = open_options(&args.opts);
-        opts.layout = super::resolve_layout(&args.index_dir, opts.layout);
-        let ix = trawl::index::live::LiveIndex::open(
-            &args.index_dir,
-            opts,
-            trawl::index::live::Access::ReadOnly,
-        )?;
-        match &queries {
-            AnyMatrix::F32(q) => search_live(&ix, q, args)?,
-            AnyMatrix::U8(q) => search_live(&ix, q, args)?,
-            AnyMatrix::I8(q) => search_live(&ix, q, args)?,
-        }
     } else {
-        let (ix, _) = open_index(&args.index_dir, &args.opts, ctl)?;
+        let (ix, _) = super::open_searchable(&args.index_dir, &args.opts, ctl)?;
+        let p = args.opts.params(args.k, args.l)?;
+        let (t, i) = (args.opts.threads, args.opts.interleave);
         match &queries {
-            AnyMatrix::F32(q) => search_one(&ix, q, args)?,
-            AnyMatrix::U8(q) => search_one(&ix, q, args)?,
-            AnyMatrix::I8(q) => search_one(&ix, q, args)?,
+            AnyMatrix::F32(q) => ix.search(q, &p, t, i)?,
+            AnyMatrix::U8(q) => ix.search(q, &p, t, i)?,
+            AnyMatrix::I8(q) => ix.search(q, &p, t, i)?,
         }
     };
     let nq = queries.n().max(1) as f64;

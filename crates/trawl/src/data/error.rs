@@ -92,6 +92,19 @@ pub enum DataErrorKind {
         /// The offending value.
         value: f32,
     },
+    /// A vector is so long that squared distances to it could overflow `f32` (its squared
+    /// norm is at least [`crate::data::MAX_SQUARED_NORM`], 2^100 ≈ 1.27e30): trawl rejects it
+    /// rather than answer with infinite distances. Scale the data down.
+    #[error(
+        "row {row} is too large: its squared norm {norm_sq:e} is not below 2^100 (about 1.27e30), \
+         so distances to it could overflow 32-bit floats; scale the data down"
+    )]
+    TooLarge {
+        /// Zero-based row.
+        row: u64,
+        /// Its squared Euclidean norm (computed in `f64`).
+        norm_sq: f64,
+    },
     /// The format cannot be told from the content or the extension, or the content fits more
     /// than one format. Name the format (and element type) explicitly.
     #[error("unrecognised format: {0}")]

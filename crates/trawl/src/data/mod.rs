@@ -33,5 +33,5 @@ pub use read::{
     map_matrix, read_matrix, read_matrix_any, read_matrix_any_with, read_matrix_with, read_rows,
     Blocks, VectorReader,
 };
-pub use validate::validate_finite;
+pub use validate::{row_fault, validate_finite, RowFault, MAX_SQUARED_NORM};
 pub use write::{write_matrix, VectorWriter};

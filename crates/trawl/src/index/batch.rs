@@ -167,8 +167,8 @@ impl DiskIndex {
             cfg.depth = cfg.depth.max(per_thread);
         }
         let k = params.k;
-        if let Some(row) = (0..nq).find(|&q| row(q).iter().any(|x| !x.is_finite())) {
-            return Err(SearchError::NonFiniteQuery { row });
+        for q in 0..nq {
+            crate::search::check_query_values(row(q), q)?;
         }
         self.view().configure(params, cfg.depth)?;
         if nq > 0 {

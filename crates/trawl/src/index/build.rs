@@ -216,7 +216,7 @@ fn build_with<T: Element>(
     let t0 = Instant::now();
     params.validate(data.dim())?;
     crate::data::validate_finite(data)?;
-    let txn = Txn::begin(dir)?;
+    let txn = Txn::begin_replacing(dir)?;
     let mut pq_params = params.pq.clone();
     pq_params.bytes_per_vector = pq_params.bytes_per_vector.clamp(1, data.dim());
     let pq = ProductQuantizer::train(data, params.metric, &pq_params, ctl)?;

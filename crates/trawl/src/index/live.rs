@@ -132,6 +132,9 @@ struct Version {
     /// The delta a merge is folding in (searched until the merge's version replaces this).
     frozen: Option<Arc<Delta>>,
     active: Arc<Delta>,
+    /// Every disk slot is free (a merge after every vector was deleted): the disk graph has
+    /// no vector to search from, only the deltas are searched.
+    disk_empty: bool,
 }
 
 #[derive(Debug)]
@@ -280,6 +283,47 @@ impl LiveIndex {
                 _ => break (disk, contents),
             }
         };
+        Self::assemble(dir, opts, disk, contents, lock, access)
+    }
+
+    /// A read-only live index over `disk`, an index already open (and configured: its
+    /// caches loaded) — for a caller that searches an index that may have taken updates
+    /// with the options it opened it with. Replays the log as it is now.
+    pub fn from_disk(disk: DiskIndex) -> Result<Self, LiveError> {
+        let dir = disk.dir().to_path_buf();
+        let path = log_path(&dir);
+        let contents = if path.is_file() {
+            Some(wal::read_log(&path)?)
+        } else {
+            None
+        };
+        let log_seq = disk.manifest().and_then(|m| m.log_seq).unwrap_or(0);
+        if let Some(c) = &contents {
+            if c.base_seq > log_seq {
+                return Err(LiveError::BadLog {
+                    path,
+                    reason: format!(
+                        "the log starts after sequence number {} but the index files include \
+                         only up to {log_seq} (a merge committed while the index was opened: \
+                         open it again)",
+                        c.base_seq
+                    ),
+                });
+            }
+        }
+        let opts = *disk.options();
+        Self::assemble(&dir, opts, disk, contents, None, Access::ReadOnly)
+    }
+
+    /// The live index over opened `disk` with its log `contents` replayed.
+    fn assemble(
+        dir: &Path,
+        opts: OpenOptions,
+        disk: DiskIndex,
+        contents: Option<wal::LogContents>,
+        lock: Option<Flock>,
+        access: Access,
+    ) -> Result<Self, LiveError> {
         let cfg = graph_config(&disk)?;
         let ids = SlotIds::load(dir, disk.n()).map_err(OpenError::from)?;
         let next_id = disk
@@ -354,7 +398,9 @@ fn new_version(disk: DiskIndex, ids: SlotIds, cfg: &VamanaConfig) -> Version {
         .map(|s| AtomicU32::new(u32::from(ids.is_hole(s))))
         .collect();
     let active = Arc::new(Delta::new(disk.dtype(), disk.dim(), disk.metric(), *cfg));
+    let disk_empty = ids.live() == 0;
     Version {
+        disk_empty,
         disk: Arc::new(disk),
         ids: Arc::new(ids),
         dead,
@@ -364,20 +410,102 @@ fn new_version(disk: DiskIndex, ids: SlotIds, cfg: &VamanaConfig) -> Version {
     }
 }
 
+/// Checks logged operation `op` against the index it applies to (element type `dtype`,
+/// dimension `dim`) and the ids it holds now (`holds`): every invariant a call of the API is
+/// held to — ids below the reserved one and each once, deleted ids present, inserted ids
+/// absent, vectors of the index's element type and dimension, one per id, finite and not too
+/// long ([`crate::data::row_fault`]). Replay runs it on every record before applying it, and
+/// `trawl info --verify` on every record not merged yet: a record that fails is damage (a
+/// forged or foreign log), never applied.
+pub(crate) fn check_op(
+    op: &LogOp,
+    dtype: DType,
+    dim: usize,
+    holds: &dyn Fn(u64) -> bool,
+) -> Result<(), String> {
+    let ids = op.ids();
+    if let Some(id) = ids.iter().find(|&&id| id > MAX_ID) {
+        return Err(format!("id {id} is reserved (the largest id is {MAX_ID})"));
+    }
+    let mut seen = HashSet::with_capacity(ids.len());
+    if let Some(id) = ids.iter().find(|id| !seen.insert(**id)) {
+        return Err(format!("id {id} appears twice in one operation"));
+    }
+    match op {
+        LogOp::Delete { .. } => {
+            if let Some(id) = ids.iter().find(|&&id| !holds(id)) {
+                return Err(format!("deletes id {id}, which the index does not hold"));
+            }
+        }
+        LogOp::Insert { .. } => {
+            if let Some(id) = ids.iter().find(|&&id| holds(id)) {
+                return Err(format!("inserts id {id}, which the index already holds"));
+            }
+        }
+        LogOp::Upsert { .. } => {}
+    }
+    if let Some(v) = op.vectors() {
+        if v.dtype != dtype || v.dim != dim {
+            return Err(format!(
+                "vectors of {} × {} for an index of {} × {}",
+                v.dtype.name(),
+                v.dim,
+                dtype.name(),
+                dim
+            ));
+        }
+        if v.count() != ids.len() {
+            return Err(format!("{} vectors for {} ids", v.count(), ids.len()));
+        }
+        if dtype == DType::F32 {
+            let rows = v.rows::<f32>().ok_or("vectors that do not decode")?;
+            if let Some((i, f)) = rows
+                .chunks_exact(dim.max(1))
+                .enumerate()
+                .find_map(|(i, r)| crate::data::row_fault(r).map(|f| (i, f)))
+            {
+                return Err(format!(
+                    "the vector of id {}: {}",
+                    ids[i],
+                    row_fault_words(&f)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A [`crate::data::RowFault`] in words.
+fn row_fault_words(f: &crate::data::RowFault) -> String {
+    match f {
+        crate::data::RowFault::NonFinite { col, value } => {
+            format!("component {col} is not finite ({value})")
+        }
+        crate::data::RowFault::TooLarge { norm_sq } => format!(
+            "its squared norm {norm_sq:e} is not below 2^100 (about 1.27e30), so distances to \
+             it could overflow 32-bit floats"
+        ),
+    }
+}
+
 /// Applies one logged operation to version `v` (the writer's id map `w.map` is kept in step),
-/// publishing it at a new epoch.
+/// publishing it at a new epoch. The record is checked whole first ([`check_op`]): a bad one
+/// changes nothing.
 fn apply(dir: &Path, v: &Version, w: &mut Writer, r: &LogRecord) -> Result<(), LiveError> {
     let bad = |reason: String| LiveError::BadLog {
         path: log_path(dir),
         reason: format!("record {}: {reason}", r.seq),
     };
+    check_op(&r.op, v.disk.dtype(), v.disk.dim(), &|id| {
+        w.map.contains_key(&id)
+    })
+    .map_err(bad)?;
     let e = v.epoch.load(Ordering::Acquire) + 1;
     let (delete, insert): (&[u64], Option<(&[u64], &LogVectors)>) = match &r.op {
         LogOp::Insert { ids, vectors } => (&[], Some((ids, vectors))),
         LogOp::Delete { ids } => (ids, None),
         LogOp::Upsert { ids, vectors } => (ids, Some((ids, vectors))),
     };
-    let upsert = matches!(r.op, LogOp::Upsert { .. });
     for &id in delete {
         match w.map.remove(&id) {
             Some(Loc::Disk(s)) => {
@@ -390,31 +518,10 @@ fn apply(dir: &Path, v: &Version, w: &mut Writer, r: &LogRecord) -> Result<(), L
                     f.delete(i as usize, e);
                 }
             }
-            None if upsert => {}
-            None => {
-                return Err(bad(format!(
-                    "deletes id {id}, which the index does not hold"
-                )))
-            }
+            None => {} // an upsert of a new id (check_op refused a delete of one)
         }
     }
     if let Some((ids, vectors)) = insert {
-        if vectors.dtype != v.disk.dtype() || vectors.dim != v.disk.dim() {
-            return Err(bad(format!(
-                "vectors of {} × {} for an index of {} × {}",
-                vectors.dtype.name(),
-                vectors.dim,
-                v.disk.dtype().name(),
-                v.disk.dim()
-            )));
-        }
-        for &id in ids {
-            if w.map.contains_key(&id) {
-                return Err(bad(format!(
-                    "inserts id {id}, which the index already holds"
-                )));
-            }
-        }
         let first = insert_rows(&v.active, ids, vectors, e).map_err(bad)?;
         for (k, &id) in ids.iter().enumerate() {
             w.map.insert(id, Loc::Active((first + k) as u32));
@@ -567,12 +674,15 @@ impl LiveIndex {
             )));
         }
         let n = rows.len() / dim;
-        if let Some(row) =
-            (0..n).find(|&i| rows[i * dim..(i + 1) * dim].iter().any(|x| !x.is_finite()))
+        if let Some((row, f)) = (0..n)
+            .find_map(|i| crate::data::row_fault(&rows[i * dim..(i + 1) * dim]).map(|f| (i, f)))
         {
-            return Err(LiveError::InvalidInput(format!(
-                "vector {row} holds a NaN or infinite value"
-            )));
+            return Err(LiveError::InvalidInput(match f {
+                crate::data::RowFault::NonFinite { .. } => {
+                    format!("vector {row} holds a NaN or infinite value")
+                }
+                f => format!("vector {row}: {}", row_fault_words(&f)),
+            }));
         }
         let mut w = writer.lock();
         let ids: Vec<u64> = match ids {
@@ -691,9 +801,40 @@ impl LiveIndex {
             dead: &v.dead,
             epoch: e,
         };
-        let out = v
-            .disk
-            .search_rows_filtered(rows, params, threads, interleave, Some(filter))?;
+        let out = if v.disk_empty {
+            // Checked as a disk search checks them (none is run: its graph has no vector).
+            let dim = v.disk.dim();
+            if dim == 0 || !rows.len().is_multiple_of(dim) {
+                return Err(SearchError::BadBatch(format!(
+                    "the queries hold {} elements, not a multiple of the dimension {dim}",
+                    rows.len()
+                )));
+            }
+            if T::DTYPE != v.disk.dtype() {
+                return Err(SearchError::DTypeMismatch {
+                    expected: v.disk.dtype().name(),
+                    got: T::DTYPE.name(),
+                });
+            }
+            let mut out = v.disk.search_rows_filtered(
+                &rows[..0],
+                params,
+                threads,
+                interleave,
+                Some(filter),
+            )?;
+            let nq = rows.len() / dim;
+            for q in 0..nq {
+                crate::search::check_query_values(&rows[q * dim..(q + 1) * dim], q)?;
+            }
+            out.ids = vec![u32::MAX; nq * out.k];
+            out.dists = vec![f32::INFINITY; nq * out.k];
+            out.stats = vec![QueryStats::default(); nq];
+            out
+        } else {
+            v.disk
+                .search_rows_filtered(rows, params, threads, interleave, Some(filter))?
+        };
         let k = out.k;
         let nq = out.stats.len();
         let dim = v.disk.dim();
@@ -787,6 +928,7 @@ impl LiveIndex {
             epoch: cur.epoch.clone(),
             frozen: cur.frozen.clone(),
             active: cur.active.clone(),
+            disk_empty: cur.disk_empty,
         });
         *self.current.write() = v;
         *self.node_cache.lock() = (nodes > 0).then_some((nodes, policy, threads.max(1)));
@@ -854,6 +996,7 @@ impl LiveIndex {
                     cur.disk.metric(),
                     self.cfg,
                 )),
+                disk_empty: cur.disk_empty,
             });
             for loc in w.map.values_mut() {
                 if let Loc::Active(i) = *loc {
@@ -965,6 +1108,7 @@ impl LiveIndex {
             String::new(),
         )
         .map_err(IndexBuildError::from)?;
+        check_merged(txn.staging(), m.n).map_err(IndexBuildError::from)?;
         m.log_seq = Some(seq);
         m.next_id = Some(next_id);
         report.bytes_written += txn.commit(&m)?;
@@ -992,6 +1136,17 @@ impl LiveIndex {
         report.peak_rss_bytes = super::merge::peak_rss_bytes();
         Ok(report)
     }
+}
+
+/// What a merge wrote, read back with the loaders an open uses before it is committed: a
+/// merge never commits a state its own loader refuses (ids each once, the vector map's slots
+/// in step with them).
+fn check_merged(staging: &Path, n: u64) -> Result<(), crate::layout::FileError> {
+    let ids = SlotIds::load(staging, n as usize)?;
+    if let Some(map) = super::segments::VectorMap::load(staging)? {
+        map.check_ids(&ids, &staging.join(super::segments::FILE_NAME))?;
+    }
+    Ok(())
 }
 
 fn search_delta<T: Element>(

@@ -382,7 +382,8 @@ impl Manifest {
     }
 
     /// The manifest of `dir`'s index after an operation added the files in `staging` to it:
-    /// the build record and build id are kept (an index without a manifest gets a new id).
+    /// the build record, build id, log position and next id are kept (an index without a
+    /// manifest gets a new id), and so is the write-ahead log with its unmerged updates.
     pub fn with_additions(dir: &Path, staging: &Path) -> Result<Self, FileError> {
         let old = Self::load_if_present(dir).map_err(|e| match e {
             OpenError::File(f) => f,
@@ -396,7 +397,10 @@ impl Manifest {
             None => (None, String::new(), None, None),
         };
         let mut m = Self::describe(&[staging, dir], build, id)?;
-        m.log_seq = log_seq;
+        // The write-ahead log belongs to the index this operation adds to: it stays (`None`
+        // would tell the commit it is stale). A log written before any merge counts from
+        // sequence number 0.
+        m.log_seq = log_seq.or_else(|| dir.join(super::wal::FILE_NAME).is_file().then_some(0));
         m.next_id = next_id;
         Ok(m)
     }

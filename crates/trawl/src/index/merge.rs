@@ -339,7 +339,9 @@ fn merge_typed<T: DeltaElement>(
             }),
             ..SearchParams::default()
         };
-        let disk = if n_old > report.deleted as usize {
+        // The old graph is searched for candidates when it keeps a live node (not when every
+        // slot is free: deleted now, or by earlier merges).
+        let disk = if (0..n_old as u32).any(|s| !is_free(s)) {
             Some(
                 old.search_rows_filtered(&new_rows, &params, input.threads, 8, Some(filter))
                     .map_err(IndexBuildError::Search)?,

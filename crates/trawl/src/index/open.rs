@@ -157,6 +157,8 @@ fn open_layout(dir: &Path, opts: &OpenOptions) -> Result<(LayoutReader, IoFile),
                         meta.n
                     )));
                 }
+                let ids = super::ids::SlotIds::load(dir, meta.n as usize)?;
+                m.check_ids(&ids, &dir.join(super::segments::FILE_NAME))?;
                 m.segments.clone()
             }
             None => vec![(dvectors::FILE_NAME.to_string(), meta.n)],

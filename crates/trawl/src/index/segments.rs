@@ -72,7 +72,7 @@ impl VectorMap {
             Ok(s)
         };
         let nseg = u32::from_le_bytes(take(4)?.try_into().unwrap_or_default()) as usize;
-        if nseg == 0 || nseg > 1 << 20 {
+        if nseg > 1 << 20 {
             return Err(bad("segment count"));
         }
         let mut segments = Vec::with_capacity(nseg);
@@ -104,7 +104,40 @@ impl VectorMap {
             }
             slots.push((seg, local));
         }
+        // Each vector belongs to one slot: two slots sharing one would make the index return
+        // one vector under two ids.
+        let mut keys: Vec<u64> = slots
+            .iter()
+            .filter(|&&l| l != GONE)
+            .map(|&(s, l)| (u64::from(s) << 32) | u64::from(l))
+            .collect();
+        keys.sort_unstable();
+        if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+            return Err(bad(&format!(
+                "two slots point at one vector (segment {}, vector {})",
+                w[0] >> 32,
+                w[0] & 0xffff_ffff
+            )));
+        }
         Ok(Some(Self { segments, slots }))
+    }
+
+    /// Checks the map against the index's ids (`ids`, the same slots): a slot has a vector
+    /// exactly when it holds an id (a slot freed by a delete has none; a live slot without
+    /// one could not be searched). `path` names the map in the error.
+    pub fn check_ids(&self, ids: &super::ids::SlotIds, path: &Path) -> Result<(), FileError> {
+        for (s, &loc) in self.slots.iter().enumerate() {
+            let hole = ids.is_hole(s as u32);
+            if hole != (loc == GONE) {
+                let what = if hole {
+                    format!("slot {s} is free (its id was deleted) but points at a vector")
+                } else {
+                    format!("slot {s} holds id {} but has no vector", ids.id(s as u32))
+                };
+                return Err(FileError::new(path, FileErrorKind::Invalid(what)));
+            }
+        }
+        Ok(())
     }
 
     /// Writes the map to `path`; returns the file's bytes.

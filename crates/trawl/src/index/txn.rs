@@ -48,6 +48,20 @@ pub enum TxnError {
     /// The operating system refused (permissions, disk full).
     #[error(transparent)]
     File(#[from] FileError),
+    /// A new build would replace an index whose write-ahead log holds acknowledged updates
+    /// no merge has folded in (or a log that cannot be read): they would be lost.
+    #[error(
+        "{}: {what}; a new build would discard them: fold them in with `trawl merge {}` \
+         first, or build into another directory (or remove this one)",
+        dir.display(),
+        dir.display()
+    )]
+    UnmergedUpdates {
+        /// The index directory.
+        dir: PathBuf,
+        /// What the log holds, in words.
+        what: String,
+    },
 }
 
 impl TxnError {
@@ -55,6 +69,7 @@ impl TxnError {
     pub fn kind(&self) -> crate::ErrorKind {
         match self {
             Self::Busy { .. } => crate::ErrorKind::Storage,
+            Self::UnmergedUpdates { .. } => crate::ErrorKind::InvalidInput,
             Self::File(f) => match f.kind() {
                 crate::ErrorKind::NotFound => crate::ErrorKind::Storage,
                 k => k,
@@ -307,6 +322,41 @@ fn roll_forward(dir: &Path) -> Result<(), FileError> {
     sync_dir(dir)
 }
 
+/// Refuses (see [`Txn::begin_replacing`]) when `dir`'s write-ahead log holds records after
+/// the log position its manifest records, or cannot be read.
+fn refuse_unmerged_updates(dir: &Path) -> Result<(), TxnError> {
+    let path = dir.join(super::wal::FILE_NAME);
+    if !path.is_file() {
+        return Ok(());
+    }
+    let refuse = |what: String| TxnError::UnmergedUpdates {
+        dir: dir.to_path_buf(),
+        what,
+    };
+    // A manifest that cannot be read counts as recording nothing merged.
+    let merged = Manifest::load_if_present(dir)
+        .ok()
+        .flatten()
+        .and_then(|m| m.log_seq)
+        .unwrap_or(0);
+    match super::wal::read_log(&path) {
+        Ok(c) => {
+            let pending = c.records.iter().filter(|r| r.seq > merged).count();
+            if pending > 0 {
+                return Err(refuse(format!(
+                    "its write-ahead log {} holds {pending} acknowledged update{} not merged yet",
+                    super::wal::FILE_NAME,
+                    if pending == 1 { "" } else { "s" }
+                )));
+            }
+            Ok(())
+        }
+        Err(e) => Err(refuse(format!(
+            "its write-ahead log cannot be read ({e}) and may hold acknowledged updates"
+        ))),
+    }
+}
+
 fn remove_if_present(path: &Path) -> Result<(), FileError> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(FileError::new(path, e.into())),
@@ -341,6 +391,15 @@ impl Txn {
         let writer = take_writer_lock(dir, "writing")?;
         let mut txn = Self::begin_held(dir)?;
         txn.writer = Some(writer);
+        Ok(txn)
+    }
+
+    /// [`Txn::begin`] for a new build that replaces whatever index `dir` holds: refused with
+    /// [`TxnError::UnmergedUpdates`] while that index's write-ahead log holds updates no
+    /// merge has folded in (the build would discard them; its commit removes the log).
+    pub fn begin_replacing(dir: &Path) -> Result<Self, TxnError> {
+        let txn = Self::begin(dir)?;
+        refuse_unmerged_updates(dir)?;
         Ok(txn)
     }
 

@@ -126,12 +126,13 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
             });
         }
         let pending = c.records.iter().filter(|r| r.seq > log_seq).count();
+        check_log_records(dir, &c, log_seq, base)?;
         report.files.push(VerifiedFile {
             name: super::wal::FILE_NAME.into(),
             bytes: c.valid_len + c.torn_tail.map_or(0, |t| t.bytes),
             checked: format!(
                 "every record's checksum and sequence number; {pending} operations not merged \
-                 yet{}",
+                 yet, each valid against the index and the records before it{}",
                 match c.torn_tail {
                     Some(t) => format!(
                         "; a torn last record of {} bytes at offset {} (never acknowledged)",
@@ -153,6 +154,59 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
         });
     }
     Ok(report)
+}
+
+/// Replays the log's records after `log_seq` on the ids the index holds, as opening it
+/// would ([`super::live::check_op`]): each must be one the API could have acknowledged.
+/// Only the ids the records touch are tracked.
+fn check_log_records(
+    dir: &Path,
+    c: &super::wal::LogContents,
+    log_seq: u64,
+    base: Option<PackedMeta>,
+) -> Result<(), OpenError> {
+    let pending: Vec<&super::wal::LogRecord> =
+        c.records.iter().filter(|r| r.seq > log_seq).collect();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let mismatch = |reason: String| OpenError::Mismatch {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    let b = base.ok_or_else(|| {
+        mismatch(format!(
+            "{} without a graph file to apply it to",
+            super::wal::FILE_NAME
+        ))
+    })?;
+    let touched: std::collections::HashSet<u64> =
+        pending.iter().flat_map(|r| r.op.ids()).copied().collect();
+    let ids = super::ids::SlotIds::load(dir, b.n as usize)?;
+    let mut holds: std::collections::HashSet<u64> = (0..b.n as u32)
+        .map(|s| ids.id(s))
+        .filter(|id| *id != super::ids::HOLE && touched.contains(id))
+        .collect();
+    for r in pending {
+        super::live::check_op(&r.op, b.dtype, b.dim, &|id| holds.contains(&id)).map_err(
+            |reason| {
+                mismatch(format!(
+                    "{}: record {}: {reason}",
+                    super::wal::FILE_NAME,
+                    r.seq
+                ))
+            },
+        )?;
+        match &r.op {
+            super::wal::LogOp::Delete { ids } => ids.iter().for_each(|id| {
+                holds.remove(id);
+            }),
+            super::wal::LogOp::Insert { ids, .. } | super::wal::LogOp::Upsert { ids, .. } => {
+                holds.extend(ids.iter().copied())
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks one file; `base` is the build the first graph file set.
@@ -197,6 +251,8 @@ fn check_file(
                 b.n
             )));
         }
+        let ids = super::ids::SlotIds::load(dir, b.n as usize)?;
+        map.check_ids(&ids, &dir.join(name))?;
         for (seg, count) in &map.segments {
             let v = VectorFile::open(&dir.join(seg))?;
             if v.geometry().n != *count {

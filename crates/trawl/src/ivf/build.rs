@@ -114,7 +114,7 @@ pub fn build_ivf<T: Element>(
     let (n, dim) = (data.n(), data.dim());
     params.validate(n, dim)?;
     crate::data::validate_finite(data)?;
-    let txn = Txn::begin(dir)?;
+    let txn = Txn::begin_replacing(dir)?;
     let metric = params.metric;
 
     // The clustering space.

@@ -585,9 +585,7 @@ impl IvfSearcher<'_> {
                 got: query.len(),
             });
         }
-        if !query.iter().all(|v| v.is_finite()) {
-            return Err(SearchError::NonFiniteQuery { row });
-        }
+        crate::search::check_query_values(query, row)?;
         let at = job.tables.len();
         job.tables.resize(at + ix.pq.m() * TABLE_ROW, 0.0);
         let (rows, _) = job.tables[at..].as_chunks_mut::<TABLE_ROW>();

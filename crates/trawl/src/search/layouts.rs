@@ -383,7 +383,9 @@ impl VectorSource for DecoupledLayout {
     #[inline]
     fn vectors_on_page(&self, page: u64) -> u64 {
         let s = self.segment_of(page);
-        self.segments[s].vectors_on_page(page.saturating_sub(self.bases[s]))
+        self.segments
+            .get(s)
+            .map_or(0, |f| f.vectors_on_page(page.saturating_sub(self.bases[s])))
     }
     fn decode_vector(
         &self,

@@ -136,6 +136,18 @@ pub enum SearchError {
         /// Query row (0 for a single query).
         row: usize,
     },
+    /// The query is so long that distances to it could overflow `f32` (squared norm at or
+    /// above [`crate::data::MAX_SQUARED_NORM`], 2^100).
+    #[error(
+        "query {row} is too large: its squared norm {norm_sq:e} is not below 2^100 (about \
+         1.27e30), so distances to it could overflow 32-bit floats; scale it down"
+    )]
+    QueryTooLarge {
+        /// Query row (0 for a single query).
+        row: usize,
+        /// Its squared norm.
+        norm_sq: f64,
+    },
     /// A read failed (device error, short read: the index file changed under us).
     #[error(transparent)]
     Io(#[from] IoError),
@@ -184,7 +196,23 @@ impl SearchError {
             | Self::DimMismatch { .. }
             | Self::DTypeMismatch { .. }
             | Self::NonFiniteQuery { .. }
+            | Self::QueryTooLarge { .. }
             | Self::BadBatch(_) => ErrorKind::InvalidInput,
+        }
+    }
+}
+
+/// Refuses query `row` when it holds NaN or ±inf, or is too long for exact `f32` distances
+/// ([`crate::data::row_fault`]).
+pub fn check_query_values<T: crate::kernels::Element>(
+    query: &[T],
+    row: usize,
+) -> Result<(), SearchError> {
+    match crate::data::row_fault(query) {
+        None => Ok(()),
+        Some(crate::data::RowFault::NonFinite { .. }) => Err(SearchError::NonFiniteQuery { row }),
+        Some(crate::data::RowFault::TooLarge { norm_sq }) => {
+            Err(SearchError::QueryTooLarge { row, norm_sq })
         }
     }
 }

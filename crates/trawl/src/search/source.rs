@@ -124,10 +124,7 @@ impl GraphSpace<'_> {
                 got: query.len(),
             });
         }
-        if query.iter().any(|x| !x.is_finite()) {
-            return Err(SearchError::NonFiniteQuery { row: 0 });
-        }
-        Ok(())
+        super::check_query_values(query, 0)
     }
 }
 
