@@ -960,3 +960,147 @@ fn sharded_build_search_bench_info_and_probe() {
         "{e}"
     );
 }
+
+/// Issue 39: a sharded index never applies a shard's write-ahead log, so updates through a
+/// shard's directory are refused (nothing logged), a shard whose log holds unmerged operations
+/// (an older trawl's) is refused by name, and a forged `shards.trawl` (counts far beyond the
+/// file, directories escaping the folder) fails cleanly, naming the file.
+#[test]
+fn sharded_indexes_refuse_shard_updates_unmerged_logs_and_forged_manifests() {
+    use common::fails_cleanly;
+    use trawl::shard::{ShardManifest, SHARD_MANIFEST_FILE};
+    let dir = tempfile::tempdir().unwrap();
+    let (base, queries, sh) = (
+        dir.path().join("base.fbin"),
+        dir.path().join("q.fbin"),
+        dir.path().join("sh"),
+    );
+    ok(&[
+        "gen",
+        s(&base),
+        "--queries",
+        s(&queries),
+        "-n",
+        "600",
+        "--nq",
+        "5",
+        "--dim",
+        "8",
+    ]);
+    ok(&[
+        "shard",
+        "build",
+        s(&base),
+        s(&sh),
+        "--shards",
+        "2",
+        "--metric",
+        "l2",
+        "-R",
+        "16",
+        "-L",
+        "32",
+        "--pq-bytes",
+        "4",
+    ]);
+    let shard0 = sh.join("shard-000");
+    let man = sh.join(SHARD_MANIFEST_FILE);
+    let refused = |e: &str, path: &Path| {
+        assert!(
+            e.contains(&format!(
+                "{}: this directory is shard 0 of a sharded index ({}): updates to sharded \
+                 indexes are not supported",
+                path.display(),
+                man.display()
+            )),
+            "{e}"
+        );
+    };
+    let ids = dir.path().join("ids.txt");
+    std::fs::write(&ids, "0\n").unwrap();
+    let one = dir.path().join("one.fbin");
+    write_fbin(&one, 1, 8, &[0.5; 8]);
+    for path in [shard0.clone(), shard0.join(".")] {
+        refused(&fails_cleanly(&["delete", s(&path), "--id", "0"]), &path);
+        refused(&fails_cleanly(&["insert", s(&path), s(&one)]), &path);
+        refused(
+            &fails_cleanly(&["insert", s(&path), s(&one), "--ids", s(&ids), "--upsert"]),
+            &path,
+        );
+        refused(&fails_cleanly(&["merge", s(&path)]), &path);
+    }
+    assert!(!shard0.join("wal.trawl").exists(), "nothing was logged");
+    let search = [
+        "search",
+        s(&sh),
+        "--queries",
+        s(&queries),
+        "-k",
+        "1",
+        "-L",
+        "16",
+    ];
+    ok(&search);
+    ok(&["info", s(&sh), "--verify"]);
+    // An older trawl's acknowledged delete through the shard: the sharded search refuses it.
+    let log = shard0.join("wal.trawl");
+    let mut w = trawl::index::wal::LogWriter::create(&log, 0).unwrap();
+    w.append(&[trawl::index::wal::LogOp::Delete { ids: vec![0] }], true)
+        .unwrap();
+    drop(w);
+    let want = format!(
+        "shard 0: {} holds 1 logged update(s) not merged into the shard's files",
+        log.display()
+    );
+    for e in [
+        fails_cleanly(&search),
+        fails_cleanly(&["info", s(&sh), "--verify"]),
+    ] {
+        assert!(e.contains(&want), "{e}");
+        assert!(
+            e.contains("updates to sharded indexes are not supported"),
+            "{e}"
+        );
+    }
+    std::fs::remove_file(&log).unwrap();
+    // Forged counts (an abort or a capacity-overflow panic before) and escaping directories.
+    let good = std::fs::read(&man).unwrap();
+    let forge = |edit: &dyn Fn(&mut trawl::shard::manifest::ShardHeader)| {
+        let mut m = ShardManifest::load(&man).unwrap();
+        edit(&mut m.header);
+        m.save(&man).unwrap();
+    };
+    for n in [1_000_000_000_000_000u64, 1 << 40, 1 << 63] {
+        forge(&|h| h.n = n);
+        let want = format!(
+            "{}: invalid content: n = {n} vectors, but the shards hold only 600 ids",
+            man.display()
+        );
+        for e in [
+            fails_cleanly(&["info", s(&sh), "--verify"]),
+            fails_cleanly(&["info", s(&man)]),
+            fails_cleanly(&search),
+        ] {
+            assert!(e.contains(&want), "{e}");
+        }
+        std::fs::write(&man, &good).unwrap();
+    }
+    let outside = dir.path().join("x");
+    std::fs::create_dir_all(&outside).unwrap();
+    for bad in ["../x", s(&outside), "sub/shard-001"] {
+        forge(&|h| h.shards[1].dir = bad.to_string());
+        let want = format!(
+            "{}: invalid content: shard 1's directory {bad:?} is not a plain name inside the \
+             sharded index's folder",
+            man.display()
+        );
+        for e in [
+            fails_cleanly(&["info", s(&sh), "--verify"]),
+            fails_cleanly(&search),
+        ] {
+            assert!(e.contains(&want), "{e}");
+        }
+        std::fs::write(&man, &good).unwrap();
+    }
+    ok(&["info", s(&sh), "--verify"]);
+}
