@@ -126,3 +126,93 @@ def test_damaged_manifest_is_refused(sharded, tmp_path):
         trawl.ShardedIndex(copy)
     with pytest.raises(trawl.CorruptIndexError):
         trawl.shard_manifest(copy)
+
+
+def _copy(sharded, tmp_path):
+    import shutil
+
+    copy = tmp_path / "s3"
+    shutil.copytree(sharded[0] / "s3", copy)
+    return copy
+
+
+def _forge(man, edit):
+    """Rewrites the JSON header of a shard manifest with `edit`, envelope checksums resealed."""
+    import json
+    import struct
+    import zlib
+
+    raw = man.read_bytes()
+    head, payload = raw[:32], raw[32:]
+    (h,) = struct.unpack_from("<I", payload, 0)
+    header = json.loads(payload[4 : 4 + h])
+    edit(header)
+    js = json.dumps(header).encode()
+    payload = struct.pack("<I", len(js)) + js + payload[4 + h :]
+    head = head[:16] + struct.pack("<QI", len(payload), zlib.crc32(payload))
+    head += struct.pack("<I", zlib.crc32(head))
+    man.write_bytes(head + payload)
+
+
+def test_updates_through_a_shard_are_refused(sharded, tmp_path):
+    copy = _copy(sharded, tmp_path)
+    _, data, _, _ = sharded
+    shard0 = copy / "shard-000"
+    man = copy / "shards.trawl"
+    with pytest.raises(trawl.InvalidInputError) as e:
+        trawl.Index.open(shard0, writable=True)
+    assert str(e.value) == (
+        f"{shard0}: this directory is shard 0 of a sharded index ({man}): updates to sharded "
+        "indexes are not supported (insert, delete, upsert and merge through a shard's "
+        "directory are refused: the sharded search would not see them); rebuild the sharded "
+        "index from the updated data (`trawl shard build`)"
+    )
+    assert not (shard0 / "wal.trawl").exists()
+    # Reading a shard on its own is fine.
+    assert len(trawl.Index.open(shard0)) == trawl.shard_manifest(copy)["shards"][0]["count"]
+    # A delete an older trawl acknowledged through the shard (the manifest out of the way):
+    # the sharded search refuses the index, naming the shard's log, instead of returning it.
+    plan = copy / "shards.plan.trawl"
+    assert plan.is_file()  # the build's plan also marks the shards
+    man.rename(copy / "hidden")
+    plan.rename(copy / "hidden-plan")
+    ix = trawl.Index.open(shard0, writable=True)
+    assert ix.delete([0]) == 1
+    ix.close()
+    (copy / "hidden").rename(man)
+    with pytest.raises(trawl.CorruptIndexError) as e:
+        trawl.ShardedIndex(copy)
+    assert str(e.value).startswith(
+        f"shard 0: {shard0 / 'wal.trawl'} holds 1 logged update(s) not merged into the "
+        "shard's files; a sharded search does not apply its shards' logs and updates to "
+        "sharded indexes are not supported"
+    )
+
+
+@pytest.mark.parametrize("n", [10**15, 2**40, 2**63])
+def test_forged_vector_count_is_refused(sharded, tmp_path, n):
+    copy = _copy(sharded, tmp_path)
+    man = copy / "shards.trawl"
+    _forge(man, lambda h: h.update(n=n))
+    want = f"{man}: invalid content: n = {n} vectors, but the shards hold only 4000 ids"
+    with pytest.raises(trawl.CorruptIndexError) as e:
+        trawl.ShardedIndex(copy)
+    assert str(e.value) == want
+    with pytest.raises(trawl.CorruptIndexError) as e:
+        trawl.shard_manifest(copy)
+    assert str(e.value) == want
+
+
+@pytest.mark.parametrize("bad", ["../x", "/tmp", "..", "a/shard-001"])
+def test_shard_directories_escaping_the_folder_are_refused(sharded, tmp_path, bad):
+    copy = _copy(sharded, tmp_path)
+    man = copy / "shards.trawl"
+    _forge(man, lambda h: h["shards"][1].update(dir=bad))
+    want = (
+        f'{man}: invalid content: shard 1\'s directory "{bad}" is not a plain name inside the '
+        "sharded index's folder (an absolute path, `..`, `.` or a path separator): refused"
+    )
+    for call in (trawl.ShardedIndex, trawl.shard_manifest):
+        with pytest.raises(trawl.CorruptIndexError) as e:
+            call(copy)
+        assert str(e.value) == want
