@@ -325,7 +325,11 @@ def build(
 class ShardedIndex:
     """A sharded index (``build_sharded`` / ``trawl shard build``), every shard open in this
     process: each query searched in its ``probe`` nearest shards (0 = all), per-shard top-k
-    merged by exact distance; ids are global (row numbers of the data it was built from)."""
+    merged by exact distance; ids are global (row numbers of the data it was built from).
+
+    Read-only: ``Index.open(shard_dir, writable=True)`` on one of its shards raises
+    ``InvalidInputError`` (updates to sharded indexes are not supported), and a shard whose
+    ``wal.trawl`` holds unmerged operations makes the constructor raise ``CorruptIndexError``."""
     def __init__(
         self,
         index_dir: _Path,
