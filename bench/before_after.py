@@ -7,12 +7,15 @@ with the same flags, one `trawl bench` sweep each, alternating A B / B A within 
 configuration the QPS at the target recalls is interpolated on each sweep's recall–QPS curve;
 the report gives the medians per binary and the median of the per-repetition ratios B / A.
 
-    python3 bench/before_after.py gen-1m --bin-a /tmp/trawl-before --bin-b target/release/trawl
+    python3 bench/before_after.py gen-1m --bin-a /tmp/trawl-before
     python3 bench/before_after.py glove-400k --repeat 5 --configs beam,pipe
     python3 bench/before_after.py glove-400k --repeat 30 --configs decoupled --lsizes 15
 
 With one list size per sweep the QPS at a target is that point's QPS when its recall reaches
 the target (both binaries must reach the same recall there; the report lists it).
+
+--bin-b defaults to the release binary where cargo builds (`release/trawl` in `cargo metadata`'s
+`target_directory`: `CARGO_TARGET_DIR` is honoured).
 
 The index is built once (by --bin-a, R/L/PQ as the other bench scripts) beside the dataset, with
 its PageShuffle and decoupled layouts and a MemGraph entry index for C5.
@@ -86,7 +89,9 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dataset")
     ap.add_argument("--bin-a", required=True, help="the reference binary (before)")
-    ap.add_argument("--bin-b", required=True, help="the binary measured against it (after)")
+    ap.add_argument("--bin-b", default=None,
+                    help="the binary measured against it (after; default: release/trawl in "
+                         "cargo's target directory)")
     ap.add_argument("--configs", default="beam,pipe,c5,decoupled")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
@@ -100,6 +105,11 @@ def main() -> None:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--out", default="bench/out/before_after")
     args = ap.parse_args()
+    if args.bin_b is None:
+        args.bin_b = str(common.default_trawl_bin())
+    for b in (args.bin_a, args.bin_b):
+        if not Path(b).is_file():
+            sys.exit(f"before_after.py: no trawl binary at {b}")
     import os
     os.environ["TRAWL_BIN"] = args.bin_a  # builds the index and prepares the data
     ds = datasets.prepare(args.dataset)

@@ -24,7 +24,6 @@ import numpy as np
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
-TRAWL_BIN = REPO_ROOT / "target" / "release" / "trawl"
 OUT_DIR = BENCH_DIR / "out"
 
 
@@ -162,9 +161,36 @@ def warm_page_cache(*paths: Path) -> None:
 # trawl binary
 # ---------------------------------------------------------------------------------------------
 
+_TARGET_DIR: Path | None = None
+
+
+def cargo_target_dir() -> Path:
+    """Where cargo builds this workspace: `cargo metadata`'s `target_directory`, so that
+    `CARGO_TARGET_DIR` and a `build.target-dir` in a cargo config are honoured; without cargo,
+    $CARGO_TARGET_DIR (relative to the repository root), else `target/` at the root."""
+    global _TARGET_DIR
+    if _TARGET_DIR is None:
+        try:
+            out = subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"],
+                                 cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                                 check=True)
+            _TARGET_DIR = Path(json.loads(out.stdout)["target_directory"])
+        except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+            env = os.environ.get("CARGO_TARGET_DIR")
+            _TARGET_DIR = REPO_ROOT / env if env else REPO_ROOT / "target"
+    return _TARGET_DIR
+
+
+def default_trawl_bin() -> Path:
+    """The release binary where cargo builds it (see `cargo_target_dir`)."""
+    return cargo_target_dir() / "release" / "trawl"
+
+
 def trawl_bin() -> Path:
-    """Path of the trawl binary ($TRAWL_BIN or target/release/trawl); raises if it is missing."""
-    p = Path(os.environ.get("TRAWL_BIN", TRAWL_BIN))
+    """Path of the trawl binary ($TRAWL_BIN, else `release/trawl` in cargo's target directory,
+    see `cargo_target_dir`); raises if it is missing."""
+    env = os.environ.get("TRAWL_BIN")
+    p = Path(env) if env else default_trawl_bin()
     if not p.exists():
         raise FileNotFoundError(
             f"trawl binary not found at {p}; build it with `cargo build --release -p trawl-cli` "

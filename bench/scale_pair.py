@@ -3,10 +3,13 @@
 10M builds of `bench/scale.py`): the two sides alternate within one run, `--reps` times, so
 that a disk whose speed drifts by the hour touches both alike. Reports medians.
 
-    TRAWL_BIN=target/release/trawl python3 bench/scale_pair.py \
+    python3 bench/scale_pair.py \
         --index whole=/work/scale/idx10m-b8 --index sharded=/work/scale/idx10m-b8-sharded \
         --queries /work/scale/q10m.fbin --gt /work/scale/gt10m.bin \
         --pipe-L 30,45 --c5-L 30,44 --reps 5 --tag 10m
+
+The binary is $TRAWL_BIN, else `release/trawl` where cargo builds (`cargo metadata`'s
+`target_directory`, so `CARGO_TARGET_DIR` is honoured; see `common.trawl_bin`).
 """
 
 import argparse

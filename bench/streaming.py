@@ -33,10 +33,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datasets  # noqa: E402
-from common import OUT_DIR, REPO_ROOT, import_pyplot, log, machine_info, write_json  # noqa: E402
+from common import (OUT_DIR, REPO_ROOT, cargo_target_dir, import_pyplot, log,  # noqa: E402
+                    machine_info, write_json)
 
 RESULTS = REPO_ROOT / "bench" / "results"
-EXAMPLE = REPO_ROOT / "target" / "release" / "examples" / "streaming"
+
+
+def example_bin() -> Path:
+    """The example `cargo build --release --example streaming` writes (in cargo's target
+    directory, `CARGO_TARGET_DIR` honoured)."""
+    return cargo_target_dir() / "release" / "examples" / "streaming"
 
 
 def build_example() -> None:
@@ -49,7 +55,7 @@ def run(name: str, layout: str, args) -> Path:
     ds = datasets.prepare(name)
     out = OUT_DIR / f"streaming-{name}-{layout}.json"
     work = Path(args.work) / f"{name}-{layout}"
-    cmd = [str(EXAMPLE), "--base", ds.base, "--queries", ds.query, "--metric", ds.metric,
+    cmd = [str(example_bin()), "--base", ds.base, "--queries", ds.query, "--metric", ds.metric,
            "--dir", str(work), "--out", str(out), "--rounds", str(args.rounds),
            "--clusters", str(args.clusters), "-L", str(args.search_l), "--threads",
            str(args.threads), "--layout", layout, "--max-queries", str(args.queries),

@@ -26,9 +26,17 @@ if ! diff -u <(sed -n 'p' "$work/quickstart.py") "$work/quickstart-pkg.py" >&2; 
   exit 1
 fi
 
-# The CLI the results are compared with (built by `cargo test --all-targets`).
-export TRAWL_BIN="${TRAWL_BIN:-$repo/target/debug/trawl}"
+# The CLI the results are compared with (built by `cargo test --all-targets`), where cargo builds
+# it: `cargo metadata`'s target_directory honours CARGO_TARGET_DIR and a cargo config's
+# build.target-dir.
+target_dir=$(cargo metadata --format-version 1 --no-deps \
+  | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+export TRAWL_BIN="${TRAWL_BIN:-$target_dir/debug/trawl}"
 [ -x "$TRAWL_BIN" ] || cargo build -q -p trawl-cli
+if [ ! -x "$TRAWL_BIN" ]; then
+  echo "TRAWL_BIN=$TRAWL_BIN does not exist (cargo builds into $target_dir)" >&2
+  exit 1
+fi
 
 old_python=python3
 for candidate in python3.9 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.9*/bin/python3 python3.10; do

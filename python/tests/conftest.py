@@ -1,6 +1,8 @@
+import json
 import os
 import shutil
 import signal
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -58,15 +60,36 @@ def f32_index(tmp_path_factory):
     return d, data, queries, report
 
 
+def cargo_target_dir():
+    """Where cargo builds the workspace: `cargo metadata`'s `target_directory` (so that
+    CARGO_TARGET_DIR and a cargo config's build.target-dir are honoured); without cargo,
+    $CARGO_TARGET_DIR (relative to the repository root), else target/ at the root."""
+    try:
+        out = subprocess.run(
+            ["cargo", "metadata", "--format-version", "1", "--no-deps"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return Path(json.loads(out.stdout)["target_directory"])
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+        env = os.environ.get("CARGO_TARGET_DIR")
+        return REPO / env if env else REPO / "target"
+
+
 def trawl_cli():
-    """The trawl binary: $TRAWL_BIN (required to exist when set), else target/{release,debug}."""
+    """The trawl binary: $TRAWL_BIN (required to exist when set), else release/ or debug/ in
+    cargo's target directory (see cargo_target_dir), else `trawl` on the PATH."""
     env = os.environ.get("TRAWL_BIN")
     if env:
         if not Path(env).is_file():
             pytest.fail(f"TRAWL_BIN={env} does not exist")
         return Path(env)
+    target = cargo_target_dir()
     for profile in ("release", "debug"):
-        p = REPO / "target" / profile / "trawl"
+        p = target / profile / "trawl"
         if p.is_file():
             return p
     found = shutil.which("trawl")
