@@ -140,3 +140,29 @@ def test_slow_shard_times_out(built):
         assert 0.9 <= waited < 4.0, waited
     finally:
         ix.close()
+
+
+def test_shard_with_unmerged_updates_is_refused(built, tmp_path):
+    import shutil
+
+    root = built[0]
+    copy = tmp_path / "ray"
+    shutil.copytree(root / "ray", copy)
+    shard0 = copy / "shard-000"
+    # An update through the shard's directory is refused...
+    with pytest.raises(trawl.InvalidInputError, match="updates to sharded indexes are not"):
+        trawl.Index.open(shard0, writable=True)
+    # ...but an older trawl logged one (simulated with the manifest and plan out of the way):
+    # the shard's actor refuses it, naming the log, as trawl.ShardedIndex does.
+    for name in ("shards.trawl", "shards.plan.trawl"):
+        if (copy / name).exists():
+            (copy / name).rename(copy / (name + ".hidden"))
+    ix = trawl.Index.open(shard0, writable=True)
+    ix.delete([0])
+    ix.close()
+    for name in ("shards.trawl", "shards.plan.trawl"):
+        if (copy / (name + ".hidden")).exists():
+            (copy / (name + ".hidden")).rename(copy / name)
+    with pytest.raises(tray.ShardUnavailableError) as e:
+        tray.RayShardedIndex(copy, max_restarts=0, timeout=60)
+    assert f"shard 0: {shard0 / 'wal.trawl'} holds logged update(s) not merged" in str(e.value)

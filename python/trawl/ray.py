@@ -133,7 +133,7 @@ def build_sharded(
 class ShardActor:
     """Holds shard ``shard`` of the sharded index in ``index_dir`` open and searches it; maps
     its row numbers to global ids. Refuses a shard that is not the build the manifest
-    recorded."""
+    recorded, or whose write-ahead log holds updates not merged into its files."""
 
     def __init__(self, index_dir: str, shard: int, open_kwargs: Dict[str, Any]):
         manifest = trawl.shard_manifest(index_dir)
@@ -146,6 +146,18 @@ class ShardActor:
             raise trawl.CorruptIndexError(
                 f"shard {shard} ({entry['dir']}) is build {build_id!r}, the shard manifest "
                 f"recorded {entry['build_id']!r}: rebuild the sharded index"
+            )
+        # A sharded index takes no updates (its shards' logs are not part of it): a shard
+        # whose write-ahead log holds operations not merged into its files is refused, as
+        # `trawl.ShardedIndex` refuses it.
+        live = self.index.info()["live"]
+        if live["delta_vectors"] or live["vectors"] != entry["count"]:
+            log = os.path.join(entry["dir"], "wal.trawl")
+            raise trawl.CorruptIndexError(
+                f"shard {shard}: {log} holds logged update(s) not merged into the shard's "
+                "files; a sharded search does not apply its shards' logs and updates to "
+                "sharded indexes are not supported: rebuild the sharded index from the "
+                "updated data (`trawl shard build`)"
             )
 
     def ready(self) -> Tuple[int, int]:
