@@ -280,6 +280,8 @@ def test_bad_update_inputs_change_nothing(index_dir):
             (lambda: index.insert(v[None]), "2-D"),
             (lambda: index.insert(nan), "NaN"),
             (lambda: index.upsert([0, 1, 2, 3], inf), "NaN or infinite"),
+            (lambda: index.insert(v * np.float32(1e30)), "squared norm"),
+            (lambda: index.upsert([0], np.full((1, DIM), 3e38, np.float32)), "squared norm"),
             (lambda: index.insert(v.astype(np.float64)), "float64|dtype"),
             (lambda: index.insert(v.astype(np.uint8)), "dtype"),
             (lambda: index.insert(list(v[0])), "numpy array"),
@@ -313,6 +315,25 @@ def test_bad_update_inputs_change_nothing(index_dir):
     with trawl.Index.open(d) as r:
         assert len(r) == n0
         np.testing.assert_array_equal(nearest(r, data[:30], k=10)[0], before[0])
+
+
+def test_a_build_over_unmerged_updates_is_refused(index_dir):
+    d, data = index_dir
+    with trawl.Index.open(d, writable=True) as index:
+        index.insert(new_vectors(2, seed=31), ids=[7000, 7001])
+        index.delete([3])
+    log = (d / "wal.trawl").read_bytes()
+    with pytest.raises(trawl.InvalidInputError, match="2 acknowledged updates not merged yet"):
+        trawl.build(data, d, trawl.BuildParams(threads=2, **FAST))
+    assert (d / "wal.trawl").read_bytes() == log
+    with trawl.Index.open(d) as r:
+        assert len(r) == N + 1 and 7001 in nearest(r, new_vectors(2, seed=31))[0][:, 0]
+    with trawl.Index.open(d, writable=True) as index:
+        index.merge(threads=2)
+    trawl.build(data, d, trawl.BuildParams(threads=2, **FAST))
+    assert not (d / "wal.trawl").exists()
+    with trawl.Index.open(d) as r:
+        assert len(r) == N
 
 
 def test_open_options_of_updates(index_dir):

@@ -320,3 +320,40 @@ fn a_decoupled_index_with_every_vector_deleted_merges_and_opens() {
     assert_eq!(search_ids(&ix, &st.new, 1, &[]), vec![7_000_000, 7_000_001]);
     ok(&["info", s(&ix), "--verify"]);
 }
+
+#[test]
+fn an_ivf_index_refuses_every_graph_writer_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let base = dir.join("base.fbin");
+    ok(&["gen", s(&base), "-n", "2000", "--dim", "16"]);
+    let ix = dir.join("ivf");
+    ok(&[
+        "build",
+        s(&base),
+        s(&ix),
+        "--kind",
+        "ivf",
+        "--metric",
+        "l2",
+        "--pq-bytes",
+        "8",
+    ]);
+    let new = dir.join("new.fbin");
+    write_fbin(&new, 1, 16, &[0.5; 16]);
+    for args in [
+        &["insert", s(&ix), s(&new)][..],
+        &["delete", s(&ix), "--id", "3"],
+        &["merge", s(&ix)],
+        &["entry", s(&ix)],
+        &["layout", s(&ix), "--shuffle"],
+    ] {
+        let e = fails(args);
+        assert!(
+            e.contains("this is an IVF index; this operation works on graph indexes only"),
+            "{args:?}: {e}"
+        );
+    }
+    assert!(!ix.join("wal.trawl").exists());
+    ok(&["info", s(&ix), "--verify"]);
+}
