@@ -12,6 +12,9 @@
 //! - [`trawl_files`]: byte 0 picks the trawl file kind ([`KINDS`]), byte 1 bit 0 asks for the
 //!   checksums to be re-sealed ([`reseal`]) so that forged values pass them; the rest is the file.
 //! - [`codecs`]: byte 0 picks Elias-Fano or Huffman; the rest are the decoder's arguments.
+//! - [`index_files`]: byte 0 picks the index file kind ([`INDEX_KINDS`]: the IVF file, the IVF
+//!   vector file, the shard manifest, the write-ahead log, the ids file, the vector map), byte 1
+//!   bit 0 asks for the checksums to be re-sealed ([`reseal_index`]); the rest is the file.
 
 #![allow(dead_code)]
 
@@ -61,6 +64,43 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A temporary directory holding one file `name` with `bytes` (for the readers that take an
+/// index directory), removed on drop. On tmpfs when there is one.
+pub struct TempDir {
+    /// The directory.
+    pub dir: PathBuf,
+    /// The file in it.
+    pub path: PathBuf,
+}
+
+impl TempDir {
+    /// A fresh directory with `name` holding `bytes`.
+    pub fn with_file(name: &str, bytes: &[u8]) -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let shm = Path::new("/dev/shm");
+        let base = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = base.join(format!(
+            "trawl-fuzz-dir-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("temporary directory");
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).expect("temporary file");
+        Self { dir, path }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -328,6 +368,216 @@ fn entry(p: &Path, bytes: &[u8]) {
     if let Some(e) = file_err(EntryIndex::load(p, n, dtype, dim, metric, tag), p) {
         assert!(!e.is_empty() && e.len() as u64 <= n);
         assert!(e.ids().iter().all(|&id| u64::from(id) < n));
+    }
+}
+
+/// Index file kinds of [`index_files`], by byte 0 (modulo their number).
+pub const INDEX_KINDS: [&str; 6] = ["ivf", "ivf_vectors", "shards", "wal", "ids", "vmap"];
+
+/// The IVF file (`ivf.trawl`) and its semantic checks, the IVF vector file, the shard
+/// manifest (`shards.trawl`, header and full load), the write-ahead log (`wal.trawl`), the
+/// ids file (`ids.trawl`) and the vector map (`vmap.trawl`).
+pub fn index_files(input: &[u8]) {
+    use trawl::index::ids::SlotIds;
+    use trawl::index::segments::{VectorMap, GONE};
+    use trawl::index::wal;
+    use trawl::ivf::file::{check_centroids, IvfMeta};
+    use trawl::shard::ShardManifest;
+
+    let [sel, flags, rest @ ..] = input else {
+        return;
+    };
+    let kind = usize::from(*sel) % INDEX_KINDS.len();
+    let mut bytes = rest.to_vec();
+    if flags & 1 != 0 {
+        reseal_index(kind, &mut bytes, flags & 2 != 0);
+    }
+    match kind {
+        0 => {
+            let f = TempFile::new("ivf.trawl", &bytes);
+            let p = &f.path;
+            if let Some(m) = file_err(IvfMeta::load(p), p) {
+                let nlist = m.nlist();
+                assert!(nlist > 0);
+                assert_eq!(m.centroids.len(), nlist * m.centroid_dim());
+                check_centroids(&m.centroids, m.centroid_dim()).expect("loaded centroids pass");
+                assert_eq!(m.graph.n(), nlist);
+                assert!((m.graph.medoid() as usize) < nlist);
+                for i in 0..nlist as u32 {
+                    assert!(m.graph.neighbors(i).iter().all(|&j| (j as usize) < nlist));
+                    assert!(m.list(i).iter().all(|&id| u64::from(id) < m.n));
+                }
+                let _ = m.check_lists();
+                if let Some(sole) = m.sole_lists() {
+                    assert_eq!(sole.len() as u64, m.n);
+                }
+                let _ = m.replication();
+                let _ = m.heap_bytes();
+            }
+        }
+        1 => {
+            use trawl::ivf::vectors::VectorFile;
+            let f = TempFile::new("ivf-vectors.trawl", &bytes);
+            let p = &f.path;
+            if let Some(v) = file_err(VectorFile::open(p), p) {
+                let g = *v.geometry();
+                assert_eq!(v.slots().len() as u64, g.n);
+                for id in 0..g.n.min(1 << 16) as u32 {
+                    let (page, off) = v.locate(id);
+                    assert!(page >= 1 && page <= g.data_pages, "{id} on page {page}");
+                    assert!(off + g.vector_bytes.min(4096) <= 4096 || g.per_page == 0);
+                    assert!(v.ids_on_page(page).len() <= g.per_page);
+                    assert!(v.vectors_on_page(page) >= 1);
+                    assert!(v.page_crc(page).is_some());
+                }
+                let _ = v.heap_bytes();
+                assert_eq!(g.file_bytes(), bytes.len() as u64);
+            }
+        }
+        2 => {
+            let f = TempFile::new("shards.trawl", &bytes);
+            let p = &f.path;
+            let _ = file_err(ShardManifest::read_header(p), p);
+            if let Some(m) = file_err(ShardManifest::load(p), p) {
+                let h = &m.header;
+                assert_eq!(m.ids.len(), h.shards.len());
+                assert_eq!(m.centroids.len(), h.shards.len() * h.dim);
+                for (ids, e) in m.ids.iter().zip(&h.shards) {
+                    assert_eq!(ids.len() as u64, e.count);
+                    assert!(ids.iter().all(|&g| u64::from(g) < h.n));
+                }
+            }
+        }
+        3 => {
+            let f = TempFile::new("wal.trawl", &bytes);
+            let p = &f.path;
+            match wal::read_log(p) {
+                Ok(c) => {
+                    assert!(c.valid_len <= bytes.len() as u64);
+                    let mut seq = c.base_seq;
+                    for r in &c.records {
+                        assert_eq!(Some(r.seq), seq.checked_add(1));
+                        seq = r.seq;
+                        if let Some(v) = r.op.vectors() {
+                            let _ = v.count();
+                            match v.dtype {
+                                DType::F32 => drop(v.rows::<f32>()),
+                                DType::U8 => drop(v.rows::<u8>()),
+                                DType::I8 => drop(v.rows::<i8>()),
+                            }
+                        }
+                        let _ = r.op.ids().len();
+                    }
+                    assert_eq!(c.last_seq(), seq);
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    assert!(
+                        msg.contains(&*p.to_string_lossy()),
+                        "error does not name the file: {msg}"
+                    );
+                    let _ = e.kind();
+                }
+            }
+        }
+        4 => {
+            let d = TempDir::with_file("ids.trawl", &bytes);
+            // Ask for the slot count the file says it has, so the content checks are reached.
+            let n = le64(&bytes, 32).filter(|&n| n <= 1 << 24).unwrap_or(0) as usize;
+            if let Some(ids) = file_err(SlotIds::load(&d.dir, n), &d.path) {
+                assert_eq!(ids.len(), n);
+                let rev = ids.reverse();
+                assert_eq!(rev.len(), ids.live());
+                assert_eq!(ids.holes().len() + ids.live(), n);
+                let _ = ids.next_free_id();
+            }
+        }
+        _ => {
+            let d = TempDir::with_file("vmap.trawl", &bytes);
+            if let Some(Some(m)) = file_err(VectorMap::load(&d.dir), &d.path) {
+                let live = m.live_per_segment();
+                assert_eq!(live.len(), m.segments.len());
+                for &(s, l) in &m.slots {
+                    if (s, l) != GONE {
+                        assert!(u64::from(l) < m.segments[s as usize].1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Magic of the IVF file, the shard manifest, the ids file and the vector map (envelopes).
+fn index_magic(kind: usize) -> [u8; 8] {
+    match kind {
+        0 => *b"TRAWLIVF",
+        2 => *b"TRAWLSHD",
+        4 => *b"TRAWLIDS",
+        _ => *b"TRAWLVMP",
+    }
+}
+
+/// [`reseal`] for the kinds of [`index_files`] (index into [`INDEX_KINDS`]): envelopes as
+/// there; the IVF vector file's data page CRCs into its checksum table, both tables' CRCs and
+/// the header page's CRC; the write-ahead log's header CRC and every record's body CRC (as far
+/// as the record lengths lead). Never panics, whatever `bytes`.
+pub fn reseal_index(kind: usize, bytes: &mut [u8], keep_len: bool) {
+    match kind {
+        1 => reseal_ivf_vectors(bytes),
+        3 => reseal_wal(bytes),
+        _ => reseal_envelope(bytes, index_magic(kind), keep_len),
+    }
+}
+
+/// The IVF vector file: header at page 0 (`n` at 12, `D` at 28, slot table CRC at 36, page
+/// table CRC at 40), then `D` data pages, the slot table (`n × u32`, padded to a page), the
+/// page checksum table (`D × u32`).
+pub fn reseal_ivf_vectors(bytes: &mut [u8]) {
+    if bytes.len() < PAGE {
+        return;
+    }
+    let n = le64(bytes, 12).unwrap_or(0);
+    let d = le64(bytes, 28).unwrap_or(0);
+    let pages = (bytes.len() / PAGE) as u64;
+    let slot_at = 1u64.saturating_add(d).saturating_mul(PAGE as u64);
+    let slot_pages = n.saturating_mul(4).div_ceil(PAGE as u64);
+    let table_at = 1u64
+        .saturating_add(d)
+        .saturating_add(slot_pages)
+        .saturating_mul(PAGE as u64);
+    for page in 1..=d.min(pages.saturating_sub(1)) {
+        let c = crc(span(bytes, page * PAGE as u64, PAGE as u64));
+        let at = table_at.saturating_add((page - 1) * 4);
+        if at < bytes.len() as u64 {
+            put32(bytes, at as usize, c);
+        }
+    }
+    let slot_crc = crc(span(bytes, slot_at, n.saturating_mul(4)));
+    put32(bytes, 36, slot_crc);
+    let table_crc = crc(span(bytes, table_at, d.saturating_mul(4)));
+    put32(bytes, 40, table_crc);
+    reseal_header_page(bytes);
+}
+
+/// The write-ahead log: header CRC (28, of bytes 0..28), then each record's body CRC (its
+/// prefix is `u32` body length, `u32` CRC) while the lengths stay inside the file.
+pub fn reseal_wal(bytes: &mut [u8]) {
+    if bytes.len() < 32 {
+        return;
+    }
+    let c = crc(&bytes[..28]);
+    put32(bytes, 28, c);
+    let mut pos = 32usize;
+    while let Some(len) = le32(bytes, pos) {
+        let Some(end) = (pos + 8).checked_add(len as usize) else {
+            break;
+        };
+        if end > bytes.len() {
+            break;
+        }
+        let c = crc(&bytes[pos + 8..end]);
+        put32(bytes, pos + 4, c);
+        pos = end;
     }
 }
 
@@ -844,8 +1094,157 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     s.extend(bits);
     out.push(("codecs", s));
 
+    out.extend(index_seeds(&dir));
     let _ = std::fs::remove_dir_all(&dir);
     out
+}
+
+/// Valid seeds of [`index_files`] (`("index_files", input)`), written in `dir`: the IVF files of
+/// two small IVF builds (f32 L2 with replication and the by-id file; u8 inner product with one
+/// list per vector), a shard manifest, a write-ahead log of every operation, an ids file and a
+/// vector map.
+fn index_seeds(dir: &Path) -> Vec<(&'static str, Vec<u8>)> {
+    use trawl::index::ids::{SlotIds, HOLE};
+    use trawl::index::segments::{VectorMap, GONE};
+    use trawl::index::wal::{LogOp, LogVectors, LogWriter};
+    use trawl::ivf::{build_ivf, IvfParams};
+
+    let mut out: Vec<(&'static str, Vec<u8>)> = Vec::new();
+    let read = |p: &Path| std::fs::read(p).expect("seed file");
+    let kind = |k: &str| INDEX_KINDS.iter().position(|&x| x == k).expect("kind") as u8;
+    let mut push = |k: &str, file: Vec<u8>| {
+        out.push(("index_files", [vec![kind(k), 0], file.clone()].concat()));
+        out.push(("index_files", [vec![kind(k), 1], file].concat()));
+    };
+    let mut rng = Rng(0x1f5eed);
+    let (n, dim) = (120usize, 6usize);
+    let floats: Vec<f32> = (0..n * dim)
+        .map(|_| (rng.below(400) as f32) / 32.0)
+        .collect();
+    let bytes: Vec<u8> = floats.iter().map(|&x| (x * 8.0) as u8).collect();
+    let small_pq = trawl::quant::pq::PqParams {
+        bytes_per_vector: 2,
+        max_sample: 64,
+        iters: 2,
+        seed: 1,
+        opq_iters: 0,
+    };
+    let graph = trawl::graph::VamanaParams {
+        r: 6,
+        l: 12,
+        ..trawl::graph::VamanaParams::default()
+    };
+    let ivf = dir.join("ivf-f32");
+    let params = IvfParams {
+        list_size: 8,
+        centroid_graph: graph.clone(),
+        pq: small_pq.clone(),
+        by_id_file: true,
+        ..IvfParams::default()
+    };
+    let base = trawl::data::Matrix::from_vec(floats, dim).expect("matrix");
+    build_ivf(&base, &ivf, &params, &Control::silent()).expect("IVF build");
+    push("ivf", read(&ivf.join("ivf.trawl")));
+    push("ivf_vectors", read(&ivf.join("ivf-vectors.trawl")));
+    push("ivf_vectors", read(&ivf.join("ivf-vectors-by-id.trawl")));
+    let ivf = dir.join("ivf-u8");
+    let params = IvfParams {
+        metric: Metric::InnerProduct,
+        list_size: 12,
+        max_replicas: 1,
+        centroid_graph: graph,
+        pq: small_pq,
+        ..IvfParams::default()
+    };
+    let base = trawl::data::Matrix::from_vec(bytes, dim).expect("matrix");
+    build_ivf(&base, &ivf, &params, &Control::silent()).expect("IVF build");
+    push("ivf", read(&ivf.join("ivf.trawl")));
+    push("ivf_vectors", read(&ivf.join("ivf-vectors.trawl")));
+
+    // Shard manifest: two shards of a 10-vector index of dimension 2, one vector in both.
+    let json = br#"{"written_by":"0.1.0","n":10,"dim":2,"dtype":"f32","metric":"l2","slack":1.1,"epsilon":0.1,"seed":7,"in_nearest":10,"replicas":1,"shards":[{"dir":"shard-000","count":6,"build_id":"0123456789abcdef"},{"dir":"shard-001","count":5,"build_id":"fedcba9876543210"}]}"#;
+    let mut m = vec![0u8; 32];
+    m[8..12].copy_from_slice(&1u32.to_le_bytes());
+    m.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    m.extend_from_slice(json);
+    for x in [0.5f32, 1.0, 3.0, -2.0] {
+        m.extend_from_slice(&x.to_le_bytes());
+    }
+    for id in [0u32, 1, 2, 3, 4, 5, 5, 6, 7, 8, 9] {
+        m.extend_from_slice(&id.to_le_bytes());
+    }
+    reseal_envelope(&mut m, *b"TRAWLSHD", false);
+    push("shards", m);
+
+    // Write-ahead log: an insert (f32), a delete, an upsert (u8), an insert (i8).
+    let p = dir.join("wal.trawl");
+    let mut w = LogWriter::create(&p, 5).expect("log");
+    w.append(
+        &[
+            LogOp::Insert {
+                ids: vec![40, 41],
+                vectors: LogVectors::from_rows(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], 3),
+            },
+            LogOp::Delete { ids: vec![3, 40] },
+        ],
+        true,
+    )
+    .expect("append");
+    w.append(
+        &[LogOp::Upsert {
+            ids: vec![7],
+            vectors: LogVectors::from_rows(&[9u8, 8, 7], 3),
+        }],
+        true,
+    )
+    .expect("append");
+    w.append(
+        &[LogOp::Insert {
+            ids: vec![50, 51, 52],
+            vectors: LogVectors::from_rows(&[-1i8, 0, 1, 2, 3, 4, -5, -6, -7], 3),
+        }],
+        false,
+    )
+    .expect("append");
+    drop(w);
+    push("wal", read(&p));
+
+    // Ids file with holes, and a vector map over two segments with a slot without a vector.
+    let p = dir.join("ids.trawl");
+    SlotIds::Table(vec![0, 1, HOLE, 7, 3, 90_000, HOLE, 12])
+        .save(&p)
+        .expect("ids");
+    push("ids", read(&p));
+    let p = dir.join("vmap.trawl");
+    VectorMap {
+        segments: vec![
+            ("vectors.trawl".to_string(), 5),
+            ("vectors-000001.trawl".to_string(), 3),
+        ],
+        slots: vec![(0, 0), (0, 1), GONE, (1, 0), (1, 2), (0, 4), (1, 1)],
+    }
+    .save(&p)
+    .expect("vmap");
+    push("vmap", read(&p));
+    out
+}
+
+/// The file of the first seed of index file kind `kind` (a name in [`INDEX_KINDS`]) whose
+/// checksums were not re-sealed, i.e. a valid file as trawl writes it; `nth` picks among
+/// several.
+pub fn index_seed_file(kind: &str, nth: usize) -> Vec<u8> {
+    let k = INDEX_KINDS.iter().position(|&x| x == kind).expect("kind") as u8;
+    all_seeds()
+        .iter()
+        .filter(|(t, s)| *t == "index_files" && s[0] == k && s[1] == 0)
+        .nth(nth)
+        .map(|(_, s)| s[2..].to_vec())
+        .expect("seed of that kind")
+}
+
+fn all_seeds() -> &'static [(&'static str, Vec<u8>)] {
+    static SEEDS: std::sync::OnceLock<Vec<(&'static str, Vec<u8>)>> = std::sync::OnceLock::new();
+    SEEDS.get_or_init(seeds)
 }
 
 fn bytemuck_f32(v: &[f32]) -> Vec<u8> {
@@ -855,10 +1254,8 @@ fn bytemuck_f32(v: &[f32]) -> Vec<u8> {
 /// The file of the first seed of trawl file kind `kind` (a name in [`KINDS`]) whose checksums
 /// were not re-sealed, i.e. a valid file as trawl writes it; `nth` picks among several.
 pub fn seed_file(kind: &str, nth: usize) -> Vec<u8> {
-    static SEEDS: std::sync::OnceLock<Vec<(&'static str, Vec<u8>)>> = std::sync::OnceLock::new();
     let k = KINDS.iter().position(|&x| x == kind).expect("kind") as u8;
-    SEEDS
-        .get_or_init(seeds)
+    all_seeds()
         .iter()
         .filter(|(t, s)| *t == "trawl_files" && s[0] == k && s[1] == 0)
         .nth(nth)

@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 3] = [
+const TARGETS: [(&str, Target); 4] = [
     ("vector_inputs", harness::vector_inputs),
     ("trawl_files", harness::trawl_files),
     ("codecs", harness::codecs),
+    ("index_files", harness::index_files),
 ];
 
 fn corpus_dir(target: &str) -> PathBuf {
@@ -76,8 +77,10 @@ fn mutate_seeds(target: &str, f: Target) {
         .map(|(_, s)| s)
         .collect();
     assert!(!seeds.is_empty());
-    // Selector bytes: 1 for vector inputs and codecs, 2 for trawl files (kind, flags).
-    let head = if target == "trawl_files" { 2 } else { 1 };
+    // Selector bytes: 1 for vector inputs and codecs, 2 for trawl and index files (kind,
+    // flags).
+    let files = matches!(target, "trawl_files" | "index_files");
+    let head = if files { 2 } else { 1 };
     let start = Instant::now();
     let budget = budget();
     let mut rng = harness::Rng(0x7261_776c ^ target.len() as u64);
@@ -90,7 +93,7 @@ fn mutate_seeds(target: &str, f: Target) {
         for _ in 0..1 + rng.below(3) {
             harness::mutate(&mut body, &mut rng);
         }
-        if target == "trawl_files" {
+        if files {
             // Mostly re-sealed (forged values reach the parsers), sometimes with the envelope
             // length kept as forged, sometimes left with stale checksums.
             sel[1] = [1u8, 1, 1, 3, 0][rng.below(5)];
@@ -121,4 +124,9 @@ fn mutated_trawl_files() {
 #[test]
 fn mutated_codecs() {
     mutate_seeds("codecs", harness::codecs);
+}
+
+#[test]
+fn mutated_index_files() {
+    mutate_seeds("index_files", harness::index_files);
 }

@@ -207,8 +207,10 @@ fn decoupled_graph_hostile_pages_are_refused() {
     let verify = |p: &Path| GraphFile::open(p).and_then(|g| g.verify_all());
     let b = forged("dgraph", 0, &[(PAGE + 12, 2, 60000)]);
     invalid_containing(file_error(&b, "g.trawl", verify), "overruns");
+    // A count larger than the page's share of the sparse index (checked before the count's
+    // table is read).
     let b = forged("dgraph", 0, &[(PAGE + 8, 2, 65535)]);
-    invalid_containing(file_error(&b, "g.trawl", verify), "too large");
+    invalid_containing(file_error(&b, "g.trawl", verify), "claims 65535 items");
 }
 
 // ---- graph file, entry index ---------------------------------------------------------------
@@ -534,4 +536,156 @@ fn huffman_without_tables_is_an_error() {
     let r = huffman::decode_split(&[], &[0x55; 32], &mut out);
     assert!(matches!(r, Err(HuffError::BadLengths(_))), "{r:?}");
     assert_eq!(huffman::coded_bits(&[], &[1, 2]), None);
+}
+
+// ---- issue 39: decoupled page counts, the IVF files ----------------------------------------
+
+/// A data page claiming more items than it holds (the last page one more vector than `n`,
+/// checksums re-sealed) panicked with an index out of bounds in `VectorFile::scan`
+/// (`trawl info FILE --verify`); every reader of a page checks its count against the sparse
+/// index now (the graph file's pages share the check).
+#[test]
+fn decoupled_page_claiming_more_items_is_refused() {
+    for nth in 0..2 {
+        let b = seed_file("dvectors", nth);
+        let f = TempFile::new("v.trawl", &b);
+        let v = VectorFile::open(&f.path).unwrap();
+        let n = v.geometry().n as u32;
+        let last = v.data_pages() as usize;
+        drop(f);
+        // The last page's count one more; then the first page's (it would claim the next
+        // page's first vector).
+        for page in [last, 1] {
+            let at = page * PAGE + 8;
+            let count = u64::from(u16::from_le_bytes([b[at], b[at + 1]]));
+            let forged = forged("dvectors", nth, &[(at, 2, count + 1)]);
+            let f = TempFile::new("v.trawl", &forged);
+            let v = VectorFile::open(&f.path).unwrap();
+            let e = v.scan(|_, _| {}).unwrap_err();
+            assert_eq!(e.path, f.path);
+            invalid_containing(e.kind, "claims");
+            // A single read of a vector on that page is refused too.
+            let id = if page == last { n - 1 } else { 0 };
+            let p = v.locate(id);
+            let mut out = vec![0u8; v.geometry().vector_bytes()];
+            let err = v
+                .decode(id, p, &forged[p as usize * PAGE..][..PAGE], true, &mut out)
+                .unwrap_err();
+            assert!(err.contains("claims"), "{err}");
+        }
+    }
+    // The graph file's pages: the same forgery.
+    let b = seed_file("dgraph", 0);
+    let d = u64::from_le_bytes(b[52..60].try_into().unwrap()) as usize;
+    for page in [d, 1] {
+        let at = page * PAGE + 8;
+        let count = u64::from(u16::from_le_bytes([b[at], b[at + 1]]));
+        let forged = forged("dgraph", 0, &[(at, 2, count + 1)]);
+        let f = TempFile::new("g.trawl", &forged);
+        let g = GraphFile::open(&f.path).unwrap();
+        let e = g.verify_all().unwrap_err();
+        assert_eq!(e.path, f.path);
+        invalid_containing(e.kind, "claims");
+        let e = g.scan_coded(|_, _, _| {}).unwrap_err();
+        invalid_containing(e.kind, "claims");
+    }
+}
+
+fn index_forged(kind: &str, nth: usize, fields: &[(usize, usize, u64)]) -> Vec<u8> {
+    let mut b = harness::index_seed_file(kind, nth);
+    for &(at, width, v) in fields {
+        set_field(&mut b, at, width, v);
+    }
+    let k = harness::INDEX_KINDS
+        .iter()
+        .position(|&x| x == kind)
+        .unwrap();
+    harness::reseal_index(k, &mut b, true);
+    b
+}
+
+#[test]
+fn ivf_seeds_are_valid() {
+    use trawl::ivf::file::IvfMeta;
+    for nth in 0..2 {
+        let f = TempFile::new("ivf.trawl", &harness::index_seed_file("ivf", nth));
+        let m = IvfMeta::load(&f.path).unwrap();
+        m.check_lists().unwrap();
+        let mut b = harness::index_seed_file("ivf", nth);
+        harness::reseal_index(0, &mut b, true);
+        assert_eq!(b, harness::index_seed_file("ivf", nth));
+    }
+    for nth in 0..3 {
+        let b = harness::index_seed_file("ivf_vectors", nth);
+        let f = TempFile::new("ivf-vectors.trawl", &b);
+        trawl::ivf::vectors::VectorFile::open(&f.path).unwrap();
+        let mut r = b.clone();
+        harness::reseal_index(1, &mut r, true);
+        assert_eq!(r, b);
+    }
+    let mut b = harness::index_seed_file("wal", 0);
+    let f = TempFile::new("wal.trawl", &b);
+    assert_eq!(
+        trawl::index::wal::read_log(&f.path).unwrap().records.len(),
+        4
+    );
+    harness::reseal_index(3, &mut b, true);
+    assert_eq!(b, harness::index_seed_file("wal", 0));
+}
+
+/// The centroid graph's degree (payload offset 42) at 2^32 − 1 or 2^24 aborted on a
+/// lists × degree allocation.
+#[test]
+fn ivf_huge_centroid_degree_is_refused() {
+    use trawl::ivf::file::IvfMeta;
+    for r in [u64::from(u32::MAX), 1 << 24, 65_536] {
+        let b = index_forged("ivf", 0, &[(32 + 42, 4, r)]);
+        invalid_containing(file_error(&b, "ivf.trawl", IvfMeta::load), "largest degree");
+    }
+    // A list count the payload cannot hold.
+    let b = index_forged("ivf", 0, &[(32 + 14, 4, u64::from(u32::MAX))]);
+    invalid_containing(file_error(&b, "ivf.trawl", IvfMeta::load), "do not fit");
+}
+
+/// A vector count (`n`, payload offset 0) beyond the ids the posting lists hold: the per-vector
+/// tables of the list checks allocated 16 GiB (found by the `index_files` fuzz target).
+#[test]
+fn ivf_vector_count_beyond_the_lists_is_refused() {
+    use trawl::ivf::file::IvfMeta;
+    for n in [u64::from(u32::MAX) - 1, 1 << 30, 100_000] {
+        let b = index_forged("ivf", 0, &[(32, 8, n)]);
+        invalid_containing(
+            file_error(&b, "ivf.trawl", IvfMeta::load),
+            "posting lists hold",
+        );
+    }
+}
+
+/// NaN, infinite or overflowing centroids (payload offset 50 on) are refused.
+#[test]
+fn ivf_non_finite_centroids_are_refused() {
+    use trawl::ivf::file::IvfMeta;
+    for (bits, needle) in [
+        (f32::NAN.to_bits(), "non-finite"),
+        (f32::INFINITY.to_bits(), "non-finite"),
+        (f32::NEG_INFINITY.to_bits(), "non-finite"),
+        (3e38f32.to_bits(), "too large"),
+    ] {
+        let b = index_forged("ivf", 0, &[(32 + 50 + 4, 4, u64::from(bits))]);
+        invalid_containing(file_error(&b, "ivf.trawl", IvfMeta::load), needle);
+    }
+}
+
+/// A data-page count near `u64::MAX` overflowed the IVF vector file's size (`D · 4`).
+#[test]
+fn ivf_vectors_huge_page_count_is_refused() {
+    for d in [u64::MAX, u64::MAX / 4 + 1, 1 << 62, 1 << 40] {
+        let b = index_forged("ivf_vectors", 0, &[(28, 8, d)]);
+        invalid_containing(
+            file_error(&b, "ivf-vectors.trawl", |p| {
+                trawl::ivf::vectors::VectorFile::open(p)
+            }),
+            "data pages",
+        );
+    }
 }

@@ -63,6 +63,8 @@ fn round_trip<T: Element>(metric: Metric, seed: u64) {
             (0..m.nlist() as u32).all(|l| !m.list(l).is_empty()),
             "an empty posting list"
         );
+        // What verify checks holds for every build.
+        ix.verify(&Control::silent()).unwrap();
     }
     let AnyIndex::Ivf(ix) = open_any(dir.path(), OpenOptions::default()).unwrap() else {
         panic!("an IVF directory opens as IVF");
@@ -582,6 +584,15 @@ fn vectors_larger_than_a_page() {
     assert!(recall_at_k(&out.ids, 10, &gt).unwrap() >= 0.95);
     let t = out.total();
     assert_eq!(t.io.pages_read, 2 * t.io.io_requests);
+    ix.verify(&Control::silent()).unwrap();
+    // One list per vector: verify also checks the buckets of vectors spanning pages.
+    let one = tempfile::tempdir().unwrap();
+    let p = IvfParams {
+        max_replicas: 1,
+        ..params(Metric::L2)
+    };
+    build_ivf(&base, one.path(), &p, &Control::silent()).unwrap();
+    open(one.path()).verify(&Control::silent()).unwrap();
 }
 
 /// Pipelined groups of queries, several re-ranks in flight per thread and an engine too
@@ -645,4 +656,207 @@ fn pipelining_and_interleaving_do_not_change_results() {
             assert_eq!(strip(st), strip(reference.stats[r]));
         }
     }
+}
+
+// ---- forged ivf.trawl (issue 39) ------------------------------------------------------------
+
+use trawl::ivf::file::IvfMeta;
+use trawl::layout::FileErrorKind;
+
+/// Rewrites `dir/ivf.trawl` with `forge` applied to its contents (its checksum and the
+/// manifest's record of it recomputed, as a forger would), returning the file's path.
+fn forge_ivf(dir: &Path, forge: impl FnOnce(&mut IvfMeta)) -> std::path::PathBuf {
+    let path = dir.join("ivf.trawl");
+    let mut meta = IvfMeta::load(&path).unwrap();
+    forge(&mut meta);
+    meta.save(&path).unwrap();
+    reseal_manifest_entry(dir, "ivf.trawl");
+    path
+}
+
+/// Records the current size and envelope checksum of `name` in the manifest.
+fn reseal_manifest_entry(dir: &Path, name: &str) {
+    let mpath = dir.join(trawl::index::MANIFEST_FILE);
+    let mut m = trawl::index::Manifest::load_from(&mpath).unwrap();
+    let bytes = std::fs::read(dir.join(name)).unwrap();
+    let f = m.files.iter_mut().find(|f| f.name == name).unwrap();
+    f.bytes = bytes.len() as u64;
+    f.checksum = u32::from_le_bytes(bytes[24..28].try_into().unwrap());
+    m.write_to(&mpath).unwrap();
+}
+
+/// The error is a corrupt-file error that names `path` and says `needle`.
+fn names_file(e: &dyn std::fmt::Display, kind: trawl::ErrorKind, path: &Path, needle: &str) {
+    let msg = e.to_string();
+    assert_eq!(kind, trawl::ErrorKind::Corrupt, "{msg}");
+    assert!(msg.contains(&*path.to_string_lossy()), "{msg}");
+    assert!(msg.contains(needle), "{msg} lacks {needle:?}");
+}
+
+fn small_ivf(params: &IvfParams) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _) = data::<f32>(1_500, 1, 8, 21);
+    build_ivf(&base, dir.path(), params, &Control::silent()).unwrap();
+    dir
+}
+
+/// An `ivf.trawl` whose centroid-graph degree is 2^32 − 1 or 2^24 made `Graph::from_lists`
+/// allocate lists × degree ids (`memory allocation of 9534827394900 bytes failed`, exit 134).
+#[test]
+fn forged_centroid_graph_degree_is_refused() {
+    let dir = small_ivf(&params(Metric::L2));
+    let path = dir.path().join("ivf.trawl");
+    let keep = std::fs::read(&path).unwrap();
+    for r in [u32::MAX, 1 << 24, 65_536] {
+        let mut b = keep.clone();
+        // Payload offset 42 (after n, dim, dtype, metric, nlist, list size, replicas, ε and
+        // three CRCs): the centroid graph's R.
+        b[32 + 42..32 + 46].copy_from_slice(&r.to_le_bytes());
+        let c = crc32fast::hash(&b[32..]);
+        b[24..28].copy_from_slice(&c.to_le_bytes());
+        let h = crc32fast::hash(&b[..28]);
+        b[28..32].copy_from_slice(&h.to_le_bytes());
+        std::fs::write(&path, &b).unwrap();
+        reseal_manifest_entry(dir.path(), "ivf.trawl");
+        let e = IvfMeta::load(&path).unwrap_err();
+        assert_eq!(e.path, path);
+        assert!(
+            matches!(&e.kind, FileErrorKind::Invalid(m) if m.contains("largest degree")),
+            "{e}"
+        );
+        let e = IvfIndex::open(dir.path(), OpenOptions::default()).unwrap_err();
+        names_file(&e, e.kind(), &path, "largest degree");
+        let e = open_any(dir.path(), OpenOptions::default()).unwrap_err();
+        names_file(&e, e.kind(), &path, "largest degree");
+    }
+}
+
+/// All-NaN or infinite centroids passed verify and search answered with recall 0.024; open
+/// (and so `trawl info --verify`, which opens first) must refuse them, naming ivf.trawl.
+#[test]
+fn non_finite_centroids_are_refused_by_open_and_verify() {
+    let dir = small_ivf(&params(Metric::L2));
+    let keep = std::fs::read(dir.path().join("ivf.trawl")).unwrap();
+    let keep_manifest = std::fs::read(dir.path().join("manifest.trawl")).unwrap();
+    for (what, forge) in [
+        (
+            "all NaN",
+            (|c: &mut Vec<f32>| c.fill(f32::NAN)) as fn(&mut Vec<f32>),
+        ),
+        ("one infinite", |c: &mut Vec<f32>| c[3] = f32::INFINITY),
+        ("all -inf", |c: &mut Vec<f32>| c.fill(f32::NEG_INFINITY)),
+        ("too large", |c: &mut Vec<f32>| c[0] = 3e38),
+    ] {
+        let path = forge_ivf(dir.path(), |m| forge(&mut m.centroids));
+        let needle = if what == "too large" {
+            "too large"
+        } else {
+            "non-finite"
+        };
+        let e = IvfMeta::load(&path).unwrap_err();
+        assert!(
+            matches!(&e.kind, FileErrorKind::Invalid(m) if m.contains(needle)),
+            "{what}: {e}"
+        );
+        let e = IvfIndex::open(dir.path(), OpenOptions::default()).unwrap_err();
+        names_file(&e, e.kind(), &path, needle);
+        let e = open_any(dir.path(), OpenOptions::default()).unwrap_err();
+        names_file(&e, e.kind(), &path, needle);
+        std::fs::write(&path, &keep).unwrap();
+        std::fs::write(dir.path().join("manifest.trawl"), &keep_manifest).unwrap();
+    }
+    // Untouched, it opens and verifies.
+    open(dir.path()).verify(&Control::silent()).unwrap();
+}
+
+/// Every id moved into one posting list (checksums recomputed): verify must refuse it.
+#[test]
+fn all_ids_in_one_list_fail_verify() {
+    let dir = small_ivf(&params(Metric::L2));
+    let ix = open(dir.path());
+    ix.verify(&Control::silent()).unwrap();
+    ix.check_structure().unwrap();
+    drop(ix);
+    let keep = std::fs::read(dir.path().join("ivf.trawl")).unwrap();
+    let keep_manifest = std::fs::read(dir.path().join("manifest.trawl")).unwrap();
+    // Deduplicated (every id once, in list 0), and as the old lists concatenated (replicas
+    // kept: list 0 then repeats ids).
+    for dedup in [true, false] {
+        let path = forge_ivf(dir.path(), |m| {
+            if dedup {
+                m.list_ids = (0..m.n as u32).collect();
+            }
+            let total = m.list_ids.len() as u64;
+            for (l, o) in m.list_offsets.iter_mut().enumerate() {
+                *o = if l == 0 { 0 } else { total };
+            }
+        });
+        if dedup {
+            // Opens (each list is well formed), but verify sees the emptied lists.
+            let ix = open(dir.path());
+            let e = ix.verify(&Control::silent()).unwrap_err();
+            names_file(&e, e.kind(), &path, "posting list 1 is empty");
+            let e = ix.check_structure().unwrap_err();
+            assert_eq!(e.path, path);
+        } else {
+            let e = IvfIndex::open(dir.path(), OpenOptions::default()).unwrap_err();
+            names_file(&e, e.kind(), &path, "ascending");
+        }
+        std::fs::write(&path, &keep).unwrap();
+        std::fs::write(dir.path().join("manifest.trawl"), &keep_manifest).unwrap();
+    }
+    // Other broken list invariants: a vector in no list, in more lists than allowed.
+    let path = forge_ivf(dir.path(), |m| {
+        let l0 = m.list(0).to_vec();
+        let cut = m.list_offsets[1] as usize;
+        m.list_ids.remove(cut - 1);
+        for o in &mut m.list_offsets[1..] {
+            *o -= 1;
+        }
+        // The removed id may still be in another list: remove it everywhere.
+        let gone = l0[l0.len() - 1];
+        let mut ids = Vec::new();
+        let mut offs = vec![0u64];
+        for l in 0..m.nlist() as u32 {
+            ids.extend(m.list(l).iter().copied().filter(|&x| x != gone));
+            offs.push(ids.len() as u64);
+        }
+        m.list_ids = ids;
+        m.list_offsets = offs;
+    });
+    let e = open(dir.path()).verify(&Control::silent()).unwrap_err();
+    names_file(&e, e.kind(), &path, "is in no posting list");
+    std::fs::write(&path, &keep).unwrap();
+    std::fs::write(dir.path().join("manifest.trawl"), &keep_manifest).unwrap();
+    let path = forge_ivf(dir.path(), |m| m.max_replicas = 1);
+    let e = open(dir.path()).verify(&Control::silent()).unwrap_err();
+    names_file(&e, e.kind(), &path, "posting lists");
+    std::fs::write(&path, &keep).unwrap();
+    std::fs::write(dir.path().join("manifest.trawl"), &keep_manifest).unwrap();
+    open(dir.path()).verify(&Control::silent()).unwrap();
+}
+
+/// With one list per vector (`max_replicas` 1) the lists are the buckets of the vector file:
+/// moving every id into one list contradicts its layout.
+#[test]
+fn single_list_per_vector_must_match_the_buckets() {
+    let dir = small_ivf(&IvfParams {
+        max_replicas: 1,
+        ..params(Metric::L2)
+    });
+    open(dir.path()).verify(&Control::silent()).unwrap();
+    let path = forge_ivf(dir.path(), |m| {
+        m.list_ids = (0..m.n as u32).collect();
+        let total = m.n;
+        for (l, o) in m.list_offsets.iter_mut().enumerate() {
+            *o = if l == 0 { 0 } else { total };
+        }
+    });
+    let e = open(dir.path()).verify(&Control::silent()).unwrap_err();
+    names_file(
+        &e,
+        e.kind(),
+        &path,
+        "posting lists do not match the buckets of ivf-vectors.trawl",
+    );
 }

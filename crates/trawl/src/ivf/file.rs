@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use crate::graph::file::MAX_FILE_DEGREE;
 use crate::graph::Graph;
 use crate::kernels::{DType, Metric};
 use crate::layout::bytes::{ByteReader, ByteWriter};
@@ -84,6 +85,91 @@ impl IvfMeta {
         self.list_ids.len() as f64 / (self.n.max(1)) as f64
     }
 
+    /// Largest primary cluster (leaf) the build makes for [`IvfMeta::list_size`]
+    /// ([`super::IvfParams::max_leaf`]).
+    pub fn max_leaf(&self) -> u64 {
+        let s = u64::from(self.list_size);
+        (s + s.div_ceil(4)).max(1)
+    }
+
+    /// Checks what the build guarantees of the posting lists and what search relies on to
+    /// find every vector (beyond the ranges [`IvfMeta::load`] checks):
+    ///
+    /// - the lists number at least `n / max_leaf` (every primary cluster has at most
+    ///   `max_leaf` vectors, and each is a list);
+    /// - every vector is in at least one and at most `max_replicas` lists;
+    /// - when vectors may join two lists or more, every vector is in its own cluster's list
+    ///   as well as its nearest one: so no list is empty, and at most `max_leaf` vectors are
+    ///   in list `l` alone (those must all be members of cluster `l`).
+    ///
+    /// A forgery that moves every id into one list breaks the last two.
+    pub fn check_lists(&self) -> Result<(), String> {
+        let n = self.n;
+        let nlist = self.nlist() as u64;
+        let max_leaf = self.max_leaf();
+        if nlist.saturating_mul(max_leaf) < n {
+            return Err(format!(
+                "{nlist} lists of at most {max_leaf} primary members cannot hold {n} vectors"
+            ));
+        }
+        // Per vector: lists it is in (saturating), and the last one.
+        let mut count = vec![0u8; n as usize];
+        let mut last = vec![0u32; n as usize];
+        for l in 0..nlist as u32 {
+            for &id in self.list(l) {
+                let c = &mut count[id as usize];
+                *c = c.saturating_add(1);
+                last[id as usize] = l;
+            }
+        }
+        for (id, &c) in count.iter().enumerate() {
+            if c == 0 {
+                return Err(format!("vector {id} is in no posting list"));
+            }
+            if u32::from(c) > self.max_replicas {
+                return Err(format!(
+                    "vector {id} is in {c} posting lists, more than the {} the build allows",
+                    self.max_replicas
+                ));
+            }
+        }
+        if self.max_replicas >= 2 {
+            if let Some(l) = (0..nlist as u32).find(|&l| self.list(l).is_empty()) {
+                return Err(format!(
+                    "posting list {l} is empty (every list holds at least its own cluster)"
+                ));
+            }
+            let mut alone = vec![0u64; nlist as usize];
+            for (id, &c) in count.iter().enumerate() {
+                if c == 1 {
+                    alone[last[id] as usize] += 1;
+                }
+            }
+            if let Some((l, &a)) = alone.iter().enumerate().find(|(_, &a)| a > max_leaf) {
+                return Err(format!(
+                    "{a} vectors are in posting list {l} alone, more than its cluster's \
+                     {max_leaf} at most"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// For each vector, the only list it is in, when every vector is in exactly one
+    /// (`max_replicas == 1`): then the list is its bucket in the vector file.
+    pub fn sole_lists(&self) -> Option<Vec<u32>> {
+        let mut of = vec![u32::MAX; self.n as usize];
+        for l in 0..self.nlist() as u32 {
+            for &id in self.list(l) {
+                if of[id as usize] != u32::MAX {
+                    return None;
+                }
+                of[id as usize] = l;
+            }
+        }
+        of.iter().all(|&l| l != u32::MAX).then_some(of)
+    }
+
     /// Bytes held in memory.
     pub fn heap_bytes(&self) -> u64 {
         (self.centroids.len() * 4
@@ -152,17 +238,45 @@ impl IvfMeta {
                 "medoid {medoid} of {nlist} lists, R {graph_r}"
             )));
         }
-        let need = nlist
-            .checked_mul(centroid_dim(dim, metric))
-            .filter(|&v| v.saturating_mul(4) <= r.remaining())
-            .ok_or_else(|| bad("centroids larger than the payload".into()))?;
+        // The builder's own bounds (`VamanaParams`, `IvfParams::validate`).
+        if graph_r > MAX_FILE_DEGREE {
+            return Err(bad(format!(
+                "centroid graph R = {graph_r} exceeds the largest degree a graph can have \
+                 ({MAX_FILE_DEGREE})"
+            )));
+        }
+        if list_size == 0
+            || list_size > 1 << 20
+            || !(1..=64).contains(&max_replicas)
+            || !(0.0..=100.0).contains(&epsilon)
+        {
+            return Err(bad(format!(
+                "list size {list_size}, at most {max_replicas} lists per vector, ε {epsilon}"
+            )));
+        }
+        let cdim = centroid_dim(dim, metric);
+        // Every count is bounded by the bytes the payload holds before anything is allocated:
+        // each list takes at least its centroid, its degree and its offset.
+        let per_list = cdim.saturating_mul(4).saturating_add(12);
+        if nlist > r.remaining() / per_list {
+            return Err(bad(format!(
+                "{nlist} lists of dimension {cdim} do not fit in the payload"
+            )));
+        }
+        let need = nlist * cdim;
         // Read at random by every query's centroid search: on huge pages (`f32s` places them).
         let centroids = r.f32s(need).map_err(short)?;
+        check_centroids(&centroids, cdim).map_err(bad)?;
+        // A list holds distinct centroids other than its own: never more than `nlist`. The
+        // in-memory table is `nlist × width` ids.
+        let width = graph_r.min(nlist);
         let mut lists = Vec::with_capacity(nlist);
         for i in 0..nlist {
             let d = r.u32().map_err(short)? as usize;
-            if d > graph_r || d.saturating_mul(4) > r.remaining() {
-                return Err(bad(format!("centroid {i} has degree {d} (R {graph_r})")));
+            if d > width || d.saturating_mul(4) > r.remaining() {
+                return Err(bad(format!(
+                    "centroid {i} has degree {d} (R {graph_r}, {nlist} lists)"
+                )));
             }
             let ids = r.u32s(d).map_err(short)?;
             if let Some(&j) = ids.iter().find(|&&j| j as usize >= nlist) {
@@ -184,9 +298,34 @@ impl IvfMeta {
         {
             return Err(bad("posting list offsets are inconsistent".into()));
         }
+        // Every vector is in at least one list: the ids bound `n` by the payload (what is
+        // allocated per vector later, e.g. by the checks of verify, stays within its size).
+        if total < n {
+            return Err(bad(format!(
+                "the posting lists hold {total} ids for {n} vectors"
+            )));
+        }
         let list_ids = r.u32s(total as usize).map_err(short)?;
         if let Some(&id) = list_ids.iter().find(|&&id| u64::from(id) >= n) {
             return Err(bad(format!("posting list id {id} out of range (n = {n})")));
+        }
+        for (l, w) in list_offsets.windows(2).enumerate() {
+            let ids = &list_ids[w[0] as usize..w[1] as usize];
+            if ids.windows(2).any(|p| p[0] >= p[1]) {
+                return Err(bad(format!(
+                    "posting list {l} is not in ascending id order (or holds an id twice)"
+                )));
+            }
+        }
+        // The table is zeroed lazily, but an allocation the allocator refuses must be an error
+        // here, not an abort.
+        if Vec::<u32>::new()
+            .try_reserve_exact(nlist.saturating_mul(width))
+            .is_err()
+        {
+            return Err(bad(format!(
+                "{nlist} centroids × R = {width} neighbour slots do not fit in memory"
+            )));
         }
         Ok(Self {
             n,
@@ -200,9 +339,31 @@ impl IvfMeta {
             pq_codes_crc,
             vectors_crc,
             centroids,
-            graph: Graph::from_lists(lists, graph_r, medoid),
+            graph: Graph::from_lists(lists, width, medoid),
             list_offsets,
             list_ids,
         })
     }
+}
+
+/// Largest squared norm a centroid may have: distances to it must not overflow `f32` (the
+/// bound trawl puts on input vectors, 2^100).
+pub const MAX_CENTROID_NORM_SQ: f64 = 1_267_650_600_228_229_401_496_703_205_376.0;
+
+/// Checks that every centroid (rows of `cdim`) is finite and short enough for exact `f32`
+/// distances: a NaN or infinite centroid makes every distance to it NaN or infinite, and the
+/// centroid search then probes the wrong lists (recall collapses) without any error.
+pub fn check_centroids(centroids: &[f32], cdim: usize) -> Result<(), String> {
+    for (i, c) in centroids.chunks(cdim.max(1)).enumerate() {
+        if c.iter().any(|v| !v.is_finite()) {
+            return Err(format!("centroid {i} holds a non-finite value"));
+        }
+        let norm_sq: f64 = c.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+        if norm_sq >= MAX_CENTROID_NORM_SQ {
+            return Err(format!(
+                "centroid {i} is too large (squared norm {norm_sq:e}): distances to it overflow"
+            ));
+        }
+    }
+    Ok(())
 }

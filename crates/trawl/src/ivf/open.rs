@@ -294,13 +294,17 @@ impl IvfIndex {
         })
     }
 
-    /// Reads every data page of the vector file and checks it against its checksum; returns
-    /// the pages checked.
+    /// Checks what search relies on beyond the checksums, then reads every data page of the
+    /// vector file and checks it against its checksum; returns the pages checked.
+    ///
+    /// The semantic checks ([`IvfIndex::check_structure`]) fail with a [`FileError`] naming
+    /// the file at fault (`ivf.trawl` or the vector file).
     pub fn verify(
         &self,
         ctl: &crate::progress::Control,
     ) -> Result<u64, crate::search::SearchError> {
         use crate::io::{AlignedBuf, PAGE_BYTES};
+        self.check_structure()?;
         let pages = self.vectors.geometry().data_pages;
         let chunk = 64u64;
         let mut buf = AlignedBuf::new(chunk as usize * PAGE_BYTES)?;
@@ -330,6 +334,65 @@ impl IvfIndex {
         }
         bar.finish_and_clear();
         Ok(pages)
+    }
+
+    /// The semantic checks of [`IvfIndex::verify`]: the centroids are finite and short enough
+    /// for exact distances; the posting lists keep the build's invariants
+    /// ([`IvfMeta::check_lists`]); `ivf.trawl` agrees with the build record of the manifest
+    /// (lists, list size, replication cap, centroid graph degree); and, when every vector is in
+    /// exactly one list, the bucketed vector file lays the vectors out by those lists.
+    pub fn check_structure(&self) -> Result<(), FileError> {
+        use crate::layout::FileErrorKind;
+        let ivf_path = self.dir.join(FILE_NAME);
+        let bad = |m: String| FileError::new(&ivf_path, FileErrorKind::Invalid(m));
+        let m = &self.meta;
+        super::file::check_centroids(&m.centroids, m.centroid_dim()).map_err(bad)?;
+        m.check_lists().map_err(bad)?;
+        if let Some(rec) = Manifest::load_if_present(&self.dir)
+            .ok()
+            .flatten()
+            .and_then(|man| man.build)
+        {
+            if let Some(ivf) = &rec.ivf {
+                if ivf.nlist != m.nlist()
+                    || ivf.max_replicas != m.max_replicas as usize
+                    || ivf.list_size != m.list_size as usize
+                    || m.graph.max_degree() > rec.r.max(1)
+                {
+                    return Err(bad(format!(
+                        "{} lists of target size {}, at most {} per vector, centroid graph R {}; \
+                         the manifest's build record says {} lists of size {}, at most {}, R {}",
+                        m.nlist(),
+                        m.list_size,
+                        m.max_replicas,
+                        m.graph.max_degree(),
+                        ivf.nlist,
+                        ivf.list_size,
+                        ivf.max_replicas,
+                        rec.r
+                    )));
+                }
+            }
+        }
+        let g = self.vectors.geometry();
+        if g.bucketed && self.opts.ivf_vectors == IvfVectorLayout::Bucket {
+            if let Some(sole) = m.sole_lists() {
+                // One list per vector: it is the vector's bucket, and the layout follows.
+                let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); m.nlist()];
+                for (id, &l) in sole.iter().enumerate() {
+                    buckets[l as usize].push(id as u32);
+                }
+                let (slot, pages) =
+                    vectors::bucket_slots(m.n as usize, &buckets, g.per_page, g.pages_per_vector);
+                if pages != g.data_pages || slot.as_slice() != self.vectors.slots() {
+                    return Err(bad(format!(
+                        "the posting lists do not match the buckets of {}",
+                        vectors::FILE_NAME
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Bytes of each file.

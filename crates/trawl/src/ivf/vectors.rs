@@ -265,7 +265,15 @@ impl VectorFile {
         if dim == 0 || n >= u64::from(u32::MAX) {
             return Err(bad(FileErrorKind::Invalid(format!("n {n}, dim {dim}"))));
         }
-        let geo = VectorGeometry::new(n, dim, dtype, u64_at(28), h[25] != 0);
+        let data_pages = u64_at(28);
+        // Bounded by the file's pages first: the size below cannot overflow.
+        if data_pages > hp.len / PAGE_BYTES as u64 {
+            return Err(bad(FileErrorKind::Invalid(format!(
+                "{data_pages} data pages in a file of {} bytes",
+                hp.len
+            ))));
+        }
+        let geo = VectorGeometry::new(n, dim, dtype, data_pages, h[25] != 0);
         if geo.file_bytes() != hp.len {
             return Err(bad(FileErrorKind::SizeMismatch {
                 expected: geo.file_bytes(),
@@ -338,6 +346,11 @@ impl VectorFile {
     #[inline]
     pub fn locate(&self, id: u32) -> (u64, usize) {
         self.geo.locate(self.slot[id as usize])
+    }
+
+    /// The slot of every id.
+    pub fn slots(&self) -> &[u32] {
+        &self.slot
     }
 
     /// The stored CRC-32 of file page `page` (a data page).

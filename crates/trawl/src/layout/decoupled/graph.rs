@@ -89,14 +89,16 @@ pub(crate) fn build_data_page(page: &mut [u8], first: u32, table: &[u16], data: 
 }
 
 /// Checks data page `page_no` (file page number) read for item `id`: its CRC when `verify`,
-/// its first id against `first_ids` (the in-memory index of every data page's first id) and
-/// that it holds `id`. Returns the page's first id and item count. Shared by the graph and
+/// its first id against `first_ids` (the in-memory index of every data page's first id), its
+/// count against the next page's first id (`n`, the item count, after the last page) and that
+/// it holds `id`. Returns the page's first id and item count. Shared by the graph and
 /// vector files, whose data pages start alike (CRC, first id, count).
 pub(crate) fn check_data_page(
     page: &[u8],
     page_no: u64,
     id: u32,
     first_ids: &[u32],
+    n: u64,
     verify: bool,
 ) -> Result<(u32, usize), String> {
     if page.len() < PAGE_BYTES {
@@ -107,11 +109,21 @@ pub(crate) fn check_data_page(
     }
     let first = le32(page, 4);
     let count = usize::from(le16(page, 8));
-    let expected = first_ids.get(page_no.wrapping_sub(1) as usize).copied();
+    let i = page_no.wrapping_sub(1) as usize;
+    let expected = first_ids.get(i).copied();
     if expected != Some(first) || id < first || (id - first) as usize >= count {
         return Err(format!(
             "page {page_no} holds items {first}..{} (count {count}), not {id}",
             u64::from(first) + count as u64
+        ));
+    }
+    // The page holds exactly the items up to the next page's first (or `n` after the last
+    // page): a count claiming more would hand out ids of the next page, or ids ≥ n.
+    let end = first_ids.get(i + 1).map_or(n, |&f| u64::from(f));
+    if u64::from(first) + count as u64 != end {
+        return Err(format!(
+            "page {page_no} claims {count} items from {first}, the index has {} there",
+            end.saturating_sub(u64::from(first))
         ));
     }
     Ok((first, count))
@@ -526,7 +538,8 @@ impl GraphFile {
         page: &'a [u8],
         verify: bool,
     ) -> Result<(usize, &'a [u8]), String> {
-        let (first, count) = check_data_page(page, page_no, id, &self.first_ids, verify)?;
+        let (first, count) =
+            check_data_page(page, page_no, id, &self.first_ids, self.meta.n, verify)?;
         let k = (id - first) as usize;
         let degrees = PAGE_HEADER;
         if degrees + 2 * count > PAGE_BYTES {

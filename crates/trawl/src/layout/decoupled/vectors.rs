@@ -824,7 +824,8 @@ impl VectorFile {
         if out.len() != v {
             return Err(format!("output of {} bytes for vectors of {v}", out.len()));
         }
-        let (first, count) = check_data_page(page, page_no, id, &self.page_first_id, verify)?;
+        let (first, count) =
+            check_data_page(page, page_no, id, &self.page_first_id, self.geo.n, verify)?;
         let k = (id - first) as usize;
         let data = PAGE_HEADER + 2 * count;
         if data > PAGE_BYTES {
