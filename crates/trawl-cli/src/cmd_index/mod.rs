@@ -295,7 +295,7 @@ pub(crate) enum GraphIndex {
     /// An index that never took updates: slot numbers are ids.
     Disk(std::sync::Arc<DiskIndex>),
     /// An index that took updates.
-    Live(trawl::index::live::LiveIndex),
+    Live(Box<trawl::index::live::LiveIndex>),
 }
 
 impl GraphIndex {
@@ -368,7 +368,7 @@ pub(crate) fn open_searchable(
         live.len(),
         live.delta_len()
     );
-    Ok((GraphIndex::Live(live), info))
+    Ok((GraphIndex::Live(Box::new(live)), info))
 }
 
 pub(crate) fn open_index(
