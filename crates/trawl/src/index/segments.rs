@@ -72,7 +72,8 @@ impl VectorMap {
             Ok(s)
         };
         let nseg = u32::from_le_bytes(take(4)?.try_into().unwrap_or_default()) as usize;
-        if nseg > 1 << 20 {
+        // Each segment takes at least 10 bytes (name length, count): a larger count is forged.
+        if nseg > 1 << 20 || nseg > p.len() / 10 {
             return Err(bad("segment count"));
         }
         let mut segments = Vec::with_capacity(nseg);
