@@ -32,16 +32,12 @@ fn base_row(base: &[u8], r: usize) -> Vec<f32> {
         .collect()
 }
 
-fn setup(extra: &[&str]) -> Setup {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().to_path_buf();
-    let base = dir.join("base.fbin");
-    ok(&["gen", s(&base), "-n", "2000", "--dim", "24", "--seed", "5"]);
-    let built = dir.join("built");
-    let args = [
+/// `trawl build DATA DIR` with this file's parameters, then `extra`.
+fn build_args<'a>(data: &'a Path, dir: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
         "build",
-        s(&base),
-        s(&built),
+        s(data),
+        s(dir),
         "--metric",
         "l2",
         "-R",
@@ -53,7 +49,17 @@ fn setup(extra: &[&str]) -> Setup {
         "--threads",
         "2",
     ];
-    ok(&[&args[..], extra].concat());
+    v.extend_from_slice(extra);
+    v
+}
+
+fn setup(extra: &[&str]) -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let base = dir.join("base.fbin");
+    ok(&["gen", s(&base), "-n", "2000", "--dim", "24", "--seed", "5"]);
+    let built = dir.join("built");
+    ok(&build_args(&base, &built, extra));
     let bytes = std::fs::read(&base).unwrap();
     let shifted = |r: usize| -> Vec<f32> { base_row(&bytes, r).iter().map(|v| v + 1e-3).collect() };
     let new = dir.join("new.fbin");
@@ -192,22 +198,7 @@ fn a_build_over_unmerged_updates_is_refused_and_changes_nothing() {
     update(&st, &ix);
     let wal = std::fs::read(ix.join("wal.trawl")).unwrap();
     for extra in [&[][..], &["--kind", "ivf"][..]] {
-        let args = [
-            "build",
-            s(&st.base),
-            s(&ix),
-            "--metric",
-            "l2",
-            "-R",
-            "24",
-            "-L",
-            "48",
-            "--pq-bytes",
-            "8",
-            "--threads",
-            "2",
-        ];
-        let e = fails(&[&args[..], extra].concat());
+        let e = fails(&build_args(&st.base, &ix, extra));
         assert!(
             e.contains(&format!(
                 "{}: its write-ahead log wal.trawl holds 2 acknowledged updates not merged yet",
@@ -220,21 +211,7 @@ fn a_build_over_unmerged_updates_is_refused_and_changes_nothing() {
     }
     // Once merged, the log holds nothing pending: a rebuild replaces the index and its log.
     ok(&["merge", s(&ix)]);
-    ok(&[
-        "build",
-        s(&st.base),
-        s(&ix),
-        "--metric",
-        "l2",
-        "-R",
-        "24",
-        "-L",
-        "48",
-        "--pq-bytes",
-        "8",
-        "--threads",
-        "2",
-    ]);
+    ok(&build_args(&st.base, &ix, &[]));
     assert!(!ix.join("wal.trawl").exists() && !ix.join("ids.trawl").exists());
     assert_eq!(search_ids(&ix, &st.row7, 1, &[]), vec![7]);
 }
