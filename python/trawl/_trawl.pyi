@@ -307,7 +307,8 @@ class Index:
     def verify(self) -> Dict[str, Any]:
         """Reads every file whole and checks it: ``{"manifest", "files": [{"name", "bytes",
         "checked"}]}``; CorruptIndexError names the first damaged file. An IVF index's other
-        files are checked when it opens: it reads every vector page (``vector_pages``)."""
+        files are checked when it opens: it checks the posting lists against the build record
+        and the buckets and reads every vector page (``vector_pages``)."""
     def close(self) -> None:
         """Releases the handle (engines, files, the writer lock after syncing the log);
         later calls raise InvalidInputError."""

@@ -871,8 +871,10 @@ impl Index {
     /// "checked"}]}`; raises `CorruptIndexError` naming the first damaged file.
     ///
     /// An IVF index's other files were read whole and checked when it was opened; `verify`
-    /// reads every page of its vector file against the page's checksum, and the dict also
-    /// holds `vector_pages`, the pages checked.
+    /// checks the posting lists against the build record and the vector file's buckets
+    /// (what `trawl info DIR --verify` checks) and reads every page of its vector file
+    /// against the page's checksum; the dict also holds `vector_pages`, the pages checked.
+    /// A graph index's write-ahead log is checked record by record as replay would.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let open = self.inner()?;
         if let Inner::Ivf(ix) = &*open {
