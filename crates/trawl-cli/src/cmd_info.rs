@@ -254,6 +254,40 @@ fn accel_only(kind: trawl::accel::AccelKind, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// What streaming updates left in an index: its live vectors, the delta's vectors and the
+/// log's operations not merged yet.
+struct Updates {
+    live: usize,
+    delta: usize,
+    pending: usize,
+}
+
+/// [`Updates`] of the index in `dir`, when it has taken any (`ids.trawl` or `wal.trawl`): the
+/// index opened read-only as a live one, its log replayed.
+fn updates_summary(dir: &Path, opts: trawl::index::OpenOptions) -> Result<Option<Updates>> {
+    if !crate::cmd_index::has_updates(dir) {
+        return Ok(None);
+    }
+    let live = trawl::index::live::LiveIndex::open(dir, opts, trawl::index::live::Access::ReadOnly)
+        .map_err(|e| anyhow::anyhow!("the write-ahead log cannot be replayed: {e}"))?;
+    let merged = live.disk().manifest().and_then(|m| m.log_seq).unwrap_or(0);
+    let log = dir.join(trawl::index::wal::FILE_NAME);
+    let pending = if log.is_file() {
+        trawl::index::wal::read_log(&log)?
+            .records
+            .iter()
+            .filter(|r| r.seq > merged)
+            .count()
+    } else {
+        0
+    };
+    Ok(Some(Updates {
+        live: live.len(),
+        delta: live.delta_len(),
+        pending,
+    }))
+}
+
 fn index_dir(
     dir: &Path,
     verify: bool,
@@ -286,8 +320,22 @@ fn index_dir(
         trawl::index::AnyIndex::Ivf(ix) => return ivf_dir(&ix, verify, json, ctl),
     };
     let info = ix.info()?;
+    // A log that cannot be replayed is reported, not an error of `info` (`--verify` fails
+    // on it, naming the record).
+    let updates = updates_summary(dir, opts);
     if json {
         let mut v = serde_json::to_value(&info)?;
+        match &updates {
+            Ok(Some(u)) => {
+                v["updates"] = serde_json::json!({
+                    "live_vectors": u.live,
+                    "delta_vectors": u.delta,
+                    "unmerged_operations": u.pending,
+                })
+            }
+            Ok(None) => {}
+            Err(e) => v["updates"] = serde_json::json!({ "error": format!("{e:#}") }),
+        }
         if verify {
             let rep = trawl::index::verify_index(dir, ctl)?;
             v["verify"] = serde_json::to_value(&rep)?;
@@ -307,6 +355,15 @@ fn index_dir(
             "no manifest (built before manifests; written at the next `trawl layout` or `trawl entry`)"
         }
     );
+    match &updates {
+        Ok(Some(u)) => println!(
+            "updates: {} live vectors; {} logged operations not merged yet ({} vectors in the \
+             in-memory delta; `trawl merge` folds them into the files)",
+            u.live, u.pending, u.delta
+        ),
+        Ok(None) => {}
+        Err(e) => println!("updates: {e:#}"),
+    }
     if let Some(b) = &info.build {
         println!(
             "build:   R = {}, L = {}, alpha = {}, {} PQ bytes{}, entry ratio {}, seed {}",

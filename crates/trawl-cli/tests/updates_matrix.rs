@@ -179,6 +179,13 @@ fn every_writer_keeps_unmerged_updates() {
         }
         let out = ok(&["info", s(&ix), "--verify"]);
         assert!(out.contains("wal.trawl"), "{name}: {out}");
+        let pending = if *name == "merge" { 0 } else { 2 };
+        assert!(
+            out.contains(&format!(
+                "updates: 2001 live vectors; {pending} logged operations not merged yet"
+            )),
+            "{name}: {out}"
+        );
         // A writer that reopens the index sees the same state, and a merge folds it in.
         let out = ok(&["merge", s(&ix)]);
         assert!(
