@@ -237,8 +237,22 @@ fn decoupled_vectors(path: &Path, verify: bool) -> Result<()> {
     Ok(())
 }
 
-/// `trawl info --accel`: opens the accelerator over no codes and prints what it runs on.
+/// `trawl info --accel`: lists the adapters `wgpu` enumerates, opens the accelerator over no
+/// codes and prints what it runs on. The adapters are printed before the open, so a failed
+/// open (no usable GPU) still shows what the machine has.
 fn accel_only(kind: trawl::accel::AccelKind, json: bool) -> Result<()> {
+    let adapters = trawl::accel::adapters();
+    if !json {
+        if adapters.is_empty() {
+            println!("adapters: none (no Vulkan driver found, or a build without the GPU backend)");
+        }
+        for (i, a) in adapters.iter().enumerate() {
+            println!(
+                "adapter {i}: {} — {} {}, driver {}, PCI {:04x}:{:04x}",
+                a.name, a.backend, a.device_type, a.driver, a.vendor, a.device
+            );
+        }
+    }
     let codes = std::sync::Arc::new(
         trawl::quant::pq::PqCodes::from_vec(vec![0; 8], 8, 256)
             .ok_or_else(|| anyhow::anyhow!("probe codes"))?,
@@ -246,7 +260,9 @@ fn accel_only(kind: trawl::accel::AccelKind, json: bool) -> Result<()> {
     let a = trawl::accel::open(kind, codes)?;
     let info = a.info();
     if json {
-        println!("{}", serde_json::to_string_pretty(&info)?);
+        let mut v = serde_json::to_value(&info)?;
+        v["adapters"] = serde_json::to_value(&adapters)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("accel:   {} (asked: {})", info.backend, kind.name());
         println!("device:  {}", info.adapter);

@@ -2,6 +2,7 @@
 //! underneath returns typed errors.
 
 mod cmd_ablation;
+mod cmd_accel_bench;
 mod cmd_gen;
 mod cmd_graph;
 mod cmd_gt;
@@ -86,6 +87,10 @@ enum Command {
     Graph(cmd_graph::GraphCommand),
     /// Generate data, build a graph, search it, and print recall, QPS and latency.
     Quickstart(cmd_quickstart::QuickstartArgs),
+    /// Measure the accelerators alone on random inputs — the IVF filter stage and the flash
+    /// search step, CPU backend against GPU backend across batch sizes — and check that the
+    /// GPU's outputs equal the CPU's.
+    AccelBench(cmd_accel_bench::AccelBenchArgs),
 }
 
 /// Options shared by commands that compute distances.
@@ -153,6 +158,7 @@ fn main() -> ExitCode {
         } => cmd_info::run(file.as_deref(), verify, json, accel, &ctl),
         Command::Graph(cmd) => cmd_graph::run(cmd, &ctl),
         Command::Quickstart(args) => cmd_quickstart::run(&args, &ctl),
+        Command::AccelBench(args) => cmd_accel_bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1104,3 +1104,107 @@ fn sharded_indexes_refuse_shard_updates_unmerged_logs_and_forged_manifests() {
     }
     ok(&["info", s(&sh), "--verify"]);
 }
+
+#[test]
+fn accel_bench_measures_both_stages_and_refuses_bad_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("accel.json");
+    let require_gpu = std::env::var("TRAWL_REQUIRE_GPU").as_deref() == Ok("1");
+    let mut args = vec![
+        "accel-bench",
+        "--accel",
+        "cpu,gpu",
+        "-n",
+        "5000",
+        "--m",
+        "12",
+        "--batches",
+        "2,8",
+        "--cands",
+        "300",
+        "--top-n",
+        "20",
+        "--slots",
+        "4,16",
+        "--list",
+        "8",
+        "--degree",
+        "8",
+        "--query-steps",
+        "4",
+        "--seconds",
+        "0",
+        "--threads",
+        "2",
+        "--json",
+        s(&json),
+    ];
+    if require_gpu {
+        args.push("--require-gpu");
+    }
+    ok(&args);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["threads"], 2);
+    assert!(v["adapters"].is_array());
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0);
+    let gpu = v["skipped"].as_array().unwrap().is_empty();
+    assert!(gpu || !require_gpu);
+    let backends: &[&str] = if gpu { &["cpu", "gpu"] } else { &["cpu"] };
+    let filter = v["filter"]["points"].as_array().unwrap();
+    assert_eq!(filter.len(), 2 * backends.len());
+    for (p, (batch, backend)) in filter.iter().zip(
+        [2, 8]
+            .iter()
+            .flat_map(|b| backends.iter().map(move |k| (*b, *k))),
+    ) {
+        assert_eq!(p["batch"], batch);
+        assert_eq!(p["backend"], backend);
+        assert!(p["reps"].as_u64().unwrap() >= 3);
+        // Random ids among 5000: each query scores between 1 and 300 distinct candidates.
+        let per_query =
+            p["distances_per_s"].as_f64().unwrap() / p["queries_per_s"].as_f64().unwrap();
+        assert!((1.0..=300.0).contains(&per_query), "{p}");
+        if backend == "gpu" {
+            assert_eq!(p["equal_to_cpu"], true, "{p}");
+        }
+    }
+    let flash = v["flash"]["points"].as_array().unwrap();
+    assert_eq!(flash.len(), 2 * backends.len());
+    for p in flash {
+        assert!(p["steps"].as_u64().unwrap() >= 4, "{p}");
+        // Each expansion scores at most its 8 neighbours plus a new query's start node.
+        let per = p["distances_per_s"].as_f64().unwrap() / p["expansions_per_s"].as_f64().unwrap();
+        assert!(per > 0.0 && per <= 9.0, "{p}");
+        if p["backend"] == "gpu" {
+            assert_eq!(p["equal_to_cpu"], true, "{p}");
+        }
+    }
+
+    let base = [
+        "accel-bench",
+        "--accel",
+        "cpu",
+        "-n",
+        "100",
+        "--seconds",
+        "0",
+    ];
+    for (extra, want) in [
+        (&["--stages", "filters"][..], "unknown stage"),
+        (&["--batches", "0"][..], "between 1 and"),
+        (&["--slots", "70000"][..], "between 1 and"),
+        (&["--cands", "0"][..], "--cands"),
+        (&["--seconds", "NaN"][..], "--seconds"),
+        (&["--m", "0"][..], "--m"),
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let err = fails(&args);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+
+    let info: serde_json::Value =
+        serde_json::from_str(&ok(&["info", "--accel", "cpu", "--json"])).unwrap();
+    assert_eq!(info["backend"], "cpu");
+    assert!(info["adapters"].is_array());
+}

@@ -268,6 +268,7 @@ pub fn open(dir: &Path, o: &SearchOptions) -> Result<(IvfIndex, serde_json::Valu
         "verify_pages": !o.no_verify, "spin_us": o.spin_us, "threads": o.threads,
         "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
         "accel": a, "strategy": "ivf",
+        "accel_batch": o.ivf.params(1, 1, a.backend == "gpu").accel_batch,
     });
     if let (Some(obj), serde_json::Value::Object(run)) = (info.as_object_mut(), run) {
         obj.extend(run);

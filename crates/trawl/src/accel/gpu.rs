@@ -179,6 +179,33 @@ impl Scopes {
     }
 }
 
+/// The instance every device is opened through: Vulkan (the backends this build has),
+/// debugging flags from the environment.
+fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor {
+        flags: wgpu::InstanceFlags::empty().with_env(),
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    })
+}
+
+/// [`super::adapters`].
+pub(crate) fn enumerate_adapters() -> Vec<super::AdapterSummary> {
+    block_on(instance().enumerate_adapters(wgpu::Backends::all()))
+        .iter()
+        .map(|a| {
+            let ai = a.get_info();
+            super::AdapterSummary {
+                name: ai.name,
+                backend: format!("{:?}", ai.backend),
+                device_type: format!("{:?}", ai.device_type),
+                driver: format!("{} ({})", ai.driver, ai.driver_info),
+                vendor: ai.vendor,
+                device: ai.device,
+            }
+        })
+        .collect()
+}
+
 /// An opened device: what [`open_device`] returns.
 pub(crate) struct Opened {
     pub device: wgpu::Device,
@@ -194,10 +221,7 @@ pub(crate) struct Opened {
 /// included) with its own limits; [`AccelError::NoAdapter`] when there is none or it has fewer
 /// than 256 invocations per workgroup or `storage` storage buffers per shader stage.
 pub(crate) fn open_device(label: &str, storage: u32) -> Result<Opened, AccelError> {
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-        flags: wgpu::InstanceFlags::empty().with_env(),
-        ..wgpu::InstanceDescriptor::new_without_display_handle()
-    });
+    let instance = instance();
     let adapter = block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
         power_preference: wgpu::PowerPreference::HighPerformance,
         force_fallback_adapter: false,

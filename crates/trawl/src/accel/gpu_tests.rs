@@ -118,7 +118,7 @@ fn gpu_matches_cpu_on_random_batches() {
     );
 }
 
-/// The benchmark's shape (`examples/accel_bench.rs`): 64 queries × 20,000 candidates, m = 32
+/// The benchmark's shape (`trawl accel-bench`'s defaults): 64 queries × 20,000 candidates, m = 32
 /// (the table exactly fills lavapipe's 32 KiB of workgroup memory), top_n 1000.
 #[test]
 fn bench_sized_batch_matches() {

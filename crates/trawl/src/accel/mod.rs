@@ -87,6 +87,36 @@ pub struct AccelInfo {
     pub resident_bytes: u64,
 }
 
+/// One adapter `wgpu` enumerates (what `trawl info --accel` lists, whichever is opened).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AdapterSummary {
+    /// The adapter's name (`NVIDIA H100 80GB HBM3`, `llvmpipe (LLVM 15.0.6, 256 bits)`).
+    pub name: String,
+    /// The graphics API it is reached through (`Vulkan`).
+    pub backend: String,
+    /// `DiscreteGpu`, `IntegratedGpu`, `VirtualGpu`, `Cpu` or `Other`.
+    pub device_type: String,
+    /// The driver's name and version string.
+    pub driver: String,
+    /// PCI vendor id.
+    pub vendor: u32,
+    /// PCI device id.
+    pub device: u32,
+}
+
+/// Every adapter `wgpu` finds on this machine, of every backend this build has (empty without
+/// the `gpu` feature). [`open`] takes the first high-performance one among them.
+pub fn adapters() -> Vec<AdapterSummary> {
+    #[cfg(feature = "gpu")]
+    {
+        gpu::enumerate_adapters()
+    }
+    #[cfg(not(feature = "gpu"))]
+    {
+        Vec::new()
+    }
+}
+
 /// Why an accelerator failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AccelError {

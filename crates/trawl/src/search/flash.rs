@@ -49,7 +49,7 @@ use crate::kernels::{self, Element};
 /// machine; a GPU wants hundreds).
 pub const DEFAULT_FLASH_BATCH: usize = 32;
 /// Most queries one search thread keeps in flight.
-pub const MAX_FLASH_BATCH: usize = 4096;
+pub const MAX_FLASH_BATCH: usize = 8192;
 
 /// When a query continues after its read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
