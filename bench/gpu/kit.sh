@@ -18,8 +18,8 @@
 #   flash    `trawl bench --strategy flash` on the prepared graph index with --engine memory
 #            and --engine sim:80 (no disk in the way): the GPU at flash batch 1024…8192 on one
 #            search thread against the CPU backend on every core
-#   disk     end to end on the device's disk (O_DIRECT): the IVF index (GPU filter stage
-#            against the CPU's) and the flash search
+#   disk     end to end on the device's disk (O_DIRECT, 8,192 queries): the IVF index (GPU
+#            filter stage against the CPU's) and the flash search
 #   report   kit.json and kit.md from the steps' JSON (bench/gpu/report.py)
 # Without a usable GPU every step still runs its CPU side, and the report says what was found.
 # Writes kit.md, kit.json, kit.log, env.txt and tests.log into --out (default $OUT, else
@@ -208,6 +208,7 @@ step accel 150 "$trawl" accel-bench --accel "$accels" --threads 0 "${sizes[@]}" 
 
 # ---------------------------------------------------------------- flash (memory, sim)
 q=(--queries "$data/queries.u8bin" --gt "$data/gt.bin" -k 10 --quiet)
+qd=("${q[@]}" --max-queries 8192)
 flash_runs() {
   local e=$1 b tag rc=0
   tag=${e//:/-}
@@ -231,22 +232,23 @@ step flash-sim 120 bash -c "$fdef; flash_runs sim:80"
 # ---------------------------------------------------------------- disk (O_DIRECT)
 disk_runs() {
   local rc=0 b
-  "$trawl" bench "$data/ivf" "${q[@]}" -L "$nprobe" --accel cpu --threads "$cores" \
+  "$trawl" bench "$data/ivf" "${qd[@]}" -L "$nprobe" --accel cpu --threads "$cores" \
     --json "$work/disk-ivf-cpu-t$cores.json" || rc=1
-  "$trawl" bench "$data/graph" "${q[@]}" -L "$fl" --strategy flash --accel cpu --threads "$cores" \
+  "$trawl" bench "$data/graph" "${qd[@]}" -L "$fl" --strategy flash --accel cpu --threads "$cores" \
     --flash-batch "$cpu_batch" --json "$work/disk-flash-cpu-t$cores-b$cpu_batch.json" || rc=1
   [ "$gpu" = 1 ] || return $rc
-  "$trawl" bench "$data/ivf" "${q[@]}" -L "$nprobe" --accel gpu --threads "$cores" \
+  "$trawl" bench "$data/ivf" "${qd[@]}" -L "$nprobe" --accel gpu --threads "$cores" \
     --json "$work/disk-ivf-gpu-t$cores.json" || rc=1
-  "$trawl" bench "$data/ivf" "${q[@]}" -L "$nprobe" --accel gpu --threads 4 --accel-batch "$gpu_ivf_batch" \
+  "$trawl" bench "$data/ivf" "${qd[@]}" -L "$nprobe" --accel gpu --threads 4 --accel-batch "$gpu_ivf_batch" \
     --json "$work/disk-ivf-gpu-t4-ab$gpu_ivf_batch.json" || rc=1
-  for b in "${batches[0]}" "${batches[-1]}"; do
-    "$trawl" bench "$data/graph" "${q[@]}" -L "$fl" --strategy flash --accel gpu --threads 1 \
+  for b in "${batches[0]}" "${batches[-2]}"; do
+    "$trawl" bench "$data/graph" "${qd[@]}" -L "$fl" --strategy flash --accel gpu --threads 1 \
       --flash-batch "$b" --json "$work/disk-flash-gpu-t1-b$b.json" || rc=1
   done
   return $rc
 }
-step disk 120 bash -c "$(declare -f disk_runs); $(declare -p trawl data q fl nprobe cores cpu_batch gpu batches gpu_ivf_batch work); disk_runs"
+# At most `disk_queries` queries: the device's IOPS, not the GPU, bound these runs.
+step disk 120 bash -c "$(declare -f disk_runs); $(declare -p trawl data qd fl nprobe cores cpu_batch gpu batches gpu_ivf_batch work); disk_runs"
 
 # ---------------------------------------------------------------- report
 check=()
