@@ -70,6 +70,14 @@ def _fields(obj: Any) -> Dict[str, Any]:
     return out
 
 
+# Ray's error for an actor that is restarting (older Rays have none: every actor error is then
+# an attempt).
+_ACTOR_UNAVAILABLE = getattr(ray.exceptions, "ActorUnavailableError", ())
+# Most resubmissions to a restarting actor before it counts as unavailable (0.2 s apart; the
+# batch's deadline bounds them too).
+_MAX_RESTART_WAITS = 300
+
+
 @ray.remote(max_retries=2)
 def _build_shard_task(data: Any, index_dir: str, shard: int, params: Dict[str, Any]) -> Dict[str, Any]:
     return trawl.build_shard(data, index_dir, shard, trawl.BuildParams(**params))
@@ -319,6 +327,7 @@ class RayShardedIndex:
 
         pending = {submit(s): s for s in range(self.shards) if len(per_shard[s])}
         attempts = {s: 0 for s in pending.values()}
+        waits = {s: 0 for s in pending.values()}
         results: Dict[int, Tuple[np.ndarray, np.ndarray, Dict[str, float]]] = {}
         while pending:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -334,6 +343,13 @@ class RayShardedIndex:
             try:
                 results[s] = ray.get(ref)
             except RayActorError as e:
+                # An actor Ray is restarting answers "temporarily unavailable": wait for it
+                # (within the deadline) without spending an attempt; a dead one costs one.
+                if isinstance(e, _ACTOR_UNAVAILABLE) and waits[s] < _MAX_RESTART_WAITS:
+                    waits[s] += 1
+                    time.sleep(0.2)
+                    pending[submit(s)] = s
+                    continue
                 if attempts[s] >= retries:
                     raise ShardUnavailableError(
                         f"shard {s}'s actor is unavailable after {attempts[s] + 1} attempt(s): {e}"

@@ -439,6 +439,20 @@ fn index_dir(
                 f.checked
             );
         }
+        if let Some(c) = &rep.connectivity {
+            println!(
+                "  graph: all {} nodes reachable from the medoid; in-degree min {} / median {} / \
+                 max {}, {} without an in-link; {} strongly connected component(s), the largest \
+                 of {} nodes",
+                c.nodes,
+                c.in_degree[0],
+                c.in_degree[2],
+                c.in_degree[4],
+                c.zero_in_degree,
+                c.components,
+                c.largest_component
+            );
+        }
     }
     println!("files:");
     let row = |name: &str, b: u64| println!("  {name:<15} {:>12} ({b} bytes)", human_bytes(b));

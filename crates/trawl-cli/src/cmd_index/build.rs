@@ -221,6 +221,22 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
         report.graph_secs, report.shards, report.avg_degree, report.max_degree, report.layout_secs,
         human_bytes(rss)
     );
+    let c = &report.connectivity;
+    println!(
+        "graph: {} of {} nodes reachable from the medoid{}; in-degree median {}, max {}",
+        c.nodes - c.unreachable,
+        c.nodes,
+        if report.relinked > 0 {
+            format!(
+                " ({} edges added to link back the nodes the build left unreachable)",
+                report.relinked
+            )
+        } else {
+            String::new()
+        },
+        c.in_degree[2],
+        c.in_degree[4]
+    );
     println!(
         "on disk in {}: packed.trawl {} ({} records per page), pq.trawl {}, pq-codes.trawl {} ({} B per vector), entry.trawl {} ({} nodes, {:.1} s), manifest.trawl {}; total {}",
         dir.display(),

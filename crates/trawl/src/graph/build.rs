@@ -39,9 +39,12 @@ pub struct BuildStats {
     pub shards: usize,
     /// Estimated peak memory of the build in bytes.
     pub estimated_peak_bytes: u64,
+    /// Edges added to link back nodes the medoid did not reach ([`link_unreachable`]).
+    pub relinked: usize,
 }
 
-/// Builds a Vamana graph over `data` for `metric`.
+/// Builds a Vamana graph over `data` for `metric`; every node is reachable from the medoid
+/// ([`link_unreachable`]).
 ///
 /// With a `memory_budget_bytes` smaller than [`estimate_bytes`], the build is split into
 /// overlapping shards (see [`super::shard`]). Runs on rayon's current thread pool; with one
@@ -77,7 +80,13 @@ pub fn build<T: Element>(
             (g, d, 1, single)
         }
     };
+    let mut graph = graph;
+    let store =
+        VectorStore::new(data.as_slice(), data.dim(), metric).expect("matrix shape is valid");
+    let relinked = link_unreachable(&mut graph, &store, cfg.l, None, ctl)?;
+    drop(store);
     let mut stats = degree_stats(&graph);
+    stats.relinked = relinked;
     stats.wall_secs = t0.elapsed().as_secs_f64();
     stats.distance_computations = dists;
     stats.shards = shards;
@@ -126,6 +135,29 @@ fn degree_stats(g: &Graph) -> BuildStats {
         isolated: degs.iter().filter(|&&d| d == 0).count(),
         ..BuildStats::default()
     }
+}
+
+/// The order points are linked in: a random sample of `cfg.head · n` points first (in
+/// random order), then the others in id order, or all in random order with `cfg.shuffle`.
+fn visit_order(n: usize, cfg: &VamanaConfig) -> Vec<u32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    if cfg.shuffle {
+        order.shuffle(&mut rng);
+        return order;
+    }
+    let head = ((cfg.head as f64 * n as f64) as usize).min(n);
+    if head == 0 {
+        return order;
+    }
+    let (sample, _) = order.partial_shuffle(&mut rng, head);
+    let mut first = sample.to_vec();
+    let mut taken = vec![false; n];
+    for &p in &first {
+        taken[p as usize] = true;
+    }
+    first.extend((0..n as u32).filter(|&p| !taken[p as usize]));
+    first
 }
 
 /// Per-thread buffers of the build.
@@ -189,10 +221,7 @@ pub(super) fn build_in_memory<T: Element>(
         cfg: *cfg,
         medoid,
     };
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    if cfg.shuffle {
-        order.shuffle(&mut ChaCha8Rng::seed_from_u64(cfg.seed));
-    }
+    let order = visit_order(n, cfg);
     let scratch = ScratchPool::new(n);
     let bar = ctl.bar("vamana build", n as u64);
     // Points are handed out in order, one chunk at a time, from a shared cursor (OpenMP's
@@ -366,6 +395,87 @@ impl<T: Element> Builder<'_, '_, '_, T> {
         bar.finish_and_clear();
         Ok(())
     }
+}
+
+/// Links back every node no search from the medoid can reach, so that every node can be found:
+/// for the first unreachable node `u` (in id order), a greedy search for `u`'s vector from the
+/// medoid (list size `l`); the nearest node it expanded whose list has room gets an edge to
+/// `u`. When every expanded list is full, the nearest node gives up its farthest neighbour
+/// that some other node also links to, for `u`. Everything `u` reaches becomes reachable with
+/// it; the next unreachable node is taken until none is left (a node whose other in-links
+/// all came from unreachable nodes is found by the next round). Returns the edges added (0 for
+/// a graph already connected). Deterministic.
+pub fn link_unreachable<T: Element>(
+    g: &mut Graph,
+    store: &VectorStore<'_, T>,
+    l: usize,
+    hole: Option<&[bool]>,
+    ctl: &Control,
+) -> Result<usize, BuildError> {
+    let is_hole = |v: usize| hole.is_some_and(|h| h.get(v).copied().unwrap_or(false));
+    let n = g.n();
+    let start = g.medoid();
+    let mut added = 0;
+    let mut scratch = SearchScratch::new(n);
+    let mut indeg = vec![0u32; n];
+    for v in 0..n as u32 {
+        for &w in g.neighbors(v) {
+            indeg[w as usize] += 1;
+        }
+    }
+    for _round in 0..64 {
+        let mut seen = super::connectivity::reachable(&*g, &[start]);
+        if (0..n).all(|v| seen[v] || is_hole(v)) {
+            return Ok(added);
+        }
+        for u in 0..n as u32 {
+            if seen[u as usize] || is_hole(u as usize) {
+                continue;
+            }
+            ctl.check()?;
+            let probe = store.point(u);
+            greedy(&*g, store, &probe, start, l.max(1), true, &mut scratch);
+            let mut near: Vec<Neighbor> = scratch
+                .expanded
+                .iter()
+                .copied()
+                .filter(|c| c.id != u && seen[c.id as usize] && !is_hole(c.id as usize))
+                .collect();
+            near.sort_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
+            if link_one(g, &near, u, &mut indeg) {
+                added += 1;
+                super::connectivity::reach_from(&*g, &mut seen, u);
+            }
+        }
+    }
+    Ok(added)
+}
+
+/// Adds the edge `v → u` for the first of `near` (nearest first) with room in its list, else
+/// replaces in the nearest list that has one the farthest neighbour with another in-link.
+/// Returns whether an edge was added.
+fn link_one(g: &mut Graph, near: &[Neighbor], u: u32, indeg: &mut [u32]) -> bool {
+    if let Some(v) = near
+        .iter()
+        .find(|c| (g.degrees[c.id as usize] as usize) < g.r)
+    {
+        let (row, d) = (v.id as usize * g.r, g.degrees[v.id as usize] as usize);
+        g.ids[row + d] = u;
+        g.degrees[v.id as usize] += 1;
+        indeg[u as usize] += 1;
+        return true;
+    }
+    for v in near {
+        let (row, d) = (v.id as usize * g.r, g.degrees[v.id as usize] as usize);
+        // Lists keep their neighbours nearest first: look from the farthest.
+        if let Some(k) = (0..d).rev().find(|&k| indeg[g.ids[row + k] as usize] >= 2) {
+            indeg[g.ids[row + k] as usize] -= 1;
+            g.ids[row + k] = u;
+            indeg[u as usize] += 1;
+            return true;
+        }
+    }
+    false
 }
 
 /// A graph whose `r` out-links per node are drawn at random (distinct, never the node itself;

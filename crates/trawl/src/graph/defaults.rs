@@ -32,6 +32,10 @@ pub const ALPHA_STEP: f32 = 1.2;
 /// gains nothing from shuffling either.
 pub const SHUFFLE: bool = false;
 
+/// Share of the points linked first, a seeded random sample, before the rest in the visit
+/// order (0 = none). To be measured.
+pub const HEAD: f32 = 0.0;
+
 /// Seed of the visit order and of the shard clustering.
 pub const SEED: u64 = 0x7261_776c;
 

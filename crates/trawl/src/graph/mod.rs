@@ -15,6 +15,7 @@
 
 pub mod adjacency;
 pub mod build;
+pub mod connectivity;
 pub mod defaults;
 pub mod file;
 pub mod params;

@@ -22,6 +22,9 @@ pub struct VamanaParams {
     pub seed: u64,
     /// Visit points in a seeded random order (`true`) or in id order (`false`, DiskANN's).
     pub shuffle: bool,
+    /// Share of the points (0 ..= 1) linked first, a seeded random sample in random order,
+    /// before the others in the visit order ([`defaults::HEAD`]).
+    pub head: f32,
     /// Memory the build may use, in bytes; `None` for no limit. When the estimate of a single
     /// build exceeds it, the build is split into overlapping shards.
     pub memory_budget_bytes: Option<u64>,
@@ -40,6 +43,7 @@ impl Default for VamanaParams {
             slack: defaults::SLACK,
             seed: defaults::SEED,
             shuffle: defaults::SHUFFLE,
+            head: defaults::HEAD,
             memory_budget_bytes: None,
             saturate: false,
         }
@@ -63,6 +67,8 @@ pub struct VamanaConfig {
     pub seed: u64,
     /// Random visit order.
     pub shuffle: bool,
+    /// Share linked first in random order.
+    pub head: f32,
     /// Memory budget in bytes.
     pub memory_budget_bytes: Option<u64>,
     /// Fill lists up to `R` after each prune.
@@ -178,6 +184,9 @@ impl VamanaParams {
                 format!("{} is smaller than r = {}", self.max_candidates, self.r),
             ));
         }
+        if !(0.0..=1.0).contains(&self.head) {
+            return Err(invalid("head", format!("{} is not in 0..=1", self.head)));
+        }
         if !(self.slack >= 1.0 && self.slack <= 4.0) {
             return Err(invalid("slack", format!("{} is not in 1..=4", self.slack)));
         }
@@ -191,6 +200,7 @@ impl VamanaParams {
             slots: slots.max(self.r),
             seed: self.seed,
             shuffle: self.shuffle,
+            head: self.head,
             memory_budget_bytes: self.memory_budget_bytes,
         })
     }

@@ -178,6 +178,11 @@ pub struct IndexBuildReport {
     pub manifest_bytes: u64,
     /// Bytes of the whole index on disk.
     pub disk_bytes: u64,
+    /// How the graph's nodes are reached from the medoid (after the build linked back the
+    /// nodes it did not reach: `unreachable` is 0).
+    pub connectivity: graph::connectivity::Connectivity,
+    /// Edges the build added to link back nodes the medoid did not reach.
+    pub relinked: usize,
 }
 
 /// Builds a disk index over `data` into `dir` (created if missing). The parameters and the
@@ -234,6 +239,7 @@ fn build_with<T: Element>(
         Some(seed) => graph::random_links(data, params.metric, params.graph.r, seed, ctl)?,
     };
     let graph_secs = gstats.wall_secs;
+    let connectivity = graph::connectivity::measure(&g, &[g.medoid()], None);
 
     let t_layout = Instant::now();
     let meta = PackedMeta {
@@ -330,5 +336,7 @@ fn build_with<T: Element>(
         entry_bytes,
         manifest_bytes,
         disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes + entry_bytes + manifest_bytes,
+        connectivity,
+        relinked: gstats.relinked,
     })
 }

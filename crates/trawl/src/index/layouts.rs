@@ -580,6 +580,34 @@ impl DiskIndex {
         Ok(bytes)
     }
 
+    /// How the graph's nodes are reached from the medoid: every neighbour list read (the
+    /// page-packed file, or the decoupled graph file of an index without one) with its
+    /// checksums checked; the free slots of an updated index (`hole`) are not nodes.
+    pub fn connectivity(
+        &self,
+        hole: Option<&[bool]>,
+        ctl: &Control,
+    ) -> Result<crate::graph::connectivity::Connectivity, IndexBuildError> {
+        let mut lists = crate::graph::connectivity::Lists::new(self.n());
+        match self.decoupled().filter(|_| self.packed_file().is_err()) {
+            Some(d) => {
+                d.graph().scan_lists(|id, list| {
+                    lists.set(id, list.iter().copied());
+                    Ok::<(), IndexBuildError>(())
+                })?;
+            }
+            None => self.scan_records(ctl, |id, view| {
+                lists.set(id, view.neighbors());
+                Ok(())
+            })?,
+        }
+        Ok(crate::graph::connectivity::measure(
+            &lists,
+            &[self.medoid()],
+            hole,
+        ))
+    }
+
     /// Calls `f(id, record)` for every node in id order, reading the page-packed file
     /// sequentially and checking every page's checksum.
     pub(crate) fn scan_records(

@@ -58,6 +58,8 @@ pub struct MergeReport {
     pub repaired: u64,
     /// Nodes that received back-edges from new nodes.
     pub patched: u64,
+    /// Edges added to link back nodes the merge left unreachable from the medoid.
+    pub relinked: usize,
     /// Slots of the new version.
     pub slots: u64,
     /// Free slots of the new version.
@@ -480,8 +482,10 @@ fn merge_typed<T: DeltaElement>(
     // Lists of one chunk of slots, computed in parallel, written in order.
     let mut pending: Vec<(u32, Vec<u32>)> = Vec::with_capacity(4096);
     let mut counts = (0u64, 0u64);
+    // Every slot's new list, linked back where the merge left a node unreachable, then written.
+    let mut all: Vec<Vec<u32>> = vec![Vec::new(); n_slots];
     let flush = |pending: &mut Vec<(u32, Vec<u32>)>,
-                 w: &mut Out,
+                 all: &mut Vec<Vec<u32>>,
                  counts: &mut (u64, u64)|
      -> Result<(), IndexBuildError> {
         let done: Vec<(Vec<u32>, bool, bool)> = pending
@@ -508,11 +512,8 @@ fn merge_typed<T: DeltaElement>(
         for ((s, _), (list, repaired, patched)) in pending.iter().zip(done) {
             counts.0 += u64::from(repaired);
             counts.1 += u64::from(patched);
-            match w {
-                Out::Packed(w) => {
-                    w.push(&vectors[*s as usize * dim..(*s as usize + 1) * dim], &list)?
-                }
-                Out::Graph(g) => g.push(&list)?,
+            if let Some(slot) = all.get_mut(*s as usize) {
+                *slot = list;
             }
         }
         bar.inc(pending.len() as u64);
@@ -528,7 +529,7 @@ fn merge_typed<T: DeltaElement>(
         };
         pending.push((id, list));
         if pending.len() == 4096 {
-            flush(&mut pending, &mut w, &mut counts)?;
+            flush(&mut pending, &mut all, &mut counts)?;
         }
         Ok(())
     };
@@ -541,10 +542,23 @@ fn merge_typed<T: DeltaElement>(
     for s in n_old as u32..n_slots as u32 {
         pending.push((s, Vec::new()));
         if pending.len() == 4096 {
-            flush(&mut pending, &mut w, &mut counts)?;
+            flush(&mut pending, &mut all, &mut counts)?;
         }
     }
-    flush(&mut pending, &mut w, &mut counts)?;
+    flush(&mut pending, &mut all, &mut counts)?;
+    let mut graph = crate::graph::Graph::from_lists(all, input.cfg.r.max(1), medoid);
+    let holes: Vec<bool> = slot_ids.iter().map(|&id| id == HOLE).collect();
+    report.relinked =
+        crate::graph::build::link_unreachable(&mut graph, &store, input.cfg.l, Some(&holes), ctl)
+            .map_err(IndexBuildError::Graph)?;
+    for s in 0..n_slots as u32 {
+        let list = graph.neighbors(s);
+        match &mut w {
+            Out::Packed(w) => w.push(&vectors[s as usize * dim..(s as usize + 1) * dim], list)?,
+            Out::Graph(g) => g.push(list)?,
+        }
+    }
+    drop(graph);
     report.bytes_written += match w {
         Out::Packed(w) => w.finish()?,
         Out::Graph(g) => g.finish()?,

@@ -34,6 +34,9 @@ pub struct VerifyReport {
     pub manifest: bool,
     /// The files, in the order checked.
     pub files: Vec<VerifiedFile>,
+    /// A graph index's connectivity from its medoid (every node must be reachable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connectivity: Option<crate::graph::connectivity::Connectivity>,
 }
 
 /// Reads every file of the index in `dir` whole and checks it (see the module docs). The
@@ -46,6 +49,7 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
     let mut report = VerifyReport {
         manifest: manifest.is_some(),
         files: Vec::new(),
+        connectivity: None,
     };
     let present = |name: &str| dir.join(name).is_file();
     // The files to check: the manifest's (each must be there), else every index file present.
@@ -102,6 +106,12 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
             checked,
         });
     }
+    let is_ivf = manifest
+        .as_ref()
+        .is_some_and(|m| m.kind == super::manifest::IndexKind::Ivf);
+    if !is_ivf {
+        report.connectivity = Some(check_connectivity(dir, ctl)?);
+    }
     let log = dir.join(super::wal::FILE_NAME);
     if log.is_file() {
         // The write-ahead log: every record checked (a torn last record is reported, not an
@@ -154,6 +164,44 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
         });
     }
     Ok(report)
+}
+
+/// Every node of the graph index in `dir` must be reachable from its medoid: a node no path
+/// reaches is never found by any search.
+fn check_connectivity(
+    dir: &Path,
+    ctl: &Control,
+) -> Result<crate::graph::connectivity::Connectivity, OpenError> {
+    let layout = if dir.join(IndexLayout::Packed.file_name()).is_file() {
+        IndexLayout::Packed
+    } else {
+        IndexLayout::Decoupled
+    };
+    let opts = super::OpenOptions {
+        layout,
+        direct: false,
+        ..super::OpenOptions::default()
+    };
+    let ix = super::DiskIndex::open(dir, opts)?;
+    let ids = super::ids::SlotIds::load(dir, ix.n())?;
+    let holes: Vec<bool> = (0..ix.n() as u32).map(|s| ids.is_hole(s)).collect();
+    let c = ix
+        .connectivity(Some(&holes), ctl)
+        .map_err(|e| OpenError::Mismatch {
+            dir: dir.to_path_buf(),
+            reason: format!("reading the neighbour lists: {e}"),
+        })?;
+    if c.unreachable > 0 {
+        return Err(OpenError::Mismatch {
+            dir: dir.to_path_buf(),
+            reason: format!(
+                "{} of its {} nodes cannot be reached from the medoid: no search can return \
+                 them (build the index again)",
+                c.unreachable, c.nodes
+            ),
+        });
+    }
+    Ok(c)
 }
 
 /// Replays the log's records after `log_seq` on the ids the index holds, as opening it

@@ -1,0 +1,363 @@
+//! Recall of fresh builds across live sets of one dataset: the streaming runbook's live sets
+//! (whole k-means clusters, in the runbook's order) and random subsets of the same size, each
+//! built and searched with one or more variants of the build and search settings. Per build:
+//! recall@10 at each L (all queries; the queries whose own cluster is in the live set; those
+//! whose cluster is not), and the graph's connectivity.
+//!
+//! ```text
+//! cargo run --release -p trawl --example recall_stability -- --base B.fbin --queries Q.fbin \
+//!     --dir WORK --out result.json [--runbook 10] [--random 10] [--clusters 200] \
+//!     [--variants default,shuffle,...] [-L 64] [--threads 2] [--max-queries 1000]
+//!     [--only runbook-10,random-3]
+//! ```
+//!
+//! Variants: `default` (the runbook's build: R 64, build L 100, PQ 32, no entry index, points
+//! in the live set's order; beam width 4 from the medoid), `shuffle` (points linked in a
+//! seeded random order), `entry` (an entry index, searched with list 10 before the disk
+//! search; `entryN`: with list N), `bshufN` (the rows in blocks of N consecutive rows, the blocks
+//! in a seeded random order), `headX` (a random share X of the points linked first), `alphaX`, `l200` (build L
+//! 200), `exact` (the in-memory graph searched with exact distances, no PQ: the graph alone);
+//! joined with `+` (`shuffle+entry`).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use trawl::data::read::read_matrix;
+use trawl::data::Matrix;
+use trawl::exact::{knn, ExactParams};
+use trawl::graph::VamanaParams;
+use trawl::index::{build_index, DiskIndex, IndexParams, OpenOptions};
+use trawl::kernels::kmeans::{train, KMeansParams};
+use trawl::progress::Control;
+use trawl::quant::pq::PqParams;
+use trawl::search::entry::EntryParams;
+use trawl::search::SearchParams;
+use trawl::Metric;
+
+struct Args {
+    base: PathBuf,
+    queries: PathBuf,
+    dir: PathBuf,
+    out: PathBuf,
+    runbook: usize,
+    random: usize,
+    clusters: usize,
+    variants: Vec<String>,
+    ls: Vec<usize>,
+    threads: usize,
+    max_queries: usize,
+    metric: Metric,
+    share: f64,
+    only: Vec<String>,
+}
+
+fn parse() -> Args {
+    let mut a = Args {
+        base: PathBuf::new(),
+        queries: PathBuf::new(),
+        dir: PathBuf::from("recall-stability"),
+        out: PathBuf::from("recall-stability.json"),
+        runbook: 10,
+        random: 10,
+        clusters: 200,
+        variants: vec!["default".into()],
+        ls: vec![64],
+        threads: 2,
+        max_queries: 1000,
+        metric: Metric::L2,
+        share: 0.05,
+        only: Vec::new(),
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < argv.len() {
+        let v = argv.get(i + 1).cloned().unwrap_or_default();
+        match argv[i].as_str() {
+            "--base" => a.base = v.into(),
+            "--queries" => a.queries = v.into(),
+            "--dir" => a.dir = v.into(),
+            "--out" => a.out = v.into(),
+            "--runbook" => a.runbook = v.parse().expect("--runbook"),
+            "--random" => a.random = v.parse().expect("--random"),
+            "--clusters" => a.clusters = v.parse().expect("--clusters"),
+            "--variants" => a.variants = v.split(',').map(String::from).collect(),
+            "-L" => a.ls = v.split(',').map(|x| x.parse().expect("-L")).collect(),
+            "--threads" => a.threads = v.parse().expect("--threads"),
+            "--max-queries" => a.max_queries = v.parse().expect("--max-queries"),
+            "--metric" => a.metric = v.parse().expect("--metric"),
+            "--only" => a.only = v.split(',').map(String::from).collect(),
+            other => panic!("unknown flag {other}"),
+        }
+        i += 2;
+    }
+    a
+}
+
+/// The runbook's live sets: clusters in order up to half the rows, then `rounds` rounds each
+/// dropping the oldest clusters (≥ 5% of the live rows) and adding the next unused ones.
+/// Returns per round the live clusters in live order (round 0 is the start).
+fn runbook_sets(members: &[Vec<usize>], n: usize, rounds: usize, share: f64) -> Vec<Vec<usize>> {
+    let mut order: std::collections::VecDeque<usize> = (0..members.len())
+        .filter(|&c| !members[c].is_empty())
+        .collect();
+    let mut live: std::collections::VecDeque<usize> = Default::default();
+    let mut rows = 0;
+    while rows < n / 2 {
+        let c = order.pop_front().expect("clusters left");
+        rows += members[c].len();
+        live.push_back(c);
+    }
+    let mut sets = Vec::new();
+    for _ in 1..=rounds {
+        let live_n: usize = live.iter().map(|&c| members[c].len()).sum();
+        let want = (live_n as f64 * share) as usize;
+        let mut deleted = 0;
+        while deleted < want {
+            let Some(c) = live.pop_front() else { break };
+            deleted += members[c].len();
+        }
+        let mut inserted = 0;
+        while inserted < want {
+            let Some(c) = order.pop_front() else { break };
+            inserted += members[c].len();
+            live.push_back(c);
+        }
+        sets.push(live.iter().copied().collect());
+    }
+    sets
+}
+
+fn gather(base: &Matrix<f32>, rows: &[usize]) -> Matrix<f32> {
+    let dim = base.dim();
+    let mut v = Vec::with_capacity(rows.len() * dim);
+    for &r in rows {
+        v.extend_from_slice(base.row(r));
+    }
+    Matrix::from_vec(v, dim).expect("rows")
+}
+
+/// recall@10 of `found` (slots of the live set, nq × 10) against `truth` (nq × k), over the
+/// queries `which` selects.
+fn recall(found: &[u32], truth: &[u32], k: usize, which: &[bool], want: Option<bool>) -> f64 {
+    let (mut hit, mut total) = (0usize, 0usize);
+    for (q, &w) in which.iter().enumerate() {
+        if want.is_some_and(|x| x != w) {
+            continue;
+        }
+        let t = &truth[q * k..q * k + 10];
+        hit += found[q * 10..q * 10 + 10]
+            .iter()
+            .filter(|i| t.contains(i))
+            .count();
+        total += 10;
+    }
+    if total == 0 {
+        f64::NAN
+    } else {
+        hit as f64 / total as f64
+    }
+}
+
+/// A variant's build parameters, its entry list, and the block size of a block shuffle of the
+/// rows (`bshufN`: blocks of N consecutive rows in a seeded random order) done before the build.
+fn params(variant: &str) -> (IndexParams, usize, Option<usize>) {
+    let mut p = IndexParams {
+        metric: Metric::L2,
+        graph: VamanaParams {
+            r: 64,
+            l: 100,
+            ..VamanaParams::default()
+        },
+        pq: PqParams {
+            bytes_per_vector: 32,
+            ..PqParams::default()
+        },
+        entry: None,
+    };
+    let mut entry_list = 0;
+    let mut block = None;
+    for part in variant.split('+') {
+        match part {
+            "default" | "exact" => {}
+            "shuffle" => p.graph.shuffle = true,
+            "entry" => {
+                p.entry = Some(EntryParams::default());
+                entry_list = 10;
+            }
+            e if e.starts_with("entry") => {
+                p.entry = Some(EntryParams::default());
+                entry_list = e["entry".len()..].parse().expect("entry list");
+            }
+            b if b.starts_with("bshuf") => block = Some(b["bshuf".len()..].parse().expect("block")),
+            "l200" => p.graph.l = 200,
+            h if h.starts_with("head") => p.graph.head = h["head".len()..].parse().expect("head"),
+            a if a.starts_with("alpha") => {
+                p.graph.alpha = a["alpha".len()..].parse().expect("alpha")
+            }
+            other => panic!("unknown variant {other}"),
+        }
+    }
+    (p, entry_list, block)
+}
+
+fn main() {
+    let a = parse();
+    let ctl = Control::silent();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(a.threads)
+        .build()
+        .unwrap();
+    let base: Matrix<f32> = read_matrix(&a.base).expect("base");
+    let q_all: Matrix<f32> = read_matrix(&a.queries).expect("queries");
+    let nq = q_all.n().min(a.max_queries);
+    let queries = q_all.slice_rows(0, nq);
+    let (n, dim) = (base.n(), base.dim());
+    std::fs::create_dir_all(&a.dir).unwrap();
+    let km = pool
+        .install(|| {
+            train(
+                base.as_slice(),
+                dim,
+                &KMeansParams {
+                    k: a.clusters,
+                    seed: 7,
+                    ..KMeansParams::default()
+                },
+                &ctl,
+            )
+        })
+        .expect("k-means");
+    let assign = km.assign(base.as_slice());
+    let q_cluster = km.assign(queries.as_slice());
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); a.clusters];
+    for (row, &c) in assign.iter().enumerate() {
+        members[c as usize].push(row);
+    }
+    let mut sets: Vec<(String, Vec<usize>, HashSet<usize>)> = Vec::new();
+    for (i, clusters) in runbook_sets(&members, n, a.runbook, a.share)
+        .into_iter()
+        .enumerate()
+    {
+        let rows: Vec<usize> = clusters
+            .iter()
+            .flat_map(|&c| members[c].iter().copied())
+            .collect();
+        sets.push((
+            format!("runbook-{}", i + 1),
+            rows,
+            clusters.into_iter().collect(),
+        ));
+    }
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    for i in 0..a.random {
+        let mut rows: Vec<usize> = (0..n).collect();
+        rows.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(1000 + i as u64));
+        rows.truncate(n / 2);
+        rows.sort_unstable();
+        let all: HashSet<usize> = (0..a.clusters).collect();
+        sets.push((format!("random-{}", i + 1), rows, all));
+    }
+    let mut results = Vec::new();
+    sets.retain(|(name, _, _)| a.only.is_empty() || a.only.contains(name));
+    for (name, rows, clusters) in &sets {
+        let live = gather(&base, rows);
+        let own: Vec<bool> = q_cluster
+            .iter()
+            .map(|&c| clusters.contains(&(c as usize)))
+            .collect();
+        let t = Instant::now();
+        let truth = pool
+            .install(|| knn(&live, &queries, 10, a.metric, &ExactParams::default(), &ctl))
+            .expect("ground truth");
+        eprintln!(
+            "{name}: {} rows, {} of {nq} queries in their own cluster, truth in {:.1} s",
+            rows.len(),
+            own.iter().filter(|&&o| o).count(),
+            t.elapsed().as_secs_f64()
+        );
+        for variant in &a.variants {
+            let (p, entry_list, block) = params(variant);
+            // A block shuffle: the build sees the rows in `perm` order; results map back.
+            let perm: Option<Vec<usize>> = block.map(|b| {
+                use rand::seq::SliceRandom;
+                let mut blocks: Vec<usize> = (0..rows.len().div_ceil(b)).collect();
+                blocks.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(77));
+                blocks
+                    .iter()
+                    .flat_map(|&k| k * b..((k + 1) * b).min(rows.len()))
+                    .collect()
+            });
+            let shuffled = perm.as_ref().map(|pm| gather(&live, pm));
+            let built = shuffled.as_ref().unwrap_or(&live);
+            let back = |ids: &[u32]| -> Vec<u32> {
+                match &perm {
+                    Some(pm) => ids
+                        .iter()
+                        .map(|&s| pm.get(s as usize).map_or(u32::MAX, |&r| r as u32))
+                        .collect(),
+                    None => ids.to_vec(),
+                }
+            };
+            let dir = a.dir.join("ix");
+            let t = Instant::now();
+            let mut row = serde_json::json!({"set": name, "variant": variant, "n": rows.len(),
+                "own_cluster_queries": own.iter().filter(|&&o| o).count()});
+            let mut recalls = serde_json::Map::new();
+            if variant == "exact" {
+                let (g, _) = pool
+                    .install(|| trawl::graph::build(built, a.metric, &p.graph, &ctl))
+                    .expect("graph");
+                row["build_secs"] = t.elapsed().as_secs_f64().into();
+                row["connectivity"] = serde_json::to_value(trawl::graph::connectivity::measure(
+                    &g,
+                    &[g.medoid()],
+                    None,
+                ))
+                .unwrap();
+                let store =
+                    trawl::graph::VectorStore::new(built.as_slice(), dim, a.metric).expect("store");
+                for &l in &a.ls {
+                    let (found, _) = pool
+                        .install(|| trawl::graph::search_batch(&g, &store, &queries, 10, l))
+                        .expect("search");
+                    recalls.insert(format!("L{l}"), recall_json(&back(&found), &truth, &own));
+                }
+            } else {
+                let rep = pool
+                    .install(|| build_index(built, &dir, &p, &ctl))
+                    .expect("build");
+                row["build_secs"] = t.elapsed().as_secs_f64().into();
+                row["connectivity"] = serde_json::to_value(&rep.connectivity).unwrap();
+                let ix = DiskIndex::open(&dir, OpenOptions::default()).expect("open");
+                for &l in &a.ls {
+                    let mut sp = SearchParams::beam(10, l, 4);
+                    sp.entry_list = entry_list;
+                    let o = ix.search_batch(&queries, &sp, a.threads).expect("search");
+                    recalls.insert(format!("L{l}"), recall_json(&back(&o.ids), &truth, &own));
+                }
+            }
+            row["recall"] = recalls.into();
+            eprintln!("  {variant}: {}", row);
+            results.push(row);
+            std::fs::write(
+                &a.out,
+                serde_json::to_string_pretty(&serde_json::json!({"results": results})).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+}
+
+fn recall_json(
+    found: &[u32],
+    truth: &trawl::data::groundtruth::GroundTruth,
+    own: &[bool],
+) -> serde_json::Value {
+    serde_json::json!({
+        "all": recall(found, &truth.ids, truth.k, own, None),
+        "own": recall(found, &truth.ids, truth.k, own, Some(true)),
+        "other": recall(found, &truth.ids, truth.k, own, Some(false)),
+    })
+}

@@ -1,0 +1,113 @@
+//! Every node of a built graph is reachable from the medoid: far-apart clusters are linked
+//! back by the build (`link_unreachable`), the build reports its connectivity, and `verify`
+//! refuses an index with unreachable nodes.
+
+mod common;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use trawl::data::Matrix;
+use trawl::graph::connectivity::{measure, reachable};
+use trawl::graph::{build, Graph, VamanaParams, VectorStore};
+use trawl::index::{build_index, build_random_link_index, verify_index};
+use trawl::progress::Control;
+use trawl::Metric;
+
+/// `clusters` tight clusters of `per` points each, their centres `gap` apart along the axes:
+/// far enough that no search started in one cluster would step into another on its own.
+fn far_clusters(clusters: usize, per: usize, dim: usize, gap: f32, seed: u64) -> Matrix<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut v = Vec::with_capacity(clusters * per * dim);
+    for c in 0..clusters {
+        for _ in 0..per {
+            for j in 0..dim {
+                let centre = if j == c % dim {
+                    gap * (1 + c / dim) as f32
+                } else {
+                    0.0
+                };
+                v.push(centre + rng.gen_range(-1.0f32..1.0));
+            }
+        }
+    }
+    Matrix::from_vec(v, dim).unwrap()
+}
+
+#[test]
+fn the_build_reaches_every_node_of_far_apart_clusters() {
+    let data = far_clusters(6, 400, 8, 1.0e4, 3);
+    for r in [4usize, 16] {
+        let params = VamanaParams {
+            r,
+            l: r.max(20),
+            ..VamanaParams::default()
+        };
+        let (g, stats) = build(&data, Metric::L2, &params, &Control::silent()).unwrap();
+        let c = measure(&g, &[g.medoid()], None);
+        assert_eq!(
+            c.unreachable, 0,
+            "R {r}: {c:?} ({} relinked)",
+            stats.relinked
+        );
+        assert_eq!(c.nodes, data.n());
+    }
+    // And as a disk index: its report says so, and verify agrees.
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = common::params(Metric::L2, 8);
+    p.graph.r = 4;
+    p.graph.l = 20;
+    let rep = build_index(&data, dir.path(), &p, &Control::silent()).unwrap();
+    assert_eq!(rep.connectivity.unreachable, 0);
+    assert_eq!(rep.connectivity.nodes, data.n());
+    let v = verify_index(dir.path(), &Control::silent()).unwrap();
+    assert_eq!(v.connectivity.unwrap().unreachable, 0);
+}
+
+#[test]
+fn unreachable_nodes_are_linked_back() {
+    // Two clusters whose lists never leave their cluster: the second is an island.
+    let data = far_clusters(2, 200, 4, 100.0, 5);
+    let n = data.n();
+    let mut lists: Vec<Vec<u32>> = (0..n as u32)
+        .map(|i| {
+            let base = if i < 200 { 0 } else { 200 };
+            (1..=3).map(|k| base + (i - base + k) % 200).collect()
+        })
+        .collect();
+    // A node no list names at all.
+    for l in &mut lists {
+        l.retain(|&x| x != 7);
+    }
+    let mut g = Graph::from_lists(lists, 4, 0);
+    let before = measure(&g, &[0], None);
+    assert_eq!(before.unreachable, 201, "{before:?}");
+    let store = VectorStore::new(data.as_slice(), data.dim(), Metric::L2).unwrap();
+    let added = trawl::graph::build::link_unreachable(&mut g, &store, 20, None, &Control::silent())
+        .unwrap();
+    assert!(added >= 2, "{added} edges");
+    assert!(reachable(&g, &[0]).iter().all(|&r| r));
+    for v in 0..n as u32 {
+        assert!(g.neighbors(v).len() <= 4);
+    }
+    // Connected already: nothing to do.
+    assert_eq!(
+        trawl::graph::build::link_unreachable(&mut g, &store, 20, None, &Control::silent())
+            .unwrap(),
+        0
+    );
+}
+
+#[test]
+fn verify_refuses_an_index_with_unreachable_nodes() {
+    // Two random out-links per node: about e^-2 of the nodes have no in-link at all.
+    let (base, _) = common::data::<f32>(1500, 1, 8, 9);
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = common::params(Metric::L2, 8);
+    p.graph.r = 2;
+    p.graph.l = 2;
+    let rep = build_random_link_index(&base, dir.path(), &p, &Control::silent()).unwrap();
+    assert!(rep.connectivity.unreachable > 0, "{:?}", rep.connectivity);
+    let err = verify_index(dir.path(), &Control::silent()).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("cannot be reached from the medoid"), "{msg}");
+}
