@@ -179,6 +179,12 @@ def test_merge_keeps_everything(index_dir):
         assert report["inserted"] == 41 and report["deleted"] == 21
         assert report["slots"] - report["holes"] == live
         assert report["slots"] >= live and report["bytes_written"] > 0
+        # The recall monitor measured the merged version (its own vectors as queries).
+        assert [p["L"] for p in report["recall"]] == [32, 64, 128]
+        assert all(0.5 < p["recall"] <= 1.0 for p in report["recall"])
+        assert report["recall_samples"] == min(300, live)
+        assert report["recall_warning"] is None or "fell more than 2 points" in report["recall_warning"]
+        assert report["relinked"] >= 0
         assert index.delta_len == 0 and len(index) == live
         assert (d / "ids.trawl").is_file()
 

@@ -270,6 +270,15 @@ fn accel_only(kind: trawl::accel::AccelKind, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// `recall@10 0.9512 at L 32, …`.
+pub(crate) fn recall_points(p: &[trawl::index::monitor::RecallPoint]) -> String {
+    let parts: Vec<String> = p
+        .iter()
+        .map(|x| format!("{:.4} at L {}", x.recall, x.l))
+        .collect();
+    format!("recall@10 {}", parts.join(", "))
+}
+
 /// What streaming updates left in an index: its live vectors, the delta's vectors and the
 /// log's operations not merged yet.
 struct Updates {
@@ -390,6 +399,21 @@ fn index_dir(
             if b.opq { " (OPQ)" } else { "" },
             b.entry_ratio,
             b.seed
+        );
+    }
+    if let Some(r) = &info.recall {
+        println!(
+            "recall:  {} (recall monitor: {} of its vectors searched as queries after the {}, \
+             beam width {}){}",
+            recall_points(&r.points),
+            r.samples,
+            r.by,
+            r.beam_width,
+            if r.by == "merge" {
+                format!("; the last build: {}", recall_points(&r.build))
+            } else {
+                String::new()
+            }
         );
     }
     if layout == trawl::index::IndexLayout::Decoupled {

@@ -746,9 +746,12 @@ impl Index {
     /// stderr when it is a terminal. Ctrl-C stops it (`KeyboardInterrupt`; the index keeps
     /// its files and updates).
     ///
-    /// Returns the merge report: `inserted`, `deleted`, `repaired`, `patched`, `slots`
-    /// (slots of the new files), `holes` (free slots), seconds per phase, `bytes_written`,
-    /// `peak_rss_bytes`.
+    /// Returns the merge report: `inserted`, `deleted`, `repaired`, `patched`, `relinked`
+    /// (edges added so every node stays reachable), `slots` (slots of the new files), `holes`
+    /// (free slots), seconds per phase, `bytes_written`, `peak_rss_bytes`, and the recall
+    /// monitor's `recall` (recall@10 per list size on `recall_samples` of the index's own
+    /// vectors) with `recall_warning` — a sentence when it fell more than 2 points below the
+    /// last build's, else None.
     #[pyo3(signature = (threads = 0, progress = false))]
     fn merge<'py>(
         &self,

@@ -111,3 +111,69 @@ fn verify_refuses_an_index_with_unreachable_nodes() {
     let msg = err.to_string();
     assert!(msg.contains("cannot be reached from the medoid"), "{msg}");
 }
+
+#[test]
+fn the_recall_monitor_is_recorded_by_builds_and_merges() {
+    use trawl::index::live::{Access, LiveIndex, MergeOptions};
+    use trawl::index::{DiskIndex, Manifest, OpenOptions};
+    use trawl::search::SearchParams;
+    let (base, q) = common::data::<f32>(3000, 200, 16, 21);
+    let dir = tempfile::tempdir().unwrap();
+    let rep = build_index(
+        &base,
+        dir.path(),
+        &common::params(Metric::L2, 8),
+        &Control::silent(),
+    )
+    .unwrap();
+    let r = rep.recall.clone().unwrap();
+    assert_eq!((r.samples, r.by.as_str()), (300, "build"));
+    assert_eq!(
+        r.points.iter().map(|p| p.l).collect::<Vec<_>>(),
+        vec![32, 64, 128]
+    );
+    assert_eq!(r.points, r.build);
+    assert!(
+        r.points.iter().all(|p| p.recall > 0.5 && p.recall <= 1.0),
+        "{r:?}"
+    );
+    let m = Manifest::load_if_present(dir.path()).unwrap().unwrap();
+    assert_eq!(m.recall.as_ref(), Some(&r));
+    // Against held-out queries at the same settings.
+    let truth = common::truth(&base, &q, Metric::L2);
+    let ix = DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
+    let out = ix
+        .search_batch(&q, &SearchParams::beam(10, 64, 4), 2)
+        .unwrap();
+    let held_out = trawl::graph::recall_at_k(&out.ids, 10, &truth).unwrap();
+    let monitor = r.points.iter().find(|p| p.l == 64).unwrap().recall;
+    assert!(
+        (monitor - held_out).abs() < 0.05,
+        "monitor {monitor}, held-out {held_out}"
+    );
+    drop(ix);
+
+    // A merge measures again and keeps the build's figures beside its own.
+    let live = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
+    live.delete(&(0..1500u64).collect::<Vec<_>>()).unwrap();
+    let report = live
+        .merge_with(&MergeOptions::default(), &Control::silent())
+        .unwrap();
+    assert_eq!(report.recall.len(), 3);
+    assert!(report.recall_samples > 0);
+    drop(live);
+    let m = Manifest::load_if_present(dir.path()).unwrap().unwrap();
+    let after = m.recall.unwrap();
+    assert_eq!(after.by, "merge");
+    assert_eq!(after.build, r.build);
+    assert_eq!(after.points, report.recall);
+    assert_eq!(report.recall_warning, after.drop_warning());
+    assert_eq!(
+        verify_index(dir.path(), &Control::silent())
+            .unwrap()
+            .connectivity
+            .unwrap()
+            .unreachable,
+        0
+    );
+}

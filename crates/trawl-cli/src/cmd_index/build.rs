@@ -221,6 +221,14 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
         report.graph_secs, report.shards, report.avg_degree, report.max_degree, report.layout_secs,
         human_bytes(rss)
     );
+    if let Some(r) = &report.recall {
+        println!(
+            "recall monitor: {} ({} of its vectors searched as queries, {:.1} s)",
+            crate::cmd_info::recall_points(&r.points),
+            r.samples,
+            report.monitor_secs
+        );
+    }
     let c = &report.connectivity;
     println!(
         "graph: {} of {} nodes reachable from the medoid{}; in-degree median {}, max {}",

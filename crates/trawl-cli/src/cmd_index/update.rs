@@ -213,6 +213,16 @@ pub fn merge(args: &MergeArgs, ctl: &Control) -> Result<()> {
         human_bytes(r.bytes_written),
         human_bytes(r.peak_rss_bytes)
     );
+    if !r.recall.is_empty() {
+        println!(
+            "recall monitor: {} ({} of its vectors searched as queries)",
+            crate::cmd_info::recall_points(&r.recall),
+            r.recall_samples
+        );
+    }
+    if let Some(w) = &r.recall_warning {
+        eprintln!("warning: {w}");
+    }
     if let Some(seg) = &r.segments {
         println!(
             "decoupled: graph rewritten; {}; {} segments ({}){}",

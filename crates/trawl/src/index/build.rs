@@ -183,6 +183,10 @@ pub struct IndexBuildReport {
     pub connectivity: graph::connectivity::Connectivity,
     /// Edges the build added to link back nodes the medoid did not reach.
     pub relinked: usize,
+    /// The recall monitor's figures (also in the manifest; `None` for a random-link index).
+    pub recall: Option<super::monitor::RecallRecord>,
+    /// Seconds the recall monitor took.
+    pub monitor_secs: f64,
 }
 
 /// Builds a disk index over `data` into `dir` (created if missing). The parameters and the
@@ -287,7 +291,28 @@ fn build_with<T: Element>(
         None => (0, 0),
     };
     let entry_secs = t_entry.elapsed().as_secs_f64();
-    let manifest = Manifest::describe(
+    let t_monitor = Instant::now();
+    let recall = if random_links.is_none() {
+        let ix = super::DiskIndex::open(
+            txn.staging(),
+            super::OpenOptions {
+                direct: false,
+                ..super::OpenOptions::default()
+            },
+        )?;
+        let (points, samples) = super::monitor::measure(&ix, &|s| data.row(s as usize), &|_| true)?;
+        (!points.is_empty()).then(|| super::monitor::RecallRecord {
+            samples,
+            beam_width: crate::search::DEFAULT_BEAM_WIDTH,
+            build: points.clone(),
+            points,
+            by: "build".into(),
+        })
+    } else {
+        None
+    };
+    let monitor_secs = t_monitor.elapsed().as_secs_f64();
+    let mut manifest = Manifest::describe(
         &[txn.staging()],
         Some(BuildRecord {
             r: params.graph.r,
@@ -303,6 +328,7 @@ fn build_with<T: Element>(
         }),
         String::new(),
     )?;
+    manifest.recall = recall.clone();
     let manifest_bytes = txn.commit(&manifest)?;
     let geo = packed::PackedGeometry::of(&meta).unwrap_or(packed::PackedGeometry {
         vector_bytes: 0,
@@ -338,5 +364,7 @@ fn build_with<T: Element>(
         disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes + entry_bytes + manifest_bytes,
         connectivity,
         relinked: gstats.relinked,
+        recall,
+        monitor_secs,
     })
 }

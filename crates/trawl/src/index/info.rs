@@ -56,6 +56,9 @@ pub struct IndexInfo {
     pub files: Vec<ManifestFile>,
     /// The build parameters, when the manifest records them.
     pub build: Option<BuildRecord>,
+    /// The recall monitor's figures (from the manifest; `None` for an index built before it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall: Option<super::monitor::RecallRecord>,
     /// The build every file belongs to (empty without a manifest).
     pub build_id: String,
     /// IVF index: lists, replication, vector file, accelerator, memory by part.
@@ -141,6 +144,7 @@ impl DiskIndex {
             build_id: manifest
                 .as_ref()
                 .map_or_else(String::new, |m| m.build_id.clone()),
+            recall: manifest.as_ref().and_then(|m| m.recall.clone()),
             build: manifest.and_then(|m| m.build),
             ivf: None,
         })

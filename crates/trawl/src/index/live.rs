@@ -1111,6 +1111,15 @@ impl LiveIndex {
         check_merged(txn.staging(), m.n).map_err(IndexBuildError::from)?;
         m.log_seq = Some(seq);
         m.next_id = Some(next_id);
+        if !report.recall.is_empty() {
+            let r = super::monitor::RecallRecord::after_merge(
+                report.recall.clone(),
+                report.recall_samples,
+                old_manifest.as_ref().and_then(|m| m.recall.as_ref()),
+            );
+            report.recall_warning = r.drop_warning();
+            m.recall = Some(r);
+        }
         report.bytes_written += txn.commit(&m)?;
         drop(source);
         // The other layouts the index had, written again from the new packed file (a

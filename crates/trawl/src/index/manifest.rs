@@ -134,6 +134,10 @@ pub struct Manifest {
     /// Streaming updates: the next id handed to a vector inserted without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_id: Option<u64>,
+    /// The recall monitor's figures ([`super::monitor`]): written by builds and merges, kept
+    /// by the operations that add to the index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall: Option<super::monitor::RecallRecord>,
 }
 
 /// The id of a build: 16 hex digits of a hash (FNV-1a, 64 bits) of its files (name, size,
@@ -341,6 +345,7 @@ impl Manifest {
             build_id,
             log_seq: None,
             next_id: None,
+            recall: None,
         })
     }
 
@@ -378,6 +383,7 @@ impl Manifest {
             build_id,
             log_seq: None,
             next_id: None,
+            recall: None,
         })
     }
 
@@ -392,9 +398,9 @@ impl Manifest {
                 FileErrorKind::Invalid(other.to_string()),
             ),
         })?;
-        let (build, id, log_seq, next_id) = match old {
-            Some(m) => (m.build, m.build_id, m.log_seq, m.next_id),
-            None => (None, String::new(), None, None),
+        let (build, id, log_seq, next_id, recall) = match old {
+            Some(m) => (m.build, m.build_id, m.log_seq, m.next_id, m.recall),
+            None => (None, String::new(), None, None, None),
         };
         let mut m = Self::describe(&[staging, dir], build, id)?;
         // The write-ahead log belongs to the index this operation adds to: it stays (`None`
@@ -402,6 +408,7 @@ impl Manifest {
         // sequence number 0.
         m.log_seq = log_seq.or_else(|| dir.join(super::wal::FILE_NAME).is_file().then_some(0));
         m.next_id = next_id;
+        m.recall = recall;
         Ok(m)
     }
 

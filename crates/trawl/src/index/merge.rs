@@ -60,6 +60,13 @@ pub struct MergeReport {
     pub patched: u64,
     /// Edges added to link back nodes the merge left unreachable from the medoid.
     pub relinked: usize,
+    /// The recall monitor's figures on the merged version ([`super::monitor`]).
+    pub recall: Vec<super::monitor::RecallPoint>,
+    /// Vectors the monitor searched.
+    pub recall_samples: usize,
+    /// Set when the merged version's sampled recall fell more than 2 points below the last
+    /// build's ([`super::monitor::RecallRecord::drop_warning`]).
+    pub recall_warning: Option<String>,
     /// Slots of the new version.
     pub slots: u64,
     /// Free slots of the new version.
@@ -615,6 +622,29 @@ fn merge_typed<T: DeltaElement>(
                 e.save(&staging.join(entry::FILE_NAME), meta.n, meta.pq_codes_crc)?;
         }
     }
+    // The recall monitor on the merged version (read through the page cache: just written).
+    let t_mon = Instant::now();
+    let staged = DiskIndex::open(
+        staging,
+        super::OpenOptions {
+            layout: if decoupled.is_some() {
+                IndexLayout::Decoupled
+            } else {
+                IndexLayout::Packed
+            },
+            direct: false,
+            ..super::OpenOptions::default()
+        },
+    )?;
+    let (points, samples) = super::monitor::measure(
+        &staged,
+        &|s| &vectors[s as usize * dim..(s as usize + 1) * dim],
+        &|s| !ids.is_hole(s),
+    )?;
+    drop(staged);
+    report.recall = points;
+    report.recall_samples = samples;
+    report.finish_secs += t_mon.elapsed().as_secs_f64();
     report.slots = n_slots as u64;
     report.holes = ids.len() as u64 - ids.live() as u64;
     report.finish_secs += t_fin.elapsed().as_secs_f64();

@@ -23,6 +23,7 @@ mod layouts;
 pub mod live;
 pub mod manifest;
 pub mod merge;
+pub mod monitor;
 mod open;
 mod refine;
 pub mod segments;

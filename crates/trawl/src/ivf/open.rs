@@ -278,6 +278,7 @@ impl IvfIndex {
                 .as_ref()
                 .map_or_else(String::new, |m| m.build_id.clone()),
             build: manifest.and_then(|m| m.build),
+            recall: None,
             ivf: Some(IvfInfo {
                 nlist: self.meta.nlist(),
                 replication: self.meta.replication(),
