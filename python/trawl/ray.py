@@ -343,9 +343,11 @@ class RayShardedIndex:
             try:
                 results[s] = ray.get(ref)
             except RayActorError as e:
-                # An actor Ray is restarting answers "temporarily unavailable": wait for it
-                # (within the deadline) without spending an attempt; a dead one costs one.
-                if isinstance(e, _ACTOR_UNAVAILABLE) and waits[s] < _MAX_RESTART_WAITS:
+                # The first failure of a shard's actor costs an attempt; while Ray restarts
+                # it, the resubmissions it answers "temporarily unavailable" are waited out
+                # (within the deadline) without spending more.
+                if (isinstance(e, _ACTOR_UNAVAILABLE) and attempts[s] >= 1
+                        and waits[s] < _MAX_RESTART_WAITS):
                     waits[s] += 1
                     time.sleep(0.2)
                     pending[submit(s)] = s
