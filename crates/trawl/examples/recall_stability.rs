@@ -19,6 +19,9 @@
 //! 200), `exact` (the in-memory graph searched with exact distances, no PQ: the graph alone);
 //! joined with `+` (`shuffle+entry`).
 
+#[path = "common/runbook.rs"]
+mod runbook;
+
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -28,7 +31,6 @@ use trawl::data::Matrix;
 use trawl::exact::{knn, ExactParams};
 use trawl::graph::VamanaParams;
 use trawl::index::{build_index, DiskIndex, IndexParams, OpenOptions};
-use trawl::kernels::kmeans::{train, KMeansParams};
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
 use trawl::search::entry::EntryParams;
@@ -214,26 +216,8 @@ fn main() {
     let queries = q_all.slice_rows(0, nq);
     let (n, dim) = (base.n(), base.dim());
     std::fs::create_dir_all(&a.dir).unwrap();
-    let km = pool
-        .install(|| {
-            train(
-                base.as_slice(),
-                dim,
-                &KMeansParams {
-                    k: a.clusters,
-                    seed: 7,
-                    ..KMeansParams::default()
-                },
-                &ctl,
-            )
-        })
-        .expect("k-means");
-    let assign = km.assign(base.as_slice());
+    let (km, members) = runbook::clusters(&base, a.clusters, &pool, &ctl);
     let q_cluster = km.assign(queries.as_slice());
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); a.clusters];
-    for (row, &c) in assign.iter().enumerate() {
-        members[c as usize].push(row);
-    }
     let mut sets: Vec<(String, Vec<usize>, HashSet<usize>)> = Vec::new();
     for (i, clusters) in runbook_sets(&members, n, a.runbook, a.share)
         .into_iter()

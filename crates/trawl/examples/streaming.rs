@@ -12,6 +12,9 @@
 //!     [--extra-l 16,32] [--layout packed|decoupled]
 //! ```
 
+#[path = "common/runbook.rs"]
+mod runbook;
+
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,7 +26,6 @@ use trawl::exact::{knn, ExactParams};
 use trawl::graph::VamanaParams;
 use trawl::index::live::{Access, LiveIndex, MergeOptions};
 use trawl::index::{build_index, DiskIndex, IndexLayout, IndexParams, OpenOptions};
-use trawl::kernels::kmeans::{train, KMeansParams};
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
 use trawl::search::SearchParams;
@@ -182,25 +184,7 @@ fn main() {
 
     // Clusters, in a fixed order: the stream inserts and deletes whole clusters.
     let t = Instant::now();
-    let km = pool
-        .install(|| {
-            train(
-                base.as_slice(),
-                dim,
-                &KMeansParams {
-                    k: a.clusters,
-                    seed: 7,
-                    ..KMeansParams::default()
-                },
-                &ctl,
-            )
-        })
-        .expect("k-means");
-    let assign = km.assign(base.as_slice());
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); a.clusters];
-    for (row, &c) in assign.iter().enumerate() {
-        members[c as usize].push(row);
-    }
+    let (_, members) = runbook::clusters(&base, a.clusters, &pool, &ctl);
     eprintln!(
         "k-means: {} clusters in {:.1} s",
         a.clusters,
