@@ -314,6 +314,9 @@ fn main() {
                     .expect("build");
                 row["build_secs"] = t.elapsed().as_secs_f64().into();
                 row["connectivity"] = serde_json::to_value(&rep.connectivity).unwrap();
+                row["relinked"] = rep.relinked.into();
+                row["monitor"] = serde_json::to_value(&rep.recall).unwrap();
+                row["graph_secs"] = rep.graph_secs.into();
                 let ix = DiskIndex::open(&dir, OpenOptions::default()).expect("open");
                 for &l in &a.ls {
                     let mut sp = SearchParams::beam(10, l, 4);
