@@ -18,7 +18,8 @@
 #              uses) or test (the build `cargo test` already made: the dry run's)
 #   --size     full (default): 50,000 u8 vectors of dimension 128 and 16,384 queries;
 #              tiny: 3,000 vectors and 256 queries (the dry run's)
-# The test binaries are always the `test` profile's (optimised, as `cargo test` builds them).
+# The test binaries are always the `test` profile's (optimised, as `cargo test` builds them);
+# with --profile test every executable is the one `cargo test --workspace --all-targets` built.
 # Fails when the folder plus the repository's tracked files pass 64 MiB (what travels).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,22 +47,41 @@ command -v cargo >/dev/null || { echo "stage.sh: cargo not found" >&2; exit 1; }
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 
 echo "== building (profile $profile)"
-cargo build --locked --profile "$profile" -p trawl-cli
-bin_dir=$target/$([ "$profile" = test ] && echo debug || echo release)
-tests=$(cargo test --no-run --locked -p trawl --lib --test flash_search --message-format=json 2>/dev/null |
-  python3 -c '
+# The executables are taken from cargo's own listing. For the test profile that is the build
+# `cargo test --workspace --all-targets` made (same features, so nothing is compiled again);
+# a build of one package alone can unify features differently and recompile the dependencies.
+if [ "$profile" = test ]; then
+  listing=$(cargo test --no-run --locked --workspace --all-targets --message-format=json 2>/dev/null)
+else
+  cargo build --locked --release -p trawl-cli
+  listing=$(cargo test --no-run --locked -p trawl --lib --test flash_search --message-format=json 2>/dev/null)
+fi
+found=$(printf '%s\n' "$listing" | python3 -c '
 import json, sys
 for line in sys.stdin:
     try:
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        print(m["target"]["name"] + "=" + m["executable"])
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    kind, name, test = m["target"]["kind"], m["target"]["name"], m["profile"]["test"]
+    if kind == ["lib"] and name == "trawl" and test:
+        print("lib=" + m["executable"])
+    elif kind == ["test"] and name == "flash_search":
+        print("flash=" + m["executable"])
+    elif kind == ["bin"] and name == "trawl" and not test:
+        print("bin=" + m["executable"])
 ')
-lib_tests=$(printf '%s\n' "$tests" | sed -n 's/^trawl=//p')
-flash_tests=$(printf '%s\n' "$tests" | sed -n 's/^flash_search=//p')
-[ -x "$lib_tests" ] && [ -x "$flash_tests" ] || { echo "stage.sh: test binaries not found: $tests" >&2; exit 1; }
+lib_tests=$(printf '%s\n' "$found" | sed -n 's/^lib=//p' | head -1)
+flash_tests=$(printf '%s\n' "$found" | sed -n 's/^flash=//p' | head -1)
+if [ "$profile" = test ]; then
+  trawl_bin=$(printf '%s\n' "$found" | sed -n 's/^bin=//p' | head -1)
+else
+  trawl_bin=$target/release/trawl
+fi
+[ -x "$lib_tests" ] && [ -x "$flash_tests" ] && [ -x "$trawl_bin" ] ||
+  { echo "stage.sh: executables not found: $found" >&2; exit 1; }
 
 loader=""
 for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /lib/x86_64-linux-gnu; do
@@ -71,7 +91,7 @@ done
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/data"
-strip -o "$out/bin/trawl" "$bin_dir/trawl"
+strip -o "$out/bin/trawl" "$trawl_bin"
 strip -o "$out/bin/accel-tests" "$lib_tests"
 strip -o "$out/bin/flash-search-tests" "$flash_tests"
 cp "$loader" "$out/lib/libvulkan.so.1"
