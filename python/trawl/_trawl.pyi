@@ -24,7 +24,7 @@ class BuildParams:
     vectors on disk in buckets by nearest centroid). An IVF build reads ``metric``,
     ``pq_bytes``, ``threads``, ``seed``, ``progress``, ``ivf_list_size``, ``ivf_epsilon``,
     ``ivf_max_replicas`` and ``by_id_vectors``; the graph-only fields (``R``, ``L``,
-    ``alpha``, ``memory_budget_gb``, ``saturate``, ``entry_*``, ``decoupled``) are ignored for
+    ``alpha``, ``memory_budget_gb``, ``saturate``, ``visit_order``, ``entry_*``, ``decoupled``) are ignored for
     it, and the IVF fields for a graph build.
     """
 
@@ -38,6 +38,10 @@ class BuildParams:
     seed: int
     memory_budget_gb: Optional[float]
     saturate: bool
+    visit_order: str
+    """The order the graph build links its points in: ``"blocks:N"`` (blocks of N
+    consecutive ids in a seeded random order; default ``"blocks:64"``), ``"random"`` or
+    ``"ids"``."""
     opq: bool
     entry_ratio: float
     entry_degree: int
@@ -68,6 +72,7 @@ class BuildParams:
         seed: int = ...,
         memory_budget_gb: Optional[float] = None,
         saturate: bool = False,
+        visit_order: str = "blocks:64",
         opq: bool = False,
         entry_ratio: float = 0.01,
         entry_degree: int = 32,

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use trawl::data::matrix::AnyMatrix;
 use trawl::data::{GroundTruth, Matrix};
-use trawl::graph::{self, Graph, SearchScratch, VamanaParams, VectorStore};
+use trawl::graph::{self, Graph, SearchScratch, VamanaParams, VectorStore, VisitOrder};
 use trawl::progress::Control;
 use trawl::{Element, Metric};
 
@@ -55,9 +55,9 @@ pub struct BuildArgs {
     /// Random seed.
     #[arg(long, default_value_t = VamanaParams::default().seed)]
     pub seed: u64,
-    /// Insert points in a seeded random order instead of id order (the default, as DiskANN).
-    #[arg(long)]
-    pub shuffle: bool,
+    /// The order points are linked in: `blocks:N` (the default), `random` or `ids`.
+    #[arg(long, default_value_t = VamanaParams::default().order)]
+    pub visit_order: VisitOrder,
     /// Write a JSON build report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -172,7 +172,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<BuildReport> {
         alpha: args.alpha,
         max_candidates: args.max_candidates,
         seed: args.seed,
-        shuffle: args.shuffle,
+        order: args.visit_order,
         memory_budget_bytes: args
             .memory_budget_gb
             .map(|g| (g * (1u64 << 30) as f64) as u64),

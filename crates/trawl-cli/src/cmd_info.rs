@@ -391,14 +391,19 @@ fn index_dir(
     }
     if let Some(b) = &info.build {
         println!(
-            "build:   R = {}, L = {}, alpha = {}, {} PQ bytes{}, entry ratio {}, seed {}",
+            "build:   R = {}, L = {}, alpha = {}, {} PQ bytes{}, entry ratio {}, seed {}{}",
             b.r,
             b.l,
             b.alpha,
             b.pq_bytes,
             if b.opq { " (OPQ)" } else { "" },
             b.entry_ratio,
-            b.seed
+            b.seed,
+            match (&b.visit_order, &b.ivf) {
+                (Some(o), _) => format!(", visit order {o}"),
+                (None, None) => ", visit order ids (recorded before the field)".to_string(),
+                (None, Some(_)) => String::new(),
+            }
         );
     }
     if let Some(r) = &info.recall {

@@ -106,6 +106,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             memory_budget_gb: None,
             seed: defaults.seed,
             saturate: false,
+            visit_order: defaults.order,
             opq: false,
             entry_ratio: trawl::search::entry::EntryParams::default().ratio,
             entry_degree: trawl::search::entry::EntryParams::default().r,

@@ -44,7 +44,7 @@ where
 /// posting lists over a centroid graph, PQ codes on an accelerator, vectors on disk in
 /// buckets). An IVF build reads `metric`, `pq_bytes`, `threads`, `seed`, `progress` and the
 /// `ivf_*` / `by_id_vectors` fields; the graph-only fields (`R`, `L`, `alpha`,
-/// `memory_budget_gb`, `saturate`, `entry_*`, `decoupled`) are ignored for it, and the `ivf_*`
+/// `memory_budget_gb`, `saturate`, `visit_order`, `entry_*`, `decoupled`) are ignored for it, and the `ivf_*`
 /// fields for a graph build.
 #[pyclass(module = "trawl._trawl", get_all, set_all, from_py_object)]
 #[derive(Debug, Clone)]
@@ -71,6 +71,9 @@ pub struct BuildParams {
     pub memory_budget_gb: Option<f64>,
     /// Fill every pruned list up to R neighbours (DiskANN's disk build does so).
     pub saturate: bool,
+    /// The order the graph build links its points in: "blocks:N" (blocks of N consecutive
+    /// ids in a seeded random order; the default "blocks:64"), "random" or "ids".
+    pub visit_order: String,
     /// Optimised PQ: learn an orthogonal rotation with the PQ codebooks (lower quantisation
     /// error at the same code size; dim² multiply-adds more per query).
     pub opq: bool,
@@ -106,7 +109,8 @@ impl BuildParams {
     #[new]
     #[pyo3(signature = (*, kind = "graph".to_string(), metric = "l2".to_string(), R = 64, L = 100,
         alpha = 1.2, pq_bytes = None, threads = 0, seed = VamanaParams::default().seed as i64,
-        memory_budget_gb = None, saturate = false, opq = false, entry_ratio = 0.01, entry_degree = 32,
+        memory_budget_gb = None, saturate = false,
+        visit_order = VamanaParams::default().order.to_string(), opq = false, entry_ratio = 0.01, entry_degree = 32,
         entry_build_list = 64, entry_sampling = "uniform".to_string(), decoupled = false,
         ivf_list_size = trawl::ivf::DEFAULT_LIST_SIZE as i64,
         ivf_epsilon = f32_as_f64(trawl::ivf::DEFAULT_EPSILON),
@@ -124,6 +128,7 @@ impl BuildParams {
         seed: i64,
         memory_budget_gb: Option<f64>,
         saturate: bool,
+        visit_order: String,
         opq: bool,
         entry_ratio: f64,
         entry_degree: i64,
@@ -147,6 +152,7 @@ impl BuildParams {
             seed,
             memory_budget_gb,
             saturate,
+            visit_order,
             opq,
             entry_ratio,
             entry_degree,
@@ -164,7 +170,7 @@ impl BuildParams {
     fn __repr__(&self) -> String {
         format!(
             "BuildParams(kind={:?}, metric={:?}, R={}, L={}, alpha={}, pq_bytes={}, threads={}, \
-             seed={}, memory_budget_gb={}, saturate={}, opq={}, entry_ratio={}, entry_degree={}, \
+             seed={}, memory_budget_gb={}, saturate={}, visit_order={:?}, opq={}, entry_ratio={}, entry_degree={}, \
              entry_build_list={}, entry_sampling={:?}, decoupled={}, ivf_list_size={}, \
              ivf_epsilon={}, ivf_max_replicas={}, by_id_vectors={}, progress={})",
             self.kind,
@@ -178,6 +184,7 @@ impl BuildParams {
             self.memory_budget_gb
                 .map_or("None".to_string(), |g| g.to_string()),
             py_bool(self.saturate),
+            self.visit_order,
             py_bool(self.opq),
             self.entry_ratio,
             self.entry_degree,
@@ -233,6 +240,7 @@ impl Default for BuildParams {
             VamanaParams::default().seed as i64,
             None,
             false,
+            VamanaParams::default().order.to_string(),
             false,
             0.01,
             32,
@@ -342,6 +350,7 @@ impl BuildParams {
                 seed,
                 memory_budget_bytes: budget,
                 saturate: self.saturate,
+                order: parse("visit_order", &self.visit_order)?,
                 ..VamanaParams::default()
             },
             pq: PqParams {

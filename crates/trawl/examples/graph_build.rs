@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release -p trawl --example graph_build -- \
 //!     [--n 200000] [--dim 128] [--metric l2|cosine|ip] [--r 64] [--l 100] [--alpha 1.2] \
-//!     [--threads 2] [--slack 1.3] [--nq 1000] [--input base.f32 --input-dim D] [--shuffle] [--budget-mib M]
+//!     [--threads 2] [--slack 1.3] [--nq 1000] [--input base.f32 --input-dim D] [--visit-order ids|random|blocks:N] [--budget-mib M]
 //! ```
 //!
 //! Without `--input`, data is a seeded anisotropic Gaussian mixture; with it, a raw file of
@@ -94,13 +94,8 @@ fn main() {
     let mut i = 0;
     while i < args.len() {
         let key = args[i].trim_start_matches("--").to_string();
-        if key == "shuffle" {
-            opt.insert(key, "1".into());
-            i += 1;
-        } else {
-            opt.insert(key, args.get(i + 1).cloned().unwrap_or_default());
-            i += 2;
-        }
+        opt.insert(key, args.get(i + 1).cloned().unwrap_or_default());
+        i += 2;
     }
     let get = |k: &str, d: &str| opt.get(k).cloned().unwrap_or_else(|| d.to_string());
     let num = |k: &str, d: &str| get(k, d).parse::<f64>().expect("numeric option");
@@ -131,7 +126,11 @@ fn main() {
         r: num("r", "64") as usize,
         l: num("l", "100") as usize,
         alpha: num("alpha", "1.2") as f32,
-        shuffle: opt.contains_key("shuffle"),
+        order: opt
+            .get("visit-order")
+            .map_or(VamanaParams::default().order, |o| {
+                o.parse().expect("visit order")
+            }),
         slack: num("slack", "1.3") as f32,
         memory_budget_bytes: opt
             .get("budget-mib")

@@ -11,12 +11,13 @@
 //!     [--only runbook-10,random-3]
 //! ```
 //!
-//! Variants: `default` (the runbook's build: R 64, build L 100, PQ 32, no entry index, points
-//! in the live set's order; beam width 4 from the medoid), `shuffle` (points linked in a
-//! seeded random order), `entry` (an entry index, searched with list 10 before the disk
-//! search; `entryN`: with list N), `bshufN` (the rows in blocks of N consecutive rows, the blocks
-//! in a seeded random order), `headX` (a random share X of the points linked first), `alphaX`, `l200` (build L
-//! 200), `exact` (the in-memory graph searched with exact distances, no PQ: the graph alone);
+//! Variants: `default` (the runbook's build: R 64, build L 100, PQ 32, no entry index, the
+//! library's default visit order; beam width 4 from the medoid), `ids` (points linked in id
+//! order, the default before this study), `shuffle` (in a seeded random order), `blocksN`
+//! (blocks of N consecutive ids in a seeded random order), `entry` (an entry index, searched
+//! with list 10 before the disk search; `entryN`: with list N), `bshufN` (the rows permuted in
+//! blocks of N before the build), `alphaX`, `l200` (build L 200), `pass2` (a second pass), `exact` (the in-memory graph
+//! searched with exact distances, no PQ: the graph alone, with an analysis of the misses);
 //! joined with `+` (`shuffle+entry`).
 
 #[path = "common/runbook.rs"]
@@ -29,7 +30,7 @@ use std::time::Instant;
 use trawl::data::read::read_matrix;
 use trawl::data::Matrix;
 use trawl::exact::{knn, ExactParams};
-use trawl::graph::VamanaParams;
+use trawl::graph::{VamanaParams, VisitOrder};
 use trawl::index::{build_index, DiskIndex, IndexParams, OpenOptions};
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
@@ -182,18 +183,26 @@ fn params(variant: &str) -> (IndexParams, usize, Option<usize>) {
     for part in variant.split('+') {
         match part {
             "default" | "exact" => {}
-            "shuffle" => p.graph.shuffle = true,
+            "shuffle" => p.graph.order = VisitOrder::Random,
+            "ids" => p.graph.order = VisitOrder::Ids,
             "entry" => {
-                p.entry = Some(EntryParams::default());
+                p.entry.get_or_insert_with(EntryParams::default);
                 entry_list = 10;
             }
+            r if r.starts_with("ratio") => {
+                p.entry.get_or_insert_with(EntryParams::default).ratio =
+                    r["ratio".len()..].parse().expect("entry ratio")
+            }
             e if e.starts_with("entry") => {
-                p.entry = Some(EntryParams::default());
+                p.entry.get_or_insert_with(EntryParams::default);
                 entry_list = e["entry".len()..].parse().expect("entry list");
             }
             b if b.starts_with("bshuf") => block = Some(b["bshuf".len()..].parse().expect("block")),
+            b if b.starts_with("blocks") => {
+                p.graph.order = VisitOrder::Blocks(b["blocks".len()..].parse().expect("blocks"))
+            }
             "l200" => p.graph.l = 200,
-            h if h.starts_with("head") => p.graph.head = h["head".len()..].parse().expect("head"),
+            "pass2" => p.graph.passes = 2,
             a if a.starts_with("alpha") => {
                 p.graph.alpha = a["alpha".len()..].parse().expect("alpha")
             }
@@ -218,6 +227,12 @@ fn main() {
     std::fs::create_dir_all(&a.dir).unwrap();
     let (km, members) = runbook::clusters(&base, a.clusters, &pool, &ctl);
     let q_cluster = km.assign(queries.as_slice());
+    let mut row_cluster = vec![0u32; n];
+    for (c, m) in members.iter().enumerate() {
+        for &r in m {
+            row_cluster[r] = c as u32;
+        }
+    }
     let mut sets: Vec<(String, Vec<usize>, HashSet<usize>)> = Vec::new();
     for (i, clusters) in runbook_sets(&members, n, a.runbook, a.share)
         .into_iter()
@@ -289,7 +304,7 @@ fn main() {
             let mut row = serde_json::json!({"set": name, "variant": variant, "n": rows.len(),
                 "own_cluster_queries": own.iter().filter(|&&o| o).count()});
             let mut recalls = serde_json::Map::new();
-            if variant == "exact" {
+            if variant.split('+').any(|p| p == "exact") {
                 let (g, _) = pool
                     .install(|| trawl::graph::build(built, a.metric, &p.graph, &ctl))
                     .expect("graph");
@@ -306,7 +321,9 @@ fn main() {
                     let (found, _) = pool
                         .install(|| trawl::graph::search_batch(&g, &store, &queries, 10, l))
                         .expect("search");
-                    recalls.insert(format!("L{l}"), recall_json(&back(&found), &truth, &own));
+                    let found = back(&found);
+                    recalls.insert(format!("L{l}"), recall_json(&found, &truth, &own));
+                    analyze(l, &found, &truth, &own, rows, &row_cluster);
                 }
             } else {
                 let rep = pool
@@ -318,11 +335,24 @@ fn main() {
                 row["monitor"] = serde_json::to_value(&rep.recall).unwrap();
                 row["graph_secs"] = rep.graph_secs.into();
                 let ix = DiskIndex::open(&dir, OpenOptions::default()).expect("open");
+                // With an entry index, each L is searched from the medoid and from the seeds.
+                let lists: Vec<usize> = if entry_list > 0 {
+                    vec![0, entry_list]
+                } else {
+                    vec![0]
+                };
                 for &l in &a.ls {
-                    let mut sp = SearchParams::beam(10, l, 4);
-                    sp.entry_list = entry_list;
-                    let o = ix.search_batch(&queries, &sp, a.threads).expect("search");
-                    recalls.insert(format!("L{l}"), recall_json(&back(&o.ids), &truth, &own));
+                    for &e in &lists {
+                        let mut sp = SearchParams::beam(10, l, 4);
+                        sp.entry_list = e;
+                        let o = ix.search_batch(&queries, &sp, a.threads).expect("search");
+                        let key = if e > 0 {
+                            format!("L{l}+e{e}")
+                        } else {
+                            format!("L{l}")
+                        };
+                        recalls.insert(key, recall_json(&back(&o.ids), &truth, &own));
+                    }
                 }
             }
             row["recall"] = recalls.into();
@@ -347,4 +377,59 @@ fn recall_json(
         "own": recall(found, &truth.ids, truth.k, own, Some(true)),
         "other": recall(found, &truth.ids, truth.k, own, Some(false)),
     })
+}
+
+/// Where the misses of the out-of-distribution queries lie: the distinct clusters of the true
+/// and the found top 10, the misses in a cluster with no found neighbour, d10/d1 of the truth.
+fn analyze(
+    l: usize,
+    found: &[u32],
+    truth: &trawl::data::groundtruth::GroundTruth,
+    own: &[bool],
+    rows: &[usize],
+    row_cluster: &[u32],
+) {
+    for want in [true, false] {
+        let (mut nq, mut tc, mut fc, mut miss, mut miss_other, mut ratio) = (0, 0, 0, 0, 0, 0.0);
+        let mut hist = [0usize; 11];
+        for (q, &o) in own.iter().enumerate() {
+            if o != want {
+                continue;
+            }
+            nq += 1;
+            let t = &truth.ids[q * truth.k..q * truth.k + 10];
+            let f = &found[q * 10..q * 10 + 10];
+            let cl = |i: u32| row_cluster[rows[i as usize]];
+            let tcs: HashSet<u32> = t.iter().map(|&i| cl(i)).collect();
+            let fcs: HashSet<u32> = f
+                .iter()
+                .filter(|&&i| (i as usize) < rows.len())
+                .map(|&i| cl(i))
+                .collect();
+            tc += tcs.len();
+            fc += fcs.len();
+            let hits = f.iter().filter(|i| t.contains(i)).count();
+            hist[hits] += 1;
+            for &i in t {
+                if !f.contains(&i) {
+                    miss += 1;
+                    if !fcs.contains(&cl(i)) {
+                        miss_other += 1;
+                    }
+                }
+            }
+            if !truth.dists.is_empty() {
+                let d = &truth.dists[q * truth.k..q * truth.k + 10];
+                ratio += (d[9] / d[0].max(1e-12)).sqrt() as f64;
+            }
+        }
+        eprintln!(
+            "    L{l} {}: {nq} queries, clusters in truth {:.2} found {:.2}, misses {miss} ({miss_other} in a cluster not found), sqrt d10/d1 {:.3}, hits histogram {:?}",
+            if want { "own" } else { "other" },
+            tc as f64 / nq.max(1) as f64,
+            fc as f64 / nq.max(1) as f64,
+            ratio / nq.max(1) as f64,
+            hist
+        );
+    }
 }

@@ -177,3 +177,42 @@ fn the_recall_monitor_is_recorded_by_builds_and_merges() {
         0
     );
 }
+
+/// A merge that deletes a whole far-apart cluster and inserts another, farther one leaves no
+/// node unreachable, and a search for each inserted vector ends in the inserted cluster.
+#[test]
+fn a_merge_of_far_apart_clusters_leaves_every_node_reachable() {
+    use trawl::index::live::{Access, LiveIndex, MergeOptions};
+    use trawl::index::OpenOptions;
+    use trawl::search::SearchParams;
+    let (per, dim) = (300usize, 8usize);
+    let data = far_clusters(5, per, dim, 1.0e4, 5);
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = common::params(Metric::L2, 8);
+    p.graph.r = 8;
+    p.graph.l = 24;
+    build_index(&data, dir.path(), &p, &Control::silent()).unwrap();
+    // The sixth cluster of the same layout: far from the five built.
+    let six = far_clusters(6, per, dim, 1.0e4, 6);
+    let new_rows = six.slice_rows(5 * per, per);
+    let live = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
+    live.delete(&(per as u64..2 * per as u64).collect::<Vec<_>>())
+        .unwrap();
+    let ids = live.insert(None, new_rows.as_slice()).unwrap();
+    let report = live
+        .merge_with(&MergeOptions::default(), &Control::silent())
+        .unwrap();
+    let out = live
+        .search_rows(new_rows.as_slice(), &SearchParams::beam(1, 24, 4), 2, 1)
+        .unwrap();
+    assert!(
+        out.ids.iter().all(|i| ids.contains(i)),
+        "a search for an inserted vector ends in the inserted cluster: {:?}",
+        out.ids
+    );
+    drop(live);
+    let v = verify_index(dir.path(), &Control::silent()).unwrap();
+    let c = v.connectivity.unwrap();
+    assert_eq!(c.unreachable, 0, "{c:?} ({} relinked)", report.relinked);
+    assert_eq!(c.nodes, 5 * per, "300 deleted, 300 inserted");
+}

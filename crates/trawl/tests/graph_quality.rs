@@ -9,7 +9,7 @@ use rand_distr::StandardNormal;
 use trawl::data::{GroundTruth, Matrix};
 use trawl::graph::{
     build, estimate_bytes, recall_at_k, search, search_batch, BuildError, Graph, SearchError,
-    SearchScratch, VamanaParams, VectorStore,
+    SearchScratch, VamanaParams, VectorStore, VisitOrder,
 };
 use trawl::kernels::distance;
 use trawl::layout::{EnvelopeWriter, FileErrorKind};
@@ -123,15 +123,24 @@ fn one_thread_build_is_bit_identical() {
     };
     let (a, b) = (run(), run());
     assert_eq!(a, b);
-    // A shuffled visit order is reproducible from its seed, and the seed matters.
-    let shuffled = |seed| {
+    // A random or block visit order is reproducible from its seed, and the seed matters.
+    let ordered = |seed, order| {
         let p = VamanaParams {
             seed,
-            shuffle: true,
+            order,
             ..params()
         };
         pool.install(|| build(&base, Metric::L2, &p, &Control::silent()).unwrap().0)
     };
+    let shuffled = |seed| ordered(seed, VisitOrder::Random);
+    let blocks = |seed| ordered(seed, VisitOrder::Blocks(64));
+    assert_eq!(blocks(7), blocks(7));
+    assert_ne!(blocks(7), blocks(99), "the seed orders the blocks");
+    assert_ne!(
+        ordered(7, VisitOrder::Ids),
+        blocks(7),
+        "blocks in random order build another graph than id order"
+    );
     let (c, d) = (shuffled(7), shuffled(7));
     assert_eq!(c, d);
     assert_ne!(a, c, "a shuffled order builds another graph");

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use trawl::data::matrix::AnyMatrix;
-use trawl::graph::VamanaParams;
+use trawl::graph::{VamanaParams, VisitOrder};
 use trawl::index::{self, DiskIndex, IndexParams, OpenOptions};
 use trawl::layout::decoupled::vectors::VectorParams;
 use trawl::progress::Control;
@@ -55,6 +55,11 @@ pub struct BuildArgs {
     /// Random seed.
     #[arg(long, default_value_t = VamanaParams::default().seed)]
     pub seed: u64,
+    /// The order the graph build links its points in: `blocks:N` (blocks of N consecutive
+    /// ids in a seeded random order, the default), `random`, or `ids` (DiskANN's, fastest
+    /// and worst when the ids are grouped by region, e.g. rows appended cluster by cluster).
+    #[arg(long, default_value_t = VamanaParams::default().order)]
+    pub visit_order: VisitOrder,
     /// Fill neighbour lists up to R after pruning with the nearest candidates the prune left
     /// out (DiskANN's disk build does; off by default: measured on GloVe-400K, the pruned graph
     /// reads as many pages per query at equal recall and computes fewer PQ distances).
@@ -173,6 +178,7 @@ pub fn index_params(args: &BuildArgs, dim: usize) -> Result<IndexParams> {
                 .memory_budget_gb
                 .map(|g| (g * (1u64 << 30) as f64) as u64),
             saturate: args.saturate,
+            order: args.visit_order,
             ..VamanaParams::default()
         },
         pq: PqParams {

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::adjacency::{Adjacency, Graph, SlotGraph};
-use super::params::{BuildError, VamanaConfig, VamanaParams};
+use super::params::{BuildError, VamanaConfig, VamanaParams, VisitOrder};
 use super::prune::{robust_prune, PruneLimits, PruneScratch};
 use super::queue::Neighbor;
 use super::search::{greedy, SearchScratch};
@@ -137,27 +137,26 @@ fn degree_stats(g: &Graph) -> BuildStats {
     }
 }
 
-/// The order points are linked in: a random sample of `cfg.head · n` points first (in
-/// random order), then the others in id order, or all in random order with `cfg.shuffle`.
+/// The order points are linked in (see [`VisitOrder`]).
 fn visit_order(n: usize, cfg: &VamanaConfig) -> Vec<u32> {
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    if cfg.shuffle {
-        order.shuffle(&mut rng);
-        return order;
+    match cfg.order {
+        VisitOrder::Ids => (0..n as u32).collect(),
+        VisitOrder::Random => {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.shuffle(&mut rng);
+            order
+        }
+        VisitOrder::Blocks(b) => {
+            let b = b.max(1);
+            let mut blocks: Vec<u32> = (0..n.div_ceil(b) as u32).collect();
+            blocks.shuffle(&mut rng);
+            blocks
+                .into_iter()
+                .flat_map(|k| (k as usize * b) as u32..((k as usize + 1) * b).min(n) as u32)
+                .collect()
+        }
     }
-    let head = ((cfg.head as f64 * n as f64) as usize).min(n);
-    if head == 0 {
-        return order;
-    }
-    let (sample, _) = order.partial_shuffle(&mut rng, head);
-    let mut first = sample.to_vec();
-    let mut taken = vec![false; n];
-    for &p in &first {
-        taken[p as usize] = true;
-    }
-    first.extend((0..n as u32).filter(|&p| !taken[p as usize]));
-    first
 }
 
 /// Per-thread buffers of the build.
@@ -223,29 +222,34 @@ pub(super) fn build_in_memory<T: Element>(
     };
     let order = visit_order(n, cfg);
     let scratch = ScratchPool::new(n);
-    let bar = ctl.bar("vamana build", n as u64);
+    let bar = ctl.bar("vamana build", n as u64 * cfg.passes as u64);
     // Points are handed out in order, one chunk at a time, from a shared cursor (OpenMP's
     // dynamic schedule, which DiskANN uses): every thread works near the front of the order,
     // so the graph grows from the first points outwards. rayon's recursive halving of the
     // order would instead start one thread in the middle of it.
-    let cursor = std::sync::atomic::AtomicUsize::new(0);
-    let outcomes = rayon::broadcast(|ctx| -> Result<(), BuildError> {
-        let mut s = scratch.0[ctx.index() % scratch.0.len()].lock();
-        loop {
-            let start =
-                cursor.fetch_add(defaults::BUILD_CHUNK, std::sync::atomic::Ordering::Relaxed);
-            if start >= n {
-                return Ok(());
+    for pass in 0..cfg.passes {
+        // A later pass searches the whole graph for each point again and prunes what it
+        // finds together with the point's current list (Vamana's second pass).
+        let keep = pass > 0;
+        let cursor = std::sync::atomic::AtomicUsize::new(0);
+        let outcomes = rayon::broadcast(|ctx| -> Result<(), BuildError> {
+            let mut s = scratch.0[ctx.index() % scratch.0.len()].lock();
+            loop {
+                let start =
+                    cursor.fetch_add(defaults::BUILD_CHUNK, std::sync::atomic::Ordering::Relaxed);
+                if start >= n {
+                    return Ok(());
+                }
+                ctl.check()?;
+                let chunk = &order[start..(start + defaults::BUILD_CHUNK).min(n)];
+                for &p in chunk {
+                    b.link(p, keep, &mut s);
+                }
+                bar.inc(chunk.len() as u64);
             }
-            ctl.check()?;
-            let chunk = &order[start..(start + defaults::BUILD_CHUNK).min(n)];
-            for &p in chunk {
-                b.link(p, &mut s);
-            }
-            bar.inc(chunk.len() as u64);
-        }
-    });
-    outcomes.into_iter().collect::<Result<(), _>>()?;
+        });
+        outcomes.into_iter().collect::<Result<(), _>>()?;
+    }
     bar.finish_and_clear();
     drop(order);
     b.final_prune(&scratch, ctl)?;
@@ -283,7 +287,7 @@ pub(crate) fn link_points<T: Element>(
             }
             ctl.check()?;
             for &p in &points[at..(at + chunk_len).min(points.len())] {
-                b.link(p, &mut s);
+                b.link(p, false, &mut s);
             }
         }
     });
@@ -301,8 +305,9 @@ impl<T: Element> Builder<'_, '_, '_, T> {
         }
     }
 
-    /// Search, prune, set and back-link point `p`.
-    fn link(&self, p: u32, s: &mut Scratch) {
+    /// Search, prune, set and back-link point `p` (with `keep`, its current neighbours are
+    /// candidates of the prune too).
+    fn link(&self, p: u32, keep: bool, s: &mut Scratch) {
         let probe = self.store.point(p);
         let st = greedy(
             self.graph,
@@ -316,6 +321,18 @@ impl<T: Element> Builder<'_, '_, '_, T> {
         s.dists += st.distance_computations;
         s.pool.clear();
         s.pool.extend_from_slice(&s.search.expanded);
+        if keep {
+            self.graph.neighbors_into(p, &mut s.copy);
+            s.copy.retain(|j| !s.pool.iter().any(|c| c.id == *j));
+            self.store.dist_batch(&probe, &s.copy, &mut s.copy_dists);
+            s.dists += s.copy.len() as u64;
+            s.pool.extend(
+                s.copy
+                    .iter()
+                    .zip(&s.copy_dists)
+                    .map(|(&id, &dist)| Neighbor { id, dist }),
+            );
+        }
         s.dists += robust_prune(
             self.store,
             p,
@@ -599,4 +616,56 @@ pub(crate) fn medoid<T: Element>(
         .map_or(0, |(_, i)| i);
     bar.finish_and_clear();
     Ok(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(n: usize, order: VisitOrder) -> Vec<u32> {
+        let cfg = VamanaParams {
+            order,
+            ..VamanaParams::default()
+        }
+        .validate()
+        .unwrap();
+        visit_order(n, &cfg)
+    }
+
+    #[test]
+    fn every_order_is_a_permutation_and_blocks_stay_whole() {
+        for n in [0, 1, 63, 64, 65, 1000] {
+            for o in [
+                VisitOrder::Ids,
+                VisitOrder::Random,
+                VisitOrder::Blocks(64),
+                VisitOrder::Blocks(7),
+            ] {
+                let v = order(n, o);
+                let mut sorted = v.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, (0..n as u32).collect::<Vec<_>>(), "{o} n {n}");
+                if let VisitOrder::Blocks(b) = o {
+                    // Each block of b ids (the last one shorter) comes whole and in id order.
+                    let mut i = 0;
+                    while i < v.len() {
+                        let start = v[i] as usize;
+                        assert_eq!(start % b, 0, "{o}: a block starts at a multiple of {b}");
+                        let len = b.min(n - start);
+                        let want: Vec<u32> = (start as u32..(start + len) as u32).collect();
+                        assert_eq!(&v[i..i + len], &want[..]);
+                        i += len;
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            order(1000, VisitOrder::Ids),
+            (0..1000).collect::<Vec<u32>>()
+        );
+        assert_ne!(
+            order(1000, VisitOrder::Blocks(64)),
+            order(1000, VisitOrder::Ids)
+        );
+    }
 }

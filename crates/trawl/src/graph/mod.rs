@@ -27,7 +27,7 @@ pub mod store;
 
 pub use adjacency::{Adjacency, Graph, SlotGraph};
 pub use build::{build, estimate_bytes, random_links, BuildStats};
-pub use params::{BuildError, VamanaConfig, VamanaParams, MAX_BUILD_L};
+pub use params::{BuildError, VamanaConfig, VamanaParams, VisitOrder, MAX_BUILD_L};
 pub use prune::{robust_prune, PruneLimits, PruneScratch};
 pub use search::{recall_at_k, search, search_batch, SearchError, SearchScratch, SearchStats};
 pub use store::{Probe, VectorStore};

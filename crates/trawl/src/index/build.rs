@@ -324,6 +324,7 @@ fn build_with<T: Element>(
             entry_ratio: params.entry.map_or(0.0, |e| e.ratio),
             memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
             seed: params.graph.seed,
+            visit_order: Some(params.graph.order.to_string()),
             ivf: None,
         }),
         String::new(),

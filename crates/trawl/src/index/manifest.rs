@@ -66,6 +66,11 @@ pub struct BuildRecord {
     pub memory_budget_bytes: u64,
     /// Graph build seed (IVF: the clustering's seed; R, L and α are the centroid graph's).
     pub seed: u64,
+    /// The order the graph build linked its points in (`ids`, `random`, `blocks:N`; see
+    /// [`crate::graph::VisitOrder`]); absent in manifests written before it was recorded (those
+    /// builds linked in id order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visit_order: Option<String>,
     /// The PQ carries an OPQ rotation (`--opq`); absent from the manifest when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub opq: bool,

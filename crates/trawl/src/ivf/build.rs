@@ -341,6 +341,7 @@ pub fn build_ivf<T: Element>(
             entry_ratio: 0.0,
             memory_budget_bytes: 0,
             seed: params.seed,
+            visit_order: None,
             ivf: Some(IvfRecord {
                 list_size: params.list_size,
                 epsilon: params.epsilon.to_string().parse().unwrap_or(0.0),
