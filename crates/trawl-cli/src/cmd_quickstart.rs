@@ -106,7 +106,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             memory_budget_gb: None,
             seed: defaults.seed,
             saturate: false,
-            visit_order: defaults.order,
+            visit_order: defaults.order.to_string(),
             opq: false,
             entry_ratio: trawl::search::entry::EntryParams::default().ratio,
             entry_degree: trawl::search::entry::EntryParams::default().r,

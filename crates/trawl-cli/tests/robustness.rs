@@ -107,6 +107,8 @@ fn sizes_and_parameters_out_of_range_are_named_errors() {
             "--pq-bytes 64 is more than the dimension",
         ),
         (&["--entry-degree", "0"][..], "--entry-degree 0"),
+        (&["--visit-order", "blocks:0"][..], "blocks:0"),
+        (&["--visit-order", "sorted"][..], "sorted"),
     ] {
         let e = build(flags);
         assert!(e.contains(want), "{flags:?}: {e}");
@@ -132,6 +134,12 @@ fn sizes_and_parameters_out_of_range_are_named_errors() {
     let info = ok(&["info", s(&ix8), "--json"]);
     let v: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(v["pq_bytes"], 8);
+    // The build's visit order is recorded and shown.
+    assert!(
+        ok(&["info", s(&ix8)]).contains("visit order blocks:64"),
+        "{}",
+        ok(&["info", s(&ix8)])
+    );
 }
 
 #[test]

@@ -58,8 +58,8 @@ pub struct BuildArgs {
     /// The order the graph build links its points in: `blocks:N` (blocks of N consecutive
     /// ids in a seeded random order, the default), `random`, or `ids` (DiskANN's, fastest
     /// and worst when the ids are grouped by region, e.g. rows appended cluster by cluster).
-    #[arg(long, default_value_t = VamanaParams::default().order)]
-    pub visit_order: VisitOrder,
+    #[arg(long, default_value_t = VamanaParams::default().order.to_string())]
+    pub visit_order: String,
     /// Fill neighbour lists up to R after pruning with the nearest candidates the prune left
     /// out (DiskANN's disk build does; off by default: measured on GloVe-400K, the pruned graph
     /// reads as many pages per query at equal recall and computes fewer PQ distances).
@@ -123,6 +123,9 @@ pub(crate) fn check_args(args: &BuildArgs) -> Result<()> {
     if !(args.alpha.is_finite() && args.alpha >= 1.0) {
         bail!("--alpha {} must be a finite value ≥ 1", args.alpha);
     }
+    if let Err(e) = args.visit_order.parse::<VisitOrder>() {
+        bail!("--visit-order {}: {e}", args.visit_order);
+    }
     if let Some(g) = args.memory_budget_gb {
         if !(g.is_finite() && g > 0.0 && g * (1u64 << 30) as f64 >= 1.0 && g < 1.0e9) {
             bail!("--memory-budget-gb {g} must be a positive number of GiB");
@@ -178,7 +181,10 @@ pub fn index_params(args: &BuildArgs, dim: usize) -> Result<IndexParams> {
                 .memory_budget_gb
                 .map(|g| (g * (1u64 << 30) as f64) as u64),
             saturate: args.saturate,
-            order: args.visit_order,
+            order: args
+                .visit_order
+                .parse::<VisitOrder>()
+                .map_err(|e| anyhow::anyhow!("--visit-order {}: {e}", args.visit_order))?,
             ..VamanaParams::default()
         },
         pq: PqParams {
