@@ -391,7 +391,7 @@ fn index_dir(
     }
     if let Some(b) = &info.build {
         println!(
-            "build:   R = {}, L = {}, alpha = {}, {} PQ bytes{}, entry ratio {}, seed {}{}",
+            "build:   R = {}, L = {}, alpha = {}, {} PQ bytes{}, entry ratio {}, seed {}{}{}",
             b.r,
             b.l,
             b.alpha,
@@ -403,6 +403,11 @@ fn index_dir(
                 (Some(o), _) => format!(", visit order {o}"),
                 (None, None) => ", visit order ids (recorded before the field)".to_string(),
                 (None, Some(_)) => String::new(),
+            },
+            if b.query_sample > 0 {
+                format!(", query sample of {}", b.query_sample)
+            } else {
+                String::new()
             }
         );
     }

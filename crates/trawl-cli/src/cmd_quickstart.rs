@@ -107,6 +107,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             seed: defaults.seed,
             saturate: false,
             visit_order: defaults.order.to_string(),
+            query_sample: None,
             opq: false,
             entry_ratio: trawl::search::entry::EntryParams::default().ratio,
             entry_degree: trawl::search::entry::EntryParams::default().r,

@@ -134,6 +134,51 @@ fn sizes_and_parameters_out_of_range_are_named_errors() {
     let info = ok(&["info", s(&ix8), "--json"]);
     let v: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(v["pq_bytes"], 8);
+    // A query sample of another dimension is refused before anything is written; one of the
+    // data's shape is recorded and shown.
+    let wrong = tmp.path().join("wrong.fbin");
+    ok(&["gen", s(&wrong), "-n", "10", "--dim", "16"]);
+    let before8 = index_files(&ix8);
+    let e = fails(&[
+        "build",
+        s(&small),
+        s(&ix8),
+        "--metric",
+        "l2",
+        "-R",
+        "8",
+        "-L",
+        "16",
+        "--query-sample",
+        s(&wrong),
+    ]);
+    assert!(
+        e.contains("--query-sample") && e.contains("dimension"),
+        "{e}"
+    );
+    assert_eq!(index_files(&ix8), before8);
+    let sample = tmp.path().join("sample.fbin");
+    ok(&["gen", s(&sample), "-n", "40", "--dim", "8", "--seed", "5"]);
+    let ixq = tmp.path().join("ixq");
+    let out = ok(&[
+        "build",
+        s(&small),
+        s(&ixq),
+        "--metric",
+        "l2",
+        "-R",
+        "8",
+        "-L",
+        "16",
+        "--query-sample",
+        s(&sample),
+    ]);
+    assert!(
+        out.contains("query sample: the nearest points of 40 queries"),
+        "{out}"
+    );
+    assert!(ok(&["info", s(&ixq)]).contains("query sample of 40"));
+    ok(&["info", s(&ixq), "--verify"]);
     // The build's visit order is recorded and shown.
     assert!(
         ok(&["info", s(&ix8)]).contains("visit order blocks:64"),

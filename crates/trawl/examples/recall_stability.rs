@@ -16,7 +16,9 @@
 //! order, the default before this study), `shuffle` (in a seeded random order), `blocksN`
 //! (blocks of N consecutive ids in a seeded random order), `entry` (an entry index, searched
 //! with list 10 before the disk search; `entryN`: with list N), `bshufN` (the rows permuted in
-//! blocks of N before the build), `alphaX`, `l200` (build L 200), `pass2` (a second pass), `exact` (the in-memory graph
+//! blocks of N before the build), `alphaX`, `l200` (build L 200), `pass2` (a second pass), `qsN` (the build gets the N
+//! queries after the evaluated ones as its query sample), `qcapN_RES`, `qtrainN`,
+//! `pseudoS_B_K` (query-aware edge experiments on the in-memory graph), `exact` (the in-memory graph
 //! searched with exact distances, no PQ: the graph alone, with an analysis of the misses);
 //! joined with `+` (`shuffle+entry`).
 
@@ -203,6 +205,10 @@ fn params(variant: &str) -> (IndexParams, usize, Option<usize>) {
             }
             "l200" => p.graph.l = 200,
             "pass2" => p.graph.passes = 2,
+            q if q.starts_with("pseudo")
+                || q.starts_with("qtrain")
+                || q.starts_with("qcap")
+                || q.starts_with("qs") => {}
             a if a.starts_with("alpha") => {
                 p.graph.alpha = a["alpha".len()..].parse().expect("alpha")
             }
@@ -305,9 +311,56 @@ fn main() {
                 "own_cluster_queries": own.iter().filter(|&&o| o).count()});
             let mut recalls = serde_json::Map::new();
             if variant.split('+').any(|p| p == "exact") {
-                let (g, _) = pool
+                let (mut g, _) = pool
                     .install(|| trawl::graph::build(built, a.metric, &p.graph, &ctl))
                     .expect("graph");
+                if let Some(part) = variant.split('+').find(|p| p.starts_with("qtrain")) {
+                    // An oracle: held-out queries other than the evaluated ones as the sample.
+                    let m: usize = part["qtrain".len()..].parse().expect("qtrain");
+                    let extra = q_all.slice_rows(nq, m.min(q_all.n() - nq));
+                    let added = pool
+                        .install(|| co_neighbour_edges(&mut g, built, &extra, a.metric, 10, &ctl));
+                    eprintln!("    query-sample edges: {added} added");
+                    row["qtrain_edges"] = added.into();
+                }
+                if let Some(part) = variant.split('+').find(|p| p.starts_with("qcap")) {
+                    // The library's query-aware edges, within R: qcapN_RES.
+                    let v: Vec<usize> = part["qcap".len()..]
+                        .split('_')
+                        .map(|x| x.parse().expect("qcap"))
+                        .collect();
+                    let extra = q_all.slice_rows(nq, v[0].min(q_all.n() - nq));
+                    let t = pool
+                        .install(|| knn(built, &extra, 10, a.metric, &ExactParams::default(), &ctl))
+                        .expect("sample truth");
+                    let store = trawl::graph::VectorStore::new(built.as_slice(), dim, a.metric)
+                        .expect("store");
+                    let limits = trawl::graph::PruneLimits {
+                        degree: p.graph.r,
+                        alpha: p.graph.alpha,
+                        max_candidates: p.graph.max_candidates,
+                        saturate: false,
+                    };
+                    let added = pool
+                        .install(|| {
+                            trawl::graph::link_query_neighbours(
+                                &mut g, &store, &t.ids, 10, limits, v[1], &ctl,
+                            )
+                        })
+                        .expect("query edges");
+                    eprintln!("    query edges within R: {added} added");
+                    row["qcap_edges"] = added.into();
+                }
+                if let Some((share, beta, kk)) = pseudo_of(variant) {
+                    let t = Instant::now();
+                    let added = pool
+                        .install(|| pseudo_edges(&mut g, built, a.metric, share, beta, kk, &ctl));
+                    eprintln!(
+                        "    pseudo-query edges: {added} added in {:.1} s",
+                        t.elapsed().as_secs_f64()
+                    );
+                    row["pseudo_edges"] = added.into();
+                }
                 row["build_secs"] = t.elapsed().as_secs_f64().into();
                 row["connectivity"] = serde_json::to_value(trawl::graph::connectivity::measure(
                     &g,
@@ -326,9 +379,21 @@ fn main() {
                     analyze(l, &found, &truth, &own, rows, &row_cluster);
                 }
             } else {
+                // `qsN`: the build gets the N queries after the evaluated ones as its sample.
+                let sample = variant
+                    .split('+')
+                    .find(|p| p.starts_with("qs"))
+                    .map(|part| {
+                        let m: usize = part["qs".len()..].parse().expect("qs");
+                        q_all.slice_rows(nq, m.min(q_all.n() - nq))
+                    });
                 let rep = pool
-                    .install(|| build_index(built, &dir, &p, &ctl))
+                    .install(|| match &sample {
+                        Some(q) => trawl::index::build_index_with_queries(built, q, &dir, &p, &ctl),
+                        None => build_index(built, &dir, &p, &ctl),
+                    })
                     .expect("build");
+                row["query_edges"] = rep.query_edges.into();
                 row["build_secs"] = t.elapsed().as_secs_f64().into();
                 row["connectivity"] = serde_json::to_value(&rep.connectivity).unwrap();
                 row["relinked"] = rep.relinked.into();
@@ -432,4 +497,91 @@ fn analyze(
             hist
         );
     }
+}
+
+/// `pseudoS_B_K` in a variant: share S of the points, step B, top K.
+fn pseudo_of(variant: &str) -> Option<(f64, f32, usize)> {
+    let part = variant.split('+').find(|p| p.starts_with("pseudo"))?;
+    let v: Vec<&str> = part["pseudo".len()..].split('_').collect();
+    Some((
+        v[0].parse().expect("share"),
+        v[1].parse().expect("step"),
+        v[2].parse().expect("k"),
+    ))
+}
+
+/// Pseudo-queries off the rim of the data: from a sample of points p, a step of `beta` times
+/// p's mean neighbour distance away from the centroid of p's neighbours (outwards, where a
+/// point on the edge of a region has no data); each pseudo-query's exact top `kk` are linked
+/// to one another (co-neighbours of one query, as query-aware graphs do). Returns edges added.
+fn pseudo_edges(
+    g: &mut trawl::graph::Graph,
+    data: &Matrix<f32>,
+    metric: Metric,
+    share: f64,
+    beta: f32,
+    kk: usize,
+    ctl: &Control,
+) -> usize {
+    use rand::SeedableRng;
+    let (n, dim) = (data.n(), data.dim());
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(99);
+    let s = ((n as f64 * share) as usize).max(1);
+    let picks = rand::seq::index::sample(&mut rng, n, s).into_vec();
+    let mut qs = Vec::with_capacity(s * dim);
+    for &p in &picks {
+        let x = data.row(p);
+        let nb = g.neighbors(p as u32);
+        let mut c = vec![0f32; dim];
+        let mut mean_d = 0f32;
+        for &j in nb {
+            let y = data.row(j as usize);
+            let mut d2 = 0f32;
+            for k in 0..dim {
+                c[k] += y[k];
+                d2 += (x[k] - y[k]) * (x[k] - y[k]);
+            }
+            mean_d += d2.sqrt();
+        }
+        let m = nb.len().max(1) as f32;
+        mean_d /= m;
+        let mut dir: Vec<f32> = (0..dim).map(|k| x[k] - c[k] / m).collect();
+        let norm = dir.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+        for v in &mut dir {
+            *v *= beta * mean_d / norm;
+        }
+        qs.extend((0..dim).map(|k| x[k] + dir[k]));
+    }
+    let qm = Matrix::from_vec(qs, dim).unwrap();
+    co_neighbour_edges(g, data, &qm, metric, kk, ctl)
+}
+
+/// Links the exact top `kk` of each query of `qm` to one another. Returns edges added.
+fn co_neighbour_edges(
+    g: &mut trawl::graph::Graph,
+    data: &Matrix<f32>,
+    qm: &Matrix<f32>,
+    metric: Metric,
+    kk: usize,
+    ctl: &Control,
+) -> usize {
+    let (n, s) = (data.n(), qm.n());
+    let t = knn(data, qm, kk, metric, &ExactParams::default(), ctl).expect("pseudo truth");
+    let r = g.max_degree();
+    let mut lists: Vec<Vec<u32>> = (0..n as u32).map(|i| g.neighbors(i).to_vec()).collect();
+    let mut added = 0;
+    for q in 0..s {
+        let ids = &t.ids[q * kk..(q + 1) * kk];
+        for &a in ids {
+            for &b in ids {
+                if a != b && !lists[a as usize].contains(&b) {
+                    lists[a as usize].push(b);
+                    added += 1;
+                }
+            }
+        }
+    }
+    let r2 = lists.iter().map(|l| l.len()).max().unwrap_or(r);
+    *g = trawl::graph::Graph::from_lists(lists, r2, g.medoid());
+    added
 }

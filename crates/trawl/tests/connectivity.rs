@@ -216,3 +216,71 @@ fn a_merge_of_far_apart_clusters_leaves_every_node_reachable() {
     assert_eq!(c.unreachable, 0, "{c:?} ({} relinked)", report.relinked);
     assert_eq!(c.nodes, 5 * per, "300 deleted, 300 inserted");
 }
+
+/// A query sample adds edges between the nearest points of each sample query, within R, and
+/// the graph stays fully reachable; the same sample gives the same graph, and a sample of
+/// another dimension is refused.
+#[test]
+fn a_query_sample_links_the_neighbours_of_far_queries() {
+    use trawl::graph::build_with_queries;
+    // Two far-apart clusters and queries halfway between them: their nearest points lie on
+    // the facing sides of both.
+    let data = far_clusters(2, 500, 8, 40.0, 9);
+    let mut rng = ChaCha8Rng::seed_from_u64(10);
+    let mut q = Vec::new();
+    for _ in 0..50 {
+        for j in 0..8 {
+            let centre = if j < 2 { 20.0 } else { 0.0 };
+            q.push(centre + rng.gen_range(-1.0f32..1.0));
+        }
+    }
+    let queries = Matrix::from_vec(q, 8).unwrap();
+    let params = VamanaParams {
+        r: 8,
+        l: 24,
+        ..VamanaParams::default()
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let run = |sample: Option<&Matrix<f32>>| {
+        pool.install(|| {
+            build_with_queries(&data, Metric::L2, &params, sample, &Control::silent()).unwrap()
+        })
+    };
+    let (plain, s0) = run(None);
+    let (g, s) = run(Some(&queries));
+    assert_eq!((s0.query_sample, s0.query_edges), (0, 0));
+    assert_eq!(s.query_sample, 50);
+    assert!(s.query_edges > 0, "{s:?}");
+    assert_ne!(g, plain);
+    assert!((0..data.n() as u32).all(|i| g.neighbors(i).len() <= 8));
+    assert_eq!(measure(&g, &[g.medoid()], None).unreachable, 0);
+    // Edges between the two clusters: the sample's neighbours sit on both facing sides.
+    let cross = |g: &Graph| {
+        (0..data.n() as u32)
+            .map(|i| {
+                g.neighbors(i)
+                    .iter()
+                    .filter(|&&j| (i < 500) != (j < 500))
+                    .count()
+            })
+            .sum::<usize>()
+    };
+    assert!(
+        cross(&g) > cross(&plain),
+        "{} vs {}",
+        cross(&g),
+        cross(&plain)
+    );
+    assert_eq!(run(Some(&queries)).0, g, "deterministic on one thread");
+    let wrong = Matrix::from_vec(vec![0.0f32; 4 * 7], 7).unwrap();
+    assert!(matches!(
+        build_with_queries(&data, Metric::L2, &params, Some(&wrong), &Control::silent()),
+        Err(trawl::graph::BuildError::DimMismatch {
+            expected: 8,
+            got: 7
+        })
+    ));
+}

@@ -60,6 +60,12 @@ pub struct BuildArgs {
     /// and worst when the ids are grouped by region, e.g. rows appended cluster by cluster).
     #[arg(long, default_value_t = VamanaParams::default().order.to_string())]
     pub visit_order: String,
+    /// A sample of the queries the index will serve (a vector file of the data's element type
+    /// and dimension, e.g. from a query log): the exact 10 nearest points of each are linked to
+    /// one another in the graph (query-aware edges), for queries that lie away from the data,
+    /// whose neighbours sit in regions the graph does not otherwise connect. Not stored.
+    #[arg(long)]
+    pub query_sample: Option<PathBuf>,
     /// Fill neighbour lists up to R after pruning with the nearest candidates the prune left
     /// out (DiskANN's disk build does; off by default: measured on GloVe-400K, the pruned graph
     /// reads as many pages per query at equal recall and computes fewer PQ distances).
@@ -215,12 +221,47 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
         crate::runtime::read_vectors(&args.data)?
     };
     let params = index_params(args, data.dim())?;
+    let sample = match &args.query_sample {
+        Some(path) => {
+            let q = crate::runtime::read_vectors(path)?;
+            if q.dtype() != data.dtype() || q.dim() != data.dim() {
+                bail!(
+                    "--query-sample {}: {} × {} {} vectors, the data is {} × {} {}: the sample \
+                     must have the data's element type and dimension",
+                    path.display(),
+                    q.n(),
+                    q.dim(),
+                    q.dtype(),
+                    data.n(),
+                    data.dim(),
+                    data.dtype()
+                );
+            }
+            if q.n() == 0 {
+                bail!(
+                    "--query-sample {}: the file holds no vectors",
+                    path.display()
+                );
+            }
+            Some(q)
+        }
+        None => None,
+    };
     let dir = &args.index_dir;
     let (mut report, threads) = with_threads(args.threads, || -> Result<_> {
-        let r = match &data {
-            AnyMatrix::F32(m) => index::build_index(m, dir, &params, ctl)?,
-            AnyMatrix::U8(m) => index::build_index(m, dir, &params, ctl)?,
-            AnyMatrix::I8(m) => index::build_index(m, dir, &params, ctl)?,
+        let r = match (&data, &sample) {
+            (AnyMatrix::F32(m), Some(AnyMatrix::F32(q))) => {
+                index::build_index_with_queries(m, q, dir, &params, ctl)?
+            }
+            (AnyMatrix::U8(m), Some(AnyMatrix::U8(q))) => {
+                index::build_index_with_queries(m, q, dir, &params, ctl)?
+            }
+            (AnyMatrix::I8(m), Some(AnyMatrix::I8(q))) => {
+                index::build_index_with_queries(m, q, dir, &params, ctl)?
+            }
+            (AnyMatrix::F32(m), _) => index::build_index(m, dir, &params, ctl)?,
+            (AnyMatrix::U8(m), _) => index::build_index(m, dir, &params, ctl)?,
+            (AnyMatrix::I8(m), _) => index::build_index(m, dir, &params, ctl)?,
         };
         Ok((r, rayon::current_num_threads()))
     })??;
@@ -257,6 +298,12 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
         c.in_degree[2],
         c.in_degree[4]
     );
+    if report.query_sample > 0 {
+        println!(
+            "query sample: the nearest points of {} queries linked to one another ({} edges)",
+            report.query_sample, report.query_edges
+        );
+    }
     println!(
         "on disk in {}: packed.trawl {} ({} records per page), pq.trawl {}, pq-codes.trawl {} ({} B per vector), entry.trawl {} ({} nodes, {:.1} s), manifest.trawl {}; total {}",
         dir.display(),

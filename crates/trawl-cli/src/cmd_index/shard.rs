@@ -73,6 +73,13 @@ pub fn build(args: &ShardBuildArgs, ctl: &Control) -> Result<trawl::shard::Shard
         epsilon: args.epsilon,
         seed: b.seed,
     };
+    if let Some(q) = &b.query_sample {
+        bail!(
+            "--query-sample {}: a sharded build takes no query sample yet (build each shard \
+             with `trawl build --query-sample`, or leave it out)",
+            q.display()
+        );
+    }
     let data = if b.memory_budget_gb.is_some() {
         crate::runtime::map_vectors(&b.data)?
     } else {

@@ -20,7 +20,7 @@ use super::store::VectorStore;
 use super::{defaults, shard};
 use crate::data::Matrix;
 use crate::kernels::{Element, Metric};
-use crate::progress::Control;
+use crate::progress::{Cancelled, Control};
 
 /// What a build did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -41,6 +41,10 @@ pub struct BuildStats {
     pub estimated_peak_bytes: u64,
     /// Edges added to link back nodes the medoid did not reach ([`link_unreachable`]).
     pub relinked: usize,
+    /// Queries in the sample the build linked the nearest points of (0 without one).
+    pub query_sample: usize,
+    /// Edges the query sample added ([`link_query_neighbours`]).
+    pub query_edges: usize,
 }
 
 /// Builds a Vamana graph over `data` for `metric`; every node is reachable from the medoid
@@ -55,7 +59,29 @@ pub fn build<T: Element>(
     params: &VamanaParams,
     ctl: &Control,
 ) -> Result<(Graph, BuildStats), BuildError> {
+    build_with_queries(data, metric, params, None, ctl)
+}
+
+/// [`build`], and with a sample of the queries the index will serve, query-aware edges
+/// ([`link_query_neighbours`]) between the exact [`defaults::QUERY_EDGE_K`] nearest points of
+/// each sample query, before the unreachable nodes are linked back. The sample must have the
+/// data's dimension; an empty one adds nothing.
+pub fn build_with_queries<T: Element>(
+    data: &Matrix<T>,
+    metric: Metric,
+    params: &VamanaParams,
+    queries: Option<&Matrix<T>>,
+    ctl: &Control,
+) -> Result<(Graph, BuildStats), BuildError> {
     let cfg = params.validate()?;
+    if let Some(q) = queries {
+        if q.n() > 0 && q.dim() != data.dim() {
+            return Err(BuildError::DimMismatch {
+                expected: data.dim(),
+                got: q.dim(),
+            });
+        }
+    }
     let n = data.n();
     if n == 0 {
         return Err(BuildError::Empty);
@@ -83,10 +109,38 @@ pub fn build<T: Element>(
     let mut graph = graph;
     let store =
         VectorStore::new(data.as_slice(), data.dim(), metric).expect("matrix shape is valid");
+    let mut query_edges = 0;
+    if let Some(q) = queries.filter(|q| q.n() > 0) {
+        let k = defaults::QUERY_EDGE_K.min(n);
+        let truth = crate::exact::knn(
+            data,
+            q,
+            k,
+            metric,
+            &crate::exact::ExactParams::default(),
+            ctl,
+        )
+        .map_err(|e| match e {
+            crate::exact::ExactError::Cancelled(c) => BuildError::Cancelled(c),
+            other => BuildError::InvalidParam {
+                name: "query_sample",
+                reason: other.to_string(),
+            },
+        })?;
+        let limits = PruneLimits {
+            degree: cfg.r,
+            alpha: cfg.alpha,
+            max_candidates: cfg.max_candidates,
+            saturate: cfg.saturate,
+        };
+        query_edges = link_query_neighbours(&mut graph, &store, &truth.ids, k, limits, 0, ctl)?;
+    }
     let relinked = link_unreachable(&mut graph, &store, cfg.l, None, ctl)?;
     drop(store);
     let mut stats = degree_stats(&graph);
     stats.relinked = relinked;
+    stats.query_edges = query_edges;
+    stats.query_sample = queries.map_or(0, |q| q.n());
     stats.wall_secs = t0.elapsed().as_secs_f64();
     stats.distance_computations = dists;
     stats.shards = shards;
@@ -493,6 +547,104 @@ fn link_one(g: &mut Graph, near: &[Neighbor], u: u32, indeg: &mut [u32]) -> bool
         }
     }
     false
+}
+
+/// Query-aware edges: the exact top `k` of each query of a sample (`neighbours`, row-major
+/// `nq × k` node ids) are linked to one another, as graphs built for a query distribution do
+/// (RoarGraph, VLDB'24): the nearest neighbours of a query that lies away from the data (in
+/// a region with no points of its own) are often far apart from each other, in regions the
+/// graph does not connect, and a search stays in the first it enters. Each node that gains
+/// candidates is pruned again over its list and them (`limits`; at most the graph's row
+/// capacity); `reserve` keeps at least that many of its query candidates (the nearest) in the
+/// list, replacing its farthest other neighbours. Returns the edges that were not there before.
+pub fn link_query_neighbours<T: Element>(
+    g: &mut Graph,
+    store: &VectorStore<'_, T>,
+    neighbours: &[u32],
+    k: usize,
+    limits: PruneLimits,
+    reserve: usize,
+    ctl: &Control,
+) -> Result<usize, Cancelled> {
+    let n = g.n();
+    let mut cand: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for row in neighbours.chunks(k.max(1)) {
+        for &a in row {
+            if a as usize >= n {
+                continue;
+            }
+            for &b in row {
+                if a != b && (b as usize) < n {
+                    cand[a as usize].push(b);
+                }
+            }
+        }
+    }
+    let limits = PruneLimits {
+        degree: limits.degree.min(g.r),
+        ..limits
+    };
+    let nodes: Vec<u32> = (0..n as u32)
+        .filter(|&i| !cand[i as usize].is_empty())
+        .collect();
+    let lists: Vec<(u32, Vec<u32>, usize)> = nodes
+        .par_iter()
+        .map_init(
+            || (PruneScratch::default(), Vec::new(), Vec::new(), Vec::new()),
+            |(scratch, pool, ids, dists), &p| {
+                let c = &mut cand[p as usize].clone();
+                c.sort_unstable();
+                c.dedup();
+                ids.clear();
+                ids.extend_from_slice(g.neighbors(p));
+                let old = ids.len();
+                ids.extend(c.iter().copied().filter(|j| !g.neighbors(p).contains(j)));
+                let probe = store.point(p);
+                store.dist_batch(&probe, ids, dists);
+                pool.clear();
+                pool.extend(
+                    ids.iter()
+                        .zip(dists.iter())
+                        .map(|(&id, &dist)| Neighbor { id, dist }),
+                );
+                let mut out = Vec::new();
+                robust_prune(store, p, pool, limits, scratch, &mut out);
+                // Keep at least `reserve` query candidates, the nearest, in place of the
+                // farthest other neighbours.
+                let want = reserve.min(c.len()).min(limits.degree);
+                let have = out.iter().filter(|j| c.binary_search(j).is_ok()).count();
+                if have < want {
+                    let mut qc: Vec<(f32, u32)> = ids
+                        .iter()
+                        .zip(dists.iter())
+                        .filter(|(j, _)| c.binary_search(j).is_ok() && !out.contains(j))
+                        .map(|(&j, &d)| (d, j))
+                        .collect();
+                    qc.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    for (_, j) in qc.into_iter().take(want - have) {
+                        if out.len() < limits.degree {
+                            out.push(j);
+                        } else if let Some(pos) =
+                            out.iter().rposition(|x| c.binary_search(x).is_err())
+                        {
+                            out[pos] = j;
+                        }
+                    }
+                }
+                let added = out.iter().filter(|j| !ids[..old].contains(j)).count();
+                (p, out, added)
+            },
+        )
+        .collect();
+    ctl.check()?;
+    let mut added = 0;
+    for (p, out, a) in lists {
+        let row = p as usize * g.r;
+        g.ids[row..row + out.len()].copy_from_slice(&out);
+        g.degrees[p as usize] = out.len() as u32;
+        added += a;
+    }
+    Ok(added)
 }
 
 /// A graph whose `r` out-links per node are drawn at random (distinct, never the node itself;

@@ -50,3 +50,7 @@ pub const SHARD_OVERLAP: usize = 2;
 /// Allowance for uneven shard sizes when choosing the number of shards: k-means clusters are
 /// not balanced, and the largest shard must still fit the budget.
 pub const SHARD_IMBALANCE: f64 = 1.6;
+
+/// Nearest points of each sample query linked to one another by a build given a query sample
+/// (`link_query_neighbours`): recall@10 is what the sample's edges are for.
+pub const QUERY_EDGE_K: usize = 10;

@@ -26,7 +26,9 @@ mod shard;
 pub mod store;
 
 pub use adjacency::{Adjacency, Graph, SlotGraph};
-pub use build::{build, estimate_bytes, random_links, BuildStats};
+pub use build::{
+    build, build_with_queries, estimate_bytes, link_query_neighbours, random_links, BuildStats,
+};
 pub use params::{BuildError, VamanaConfig, VamanaParams, VisitOrder, MAX_BUILD_L};
 pub use prune::{robust_prune, PruneLimits, PruneScratch};
 pub use search::{recall_at_k, search, search_batch, SearchError, SearchScratch, SearchStats};

@@ -183,6 +183,10 @@ pub struct IndexBuildReport {
     pub connectivity: graph::connectivity::Connectivity,
     /// Edges the build added to link back nodes the medoid did not reach.
     pub relinked: usize,
+    /// Queries of the build's query sample (0 without one).
+    pub query_sample: usize,
+    /// Edges the query sample added (query-aware edges).
+    pub query_edges: usize,
     /// The recall monitor's figures (also in the manifest; `None` for a random-link index).
     pub recall: Option<super::monitor::RecallRecord>,
     /// Seconds the recall monitor took.
@@ -200,7 +204,23 @@ pub fn build_index<T: Element>(
     params: &IndexParams,
     ctl: &Control,
 ) -> Result<IndexBuildReport, IndexBuildError> {
-    build_with(data, dir, params, None, ctl)
+    build_with(data, dir, params, None, None, ctl)
+}
+
+/// [`build_index`] with a sample of the queries the index will serve: the graph gets
+/// query-aware edges between the nearest points of each sample query
+/// ([`graph::link_query_neighbours`]), which lifts the recall of queries that lie away from
+/// the data — regions with no points of their own — where a search otherwise stays in the
+/// first cluster it enters (`bench/results/recall-stability.md`). The sample must have the
+/// data's element type and dimension; it is not stored.
+pub fn build_index_with_queries<T: Element>(
+    data: &Matrix<T>,
+    queries: &Matrix<T>,
+    dir: &Path,
+    params: &IndexParams,
+    ctl: &Control,
+) -> Result<IndexBuildReport, IndexBuildError> {
+    build_with(data, dir, params, None, Some(queries), ctl)
 }
 
 /// [`build_index`] with a graph of `params.graph.r` random links per node (seed
@@ -212,7 +232,7 @@ pub fn build_random_link_index<T: Element>(
     params: &IndexParams,
     ctl: &Control,
 ) -> Result<IndexBuildReport, IndexBuildError> {
-    build_with(data, dir, params, Some(params.graph.seed), ctl)
+    build_with(data, dir, params, Some(params.graph.seed), None, ctl)
 }
 
 fn build_with<T: Element>(
@@ -220,10 +240,21 @@ fn build_with<T: Element>(
     dir: &Path,
     params: &IndexParams,
     random_links: Option<u64>,
+    queries: Option<&Matrix<T>>,
     ctl: &Control,
 ) -> Result<IndexBuildReport, IndexBuildError> {
     let t0 = Instant::now();
     params.validate(data.dim())?;
+    if let Some(q) = queries {
+        if q.dim() != data.dim() {
+            return Err(graph::BuildError::DimMismatch {
+                expected: data.dim(),
+                got: q.dim(),
+            }
+            .into());
+        }
+        crate::data::validate_finite(q)?;
+    }
     crate::data::validate_finite(data)?;
     let txn = Txn::begin_replacing(dir)?;
     let mut pq_params = params.pq.clone();
@@ -239,7 +270,7 @@ fn build_with<T: Element>(
     let pq_secs = t0.elapsed().as_secs_f64();
 
     let (g, gstats) = match random_links {
-        None => graph::build(data, params.metric, &params.graph, ctl)?,
+        None => graph::build_with_queries(data, params.metric, &params.graph, queries, ctl)?,
         Some(seed) => graph::random_links(data, params.metric, params.graph.r, seed, ctl)?,
     };
     let graph_secs = gstats.wall_secs;
@@ -325,6 +356,7 @@ fn build_with<T: Element>(
             memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
             seed: params.graph.seed,
             visit_order: Some(params.graph.order.to_string()),
+            query_sample: gstats.query_sample,
             ivf: None,
         }),
         String::new(),
@@ -365,6 +397,8 @@ fn build_with<T: Element>(
         disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes + entry_bytes + manifest_bytes,
         connectivity,
         relinked: gstats.relinked,
+        query_sample: gstats.query_sample,
+        query_edges: gstats.query_edges,
         recall,
         monitor_secs,
     })

@@ -71,6 +71,10 @@ pub struct BuildRecord {
     /// builds linked in id order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub visit_order: Option<String>,
+    /// Queries in the sample whose nearest points the graph build linked to one another
+    /// (`trawl build --query-sample`); absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub query_sample: usize,
     /// The PQ carries an OPQ rotation (`--opq`); absent from the manifest when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub opq: bool,
@@ -464,4 +468,8 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+fn is_zero(v: &usize) -> bool {
+    *v == 0
 }

@@ -33,7 +33,8 @@ pub mod wal;
 
 pub use batch::BatchOutput;
 pub use build::{
-    build_index, build_random_link_index, IndexBuildError, IndexBuildReport, IndexParams,
+    build_index, build_index_with_queries, build_random_link_index, IndexBuildError,
+    IndexBuildReport, IndexParams,
 };
 pub use entry_build::EntryReport;
 pub use info::{open_any, AnyIndex, DiskBytesInfo, IndexInfo, IvfInfo};

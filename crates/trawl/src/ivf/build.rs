@@ -342,6 +342,7 @@ pub fn build_ivf<T: Element>(
             memory_budget_bytes: 0,
             seed: params.seed,
             visit_order: None,
+            query_sample: 0,
             ivf: Some(IvfRecord {
                 list_size: params.list_size,
                 epsilon: params.epsilon.to_string().parse().unwrap_or(0.0),
