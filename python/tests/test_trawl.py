@@ -546,3 +546,21 @@ def test_verify_reads_every_file_and_a_failed_rebuild_keeps_the_old_index(f32_in
     with trawl.Index.open(d) as index:
         with pytest.raises(trawl.CorruptIndexError, match="packed.trawl"):
             index.verify()
+
+
+def test_visit_order(tmp_path):
+    assert trawl.BuildParams().visit_order == "blocks:64"
+    data = gaussian(2000, 16, seed=7)
+    queries = gaussian(30, 16, seed=8)
+    truth = brute_force(data, queries, 10)
+    for order in ("ids", "random", "blocks:16"):
+        p = trawl.BuildParams(threads=2, visit_order=order, **FAST)
+        assert f'visit_order="{order}"' in repr(p)
+        trawl.build(data, tmp_path / order.replace(":", ""), p)
+        index = trawl.Index.open(tmp_path / order.replace(":", ""))
+        ids, _ = index.batch_search(queries, k=10, params=trawl.SearchParams(L=64), threads=2)
+        assert recall(ids, truth) >= 0.9
+    for bad in ("blocks:0", "sorted"):
+        with pytest.raises(trawl.InvalidInputError, match="visit_order"):
+            trawl.build(data, tmp_path / "bad", trawl.BuildParams(visit_order=bad, **FAST))
+    assert not (tmp_path / "bad" / "manifest.trawl").exists()
