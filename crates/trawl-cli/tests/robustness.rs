@@ -9,6 +9,23 @@ use std::process::Command;
 
 use common::{fails_cleanly as fails, ok, s, write_fbin};
 
+/// `trawl build DATA IX --metric l2 -R 8 -L 16` followed by `extra`.
+fn small_build<'a>(data: &'a Path, ix: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "build",
+        s(data),
+        s(ix),
+        "--metric",
+        "l2",
+        "-R",
+        "8",
+        "-L",
+        "16",
+    ];
+    a.extend_from_slice(extra);
+    a
+}
+
 fn index_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .unwrap()
@@ -139,19 +156,7 @@ fn sizes_and_parameters_out_of_range_are_named_errors() {
     let wrong = tmp.path().join("wrong.fbin");
     ok(&["gen", s(&wrong), "-n", "10", "--dim", "16"]);
     let before8 = index_files(&ix8);
-    let e = fails(&[
-        "build",
-        s(&small),
-        s(&ix8),
-        "--metric",
-        "l2",
-        "-R",
-        "8",
-        "-L",
-        "16",
-        "--query-sample",
-        s(&wrong),
-    ]);
+    let e = fails(&small_build(&small, &ix8, &["--query-sample", s(&wrong)]));
     assert!(
         e.contains("--query-sample") && e.contains("dimension"),
         "{e}"
@@ -160,19 +165,7 @@ fn sizes_and_parameters_out_of_range_are_named_errors() {
     let sample = tmp.path().join("sample.fbin");
     ok(&["gen", s(&sample), "-n", "40", "--dim", "8", "--seed", "5"]);
     let ixq = tmp.path().join("ixq");
-    let out = ok(&[
-        "build",
-        s(&small),
-        s(&ixq),
-        "--metric",
-        "l2",
-        "-R",
-        "8",
-        "-L",
-        "16",
-        "--query-sample",
-        s(&sample),
-    ]);
+    let out = ok(&small_build(&small, &ixq, &["--query-sample", s(&sample)]));
     assert!(
         out.contains("query sample: the nearest points of 40 queries"),
         "{out}"
