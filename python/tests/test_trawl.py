@@ -564,3 +564,32 @@ def test_visit_order(tmp_path):
         with pytest.raises(trawl.InvalidInputError, match="visit_order"):
             trawl.build(data, tmp_path / "bad", trawl.BuildParams(visit_order=bad, **FAST))
     assert not (tmp_path / "bad" / "manifest.trawl").exists()
+
+
+def test_query_sample(tmp_path):
+    data = gaussian(2000, 16, seed=7)
+    sample = gaussian(200, 16, seed=9)
+    p = trawl.BuildParams(threads=2, **FAST)
+    rep = trawl.build(data, tmp_path / "qs", p, query_sample=sample)
+    assert rep["query_sample"] == 200 and rep["query_edges"] > 0
+    plain = trawl.build(data, tmp_path / "plain", p)
+    assert plain["query_sample"] == 0 and plain["query_edges"] == 0
+    queries = gaussian(30, 16, seed=8)
+    truth = brute_force(data, queries, 10)
+    index = trawl.Index.open(tmp_path / "qs")
+    ids, _ = index.batch_search(queries, k=10, params=trawl.SearchParams(L=64), threads=2)
+    assert recall(ids, truth) >= 0.9
+    # The CLI shows the sample the manifest records.
+    info = subprocess.run([str(trawl_cli()), "info", str(tmp_path / "qs")], check=True,
+                          capture_output=True, text=True).stdout
+    assert "query sample of 200" in info, info
+    # A file works like the array; wrong dimension or dtype, and the IVF kind, are refused.
+    write_fbin(tmp_path / "s.fbin", sample)
+    rep = trawl.build(data, tmp_path / "qsf", p, query_sample=tmp_path / "s.fbin")
+    assert rep["query_sample"] == 200
+    for bad in (sample[:, :8].copy(), sample.astype(np.uint8)):
+        with pytest.raises(trawl.InvalidInputError, match="query_sample"):
+            trawl.build(data, tmp_path / "bad", p, query_sample=bad)
+    with pytest.raises(trawl.InvalidInputError, match="query_sample"):
+        trawl.build(data, tmp_path / "bad", trawl.BuildParams(kind="ivf", **FAST), query_sample=sample)
+    assert not (tmp_path / "bad" / "manifest.trawl").exists()

@@ -324,9 +324,13 @@ def build(
     data: Union[_Vectors, _Path],
     index_dir: _Path,
     params: Optional[BuildParams] = None,
+    query_sample: Optional[Union[_Vectors, _Path]] = None,
 ) -> Dict[str, Any]:
     """Builds a graph index, or an IVF index with ``BuildParams(kind="ivf")``, replacing
-    what ``index_dir`` holds; returns the build report (``kind`` names the index kind)."""
+    what ``index_dir`` holds; returns the build report (``kind`` names the index kind).
+    ``query_sample`` (graph only; the data's dtype and dimension, not stored): queries like
+    the ones the index will serve, whose exact nearest points the build links to one another
+    (``query_edges`` in the report)."""
 
 class ShardedIndex:
     """A sharded index (``build_sharded`` / ``trawl shard build``), every shard open in this

@@ -85,26 +85,41 @@ pub(crate) fn worker(
 /// names it (`kind`). Every parameter is checked before anything is written, and the new
 /// index replaces the one the directory holds atomically. The GIL is released while it runs;
 /// Ctrl-C stops it (the directory keeps the index it held).
+///
+/// `query_sample` (graph kind only): vectors like the queries the index will serve — an array
+/// or a vector file with the data's dtype and dimension, not stored. The build links the exact
+/// nearest points of each sample query to one another (query-aware edges), which lifts recall
+/// of queries that fall between the data's clusters (`trawl build --query-sample`).
 #[pyfunction]
-#[pyo3(signature = (data, index_dir, params = None))]
+#[pyo3(signature = (data, index_dir, params = None, query_sample = None))]
 pub fn build<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
     index_dir: PathBuf,
     params: Option<BuildParams>,
+    query_sample: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let params = params.unwrap_or_default();
     let plan = params.plan()?;
+    if query_sample.is_some() && !matches!(plan, BuildPlan::Graph(_)) {
+        return Err(invalid(
+            "query_sample: only a graph index (kind=\"graph\") takes a query sample",
+        ));
+    }
     let threads = params.thread_count()?;
     let (pool, ctl, cancel) = worker(threads, params.progress)?;
     let dir = index_dir.as_path();
-    let run = |m: &AnyMatrix| {
-        run_interruptible(py, &cancel, || {
-            pool.install(|| build_any(m, dir, &plan, &params, &ctl))
-        })
-    };
-
-    let report = with_data(py, data, run)???;
+    let report = with_data(py, data, |m: &AnyMatrix| -> PyResult<serde_json::Value> {
+        let run = |q: Option<&AnyMatrix>| {
+            run_interruptible(py, &cancel, || {
+                pool.install(|| build_any(m, q, dir, &plan, &params, &ctl))
+            })
+        };
+        match query_sample {
+            None => run(None)?,
+            Some(qs) => with_data(py, qs, |q: &AnyMatrix| run(Some(q)))??,
+        }
+    })??;
     ser_to_py(py, &report)
 }
 
@@ -164,6 +179,7 @@ pub(crate) fn view<T: Element>(rows: &[T], n: usize, dim: usize) -> PyResult<Mat
 /// The build report (graph or IVF), plus the decoupled layout's when asked for.
 fn build_any(
     m: &AnyMatrix,
+    sample: Option<&AnyMatrix>,
     dir: &Path,
     plan: &BuildPlan,
     params: &BuildParams,
@@ -202,10 +218,31 @@ fn build_any(
             return build_ivf_any(m, dir, &p, ctl, t0).map_err(fail);
         }
     };
-    let mut report = match m {
-        AnyMatrix::F32(m) => index::build_index(m, dir, lib, ctl),
-        AnyMatrix::U8(m) => index::build_index(m, dir, lib, ctl),
-        AnyMatrix::I8(m) => index::build_index(m, dir, lib, ctl),
+    if let Some(q) = sample {
+        let (qd, qt) = (q.dim(), q.dtype());
+        if qt != m.dtype() || qd != dim {
+            return Err(invalid(format!(
+                "query_sample holds {} × {qd} {qt} vectors, the data is {} × {dim} {}: the \
+                 sample must have the data's dtype and dimension",
+                q.n(),
+                m.n(),
+                m.dtype()
+            )));
+        }
+    }
+    let mut report = match (m, sample) {
+        (AnyMatrix::F32(m), Some(AnyMatrix::F32(q))) => {
+            index::build_index_with_queries(m, q, dir, lib, ctl)
+        }
+        (AnyMatrix::U8(m), Some(AnyMatrix::U8(q))) => {
+            index::build_index_with_queries(m, q, dir, lib, ctl)
+        }
+        (AnyMatrix::I8(m), Some(AnyMatrix::I8(q))) => {
+            index::build_index_with_queries(m, q, dir, lib, ctl)
+        }
+        (AnyMatrix::F32(m), _) => index::build_index(m, dir, lib, ctl),
+        (AnyMatrix::U8(m), _) => index::build_index(m, dir, lib, ctl),
+        (AnyMatrix::I8(m), _) => index::build_index(m, dir, lib, ctl),
     }
     .map_err(fail)?;
     report.total_secs = t0.elapsed().as_secs_f64();

@@ -204,6 +204,10 @@ fn params(variant: &str) -> (IndexParams, usize, Option<usize>) {
                 p.graph.order = VisitOrder::Blocks(b["blocks".len()..].parse().expect("blocks"))
             }
             "l200" => p.graph.l = 200,
+            "opq" => p.pq.opq_iters = trawl::quant::pq::OPQ_ITERS,
+            b if b.starts_with("pq") => {
+                p.pq.bytes_per_vector = b["pq".len()..].parse().expect("PQ bytes")
+            }
             "pass2" => p.graph.passes = 2,
             q if q.starts_with("pseudo")
                 || q.starts_with("qtrain")

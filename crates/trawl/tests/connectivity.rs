@@ -284,3 +284,65 @@ fn a_query_sample_links_the_neighbours_of_far_queries() {
         })
     ));
 }
+
+/// A query that hides a node (the recall monitor's own-node rule) never expands nor returns
+/// it, with beam search and PipeSearch, at every list size; without hiding, the same queries
+/// find themselves first. The flash strategy refuses to hide.
+#[test]
+fn a_hidden_node_is_neither_expanded_nor_returned() {
+    use std::sync::Arc;
+    use trawl::index::{DiskIndex, OpenOptions};
+    use trawl::search::{FlashParams, PipeParams, SearchParams, Strategy};
+    let (base, _) = common::data::<f32>(2000, 1, 16, 5);
+    let dir = tempfile::tempdir().unwrap();
+    build_index(
+        &base,
+        dir.path(),
+        &common::params(Metric::L2, 8),
+        &Control::silent(),
+    )
+    .unwrap();
+    let ix = DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
+    let medoid = ix.medoid();
+    // Rows other than the medoid searched as queries; query i is row rows[i].
+    let rows: Vec<u32> = (0..200u32)
+        .map(|i| i * 10)
+        .filter(|&r| r != medoid)
+        .collect();
+    let mut q = Vec::new();
+    for &r in &rows {
+        q.extend_from_slice(base.row(r as usize));
+    }
+    let hidden: Arc<[u32]> = rows.clone().into();
+    let pipe = |l| SearchParams {
+        strategy: Strategy::Pipe(PipeParams::default()),
+        ..SearchParams::beam(10, l, 4)
+    };
+    for l in [10, 32, 64] {
+        for p in [SearchParams::beam(10, l, 4), pipe(l)] {
+            let seen = ix.search_rows(&q, &p, 2, 1).unwrap();
+            let self_first = rows
+                .iter()
+                .enumerate()
+                .filter(|&(i, &r)| seen.ids[i * 10] == r && seen.dists[i * 10] == 0.0)
+                .count();
+            assert!(self_first > rows.len() * 9 / 10, "{self_first}");
+            let out = ix.search_rows_hiding(&q, &p, 2, hidden.clone()).unwrap();
+            for (i, &r) in rows.iter().enumerate() {
+                let found = &out.ids[i * 10..(i + 1) * 10];
+                assert!(
+                    !found.contains(&r),
+                    "query {i} (L {l}) returned its hidden row {r}"
+                );
+                assert!(found.iter().all(|&id| id != u32::MAX), "{found:?}");
+                assert!(out.dists[i * 10] > 0.0);
+            }
+        }
+    }
+    let flash = SearchParams {
+        strategy: Strategy::Flash(FlashParams::default()),
+        ..SearchParams::beam(10, 32, 4)
+    };
+    let e = ix.search_rows_hiding(&q, &flash, 1, hidden).unwrap_err();
+    assert!(e.to_string().contains("hide"), "{e}");
+}

@@ -131,6 +131,19 @@ impl DiskIndex {
         self.search_rows_filtered(rows, params, threads, interleave, None)
     }
 
+    /// [`DiskIndex::search_rows`] (one query in flight per thread) where query `q` neither
+    /// expands nor returns node `hidden[q]` ([`Searcher::set_hidden`]): the index's own
+    /// vectors searched as if held out. Beam search and PipeSearch only.
+    pub fn search_rows_hiding<T: Element>(
+        &self,
+        rows: &[T],
+        params: &SearchParams,
+        threads: usize,
+        hidden: std::sync::Arc<[u32]>,
+    ) -> Result<BatchOutput, SearchError> {
+        self.search_rows_with(rows, params, threads, 1, None, Some(hidden))
+    }
+
     /// [`DiskIndex::search_rows`] with the nodes `filter` hides left out of the results (still
     /// traversed): the searches of a live index, whose deleted nodes stay in the graph until a
     /// merge.
@@ -141,6 +154,18 @@ impl DiskIndex {
         threads: usize,
         interleave: usize,
         filter: Option<LiveFilter<'_>>,
+    ) -> Result<BatchOutput, SearchError> {
+        self.search_rows_with(rows, params, threads, interleave, filter, None)
+    }
+
+    fn search_rows_with<T: Element>(
+        &self,
+        rows: &[T],
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+        filter: Option<LiveFilter<'_>>,
+        hidden: Option<std::sync::Arc<[u32]>>,
     ) -> Result<BatchOutput, SearchError> {
         let dim = self.dim();
         if dim == 0 || !rows.len().is_multiple_of(dim) {
@@ -180,7 +205,7 @@ impl DiskIndex {
             )));
         }
         let threads = threads.clamp(1, nq.max(1));
-        let parts = self.run_threads(params, cfg, threads, interleave, nq, &row, filter)?;
+        let parts = self.run_threads(params, cfg, threads, interleave, nq, &row, filter, hidden)?;
         let (parts, wall_secs) = parts;
         let mut out = BatchOutput {
             k,
@@ -212,6 +237,7 @@ impl DiskIndex {
         nq: usize,
         row: &(dyn Fn(usize) -> &'r [T] + Sync),
         filter: Option<LiveFilter<'_>>,
+        hidden: Option<std::sync::Arc<[u32]>>,
     ) -> Result<(Vec<(usize, Vec<(u32, f32)>, QueryStats)>, f64), SearchError> {
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
         let spin = Duration::from_micros(self.opts.spin_us.unwrap_or(if threads <= cores {
@@ -232,6 +258,7 @@ impl DiskIndex {
                         searcher.set_spin(spin);
                         searcher.set_time_parts(self.opts.time_parts);
                         searcher.set_filter(filter);
+                        searcher.set_hidden(hidden.clone());
                         let mut part = Vec::new();
                         searcher.search_stream(
                             params,

@@ -261,6 +261,9 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for BeamQuery {
         self.f.fill_table(&src.space, t.x.query, t.x.stats)?;
         self.f.set_page_search(page_search);
         self.f.reset(n, cfg.l());
+        if let Some(h) = t.x.hidden {
+            self.f.hide(h);
+        }
         self.page_search = page_search;
         self.kept.reset(n, page_search);
         self.schedule = dynamic_width;

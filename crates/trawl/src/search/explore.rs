@@ -54,6 +54,16 @@ impl Frontier {
         self.scored.reset(if self.page_search { n } else { 0 });
     }
 
+    /// Hides `id` from this query (after [`Frontier::reset`]): visited from the start, so
+    /// never offered to the list nor expanded, and, under PageSearch, scored already, so a
+    /// page read for another node does not put it among the results.
+    pub fn hide(&mut self, id: u32) {
+        self.visited.insert(id);
+        if self.page_search {
+            self.scored.insert(id);
+        }
+    }
+
     /// Turns PageSearch's bookkeeping on or off (before [`Frontier::reset`]).
     pub fn set_page_search(&mut self, on: bool) {
         self.page_search = on;

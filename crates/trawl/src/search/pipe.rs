@@ -542,13 +542,17 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
         self.page_search = pp.page_search;
         self.f.set_page_search(pp.page_search);
         self.f.reset(space.n, cfg.l());
+        let hidden = t.x.hidden;
+        if let Some(h) = hidden {
+            self.f.hide(h);
+        }
         self.kept.reset(space.n, pp.page_search);
         self.held.clear();
         // Overlapping initialisation: the nearest entries' reads go out first.
         let first = entry.len().min(self.width.width());
         let mut issued = 0;
         for (i, &id) in entry.iter().enumerate() {
-            if entry[..i].contains(&id) {
+            if entry[..i].contains(&id) || hidden == Some(id) {
                 continue;
             }
             self.f.visited.insert(id);
@@ -559,7 +563,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
         }
         self.f.fill_table(space, t.x.query, t.x.stats)?;
         for (i, &id) in entry.iter().enumerate() {
-            if entry[..i].contains(&id) {
+            if entry[..i].contains(&id) || hidden == Some(id) {
                 continue;
             }
             let d = self.f.pq_distance(space, id);

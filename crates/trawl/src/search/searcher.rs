@@ -68,6 +68,8 @@ impl IndexView<'_> {
 #[derive(Debug)]
 struct Running<'q, T> {
     id: usize,
+    /// The node this query hides ([`Searcher::set_hidden`]).
+    hidden: Option<u32>,
     query: &'q [T],
     stats: QueryStats,
     t0: Instant,
@@ -93,6 +95,8 @@ struct Io {
     spin: Duration,
     /// Time the parts of each query ([`QueryStats::parts`]).
     time_parts: bool,
+    /// The node each query hides, by query id (`u32::MAX`: none).
+    hidden: Option<std::sync::Arc<[u32]>>,
 }
 
 /// One search thread: an I/O engine and the query state, borrowing the index.
@@ -126,6 +130,7 @@ impl<'i> Searcher<'i> {
                 trace: None,
                 spin: Duration::ZERO,
                 time_parts: false,
+                hidden: None,
             },
             lanes: Lanes::default(),
             filter: None,
@@ -143,6 +148,16 @@ impl<'i> Searcher<'i> {
     /// traversed); `None` shows every node.
     pub fn set_filter(&mut self, filter: Option<LiveFilter<'i>>) {
         self.filter = filter;
+    }
+
+    /// Hides one node from each later query: query id `q` (as the query stream numbers it)
+    /// neither expands nor returns node `hidden[q]` (`u32::MAX`, or `q` past the table: none).
+    /// For searching an index's own vectors as if they were held out (the recall monitor):
+    /// the own node, reached at distance 0, would hand the query its exact neighbourhood.
+    /// Beam search and PipeSearch honour it; the flash strategy refuses it. A query whose only
+    /// entry point is hidden finds nothing.
+    pub fn set_hidden(&mut self, hidden: Option<std::sync::Arc<[u32]>>) {
+        self.io.hidden = hidden;
     }
 
     /// The engine (its counters include every read this searcher made).
@@ -256,6 +271,11 @@ impl<'i> Searcher<'i> {
             }
         };
         if let Strategy::Flash(_) = cfg.strategy() {
+            if self.io.hidden.is_some() {
+                return Err(SearchError::Unsupported(
+                    "the flash strategy cannot hide nodes from a query".into(),
+                ));
+            }
             return self.run_flash(&cfg, next, sink, fail);
         }
         let space = self.view.space;
@@ -440,6 +460,7 @@ fn turn<'t, T>(io: &'t mut Io, r: &'t mut Running<'_, T>, scratch: &'t mut Vec<T
             query: r.query,
             scratch,
             stats: &mut r.stats,
+            hidden: r.hidden,
         },
         trace: &mut io.trace,
     }
@@ -469,8 +490,14 @@ where
             return Ok(true);
         };
         view.space.check_query(query)?;
+        let hidden = io
+            .hidden
+            .as_ref()
+            .and_then(|h| h.get(id).copied())
+            .filter(|&h| h != u32::MAX);
         let mut r = Running {
             id,
+            hidden,
             query,
             stats: QueryStats::default(),
             t0: Instant::now(),
@@ -584,6 +611,7 @@ where
         trace: Some(Vec::new()),
         spin: Duration::ZERO,
         time_parts: false,
+        hidden: None,
     };
     let mut lanes: Vec<M> = Vec::new();
     let mut out = vec![(Vec::new(), QueryStats::default()); queries.len()];

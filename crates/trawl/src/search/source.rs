@@ -203,6 +203,10 @@ pub struct Expand<'e, T> {
     pub scratch: &'e mut Vec<T>,
     /// The query's counters.
     pub stats: &'e mut QueryStats,
+    /// A node the query must neither expand nor return: the query's own node when an index
+    /// searches its own vectors as held-out queries (the recall monitor). Beam search and
+    /// PipeSearch honour it.
+    pub hidden: Option<u32>,
 }
 
 impl<T> std::fmt::Debug for Expand<'_, T> {

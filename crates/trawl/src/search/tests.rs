@@ -774,6 +774,7 @@ fn a_broken_invariant_is_an_internal_error() {
         query: &[1.0f32, 1.0][..],
         scratch: &mut scratch,
         stats: &mut stats,
+        hidden: None,
     };
     let e = g
         .expand_held(&sp, &mut f, 3, &Held::default(), &mut x)
