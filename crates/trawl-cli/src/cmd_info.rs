@@ -413,7 +413,7 @@ fn index_dir(
     }
     if let Some(r) = &info.recall {
         println!(
-            "recall:  {} (recall monitor: {} of its vectors searched as queries after the {}, \
+            "recall:  {} (recall monitor: {} of its vectors searched as held-out queries after the {}, \
              beam width {}){}",
             recall_points(&r.points),
             r.samples,

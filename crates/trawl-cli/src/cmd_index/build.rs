@@ -276,7 +276,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuild
     );
     if let Some(r) = &report.recall {
         println!(
-            "recall monitor: {} ({} of its vectors searched as queries, {:.1} s)",
+            "recall monitor: {} ({} of its vectors searched as held-out queries, {:.1} s)",
             crate::cmd_info::recall_points(&r.points),
             r.samples,
             report.monitor_secs

@@ -215,7 +215,7 @@ pub fn merge(args: &MergeArgs, ctl: &Control) -> Result<()> {
     );
     if !r.recall.is_empty() {
         println!(
-            "recall monitor: {} ({} of its vectors searched as queries)",
+            "recall monitor: {} ({} of its vectors searched as held-out queries)",
             crate::cmd_info::recall_points(&r.recall),
             r.recall_samples
         );
