@@ -84,6 +84,8 @@ def main() -> None:
     ap.add_argument("--eval", type=int, default=1000)
     ap.add_argument("--sample", type=int, default=9000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--split", choices=("random", "first"), default="random",
+                    help="first: the first --eval queries measured, the next --sample the sample")
     ap.add_argument("--targets", default="0.90,0.95")
     ap.add_argument("--lsizes", default="10,15,20,32,40,64,128")
     ap.add_argument("-R", type=int, default=64)
@@ -98,7 +100,8 @@ def main() -> None:
     q = read_fbin(ds.query)
     if q.shape[0] <= args.eval:
         sys.exit(f"{ds.query} holds {q.shape[0]} queries: none left for a sample")
-    perm = np.random.default_rng(args.seed).permutation(q.shape[0])
+    perm = (np.random.default_rng(args.seed).permutation(q.shape[0]) if args.split == "random"
+            else np.arange(q.shape[0]))
     evalq, sample = out / "eval.fbin", out / "sample.fbin"
     write_fbin(evalq, q[perm[: args.eval]])
     write_fbin(sample, q[perm[args.eval: args.eval + args.sample]])
@@ -107,7 +110,8 @@ def main() -> None:
     stem = f"R{args.R}-L{args.L}-pq{args.pq_bytes}"
     base = Path(ds.base).parent
     taken = min(args.sample, q.shape[0] - args.eval)
-    idx = {"A": base / f"qs-none-{stem}", "B": base / f"qs-{taken}-s{args.seed}-{stem}"}
+    tag = f"s{args.seed}" if args.split == "random" else "first"
+    idx = {"A": base / f"qs-none-{stem}", "B": base / f"qs-{taken}-{tag}-{stem}"}
     reports = {"A": build(ds, idx["A"], None, args), "B": build(ds, idx["B"], sample, args)}
     targets = [float(t) for t in args.targets.split(",")]
     qps: dict = {"A": [], "B": []}
@@ -123,7 +127,7 @@ def main() -> None:
                 f"{t}: {qps[side][-1][t] or float('nan'):.0f}" for t in targets))
     lines = [f"# query sample before/after on {args.dataset}", "",
              f"A = no sample (default), B = `--query-sample` of {reports['B'].get('query_sample')} "
-             f"queries (disjoint from the {args.eval} measured); R {args.R}, build L {args.L}, "
+             f"queries (disjoint from the {args.eval} measured, split {args.split}); R {args.R}, build L {args.L}, "
              f"PQ {args.pq_bytes} bytes, {args.threads} threads, beam width 4, O_DIRECT; "
              f"{args.repeat} repetitions, A/B order alternating; machine: "
              f"{json.dumps(common.machine_info())}", ""]
