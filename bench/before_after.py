@@ -65,6 +65,37 @@ def qps_at(points: list[tuple[float, float]], target: float) -> float | None:
     return None
 
 
+def paired_sweeps(sweep, repeat: int, targets: list[float], name=lambda side: side):
+    """Sweeps of two sides "A" and "B" alternating A B / B A within each of `repeat`
+    repetitions (a shared disk's speed drifts); `sweep(side, rep)` returns one sweep's rows
+    (`L`, `recall`, `qps`). Returns each side's recall per L (last sweep) and its QPS at each
+    target per repetition."""
+    qps: dict = {"A": [], "B": []}
+    recall: dict = {}
+    for rep in range(repeat):
+        for side in (["A", "B"] if rep % 2 == 0 else ["B", "A"]):
+            rows = sweep(side, rep)
+            recall[side] = {r["L"]: r["recall"] for r in rows}
+            qps[side].append({t: qps_at([(r["recall"], r["qps"]) for r in rows], t)
+                              for t in targets})
+            common.log(f"rep {rep} {name(side)}: " + ", ".join(
+                f"{t}: {qps[side][-1][t] or float('nan'):.0f}" for t in targets))
+    return recall, qps
+
+
+def qps_lines(qps: dict, targets: list[float]) -> list[str]:
+    """Table rows: each side's median QPS at each target and the median of the paired B/A
+    ratios."""
+    lines = []
+    for t in targets:
+        med = {s: statistics.median([x[t] for x in qps[s] if x[t] is not None] or [float("nan")])
+               for s in "AB"}
+        ratios = [b[t] / a[t] for a, b in zip(qps["A"], qps["B"]) if a[t] and b[t]]
+        lines.append(f"| QPS at recall {t} (median) | {med['A']:.0f} | {med['B']:.0f} "
+                     f"(B/A median {statistics.median(ratios) if ratios else float('nan'):.3f}) |")
+    return lines
+
+
 def run_one(binary: str, idx: Path, ds, flags: list[str], lsizes: str, out: Path,
             threads: int) -> list[tuple[float, float]]:
     cmd = [binary, "bench", str(idx), "--queries", ds.query, "--gt", ds.gt, "-k", "10",

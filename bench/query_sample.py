@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import datasets  # noqa: E402
-from before_after import qps_at  # noqa: E402
+from before_after import paired_sweeps, qps_lines  # noqa: E402
 
 
 def read_fbin(path: str) -> np.ndarray:
@@ -114,17 +113,10 @@ def main() -> None:
     idx = {"A": base / f"qs-none-{stem}", "B": base / f"qs-{taken}-{tag}-{stem}"}
     reports = {"A": build(ds, idx["A"], None, args), "B": build(ds, idx["B"], sample, args)}
     targets = [float(t) for t in args.targets.split(",")]
-    qps: dict = {"A": [], "B": []}
-    recall: dict = {}
-    for rep in range(args.repeat):
-        for side in (["A", "B"] if rep % 2 == 0 else ["B", "A"]):
-            rows = sweep(idx[side], evalq, gt, args.lsizes, out / f"{side}.{rep}.json",
-                         args.threads)
-            recall[side] = {r["L"]: r["recall"] for r in rows}
-            qps[side].append({t: qps_at([(r["recall"], r["qps"]) for r in rows], t)
-                              for t in targets})
-            common.log(f"rep {rep} {side}: " + ", ".join(
-                f"{t}: {qps[side][-1][t] or float('nan'):.0f}" for t in targets))
+    recall, qps = paired_sweeps(
+        lambda side, rep: sweep(idx[side], evalq, gt, args.lsizes, out / f"{side}.{rep}.json",
+                                args.threads),
+        args.repeat, targets)
     lines = [f"# query sample before/after on {args.dataset}", "",
              f"A = no sample (default), B = `--query-sample` of {reports['B'].get('query_sample')} "
              f"queries (disjoint from the {args.eval} measured, split {args.split}); R {args.R}, build L {args.L}, "
@@ -137,12 +129,7 @@ def main() -> None:
     lines.append("| query edges changed | – | " + f"{reports['B'].get('query_edges')} |")
     for L in sorted(recall["A"]):
         lines.append(f"| recall@10 L {L} | {recall['A'][L]:.4f} | {recall['B'][L]:.4f} |")
-    for t in targets:
-        med = {s: statistics.median([x[t] for x in qps[s] if x[t] is not None] or [float("nan")])
-               for s in "AB"}
-        ratios = [b[t] / a[t] for a, b in zip(qps["A"], qps["B"]) if a[t] and b[t]]
-        lines.append(f"| QPS at recall {t} (median) | {med['A']:.0f} | {med['B']:.0f} "
-                     f"(B/A median {statistics.median(ratios) if ratios else float('nan'):.3f}) |")
+    lines += qps_lines(qps, targets)
     text = "\n".join(lines) + "\n"
     (out / "report.md").write_text(text)
     print(text)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import datasets  # noqa: E402
-from before_after import qps_at  # noqa: E402
+from before_after import paired_sweeps, qps_lines  # noqa: E402
 
 ORDERS = {"A": "ids", "B": "blocks:64"}
 
@@ -70,17 +69,10 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     targets = [float(t) for t in args.targets.split(",")]
     built = {s: build(ds, o, args) for s, o in ORDERS.items()}
-    qps: dict = {"A": [], "B": []}
-    recall: dict = {}
-    for rep in range(args.repeat):
-        for side in (["A", "B"] if rep % 2 == 0 else ["B", "A"]):
-            rows = sweep(built[side][0], ds, args.lsizes, out / f"{side}.{rep}.json",
-                         args.threads)
-            recall[side] = {r["L"]: r["recall"] for r in rows}
-            qps[side].append({t: qps_at([(r["recall"], r["qps"]) for r in rows], t)
-                              for t in targets})
-            common.log(f"rep {rep} {ORDERS[side]}: " + ", ".join(
-                f"{t}: {qps[side][-1][t] or float('nan'):.0f}" for t in targets))
+    recall, qps = paired_sweeps(
+        lambda side, rep: sweep(built[side][0], ds, args.lsizes, out / f"{side}.{rep}.json",
+                                args.threads),
+        args.repeat, targets, name=lambda side: ORDERS[side])
     lines = [f"# visit order before/after on {args.dataset}", "",
              f"A = `--visit-order ids`, B = default (`blocks:64`); R {args.R}, build L {args.L}, "
              f"PQ {args.pq_bytes} bytes, {args.threads} threads, beam width 4, O_DIRECT; "
@@ -91,12 +83,7 @@ def main() -> None:
         f"{built[s][1].get('graph_secs', float('nan')):.1f}" for s in "AB") + " |")
     for L in sorted(recall["A"]):
         lines.append(f"| recall@10 L {L} | {recall['A'][L]:.4f} | {recall['B'][L]:.4f} |")
-    for t in targets:
-        med = {s: statistics.median([q[t] for q in qps[s] if q[t] is not None] or [float("nan")])
-               for s in "AB"}
-        ratios = [b[t] / a[t] for a, b in zip(qps["A"], qps["B"]) if a[t] and b[t]]
-        lines.append(f"| QPS at recall {t} (median) | {med['A']:.0f} | {med['B']:.0f} "
-                     f"(B/A median {statistics.median(ratios) if ratios else float('nan'):.3f}) |")
+    lines += qps_lines(qps, targets)
     lines += ["", "Recall monitor (build) against the held-out queries at the same L:", "",
               "| index | L | monitor | held-out | difference (points) |", "|---|---|---|---|---|"]
     for s in "AB":
