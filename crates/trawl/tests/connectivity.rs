@@ -343,6 +343,15 @@ fn a_hidden_node_is_neither_expanded_nor_returned() {
         strategy: Strategy::Flash(FlashParams::default()),
         ..SearchParams::beam(10, 32, 4)
     };
-    let e = ix.search_rows_hiding(&q, &flash, 1, hidden).unwrap_err();
+    let e = ix
+        .search_rows_hiding(&q, &flash, 1, hidden.clone())
+        .unwrap_err();
     assert!(e.to_string().contains("hide"), "{e}");
+    // A node past the index is refused, not a panic.
+    let mut past = rows.clone();
+    past[3] = ix.n() as u32;
+    let e = ix
+        .search_rows_hiding(&q, &SearchParams::beam(10, 32, 4), 2, past.into())
+        .unwrap_err();
+    assert!(e.to_string().contains("past the index"), "{e}");
 }

@@ -258,7 +258,7 @@ impl DiskIndex {
                         searcher.set_spin(spin);
                         searcher.set_time_parts(self.opts.time_parts);
                         searcher.set_filter(filter);
-                        searcher.set_hidden(hidden.clone());
+                        searcher.set_hidden(hidden.clone())?;
                         let mut part = Vec::new();
                         searcher.search_stream(
                             params,

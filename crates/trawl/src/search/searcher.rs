@@ -155,9 +155,19 @@ impl<'i> Searcher<'i> {
     /// For searching an index's own vectors as if they were held out (the recall monitor):
     /// the own node, reached at distance 0, would hand the query its exact neighbourhood.
     /// Beam search and PipeSearch honour it; the flash strategy refuses it. A query whose only
-    /// entry point is hidden finds nothing.
-    pub fn set_hidden(&mut self, hidden: Option<std::sync::Arc<[u32]>>) {
+    /// entry point is hidden finds nothing. Refuses a node past the index.
+    pub fn set_hidden(&mut self, hidden: Option<std::sync::Arc<[u32]>>) -> Result<(), SearchError> {
+        let n = self.view.space.n;
+        if let Some(bad) = hidden
+            .as_deref()
+            .and_then(|h| h.iter().find(|&&id| id != u32::MAX && id as usize >= n))
+        {
+            return Err(SearchError::BadBatch(format!(
+                "hidden node {bad} is past the index's {n} nodes"
+            )));
+        }
         self.io.hidden = hidden;
+        Ok(())
     }
 
     /// The engine (its counters include every read this searcher made).
