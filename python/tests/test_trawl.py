@@ -587,7 +587,7 @@ def test_query_sample(tmp_path):
     write_fbin(tmp_path / "s.fbin", sample)
     rep = trawl.build(data, tmp_path / "qsf", p, query_sample=tmp_path / "s.fbin")
     assert rep["query_sample"] == 200
-    for bad in (sample[:, :8].copy(), sample.astype(np.uint8)):
+    for bad in (sample[:, :8].copy(), sample.astype(np.uint8), sample[:0].copy(), sample[0].copy()):
         with pytest.raises(trawl.InvalidInputError, match="query_sample"):
             trawl.build(data, tmp_path / "bad", p, query_sample=bad)
     with pytest.raises(trawl.InvalidInputError, match="query_sample"):

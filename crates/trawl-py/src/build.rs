@@ -117,7 +117,12 @@ pub fn build<'py>(
         };
         match query_sample {
             None => run(None)?,
-            Some(qs) => with_data(py, qs, |q: &AnyMatrix| run(Some(q)))??,
+            Some(qs) => with_vectors(py, qs, "query_sample", |q: &AnyMatrix| {
+                if q.n() == 0 {
+                    return Err(invalid("query_sample holds no vectors"));
+                }
+                run(Some(q))?
+            })?,
         }
     })??;
     ser_to_py(py, &report)
@@ -128,16 +133,26 @@ pub fn build<'py>(
 pub(crate) fn with_data<R>(
     py: Python<'_>,
     data: &Bound<'_, PyAny>,
+    f: impl FnMut(&AnyMatrix) -> R,
+) -> PyResult<R> {
+    with_vectors(py, data, "data", f)
+}
+
+/// [`with_data`] for the argument `name` (errors name it).
+pub(crate) fn with_vectors<R>(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    name: &str,
     mut f: impl FnMut(&AnyMatrix) -> R,
 ) -> PyResult<R> {
     if let Ok(path) = data.extract::<PathBuf>() {
         let m = py.detach(|| read::read_matrix_any(&path)).py()?;
         return Ok(f(&m));
     }
-    let arr = as_array(data, "data")?;
+    let arr = as_array(data, name)?;
     if arr.ndim() != 2 {
         return Err(invalid(format!(
-            "data must be a 2-D array (n vectors × dimension), not {}-D",
+            "{name} must be a 2-D array (n vectors × dimension), not {}-D",
             arr.ndim()
         )));
     }
@@ -145,7 +160,7 @@ pub(crate) fn with_data<R>(
     let (n, dim) = (shape[0], shape[1]);
     if n == 0 || dim == 0 {
         return Err(invalid(format!(
-            "data has shape ({n}, {dim}): nothing to index"
+            "{name} has shape ({n}, {dim}): nothing to index"
         )));
     }
     Ok(match dtype_of(&arr)? {
