@@ -1,7 +1,10 @@
 //! Golden results: every layout × strategy × switch combination, searched on a committed index
 //! (built by the binary before the search code was restructured, and before index manifests:
 //! it also proves that such an index still opens), must return exactly the ids, the distance
-//! bits and every I/O counter recorded in `fixtures/golden.txt`.
+//! bits and every I/O counter recorded in `fixtures/golden.txt`; the same for the IVF kind
+//! (`golden-ivf.txt`, committed index), the sharded kind (`golden-sharded.txt`, committed
+//! index) and a live index with inserts, deletes and a merge (`golden-live.txt`, made from the
+//! committed graph index by a fixed sequence of updates).
 //!
 //! The memory engine makes the order of completions — and so every counter of PipeSearch —
 //! deterministic. The page-packed index is committed; the other layouts are written from it in
@@ -17,8 +20,8 @@ use trawl::index::{DiskIndex, IndexLayout, OpenOptions};
 use trawl::io::EngineKind;
 use trawl::progress::Control;
 use trawl::search::{
-    BeamParams, CachePolicy, PipeParams, QueryStats, RerankParams, SearchParams, Strategy,
-    WidthPolicy,
+    BeamParams, CachePolicy, FlashParams, Grain, PipeParams, QueryStats, RerankParams,
+    SearchParams, Strategy, WidthPolicy,
 };
 
 /// Counters compared (every exact one; times are left out).
@@ -44,8 +47,12 @@ fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden-index")
 }
 
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
 fn golden_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden.txt")
+    fixtures().join("golden.txt")
 }
 
 fn bless() -> bool {
@@ -91,8 +98,10 @@ fn make_fixture(dir: &Path) {
 struct Config {
     name: &'static str,
     layout: IndexLayout,
-    /// `None`: beam search.
+    /// `None`: beam search (or flash).
     pipe: Option<PipeParams>,
+    /// `Some`: FlashANNS's batch search (with the CPU accelerator).
+    flash: Option<FlashParams>,
     l: usize,
     w: usize,
     entry_list: usize,
@@ -109,6 +118,7 @@ const BASE: Config = Config {
     name: "",
     layout: IndexLayout::Packed,
     pipe: None,
+    flash: None,
     l: 20,
     w: 4,
     entry_list: 0,
@@ -136,6 +146,14 @@ fn pipe(policy: WidthPolicy, max_width: usize) -> Option<PipeParams> {
         ..PipeParams::default()
     })
 }
+
+/// Flash configurations: name, staleness, batch, grain, strict steps.
+const FLASH_CONFIGS: [(&str, usize, usize, Grain, usize); 4] = [
+    ("flash-s0-b1", 0, 1, Grain::Query, 0),
+    ("flash-s1-b8", 1, 8, Grain::Query, 0),
+    ("flash-s2-b8-kernel", 2, 8, Grain::Kernel, 0),
+    ("flash-s3-b16-strict4", 3, 16, Grain::Query, 4),
+];
 
 fn configs() -> Vec<Config> {
     let freq = CachePolicy::Frequency {
@@ -239,6 +257,28 @@ fn configs() -> Vec<Config> {
                 ..c
             },
         );
+        // Flash reads whole records: the packed and PageShuffle layouts.
+        let flash_configs = if layout == IndexLayout::AllInStorage {
+            &[][..]
+        } else {
+            &FLASH_CONFIGS[..]
+        };
+        for &(suffix, staleness, batch, grain, strict) in flash_configs {
+            add(
+                suffix,
+                Config {
+                    flash: Some(FlashParams {
+                        batch,
+                        staleness,
+                        grain,
+                        strict_steps: strict,
+                        ..FlashParams::default()
+                    }),
+                    l: 30,
+                    ..c
+                },
+            );
+        }
         if layout != IndexLayout::AllInStorage {
             add(
                 "beam-entry",
@@ -398,9 +438,10 @@ fn search_params(c: &Config) -> SearchParams {
     SearchParams {
         k: 10,
         l: c.l,
-        strategy: match c.pipe {
-            Some(p) => Strategy::Pipe(p),
-            None => Strategy::Beam(BeamParams {
+        strategy: match (c.pipe, c.flash) {
+            (Some(p), _) => Strategy::Pipe(p),
+            (None, Some(f)) => Strategy::Flash(f),
+            (None, None) => Strategy::Beam(BeamParams {
                 width: c.w,
                 dynamic_width: c.dynamic_width.then(Default::default),
                 page_search: c.page_search,
@@ -419,9 +460,9 @@ fn fnv(h: &mut u64, x: u64) {
     }
 }
 
-fn counters(s: &QueryStats) -> Vec<u64> {
+fn counters(s: &QueryStats, names: &[&str]) -> Vec<u64> {
     let v = serde_json::to_value(s).unwrap();
-    COUNTERS
+    names
         .iter()
         .map(|name| {
             v.get(name)
@@ -431,7 +472,45 @@ fn counters(s: &QueryStats) -> Vec<u64> {
         .collect()
 }
 
-/// Runs one configuration: `name<TAB>hash<TAB>counter sums<TAB>first query's ids`.
+/// One golden line: `name<TAB>hash<TAB>counter sums<TAB>first query's ids`; the hash covers
+/// every query's ids, distance bits and counters `names`, in order.
+fn summary(
+    name: &str,
+    k: usize,
+    ids: &[u64],
+    dists: &[f32],
+    stats: &[QueryStats],
+    names: &[&str],
+) -> String {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut sums = vec![0u64; names.len()];
+    for (q, st) in stats.iter().enumerate() {
+        for j in 0..k {
+            fnv(&mut h, ids[q * k + j]);
+            fnv(&mut h, u64::from(dists[q * k + j].to_bits()));
+        }
+        for (s, x) in sums.iter_mut().zip(counters(st, names)) {
+            fnv(&mut h, x);
+            *s += x;
+        }
+    }
+    let sums: Vec<String> = names
+        .iter()
+        .zip(&sums)
+        .map(|(n, s)| format!("{n}={s}"))
+        .collect();
+    let first: Vec<String> = ids[..k].iter().map(u64::to_string).collect();
+    format!("{name}\t{h:016x}\t{}\t{}", sums.join(","), first.join(","))
+}
+
+fn widen(ids: &[u32]) -> Vec<u64> {
+    ids.iter().map(|&i| u64::from(i)).collect()
+}
+
+/// FlashANNS's step counters (its `waits` depend on timing and are left out).
+const FLASH_COUNTERS: [&str; 2] = ["steps", "stale_steps"];
+
+/// Runs one configuration of the graph kind.
 fn run(dir: &Path, c: &Config, queries: &trawl::data::Matrix<f32>) -> String {
     let mut ix = DiskIndex::open(
         dir,
@@ -450,29 +529,17 @@ fn run(dir: &Path, c: &Config, queries: &trawl::data::Matrix<f32>) -> String {
     let out = ix
         .search_batch_with(queries, &search_params(c), 1, c.interleave)
         .unwrap_or_else(|e| panic!("{}: {e}", c.name));
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut sums = vec![0u64; COUNTERS.len()];
-    for (q, st) in out.stats.iter().enumerate() {
-        for j in 0..out.k {
-            fnv(&mut h, u64::from(out.ids[q * out.k + j]));
-            fnv(&mut h, u64::from(out.dists[q * out.k + j].to_bits()));
-        }
-        for (s, x) in sums.iter_mut().zip(counters(st)) {
-            fnv(&mut h, x);
-            *s += x;
-        }
+    let mut names = COUNTERS.to_vec();
+    if c.flash.is_some() {
+        names.extend(FLASH_COUNTERS);
     }
-    let sums: Vec<String> = COUNTERS
-        .iter()
-        .zip(&sums)
-        .map(|(n, s)| format!("{n}={s}"))
-        .collect();
-    let first: Vec<String> = out.ids[..out.k].iter().map(u32::to_string).collect();
-    format!(
-        "{}\t{h:016x}\t{}\t{}",
+    summary(
         c.name,
-        sums.join(","),
-        first.join(",")
+        out.k,
+        &widen(&out.ids),
+        &out.dists,
+        &out.stats,
+        &names,
     )
 }
 
@@ -518,11 +585,30 @@ fn every_combination_returns_the_golden_results_and_counters() {
     for c in configs() {
         writeln!(got, "{}", run(tmp.path(), &c, &queries)).unwrap();
     }
+    compare(&got, &golden_path(), 40);
+}
+
+/// The queries of every golden run.
+fn queries() -> trawl::data::Matrix<f32> {
+    let (_, queries) = trawl::synth::generate::<f32>(&trawl::synth::SynthParams::new(
+        1_000,
+        40,
+        16,
+        trawl::DType::F32,
+        77,
+    ))
+    .unwrap();
+    queries
+}
+
+/// Compares `got` with the golden file (or writes it when blessing).
+fn compare(got: &str, path: &Path, at_least: usize) {
     if bless() {
-        std::fs::write(golden_path(), &got).unwrap();
+        std::fs::write(path, got).unwrap();
         return;
     }
-    let want = std::fs::read_to_string(golden_path()).unwrap();
+    let want = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e} (TRAWL_BLESS_GOLDEN=1 makes it)", path.display()));
     let (mut bad, mut seen) = (Vec::new(), 0);
     for (g, w) in got.lines().zip(want.lines()) {
         seen += 1;
@@ -533,13 +619,371 @@ fn every_combination_returns_the_golden_results_and_counters() {
     assert_eq!(
         got.lines().count(),
         want.lines().count(),
-        "configurations differ in number"
+        "{}: configurations differ in number",
+        path.display()
     );
-    assert!(seen > 40, "only {seen} configurations compared");
+    assert!(seen > at_least, "only {seen} configurations compared");
     assert!(
         bad.is_empty(),
-        "{} of {seen} configurations differ from the golden run:\n{}",
+        "{}: {} of {seen} configurations differ from the golden run:\n{}",
+        path.display(),
         bad.len(),
         bad.join("\n")
     );
+}
+
+/// The committed fixture `name` (made by `make` when blessing and missing), copied into a
+/// temporary directory.
+fn fixture_copy(name: &str, make: impl FnOnce(&Path) + Send) -> tempfile::TempDir {
+    let fixture = fixtures().join(name);
+    if !fixture.is_dir() {
+        assert!(
+            bless(),
+            "{} is missing (TRAWL_BLESS_GOLDEN=1 makes it)",
+            fixture.display()
+        );
+        std::fs::create_dir_all(&fixture).unwrap();
+        one_thread(|| make(&fixture));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&fixture, tmp.path());
+    tmp
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(to.join(e.file_name())).unwrap();
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn one_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap()
+        .install(f)
+}
+
+fn fixture_base() -> trawl::data::Matrix<f32> {
+    trawl::synth::generate::<f32>(&trawl::synth::SynthParams::new(
+        1_000,
+        1,
+        16,
+        trawl::DType::F32,
+        77,
+    ))
+    .unwrap()
+    .0
+}
+
+/// IVF counters compared (the graph's that IVF counts, and its own).
+const IVF_COUNTERS: [&str; 16] = [
+    "pages_read",
+    "io_requests",
+    "bytes_read",
+    "pq_distances",
+    "exact_distances",
+    "vector_reads",
+    "rerank_batches",
+    "page_reuses",
+    "page_joins",
+    "lists_probed",
+    "candidates",
+    "candidates_unique",
+    "pages_merged",
+    "pages_buffered",
+    "page_mates",
+    "centroid_distances",
+];
+
+#[test]
+fn ivf_searches_return_the_golden_results_and_counters() {
+    use trawl::ivf::{build_ivf, IvfIndex, IvfParams, IvfSearchParams, IvfVectorLayout};
+    let tmp = fixture_copy("golden-ivf", |dir| {
+        let params = IvfParams {
+            pq: trawl::quant::pq::PqParams {
+                bytes_per_vector: 8,
+                ..Default::default()
+            },
+            by_id_file: true,
+            ..IvfParams::default()
+        };
+        build_ivf(&fixture_base(), dir, &params, &Control::silent()).unwrap();
+    });
+    let queries = queries();
+    let base = IvfSearchParams {
+        nprobe: 16,
+        top_n: 60,
+        ..IvfSearchParams::default()
+    };
+    let configs: Vec<(&str, IvfVectorLayout, IvfSearchParams)> = vec![
+        (
+            "default",
+            IvfVectorLayout::Bucket,
+            IvfSearchParams::default(),
+        ),
+        ("nprobe16-top60", IvfVectorLayout::Bucket, base),
+        (
+            "no-heuristic",
+            IvfVectorLayout::Bucket,
+            IvfSearchParams {
+                heuristic: false,
+                ..base
+            },
+        ),
+        (
+            "eps0-beta3-batch8",
+            IvfVectorLayout::Bucket,
+            IvfSearchParams {
+                epsilon: 0.0,
+                beta: 3,
+                batch: 8,
+                ..base
+            },
+        ),
+        (
+            "no-merge-no-buffer",
+            IvfVectorLayout::Bucket,
+            IvfSearchParams {
+                page_merge: false,
+                page_buffer: false,
+                ..base
+            },
+        ),
+        (
+            "no-page-mates",
+            IvfVectorLayout::Bucket,
+            IvfSearchParams {
+                page_mates: false,
+                ..base
+            },
+        ),
+        (
+            "centroid-l64-nprobe40",
+            IvfVectorLayout::Bucket,
+            IvfSearchParams {
+                centroid_l: 64,
+                nprobe: 40,
+                top_n: 120,
+                ..base
+            },
+        ),
+        (
+            "interleave4",
+            IvfVectorLayout::Bucket,
+            IvfSearchParams {
+                interleave: 4,
+                ..base
+            },
+        ),
+        (
+            "accel-batch3",
+            IvfVectorLayout::Bucket,
+            IvfSearchParams {
+                accel_batch: 3,
+                ..base
+            },
+        ),
+        ("by-id", IvfVectorLayout::ById, base),
+        (
+            "by-id-interleave4-k5",
+            IvfVectorLayout::ById,
+            IvfSearchParams {
+                interleave: 4,
+                k: 5,
+                ..base
+            },
+        ),
+    ];
+    let mut got = String::new();
+    for (name, layout, p) in configs {
+        let ix = IvfIndex::open(
+            tmp.path(),
+            OpenOptions {
+                engine: EngineKind::Memory,
+                ivf_vectors: layout,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let out = ix
+            .search_batch(&queries, &p, 1)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let line = summary(
+            &format!("ivf/{name}"),
+            out.k,
+            &widen(&out.ids),
+            &out.dists,
+            &out.stats,
+            &IVF_COUNTERS,
+        );
+        writeln!(got, "{line}").unwrap();
+    }
+    compare(&got, &fixtures().join("golden-ivf.txt"), 10);
+}
+
+#[test]
+fn sharded_searches_return_the_golden_results_and_counters() {
+    use trawl::shard::{build_sharded_index, ShardParams, ShardedIndex};
+    let tmp = fixture_copy("golden-sharded", |dir| {
+        let params = trawl::index::IndexParams {
+            metric: trawl::Metric::L2,
+            graph: trawl::graph::VamanaParams {
+                r: 16,
+                l: 32,
+                ..Default::default()
+            },
+            pq: trawl::quant::pq::PqParams {
+                bytes_per_vector: 8,
+                ..Default::default()
+            },
+            entry: None,
+        };
+        let sp = ShardParams {
+            shards: 3,
+            epsilon: 0.1,
+            ..ShardParams::default()
+        };
+        build_sharded_index(&fixture_base(), dir, &sp, &params, &Control::silent()).unwrap();
+    });
+    let queries = queries();
+    let beam = |l, w| SearchParams {
+        k: 10,
+        l,
+        strategy: Strategy::Beam(BeamParams {
+            width: w,
+            dynamic_width: None,
+            page_search: false,
+        }),
+        entry_list: 0,
+        rerank: BASE.rerank,
+    };
+    let piped = SearchParams {
+        strategy: Strategy::Pipe(pipe(WidthPolicy::Dynamic, 16).unwrap()),
+        ..beam(30, 4)
+    };
+    let configs = [
+        ("beam-all", beam(20, 4), 1, 0),
+        ("beam-probe1", beam(30, 4), 1, 1),
+        ("beam-probe2-W8", beam(40, 8), 1, 2),
+        ("beam-probe2-interleave4", beam(30, 4), 4, 2),
+        ("pipe-all", piped, 1, 0),
+        ("pipe-probe2-interleave4", piped, 4, 2),
+    ];
+    let ix = ShardedIndex::open(
+        tmp.path(),
+        OpenOptions {
+            engine: EngineKind::Memory,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    let mut got = String::new();
+    for (name, p, interleave, probe) in configs {
+        let out = ix
+            .search_rows(queries.as_slice(), &p, 1, interleave, probe)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let line = summary(
+            &format!("sharded/{name}"),
+            out.k,
+            &widen(&out.ids),
+            &out.dists,
+            &out.stats,
+            &COUNTERS,
+        );
+        writeln!(got, "{line}").unwrap();
+    }
+    compare(&got, &fixtures().join("golden-sharded.txt"), 5);
+}
+
+#[test]
+fn live_searches_and_merge_return_the_golden_results_and_counters() {
+    use trawl::index::live::{Access, Durability, LiveIndex, MergeOptions};
+    let queries = queries();
+    let (extra, _) = trawl::synth::generate::<f32>(&trawl::synth::SynthParams::new(
+        120,
+        1,
+        16,
+        trawl::DType::F32,
+        78,
+    ))
+    .unwrap();
+    let beam = SearchParams {
+        k: 10,
+        l: 30,
+        strategy: Strategy::Beam(BeamParams {
+            width: 4,
+            dynamic_width: None,
+            page_search: false,
+        }),
+        entry_list: 0,
+        rerank: BASE.rerank,
+    };
+    let piped = SearchParams {
+        strategy: Strategy::Pipe(pipe(WidthPolicy::Dynamic, 16).unwrap()),
+        ..beam
+    };
+    let mut got = String::new();
+    for layout in [IndexLayout::Packed, IndexLayout::Decoupled] {
+        let tmp = tempfile::tempdir().unwrap();
+        copy_dir(&fixture_dir(), tmp.path());
+        if layout != IndexLayout::Packed {
+            let ix = DiskIndex::open(tmp.path(), OpenOptions::default()).unwrap();
+            ix.write_layout(layout, &Default::default(), &Control::silent())
+                .unwrap();
+        }
+        let opts = OpenOptions {
+            engine: EngineKind::Memory,
+            layout,
+            ..OpenOptions::default()
+        };
+        let ix = LiveIndex::open(tmp.path(), opts, Access::ReadWrite)
+            .unwrap_or_else(|e| panic!("{}: {e}", layout.name()));
+        ix.set_durability(Durability::Buffered).unwrap();
+        one_thread(|| {
+            ix.insert(None, &extra.as_slice()[..80 * 16]).unwrap();
+            let dead: Vec<u64> = (0..1_000u64).step_by(13).chain([1_003, 1_040]).collect();
+            ix.delete(&dead).unwrap();
+            let ids: Vec<u64> = vec![7, 1_010, 5_000];
+            ix.upsert(&ids, &extra.as_slice()[80 * 16..83 * 16])
+                .unwrap();
+        });
+        let mut search = |stage: &str, ix: &LiveIndex| {
+            for (name, p, interleave) in
+                [("beam", beam, 1), ("pipe", piped, 1), ("beam-i4", beam, 4)]
+            {
+                let out = ix
+                    .search_rows(queries.as_slice(), &p, 1, interleave)
+                    .unwrap_or_else(|e| panic!("{stage}/{name}: {e}"));
+                let line = summary(
+                    &format!("live/{}/{stage}/{name}", layout.name()),
+                    out.k,
+                    &out.ids,
+                    &out.dists,
+                    &out.stats,
+                    &COUNTERS,
+                );
+                writeln!(got, "{line}").unwrap();
+            }
+        };
+        search("delta", &ix);
+        let merge = MergeOptions {
+            threads: 1,
+            nice: 0,
+            ..MergeOptions::default()
+        };
+        one_thread(|| ix.merge_with(&merge, &Control::silent()))
+            .unwrap_or_else(|e| panic!("{}: merge: {e}", layout.name()));
+        search("merged", &ix);
+        ix.insert(None, &extra.as_slice()[83 * 16..100 * 16])
+            .unwrap();
+        search("merged-delta", &ix);
+    }
+    compare(&got, &fixtures().join("golden-live.txt"), 10);
 }
