@@ -12,15 +12,12 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use trawl::data::matrix::AnyMatrix;
 use trawl::index::{DiskIndex, IndexLayout, OpenOptions, ShuffleParams};
 use trawl::progress::Control;
 use trawl::search::{PipeParams, WidthPolicy, WidthSchedule};
 
 use crate::cmd_graph::write_json;
-use crate::cmd_index::{
-    load_queries, open_searchable, run_sweep, BenchArgs, BenchRow, SearchOptions,
-};
+use crate::cmd_index::{load_queries, open, run_sweep, BenchArgs, BenchRow, SearchOptions};
 use crate::runtime::human_bytes;
 
 /// One configuration of the ablation: which techniques are on.
@@ -300,8 +297,8 @@ pub fn run(args: &BenchArgs, ctl: &Control) -> Result<()> {
     for (name, t) in &chosen {
         let o = options(&args.opts, t, args, n);
         let t0 = Instant::now();
-        let (ix, _) = open_searchable(&args.index_dir, &o, ctl)
-            .with_context(|| format!("configuration {name}"))?;
+        let (ix, _) =
+            open(&args.index_dir, &o, ctl).with_context(|| format!("configuration {name}"))?;
         opened.push((o, ix, t0.elapsed().as_secs_f64()));
     }
     let mut rows: Vec<Vec<BenchRow>> = vec![Vec::new(); chosen.len()];
@@ -316,20 +313,19 @@ pub fn run(args: &BenchArgs, ctl: &Control) -> Result<()> {
             ctl.check()?;
             let (o, ix, _) = &opened[ci];
             let t0 = Instant::now();
-            let r = match &queries {
-                AnyMatrix::F32(q) => run_sweep(ix, q, &gt, args.k, &[l], o)?,
-                AnyMatrix::U8(q) => run_sweep(ix, q, &gt, args.k, &[l], o)?,
-                AnyMatrix::I8(q) => run_sweep(ix, q, &gt, args.k, &[l], o)?,
-            };
+            let r = run_sweep(ix, &queries, &gt, args.k, &[l], o)?;
             secs[ci] += t0.elapsed().as_secs_f64();
             rows[ci].extend(r);
         }
     }
     let mut runs = Vec::new();
     for (ci, ((name, t), (o, ix, open_secs))) in chosen.iter().zip(&opened).enumerate() {
-        let mem = ix.disk().memory();
+        let Some(graph) = ix.graph() else {
+            anyhow::bail!("the ablation runs on graph indexes");
+        };
+        let mem = graph.disk().memory();
         let memory_bytes = mem.total() - if t.memgraph { 0 } else { mem.entry_bytes };
-        let db = ix.disk().disk_bytes();
+        let db = graph.disk().disk_bytes();
         let disk_bytes = db.packed + db.pq + db.pq_codes + if t.memgraph { db.entry } else { 0 };
         println!(
             "{name:>13}: {} (open {:.1} s, sweep {:.0} s); memory {}, disk {}",

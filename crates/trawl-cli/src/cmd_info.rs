@@ -290,7 +290,7 @@ struct Updates {
 /// [`Updates`] of the index in `dir`, when it has taken any (`ids.trawl` or `wal.trawl`): the
 /// index opened read-only as a live one, its log replayed.
 fn updates_summary(dir: &Path, opts: trawl::index::OpenOptions) -> Result<Option<Updates>> {
-    if !crate::cmd_index::has_updates(dir) {
+    if !trawl::kinds::GraphIndex::has_updates(dir) {
         return Ok(None);
     }
     let live = trawl::index::live::LiveIndex::open(dir, opts, trawl::index::live::Access::ReadOnly)
@@ -340,10 +340,10 @@ fn index_dir(
         accel: accel.unwrap_or(trawl::accel::AccelKind::Cpu),
         ..opts
     };
-    let ix = match trawl::index::open_any(dir, opts)? {
-        trawl::index::AnyIndex::Graph(ix) => ix,
-        trawl::index::AnyIndex::Ivf(ix) => return ivf_dir(&ix, verify, json, ctl),
-    };
+    if trawl::kinds::kind_of(dir)? == trawl::index::KindName::Ivf {
+        return ivf_dir(&trawl::ivf::IvfIndex::open(dir, opts)?, verify, json, ctl);
+    }
+    let ix = trawl::index::DiskIndex::open(dir, opts)?;
     let info = ix.info()?;
     // A log that cannot be replayed is reported, not an error of `info` (`--verify` fails
     // on it, naming the record).

@@ -23,7 +23,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use trawl::accel::AccelKind;
 use trawl::index::live::{Access, Durability, LiveError, LiveIndex};
-use trawl::index::{AnyIndex, DiskIndex, IndexKind, Manifest, OpenOptions, AUTO_SPIN_US};
+use trawl::index::{DiskIndex, KindName, Manifest, OpenOptions, AUTO_SPIN_US};
 use trawl::io::{EngineKind, IoEngine};
 use trawl::ivf::{IvfIndex, IvfSearchParams, IvfSearcher, IvfVectorLayout};
 use trawl::progress::Control;
@@ -156,7 +156,7 @@ pub struct Index {
     dim: usize,
     dtype: DType,
     metric: Metric,
-    kind: IndexKind,
+    kind: KindName,
     /// The graph layout searched, or an IVF index's vector layout.
     layout: &'static str,
     /// An IVF index's accelerator backend ("cpu" or "gpu"); empty for a graph index.
@@ -361,19 +361,16 @@ impl Index {
         let (inner, cache, updated) = py.detach(|| -> PyResult<_> {
             let kind = Manifest::load_if_present(dir)
                 .py()?
-                .map_or(IndexKind::Graph, |m| m.kind);
-            if kind == IndexKind::Ivf {
+                .map_or(KindName::Graph, |m| m.kind);
+            if kind == KindName::Ivf {
                 ivf_options()?;
             }
             if !writable && !has_updates(dir) {
-                let mut ix = match trawl::index::open_any(dir, opts).py()? {
-                    AnyIndex::Graph(ix) => ix,
-                    AnyIndex::Ivf(ix) => {
-                        // (Rebuilt as IVF since the manifest was read.)
-                        ivf_options()?;
-                        return Ok((Inner::Ivf(Arc::new(ix)), no_cache(), false));
-                    }
-                };
+                if kind == KindName::Ivf {
+                    let ix = IvfIndex::open(dir, opts).py()?;
+                    return Ok((Inner::Ivf(Arc::new(ix)), no_cache(), false));
+                }
+                let mut ix = DiskIndex::open(dir, opts).py()?;
                 // An update that landed while the files were opened: open the index live.
                 if !has_updates(dir) {
                     let threads = std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -432,7 +429,7 @@ impl Index {
                 ix.dim(),
                 ix.dtype(),
                 ix.metric(),
-                IndexKind::Ivf,
+                KindName::Ivf,
                 ix.options().ivf_vectors.name(),
                 ix.accel().info().backend,
             ),
@@ -440,7 +437,7 @@ impl Index {
                 disk.dim(),
                 disk.dtype(),
                 disk.metric(),
-                IndexKind::Graph,
+                KindName::Graph,
                 disk.options().layout.name(),
                 "",
             ),
@@ -583,12 +580,12 @@ impl Index {
         let dir = self.dir.display().to_string();
         let (dim, dtype, metric) = (self.dim, numpy_name(self.dtype), self.metric.name());
         match self.kind {
-            IndexKind::Ivf => format!(
+            KindName::Ivf => format!(
                 "trawl.Index({dir:?}, {what}, dim={dim}, dtype={dtype}, metric={metric}, \
                  kind=ivf, vectors={}, accel={})",
                 self.layout, self.accel
             ),
-            IndexKind::Graph => format!(
+            KindName::Graph | KindName::Sharded => format!(
                 "trawl.Index({dir:?}, {what}, dim={dim}, dtype={dtype}, metric={metric}, \
                  layout={}{})",
                 self.layout,

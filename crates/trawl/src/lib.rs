@@ -26,6 +26,7 @@ pub mod index;
 pub mod io;
 pub mod ivf;
 pub mod kernels;
+pub mod kinds;
 pub mod layout;
 pub mod mem;
 pub mod progress;

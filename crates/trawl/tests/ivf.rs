@@ -9,9 +9,10 @@ use std::path::Path;
 
 use common::{data, truth};
 use trawl::graph::recall_at_k;
-use trawl::index::{open_any, AnyIndex, IndexKind, OpenError, OpenOptions};
+use trawl::index::{KindName, OpenError, OpenOptions};
 use trawl::io::EngineKind;
 use trawl::ivf::{build_ivf, IvfIndex, IvfParams, IvfSearchParams, IvfVectorLayout};
+use trawl::kinds::{open as open_any, AnyIndex};
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
 use trawl::{Element, Metric};
@@ -124,10 +125,10 @@ fn manifest_names_the_kind() {
     let m = trawl::index::Manifest::load_if_present(dir.path())
         .unwrap()
         .unwrap();
-    assert_eq!(m.kind, IndexKind::Ivf);
+    assert_eq!(m.kind, KindName::Ivf);
     assert_eq!(m.layouts, vec!["bucket".to_string(), "by_id".to_string()]);
     let info = open(dir.path()).info().unwrap();
-    assert_eq!(info.kind, IndexKind::Ivf);
+    assert_eq!(info.kind, KindName::Ivf);
     let ivf = info.ivf.unwrap();
     assert_eq!(ivf.accel.backend, "cpu");
     assert!(ivf.nlist > 0);

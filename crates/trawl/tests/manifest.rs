@@ -7,9 +7,9 @@ use std::path::Path;
 
 use common::{build, data};
 use trawl::index::{
-    open_any, AnyIndex, DiskIndex, IndexKind, IndexLayout, Manifest, OpenError, OpenOptions,
-    MANIFEST_FILE,
+    DiskIndex, IndexLayout, KindName, Manifest, OpenError, OpenOptions, MANIFEST_FILE,
 };
+use trawl::kinds::{open as open_any, AnyIndex, IndexKind as _};
 use trawl::progress::Control;
 use trawl::{ErrorKind, Metric};
 
@@ -39,14 +39,18 @@ fn an_index_built_before_manifests_opens_read_only() {
         panic!("a graph index opens as a graph index");
     };
     let info = ix.info().unwrap();
-    assert_eq!(info.kind, IndexKind::Graph);
+    assert_eq!(info.kind, KindName::Graph);
     assert!(!info.manifest);
     assert!(info.files.is_empty() && info.build.is_none());
     assert_eq!(info.layouts, ["packed"]);
     assert_eq!((info.n, info.dim, info.r), (1_000, 16, 16));
     let q = data::<f32>(1_000, 5, 16, 77).1;
     let out = ix
-        .search_batch(&q, &trawl::search::SearchParams::beam(10, 20, 4), 1)
+        .search(
+            (&q).into(),
+            &trawl::search::SearchParams::beam(10, 20, 4),
+            trawl::kinds::Run::default(),
+        )
         .unwrap();
     assert!(out.ids.iter().all(|&id| id < 1_000));
     drop(ix);
@@ -84,7 +88,7 @@ fn a_build_records_its_files_layouts_and_parameters() {
     let (base, _) = data::<f32>(2_000, 1, 16, 5);
     build(&base, dir.path(), Metric::L2, 8);
     let m = Manifest::load_if_present(dir.path()).unwrap().unwrap();
-    assert_eq!(m.kind, IndexKind::Graph);
+    assert_eq!(m.kind, KindName::Graph);
     assert_eq!(
         (m.n, m.dim, m.dtype.as_str(), m.metric.as_str()),
         (2_000, 16, "f32", "l2")

@@ -6,9 +6,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use trawl::data::matrix::AnyMatrix;
-use trawl::data::{GroundTruth, Matrix};
+use trawl::data::GroundTruth;
 use trawl::progress::Control;
-use trawl::Element;
 
 use crate::cmd_graph::write_json;
 use crate::runtime::peak_rss_bytes;
@@ -169,7 +168,7 @@ pub struct BenchRow {
 impl BenchRow {
     /// The row of one batch search at sweep point `l`: recall@k against `gt`, QPS, latency
     /// percentiles and the per-query counters.
-    pub fn of_batch(l: usize, out: &trawl::index::BatchOutput, gt: &GroundTruth, k: usize) -> Self {
+    pub fn of_batch(l: usize, out: &trawl::kinds::Hits, gt: &GroundTruth, k: usize) -> Self {
         let nq_rows = out.stats.len();
         let nq = nq_rows.max(1) as f64;
         let truth = GroundTruth {
@@ -178,7 +177,13 @@ impl BenchRow {
             ids: gt.ids[..nq_rows * gt.k].to_vec(),
             dists: Vec::new(),
         };
-        let recall = trawl::graph::recall_at_k(&out.ids, k, &truth).unwrap_or(0.0);
+        // (An id past 32 bits matches no ground truth.)
+        let ids: Vec<u32> = out
+            .ids
+            .iter()
+            .map(|&i| u32::try_from(i).unwrap_or(u32::MAX))
+            .collect();
+        let recall = trawl::graph::recall_at_k(&ids, k, &truth).unwrap_or(0.0);
         let mut lat: Vec<f64> = out.stats.iter().map(|s| s.total_ns as f64 / 1e3).collect();
         lat.sort_by(f64::total_cmp);
         let mut row = BenchRow::from_stats(l, recall, nq, out.wall_secs, &out.total());
@@ -294,9 +299,10 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
         .unwrap_or(0.0)
 }
 
-pub(crate) fn run_sweep<T: Element>(
-    ix: &super::GraphIndex,
-    queries: &Matrix<T>,
+/// One bench row per list size of `ls` (IVF: lists probed).
+pub(crate) fn run_sweep(
+    ix: &AnyIndex,
+    queries: &AnyMatrix,
     gt: &GroundTruth,
     k: usize,
     ls: &[usize],
@@ -304,11 +310,13 @@ pub(crate) fn run_sweep<T: Element>(
 ) -> Result<Vec<BenchRow>> {
     let mut rows = Vec::new();
     for &l in ls {
-        let p = o.params(k, l)?;
         let cpu0 = process_cpu();
-        let out = ix.search(queries, &p, o.threads, o.interleave)?;
+        let (out, p) = search_at(ix, queries, k, Some(l), o)?;
         let mut row = BenchRow::of_batch(l, &out, gt, k);
         row.set_cpu(cpu0, out.stats.len());
+        if let KindParams::Ivf(p) = p {
+            row.rerank_n = p.top_n;
+        }
         rows.push(row);
     }
     Ok(rows)
@@ -333,28 +341,8 @@ pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_js
         bail!("give at least one list size with -L");
     }
     let (queries, gt) = load_queries(args)?;
-    let (rows, info) = if trawl::shard::ShardedIndex::is_sharded(&args.index_dir) {
-        let (ix, info) = super::shard::open(&args.index_dir, &args.opts, ctl)?;
-        let rows = super::shard::run_sweep_any(&ix, &queries, &gt, args.k, &args.l, &args.opts)?;
-        (rows, info)
-    } else if super::ivf::kind_of(&args.index_dir)? == trawl::index::IndexKind::Ivf {
-        let (ix, info) = super::ivf::open(&args.index_dir, &args.opts)?;
-        let rows = match &queries {
-            AnyMatrix::F32(q) => super::ivf::run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
-            AnyMatrix::U8(q) => super::ivf::run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
-            AnyMatrix::I8(q) => super::ivf::run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
-        };
-        (rows, info)
-    } else {
-        let (ix, info) = super::open_searchable(&args.index_dir, &args.opts, ctl)?;
-        let rows = match &queries {
-            AnyMatrix::F32(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
-            AnyMatrix::U8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
-            AnyMatrix::I8(q) => run_sweep(&ix, q, &gt, args.k, &args.l, &args.opts)?,
-        };
-        (rows, info)
-    };
-    let mut info = info;
+    let (ix, mut info) = super::open(&args.index_dir, &args.opts, ctl)?;
+    let rows = run_sweep(&ix, &queries, &gt, args.k, &args.l, &args.opts)?;
     info["k"] = args.k.into();
     info["queries"] = queries.n().into();
     info["peak_rss_bytes"] = peak_rss_bytes().into();

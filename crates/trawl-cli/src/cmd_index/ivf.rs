@@ -1,22 +1,16 @@
 //! The IVF index kind in `trawl build | search | bench | info`.
 
-use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use trawl::accel::AccelKind;
 use trawl::data::matrix::AnyMatrix;
-use trawl::data::{GroundTruth, Matrix};
-use trawl::index::{open_any, AnyIndex, IndexKind, Manifest};
-use trawl::ivf::{IvfIndex, IvfParams, IvfSearchParams, IvfVectorLayout};
+use trawl::ivf::{IvfParams, IvfSearchParams, IvfVectorLayout};
 use trawl::progress::Control;
 use trawl::quant::pq::{PqParams, OPQ_ITERS};
-use trawl::Element;
 
-use super::bench::BenchRow;
 use super::build::{BuildArgs, DEFAULT_PQ_BYTES};
-use super::{open_options, SearchOptions};
 use crate::cmd_graph::write_json;
 use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
 
@@ -111,42 +105,6 @@ impl Default for IvfSearchArgs {
             ivf_vectors: IvfVectorLayout::Bucket,
         }
     }
-}
-
-impl IvfSearchArgs {
-    /// The search parameters for `k` results and `nprobe` lists.
-    pub fn params(&self, k: usize, nprobe: usize, gpu: bool) -> IvfSearchParams {
-        IvfSearchParams {
-            k,
-            nprobe,
-            centroid_l: self.centroid_list,
-            top_n: if self.rerank_n == 0 {
-                (10 * k).max(4 * nprobe)
-            } else {
-                self.rerank_n
-            },
-            batch: self.ivf_batch,
-            epsilon: self.ivf_epsilon,
-            beta: self.ivf_beta,
-            heuristic: !self.no_heuristic,
-            page_merge: !self.no_page_merge,
-            page_buffer: !self.no_page_buffer,
-            page_mates: !self.no_page_mates,
-            accel_batch: match self.accel_batch {
-                0 if gpu => 32,
-                0 => 1,
-                b => b,
-            },
-            interleave: 1,
-        }
-    }
-}
-
-/// The index kind in `dir` (graph when it has no manifest).
-pub fn kind_of(dir: &Path) -> Result<IndexKind> {
-    Ok(Manifest::load_if_present(dir)
-        .with_context(|| format!("reading the manifest of {}", dir.display()))?
-        .map_or(IndexKind::Graph, |m| m.kind))
 }
 
 /// `trawl build --kind ivf`.
@@ -245,92 +203,4 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::ivf::IvfBuildRepo
         write_json(path, &v)?;
     }
     Ok(rep)
-}
-
-/// Opens the IVF index in `dir` with the search options; returns it and its description.
-pub fn open(dir: &Path, o: &SearchOptions) -> Result<(IvfIndex, serde_json::Value)> {
-    let mut opts = open_options(o);
-    opts.accel = o.ivf.accel;
-    opts.ivf_vectors = o.ivf.ivf_vectors;
-    let t = Instant::now();
-    let AnyIndex::Ivf(ix) =
-        open_any(dir, opts).with_context(|| format!("opening {}", dir.display()))?
-    else {
-        bail!("{} is not an IVF index", dir.display());
-    };
-    let load_secs = t.elapsed().as_secs_f64();
-    let engine = ix.searcher()?.engine().info();
-    let a = ix.accel().info();
-    let mut info = serde_json::to_value(ix.info()?)?;
-    let run = serde_json::json!({
-        "engine": {"name": engine.name, "direct": engine.direct,
-                   "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll, "taskrun": engine.taskrun.name()},
-        "verify_pages": !o.no_verify, "spin_us": o.spin_us, "threads": o.threads,
-        "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
-        "accel": a, "strategy": "ivf",
-        "accel_batch": o.ivf.params(1, 1, a.backend == "gpu").accel_batch,
-    });
-    if let (Some(obj), serde_json::Value::Object(run)) = (info.as_object_mut(), run) {
-        obj.extend(run);
-    }
-    println!(
-        "index {}: IVF, {} × {} {} ({}), {} lists; {} engine{}; accelerator {} ({})",
-        dir.display(),
-        ix.n(),
-        ix.dim(),
-        ix.dtype().name(),
-        ix.metric().name(),
-        ix.meta().nlist(),
-        engine.name,
-        if engine.direct {
-            ", O_DIRECT"
-        } else {
-            ", buffered (page cache)"
-        },
-        a.backend,
-        a.adapter
-    );
-    Ok((ix, info))
-}
-
-/// One bench row per list count `-L` (lists probed).
-pub fn run_sweep<T: Element>(
-    ix: &IvfIndex,
-    queries: &Matrix<T>,
-    gt: &GroundTruth,
-    k: usize,
-    ls: &[usize],
-    o: &SearchOptions,
-) -> Result<Vec<BenchRow>> {
-    let gpu = ix.accel().info().backend == "gpu";
-    let mut rows = Vec::new();
-    for &l in ls {
-        let p = IvfSearchParams {
-            interleave: o.interleave,
-            ..o.ivf.params(k, l, gpu)
-        };
-        let cpu0 = super::bench::process_cpu();
-        let out = ix.search_batch(queries, &p, o.threads)?;
-        let mut row = BenchRow::of_batch(l, &out, gt, k);
-        row.set_cpu(cpu0, out.stats.len());
-        row.rerank_n = p.top_n;
-        rows.push(row);
-    }
-    Ok(rows)
-}
-
-/// `trawl search` on an IVF index.
-pub fn search<T: Element>(
-    ix: &IvfIndex,
-    q: &Matrix<T>,
-    k: usize,
-    nprobe: usize,
-    o: &SearchOptions,
-) -> Result<trawl::index::BatchOutput> {
-    let gpu = ix.accel().info().backend == "gpu";
-    let p = IvfSearchParams {
-        interleave: o.interleave,
-        ..o.ivf.params(k, nprobe, gpu)
-    };
-    Ok(ix.search_batch(q, &p, o.threads)?)
 }

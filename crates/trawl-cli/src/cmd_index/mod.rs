@@ -16,20 +16,21 @@ pub use build::{build, build_any, BuildArgs, DEFAULT_PQ_BYTES};
 pub use entry::{entry, EntryArgs};
 pub use layout::{layout, LayoutArgs};
 pub use search::{search, SearchArgs};
+pub(crate) use trawl::kinds::options::resolve_layout;
 pub use update::{delete, insert, merge, DeleteArgs, InsertArgs, MergeArgs};
 
 use std::path::Path;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use trawl::index::{open_any, AnyIndex, DiskIndex, IndexLayout, OpenOptions};
+use trawl::data::matrix::AnyMatrix;
+use trawl::index::IndexLayout;
 use trawl::io::EngineKind;
+use trawl::kinds::{open_with, AnyIndex, Hits, KindParams, OpenReport, Options};
 use trawl::progress::Control;
-use trawl::search::flash::DEFAULT_FLASH_BATCH;
 use trawl::search::{
-    BeamParams, CachePolicy, FlashParams, Grain, PipeParams, RerankParams, SearchError,
-    SearchParams, Strategy, WidthPolicy, WidthSchedule, DEFAULT_BEAM_WIDTH,
+    CachePolicy, FlashParams, Grain, PipeParams, RerankParams, WidthPolicy, WidthSchedule,
+    DEFAULT_BEAM_WIDTH,
 };
 
 use crate::runtime::human_bytes;
@@ -191,271 +192,90 @@ pub struct SearchOptions {
 }
 
 impl SearchOptions {
-    /// The flash search's parameters.
-    pub fn flash(&self) -> FlashParams {
-        FlashParams {
-            batch: match (self.flash_batch, self.ivf.accel) {
-                (0, trawl::accel::AccelKind::Gpu) => 1024,
-                (0, _) => DEFAULT_FLASH_BATCH,
-                (b, _) => b,
-            },
+    /// The library's options these flags give; `l`: the list size (IVF: lists probed) when
+    /// the command gives one (`None`: the kind's default).
+    pub fn options(&self, l: Option<usize>) -> Options {
+        let iv = &self.ivf;
+        Options {
+            layout: self.layout,
+            engine: self.engine,
+            direct: !self.buffered,
+            verify_pages: !self.no_verify,
+            queue_depth: None,
+            sqpoll: self.sqpoll,
+            taskrun: self.taskrun,
+            spin_us: self.spin_us,
+            time_parts: self.time_parts,
+            cache_nodes: self.cache_nodes,
+            cache_policy: self.cache_policy,
+            cache_samples: self.cache_samples,
+            list_cache_mb: self.list_cache_mb,
+            list_pin: self.list_pin,
+            refine_bits: self.refine_bits,
+            accel: iv.accel,
+            ivf_vectors: iv.ivf_vectors,
+            writable: false,
+            durability: Default::default(),
+            l,
+            strategy: self.strategy.clone(),
+            beam_width: self.beam_width,
+            dynamic_width: self.dynamic_width,
+            page_search: self.page_search,
+            pipe_width: self.pipe_width,
+            pipe_start_width: self.pipe_start_width,
+            pipe_max_width: self.pipe_max_width,
+            flash_batch: self.flash_batch,
             staleness: self.staleness,
             grain: self.grain,
             strict_steps: self.strict_steps,
-            ..FlashParams::default()
-        }
-    }
-
-    /// The search parameters these options describe.
-    pub fn params(&self, k: usize, l: usize) -> Result<SearchParams, SearchError> {
-        let strategy = Strategy::named(
-            &self.strategy,
-            BeamParams {
-                width: self.beam_width,
-                dynamic_width: self.dynamic_width,
-                page_search: self.page_search,
-            },
-            PipeParams {
-                policy: self.pipe_width,
-                start_width: self.pipe_start_width,
-                max_width: self.pipe_max_width,
-                ..PipeParams::default()
-            },
-            self.flash(),
-        )?;
-        Ok(SearchParams {
-            k,
-            l,
-            strategy,
             entry_list: self.entry_list,
-            rerank: RerankParams {
-                batch: self.rerank_batch,
-                threshold: self.rerank_threshold,
-                prefetch: !self.no_prefetch,
-                stable_window: self.prefetch_window,
-                prefetch_on_converge: !self.no_converge_prefetch,
-                lookahead: self.rerank_lookahead,
-                bound: self.rerank_bound,
-                depth: self.rerank_depth,
-            },
-        })
-    }
-}
-
-/// The layout to open in `dir`: `asked`, except that an index without `packed.trawl` but with
-/// the decoupled graph (a decoupled merge dropped the packed layouts) is opened on the
-/// decoupled layout when the packed one is asked for (the default).
-pub(crate) fn resolve_layout(dir: &Path, asked: IndexLayout) -> IndexLayout {
-    if asked == IndexLayout::Packed
-        && !dir.join(IndexLayout::Packed.file_name()).is_file()
-        && dir.join(IndexLayout::Decoupled.file_name()).is_file()
-    {
-        IndexLayout::Decoupled
-    } else {
-        asked
-    }
-}
-
-/// The open options the search flags ask for.
-pub(crate) fn open_options(o: &SearchOptions) -> OpenOptions {
-    OpenOptions {
-        direct: !o.buffered,
-        engine: o.engine,
-        verify_pages: !o.no_verify,
-        sqpoll: o.sqpoll,
-        taskrun: o.taskrun,
-        spin_us: o.spin_us,
-        time_parts: o.time_parts,
-        layout: o.layout,
-        list_cache_bytes: (o.list_cache_mb.max(0.0) * (1u64 << 20) as f64) as u64,
-        queue_depth: OpenOptions::default()
-            .queue_depth
-            .max(o.beam_width)
-            .max(2 * o.pipe_max_width),
-        accel: if o.strategy == "flash" {
-            o.ivf.accel
-        } else {
-            trawl::accel::AccelKind::Cpu
-        },
-        ..OpenOptions::default()
-    }
-}
-
-/// Whether the index has taken updates (its ids are not its row numbers, or it has a log):
-/// then it is searched as a live index, its ids and unmerged updates with its disk files.
-pub(crate) fn has_updates(dir: &Path) -> bool {
-    dir.join(trawl::index::ids::FILE_NAME).is_file()
-        || dir.join(trawl::index::wal::FILE_NAME).is_file()
-}
-
-/// A graph index opened for searching: its disk files alone, or — once it has taken updates —
-/// those files (opened and configured the same way) as a read-only live index, so results are
-/// the vectors' ids and the log's unmerged inserts and deletes are searched too.
-pub(crate) enum GraphIndex {
-    /// An index that never took updates: slot numbers are ids.
-    Disk(std::sync::Arc<DiskIndex>),
-    /// An index that took updates.
-    Live(Box<trawl::index::live::LiveIndex>),
-}
-
-impl GraphIndex {
-    /// The disk files searched.
-    pub(crate) fn disk(&self) -> std::sync::Arc<DiskIndex> {
-        match self {
-            Self::Disk(ix) => ix.clone(),
-            Self::Live(ix) => ix.disk(),
+            rerank_batch: self.rerank_batch,
+            rerank_threshold: self.rerank_threshold,
+            prefetch: !self.no_prefetch,
+            prefetch_window: self.prefetch_window,
+            converge_prefetch: !self.no_converge_prefetch,
+            rerank_lookahead: self.rerank_lookahead,
+            rerank_bound: self.rerank_bound,
+            rerank_depth: self.rerank_depth,
+            rerank_n: (iv.rerank_n > 0).then_some(iv.rerank_n),
+            ivf_batch: iv.ivf_batch,
+            ivf_epsilon: iv.ivf_epsilon,
+            ivf_beta: iv.ivf_beta,
+            heuristic: !iv.no_heuristic,
+            page_merge: !iv.no_page_merge,
+            page_buffer: !iv.no_page_buffer,
+            page_mates: !iv.no_page_mates,
+            centroid_list: iv.centroid_list,
+            accel_batch: iv.accel_batch,
+            probe: self.probe,
+            threads: self.threads,
+            interleave: self.interleave,
         }
     }
-
-    /// Searches `q` with `p` over `threads` threads, `interleave` queries in flight each.
-    pub(crate) fn search<T: trawl::kernels::Element>(
-        &self,
-        q: &trawl::data::matrix::Matrix<T>,
-        p: &SearchParams,
-        threads: usize,
-        interleave: usize,
-    ) -> Result<trawl::index::BatchOutput> {
-        let ix = match self {
-            Self::Disk(ix) => return Ok(ix.search_batch_with(q, p, threads, interleave)?),
-            Self::Live(ix) => ix,
-        };
-        if q.dim() != ix.dim() {
-            anyhow::bail!(
-                "the queries have dimension {}, the index {}",
-                q.dim(),
-                ix.dim()
-            );
-        }
-        let out = ix.search_rows(q.as_slice(), p, threads, interleave)?;
-        let ids = out
-            .ids
-            .iter()
-            .map(|&id| match id {
-                trawl::index::ids::HOLE => Ok(u32::MAX),
-                id => u32::try_from(id).map_err(|_| {
-                    anyhow::anyhow!(
-                        "id {id} does not fit the 32-bit ids of results and ground-truth files"
-                    )
-                }),
-            })
-            .collect::<Result<Vec<u32>>>()?;
-        Ok(trawl::index::BatchOutput {
-            k: out.k,
-            ids,
-            dists: out.dists,
-            stats: out.stats,
-            wall_secs: out.wall_secs,
-        })
-    }
 }
 
-/// [`open_index`], then the index as a live one when it has taken updates ([`GraphIndex`]);
-/// the description says which (`"updates"`: live vectors and the delta's).
-pub(crate) fn open_searchable(
+/// Opens the index in `dir` with the search flags, whatever its kind (a graph index with
+/// updates as a live index); prints what was opened; returns the index and its description
+/// (the index's own, shared with `trawl info` and Python, then the run's).
+pub(crate) fn open(
     dir: &Path,
     o: &SearchOptions,
     ctl: &Control,
-) -> Result<(GraphIndex, serde_json::Value)> {
-    let (ix, mut info) = open_index(dir, o, ctl)?;
-    if !has_updates(dir) {
-        return Ok((GraphIndex::Disk(std::sync::Arc::new(ix)), info));
-    }
-    let live = trawl::index::live::LiveIndex::from_disk(ix)
+) -> Result<(AnyIndex, serde_json::Value)> {
+    let opts = o.options(None);
+    let (ix, report) = open_with(dir, &opts, ctl)
+        .map_err(flag_names)
         .with_context(|| format!("opening {}", dir.display()))?;
-    info["updates"] = serde_json::json!({"live": live.len(), "delta": live.delta_len()});
-    println!(
-        "{} live vectors ({} inserted since the last merge)",
-        live.len(),
-        live.delta_len()
-    );
-    Ok((GraphIndex::Live(Box::new(live)), info))
-}
-
-pub(crate) fn open_index(
-    dir: &Path,
-    o: &SearchOptions,
-    ctl: &Control,
-) -> Result<(DiskIndex, serde_json::Value)> {
-    let most = trawl::io::MAX_DEPTH;
-    if o.beam_width == 0 || o.beam_width > most {
-        anyhow::bail!("-W {} must be between 1 and {most}", o.beam_width);
-    }
-    if o.pipe_max_width == 0 || o.pipe_max_width > most / 2 {
-        anyhow::bail!(
-            "--pipe-max-width {} must be between 1 and {}",
-            o.pipe_max_width,
-            most / 2
-        );
-    }
-    let mut opts = open_options(o);
-    opts.layout = resolve_layout(dir, opts.layout);
-    let t_load = Instant::now();
-    let AnyIndex::Graph(mut ix) =
-        open_any(dir, opts).with_context(|| format!("opening {}", dir.display()))?
-    else {
-        anyhow::bail!(
-            "{} is an IVF index: this command reads graph indexes",
-            dir.display()
-        );
-    };
-    let policy = match (o.cache_policy, o.cache_samples) {
-        (CachePolicy::Frequency { l, beam_width, .. }, Some(n)) => CachePolicy::Frequency {
-            sample_queries: n,
-            l,
-            beam_width,
-        },
-        (p, _) => p,
-    };
-    let cache = ix.load_cache(o.cache_nodes, policy, o.threads.max(1), ctl)?;
-    let pinned = if o.list_pin > 0.0 && ix.decoupled().is_some() {
-        let (l, w) = match CachePolicy::default() {
-            CachePolicy::Frequency { l, beam_width, .. } => (l, beam_width),
-            _ => (15, 4),
-        };
-        Some(ix.pin_lists(
-            o.list_pin,
-            o.cache_samples.unwrap_or(0),
-            l,
-            w,
-            o.threads.max(1),
-            ctl,
-        )?)
-    } else {
-        None
-    };
-    let refine = if o.refine_bits > 0 {
-        Some(ix.load_refine(o.refine_bits, ctl)?)
-    } else {
-        None
-    };
-    let load_secs = t_load.elapsed().as_secs_f64();
-    let engine = ix.searcher()?.engine().info();
-    // The index's own description (shared with `trawl info` and Python), then the run's.
+    let engine = ix.engine_info()?;
     let mut info = serde_json::to_value(ix.info()?)?;
-    let run = serde_json::json!({
-        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold, "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window, "converge_prefetch": !o.no_converge_prefetch, "lookahead": o.rerank_lookahead, "bound": o.rerank_bound, "depth": o.rerank_depth},
-        "list_cache": ix.decoupled().map(|d| serde_json::json!({"entries": d.lists().capacity(), "entry_bytes": d.lists().entry_bytes(), "budget_bytes": d.lists().budget_bytes(), "lru_budget_bytes": d.lists().lru_budget_bytes(), "pin_share": o.list_pin, "pinned": pinned})),
-        "refine": refine,
-        "entry_list": o.entry_list,
-        "cache": cache, "cache_policy": format!("{policy:?}"),
-        "engine": {"name": engine.name, "direct": engine.direct,
-                   "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll, "taskrun": engine.taskrun.name()},
-        "verify_pages": !o.no_verify, "spin_us": o.spin_us, "beam_width": o.beam_width, "threads": o.threads,
-        "dynamic_width": o.dynamic_width.map(|s| s.to_string()), "page_search": o.page_search,
-        "strategy": o.strategy, "pipe": {"width_policy": format!("{:?}", o.pipe_width).to_lowercase(),
-                   "start_width": o.pipe_start_width, "max_width": o.pipe_max_width},
-        "dynamic_width_max": o.dynamic_width.map(|s| s.max_width()),
-        "interleave": o.interleave,
-        "flash": (o.strategy == "flash").then(|| serde_json::json!({"batch": o.flash().batch, "staleness": o.staleness, "grain": o.grain.name(), "accel": ix.flash_accel_info()})),
-        "page_bytes": trawl::io::PAGE_BYTES, "load_secs": load_secs,
-        "passes_per_L": 1, "warmup": false,
-    });
+    let run = describe(&ix, o, &report, &engine);
     if let (Some(obj), serde_json::Value::Object(run)) = (info.as_object_mut(), run) {
         obj.extend(run);
     }
     println!(
-        "index {}: {} × {} {} ({}), {} engine{}{}; cache {} nodes ({}) in {:.2} s",
+        "index {}: {}, {} × {} {} ({}), {} engine{}{}; cache {} nodes ({}) in {:.2} s",
         dir.display(),
+        ix.kind().name(),
         ix.n(),
         ix.dim(),
         ix.dtype().name(),
@@ -471,9 +291,137 @@ pub(crate) fn open_index(
         } else {
             ""
         },
-        cache.nodes,
-        human_bytes(cache.bytes),
-        cache.secs
+        report.cache.nodes,
+        human_bytes(report.cache.bytes),
+        report.load_secs
     );
+    if let Some(live) = ix.graph().and_then(|g| g.live()) {
+        info["updates"] = serde_json::json!({"live": live.len(), "delta": live.delta_len()});
+        println!(
+            "{} live vectors ({} inserted since the last merge)",
+            live.len(),
+            live.delta_len()
+        );
+    }
     Ok((ix, info))
+}
+
+/// The run's part of the description: the options as searched, the engine and what was
+/// loaded.
+fn describe(
+    ix: &AnyIndex,
+    o: &SearchOptions,
+    report: &OpenReport,
+    engine: &trawl::io::EngineInfo,
+) -> serde_json::Value {
+    let mut run = serde_json::json!({
+        "engine": {"name": engine.name, "direct": engine.direct,
+                   "registered_buffers": engine.registered_buffers, "sqpoll": engine.sqpoll,
+                   "taskrun": engine.taskrun.name()},
+        "verify_pages": !o.no_verify, "spin_us": o.spin_us, "threads": o.threads,
+        "interleave": o.interleave, "page_bytes": trawl::io::PAGE_BYTES,
+        "load_secs": report.load_secs, "passes_per_L": 1, "warmup": false,
+        "cache": report.cache, "cache_policy": format!("{:?}", o.options(None).cache_policy()),
+        "strategy": o.strategy, "beam_width": o.beam_width, "page_search": o.page_search,
+        "entry_list": o.entry_list,
+        "dynamic_width": o.dynamic_width.map(|s| s.to_string()),
+        "dynamic_width_max": o.dynamic_width.map(|s| s.max_width()),
+        "pipe": {"width_policy": format!("{:?}", o.pipe_width).to_lowercase(),
+                 "start_width": o.pipe_start_width, "max_width": o.pipe_max_width},
+        "rerank": {"batch": o.rerank_batch, "threshold": o.rerank_threshold,
+                   "prefetch": !o.no_prefetch, "prefetch_window": o.prefetch_window,
+                   "converge_prefetch": !o.no_converge_prefetch,
+                   "lookahead": o.rerank_lookahead, "bound": o.rerank_bound,
+                   "depth": o.rerank_depth},
+        "refine": report.refine,
+    });
+    match ix {
+        AnyIndex::Graph(g) => {
+            let disk = g.disk();
+            run["list_cache"] = serde_json::json!(disk.decoupled().map(|d| serde_json::json!({
+                "entries": d.lists().capacity(), "entry_bytes": d.lists().entry_bytes(),
+                "budget_bytes": d.lists().budget_bytes(),
+                "lru_budget_bytes": d.lists().lru_budget_bytes(), "pin_share": o.list_pin,
+                "pinned": report.pinned})));
+            run["flash"] = serde_json::json!((o.strategy == "flash").then(|| {
+                let batch = match o
+                    .options(None)
+                    .graph_params(1, disk.flash_accel_info().backend == "gpu")
+                {
+                    Ok(p) => match p.strategy {
+                        trawl::search::Strategy::Flash(f) => f.batch,
+                        _ => 0,
+                    },
+                    Err(_) => 0,
+                };
+                serde_json::json!({"batch": batch, "staleness": o.staleness,
+                    "grain": o.grain.name(), "accel": disk.flash_accel_info()})
+            }));
+        }
+        AnyIndex::Ivf(iv) => {
+            let a = iv.accel().info();
+            run["strategy"] = "ivf".into();
+            run["accel_batch"] = match o.options(Some(1)).ivf_params(iv, 1) {
+                Ok(p) => p.accel_batch.into(),
+                Err(_) => serde_json::Value::Null,
+            };
+            run["accel"] = serde_json::to_value(a).unwrap_or_default();
+        }
+        AnyIndex::Sharded(sh) => {
+            let h = &sh.manifest().header;
+            run["shard_counts"] =
+                serde_json::json!(h.shards.iter().map(|e| e.count).collect::<Vec<_>>());
+            run["epsilon"] = h.epsilon.into();
+            run["slack"] = h.slack.into();
+            run["replicas"] = h.replicas.into();
+            run["probe"] = o.probe.into();
+            run["cache_nodes"] = report.cache.nodes.into();
+        }
+    }
+    run
+}
+
+/// One batch search of `q` at list size `l` (`None`: the kind's default).
+pub(crate) fn search_at(
+    ix: &AnyIndex,
+    q: &AnyMatrix,
+    k: usize,
+    l: Option<usize>,
+    o: &SearchOptions,
+) -> Result<(Hits, KindParams)> {
+    let opts = o.options(l);
+    let p = opts.params(ix, k).map_err(flag_names)?;
+    if q.dim() != ix.dim() {
+        anyhow::bail!(
+            "the queries have dimension {}, the index {}",
+            q.dim(),
+            ix.dim()
+        );
+    }
+    Ok((ix.search_matrix(q, &p, opts.run())?, p))
+}
+
+/// A library error about an option, with the option named as its flag: the library names
+/// options as `name = value` (Python's keyword arguments); the CLI's flags are the same names
+/// with dashes (`-W` where a flag has a short form).
+fn flag_names(e: trawl::kinds::Error) -> anyhow::Error {
+    let trawl::kinds::Error::InvalidInput(msg) = &e else {
+        return e.into();
+    };
+    use clap::Args as _;
+    let cmd = SearchOptions::augment_args(clap::Command::new("search"));
+    let mut out = msg.clone();
+    for a in cmd.get_arguments() {
+        let id = a.get_id().as_str();
+        let flag = match (a.get_short(), a.get_long()) {
+            (Some(c), _) => format!("-{c}"),
+            (None, Some(l)) => format!("--{l}"),
+            (None, None) => continue,
+        };
+        let named = format!("{id} = ");
+        if out.starts_with(&named) || out.contains(&format!(" {named}")) {
+            out = out.replace(&named, &format!("{flag} "));
+        }
+    }
+    anyhow::anyhow!(out)
 }

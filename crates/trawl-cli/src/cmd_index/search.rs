@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use trawl::data::matrix::AnyMatrix;
 use trawl::data::GroundTruth;
 use trawl::progress::Control;
 
@@ -22,9 +21,10 @@ pub struct SearchArgs {
     /// Neighbours per query.
     #[arg(short = 'k', default_value_t = 10)]
     pub k: usize,
-    /// Candidate list size (IVF index: the number of lists probed).
-    #[arg(short = 'L', long = "list-size", default_value_t = 100)]
-    pub l: usize,
+    /// Candidate list size (IVF index: the number of lists probed); default max(100, k)
+    /// (IVF: 32, or every list when there are fewer).
+    #[arg(short = 'L', long = "list-size")]
+    pub l: Option<usize>,
     /// Write the results here (DiskANN/big-ann ground-truth format: ids and distances).
     #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,
@@ -38,27 +38,8 @@ pub struct SearchArgs {
 /// `trawl search`: one list size, results to a file.
 pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
     let queries = crate::runtime::read_vectors(&args.queries)?;
-    let out = if trawl::shard::ShardedIndex::is_sharded(&args.index_dir) {
-        let (ix, _) = super::shard::open(&args.index_dir, &args.opts, ctl)?;
-        super::shard::search_any(&ix, &queries, args.k, args.l, &args.opts)?
-    } else if super::ivf::kind_of(&args.index_dir)? == trawl::index::IndexKind::Ivf {
-        let (ix, _) = super::ivf::open(&args.index_dir, &args.opts)?;
-        let (k, m, o) = (args.k, args.l, &args.opts);
-        match &queries {
-            AnyMatrix::F32(q) => super::ivf::search(&ix, q, k, m, o)?,
-            AnyMatrix::U8(q) => super::ivf::search(&ix, q, k, m, o)?,
-            AnyMatrix::I8(q) => super::ivf::search(&ix, q, k, m, o)?,
-        }
-    } else {
-        let (ix, _) = super::open_searchable(&args.index_dir, &args.opts, ctl)?;
-        let p = args.opts.params(args.k, args.l)?;
-        let (t, i) = (args.opts.threads, args.opts.interleave);
-        match &queries {
-            AnyMatrix::F32(q) => ix.search(q, &p, t, i)?,
-            AnyMatrix::U8(q) => ix.search(q, &p, t, i)?,
-            AnyMatrix::I8(q) => ix.search(q, &p, t, i)?,
-        }
-    };
+    let (ix, _) = super::open(&args.index_dir, &args.opts, ctl)?;
+    let (out, _) = super::search_at(&ix, &queries, args.k, args.l, &args.opts)?;
     let nq = queries.n().max(1) as f64;
     let t = out.total();
     println!(
@@ -81,18 +62,25 @@ pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
             ids: gt.ids[..queries.n() * gt.k].to_vec(),
             dists: Vec::new(),
         };
-        let recall = trawl::graph::recall_at_k(&out.ids, args.k, &truth).unwrap_or(0.0);
+        let recall = trawl::graph::recall_at_k(&ids_u32(&out)?, args.k, &truth).unwrap_or(0.0);
         println!("recall@{}: {recall:.4}", args.k);
     }
     if let Some(path) = &args.out {
         let res = GroundTruth {
             nq: queries.n(),
             k: args.k,
-            ids: out.ids,
+            ids: ids_u32(&out)?,
             dists: out.dists,
         };
         trawl::data::groundtruth::write_ground_truth(path, &res)?;
         println!("results written to {}", path.display());
     }
     Ok(())
+}
+
+/// The result ids as ground-truth files store them (32-bit; a missing result is `u32::MAX`).
+pub(crate) fn ids_u32(out: &trawl::kinds::Hits) -> Result<Vec<u32>> {
+    out.ids_u32().map_err(|id| {
+        anyhow::anyhow!("id {id} does not fit the 32-bit ids of results and ground-truth files")
+    })
 }

@@ -1,20 +1,15 @@
 //! `trawl shard build`, and searching a sharded index from `trawl search` / `trawl bench`
 //! (they detect the shard manifest in the directory).
 
-use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use trawl::data::matrix::AnyMatrix;
-use trawl::data::{GroundTruth, Matrix};
 use trawl::progress::Control;
-use trawl::shard::{build_sharded_index, ShardParams, ShardedIndex};
-use trawl::Element;
+use trawl::shard::{build_sharded_index, ShardParams};
 
-use super::bench::{process_cpu, BenchRow};
 use super::build::{check_args, index_params, BuildArgs};
-use super::{open_options, resolve_layout, SearchOptions};
 use crate::cmd_graph::write_json;
 use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
 
@@ -135,142 +130,4 @@ pub fn build(args: &ShardBuildArgs, ctl: &Control) -> Result<trawl::shard::Shard
         write_json(path, &v)?;
     }
     Ok(report)
-}
-
-/// Opens the sharded index in `dir` for `search` / `bench` (the node cache of `--cache-nodes`
-/// is split over the shards in proportion to their sizes); returns it and the run description.
-pub fn open(
-    dir: &Path,
-    o: &SearchOptions,
-    ctl: &Control,
-) -> Result<(ShardedIndex, serde_json::Value)> {
-    if o.strategy == "flash" {
-        bail!("--strategy flash is not supported on a sharded index");
-    }
-    if o.refine_bits > 0 || o.list_pin > 0.0 {
-        bail!("--refine-bits and --list-pin are not supported on a sharded index");
-    }
-    let mut opts = open_options(o);
-    opts.layout = resolve_layout(&dir.join(trawl::shard::shard_dir_name(0)), opts.layout);
-    let t_load = Instant::now();
-    let mut ix =
-        ShardedIndex::open(dir, opts).with_context(|| format!("opening {}", dir.display()))?;
-    let n = ix.n().max(1);
-    let mut cached = 0;
-    if o.cache_nodes > 0 {
-        for s in ix.shards_mut() {
-            let share = (o.cache_nodes as u128 * s.n() as u128 / n as u128) as usize;
-            cached += s
-                .load_cache(share, o.cache_policy, o.threads.max(1), ctl)?
-                .nodes;
-        }
-    }
-    let load_secs = t_load.elapsed().as_secs_f64();
-    let engine = ix.shards()[0].searcher()?.engine().info();
-    let h = &ix.manifest().header;
-    println!(
-        "sharded index {}: {} × {} {} ({}) in {} shards {:?}, {} engine{}, probe {}; {} cached nodes",
-        dir.display(),
-        ix.n(),
-        ix.dim(),
-        ix.dtype().name(),
-        ix.metric().name(),
-        h.shards.len(),
-        h.shards.iter().map(|e| e.count).collect::<Vec<_>>(),
-        engine.name,
-        if engine.direct { ", O_DIRECT" } else { ", buffered (page cache)" },
-        if o.probe == 0 || o.probe >= h.shards.len() {
-            "all".to_string()
-        } else {
-            o.probe.to_string()
-        },
-        cached
-    );
-    let info = serde_json::json!({
-        "index": dir.display().to_string(),
-        "kind": "sharded",
-        "n": ix.n(), "dim": ix.dim(), "dtype": ix.dtype().name(), "metric": ix.metric().name(),
-        "shards": h.shards.len(),
-        "shard_counts": h.shards.iter().map(|e| e.count).collect::<Vec<_>>(),
-        "epsilon": h.epsilon, "slack": h.slack, "replicas": h.replicas,
-        "probe": o.probe,
-        "memory_bytes": ix.memory_bytes(), "disk_bytes": ix.disk_bytes(),
-        "cache_nodes": cached,
-        "engine": {"name": engine.name, "direct": engine.direct, "registered_buffers": engine.registered_buffers},
-        "strategy": o.strategy, "beam_width": o.beam_width, "threads": o.threads,
-        "interleave": o.interleave, "page_search": o.page_search,
-        "load_secs": load_secs, "passes_per_L": 1, "warmup": false,
-    });
-    Ok((ix, info))
-}
-
-/// One batch over a sharded index.
-pub fn search<T: Element>(
-    ix: &ShardedIndex,
-    q: &Matrix<T>,
-    k: usize,
-    l: usize,
-    o: &SearchOptions,
-) -> Result<trawl::index::BatchOutput> {
-    let p = o.params(k, l)?;
-    if q.dim() != ix.dim() {
-        bail!(
-            "the queries have dimension {}, the index {}",
-            q.dim(),
-            ix.dim()
-        );
-    }
-    Ok(ix.search_rows(q.as_slice(), &p, o.threads, o.interleave, o.probe)?)
-}
-
-/// The bench sweep over a sharded index. A query's latency is the sum of its per-shard
-/// searches (the shards are searched one after the other in this process).
-pub fn run_sweep<T: Element>(
-    ix: &ShardedIndex,
-    queries: &Matrix<T>,
-    gt: &GroundTruth,
-    k: usize,
-    ls: &[usize],
-    o: &SearchOptions,
-) -> Result<Vec<BenchRow>> {
-    let mut rows = Vec::new();
-    for &l in ls {
-        let cpu0 = process_cpu();
-        let out = search(ix, queries, k, l, o)?;
-        let mut row = BenchRow::of_batch(l, &out, gt, k);
-        row.set_cpu(cpu0, out.stats.len());
-        rows.push(row);
-    }
-    Ok(rows)
-}
-
-/// [`search`] over any element type.
-pub fn search_any(
-    ix: &ShardedIndex,
-    q: &AnyMatrix,
-    k: usize,
-    l: usize,
-    o: &SearchOptions,
-) -> Result<trawl::index::BatchOutput> {
-    match q {
-        AnyMatrix::F32(q) => search(ix, q, k, l, o),
-        AnyMatrix::U8(q) => search(ix, q, k, l, o),
-        AnyMatrix::I8(q) => search(ix, q, k, l, o),
-    }
-}
-
-/// [`run_sweep`] over any element type.
-pub fn run_sweep_any(
-    ix: &ShardedIndex,
-    q: &AnyMatrix,
-    gt: &GroundTruth,
-    k: usize,
-    ls: &[usize],
-    o: &SearchOptions,
-) -> Result<Vec<BenchRow>> {
-    match q {
-        AnyMatrix::F32(q) => run_sweep(ix, q, gt, k, ls, o),
-        AnyMatrix::U8(q) => run_sweep(ix, q, gt, k, ls, o),
-        AnyMatrix::I8(q) => run_sweep(ix, q, gt, k, ls, o),
-    }
 }

@@ -262,6 +262,49 @@ impl<T: Element> PartialEq for Matrix<T> {
     }
 }
 
+/// A batch of queries: row-major values, `dim` per query.
+#[derive(Debug, Clone, Copy)]
+pub struct Queries<'a, T> {
+    rows: &'a [T],
+    dim: usize,
+}
+
+impl<'a, T: Element> Queries<'a, T> {
+    /// `rows` as queries of `dim` values; `None` when it does not hold whole queries.
+    pub fn new(rows: &'a [T], dim: usize) -> Option<Self> {
+        (dim > 0 && rows.len().is_multiple_of(dim)).then_some(Self { rows, dim })
+    }
+
+    /// Query `i`.
+    pub fn row(&self, i: usize) -> &'a [T] {
+        &self.rows[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The values, row-major.
+    pub fn rows(&self) -> &'a [T] {
+        self.rows
+    }
+
+    /// Values per query.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Queries.
+    pub fn n(&self) -> usize {
+        self.rows.len() / self.dim
+    }
+}
+
+impl<'a, T: Element> From<&'a Matrix<T>> for Queries<'a, T> {
+    fn from(m: &'a crate::data::Matrix<T>) -> Self {
+        Self {
+            rows: m.as_slice(),
+            dim: m.dim().max(1),
+        }
+    }
+}
+
 /// A matrix of any supported element type, for callers that dispatch on the file's type.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AnyMatrix {

@@ -28,7 +28,7 @@ pub use format::{probe, probe_with, Format, ProbeOptions, VectorFileInfo};
 pub use groundtruth::{
     read_ground_truth, read_ivecs, write_ground_truth, write_ivecs, GroundTruth,
 };
-pub use matrix::{AnyMatrix, Matrix};
+pub use matrix::{AnyMatrix, Matrix, Queries};
 pub use read::{
     map_matrix, read_matrix, read_matrix_any, read_matrix_any_with, read_matrix_with, read_rows,
     Blocks, VectorReader,

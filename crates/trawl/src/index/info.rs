@@ -1,14 +1,11 @@
 //! [`IndexInfo`]: one description of an opened index — shape, layout, files, bytes on disk,
 //! memory at search time, build parameters — that `trawl info`, `trawl bench`'s JSON and
-//! Python's `Index.info()` all print; and [`open_any`], which opens whatever kind of index a
-//! directory holds.
-
-use std::path::Path;
+//! Python's `Index.info()` all print.
 
 use serde::Serialize;
 
-use super::manifest::{BuildRecord, IndexKind, Manifest, ManifestFile};
-use super::{DiskBytes, DiskIndex, MemoryReport, OpenError, OpenOptions};
+use super::manifest::{BuildRecord, KindName, Manifest, ManifestFile};
+use super::{DiskBytes, DiskIndex, MemoryReport, OpenError};
 
 /// What an opened index is and holds.
 #[derive(Debug, Clone, Serialize)]
@@ -16,7 +13,7 @@ pub struct IndexInfo {
     /// The index directory.
     pub dir: String,
     /// The index kind.
-    pub kind: IndexKind,
+    pub kind: KindName,
     /// Vectors.
     pub n: usize,
     /// Dimension.
@@ -64,6 +61,9 @@ pub struct IndexInfo {
     /// IVF index: lists, replication, vector file, accelerator, memory by part.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ivf: Option<IvfInfo>,
+    /// Sharded index: every shard as the shard manifest records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<Vec<crate::shard::ShardEntry>>,
 }
 
 /// What an IVF index is, beyond the shared fields of [`IndexInfo`].
@@ -120,7 +120,7 @@ impl DiskIndex {
         let mem = self.memory();
         Ok(IndexInfo {
             dir: self.dir().display().to_string(),
-            kind: IndexKind::Graph,
+            kind: KindName::Graph,
             n: self.n(),
             dim: self.dim(),
             dtype: self.dtype().name().into(),
@@ -147,45 +147,7 @@ impl DiskIndex {
             recall: manifest.as_ref().and_then(|m| m.recall.clone()),
             build: manifest.and_then(|m| m.build),
             ivf: None,
+            shards: None,
         })
-    }
-}
-
-/// An opened index of any kind. The variants differ in size; an index is opened once and
-/// not moved about, so neither is boxed.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum AnyIndex {
-    /// A graph index.
-    Graph(DiskIndex),
-    /// An IVF index.
-    Ivf(crate::ivf::IvfIndex),
-}
-
-impl AnyIndex {
-    /// The index kind.
-    pub fn kind(&self) -> IndexKind {
-        match self {
-            Self::Graph(_) => IndexKind::Graph,
-            Self::Ivf(_) => IndexKind::Ivf,
-        }
-    }
-
-    /// Its description.
-    pub fn info(&self) -> Result<IndexInfo, OpenError> {
-        match self {
-            Self::Graph(g) => g.info(),
-            Self::Ivf(i) => i.info(),
-        }
-    }
-}
-
-/// Opens the index in `dir`, whatever its kind: the manifest names the kind; an index without
-/// a manifest (built before manifests existed) is a graph index.
-pub fn open_any(dir: &Path, opts: OpenOptions) -> Result<AnyIndex, OpenError> {
-    let kind = Manifest::load_if_present(dir)?.map_or(IndexKind::Graph, |m| m.kind);
-    match kind {
-        IndexKind::Graph => Ok(AnyIndex::Graph(DiskIndex::open(dir, opts)?)),
-        IndexKind::Ivf => Ok(AnyIndex::Ivf(crate::ivf::IvfIndex::open(dir, opts)?)),
     }
 }

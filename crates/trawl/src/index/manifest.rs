@@ -26,23 +26,27 @@ pub const MANIFEST_FILE: &str = "manifest.trawl";
 const MAGIC: [u8; 8] = *b"TRAWLMAN";
 const VERSION: u32 = 1;
 
-/// The kinds of index trawl builds. Opening dispatches on it ([`super::open_any`]).
+/// The kinds of index trawl builds. Opening dispatches on it ([`crate::kinds::open`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum IndexKind {
+pub enum KindName {
     /// A Vamana graph on disk with PQ codes in memory ([`super::DiskIndex`]).
     Graph,
     /// Posting lists over a centroid graph, PQ codes on an accelerator, vectors on disk in
     /// buckets ([`crate::ivf::IvfIndex`], FusionANNS).
     Ivf,
+    /// Graph indexes of partitions, searched in each query's nearest partitions and merged
+    /// ([`crate::shard::ShardedIndex`]; its manifest is `shards.trawl`).
+    Sharded,
 }
 
-impl IndexKind {
+impl KindName {
     /// `graph`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Graph => "graph",
             Self::Ivf => "ivf",
+            Self::Sharded => "sharded",
         }
     }
 }
@@ -113,7 +117,7 @@ pub struct ManifestFile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     /// The index kind.
-    pub kind: IndexKind,
+    pub kind: KindName,
     /// The trawl version that wrote the manifest.
     pub written_by: String,
     /// Vectors.
@@ -342,7 +346,7 @@ impl Manifest {
             build_id
         };
         Ok(Self {
-            kind: IndexKind::Graph,
+            kind: KindName::Graph,
             written_by: env!("CARGO_PKG_VERSION").into(),
             n: base.n,
             dim: base.dim,
@@ -380,7 +384,7 @@ impl Manifest {
         }
         let build_id = build_id_of(&files, &build);
         Ok(Self {
-            kind: IndexKind::Ivf,
+            kind: KindName::Ivf,
             written_by: env!("CARGO_PKG_VERSION").into(),
             n: meta.n,
             dim: meta.dim,

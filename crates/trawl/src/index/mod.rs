@@ -36,10 +36,11 @@ pub use build::{
     build_index, build_index_with_queries, build_random_link_index, IndexBuildError,
     IndexBuildReport, IndexParams,
 };
+pub use cache_load::CacheReport;
 pub use entry_build::EntryReport;
-pub use info::{open_any, AnyIndex, DiskBytesInfo, IndexInfo, IvfInfo};
+pub use info::{DiskBytesInfo, IndexInfo, IvfInfo};
 pub use layouts::{IndexLayout, LayoutReport, ShuffleParams};
-pub use manifest::{BuildRecord, IndexKind, IvfRecord, Manifest, ManifestFile, MANIFEST_FILE};
+pub use manifest::{BuildRecord, IvfRecord, KindName, Manifest, ManifestFile, MANIFEST_FILE};
 pub use refine::RefineReport;
 pub use verify::{verify_index, VerifiedFile, VerifyReport};
 

@@ -39,7 +39,7 @@ impl DiskIndex {
             // An index of another kind is named as such, not as a graph index missing a file.
             if dir.join(crate::ivf::file::FILE_NAME).is_file() {
                 if let Ok(Some(m)) = super::manifest::Manifest::load_if_present(dir) {
-                    if m.kind == super::IndexKind::Ivf {
+                    if m.kind == super::KindName::Ivf {
                         return Err(OpenError::Mismatch {
                             dir: dir.to_path_buf(),
                             reason: "this is an IVF index; this operation works on graph \

@@ -108,7 +108,7 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
     }
     let is_ivf = manifest
         .as_ref()
-        .is_some_and(|m| m.kind == super::manifest::IndexKind::Ivf);
+        .is_some_and(|m| m.kind == super::manifest::KindName::Ivf);
     if !is_ivf {
         report.connectivity = Some(check_connectivity(dir, ctl)?);
     }

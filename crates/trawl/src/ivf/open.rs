@@ -251,7 +251,7 @@ impl IvfIndex {
         let g = self.vectors.geometry();
         Ok(IndexInfo {
             dir: self.dir.display().to_string(),
-            kind: crate::index::IndexKind::Ivf,
+            kind: crate::index::KindName::Ivf,
             n: self.n(),
             dim: self.dim(),
             dtype: self.dtype().name().into(),
@@ -292,6 +292,7 @@ impl IvfIndex {
                 accel: self.accel.info(),
                 memory: mem,
             }),
+            shards: None,
         })
     }
 

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use super::IvfIndex;
 use crate::accel::{FilterJob, FilterPending, TABLE_ROW};
-use crate::data::Matrix;
+use crate::data::Queries;
 use crate::graph::{SearchScratch, VectorStore};
 use crate::index::{BatchOutput, AUTO_SPIN_US};
 use crate::io::{Completion, EngineConfig, IoEngine, ReadRequest, PAGE_BYTES};
@@ -218,7 +218,7 @@ trait Rows<T> {
     fn query(&self, row: usize) -> &[T];
 }
 
-impl<T: Element> Rows<T> for Matrix<T> {
+impl<T: Element> Rows<T> for Queries<'_, T> {
     fn query(&self, row: usize) -> &[T] {
         self.row(row)
     }
@@ -269,16 +269,16 @@ impl IvfIndex {
         })
     }
 
-    /// Searches every row of `queries` on `threads` threads (each with its own searcher and
-    /// `interleave` queries in its re-rank at once), the filter stage pipelined with the
-    /// re-rank: with `accel_batch > 1` a thread hands the accelerator the next group of
-    /// queries and re-ranks the previous group while it is scored.
-    pub fn search_batch<T: Element>(
+    /// Searches every query on `threads` threads (each with its own searcher and `interleave`
+    /// queries in its re-rank at once), the filter stage pipelined with the re-rank: with
+    /// `accel_batch > 1` a thread hands the accelerator the next group and re-ranks the last.
+    pub fn search_batch<'q, T: Element>(
         &self,
-        queries: &Matrix<T>,
+        queries: impl Into<Queries<'q, T>>,
         p: &IvfSearchParams,
         threads: usize,
     ) -> Result<BatchOutput, SearchError> {
+        let queries: Queries<'q, T> = queries.into();
         p.validate(self.n(), self.meta.nlist())?;
         self.check_dtype::<T>()?;
         let nq = queries.n();
@@ -308,7 +308,7 @@ impl IvfIndex {
                         s.spin = spin;
                         let mut part = Part::new();
                         s.run(
-                            queries,
+                            &queries,
                             || {
                                 let start = next.fetch_add(p.accel_batch, Ordering::Relaxed);
                                 (start < nq).then(|| start..(start + p.accel_batch).min(nq))

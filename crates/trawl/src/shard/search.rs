@@ -103,6 +103,25 @@ impl ShardedIndex {
         })
     }
 
+    /// The description of this index: the first shard's, with the shape, sizes and files of
+    /// the whole, and every shard as the manifest records it.
+    pub fn describe(&self) -> Result<crate::index::IndexInfo, ShardError> {
+        let mut info = self.shards[0]
+            .info()
+            .map_err(|source| ShardError::Open { shard: 0, source })?;
+        info.dir = self.dir.display().to_string();
+        info.kind = crate::index::KindName::Sharded;
+        info.n = self.n();
+        let mem: u64 = self.memory_bytes();
+        info.memory_total_bytes = mem;
+        info.disk_bytes.total = self.disk_bytes();
+        info.files = Vec::new();
+        info.build_id = String::new();
+        info.recall = None;
+        info.shards = Some(self.manifest.header.shards.clone());
+        Ok(info)
+    }
+
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir

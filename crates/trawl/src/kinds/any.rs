@@ -1,0 +1,142 @@
+//! [`AnyIndex`]: an opened index of any kind, delegating to it; [`open`], which opens whatever
+//! kind a directory holds.
+
+use std::path::Path;
+
+use super::{Error, GraphIndex, Hits, IndexKind, KindParams, Queries, Run};
+use crate::data::AnyMatrix;
+use crate::index::{IndexInfo, KindName, Manifest, OpenOptions};
+use crate::ivf::IvfIndex;
+use crate::kernels::{DType, Element, Metric};
+use crate::shard::ShardedIndex;
+
+/// An opened index of any kind. The variants differ in size; an index is opened once and
+/// not moved about, so none is boxed.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum AnyIndex {
+    /// A graph index (with or without updates).
+    Graph(GraphIndex),
+    /// An IVF index.
+    Ivf(IvfIndex),
+    /// A sharded index.
+    Sharded(ShardedIndex),
+}
+
+/// Calls `$f` on the kind inside `$self`.
+macro_rules! delegate {
+    ($self:expr, $ix:ident => $e:expr) => {
+        match $self {
+            AnyIndex::Graph($ix) => $e,
+            AnyIndex::Ivf($ix) => $e,
+            AnyIndex::Sharded($ix) => $e,
+        }
+    };
+}
+
+/// The kind of index `dir` holds: a shard manifest makes it sharded, else the manifest names
+/// it; an index without a manifest (built before manifests existed) is a graph index.
+pub fn kind_of(dir: &Path) -> Result<KindName, Error> {
+    if ShardedIndex::is_sharded(dir) {
+        return Ok(KindName::Sharded);
+    }
+    Ok(Manifest::load_if_present(dir)?.map_or(KindName::Graph, |m| m.kind))
+}
+
+/// Opens the index in `dir` for searching, whatever its kind ([`kind_of`]). A graph index that
+/// has taken updates is opened as a live index (read-only).
+pub fn open(dir: &Path, opts: OpenOptions) -> Result<AnyIndex, Error> {
+    Ok(match kind_of(dir)? {
+        KindName::Graph => AnyIndex::Graph(GraphIndex::open_dir(dir, opts)?),
+        KindName::Ivf => AnyIndex::Ivf(IvfIndex::open_dir(dir, opts)?),
+        KindName::Sharded => AnyIndex::Sharded(ShardedIndex::open_dir(dir, opts)?),
+    })
+}
+
+impl AnyIndex {
+    /// The index kind.
+    pub fn kind(&self) -> KindName {
+        delegate!(self, ix => ix.kind())
+    }
+
+    /// Vectors a search can return.
+    pub fn n(&self) -> usize {
+        delegate!(self, ix => IndexKind::n(ix))
+    }
+
+    /// Dimension.
+    pub fn dim(&self) -> usize {
+        delegate!(self, ix => IndexKind::dim(ix))
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        delegate!(self, ix => IndexKind::dtype(ix))
+    }
+
+    /// Metric.
+    pub fn metric(&self) -> Metric {
+        delegate!(self, ix => IndexKind::metric(ix))
+    }
+
+    /// Its description.
+    pub fn info(&self) -> Result<IndexInfo, Error> {
+        delegate!(self, ix => IndexKind::info(ix))
+    }
+
+    /// Bytes held in memory at search time.
+    pub fn memory_bytes(&self) -> u64 {
+        delegate!(self, ix => IndexKind::memory_bytes(ix))
+    }
+
+    /// Bytes on disk of the files searched.
+    pub fn disk_bytes(&self) -> u64 {
+        delegate!(self, ix => IndexKind::disk_bytes(ix))
+    }
+
+    /// The I/O engine a search thread gets.
+    pub fn engine_info(&self) -> Result<crate::io::EngineInfo, Error> {
+        delegate!(self, ix => IndexKind::engine_info(ix))
+    }
+
+    /// The graph index, when it is one.
+    pub fn graph(&self) -> Option<&GraphIndex> {
+        match self {
+            Self::Graph(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Searches `queries` with the parameters of this index's kind.
+    pub fn search<T: Element>(
+        &self,
+        queries: Queries<'_, T>,
+        params: &KindParams,
+        run: Run,
+    ) -> Result<Hits, Error> {
+        match (self, params) {
+            (Self::Graph(ix), KindParams::Graph(p)) => ix.search(queries, p, run),
+            (Self::Ivf(ix), KindParams::Ivf(p)) => ix.search(queries, p, run),
+            (Self::Sharded(ix), KindParams::Sharded(p)) => ix.search(queries, p, run),
+            (ix, p) => Err(Error::InvalidInput(format!(
+                "search parameters of a {} index given to a {} index",
+                p.kind().name(),
+                ix.kind().name()
+            ))),
+        }
+    }
+
+    /// [`AnyIndex::search`] of a matrix of any element type.
+    pub fn search_matrix(
+        &self,
+        queries: &AnyMatrix,
+        params: &KindParams,
+        run: Run,
+    ) -> Result<Hits, Error> {
+        match queries {
+            AnyMatrix::F32(m) => self.search(m.into(), params, run),
+            AnyMatrix::U8(m) => self.search(m.into(), params, run),
+            AnyMatrix::I8(m) => self.search(m.into(), params, run),
+        }
+    }
+}

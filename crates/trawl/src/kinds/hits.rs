@@ -1,0 +1,89 @@
+//! [`Hits`]: the results of a batch search, of every kind.
+
+use crate::search::QueryStats;
+
+/// Id of a missing result (fewer than `k` vectors reachable).
+pub const HOLE: u64 = crate::index::ids::HOLE;
+
+/// Results of a batch search: `nq × k` ids (missing ones [`HOLE`]) and exact distances,
+/// nearest first per query, with per-query statistics and the batch's wall time.
+#[derive(Debug, Clone, Default)]
+pub struct Hits {
+    /// Results per query.
+    pub k: usize,
+    /// Row-major ids.
+    pub ids: Vec<u64>,
+    /// Row-major distances.
+    pub dists: Vec<f32>,
+    /// Per-query statistics.
+    pub stats: Vec<QueryStats>,
+    /// Seconds for the whole batch.
+    pub wall_secs: f64,
+}
+
+impl Hits {
+    /// Queries.
+    pub fn nq(&self) -> usize {
+        self.stats.len()
+    }
+
+    /// The statistics summed over queries.
+    pub fn total(&self) -> QueryStats {
+        let mut t = QueryStats::default();
+        for s in &self.stats {
+            t += *s;
+        }
+        t
+    }
+
+    /// Query `q`'s ids.
+    pub fn ids_of(&self, q: usize) -> &[u64] {
+        &self.ids[q * self.k..(q + 1) * self.k]
+    }
+
+    /// Query `q`'s distances.
+    pub fn dists_of(&self, q: usize) -> &[f32] {
+        &self.dists[q * self.k..(q + 1) * self.k]
+    }
+
+    /// The ids as 32-bit row numbers (a missing result is `u32::MAX`), as ground-truth and
+    /// result files store them; `None` names the first id that does not fit.
+    pub fn ids_u32(&self) -> Result<Vec<u32>, u64> {
+        self.ids
+            .iter()
+            .map(|&id| match id {
+                HOLE => Ok(u32::MAX),
+                id => u32::try_from(id).ok().filter(|&x| x != u32::MAX).ok_or(id),
+            })
+            .collect()
+    }
+}
+
+impl From<crate::index::BatchOutput> for Hits {
+    /// A batch of row numbers (`u32::MAX` missing) as ids.
+    fn from(b: crate::index::BatchOutput) -> Self {
+        Self {
+            k: b.k,
+            ids: b
+                .ids
+                .iter()
+                .map(|&i| if i == u32::MAX { HOLE } else { u64::from(i) })
+                .collect(),
+            dists: b.dists,
+            stats: b.stats,
+            wall_secs: b.wall_secs,
+        }
+    }
+}
+
+impl From<crate::index::live::LiveBatch> for Hits {
+    fn from(b: crate::index::live::LiveBatch) -> Self {
+        Self {
+            k: b.k,
+            ids: b.ids,
+            dists: b.dists,
+            stats: b.stats,
+            wall_secs: b.wall_secs,
+        }
+    }
+}

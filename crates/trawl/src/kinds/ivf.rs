@@ -1,0 +1,66 @@
+//! The IVF kind ([`IvfIndex`], FusionANNS) under the index-kind contract.
+
+use std::path::Path;
+
+use super::{Error, Hits, IndexKind, Queries, Run};
+use crate::index::{IndexInfo, KindName, OpenOptions};
+use crate::ivf::{IvfIndex, IvfSearchParams};
+use crate::kernels::{DType, Element, Metric};
+
+impl IndexKind for IvfIndex {
+    type Params = IvfSearchParams;
+
+    fn open_dir(dir: &Path, opts: OpenOptions) -> Result<Self, Error> {
+        Ok(IvfIndex::open(dir, opts)?)
+    }
+
+    fn kind(&self) -> KindName {
+        KindName::Ivf
+    }
+
+    fn n(&self) -> usize {
+        IvfIndex::n(self)
+    }
+
+    fn dim(&self) -> usize {
+        IvfIndex::dim(self)
+    }
+
+    fn dtype(&self) -> DType {
+        IvfIndex::dtype(self)
+    }
+
+    fn metric(&self) -> Metric {
+        IvfIndex::metric(self)
+    }
+
+    fn search<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        p: &IvfSearchParams,
+        run: Run,
+    ) -> Result<Hits, Error> {
+        let p = IvfSearchParams {
+            interleave: run.interleave,
+            ..*p
+        };
+        Ok(self.search_batch(q, &p, run.threads)?.into())
+    }
+
+    fn info(&self) -> Result<IndexInfo, Error> {
+        Ok(IvfIndex::info(self)?)
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        self.memory().total()
+    }
+
+    fn engine_info(&self) -> Result<crate::io::EngineInfo, Error> {
+        Ok(self.searcher()?.engine().info())
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.file_bytes()
+            .map_or(0, |f| f.iter().map(|(_, b)| *b).sum())
+    }
+}

@@ -1,0 +1,123 @@
+//! The contract of an index kind: [`IndexKind`], which every kind implements (open, search
+//! rows into [`Hits`], describe, its size), and [`AnyIndex`], the delegating enum the CLI,
+//! Python and every later feature reach all kinds through. Parameters stay typed per kind
+//! ([`IndexKind::Params`]); [`KindParams`] carries them through [`AnyIndex`].
+//!
+//! The kinds: [`GraphIndex`] (a Vamana graph on disk; updates are its capability, not a kind
+//! of their own), [`crate::ivf::IvfIndex`] (FusionANNS), [`crate::shard::ShardedIndex`]
+//! (graph indexes of partitions, searched and merged).
+
+mod any;
+mod error;
+mod graph;
+mod hits;
+mod ivf;
+pub mod options;
+mod sharded;
+
+pub use crate::data::Queries;
+pub use any::{kind_of, open, AnyIndex};
+pub use error::Error;
+pub use graph::GraphIndex;
+pub use hits::{Hits, HOLE};
+pub use options::{open_with, OpenReport, Options};
+pub use sharded::ShardedParams;
+
+use std::path::Path;
+
+use crate::index::{IndexInfo, KindName, OpenOptions};
+use crate::kernels::{DType, Element, Metric};
+
+/// How a batch search runs: threads, and queries each thread keeps in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// Search threads (1 = the calling thread's work on one thread).
+    pub threads: usize,
+    /// Queries each thread keeps in flight (1 = one at a time).
+    pub interleave: usize,
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Self {
+            threads: 1,
+            interleave: 1,
+        }
+    }
+}
+
+/// One index kind: how it opens, searches and describes itself.
+pub trait IndexKind: Sized + Send + Sync {
+    /// The kind's search parameters.
+    type Params: Clone + std::fmt::Debug;
+
+    /// Opens the index of this kind in `dir`.
+    fn open_dir(dir: &Path, opts: OpenOptions) -> Result<Self, Error>;
+
+    /// The kind's name.
+    fn kind(&self) -> KindName;
+
+    /// Vectors a search can return.
+    fn n(&self) -> usize;
+
+    /// Dimension.
+    fn dim(&self) -> usize;
+
+    /// Element type.
+    fn dtype(&self) -> DType;
+
+    /// Metric.
+    fn metric(&self) -> Metric;
+
+    /// Searches every query: `params.k` results per query, nearest first, missing ones
+    /// [`HOLE`].
+    fn search<T: Element>(
+        &self,
+        queries: Queries<'_, T>,
+        params: &Self::Params,
+        run: Run,
+    ) -> Result<Hits, Error>;
+
+    /// Its description.
+    fn info(&self) -> Result<IndexInfo, Error>;
+
+    /// Bytes held in memory at search time.
+    fn memory_bytes(&self) -> u64;
+
+    /// Bytes on disk of the files searched.
+    fn disk_bytes(&self) -> u64;
+
+    /// The I/O engine a search thread gets (opened to describe it).
+    fn engine_info(&self) -> Result<crate::io::EngineInfo, Error>;
+}
+
+/// Search parameters of any kind, for [`AnyIndex::search`].
+#[derive(Debug, Clone)]
+pub enum KindParams {
+    /// Of a graph index.
+    Graph(crate::search::SearchParams),
+    /// Of an IVF index.
+    Ivf(crate::ivf::IvfSearchParams),
+    /// Of a sharded index.
+    Sharded(ShardedParams),
+}
+
+impl KindParams {
+    /// Results per query.
+    pub fn k(&self) -> usize {
+        match self {
+            Self::Graph(p) => p.k,
+            Self::Ivf(p) => p.k,
+            Self::Sharded(p) => p.graph.k,
+        }
+    }
+
+    /// The kind these parameters are for.
+    pub fn kind(&self) -> KindName {
+        match self {
+            Self::Graph(_) => KindName::Graph,
+            Self::Ivf(_) => KindName::Ivf,
+            Self::Sharded(_) => KindName::Sharded,
+        }
+    }
+}
