@@ -47,6 +47,10 @@ enum Command {
     Search(cmd_index::SearchArgs),
     /// Sweep list sizes over a disk index: recall, QPS, latency percentiles, pages and I/Os.
     Bench(cmd_index::BenchArgs),
+    /// Print the open options and search parameters the search options resolve to on an
+    /// index (the options test holds the CLI and Python to one resolution).
+    #[command(hide = true)]
+    Resolve(cmd_index::ResolveArgs),
     /// (Re)build the in-memory entry index (PipeANN's entry points, OctopusANN's MemGraph) of
     /// a disk index, uniformly sampled or by visit frequency.
     Entry(cmd_index::EntryArgs),
@@ -137,6 +141,7 @@ fn main() -> ExitCode {
         Command::Build(args) => cmd_index::build_any(&args, &ctl),
         Command::Shard(cmd) => cmd_index::shard::run(&cmd, &ctl),
         Command::Search(args) => cmd_index::search(&args, &ctl),
+        Command::Resolve(args) => cmd_index::resolve(&args, &ctl),
         Command::Bench(args) if args.ablation => cmd_ablation::run(&args, &ctl),
         Command::Bench(args) => cmd_index::bench(&args, &ctl).map(|(rows, info)| {
             cmd_index::print_bench(&rows, info["k"].as_u64().unwrap_or(10) as usize);

@@ -129,3 +129,9 @@ impl IntoPyErr for trawl::layout::FileError {
         err(self.kind().into(), self.to_string())
     }
 }
+
+impl IntoPyErr for trawl::kinds::Error {
+    fn into_py_err(self) -> PyErr {
+        err(self.kind().into(), self.to_string())
+    }
+}

@@ -13,7 +13,7 @@
 //! update on every search goes through [`LiveIndex::search_rows`] (deleted nodes hidden, the
 //! in-memory delta searched beside the disk files, results by external id).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -22,10 +22,12 @@ use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUnt
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use trawl::accel::AccelKind;
-use trawl::index::live::{Access, Durability, LiveError, LiveIndex};
-use trawl::index::{DiskIndex, KindName, Manifest, OpenOptions, AUTO_SPIN_US};
+use trawl::data::Queries;
+use trawl::index::live::{Durability, LiveError, LiveIndex};
+use trawl::index::{DiskIndex, KindName, Manifest, AUTO_SPIN_US};
 use trawl::io::{EngineKind, IoEngine};
-use trawl::ivf::{IvfIndex, IvfSearchParams, IvfSearcher, IvfVectorLayout};
+use trawl::ivf::{IvfSearchParams, IvfSearcher, IvfVectorLayout};
+use trawl::kinds::{AnyIndex, GraphIndex, Hits, KindParams, Options, Run};
 use trawl::progress::Control;
 use trawl::search::{
     CachePolicy, QueryStats, SearchError, SearchParams as LibSearchParams, Searcher,
@@ -33,7 +35,7 @@ use trawl::search::{
 use trawl::{DType, Element, Metric};
 
 use crate::arrays::{as_array, dtype_of, Elements};
-use crate::build::{run_interruptible, view};
+use crate::build::run_interruptible;
 use crate::errors::{err, invalid, IntoPyErr, Kind, PyResultExt};
 use crate::params::{count, SearchParams};
 use crate::pyjson::{ser_to_py, to_py};
@@ -65,48 +67,12 @@ pub(crate) fn stats_dict<'py>(
 /// Id of a missing result (fewer than `k` vectors reachable): `2**64 - 1`.
 pub const MISSING_ID: u64 = trawl::index::ids::HOLE;
 
-/// What an open handle searches.
-enum Inner {
-    /// A read-only index without updates: its disk files alone (ids are row numbers).
-    Disk(Arc<DiskIndex>),
-    /// A live index: read-only with updates, or open for writing.
-    Live(Box<LiveIndex>),
-    /// An IVF index (read-only; ids are row numbers).
-    Ivf(Arc<IvfIndex>),
-}
-
-impl Inner {
-    /// The disk files new searches of a graph index read; `None` for an IVF index.
-    fn disk(&self) -> Option<Arc<DiskIndex>> {
-        match self {
-            Inner::Disk(d) => Some(Arc::clone(d)),
-            Inner::Live(l) => Some(l.disk()),
-            Inner::Ivf(_) => None,
-        }
-    }
-}
-
-/// Parameters of one search, of the handle's index kind.
-enum Params {
-    Graph(LibSearchParams),
-    Ivf(IvfSearchParams),
-}
-
-impl Params {
-    fn k(&self) -> usize {
-        match self {
-            Params::Graph(p) => p.k,
-            Params::Ivf(p) => p.k,
-        }
-    }
-}
-
 /// An IVF searcher kept between single-query searches (its I/O engine costs more to set up
 /// than a query), together with the index it borrows.
 struct PooledIvfSearcher {
     // Declared before `ix`: dropped first, while the index it borrows is still alive.
     searcher: IvfSearcher<'static>,
-    _ix: Arc<IvfIndex>,
+    _ix: Arc<AnyIndex>,
 }
 
 impl std::fmt::Debug for PooledIvfSearcher {
@@ -118,11 +84,16 @@ impl std::fmt::Debug for PooledIvfSearcher {
 }
 
 impl PooledIvfSearcher {
-    fn new(ix: Arc<IvfIndex>) -> Result<Self, SearchError> {
-        let mut s = ix.searcher()?;
+    fn new(ix: Arc<AnyIndex>) -> Result<Self, SearchError> {
+        let AnyIndex::Ivf(iv) = &*ix else {
+            return Err(SearchError::Internal(
+                "an IVF searcher of another kind".into(),
+            ));
+        };
+        let mut s = iv.searcher()?;
         // Single queries: poll for completions a while before blocking, as graph searches do.
         s.set_spin(Duration::from_micros(
-            ix.options().spin_us.unwrap_or(AUTO_SPIN_US),
+            iv.options().spin_us.unwrap_or(AUTO_SPIN_US),
         ));
         // SAFETY: the searcher borrows the `IvfIndex` inside `ix`'s allocation, which never
         // moves and lives as long as `ix` does. The struct keeps `ix` for the searcher's whole
@@ -139,10 +110,6 @@ impl PooledIvfSearcher {
     ) -> Result<(Vec<(f32, u32)>, QueryStats), SearchError> {
         self.searcher.search(query, p)
     }
-
-    fn engine_info(&self) -> trawl::io::EngineInfo {
-        self.searcher.engine().info()
-    }
 }
 
 /// An opened disk index. Open with `Index.open(index_dir)`; search with `search` (one query)
@@ -151,12 +118,14 @@ impl PooledIvfSearcher {
 #[pyclass(module = "trawl._trawl", frozen)]
 pub struct Index {
     /// `None` once closed.
-    state: Mutex<Option<Arc<Inner>>>,
+    state: Mutex<Option<Arc<AnyIndex>>>,
     dir: PathBuf,
     dim: usize,
     dtype: DType,
     metric: Metric,
     kind: KindName,
+    /// The options it was opened with (searches add their parameters to them).
+    options: Options,
     /// The graph layout searched, or an IVF index's vector layout.
     layout: &'static str,
     /// An IVF index's accelerator backend ("cpu" or "gpu"); empty for a graph index.
@@ -194,22 +163,72 @@ impl std::fmt::Debug for Index {
 }
 
 /// Ids and distances of one query.
-type Hits<'py> = (Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<f32>>);
+type PyHits<'py> = (Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<f32>>);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The `cache` entry of `info()` without a node cache.
-fn no_cache() -> serde_json::Value {
-    serde_json::json!({"nodes": 0, "bytes": 0, "secs": 0.0, "pages_read": 0})
-}
-
-/// Whether the directory holds files of updates (slot ids, a write-ahead log): then it is
-/// searched as a live index, by external id.
-fn has_updates(dir: &Path) -> bool {
-    dir.join(trawl::index::ids::FILE_NAME).is_file()
-        || dir.join(trawl::index::wal::FILE_NAME).is_file()
+/// `Index.open`'s keyword arguments as the library's options, parsed (the library checks
+/// the values).
+#[allow(clippy::too_many_arguments)]
+fn open_options(
+    layout: &str,
+    engine: &str,
+    direct: bool,
+    verify_pages: bool,
+    cache_nodes: i64,
+    cache_policy: &str,
+    list_cache_mb: f64,
+    list_pin: f64,
+    refine_bits: i64,
+    queue_depth: Option<i64>,
+    writable: bool,
+    durability: &str,
+    accel: &str,
+    ivf_vectors: &str,
+) -> PyResult<Options> {
+    let parse_err = |what: &str, e: String| invalid(format!("{what}: {e}"));
+    Ok(Options {
+        layout: layout.parse().map_err(|e: String| parse_err("layout", e))?,
+        engine: engine
+            .parse::<EngineKind>()
+            .map_err(|e| parse_err("engine", e.to_string()))?,
+        direct,
+        verify_pages,
+        cache_nodes: count("cache_nodes", cache_nodes, 0)?,
+        cache_policy: cache_policy
+            .parse::<CachePolicy>()
+            .map_err(|e| parse_err("cache_policy", e))?,
+        list_cache_mb,
+        list_pin,
+        refine_bits: u8::try_from(refine_bits).map_err(|_| {
+            invalid(format!(
+                "refine_bits = {refine_bits}: expected 0 (off), 4 or 8"
+            ))
+        })?,
+        queue_depth: queue_depth
+            .map(|d| count("queue_depth", d, 1))
+            .transpose()?,
+        writable,
+        durability: match durability {
+            "sync" => Durability::Sync,
+            "buffered" => Durability::Buffered,
+            other => {
+                return Err(invalid(format!(
+                    "durability = {other:?}: expected \"sync\" or \"buffered\""
+                )))
+            }
+        },
+        accel: accel
+            .parse::<AccelKind>()
+            .map_err(|e| parse_err("accel", e))?,
+        ivf_vectors: ivf_vectors
+            .parse::<IvfVectorLayout>()
+            .map_err(|e| parse_err("ivf_vectors", e))?,
+        threads: std::thread::available_parallelism().map_or(1, |c| c.get()),
+        ..Options::default()
+    })
 }
 
 impl IntoPyErr for LiveError {
@@ -256,7 +275,7 @@ impl Index {
     #[staticmethod]
     #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
         verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        list_pin = 0.0, refine_bits = 0, queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
+        list_pin = 0.0, refine_bits = 0, queue_depth = None, writable = false, durability = "sync", accel = "cpu",
         ivf_vectors = "bucket"))]
     #[allow(clippy::too_many_arguments)]
     fn open(
@@ -271,188 +290,61 @@ impl Index {
         list_cache_mb: f64,
         list_pin: f64,
         refine_bits: i64,
-        queue_depth: i64,
+        queue_depth: Option<i64>,
         writable: bool,
         durability: &str,
         accel: &str,
         ivf_vectors: &str,
     ) -> PyResult<Self> {
-        let parse_err = |what: &str, e: String| invalid(format!("{what}: {e}"));
-        let opts = OpenOptions {
-            layout: layout.parse().map_err(|e: String| parse_err("layout", e))?,
-            engine: engine
-                .parse::<EngineKind>()
-                .map_err(|e| parse_err("engine", e.to_string()))?,
+        let opts = open_options(
+            layout,
+            engine,
             direct,
             verify_pages,
-            list_cache_bytes: if list_cache_mb.is_finite() && list_cache_mb >= 0.0 {
-                (list_cache_mb * (1u64 << 20) as f64) as u64
-            } else {
-                return Err(invalid(format!(
-                    "list_cache_mb = {list_cache_mb} must be at least 0"
-                )));
-            },
-            queue_depth: count("queue_depth", queue_depth, 1)?,
-            accel: accel
-                .parse::<AccelKind>()
-                .map_err(|e| parse_err("accel", e))?,
-            ivf_vectors: ivf_vectors
-                .parse::<IvfVectorLayout>()
-                .map_err(|e| parse_err("ivf_vectors", e))?,
-            ..OpenOptions::default()
-        };
-        let nodes = count("cache_nodes", cache_nodes, 0)?;
-        if !(0.0..=1.0).contains(&list_pin) {
-            return Err(invalid(format!("list_pin = {list_pin} must be in [0, 1]")));
-        }
-        if list_pin > 0.0 && (writable || opts.layout != trawl::index::IndexLayout::Decoupled) {
-            return Err(invalid(format!(
-                "list_pin = {list_pin}: lists are pinned in a read-only open of the decoupled \
-                 layout (layout=\"decoupled\", writable=False)"
-            )));
-        }
-        if !matches!(refine_bits, 0 | 4 | 8) {
-            return Err(invalid(format!(
-                "refine_bits = {refine_bits}: expected 0 (off), 4 or 8"
-            )));
-        }
-        if refine_bits > 0 && (writable || opts.layout != trawl::index::IndexLayout::Decoupled) {
-            return Err(invalid(format!(
-                "refine_bits = {refine_bits}: refinement codes order the re-rank of a \
-                 read-only open of the decoupled layout (layout=\"decoupled\", writable=False)"
-            )));
-        }
-        let policy: CachePolicy = cache_policy
-            .parse()
-            .map_err(|e: String| parse_err("cache_policy", e))?;
-        let durability = match durability {
-            "sync" => Durability::Sync,
-            "buffered" => Durability::Buffered,
-            other => {
-                return Err(invalid(format!(
-                    "durability = {other:?}: expected \"sync\" or \"buffered\""
-                )))
-            }
-        };
+            cache_nodes,
+            cache_policy,
+            list_cache_mb,
+            list_pin,
+            refine_bits,
+            queue_depth,
+            writable,
+            durability,
+            accel,
+            ivf_vectors,
+        )?;
         let dir = index_dir.as_path();
-        let packed = opts.layout == trawl::index::IndexLayout::Packed;
-        // What an IVF index cannot do, refused before anything is opened.
-        let ivf_options = || -> PyResult<()> {
-            if writable {
-                return Err(invalid(format!(
-                    "{}: IVF indexes do not take updates yet: open it with writable=False",
-                    dir.display()
-                )));
-            }
-            if !packed {
-                return Err(invalid(format!(
-                    "layout = {layout:?}: an IVF index has one layout, \"packed\" (choose its \
-                     vector file with ivf_vectors=\"bucket\" or \"by_id\")"
-                )));
-            }
-            if nodes > 0 {
-                return Err(invalid(format!(
-                    "cache_nodes = {nodes}: an IVF index has no node cache (its centroids, \
-                     posting lists and PQ codes are in memory already)"
-                )));
-            }
-            Ok(())
+        let (ix, report) = py
+            .detach(|| trawl::kinds::open_with(dir, &opts, &Control::silent()))
+            .py()?;
+        let mut cache = serde_json::to_value(report.cache).unwrap_or_default();
+        if let Some(p) = report.pinned {
+            cache["pinned_lists"] = serde_json::to_value(p).unwrap_or_default();
+        }
+        if let Some(r) = report.refine {
+            cache["refine"] = serde_json::to_value(r).unwrap_or_default();
+        }
+        // Searches go through the live index from the first update on: one at open, or the
+        // first write through this handle (a writer holds the lock: nobody else adds any).
+        let updated = match ix.graph().and_then(|g| g.live()) {
+            Some(l) => !l.is_writable() || GraphIndex::has_updates(dir),
+            None => false,
         };
-        let (inner, cache, updated) = py.detach(|| -> PyResult<_> {
-            let kind = Manifest::load_if_present(dir)
-                .py()?
-                .map_or(KindName::Graph, |m| m.kind);
-            if kind == KindName::Ivf {
-                ivf_options()?;
-            }
-            if !writable && !has_updates(dir) {
-                if kind == KindName::Ivf {
-                    let ix = IvfIndex::open(dir, opts).py()?;
-                    return Ok((Inner::Ivf(Arc::new(ix)), no_cache(), false));
-                }
-                let mut ix = DiskIndex::open(dir, opts).py()?;
-                // An update that landed while the files were opened: open the index live.
-                if !has_updates(dir) {
-                    let threads = std::thread::available_parallelism().map_or(1, |c| c.get());
-                    let cache = ix
-                        .load_cache(nodes, policy, threads, &Control::silent())
-                        .py()?;
-                    let mut cache = serde_json::to_value(cache).unwrap_or_default();
-                    if list_pin > 0.0 && ix.decoupled().is_some() {
-                        let pinned = ix
-                            .pin_lists(list_pin, 0, 15, 4, threads, &Control::silent())
-                            .py()?;
-                        cache["pinned_lists"] = serde_json::to_value(pinned).unwrap_or_default();
-                    }
-                    if refine_bits > 0 && ix.decoupled().is_some() {
-                        let refine = ix.load_refine(refine_bits as u8, &Control::silent()).py()?;
-                        cache["refine"] = serde_json::to_value(refine).unwrap_or_default();
-                    }
-                    return Ok((Inner::Disk(Arc::new(ix)), cache, false));
-                }
-            }
-            if list_pin > 0.0 || refine_bits > 0 {
-                // Pinned lists and refinement codes are built for one version of the files;
-                // an index with updates is opened live and its merges replace them.
-                return Err(invalid(format!(
-                    "{}: the index has updates not merged yet, and list_pin / refine_bits \
-                     apply to an index without them: merge it first (Index.merge or `trawl \
-                     merge`), or open it without them",
-                    dir.display()
-                )));
-            }
-            let access = if writable {
-                Access::ReadWrite
-            } else {
-                Access::ReadOnly
-            };
-            let live = LiveIndex::open(dir, opts, access).py()?;
-            if writable {
-                live.set_durability(durability).py()?;
-            }
-            // A writer holds the lock from here on: nobody else adds files of updates.
-            let updated = !writable || has_updates(dir);
-            // The static node cache of a live index is chosen again after every merge.
-            let cache = if nodes > 0 {
-                let threads = std::thread::available_parallelism().map_or(1, |c| c.get());
-                let r = live
-                    .set_node_cache(nodes, policy, threads, &Control::silent())
-                    .py()?;
-                serde_json::to_value(r).unwrap_or_default()
-            } else {
-                no_cache()
-            };
-            Ok((Inner::Live(Box::new(live)), cache, updated))
-        })?;
-        let (dim, dtype, metric, kind, layout, accel) = match (&inner, inner.disk()) {
-            (Inner::Ivf(ix), _) => (
-                ix.dim(),
-                ix.dtype(),
-                ix.metric(),
-                KindName::Ivf,
-                ix.options().ivf_vectors.name(),
-                ix.accel().info().backend,
-            ),
-            (_, Some(disk)) => (
-                disk.dim(),
-                disk.dtype(),
-                disk.metric(),
-                KindName::Graph,
-                disk.options().layout.name(),
-                "",
-            ),
-            (_, None) => unreachable!("a graph index has disk files"),
+        let (layout, accel) = match &ix {
+            AnyIndex::Ivf(iv) => (iv.options().ivf_vectors.name(), iv.accel().info().backend),
+            AnyIndex::Graph(g) => (g.disk().options().layout.name(), ""),
+            AnyIndex::Sharded(sh) => (sh.shards()[0].options().layout.name(), ""),
         };
         Ok(Self {
             dir: index_dir.clone(),
-            dim,
-            dtype,
-            metric,
-            kind,
+            dim: ix.dim(),
+            dtype: ix.dtype(),
+            metric: ix.metric(),
+            kind: ix.kind(),
             layout,
             accel,
             writable,
-            state: Mutex::new(Some(Arc::new(inner))),
+            options: opts,
+            state: Mutex::new(Some(Arc::new(ix))),
             updated: AtomicBool::new(updated),
             live_n: Mutex::new(None),
             write_lock: Mutex::new(()),
@@ -468,7 +360,7 @@ impl Index {
     #[new]
     #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
         verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        list_pin = 0.0, refine_bits = 0, queue_depth = 64, writable = false, durability = "sync", accel = "cpu",
+        list_pin = 0.0, refine_bits = 0, queue_depth = None, writable = false, durability = "sync", accel = "cpu",
         ivf_vectors = "bucket"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -483,7 +375,7 @@ impl Index {
         list_cache_mb: f64,
         list_pin: f64,
         refine_bits: i64,
-        queue_depth: i64,
+        queue_depth: Option<i64>,
         writable: bool,
         durability: &str,
         accel: &str,
@@ -556,10 +448,11 @@ impl Index {
     /// included) until `merge()` folds them into the disk files.
     #[getter]
     fn delta_len(&self) -> PyResult<usize> {
-        Ok(match &*self.inner()? {
-            Inner::Disk(_) | Inner::Ivf(_) => 0,
-            Inner::Live(l) => l.delta_len(),
-        })
+        let inner = self.inner()?;
+        Ok(inner
+            .graph()
+            .and_then(|g| g.live())
+            .map_or(0, |l| l.delta_len()))
     }
 
     /// Number of live vectors (what a search can return).
@@ -585,7 +478,7 @@ impl Index {
                  kind=ivf, vectors={}, accel={})",
                 self.layout, self.accel
             ),
-            KindName::Graph | KindName::Sharded => format!(
+            _ => format!(
                 "trawl.Index({dir:?}, {what}, dim={dim}, dtype={dtype}, metric={metric}, \
                  layout={}{})",
                 self.layout,
@@ -609,7 +502,7 @@ impl Index {
         query: &Bound<'py, PyAny>,
         k: i64,
         params: Option<SearchParams>,
-    ) -> PyResult<Hits<'py>> {
+    ) -> PyResult<PyHits<'py>> {
         let inner = self.inner()?;
         let arr = as_array(query, "query")?;
         if arr.ndim() != 1 {
@@ -817,52 +710,54 @@ impl Index {
     /// the vector file's layout and pages, the accelerator and memory per part.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = self.inner()?;
-        let ix = match (&*inner, inner.disk()) {
-            (Inner::Ivf(ix), _) => return self.ivf_info(py, ix),
-            (_, Some(disk)) => disk,
-            (_, None) => unreachable!("a graph index has disk files"),
+        let e = match self.fast_disk(&inner) {
+            Some(disk) => {
+                let engine = self.engine(&disk)?;
+                let e = engine.info();
+                self.put_engine(engine);
+                e
+            }
+            None => inner.engine_info().py()?,
         };
-        let engine = match self.fast_disk(&inner) {
-            Some(_) => self.engine(&ix)?,
-            None => ix
-                .file()
-                .engine(ix.options().engine, ix.engine_config())
-                .py()?,
-        };
-        let e = engine.info();
-        if self.fast_disk(&inner).is_some() {
-            self.put_engine(engine);
-        }
-        let o = ix.options();
-        let live = match &*inner {
-            Inner::Disk(d) => serde_json::json!({
-                "writable": false, "updated": false, "vectors": d.n(),
+        let live = match inner.graph().and_then(|g| g.live()) {
+            None => serde_json::json!({
+                "writable": false, "updated": false, "vectors": inner.n(),
                 "delta_vectors": 0, "delta_bytes": 0,
             }),
-            Inner::Live(l) => serde_json::json!({
+            Some(l) => serde_json::json!({
                 "writable": l.is_writable(),
                 "updated": self.updated.load(Ordering::Acquire),
                 "vectors": self.live_count(py)?,
                 "delta_vectors": l.delta_len(), "delta_bytes": l.delta_bytes(),
             }),
-            Inner::Ivf(_) => unreachable!("an IVF index is described above"),
         };
         // The library's description, with what only this handle knows (its cache and engine)
         // and the element type by its numpy name.
-        let mut v = serde_json::to_value(ix.info().py()?)
+        let mut v = serde_json::to_value(py.detach(|| inner.info()).py()?)
             .map_err(|e| err(Kind::Internal, e.to_string()))?;
+        let queue_depth = self.options.open_options(&self.dir).queue_depth;
         let extra = serde_json::json!({
-            "dtype": numpy_name(ix.dtype()),
+            "dtype": numpy_name(inner.dtype()),
             "cache": self.cache,
             "engine": {"name": e.name, "direct": e.direct,
                        "registered_buffers": e.registered_buffers, "sqpoll": e.sqpoll, "taskrun": e.taskrun.name(),
-                       "queue_depth": o.queue_depth},
+                       "queue_depth": queue_depth},
             "live": live,
         });
         if let (Some(obj), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
             obj.extend(extra);
         }
         to_py(py, &v)
+    }
+
+    /// The open options and search parameters `params` resolve to on this index for `k`
+    /// results, as the library prints them (`trawl resolve` prints the same for the CLI's
+    /// flags): for tests.
+    #[pyo3(signature = (k = 10, params = None))]
+    fn _resolved(&self, k: i64, params: Option<SearchParams>) -> PyResult<String> {
+        let inner = self.inner()?;
+        let o = params.unwrap_or_default().to_options(&self.options)?;
+        o.resolved(&self.dir, &inner, count("k", k, 1)?).py()
     }
 
     /// Reads every file of the index whole and checks it (pages against their checksums,
@@ -877,7 +772,7 @@ impl Index {
     /// A graph index's write-ahead log is checked record by record as replay would.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let open = self.inner()?;
-        if let Inner::Ivf(ix) = &*open {
+        if let AnyIndex::Ivf(ix) = &*open {
             let pages = py.detach(|| ix.verify(&Control::silent())).py()?;
             let name = ix.options().ivf_vectors.file_name();
             let path = ix.dir().join(name);
@@ -911,7 +806,7 @@ impl Index {
         let searchers = std::mem::take(&mut *lock(&self.ivf_searchers));
         py.detach(move || drop(searchers));
         if let Some(inner) = inner {
-            if let Inner::Live(l) = &*inner {
+            if let Some(l) = inner.graph().and_then(|g| g.live()) {
                 if l.is_writable() {
                     py.detach(|| l.flush()).py()?;
                 }
@@ -933,7 +828,7 @@ impl Index {
 
 impl Index {
     /// What the handle searches, or an error when it is closed.
-    fn inner(&self) -> PyResult<Arc<Inner>> {
+    fn inner(&self) -> PyResult<Arc<AnyIndex>> {
         lock(&self.state).clone().ok_or_else(|| {
             invalid(format!(
                 "{}: the index handle is closed",
@@ -943,13 +838,14 @@ impl Index {
     }
 
     /// The live index to write, or the read-only error.
-    fn writer<'a>(&self, inner: &'a Inner) -> PyResult<&'a LiveIndex> {
-        match inner {
-            Inner::Live(l) if l.is_writable() => Ok(l),
-            Inner::Ivf(_) => Err(invalid(format!(
-                "{}: IVF indexes do not take updates yet (insert, upsert, delete, merge and \
+    fn writer<'a>(&self, inner: &'a AnyIndex) -> PyResult<&'a LiveIndex> {
+        match inner.graph().and_then(|g| g.live()) {
+            Some(l) if l.is_writable() => Ok(l),
+            _ if inner.graph().is_none() => Err(invalid(format!(
+                "{}: {} indexes do not take updates yet (insert, upsert, delete, merge and \
                  flush need a graph index)",
-                self.dir.display()
+                self.dir.display(),
+                inner.kind().label()
             ))),
             _ => Err(invalid(format!(
                 "{}: the index is open read-only: open it with Index.open(index_dir, \
@@ -961,12 +857,9 @@ impl Index {
 
     /// The disk files to search directly (ids = row numbers), while the index has no
     /// updates; `None` when searches go through the live index.
-    fn fast_disk(&self, inner: &Inner) -> Option<Arc<DiskIndex>> {
-        match inner {
-            Inner::Disk(d) => Some(Arc::clone(d)),
-            Inner::Live(l) => (!self.updated.load(Ordering::Acquire)).then(|| l.disk()),
-            Inner::Ivf(_) => None,
-        }
+    fn fast_disk(&self, inner: &AnyIndex) -> Option<Arc<DiskIndex>> {
+        let g = inner.graph()?;
+        (g.live().is_none() || !self.updated.load(Ordering::Acquire)).then(|| g.disk())
     }
 
     /// Runs one write with the GIL released; searches go through the live index from it on.
@@ -998,10 +891,8 @@ impl Index {
     /// unknown.
     fn live_count(&self, py: Python<'_>) -> PyResult<usize> {
         let inner = self.inner()?;
-        let l = match &*inner {
-            Inner::Disk(d) => return Ok(d.n()),
-            Inner::Ivf(ix) => return Ok(ix.n()),
-            Inner::Live(l) => l,
+        let Some(l) = inner.graph().and_then(|g| g.live()) else {
+            return Ok(inner.n());
         };
         if let Some(n) = *lock(&self.live_n) {
             return Ok(n);
@@ -1067,10 +958,10 @@ impl Index {
     fn lib_params(
         &self,
         py: Python<'_>,
-        inner: &Inner,
+        inner: &AnyIndex,
         k: i64,
         params: Option<SearchParams>,
-    ) -> PyResult<Params> {
+    ) -> PyResult<KindParams> {
         let k = count("k", k, 1)?;
         let n = self.live_count(py)?;
         if k > n {
@@ -1078,19 +969,8 @@ impl Index {
                 "k = {k} is larger than the {n} indexed vectors"
             )));
         }
-        let params = params.unwrap_or_default();
-        match inner {
-            Inner::Ivf(ix) => {
-                let gpu = ix.accel().info().backend == "gpu";
-                Ok(Params::Ivf(params.to_ivf(k, n, ix.meta().nlist(), gpu)?))
-            }
-            _ => {
-                let gpu = inner
-                    .disk()
-                    .is_some_and(|d| d.flash_accel_info().backend == "gpu");
-                Ok(Params::Graph(params.to_lib(k, gpu)?))
-            }
-        }
+        let o = params.unwrap_or_default().to_options(&self.options)?;
+        o.params(inner, k).py()
     }
 
     fn check_dtype(&self, arr: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<DType> {
@@ -1119,14 +999,14 @@ impl Index {
         lock(&self.engines).push(e);
     }
 
-    /// One query: on the disk files with a pooled engine while the index has no updates,
-    /// else through the live index.
+    /// One query: a graph index's disk files with a pooled engine while it has no updates,
+    /// an IVF index with a pooled searcher, any other through the kind's batch search.
     fn search_one<T: Element + numpy::Element>(
         &self,
         py: Python<'_>,
-        inner: &Inner,
+        inner: &Arc<AnyIndex>,
         query: &Elements<'_, T>,
-        p: &Params,
+        p: &KindParams,
     ) -> PyResult<(Vec<(u64, f32)>, QueryStats)> {
         let q = query.as_slice();
         if q.len() != self.dim {
@@ -1136,24 +1016,30 @@ impl Index {
                 self.dim
             )));
         }
-        let p = match (inner, p) {
-            (Inner::Ivf(ix), Params::Ivf(p)) => return self.ivf_search_one(py, ix, q, p),
-            (Inner::Ivf(_), Params::Graph(_)) | (_, Params::Ivf(_)) => {
-                unreachable!("parameters follow the index kind")
+        match (&**inner, p, self.fast_disk(inner)) {
+            (AnyIndex::Ivf(_), KindParams::Ivf(p), _) => {
+                return self.ivf_search_one(py, inner, q, p)
             }
-            (_, Params::Graph(p)) => p,
-        };
-        let Some(disk) = self.fast_disk(inner) else {
-            let Inner::Live(live) = inner else {
-                unreachable!("a disk-only index is always searched directly")
-            };
-            let out = py.detach(|| live.search_rows(q, p, 1, 1)).py()?;
-            let hits = out.ids.into_iter().zip(out.dists).collect();
-            let stats = out.stats.into_iter().next().unwrap_or_default();
-            return Ok((hits, stats));
-        };
-        let engine = self.engine(&disk)?;
-        let ix = &*disk;
+            (AnyIndex::Graph(_), KindParams::Graph(p), Some(disk)) => {
+                return self.disk_search_one(py, &disk, q, p)
+            }
+            _ => {}
+        }
+        let (ids, dists, stats) = self.search_batch(py, inner, q, p, 1)?;
+        let stats = stats.into_iter().next().unwrap_or_default();
+        Ok((ids.into_iter().zip(dists).collect(), stats))
+    }
+
+    /// One query on a graph index's disk files, with a pooled engine.
+    fn disk_search_one<T: Element>(
+        &self,
+        py: Python<'_>,
+        disk: &Arc<DiskIndex>,
+        q: &[T],
+        p: &LibSearchParams,
+    ) -> PyResult<(Vec<(u64, f32)>, QueryStats)> {
+        let engine = self.engine(disk)?;
+        let ix = &**disk;
         let spin = Duration::from_micros(ix.options().spin_us.unwrap_or(AUTO_SPIN_US));
         let (res, engine) = py.detach(move || {
             let mut s = Searcher::with_engine(ix.view(), engine);
@@ -1173,46 +1059,36 @@ impl Index {
         ))
     }
 
-    /// A batch: on the disk files while the index has no updates, else through the live
-    /// index. Returns row-major ids and distances and per-query statistics.
+    /// A batch: a writable graph index's disk files directly while nothing is written, else
+    /// the kind's search. Returns row-major ids and distances and per-query statistics.
     #[allow(clippy::type_complexity)]
     fn search_batch<T: Element>(
         &self,
         py: Python<'_>,
-        inner: &Inner,
+        inner: &AnyIndex,
         rows: &[T],
-        p: &Params,
+        p: &KindParams,
         threads: usize,
     ) -> PyResult<(Vec<u64>, Vec<f32>, Vec<QueryStats>)> {
-        let p = match (inner, p) {
-            (Inner::Ivf(ix), Params::Ivf(p)) => {
-                let queries = view(rows, rows.len() / self.dim.max(1), self.dim)?;
-                let out = py.detach(|| ix.search_batch(&queries, p, threads)).py()?;
-                let ids = out.ids.into_iter().map(row_id).collect();
-                return Ok((ids, out.dists, out.stats));
-            }
-            (Inner::Ivf(_), Params::Graph(_)) | (_, Params::Ivf(_)) => {
-                unreachable!("parameters follow the index kind")
-            }
-            (_, Params::Graph(p)) => p,
+        let q = Queries::new(rows, self.dim).ok_or_else(|| {
+            invalid("the queries do not hold whole vectors of the index's dimension")
+        })?;
+        let run = Run {
+            threads,
+            interleave: 1,
         };
-        match (self.fast_disk(inner), inner) {
-            (Some(disk), _) => {
-                let out = py.detach(|| disk.search_rows(rows, p, threads, 1)).py()?;
-                let ids = out.ids.into_iter().map(row_id).collect();
-                Ok((ids, out.dists, out.stats))
-            }
-            (None, Inner::Live(live)) => {
-                let out = py.detach(|| live.search_rows(rows, p, threads, 1)).py()?;
-                Ok((out.ids, out.dists, out.stats))
-            }
-            (None, Inner::Disk(_)) => unreachable!("a disk-only index is always searched directly"),
-            (None, Inner::Ivf(_)) => unreachable!("an IVF index is searched above"),
-        }
+        let hits: Hits = match (self.fast_disk(inner), p) {
+            (Some(disk), KindParams::Graph(p)) => py
+                .detach(|| disk.search_rows(rows, p, threads, 1))
+                .py()?
+                .into(),
+            _ => py.detach(|| inner.search(q, p, run)).py()?,
+        };
+        Ok((hits.ids, hits.dists, hits.stats))
     }
 
     /// A pooled IVF searcher, or a new one.
-    fn ivf_searcher(&self, ix: &Arc<IvfIndex>) -> PyResult<PooledIvfSearcher> {
+    fn ivf_searcher(&self, ix: &Arc<AnyIndex>) -> PyResult<PooledIvfSearcher> {
         if let Some(s) = lock(&self.ivf_searchers).pop() {
             return Ok(s);
         }
@@ -1223,7 +1099,7 @@ impl Index {
     fn ivf_search_one<T: Element>(
         &self,
         py: Python<'_>,
-        ix: &Arc<IvfIndex>,
+        ix: &Arc<AnyIndex>,
         q: &[T],
         p: &IvfSearchParams,
     ) -> PyResult<(Vec<(u64, f32)>, QueryStats)> {
@@ -1241,29 +1117,6 @@ impl Index {
             hits.into_iter().map(|(d, id)| (row_id(id), d)).collect(),
             stats,
         ))
-    }
-
-    /// `info()` of an IVF index: the library's description (with its `ivf` section), the
-    /// element type by its numpy name, the I/O engine of its vector reads, and `live`.
-    fn ivf_info<'py>(&self, py: Python<'py>, ix: &Arc<IvfIndex>) -> PyResult<Bound<'py, PyAny>> {
-        let s = self.ivf_searcher(ix)?;
-        let e = s.engine_info();
-        lock(&self.ivf_searchers).push(s);
-        let mut v = serde_json::to_value(py.detach(|| ix.info()).py()?)
-            .map_err(|e| err(Kind::Internal, e.to_string()))?;
-        let extra = serde_json::json!({
-            "dtype": numpy_name(ix.dtype()),
-            "cache": no_cache(),
-            "engine": {"name": e.name, "direct": e.direct,
-                       "registered_buffers": e.registered_buffers, "sqpoll": e.sqpoll, "taskrun": e.taskrun.name(),
-                       "queue_depth": ix.options().queue_depth},
-            "live": {"writable": false, "updated": false, "vectors": ix.n(),
-                     "delta_vectors": 0, "delta_bytes": 0},
-        });
-        if let (Some(obj), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
-            obj.extend(extra);
-        }
-        to_py(py, &v)
     }
 
     fn record(&self, stats: Vec<QueryStats>) {

@@ -8,14 +8,11 @@
 use pyo3::prelude::*;
 use trawl::graph::VamanaParams;
 use trawl::index::IndexParams;
-use trawl::ivf::search::MAX_IVF_PARAM;
-use trawl::ivf::{IvfParams, IvfSearchParams};
+use trawl::ivf::IvfParams;
+use trawl::kinds::Options;
 use trawl::quant::pq::{PqParams, OPQ_ITERS};
 use trawl::search::entry::{EntryParams, EntrySampling};
-use trawl::search::{
-    BeamParams, FlashParams, Grain, PipeParams, RerankParams, SearchParams as LibSearchParams,
-    Strategy, WidthPolicy, WidthSchedule, DEFAULT_BEAM_WIDTH,
-};
+use trawl::search::{Grain, WidthPolicy, WidthSchedule};
 use trawl::Metric;
 
 use crate::errors::{invalid, PyResultExt};
@@ -397,7 +394,8 @@ pub struct SearchParams {
     pub L: Option<i64>,
     /// Beam search: records read per round trip.
     pub beam_width: i64,
-    /// "beam" (beam search) or "pipe" (PipeSearch: reads overlap the computation).
+    /// "beam" (beam search), "pipe" (PipeSearch: reads overlap the computation) or "flash"
+    /// (FlashANNS's batch search).
     pub strategy: String,
     /// Seed each query with this many nodes of the in-memory entry index (0 = start at the
     /// medoid); PipeANN uses 10.
@@ -424,6 +422,16 @@ pub struct SearchParams {
     pub rerank_bound: f64,
     /// Decoupled layout: prefetch vectors during the traversal.
     pub prefetch: bool,
+    /// Decoupled layout: expansions in a row that leave the PQ top-(k+B) unchanged before the
+    /// prefetch starts (0 = rerank_batch).
+    pub prefetch_window: i64,
+    /// Decoupled layout: prefetch when the traversal is ending.
+    pub converge_prefetch: bool,
+    /// Decoupled layout: re-rank batches read ahead of the one being processed.
+    pub rerank_lookahead: i64,
+    /// Decoupled layout: most vector reads in flight after the traversal (0 = the
+    /// strategy's width).
+    pub rerank_depth: i64,
     /// IVF: candidates the filter stage keeps for the re-rank (n); None = max(10·k, 4·L).
     pub rerank_n: Option<i64>,
     /// IVF: re-rank mini-batch size.
@@ -452,27 +460,36 @@ pub struct SearchParams {
     /// Flash search: "query" (a query resumes when its read lands) or "kernel" (when every
     /// read of the oldest step has).
     pub grain: String,
+    /// Flash search: steps each query takes strictly before its reads are chosen ahead.
+    pub strict_steps: i64,
+    /// Sharded index: shards each query visits, nearest first (0 = all).
+    pub probe: i64,
 }
 
-/// Lists probed by an IVF search when `L` is None.
-pub const DEFAULT_NPROBE: usize = 32;
+/// The library's defaults, as Python values.
+fn d() -> Options {
+    Options::default()
+}
 
 #[pymethods]
 impl SearchParams {
     #[new]
-    #[pyo3(signature = (*, L = None, beam_width = DEFAULT_BEAM_WIDTH as i64, strategy = "beam".to_string(),
-        entry_list = 0, pipe_width = "dynamic".to_string(), pipe_start_width = 4,
-        pipe_max_width = 32, dynamic_width = None, page_search = false, rerank_batch = 10,
-        rerank_threshold = 0.01, rerank_bound = 0.0, prefetch = true, rerank_n = None,
-        ivf_batch = IvfSearchParams::default().batch as i64,
-        ivf_epsilon = f32_as_f64(IvfSearchParams::default().epsilon),
-        ivf_beta = IvfSearchParams::default().beta as i64,
-        heuristic = IvfSearchParams::default().heuristic,
-        page_merge = IvfSearchParams::default().page_merge,
-        page_buffer = IvfSearchParams::default().page_buffer,
-        page_mates = IvfSearchParams::default().page_mates,
-        centroid_list = IvfSearchParams::default().centroid_l as i64, accel_batch = 0,
-        batch = 0, staleness = 1, grain = "query".to_string()))]
+    #[pyo3(signature = (*, L = None, beam_width = d().beam_width as i64, strategy = d().strategy,
+        entry_list = d().entry_list as i64, pipe_width = d().pipe_width.name().to_string(),
+        pipe_start_width = d().pipe_start_width as i64,
+        pipe_max_width = d().pipe_max_width as i64, dynamic_width = None,
+        page_search = d().page_search, rerank_batch = d().rerank_batch as i64,
+        rerank_threshold = f32_as_f64(d().rerank_threshold),
+        rerank_bound = f32_as_f64(d().rerank_bound), prefetch = d().prefetch,
+        prefetch_window = d().prefetch_window as i64, converge_prefetch = d().converge_prefetch,
+        rerank_lookahead = d().rerank_lookahead as i64, rerank_depth = d().rerank_depth as i64,
+        rerank_n = None, ivf_batch = d().ivf_batch as i64,
+        ivf_epsilon = f32_as_f64(d().ivf_epsilon), ivf_beta = d().ivf_beta as i64,
+        heuristic = d().heuristic, page_merge = d().page_merge, page_buffer = d().page_buffer,
+        page_mates = d().page_mates, centroid_list = d().centroid_list as i64,
+        accel_batch = d().accel_batch as i64, batch = d().flash_batch as i64,
+        staleness = d().staleness as i64, grain = d().grain.name().to_string(),
+        strict_steps = d().strict_steps as i64, probe = d().probe as i64))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         L: Option<i64>,
@@ -488,6 +505,10 @@ impl SearchParams {
         rerank_threshold: f64,
         rerank_bound: f64,
         prefetch: bool,
+        prefetch_window: i64,
+        converge_prefetch: bool,
+        rerank_lookahead: i64,
+        rerank_depth: i64,
         rerank_n: Option<i64>,
         ivf_batch: i64,
         ivf_epsilon: f64,
@@ -501,6 +522,8 @@ impl SearchParams {
         batch: i64,
         staleness: i64,
         grain: String,
+        strict_steps: i64,
+        probe: i64,
     ) -> Self {
         Self {
             L,
@@ -516,6 +539,10 @@ impl SearchParams {
             rerank_threshold,
             rerank_bound,
             prefetch,
+            prefetch_window,
+            converge_prefetch,
+            rerank_lookahead,
+            rerank_depth,
             rerank_n,
             ivf_batch,
             ivf_epsilon,
@@ -529,18 +556,22 @@ impl SearchParams {
             batch,
             staleness,
             grain,
+            strict_steps,
+            probe,
         }
     }
 
     fn __repr__(&self) -> String {
+        let opt = |x: Option<i64>| x.map_or("None".to_string(), |v| v.to_string());
         format!(
             "SearchParams(L={}, beam_width={}, strategy={:?}, entry_list={}, pipe_width={:?}, \
              pipe_start_width={}, pipe_max_width={}, dynamic_width={}, page_search={}, \
-             rerank_batch={}, rerank_threshold={}, rerank_bound={}, prefetch={}, rerank_n={}, \
-             ivf_batch={}, \
-             ivf_epsilon={}, ivf_beta={}, heuristic={}, page_merge={}, page_buffer={}, \
-             page_mates={}, centroid_list={}, accel_batch={}, batch={}, staleness={}, grain={:?})",
-            self.L.map_or("None".to_string(), |l| l.to_string()),
+             rerank_batch={}, rerank_threshold={}, rerank_bound={}, prefetch={}, \
+             prefetch_window={}, converge_prefetch={}, rerank_lookahead={}, rerank_depth={}, \
+             rerank_n={}, ivf_batch={}, ivf_epsilon={}, ivf_beta={}, heuristic={}, \
+             page_merge={}, page_buffer={}, page_mates={}, centroid_list={}, accel_batch={}, \
+             batch={}, staleness={}, grain={:?}, strict_steps={}, probe={})",
+            opt(self.L),
             self.beam_width,
             self.strategy,
             self.entry_list,
@@ -555,7 +586,11 @@ impl SearchParams {
             py_float(self.rerank_threshold),
             py_float(self.rerank_bound),
             py_bool(self.prefetch),
-            self.rerank_n.map_or("None".to_string(), |n| n.to_string()),
+            self.prefetch_window,
+            py_bool(self.converge_prefetch),
+            self.rerank_lookahead,
+            self.rerank_depth,
+            opt(self.rerank_n),
             self.ivf_batch,
             py_float(self.ivf_epsilon),
             self.ivf_beta,
@@ -568,170 +603,101 @@ impl SearchParams {
             self.batch,
             self.staleness,
             self.grain,
+            self.strict_steps,
+            self.probe,
         )
     }
 }
 
 impl Default for SearchParams {
     fn default() -> Self {
+        let o = d();
         Self::new(
             None,
-            DEFAULT_BEAM_WIDTH as i64,
-            "beam".into(),
-            0,
-            "dynamic".into(),
-            4,
-            32,
+            o.beam_width as i64,
+            o.strategy.clone(),
+            o.entry_list as i64,
+            o.pipe_width.name().to_string(),
+            o.pipe_start_width as i64,
+            o.pipe_max_width as i64,
             None,
-            false,
-            10,
-            0.01,
-            0.0,
-            true,
+            o.page_search,
+            o.rerank_batch as i64,
+            f32_as_f64(o.rerank_threshold),
+            f32_as_f64(o.rerank_bound),
+            o.prefetch,
+            o.prefetch_window as i64,
+            o.converge_prefetch,
+            o.rerank_lookahead as i64,
+            o.rerank_depth as i64,
             None,
-            IvfSearchParams::default().batch as i64,
-            f32_as_f64(IvfSearchParams::default().epsilon),
-            IvfSearchParams::default().beta as i64,
-            IvfSearchParams::default().heuristic,
-            IvfSearchParams::default().page_merge,
-            IvfSearchParams::default().page_buffer,
-            IvfSearchParams::default().page_mates,
-            IvfSearchParams::default().centroid_l as i64,
-            0,
-            0,
-            1,
-            "query".into(),
+            o.ivf_batch as i64,
+            f32_as_f64(o.ivf_epsilon),
+            o.ivf_beta as i64,
+            o.heuristic,
+            o.page_merge,
+            o.page_buffer,
+            o.page_mates,
+            o.centroid_list as i64,
+            o.accel_batch as i64,
+            o.flash_batch as i64,
+            o.staleness as i64,
+            o.grain.name().to_string(),
+            o.strict_steps as i64,
+            o.probe as i64,
         )
     }
 }
 
 impl SearchParams {
-    /// The library's parameters for `k` results.
-    /// `gpu`: whether the flash strategy's accelerator is a GPU (its default batch).
-    pub fn to_lib(&self, k: usize, gpu: bool) -> PyResult<LibSearchParams> {
-        let flash_batch_default = if gpu {
-            1024
-        } else {
-            trawl::search::flash::DEFAULT_FLASH_BATCH
-        };
-        let l = match self.L {
-            Some(l) => count("L", l, 1)?,
-            None => k.max(100),
-        };
-        if k > l {
-            return Err(invalid(format!(
-                "k = {k} is larger than the list size L = {l}: raise L"
-            )));
-        }
+    /// `base` (the options the index was opened with) with these search parameters: the
+    /// library checks and resolves them per kind ([`Options::params`]).
+    pub fn to_options(&self, base: &Options) -> PyResult<Options> {
         let dynamic_width = match &self.dynamic_width {
             Some(s) => Some(parse::<WidthSchedule>("dynamic_width", s)?),
             None => None,
         };
-        let strategy = Strategy::named(
-            &self.strategy,
-            BeamParams {
-                width: count("beam_width", self.beam_width, 1)?,
-                dynamic_width,
-                page_search: self.page_search,
-            },
-            if self.strategy == "pipe" {
-                PipeParams {
-                    policy: parse::<WidthPolicy>("pipe_width", &self.pipe_width)?,
-                    start_width: count("pipe_start_width", self.pipe_start_width, 1)?,
-                    max_width: count("pipe_max_width", self.pipe_max_width, 1)?,
-                    ..PipeParams::default()
-                }
+        let float = |name: &str, x: f64| -> PyResult<f32> {
+            if x.is_finite() {
+                Ok(x as f32)
             } else {
-                PipeParams::default()
-            },
-            if self.strategy == "flash" {
-                FlashParams {
-                    batch: match count("batch", self.batch, 0)? {
-                        0 => flash_batch_default,
-                        b => b,
-                    },
-                    staleness: count("staleness", self.staleness, 0)?,
-                    grain: parse::<Grain>("grain", &self.grain)?,
-                    ..FlashParams::default()
-                }
-            } else {
-                FlashParams::default()
-            },
-        )
-        .py()?;
-        if !(self.rerank_threshold.is_finite() && (0.0..=1.0).contains(&self.rerank_threshold)) {
-            return Err(invalid(format!(
-                "rerank_threshold = {} must be between 0 and 1",
-                self.rerank_threshold
-            )));
-        }
-        if !(self.rerank_bound.is_finite() && self.rerank_bound >= 0.0) {
-            return Err(invalid(format!(
-                "rerank_bound = {} must be a finite number ≥ 0",
-                self.rerank_bound
-            )));
-        }
-        Ok(LibSearchParams {
-            k,
-            l,
-            strategy,
-            entry_list: count("entry_list", self.entry_list, 0)?,
-            rerank: RerankParams {
-                batch: count("rerank_batch", self.rerank_batch, 1)?,
-                threshold: self.rerank_threshold as f32,
-                bound: self.rerank_bound as f32,
-                prefetch: self.prefetch,
-                ..RerankParams::default()
-            },
-        })
-    }
-
-    /// The library's IVF parameters for `k` results on an index of `n` vectors and `nlist`
-    /// posting lists whose accelerator is a GPU (`gpu`), as `trawl search` maps its options,
-    /// checked by the library.
-    pub fn to_ivf(&self, k: usize, n: usize, nlist: usize, gpu: bool) -> PyResult<IvfSearchParams> {
-        let nprobe = match self.L {
-            Some(l) => count("L", l, 1)?,
-            None => DEFAULT_NPROBE.min(nlist.max(1)),
+                Err(invalid(format!("{name} = {x} must be a finite number")))
+            }
         };
-        let p = IvfSearchParams {
-            k,
-            nprobe,
-            centroid_l: count("centroid_list", self.centroid_list, 0)?,
-            top_n: match self.rerank_n {
-                Some(r) => count("rerank_n", r, 1)?,
-                // (Capped at the library's largest, so that an L too large for the index is
-                // reported as such, not as its derived rerank_n.)
-                None => (10 * k).max(4 * nprobe).min(MAX_IVF_PARAM).max(k),
-            },
-            batch: count("ivf_batch", self.ivf_batch, 1)?,
-            epsilon: self.ivf_epsilon as f32,
-            beta: count("ivf_beta", self.ivf_beta, 1)?,
+        Ok(Options {
+            l: self.L.map(|l| count("L", l, 1)).transpose()?,
+            strategy: self.strategy.clone(),
+            beam_width: count("beam_width", self.beam_width, 1)?,
+            dynamic_width,
+            page_search: self.page_search,
+            pipe_width: parse::<WidthPolicy>("pipe_width", &self.pipe_width)?,
+            pipe_start_width: count("pipe_start_width", self.pipe_start_width, 1)?,
+            pipe_max_width: count("pipe_max_width", self.pipe_max_width, 1)?,
+            flash_batch: count("batch", self.batch, 0)?,
+            staleness: count("staleness", self.staleness, 0)?,
+            grain: parse::<Grain>("grain", &self.grain)?,
+            strict_steps: count("strict_steps", self.strict_steps, 0)?,
+            entry_list: count("entry_list", self.entry_list, 0)?,
+            rerank_batch: count("rerank_batch", self.rerank_batch, 1)?,
+            rerank_threshold: float("rerank_threshold", self.rerank_threshold)?,
+            prefetch: self.prefetch,
+            prefetch_window: count("prefetch_window", self.prefetch_window, 0)?,
+            converge_prefetch: self.converge_prefetch,
+            rerank_lookahead: count("rerank_lookahead", self.rerank_lookahead, 0)?,
+            rerank_bound: float("rerank_bound", self.rerank_bound)?,
+            rerank_depth: count("rerank_depth", self.rerank_depth, 0)?,
+            rerank_n: self.rerank_n.map(|r| count("rerank_n", r, 1)).transpose()?,
+            ivf_batch: count("ivf_batch", self.ivf_batch, 1)?,
+            ivf_epsilon: float("ivf_epsilon", self.ivf_epsilon)?,
+            ivf_beta: count("ivf_beta", self.ivf_beta, 1)?,
             heuristic: self.heuristic,
             page_merge: self.page_merge,
             page_buffer: self.page_buffer,
             page_mates: self.page_mates,
-            accel_batch: match count("accel_batch", self.accel_batch, 0)? {
-                0 if gpu => 32,
-                0 => 1,
-                b => b,
-            },
-            ..IvfSearchParams::default()
-        };
-        if nprobe > nlist {
-            return Err(invalid(format!(
-                "L = {nprobe} is more than the index's {nlist} posting lists (for an IVF index \
-                 L is the number of lists probed)"
-            )));
-        }
-        if p.top_n < k {
-            return Err(invalid(format!(
-                "rerank_n = {} is smaller than k = {k}: the re-rank keeps at most rerank_n \
-                 candidates",
-                p.top_n
-            )));
-        }
-        p.validate(n, nlist).py()?;
-        Ok(p)
+            centroid_list: count("centroid_list", self.centroid_list, 0)?,
+            accel_batch: count("accel_batch", self.accel_batch, 0)?,
+            probe: count("probe", self.probe, 0)?,
+            ..base.clone()
+        })
     }
 }

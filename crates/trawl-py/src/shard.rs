@@ -372,7 +372,10 @@ impl ShardedIndex {
                     ix.n()
                 )));
             }
-            let p = params.unwrap_or_default().to_lib(k, false)?;
+            let o = params
+                .unwrap_or_default()
+                .to_options(&trawl::kinds::Options::default())?;
+            let p = o.graph_params(k, false).py()?;
             let arr = as_array(queries, "queries")?;
             let (nq, _) = shape2(&arr, ix.dim())?;
             let dt = dtype_of(&arr)?;

@@ -55,7 +55,6 @@ const KNOWN: &[(&str, usize)] = &[
         0,
     ),
     ("file trawl-py/src/index.rs", 1386),
-    ("fn trawl-py/src/index.rs:open", 207),
 ];
 
 fn workspace() -> PathBuf {

@@ -15,7 +15,7 @@ pub(crate) use bench::{load_queries, run_sweep};
 pub use build::{build, build_any, BuildArgs, DEFAULT_PQ_BYTES};
 pub use entry::{entry, EntryArgs};
 pub use layout::{layout, LayoutArgs};
-pub use search::{search, SearchArgs};
+pub use search::{resolve, search, ResolveArgs, SearchArgs};
 pub(crate) use trawl::kinds::options::resolve_layout;
 pub use update::{delete, insert, merge, DeleteArgs, InsertArgs, MergeArgs};
 
@@ -404,7 +404,7 @@ pub(crate) fn search_at(
 /// A library error about an option, with the option named as its flag: the library names
 /// options as `name = value` (Python's keyword arguments); the CLI's flags are the same names
 /// with dashes (`-W` where a flag has a short form).
-fn flag_names(e: trawl::kinds::Error) -> anyhow::Error {
+pub(crate) fn flag_names(e: trawl::kinds::Error) -> anyhow::Error {
     let trawl::kinds::Error::InvalidInput(msg) = &e else {
         return e.into();
     };

@@ -84,3 +84,32 @@ pub(crate) fn ids_u32(out: &trawl::kinds::Hits) -> Result<Vec<u32>> {
         anyhow::anyhow!("id {id} does not fit the 32-bit ids of results and ground-truth files")
     })
 }
+
+/// Arguments of `trawl resolve` (hidden): the parameters the search options resolve to.
+#[derive(Debug, Args)]
+pub struct ResolveArgs {
+    /// Index directory.
+    pub index_dir: PathBuf,
+    /// Neighbours per query.
+    #[arg(short = 'k', default_value_t = 10)]
+    pub k: usize,
+    /// Candidate list size (IVF: lists probed).
+    #[arg(short = 'L', long = "list-size")]
+    pub l: Option<usize>,
+    #[command(flatten)]
+    pub opts: SearchOptions,
+}
+
+/// `trawl resolve`: opens the index with the search options and prints the open options and
+/// search parameters they resolve to (the library's resolution, as Python's
+/// `Index._resolved` prints it).
+pub fn resolve(args: &ResolveArgs, ctl: &Control) -> Result<()> {
+    let (ix, _) = super::open(&args.index_dir, &args.opts, ctl)?;
+    let text = args
+        .opts
+        .options(args.l)
+        .resolved(&args.index_dir, &ix, args.k)
+        .map_err(super::flag_names)?;
+    println!("{text}");
+    Ok(())
+}

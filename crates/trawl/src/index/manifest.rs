@@ -49,6 +49,14 @@ impl KindName {
             Self::Sharded => "sharded",
         }
     }
+
+    /// The name in a sentence: `graph`, `IVF`, `sharded`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Ivf => "IVF",
+            other => other.name(),
+        }
+    }
 }
 
 /// How the index was built (what `trawl build` or `trawl::build_index` was given).

@@ -120,8 +120,8 @@ impl AnyIndex {
             (Self::Sharded(ix), KindParams::Sharded(p)) => ix.search(queries, p, run),
             (ix, p) => Err(Error::InvalidInput(format!(
                 "search parameters of a {} index given to a {} index",
-                p.kind().name(),
-                ix.kind().name()
+                p.kind().label(),
+                ix.kind().label()
             ))),
         }
     }

@@ -343,6 +343,18 @@ impl Options {
         })
     }
 
+    /// What these options resolve to on `index` (opened from `dir`) for `k` results: the
+    /// open options and the kind's search parameters, as text. The CLI (`trawl resolve`) and
+    /// Python (`Index._resolved`) print it, so a test can hold the two front ends to one
+    /// resolution.
+    pub fn resolved(&self, dir: &Path, index: &AnyIndex, k: usize) -> Result<String, Error> {
+        Ok(format!(
+            "{:#?}\n{:#?}",
+            self.open_options(dir),
+            self.params(index, k)?
+        ))
+    }
+
     /// Graph search parameters for `k` results; `gpu`: the flash accelerator is a GPU.
     pub fn graph_params(&self, k: usize, gpu: bool) -> Result<SearchParams, Error> {
         self.validate()?;

@@ -331,6 +331,17 @@ impl SearchConfig {
     }
 }
 
+impl super::WidthPolicy {
+    /// `fixed`, `static` or `dynamic`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Fixed => "fixed",
+            Self::Static => "static",
+            Self::Dynamic => "dynamic",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
