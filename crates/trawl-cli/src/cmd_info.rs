@@ -24,7 +24,12 @@ pub fn run(
         return sharded_dir(path, json);
     }
     if path.is_dir() {
-        return index_dir(path, verify, json, accel, ctl);
+        return match trawl::kinds::kind_of(path)? {
+            trawl::index::KindName::Graph | trawl::index::KindName::Ivf => {
+                index_dir(path, verify, json, accel, ctl)
+            }
+            _ => any_dir(path, verify, json, ctl),
+        };
     }
     if accel.is_some() {
         anyhow::bail!(
@@ -271,13 +276,7 @@ fn accel_only(kind: trawl::accel::AccelKind, json: bool) -> Result<()> {
 }
 
 /// `recall@10 0.9512 at L 32, …`.
-pub(crate) fn recall_points(p: &[trawl::index::monitor::RecallPoint]) -> String {
-    let parts: Vec<String> = p
-        .iter()
-        .map(|x| format!("{:.4} at L {}", x.recall, x.l))
-        .collect();
-    format!("recall@10 {}", parts.join(", "))
-}
+pub(crate) use trawl::index::monitor::describe_points as recall_points;
 
 /// What streaming updates left in an index: its live vectors, the delta's vectors and the
 /// log's operations not merged yet.
@@ -697,5 +696,50 @@ fn sharded_dir(dir: &Path, json: bool) -> Result<()> {
         human_bytes(ix.memory_bytes()),
         human_bytes(ix.disk_bytes())
     );
+    Ok(())
+}
+
+/// An index directory of a kind without a description of its own here: the library's
+/// description ([`trawl::index::IndexInfo`]) and, with `--verify`, its files checked.
+fn any_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Control) -> Result<()> {
+    let opts = trawl::index::OpenOptions {
+        direct: false,
+        ..Default::default()
+    };
+    let ix = trawl::kinds::open(dir, opts)?;
+    let info = ix.info()?;
+    let report = if verify { Some(ix.verify(ctl)?) } else { None };
+    if json {
+        let mut v = serde_json::to_value(&info)?;
+        if let Some(r) = &report {
+            v["verify"] = serde_json::to_value(r)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("index:   {}", dir.display());
+    println!(
+        "kind:    {} index; layouts {}",
+        info.kind.label(),
+        info.layouts.join(", ")
+    );
+    println!(
+        "vectors: {} × {} {} ({})",
+        info.n, info.dim, info.dtype, info.metric
+    );
+    println!(
+        "disk:    {} ({} files); memory {}",
+        human_bytes(info.disk_bytes.total),
+        info.files.len(),
+        human_bytes(info.memory_total_bytes)
+    );
+    for f in report.iter().flat_map(|r| &r.files) {
+        println!(
+            "verify:  {} ({}): {}",
+            f.name,
+            human_bytes(f.bytes),
+            f.checked
+        );
+    }
     Ok(())
 }

@@ -115,7 +115,7 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             entry_sampling: trawl::search::entry::EntrySampling::Uniform,
             decoupled: false,
             report: Some(args.dir.join("build-report.json")),
-            kind: "graph".into(),
+            kind: trawl::index::KindName::Graph,
             ivf: Default::default(),
         },
         ctl,

@@ -138,7 +138,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gen(args) => cmd_gen::run(&args, &ctl),
         Command::Gt(args) => cmd_gt::run(&args, &ctl),
-        Command::Build(args) => cmd_index::build_any(&args, &ctl),
+        Command::Build(args) => cmd_index::build(&args, &ctl).map(|_| ()),
         Command::Shard(cmd) => cmd_index::shard::run(&cmd, &ctl),
         Command::Search(args) => cmd_index::search(&args, &ctl),
         Command::Resolve(args) => cmd_index::resolve(&args, &ctl),

@@ -32,21 +32,7 @@ pub fn peak_rss_bytes() -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
-/// `1.5 GiB`-style formatting.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
+pub use trawl::progress::human_bytes;
 
 /// Reads a vector file and checks that it holds no NaN or ±inf, naming the file (base or
 /// queries) in the error.

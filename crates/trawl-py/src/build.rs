@@ -1,6 +1,6 @@
 //! `trawl.build`: an index from a numpy array or a vector file, GIL released, Ctrl-C honoured.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,15 +8,12 @@ use std::time::Duration;
 use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 use trawl::data::{read, AnyMatrix, Matrix};
-use trawl::index::{self, DiskIndex, IndexBuildError, OpenOptions};
-use trawl::ivf::{build_ivf, IvfParams};
-use trawl::layout::decoupled::vectors::VectorParams;
 use trawl::progress::Control;
 use trawl::{DType, Element};
 
 use crate::arrays::{as_array, dtype_of, Elements};
 use crate::errors::{err, invalid, IntoPyErr, Kind, PyResultExt};
-use crate::params::{BuildParams, BuildPlan};
+use crate::params::BuildParams;
 use crate::pyjson::ser_to_py;
 
 /// How often a running build checks for Ctrl-C (and other signals).
@@ -100,30 +97,28 @@ pub fn build<'py>(
     query_sample: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let params = params.unwrap_or_default();
-    let plan = params.plan()?;
-    if query_sample.is_some() && !matches!(plan, BuildPlan::Graph(_)) {
-        return Err(invalid(
-            "query_sample: only a graph index (kind=\"graph\") takes a query sample",
-        ));
-    }
+    let o = params.options()?;
     let threads = params.thread_count()?;
     let (pool, ctl, cancel) = worker(threads, params.progress)?;
     let dir = index_dir.as_path();
     let report = with_data(py, data, |m: &AnyMatrix| -> PyResult<serde_json::Value> {
         let run = |q: Option<&AnyMatrix>| {
             run_interruptible(py, &cancel, || {
-                pool.install(|| build_any(m, q, dir, &plan, &params, &ctl))
+                pool.install(|| trawl::kinds::build_with(m, q, dir, &o, &ctl))
             })
         };
-        match query_sample {
+        let built = match query_sample {
             None => run(None)?,
-            Some(qs) => with_vectors(py, qs, "query_sample", |q: &AnyMatrix| {
-                if q.n() == 0 {
-                    return Err(invalid("query_sample holds no vectors"));
-                }
-                run(Some(q))?
-            })?,
-        }
+            Some(qs) => with_vectors(py, qs, "query_sample", |q: &AnyMatrix| run(Some(q)))??,
+        };
+        // A build stopped by the cancel flag says so (the caller raises KeyboardInterrupt).
+        built.map(|b| b.report).map_err(|e| {
+            if ctl.check().is_err() {
+                err(Kind::Other, "the build was interrupted")
+            } else {
+                e.into_py_err()
+            }
+        })
     })??;
     ser_to_py(py, &report)
 }
@@ -189,105 +184,4 @@ pub(crate) fn view<T: Element>(rows: &[T], n: usize, dim: usize) -> PyResult<Mat
     // drops the matrix before that.
     unsafe { Matrix::from_raw_parts(rows.as_ptr(), n, dim) }
         .ok_or_else(|| invalid("the array's buffer is not aligned for its dtype"))
-}
-
-/// The build report (graph or IVF), plus the decoupled layout's when asked for.
-fn build_any(
-    m: &AnyMatrix,
-    sample: Option<&AnyMatrix>,
-    dir: &Path,
-    plan: &BuildPlan,
-    params: &BuildParams,
-    ctl: &Control,
-) -> PyResult<serde_json::Value> {
-    // A build stopped by the cancel flag says so (the caller raises KeyboardInterrupt).
-    let fail = |e: IndexBuildError| {
-        if ctl.check().is_err() {
-            err(Kind::Other, "the build was interrupted")
-        } else {
-            e.into_py_err()
-        }
-    };
-    let dim = match m {
-        AnyMatrix::F32(m) => m.dim(),
-        AnyMatrix::U8(m) => m.dim(),
-        AnyMatrix::I8(m) => m.dim(),
-    };
-    if let Some(b) = params.pq_bytes.filter(|&b| b > dim as i64) {
-        return Err(invalid(format!(
-            "pq_bytes {b} is more than the dimension ({dim}): PQ codes hold at most one byte per \
-             dimension"
-        )));
-    }
-    let t0 = std::time::Instant::now();
-    let lib = match plan {
-        BuildPlan::Graph(lib) => lib,
-        BuildPlan::Ivf {
-            params: p,
-            pq_default,
-        } => {
-            let mut p = p.clone();
-            if *pq_default {
-                p.pq.bytes_per_vector = p.pq.bytes_per_vector.min(dim);
-            }
-            return build_ivf_any(m, dir, &p, ctl, t0).map_err(fail);
-        }
-    };
-    if let Some(q) = sample {
-        let (qd, qt) = (q.dim(), q.dtype());
-        if qt != m.dtype() || qd != dim {
-            return Err(invalid(format!(
-                "query_sample holds {} × {qd} {qt} vectors, the data is {} × {dim} {}: the \
-                 sample must have the data's dtype and dimension",
-                q.n(),
-                m.n(),
-                m.dtype()
-            )));
-        }
-    }
-    let mut report = match (m, sample) {
-        (AnyMatrix::F32(m), Some(AnyMatrix::F32(q))) => {
-            index::build_index_with_queries(m, q, dir, lib, ctl)
-        }
-        (AnyMatrix::U8(m), Some(AnyMatrix::U8(q))) => {
-            index::build_index_with_queries(m, q, dir, lib, ctl)
-        }
-        (AnyMatrix::I8(m), Some(AnyMatrix::I8(q))) => {
-            index::build_index_with_queries(m, q, dir, lib, ctl)
-        }
-        (AnyMatrix::F32(m), _) => index::build_index(m, dir, lib, ctl),
-        (AnyMatrix::U8(m), _) => index::build_index(m, dir, lib, ctl),
-        (AnyMatrix::I8(m), _) => index::build_index(m, dir, lib, ctl),
-    }
-    .map_err(fail)?;
-    report.total_secs = t0.elapsed().as_secs_f64();
-    let mut v = serde_json::to_value(&report).unwrap_or_default();
-    v["kind"] = "graph".into();
-    if params.decoupled {
-        let ix = DiskIndex::open(dir, OpenOptions::default()).py()?;
-        let d = ix
-            .write_decoupled(&VectorParams::default(), ctl)
-            .map_err(fail)?;
-        v["decoupled"] = serde_json::to_value(&d).unwrap_or_default();
-    }
-    Ok(v)
-}
-
-/// An IVF index over `m` (`trawl build --kind ivf`): its report, with `kind`.
-fn build_ivf_any(
-    m: &AnyMatrix,
-    dir: &Path,
-    p: &IvfParams,
-    ctl: &Control,
-    t0: std::time::Instant,
-) -> Result<serde_json::Value, IndexBuildError> {
-    let mut report = match m {
-        AnyMatrix::F32(m) => build_ivf(m, dir, p, ctl),
-        AnyMatrix::U8(m) => build_ivf(m, dir, p, ctl),
-        AnyMatrix::I8(m) => build_ivf(m, dir, p, ctl),
-    }?;
-    report.total_secs = t0.elapsed().as_secs_f64();
-    let mut v = serde_json::to_value(&report).unwrap_or_default();
-    v["kind"] = "ivf".into();
-    Ok(v)
 }

@@ -24,7 +24,7 @@ use pyo3::types::PyDict;
 use trawl::accel::AccelKind;
 use trawl::data::Queries;
 use trawl::index::live::{Durability, LiveError, LiveIndex};
-use trawl::index::{DiskIndex, KindName, Manifest, AUTO_SPIN_US};
+use trawl::index::{DiskIndex, KindName, AUTO_SPIN_US};
 use trawl::io::{EngineKind, IoEngine};
 use trawl::ivf::{IvfSearchParams, IvfSearcher, IvfVectorLayout};
 use trawl::kinds::{AnyIndex, GraphIndex, Hits, KindParams, Options, Run};
@@ -333,6 +333,8 @@ impl Index {
             AnyIndex::Ivf(iv) => (iv.options().ivf_vectors.name(), iv.accel().info().backend),
             AnyIndex::Graph(g) => (g.disk().options().layout.name(), ""),
             AnyIndex::Sharded(sh) => (sh.shards()[0].options().layout.name(), ""),
+            // A kind with one layout of its own: named as the kind.
+            other => (other.kind().name(), ""),
         };
         Ok(Self {
             dir: index_dir.clone(),
@@ -772,25 +774,8 @@ impl Index {
     /// A graph index's write-ahead log is checked record by record as replay would.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let open = self.inner()?;
-        if let AnyIndex::Ivf(ix) = &*open {
-            let pages = py.detach(|| ix.verify(&Control::silent())).py()?;
-            let name = ix.options().ivf_vectors.file_name();
-            let path = ix.dir().join(name);
-            let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
-            let manifest = Manifest::load_if_present(ix.dir()).py()?.is_some();
-            let v = serde_json::json!({
-                "manifest": manifest,
-                "vector_pages": pages,
-                "files": [{
-                    "name": name, "bytes": bytes,
-                    "checked": format!("all {pages} data pages match their checksums"),
-                }],
-            });
-            return to_py(py, &v);
-        }
-        let dir = self.dir.clone();
         let rep = py
-            .detach(|| trawl::index::verify_index(&dir, &trawl::progress::Control::silent()))
+            .detach(|| open.verify(&trawl::progress::Control::silent()))
             .py()?;
         let v = serde_json::to_value(rep).map_err(|e| err(Kind::Internal, e.to_string()))?;
         to_py(py, &v)

@@ -7,13 +7,8 @@
 
 use pyo3::prelude::*;
 use trawl::graph::VamanaParams;
-use trawl::index::IndexParams;
-use trawl::ivf::IvfParams;
-use trawl::kinds::Options;
-use trawl::quant::pq::{PqParams, OPQ_ITERS};
-use trawl::search::entry::{EntryParams, EntrySampling};
+use trawl::kinds::{BuildOptions, Options};
 use trawl::search::{Grain, WidthPolicy, WidthSchedule};
-use trawl::Metric;
 
 use crate::errors::{invalid, PyResultExt};
 
@@ -97,9 +92,6 @@ pub struct BuildParams {
     /// Show progress bars on stderr (only when it is a terminal).
     pub progress: bool,
 }
-
-/// PQ bytes per vector when `pq_bytes` is None (fewer for data of fewer dimensions).
-pub const DEFAULT_PQ_BYTES: usize = 32;
 
 #[pymethods]
 impl BuildParams {
@@ -253,124 +245,42 @@ impl Default for BuildParams {
     }
 }
 
-/// What `trawl.build` builds.
-#[derive(Debug, Clone)]
-pub enum BuildPlan {
-    /// A graph index.
-    Graph(IndexParams),
-    /// An IVF index; `pq_default`: `pq_bytes` was None (32, or the dimension when smaller).
-    Ivf { params: IvfParams, pq_default: bool },
-}
-
 impl BuildParams {
-    /// What to build, every parameter of that kind checked (those of the other kind ignored).
-    pub fn plan(&self) -> PyResult<BuildPlan> {
-        match self.kind.as_str() {
-            "graph" => Ok(BuildPlan::Graph(self.to_lib()?)),
-            "ivf" => Ok(BuildPlan::Ivf {
-                params: self.to_ivf()?,
-                pq_default: self.pq_bytes.is_none(),
-            }),
-            other => Err(invalid(format!(
-                "kind = {other:?}: expected \"graph\" or \"ivf\""
-            ))),
-        }
-    }
-
-    /// The library's IVF parameters, as `trawl build --kind ivf` maps its options (with
-    /// `pq_bytes` None: 32, to be clamped to the dimension).
-    pub fn to_ivf(&self) -> PyResult<IvfParams> {
-        let metric: Metric = parse("metric", &self.metric)?;
+    /// The library's build options (the library checks them, naming each).
+    pub fn options(&self) -> PyResult<BuildOptions> {
         let seed = u64::try_from(self.seed)
             .map_err(|_| invalid(format!("seed = {} must be at least 0", self.seed)))?;
-        if !(self.ivf_epsilon.is_finite() && self.ivf_epsilon >= 0.0) {
-            return Err(invalid(format!(
-                "ivf_epsilon = {} must be a finite value of at least 0",
-                self.ivf_epsilon
-            )));
-        }
-        let params = IvfParams {
-            metric,
-            list_size: count("ivf_list_size", self.ivf_list_size, 1)?,
-            epsilon: self.ivf_epsilon as f32,
-            max_replicas: count("ivf_max_replicas", self.ivf_max_replicas, 1)?,
-            pq: PqParams {
-                bytes_per_vector: match self.pq_bytes {
-                    Some(b) => count("pq_bytes", b, 1)?,
-                    None => DEFAULT_PQ_BYTES,
-                },
-                seed,
-                opq_iters: if self.opq { OPQ_ITERS } else { 0 },
-                ..PqParams::default()
-            },
-            seed,
-            by_id_file: self.by_id_vectors,
-            ..IvfParams::default()
-        };
-        // The library's ranges (list size, ε, replicas), checked before any data is read
-        // (against a stand-in shape: the data's own is checked again by the build).
-        params.validate(1, params.pq.bytes_per_vector).py()?;
-        Ok(params)
-    }
-
-    /// The library's parameters, exactly as `trawl build` maps its options.
-    pub fn to_lib(&self) -> PyResult<IndexParams> {
-        let metric: Metric = parse("metric", &self.metric)?;
-        let seed = u64::try_from(self.seed)
-            .map_err(|_| invalid(format!("seed = {} must be at least 0", self.seed)))?;
-        if !(self.alpha.is_finite() && self.alpha >= 1.0) {
-            return Err(invalid(format!(
-                "alpha = {} must be at least 1",
-                self.alpha
-            )));
-        }
-        if !(0.0..=1.0).contains(&self.entry_ratio) {
-            return Err(invalid(format!(
-                "entry_ratio = {} must be between 0 (no entry index) and 1",
-                self.entry_ratio
-            )));
-        }
-        let budget = match self.memory_budget_gb {
-            Some(g) if !(g.is_finite() && g > 0.0) => {
-                return Err(invalid(format!("memory_budget_gb = {g} must be positive")))
+        let finite = |name: &str, x: f64| -> PyResult<f32> {
+            if x.is_finite() {
+                Ok(x as f32)
+            } else {
+                Err(invalid(format!("{name} = {x} must be a finite number")))
             }
-            Some(g) => Some((g * (1u64 << 30) as f64) as u64),
-            None => None,
         };
-        let sampling: EntrySampling = parse("entry_sampling", &self.entry_sampling)?;
-        Ok(IndexParams {
-            metric,
-            graph: VamanaParams {
-                r: count("R", self.R, 1)?,
-                l: count("L", self.L, 1)?,
-                alpha: self.alpha as f32,
-                seed,
-                memory_budget_bytes: budget,
-                saturate: self.saturate,
-                order: parse("visit_order", &self.visit_order)?,
-                ..VamanaParams::default()
-            },
-            pq: PqParams {
-                bytes_per_vector: match self.pq_bytes {
-                    Some(b) => count("pq_bytes", b, 1)?,
-                    None => DEFAULT_PQ_BYTES,
-                },
-                seed,
-                opq_iters: if self.opq { OPQ_ITERS } else { 0 },
-                ..PqParams::default()
-            },
-            entry: (self.entry_ratio > 0.0)
-                .then(|| -> PyResult<EntryParams> {
-                    Ok(EntryParams {
-                        ratio: self.entry_ratio,
-                        r: count("entry_degree", self.entry_degree, 1)?,
-                        l: count("entry_build_list", self.entry_build_list, 1)?,
-                        seed,
-                        sampling,
-                    })
-                })
-                .transpose()?,
-        })
+        let o = BuildOptions {
+            kind: parse("kind", &self.kind)?,
+            metric: parse("metric", &self.metric)?,
+            r: count("R", self.R, 0)?,
+            l: count("L", self.L, 0)?,
+            alpha: finite("alpha", self.alpha)?,
+            pq_bytes: self.pq_bytes.map(|b| count("pq_bytes", b, 1)).transpose()?,
+            seed,
+            memory_budget_gb: self.memory_budget_gb,
+            saturate: self.saturate,
+            visit_order: parse("visit_order", &self.visit_order)?,
+            opq: self.opq,
+            entry_ratio: self.entry_ratio,
+            entry_degree: count("entry_degree", self.entry_degree, 0)?,
+            entry_build_list: count("entry_build_list", self.entry_build_list, 0)?,
+            entry_sampling: parse("entry_sampling", &self.entry_sampling)?,
+            decoupled: self.decoupled,
+            ivf_list_size: count("ivf_list_size", self.ivf_list_size, 1)?,
+            ivf_epsilon: finite("ivf_epsilon", self.ivf_epsilon)?,
+            ivf_max_replicas: count("ivf_max_replicas", self.ivf_max_replicas, 1)?,
+            by_id_vectors: self.by_id_vectors,
+        };
+        o.validate().py()?;
+        Ok(o)
     }
 
     /// Build threads (0 = one per core).

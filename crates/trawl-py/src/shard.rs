@@ -19,7 +19,7 @@ use crate::arrays::{as_array, dtype_of, Elements};
 use crate::build::{run_interruptible, with_data, worker};
 use crate::errors::{err, invalid, IntoPyErr, PyResultExt};
 use crate::index::{numpy_name, stats_dict, MISSING_ID};
-use crate::params::{count, BuildParams, BuildPlan, SearchParams};
+use crate::params::{count, BuildParams, SearchParams};
 use crate::pyjson::ser_to_py;
 
 impl IntoPyErr for ShardError {
@@ -50,12 +50,14 @@ fn shard_params(shards: i64, slack: f64, epsilon: f64, seed: i64) -> PyResult<Sh
 }
 
 fn graph_params(params: &BuildParams) -> PyResult<trawl::index::IndexParams> {
-    match params.plan()? {
-        BuildPlan::Graph(p) => Ok(p),
-        BuildPlan::Ivf { .. } => Err(invalid(
+    let o = params.options()?;
+    if o.kind != trawl::index::KindName::Graph {
+        return Err(invalid(
             "the shards of a sharded index are graph indexes: BuildParams(kind=\"graph\")",
-        )),
+        ));
     }
+    // (PQ bytes default to 32 whatever the dimension, as every shard's build checks.)
+    o.graph_params(usize::MAX).py()
 }
 
 /// Partitions `data` (a 2-D array or a vector file) into `shards` shards by balanced k-means

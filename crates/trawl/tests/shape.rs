@@ -47,13 +47,8 @@ const KNOWN: &[(&str, usize)] = &[
         0,
     ),
     ("fn trawl-cli/src/cmd_ablation.rs:run", 128),
-    ("fn trawl-cli/src/cmd_index/build.rs:build", 148),
     ("fn trawl-cli/src/cmd_info.rs:index_dir", 247),
     ("fn trawl-cli/src/cmd_quickstart.rs:run", 152),
-    (
-        "cycle trawl-cli: cmd_index::build ⇄ cmd_index::ivf (build→ivf, ivf→build)",
-        0,
-    ),
     ("file trawl-py/src/index.rs", 1386),
 ];
 

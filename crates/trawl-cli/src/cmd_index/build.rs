@@ -1,24 +1,20 @@
 //! `trawl build`: a disk index from a vector file.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::Args;
-use trawl::data::matrix::AnyMatrix;
 use trawl::graph::{VamanaParams, VisitOrder};
-use trawl::index::{self, DiskIndex, IndexParams, OpenOptions};
-use trawl::layout::decoupled::vectors::VectorParams;
+use trawl::index::{IndexParams, KindName};
+use trawl::kinds::{build_with, BuildOptions};
 use trawl::progress::Control;
-use trawl::quant::pq::{PqParams, OPQ_ITERS};
 use trawl::search::entry::{EntryParams, EntrySampling};
 use trawl::Metric;
 
 use crate::cmd_graph::write_json;
 use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
 
-/// PQ bytes per vector when `--pq-bytes` is not given (fewer for data of fewer dimensions).
-pub const DEFAULT_PQ_BYTES: usize = 32;
+pub use trawl::kinds::build::DEFAULT_PQ_BYTES;
 
 /// Arguments of `trawl build`.
 #[derive(Debug, Args)]
@@ -99,264 +95,89 @@ pub struct BuildArgs {
     /// Write the build report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
-    /// Index kind: graph (Vamana graph on disk, PQ in memory) or ivf (FusionANNS: posting
-    /// lists over a centroid graph, PQ on an accelerator, bucketed vectors on disk).
-    #[arg(long, default_value = "graph", value_parser = ["graph", "ivf"])]
-    pub kind: String,
+    /// Index kind: graph (Vamana graph on disk, PQ in memory), ivf (FusionANNS: posting
+    /// lists over a centroid graph, PQ on an accelerator, bucketed vectors on disk) or flat
+    /// (exact search over the vectors on disk).
+    #[arg(long, default_value = "graph", value_parser = |s: &str| s.parse::<KindName>())]
+    pub kind: KindName,
     #[command(flatten)]
     pub ivf: super::ivf::IvfBuildArgs,
 }
 
-/// `trawl build`: the kind asked for.
-pub fn build_any(args: &BuildArgs, ctl: &Control) -> Result<()> {
-    if args.kind == "ivf" {
-        super::ivf::build(args, ctl).map(|_| ())
-    } else {
-        build(args, ctl).map(|_| ())
+impl BuildArgs {
+    /// The library's build options these flags give (checked by the library, each named).
+    pub fn options(&self) -> Result<BuildOptions> {
+        let visit_order = self
+            .visit_order
+            .parse::<VisitOrder>()
+            .map_err(|e| anyhow::anyhow!("--visit-order {}: {e}", self.visit_order))?;
+        let iv = &self.ivf;
+        let o = BuildOptions {
+            kind: self.kind,
+            metric: self.metric,
+            r: self.r,
+            l: self.l,
+            alpha: self.alpha,
+            pq_bytes: self.pq_bytes,
+            seed: self.seed,
+            memory_budget_gb: self.memory_budget_gb,
+            saturate: self.saturate,
+            visit_order,
+            opq: self.opq,
+            entry_ratio: self.entry_ratio,
+            entry_degree: self.entry_degree,
+            entry_build_list: self.entry_build_list,
+            entry_sampling: self.entry_sampling,
+            decoupled: self.decoupled,
+            ivf_list_size: iv.ivf_list_size,
+            ivf_epsilon: iv.ivf_epsilon,
+            ivf_max_replicas: iv.ivf_max_replicas,
+            by_id_vectors: iv.by_id_vectors,
+        };
+        o.validate().map_err(build_flag_names)?;
+        Ok(o)
     }
 }
 
-/// Checks the flags that need no data, naming each flag (the library checks again, by field).
-pub(crate) fn check_args(args: &BuildArgs) -> Result<()> {
-    if args.r == 0 || args.r > u16::MAX as usize {
-        bail!("-R {} must be between 1 and 65535", args.r);
-    }
-    if args.l < args.r || args.l > trawl::graph::MAX_BUILD_L {
-        bail!(
-            "-L {} must be between -R ({}) and {}",
-            args.l,
-            args.r,
-            trawl::graph::MAX_BUILD_L
-        );
-    }
-    if !(args.alpha.is_finite() && args.alpha >= 1.0) {
-        bail!("--alpha {} must be a finite value ≥ 1", args.alpha);
-    }
-    if let Err(e) = args.visit_order.parse::<VisitOrder>() {
-        bail!("--visit-order {}: {e}", args.visit_order);
-    }
-    if let Some(g) = args.memory_budget_gb {
-        if !(g.is_finite() && g > 0.0 && g * (1u64 << 30) as f64 >= 1.0 && g < 1.0e9) {
-            bail!("--memory-budget-gb {g} must be a positive number of GiB");
-        }
-    }
-    if args.pq_bytes == Some(0) {
-        bail!("--pq-bytes must be at least 1");
-    }
-    if !(0.0..=1.0).contains(&args.entry_ratio) {
-        bail!(
-            "--entry-ratio {} must be between 0 (no entry index) and 1",
-            args.entry_ratio
-        );
-    }
-    if args.entry_ratio > 0.0 {
-        if args.entry_degree == 0 || args.entry_degree > u16::MAX as usize {
-            bail!(
-                "--entry-degree {} must be between 1 and 65535",
-                args.entry_degree
-            );
-        }
-        if args.entry_build_list == 0 || args.entry_build_list > trawl::graph::MAX_BUILD_L {
-            bail!(
-                "--entry-build-list {} must be between 1 and {}",
-                args.entry_build_list,
-                trawl::graph::MAX_BUILD_L
-            );
-        }
-    }
-    Ok(())
+/// A library error about a build option, with the option named as its flag.
+pub(crate) fn build_flag_names(e: trawl::kinds::Error) -> anyhow::Error {
+    use clap::Args as _;
+    super::rename_options(e, BuildArgs::augment_args(clap::Command::new("build")))
 }
 
-/// The graph index parameters of `trawl build`'s flags for data of dimension `dim` (also used
-/// by `trawl shard build` for every shard).
-pub fn index_params(args: &BuildArgs, dim: usize) -> Result<IndexParams> {
-    let pq_bytes = match args.pq_bytes {
-        Some(b) if b > dim => bail!(
-            "--pq-bytes {b} is more than the dimension of {} ({dim}): PQ codes hold at most \
-             one byte per dimension",
-            args.data.display()
-        ),
-        Some(b) => b,
-        None => DEFAULT_PQ_BYTES.min(dim),
-    };
-    Ok(IndexParams {
-        metric: args.metric,
-        graph: VamanaParams {
-            r: args.r,
-            l: args.l,
-            alpha: args.alpha,
-            seed: args.seed,
-            memory_budget_bytes: args
-                .memory_budget_gb
-                .map(|g| (g * (1u64 << 30) as f64) as u64),
-            saturate: args.saturate,
-            order: args
-                .visit_order
-                .parse::<VisitOrder>()
-                .map_err(|e| anyhow::anyhow!("--visit-order {}: {e}", args.visit_order))?,
-            ..VamanaParams::default()
-        },
-        pq: PqParams {
-            bytes_per_vector: pq_bytes,
-            seed: args.seed,
-            opq_iters: if args.opq { OPQ_ITERS } else { 0 },
-            ..PqParams::default()
-        },
-        entry: (args.entry_ratio > 0.0).then_some(EntryParams {
-            ratio: args.entry_ratio,
-            r: args.entry_degree,
-            l: args.entry_build_list,
-            seed: args.seed,
-            sampling: args.entry_sampling,
-        }),
-    })
-}
-
-pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::index::IndexBuildReport> {
-    let t0 = Instant::now();
-    check_args(args)?;
-    if args.kind != "graph" {
-        bail!("--kind {}: this builds a graph index", args.kind);
-    }
-    let data = if args.memory_budget_gb.is_some() {
+/// `trawl build`: an index of the kind asked for.
+pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::kinds::Built> {
+    let o = args.options()?;
+    let data = if args.memory_budget_gb.is_some() && o.kind == trawl::index::KindName::Graph {
         crate::runtime::map_vectors(&args.data)?
     } else {
         crate::runtime::read_vectors(&args.data)?
     };
-    let params = index_params(args, data.dim())?;
     let sample = match &args.query_sample {
-        Some(path) => {
-            let q = crate::runtime::read_vectors(path)?;
-            if q.dtype() != data.dtype() || q.dim() != data.dim() {
-                bail!(
-                    "--query-sample {}: {} × {} {} vectors, the data is {} × {} {}: the sample \
-                     must have the data's element type and dimension",
-                    path.display(),
-                    q.n(),
-                    q.dim(),
-                    q.dtype(),
-                    data.n(),
-                    data.dim(),
-                    data.dtype()
-                );
-            }
-            if q.n() == 0 {
-                bail!(
-                    "--query-sample {}: the file holds no vectors",
-                    path.display()
-                );
-            }
-            Some(q)
-        }
+        Some(path) => Some(crate::runtime::read_vectors(path)?),
         None => None,
     };
     let dir = &args.index_dir;
-    let (mut report, threads) = with_threads(args.threads, || -> Result<_> {
-        let r = match (&data, &sample) {
-            (AnyMatrix::F32(m), Some(AnyMatrix::F32(q))) => {
-                index::build_index_with_queries(m, q, dir, &params, ctl)?
-            }
-            (AnyMatrix::U8(m), Some(AnyMatrix::U8(q))) => {
-                index::build_index_with_queries(m, q, dir, &params, ctl)?
-            }
-            (AnyMatrix::I8(m), Some(AnyMatrix::I8(q))) => {
-                index::build_index_with_queries(m, q, dir, &params, ctl)?
-            }
-            (AnyMatrix::F32(m), _) => index::build_index(m, dir, &params, ctl)?,
-            (AnyMatrix::U8(m), _) => index::build_index(m, dir, &params, ctl)?,
-            (AnyMatrix::I8(m), _) => index::build_index(m, dir, &params, ctl)?,
-        };
-        Ok((r, rayon::current_num_threads()))
+    let (built, threads) = with_threads(args.threads, || -> Result<_> {
+        let b = build_with(&data, sample.as_ref(), dir, &o, ctl).map_err(build_flag_names)?;
+        Ok((b, rayon::current_num_threads()))
     })??;
-    report.total_secs = t0.elapsed().as_secs_f64();
     let rss = peak_rss_bytes();
-    println!(
-        "built disk index over {} × {} {} ({}) in {:.1} s with {threads} thread(s): PQ {:.1} s, graph {:.1} s \
-         ({} shard(s), avg degree {:.1}, max {}), layout {:.1} s; peak RSS {}",
-        report.n, report.dim, report.dtype, report.metric, report.total_secs, report.pq_secs,
-        report.graph_secs, report.shards, report.avg_degree, report.max_degree, report.layout_secs,
-        human_bytes(rss)
-    );
-    if let Some(r) = &report.recall {
-        println!(
-            "recall monitor: {} ({} of its vectors searched as held-out queries, {:.1} s)",
-            crate::cmd_info::recall_points(&r.points),
-            r.samples,
-            report.monitor_secs
-        );
+    for line in &built.summary {
+        println!("{line}");
     }
-    let c = &report.connectivity;
-    println!(
-        "graph: {} of {} nodes reachable from the medoid{}; in-degree median {}, max {}",
-        c.nodes - c.unreachable,
-        c.nodes,
-        if report.relinked > 0 {
-            format!(
-                " ({} edges added to link back the nodes the build left unreachable)",
-                report.relinked
-            )
-        } else {
-            String::new()
-        },
-        c.in_degree[2],
-        c.in_degree[4]
-    );
-    if report.query_sample > 0 {
-        println!(
-            "query sample: the nearest points of {} queries linked to one another ({} edges)",
-            report.query_sample, report.query_edges
-        );
-    }
-    println!(
-        "on disk in {}: packed.trawl {} ({} records per page), pq.trawl {}, pq-codes.trawl {} ({} B per vector), entry.trawl {} ({} nodes, {:.1} s), manifest.trawl {}; total {}",
-        dir.display(),
-        human_bytes(report.packed_bytes),
-        report.records_per_page,
-        human_bytes(report.pq_bytes),
-        human_bytes(report.pq_codes_bytes),
-        report.pq_bytes_per_vector,
-        human_bytes(report.entry_bytes),
-        report.entry_nodes,
-        report.entry_secs,
-        human_bytes(report.manifest_bytes),
-        human_bytes(report.disk_bytes)
-    );
-    let decoupled = if args.decoupled {
-        let ix = DiskIndex::open(dir, OpenOptions::default())
-            .with_context(|| format!("opening {}", dir.display()))?;
-        let r = ix.write_decoupled(&VectorParams::default(), ctl)?;
-        if let Some(d) = &r.decoupled {
-            let pq = report.pq_bytes + report.pq_codes_bytes;
-            println!(
-                "decoupled layout: graph.trawl {} ({:.3}× the lists' {}), vectors.trawl {} \
-                 ({:.3}× the vectors' {}), together {:.3}× packed.trawl; with the PQ files {} \
-                 ({:.3}× the packed layout's {}); metadata in memory {}; {:.1} s",
-                human_bytes(d.graph_bytes),
-                d.graph_bytes as f64 / d.lists_raw_bytes.max(1) as f64,
-                human_bytes(d.lists_raw_bytes),
-                human_bytes(d.vectors_bytes),
-                d.vectors_bytes as f64 / d.vectors_raw_bytes.max(1) as f64,
-                human_bytes(d.vectors_raw_bytes),
-                r.file_bytes as f64 / r.packed_bytes.max(1) as f64,
-                human_bytes(r.file_bytes + pq),
-                (r.file_bytes + pq) as f64 / (r.packed_bytes + pq).max(1) as f64,
-                human_bytes(r.packed_bytes + pq),
-                human_bytes(d.vectors_metadata_bytes + 4 * d.graph_pages),
-                r.total_secs
-            );
-        }
-        Some(r)
-    } else {
-        None
-    };
+    println!("{threads} thread(s), peak RSS {}", human_bytes(rss));
     if let Some(path) = &args.report {
-        let mut v = serde_json::to_value(&report)?;
+        let mut v = built.report.clone();
         v["peak_rss_bytes"] = rss.into();
         v["threads"] = threads.into();
-        if let Some(d) = &decoupled {
-            v["decoupled"] = serde_json::to_value(d)?;
-        }
         write_json(path, &v)?;
     }
-    Ok(report)
+    Ok(built)
+}
+
+/// The graph index parameters of `trawl build`'s flags for data of dimension `dim` (every
+/// shard's in `trawl shard build`).
+pub fn index_params(args: &BuildArgs, dim: usize) -> Result<IndexParams> {
+    args.options()?.graph_params(dim).map_err(build_flag_names)
 }

@@ -12,7 +12,7 @@ mod update;
 
 pub use bench::{bench, print_bench, print_parts, BenchArgs, BenchRow};
 pub(crate) use bench::{load_queries, run_sweep};
-pub use build::{build, build_any, BuildArgs, DEFAULT_PQ_BYTES};
+pub use build::{build, BuildArgs, DEFAULT_PQ_BYTES};
 pub use entry::{entry, EntryArgs};
 pub use layout::{layout, LayoutArgs};
 pub use search::{resolve, search, ResolveArgs, SearchArgs};
@@ -377,6 +377,8 @@ fn describe(
             run["probe"] = o.probe.into();
             run["cache_nodes"] = report.cache.nodes.into();
         }
+        // A kind without options of its own beyond the index's description.
+        _ => {}
     }
     run
 }
@@ -405,11 +407,16 @@ pub(crate) fn search_at(
 /// options as `name = value` (Python's keyword arguments); the CLI's flags are the same names
 /// with dashes (`-W` where a flag has a short form).
 pub(crate) fn flag_names(e: trawl::kinds::Error) -> anyhow::Error {
+    use clap::Args as _;
+    rename_options(e, SearchOptions::augment_args(clap::Command::new("search")))
+}
+
+/// [`flag_names`] against the flags of `cmd` (an option named by one letter, `R`, is its
+/// flag's id in either case).
+pub(crate) fn rename_options(e: trawl::kinds::Error, cmd: clap::Command) -> anyhow::Error {
     let trawl::kinds::Error::InvalidInput(msg) = &e else {
         return e.into();
     };
-    use clap::Args as _;
-    let cmd = SearchOptions::augment_args(clap::Command::new("search"));
     let mut out = msg.clone();
     for a in cmd.get_arguments() {
         let id = a.get_id().as_str();
@@ -418,9 +425,18 @@ pub(crate) fn flag_names(e: trawl::kinds::Error) -> anyhow::Error {
             (None, Some(l)) => format!("--{l}"),
             (None, None) => continue,
         };
-        let named = format!("{id} = ");
-        if out.starts_with(&named) || out.contains(&format!(" {named}")) {
-            out = out.replace(&named, &format!("{flag} "));
+        let mut names = vec![format!("{id} = ")];
+        if id.len() == 1 {
+            names.push(format!("{} = ", id.to_uppercase()));
+        }
+        for named in names {
+            if out.starts_with(&named) || out.contains(&format!(" {named}")) {
+                out = out.replace(&named, &format!("{flag} "));
+            }
+        }
+        // `pq_bytes 64 is …`: a message that opens with the option's name.
+        if id.len() > 1 && out.starts_with(&format!("{id} ")) {
+            out = format!("{flag}{}", &out[id.len()..]);
         }
     }
     anyhow::anyhow!(out)

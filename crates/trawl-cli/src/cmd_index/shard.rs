@@ -9,7 +9,7 @@ use trawl::data::matrix::AnyMatrix;
 use trawl::progress::Control;
 use trawl::shard::{build_sharded_index, ShardParams};
 
-use super::build::{check_args, index_params, BuildArgs};
+use super::build::{index_params, BuildArgs};
 use crate::cmd_graph::write_json;
 use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
 
@@ -52,13 +52,13 @@ pub fn run(cmd: &ShardCommand, ctl: &Control) -> Result<()> {
 pub fn build(args: &ShardBuildArgs, ctl: &Control) -> Result<trawl::shard::ShardBuildReport> {
     let t0 = Instant::now();
     let b = &args.build;
-    check_args(b)?;
-    if b.kind != "graph" {
+    if b.kind != trawl::index::KindName::Graph {
         bail!(
             "--kind {}: the shards of a sharded index are graph indexes",
-            b.kind
+            b.kind.name()
         );
     }
+    b.options()?;
     if b.decoupled {
         bail!("--decoupled is not supported by `trawl shard build` (write it per shard with `trawl layout`)");
     }

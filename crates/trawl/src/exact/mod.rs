@@ -31,7 +31,7 @@
 mod fast;
 mod scan;
 mod tile;
-mod topk;
+pub(crate) mod topk;
 
 #[cfg(test)]
 mod tests;

@@ -38,6 +38,24 @@ pub enum KindName {
     /// Graph indexes of partitions, searched in each query's nearest partitions and merged
     /// ([`crate::shard::ShardedIndex`]; its manifest is `shards.trawl`).
     Sharded,
+    /// The vectors on disk, searched exactly ([`crate::kinds::flat::FlatIndex`]).
+    Flat,
+}
+
+impl std::str::FromStr for KindName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "graph" => Ok(Self::Graph),
+            "ivf" => Ok(Self::Ivf),
+            "sharded" => Ok(Self::Sharded),
+            "flat" => Ok(Self::Flat),
+            other => Err(format!(
+                "unknown index kind {other:?} (graph, ivf, flat; sharded indexes are built by \
+                 their own command)"
+            )),
+        }
+    }
 }
 
 impl KindName {
@@ -47,6 +65,7 @@ impl KindName {
             Self::Graph => "graph",
             Self::Ivf => "ivf",
             Self::Sharded => "sharded",
+            Self::Flat => "flat",
         }
     }
 
@@ -208,7 +227,7 @@ pub(crate) fn header_checksum(path: &Path) -> Result<u32, FileError> {
     Ok(le(24))
 }
 
-fn entry_of(dir: &Path, name: &str, role: &str) -> Result<ManifestFile, FileError> {
+pub(crate) fn entry_of(dir: &Path, name: &str, role: &str) -> Result<ManifestFile, FileError> {
     let path = dir.join(name);
     entry_at(&path, name, role)
 }

@@ -55,6 +55,22 @@ pub struct RecallRecord {
 }
 
 impl RecallRecord {
+    /// `recall@10 0.9512 at L 32, …`: the current figures in words.
+    pub fn describe_points(&self) -> String {
+        describe_points(&self.points)
+    }
+}
+
+/// `recall@10 0.9512 at L 32, …`: figures in words.
+pub fn describe_points(p: &[RecallPoint]) -> String {
+    let parts: Vec<String> = p
+        .iter()
+        .map(|x| format!("{:.4} at L {}", x.recall, x.l))
+        .collect();
+    format!("recall@10 {}", parts.join(", "))
+}
+
+impl RecallRecord {
     /// A merge's record: its figures, the last build's kept.
     pub fn after_merge(points: Vec<RecallPoint>, samples: usize, last: Option<&Self>) -> Self {
         Self {

@@ -37,6 +37,9 @@ pub struct VerifyReport {
     /// A graph index's connectivity from its medoid (every node must be reachable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connectivity: Option<crate::graph::connectivity::Connectivity>,
+    /// The data pages of vectors checked (IVF and flat kinds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector_pages: Option<u64>,
 }
 
 /// Reads every file of the index in `dir` whole and checks it (see the module docs). The
@@ -48,8 +51,7 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
     let manifest = Manifest::load_if_present(dir)?;
     let mut report = VerifyReport {
         manifest: manifest.is_some(),
-        files: Vec::new(),
-        connectivity: None,
+        ..VerifyReport::default()
     };
     let present = |name: &str| dir.join(name).is_file();
     // The files to check: the manifest's (each must be there), else every index file present.

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::flat::FlatIndex;
 use super::{Error, GraphIndex, Hits, IndexKind, KindParams, Queries, Run};
 use crate::data::AnyMatrix;
 use crate::index::{IndexInfo, KindName, Manifest, OpenOptions};
@@ -21,6 +22,8 @@ pub enum AnyIndex {
     Ivf(IvfIndex),
     /// A sharded index.
     Sharded(ShardedIndex),
+    /// A flat index (exact search).
+    Flat(FlatIndex),
 }
 
 /// Calls `$f` on the kind inside `$self`.
@@ -30,6 +33,7 @@ macro_rules! delegate {
             AnyIndex::Graph($ix) => $e,
             AnyIndex::Ivf($ix) => $e,
             AnyIndex::Sharded($ix) => $e,
+            AnyIndex::Flat($ix) => $e,
         }
     };
 }
@@ -50,6 +54,7 @@ pub fn open(dir: &Path, opts: OpenOptions) -> Result<AnyIndex, Error> {
         KindName::Graph => AnyIndex::Graph(GraphIndex::open_dir(dir, opts)?),
         KindName::Ivf => AnyIndex::Ivf(IvfIndex::open_dir(dir, opts)?),
         KindName::Sharded => AnyIndex::Sharded(ShardedIndex::open_dir(dir, opts)?),
+        KindName::Flat => AnyIndex::Flat(FlatIndex::open_dir(dir, opts)?),
     })
 }
 
@@ -99,6 +104,11 @@ impl AnyIndex {
         delegate!(self, ix => IndexKind::engine_info(ix))
     }
 
+    /// Reads every file whole and checks it ([`IndexKind::verify`]).
+    pub fn verify(&self, ctl: &crate::progress::Control) -> Result<super::VerifyReport, Error> {
+        delegate!(self, ix => IndexKind::verify(ix, ctl))
+    }
+
     /// The graph index, when it is one.
     pub fn graph(&self) -> Option<&GraphIndex> {
         match self {
@@ -118,6 +128,7 @@ impl AnyIndex {
             (Self::Graph(ix), KindParams::Graph(p)) => ix.search(queries, p, run),
             (Self::Ivf(ix), KindParams::Ivf(p)) => ix.search(queries, p, run),
             (Self::Sharded(ix), KindParams::Sharded(p)) => ix.search(queries, p, run),
+            (Self::Flat(ix), KindParams::Flat(p)) => ix.search(queries, p, run),
             (ix, p) => Err(Error::InvalidInput(format!(
                 "search parameters of a {} index given to a {} index",
                 p.kind().label(),

@@ -24,6 +24,9 @@ pub enum Error {
     /// An operation on a sharded index failed.
     #[error(transparent)]
     Shard(#[from] ShardError),
+    /// A build failed.
+    #[error(transparent)]
+    Build(#[from] crate::index::IndexBuildError),
 }
 
 impl Error {
@@ -35,6 +38,7 @@ impl Error {
             Self::Search(e) => e.kind(),
             Self::Live(e) => e.kind(),
             Self::Shard(e) => e.kind(),
+            Self::Build(e) => e.kind(),
         }
     }
 }

@@ -150,6 +150,10 @@ impl IndexKind for GraphIndex {
         self.disk().disk_bytes().total()
     }
 
+    fn verify(&self, ctl: &crate::progress::Control) -> Result<super::VerifyReport, Error> {
+        Ok(crate::index::verify_index(self.disk().dir(), ctl)?)
+    }
+
     fn engine_info(&self) -> Result<crate::io::EngineInfo, Error> {
         let disk = self.disk();
         let s = disk.searcher().map_err(SearchError::from)?;

@@ -8,7 +8,9 @@
 //! (graph indexes of partitions, searched and merged).
 
 mod any;
+pub mod build;
 mod error;
+pub mod flat;
 mod graph;
 mod hits;
 mod ivf;
@@ -17,6 +19,7 @@ mod sharded;
 
 pub use crate::data::Queries;
 pub use any::{kind_of, open, AnyIndex};
+pub use build::{build_with, BuildOptions, Built};
 pub use error::Error;
 pub use graph::GraphIndex;
 pub use hits::{Hits, HOLE};
@@ -89,7 +92,14 @@ pub trait IndexKind: Sized + Send + Sync {
 
     /// The I/O engine a search thread gets (opened to describe it).
     fn engine_info(&self) -> Result<crate::io::EngineInfo, Error>;
+
+    /// Reads every file of the index whole and checks it (each page against its checksum,
+    /// each file against the manifest); the first damaged file ends the check with an error
+    /// naming it.
+    fn verify(&self, ctl: &crate::progress::Control) -> Result<VerifyReport, Error>;
 }
+
+pub use crate::index::{VerifiedFile, VerifyReport};
 
 /// Search parameters of any kind, for [`AnyIndex::search`].
 #[derive(Debug, Clone)]
@@ -100,6 +110,8 @@ pub enum KindParams {
     Ivf(crate::ivf::IvfSearchParams),
     /// Of a sharded index.
     Sharded(ShardedParams),
+    /// Of a flat index.
+    Flat(flat::FlatParams),
 }
 
 impl KindParams {
@@ -109,6 +121,7 @@ impl KindParams {
             Self::Graph(p) => p.k,
             Self::Ivf(p) => p.k,
             Self::Sharded(p) => p.graph.k,
+            Self::Flat(p) => p.k,
         }
     }
 
@@ -118,6 +131,7 @@ impl KindParams {
             Self::Graph(_) => KindName::Graph,
             Self::Ivf(_) => KindName::Ivf,
             Self::Sharded(_) => KindName::Sharded,
+            Self::Flat(_) => KindName::Flat,
         }
     }
 }

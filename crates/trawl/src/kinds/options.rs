@@ -340,6 +340,10 @@ impl Options {
                     probe: self.probe,
                 })
             }
+            AnyIndex::Flat(_) => {
+                self.validate()?;
+                KindParams::Flat(super::flat::FlatParams { k })
+            }
         })
     }
 
@@ -499,9 +503,31 @@ pub fn open_with(dir: &Path, o: &Options, ctl: &Control) -> Result<(AnyIndex, Op
             AnyIndex::Ivf(IvfIndex::open(dir, o.open_options(dir))?)
         }
         KindName::Sharded => AnyIndex::Sharded(open_sharded(dir, o, ctl, &mut report)?),
+        KindName::Flat => {
+            check_read_only(dir, o, KindName::Flat)?;
+            AnyIndex::Flat(super::flat::FlatIndex::open(dir, o.open_options(dir))?)
+        }
     };
     report.load_secs = t.elapsed().as_secs_f64();
     Ok((index, report))
+}
+
+/// What a kind without updates, layouts or a node cache cannot do.
+fn check_read_only(dir: &Path, o: &Options, kind: KindName) -> Result<(), Error> {
+    if o.writable {
+        return bad(format!(
+            "{}: {} indexes do not take updates: open it read-only",
+            dir.display(),
+            kind.label()
+        ));
+    }
+    if o.cache_nodes > 0 || o.list_pin > 0.0 || o.refine_bits > 0 {
+        return bad(format!(
+            "cache_nodes / list_pin / refine_bits: a {} index has no node or list cache",
+            kind.label()
+        ));
+    }
+    Ok(())
 }
 
 /// What an IVF index cannot do, refused before anything is opened.

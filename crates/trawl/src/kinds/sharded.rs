@@ -71,6 +71,25 @@ impl IndexKind for ShardedIndex {
         ShardedIndex::memory_bytes(self)
     }
 
+    fn verify(&self, ctl: &crate::progress::Control) -> Result<super::VerifyReport, Error> {
+        // Every shard whole (its files named by the shard's directory), after the shard
+        // manifest, which opening checked against every shard.
+        let mut report = super::VerifyReport {
+            manifest: true,
+            ..Default::default()
+        };
+        for (s, e) in self.manifest().header.shards.iter().enumerate() {
+            let dir = self.dir().join(&e.dir);
+            let r = crate::index::verify_index(&dir, ctl)
+                .map_err(|source| crate::shard::ShardError::Open { shard: s, source })?;
+            report.files.extend(r.files.into_iter().map(|mut f| {
+                f.name = format!("{}/{}", e.dir, f.name);
+                f
+            }));
+        }
+        Ok(report)
+    }
+
     fn engine_info(&self) -> Result<crate::io::EngineInfo, Error> {
         let s = self.shards()[0]
             .searcher()

@@ -1,0 +1,101 @@
+//! Building a flat index: the vectors in id order in `flat-vectors.trawl`, and a manifest.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::FILE_NAME;
+use crate::data::Matrix;
+use crate::index::manifest::{build_id_of, entry_of, Manifest};
+use crate::index::txn::Txn;
+use crate::index::{IndexBuildError, KindName};
+use crate::io::PAGE_BYTES;
+use crate::ivf::vectors;
+use crate::kernels::{Element, Metric};
+use crate::progress::Control;
+
+/// What a flat build wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlatBuildReport {
+    /// Vectors.
+    pub n: usize,
+    /// Dimension.
+    pub dim: usize,
+    /// Metric.
+    pub metric: String,
+    /// Vectors per 4 KiB page (0 when a vector spans pages).
+    pub vectors_per_page: usize,
+    /// Bytes of the vector file.
+    pub vectors_bytes: u64,
+    /// Bytes of the manifest.
+    pub manifest_bytes: u64,
+    /// Bytes on disk in all.
+    pub disk_bytes: u64,
+    /// Seconds.
+    pub total_secs: f64,
+}
+
+/// Builds a flat index of `data` for `metric` in `dir` (its index files replaced in one
+/// atomic commit).
+pub fn build_flat<T: Element>(
+    data: &Matrix<T>,
+    dir: &Path,
+    metric: Metric,
+    ctl: &Control,
+) -> Result<FlatBuildReport, IndexBuildError> {
+    let t0 = Instant::now();
+    let (n, dim) = (data.n(), data.dim());
+    if n == 0 || dim == 0 {
+        return Err(IndexBuildError::InvalidParams(format!(
+            "nothing to index ({n} vectors of dimension {dim})"
+        )));
+    }
+    if n >= u32::MAX as usize {
+        return Err(IndexBuildError::InvalidParams(format!(
+            "{n} vectors: a flat index holds fewer than 2^32"
+        )));
+    }
+    crate::data::validate_finite(data)?;
+    ctl.check().map_err(|_| IndexBuildError::Cancelled)?;
+    let txn = Txn::begin_replacing(dir)?;
+    let vb = dim * T::DTYPE.size_bytes();
+    let per_page = PAGE_BYTES / vb;
+    let pages = if per_page == 0 {
+        (n * vb.div_ceil(PAGE_BYTES)) as u64
+    } else {
+        n.div_ceil(per_page) as u64
+    };
+    let ids: Vec<u32> = (0..n as u32).collect();
+    let row = |i: usize| -> &[u8] { bytemuck::cast_slice(data.row(i)) };
+    let path = txn.path(FILE_NAME);
+    let vectors_bytes = vectors::write(&path, n, dim, T::DTYPE, &ids, pages, false, &row)?;
+    ctl.check().map_err(|_| IndexBuildError::Cancelled)?;
+    let files = vec![entry_of(txn.staging(), FILE_NAME, "flat_vectors")?];
+    let manifest = Manifest {
+        kind: KindName::Flat,
+        written_by: env!("CARGO_PKG_VERSION").into(),
+        n: n as u64,
+        dim,
+        dtype: T::DTYPE.name().into(),
+        metric: metric.name().into(),
+        layouts: vec!["flat".into()],
+        build_id: build_id_of(&files, &None),
+        files,
+        build: None,
+        log_seq: None,
+        next_id: None,
+        recall: None,
+    };
+    let manifest_bytes = txn.commit(&manifest)?;
+    Ok(FlatBuildReport {
+        n,
+        dim,
+        metric: metric.name().into(),
+        vectors_per_page: per_page,
+        vectors_bytes,
+        manifest_bytes,
+        disk_bytes: vectors_bytes + manifest_bytes,
+        total_secs: t0.elapsed().as_secs_f64(),
+    })
+}

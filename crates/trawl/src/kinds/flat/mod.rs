@@ -1,0 +1,229 @@
+//! The flat kind: exact search over the vectors on disk. The vectors sit in id order in 4 KiB
+//! pages (`flat-vectors.trawl`, each page with its checksum), and a batch of queries streams
+//! the file once with O_DIRECT reads, every vector scored against every query of the batch by
+//! the SIMD distance kernels, the best `k` kept per query by `(distance, id)` — the results of
+//! exact ground truth. For small collections, exact baselines, and (later) very selective
+//! filters.
+//!
+//! I/O accounting: a batch reads each page once, whatever the number of queries; each read is
+//! counted to one query of the batch in turn (read `i` to query `i mod nq`), so the per-query
+//! counters add up to the pages the batch read. Every query counts `n` exact distances.
+
+mod build;
+mod search;
+
+pub use build::{build_flat, FlatBuildReport};
+
+use std::path::{Path, PathBuf};
+
+use super::{Error, Hits, IndexKind, Queries, Run};
+use crate::index::{IndexInfo, KindName, Manifest, OpenError, OpenOptions};
+use crate::io::IoFile;
+use crate::ivf::vectors::VectorFile;
+use crate::kernels::{DType, Element, Metric};
+use crate::layout::FileError;
+
+/// The vector file of a flat index.
+pub const FILE_NAME: &str = "flat-vectors.trawl";
+
+/// Search parameters of the flat kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlatParams {
+    /// Results per query.
+    pub k: usize,
+}
+
+/// An opened flat index.
+#[derive(Debug)]
+pub struct FlatIndex {
+    dir: PathBuf,
+    opts: OpenOptions,
+    manifest: Manifest,
+    metric: Metric,
+    vectors: VectorFile,
+    file: IoFile,
+}
+
+impl FlatIndex {
+    /// Opens the flat index in `dir`: its manifest, and its vector file checked against it
+    /// (header, tables, shape).
+    pub fn open(dir: &Path, opts: OpenOptions) -> Result<Self, OpenError> {
+        crate::index::txn::settle_for_reading(dir)?;
+        let manifest = Manifest::load_if_present(dir)?.ok_or_else(|| OpenError::NotAnIndex {
+            dir: dir.to_path_buf(),
+            reason: "no manifest".into(),
+        })?;
+        let mismatch = |reason: String| OpenError::Mismatch {
+            dir: dir.to_path_buf(),
+            reason,
+        };
+        if manifest.kind != KindName::Flat {
+            return Err(mismatch(format!(
+                "a {} index, not a flat one",
+                manifest.kind.label()
+            )));
+        }
+        manifest.check_files(dir, &[FILE_NAME])?;
+        let path = dir.join(FILE_NAME);
+        let vectors = VectorFile::open(&path)?;
+        let g = *vectors.geometry();
+        let metric: Metric = manifest
+            .metric
+            .parse()
+            .map_err(|e: String| mismatch(format!("manifest: {e}")))?;
+        if g.n != manifest.n || g.dim != manifest.dim || g.dtype.name() != manifest.dtype {
+            return Err(mismatch(format!(
+                "{FILE_NAME} holds {} × {} {}, the manifest records {} × {} {}",
+                g.n,
+                g.dim,
+                g.dtype.name(),
+                manifest.n,
+                manifest.dim,
+                manifest.dtype
+            )));
+        }
+        if g.bucketed || g.n == 0 {
+            return Err(FileError::new(
+                &path,
+                crate::layout::FileErrorKind::Invalid("not a flat vector file".into()),
+            )
+            .into());
+        }
+        let mut file = IoFile::open(&path, opts.direct)?;
+        if opts.engine.needs_resident() {
+            file.load_resident()?;
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            opts,
+            manifest,
+            metric,
+            vectors,
+            file,
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &OpenOptions {
+        &self.opts
+    }
+
+    /// The vector file.
+    pub fn vectors(&self) -> &VectorFile {
+        &self.vectors
+    }
+
+    /// Reads every data page of the vector file and checks it against its checksum (and the
+    /// manifest against the file); returns the pages checked.
+    pub fn verify(&self) -> Result<u64, Error> {
+        self.manifest.check_files(&self.dir, &[FILE_NAME])?;
+        Ok(self.scan_check()?)
+    }
+}
+
+impl IndexKind for FlatIndex {
+    type Params = FlatParams;
+
+    fn open_dir(dir: &Path, opts: OpenOptions) -> Result<Self, Error> {
+        Ok(Self::open(dir, opts)?)
+    }
+
+    fn kind(&self) -> KindName {
+        KindName::Flat
+    }
+
+    fn n(&self) -> usize {
+        self.vectors.geometry().n as usize
+    }
+
+    fn dim(&self) -> usize {
+        self.vectors.geometry().dim
+    }
+
+    fn dtype(&self) -> DType {
+        self.vectors.geometry().dtype
+    }
+
+    fn metric(&self) -> Metric {
+        self.metric
+    }
+
+    fn search<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        p: &FlatParams,
+        run: Run,
+    ) -> Result<Hits, Error> {
+        Ok(self.scan(q, p.k, run.threads)?)
+    }
+
+    fn info(&self) -> Result<IndexInfo, Error> {
+        let m = Manifest::load_if_present(&self.dir)?.unwrap_or_else(|| self.manifest.clone());
+        let disk = self.disk_bytes();
+        let mem = crate::index::MemoryReport::default();
+        Ok(IndexInfo {
+            dir: self.dir.display().to_string(),
+            kind: KindName::Flat,
+            n: self.n(),
+            dim: self.dim(),
+            dtype: self.dtype().name().into(),
+            metric: self.metric.name().into(),
+            r: 0,
+            pq_bytes: 0,
+            medoid: 0,
+            layout: "flat".into(),
+            records_per_page: self.vectors.geometry().per_page,
+            entry_nodes: 0,
+            layouts: m.layouts.clone(),
+            disk_bytes: crate::index::DiskBytesInfo {
+                files: crate::index::DiskBytes::default(),
+                total: disk,
+            },
+            memory_bytes: mem,
+            memory_total_bytes: self.memory_bytes(),
+            verify_pages: self.opts.verify_pages,
+            manifest: true,
+            files: m.files.clone(),
+            build: m.build.clone(),
+            recall: None,
+            build_id: m.build_id.clone(),
+            ivf: None,
+            shards: None,
+        })
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        self.vectors.heap_bytes()
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.vectors.geometry().file_bytes()
+    }
+
+    fn verify(&self, _ctl: &crate::progress::Control) -> Result<super::VerifyReport, Error> {
+        let pages = FlatIndex::verify(self)?;
+        Ok(super::VerifyReport {
+            manifest: true,
+            files: vec![super::VerifiedFile {
+                name: FILE_NAME.into(),
+                bytes: self.disk_bytes(),
+                checked: format!("all {pages} data pages match their checksums"),
+            }],
+            connectivity: None,
+            vector_pages: Some(pages),
+        })
+    }
+
+    fn engine_info(&self) -> Result<crate::io::EngineInfo, Error> {
+        let e = self
+            .file
+            .engine(self.opts.engine, self.engine_config())
+            .map_err(crate::search::SearchError::from)?;
+        Ok(e.info())
+    }
+}

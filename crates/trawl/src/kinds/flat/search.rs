@@ -1,0 +1,252 @@
+//! The flat kind's scan: threads split the data pages into contiguous ranges; each streams
+//! its range through its own I/O engine (reads in flight up to the queue depth), scores every
+//! vector of a landed page against every query of the batch, and keeps per-query top-k lists
+//! that are merged at the end. Results are ordered by `(distance, id)`, so they do not depend
+//! on the threads or on the order reads land in.
+
+use std::time::Instant;
+
+use super::FlatIndex;
+use crate::data::Queries;
+use crate::exact::topk::{order_key, TopK};
+use crate::io::{AlignedBuf, Completion, EngineConfig, ReadRequest, PAGE_BYTES};
+use crate::kernels::{distance, Element};
+use crate::kinds::{Hits, HOLE};
+use crate::search::{QueryStats, SearchError};
+
+/// Reads in flight per thread when the options give no deeper queue.
+const MIN_DEPTH: usize = 8;
+
+/// What one thread found: per-query candidates and statistics.
+struct Part {
+    top: Vec<TopK>,
+    stats: Vec<QueryStats>,
+}
+
+impl FlatIndex {
+    /// The I/O engine configuration of a scan thread.
+    pub(super) fn engine_config(&self) -> EngineConfig {
+        EngineConfig {
+            depth: self.opts.queue_depth.max(MIN_DEPTH),
+            max_pages_per_read: self.vectors.geometry().pages_per_vector,
+            register_buffers: self.opts.register_buffers,
+            sqpoll: self.opts.sqpoll,
+            taskrun: self.opts.taskrun,
+        }
+    }
+
+    /// Exact search of every query: the `k` nearest by `(distance, id)`.
+    pub(super) fn scan<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        k: usize,
+        threads: usize,
+    ) -> Result<Hits, SearchError> {
+        let g = *self.vectors.geometry();
+        if T::DTYPE != g.dtype {
+            return Err(SearchError::DTypeMismatch {
+                expected: g.dtype.name(),
+                got: T::DTYPE.name(),
+            });
+        }
+        if q.dim() != g.dim {
+            return Err(SearchError::DimMismatch {
+                expected: g.dim,
+                got: q.dim(),
+            });
+        }
+        if k == 0 {
+            return Err(SearchError::BadBatch(
+                "k = 0: ask for at least one result".into(),
+            ));
+        }
+        if k as u64 > g.n {
+            return Err(SearchError::KTooLarge { k, n: g.n });
+        }
+        let nq = q.n();
+        for i in 0..nq {
+            crate::search::check_query_values(q.row(i), i)?;
+        }
+        let t0 = Instant::now();
+        // A read is one page of vectors, or the pages of one vector that spans several.
+        let units = g.data_pages / g.pages_per_vector as u64;
+        let threads = threads.clamp(1, crate::index::batch::MAX_SEARCH_THREADS);
+        let threads = threads.min(units.max(1) as usize);
+        let parts: Vec<Result<Part, SearchError>> = if nq == 0 {
+            Vec::new()
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let range = units * t as u64 / threads as u64
+                            ..units * (t as u64 + 1) / threads as u64;
+                        s.spawn(move || self.scan_range(q, k, range))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(SearchError::Internal("a scan thread panicked".into()))
+                        })
+                    })
+                    .collect()
+            })
+        };
+        let mut top: Vec<TopK> = (0..nq).map(|_| TopK::new(k)).collect();
+        let mut stats = vec![QueryStats::default(); nq];
+        for part in parts {
+            let part = part?;
+            for (qi, (t, st)) in part.top.into_iter().zip(part.stats).enumerate() {
+                for c in t.into_sorted_by_dist() {
+                    top[qi].push(c.key, c.id, c.dist);
+                }
+                stats[qi] += st;
+            }
+        }
+        let wall_secs = t0.elapsed().as_secs_f64();
+        let mut hits = Hits {
+            k,
+            ids: vec![HOLE; nq * k],
+            dists: vec![f32::INFINITY; nq * k],
+            stats,
+            wall_secs,
+        };
+        for (qi, t) in top.into_iter().enumerate() {
+            for (j, c) in t.into_sorted_by_dist().into_iter().enumerate() {
+                hits.ids[qi * k + j] = u64::from(c.id);
+                hits.dists[qi * k + j] = c.dist;
+            }
+            hits.stats[qi].total_ns = (wall_secs * 1e9) as u64;
+        }
+        Ok(hits)
+    }
+
+    /// Scans the reads `range` for every query.
+    fn scan_range<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        k: usize,
+        range: std::ops::Range<u64>,
+    ) -> Result<Part, SearchError> {
+        let g = *self.vectors.geometry();
+        let nq = q.n();
+        let mut part = Part {
+            top: (0..nq).map(|_| TopK::new(k)).collect(),
+            stats: vec![QueryStats::default(); nq],
+        };
+        let mut engine = self.file.engine(self.opts.engine, self.engine_config())?;
+        let ppv = g.pages_per_vector as u64;
+        let (mut next, mut done) = (range.start, range.start);
+        let mut landed: Vec<Completion> = Vec::new();
+        let mut row: Vec<T> = vec![T::default(); g.dim];
+        let mut reads = 0u64;
+        while done < range.end {
+            while next < range.end && engine.can_submit() {
+                let req = ReadRequest {
+                    first_page: 1 + next * ppv,
+                    pages: ppv as u32,
+                };
+                engine.submit(next, req)?;
+                next += 1;
+            }
+            landed.clear();
+            let t = Instant::now();
+            engine.wait(1, &mut landed)?;
+            let waited = t.elapsed().as_nanos() as u64;
+            for c in &landed {
+                let unit = c.tag;
+                let bytes = engine.buffer(c.slot);
+                let res = self.score_unit(unit, bytes, q, &mut row, &mut part.top);
+                engine.release(c.slot);
+                res?;
+                // Each read counts once, to one query of the batch in turn.
+                let st = &mut part.stats[(reads % nq as u64) as usize];
+                st.io.io_requests += 1;
+                st.io.pages_read += ppv;
+                st.io.bytes_read += ppv * PAGE_BYTES as u64;
+                st.io.io_wait_ns += waited / landed.len() as u64;
+                reads += 1;
+                done += 1;
+            }
+        }
+        let first = range.start * g.per_page.max(1) as u64;
+        let last = (range.end * g.per_page.max(1) as u64).min(g.n);
+        for st in &mut part.stats {
+            st.traversal.exact_distances += last.saturating_sub(first);
+        }
+        Ok(part)
+    }
+
+    /// Checks the pages of read `unit` and scores its vectors against every query.
+    fn score_unit<T: Element>(
+        &self,
+        unit: u64,
+        bytes: &[u8],
+        q: Queries<'_, T>,
+        row: &mut [T],
+        top: &mut [TopK],
+    ) -> Result<(), SearchError> {
+        let g = *self.vectors.geometry();
+        let ppv = g.pages_per_vector as u64;
+        if self.opts.verify_pages {
+            for (j, page) in bytes.chunks(PAGE_BYTES).enumerate() {
+                let at = 1 + unit * ppv + j as u64;
+                if Some(crc32fast::hash(page)) != self.vectors.page_crc(at) {
+                    return Err(SearchError::Corrupt {
+                        path: self.dir.join(super::FILE_NAME),
+                        page: at,
+                        detail: "checksum mismatch".into(),
+                    });
+                }
+            }
+        }
+        let per = g.per_page.max(1);
+        let first_id = unit * per as u64;
+        for j in 0..per {
+            let id = first_id + j as u64;
+            if id >= g.n {
+                break;
+            }
+            let src = &bytes[j * g.vector_bytes..(j + 1) * g.vector_bytes];
+            // The read buffers are page-aligned and a vector's bytes a multiple of its
+            // element's size, so the cast holds; a copy covers any other buffer.
+            let v: &[T] = match bytemuck::try_cast_slice(src) {
+                Ok(v) => v,
+                Err(_) => {
+                    bytemuck::cast_slice_mut::<T, u8>(row).copy_from_slice(src);
+                    row
+                }
+            };
+            for (qi, t) in top.iter_mut().enumerate() {
+                let d = distance(self.metric, q.row(qi), v);
+                t.push(order_key(d), id as u32, d);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every data page and checks it against its checksum; returns the pages.
+    pub(super) fn scan_check(&self) -> Result<u64, SearchError> {
+        let g = *self.vectors.geometry();
+        let chunk = 64u64;
+        let mut p = 1u64;
+        while p <= g.data_pages {
+            let take = chunk.min(g.data_pages + 1 - p);
+            let mut buf = AlignedBuf::new(take as usize * PAGE_BYTES)?;
+            self.file.read_pages(p, &mut buf)?;
+            for (j, page) in buf.as_slice().chunks(PAGE_BYTES).enumerate() {
+                let at = p + j as u64;
+                if Some(crc32fast::hash(page)) != self.vectors.page_crc(at) {
+                    return Err(SearchError::Corrupt {
+                        path: self.dir.join(super::FILE_NAME),
+                        page: at,
+                        detail: "checksum mismatch".into(),
+                    });
+                }
+            }
+            p += take;
+        }
+        Ok(g.data_pages)
+    }
+}
