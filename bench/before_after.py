@@ -42,12 +42,18 @@ CONFIGS = {
     "c5": ["--layout", "shuffle", "--page-search", "--dynamic-width", "-W", "32",
            "--entry-list", "10"],
     "decoupled": ["--layout", "decoupled", "-W", "8"],
+    # FlashANNS's batch search (CPU accelerator), seeded by the entry index like PipeSearch.
+    "flash": ["--strategy", "flash", "--entry-list", "10"],
+    # FusionANNS's IVF kind (its own index, built beside the graph one); -L = lists probed.
+    "ivf": [],
 }
 DEFAULT_L = {
     "beam": "10,15,20,30,40,60",
     "pipe": "10,15,20,30,40,60",
     "c5": "10,15,20,30,40,60",
     "decoupled": "10,15,20,30,40,60,80",
+    "flash": "10,15,20,30,40,60",
+    "ivf": "8,16,32,64,128",
 }
 
 
@@ -106,6 +112,15 @@ def run_one(binary: str, idx: Path, ds, flags: list[str], lsizes: str, out: Path
     return [(r["recall"], r["qps"], r["pages_per_query"]) for r in rows]
 
 
+def ensure_ivf_index(ds, args) -> Path:
+    """The IVF index of the dataset (built once by --bin-a, the graph's PQ bytes)."""
+    idx = Path(ds.base).parent / f"ba-ivf-{ds.metric}-pq{args.pq_bytes}"
+    if args.rebuild or not (idx / "manifest.trawl").exists():
+        subprocess.run([args.bin_a, "build", ds.base, str(idx), "--kind", "ivf", "--metric",
+                        ds.metric, "--pq-bytes", str(args.pq_bytes), "--quiet"], check=True)
+    return idx
+
+
 def ensure_index(ds, args) -> Path:
     idx = common.build_trawl_index(ds, "ba", args)
     binary = args.bin_a
@@ -123,7 +138,7 @@ def main() -> None:
     ap.add_argument("--bin-b", default=None,
                     help="the binary measured against it (after; default: release/trawl in "
                          "cargo's target directory)")
-    ap.add_argument("--configs", default="beam,pipe,c5,decoupled")
+    ap.add_argument("--configs", default="beam,pipe,c5,decoupled,flash,ivf")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--targets", default="0.90,0.95")
@@ -145,10 +160,11 @@ def main() -> None:
     os.environ["TRAWL_BIN"] = args.bin_a  # builds the index and prepares the data
     ds = datasets.prepare(args.dataset)
     idx = ensure_index(ds, args)
+    configs = args.configs.split(",")
+    ivf_idx = ensure_ivf_index(ds, args) if "ivf" in configs else None
     out = Path(args.out) / args.dataset
     out.mkdir(parents=True, exist_ok=True)
     targets = [float(t) for t in args.targets.split(",")]
-    configs = args.configs.split(",")
     bins = {"A": args.bin_a, "B": args.bin_b}
     # results[config][bin] = list of per-repetition {target: qps}
     results: dict = {c: {"A": [], "B": []} for c in configs}
@@ -158,8 +174,8 @@ def main() -> None:
             order = ["A", "B"] if (rep + ci) % 2 == 0 else ["B", "A"]
             for side in order:
                 f = out / f"{c}.{side}.{rep}.json"
-                rows = run_one(bins[side], idx, ds, CONFIGS[c], args.lsizes or DEFAULT_L[c], f,
-                               args.threads)
+                rows = run_one(bins[side], ivf_idx if c == "ivf" else idx, ds, CONFIGS[c],
+                               args.lsizes or DEFAULT_L[c], f, args.threads)
                 pts = [(r, q) for r, q, _ in rows]
                 results[c][side].append({t: qps_at(pts, t) for t in targets})
                 sweeps.setdefault((c, side), []).append([(r, p) for r, _, p in rows])

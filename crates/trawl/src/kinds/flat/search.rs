@@ -139,7 +139,7 @@ impl FlatIndex {
         let ppv = g.pages_per_vector as u64;
         let (mut next, mut done) = (range.start, range.start);
         let mut landed: Vec<Completion> = Vec::new();
-        let mut row: Vec<T> = vec![T::default(); g.dim];
+        let mut row: Vec<T> = vec![T::default(); g.dim * g.per_page.max(1)];
         let mut reads = 0u64;
         while done < range.end {
             while next < range.end && engine.can_submit() {
@@ -203,24 +203,24 @@ impl FlatIndex {
         }
         let per = g.per_page.max(1);
         let first_id = unit * per as u64;
-        for j in 0..per {
-            let id = first_id + j as u64;
-            if id >= g.n {
-                break;
+        let count = (g.n.saturating_sub(first_id) as usize).min(per);
+        let src = &bytes[..count * g.vector_bytes];
+        // The read buffers are page-aligned and a vector's bytes a multiple of its element's
+        // size, so the cast holds; a copy covers any other buffer.
+        let vecs: &[T] = match bytemuck::try_cast_slice(src) {
+            Ok(v) => v,
+            Err(_) => {
+                let dst = &mut row[..count * g.dim];
+                bytemuck::cast_slice_mut::<T, u8>(dst).copy_from_slice(src);
+                dst
             }
-            let src = &bytes[j * g.vector_bytes..(j + 1) * g.vector_bytes];
-            // The read buffers are page-aligned and a vector's bytes a multiple of its
-            // element's size, so the cast holds; a copy covers any other buffer.
-            let v: &[T] = match bytemuck::try_cast_slice(src) {
-                Ok(v) => v,
-                Err(_) => {
-                    bytemuck::cast_slice_mut::<T, u8>(row).copy_from_slice(src);
-                    row
-                }
-            };
-            for (qi, t) in top.iter_mut().enumerate() {
-                let d = distance(self.metric, q.row(qi), v);
-                t.push(order_key(d), id as u32, d);
+        };
+        // Queries outer, the page's vectors inner: a query stays in cache across the page.
+        for (qi, t) in top.iter_mut().enumerate() {
+            let qr = q.row(qi);
+            for (j, v) in vecs.chunks_exact(g.dim).enumerate() {
+                let d = distance(self.metric, qr, v);
+                t.push(order_key(d), (first_id + j as u64) as u32, d);
             }
         }
         Ok(())
