@@ -135,6 +135,20 @@ class SearchParams:
     grain: str
     """Flash search: "query" (a query resumes when its read lands) or "kernel" (a batch-wide
     barrier per step)."""
+    prefetch_window: int
+    """Decoupled layout: expansions in a row that leave the PQ top-(k+B) unchanged before the
+    prefetch starts (0 = rerank_batch)."""
+    converge_prefetch: bool
+    """Decoupled layout: prefetch when the traversal is ending."""
+    rerank_lookahead: int
+    """Decoupled layout: re-rank batches read ahead of the one being processed."""
+    rerank_depth: int
+    """Decoupled layout: most vector reads in flight after the traversal (0 = the strategy's
+    width)."""
+    strict_steps: int
+    """Flash search: steps each query takes strictly before its reads are chosen ahead."""
+    probe: int
+    """Sharded index: shards each query visits, nearest first (0 = all)."""
     def __init__(
         self,
         *,
@@ -151,6 +165,10 @@ class SearchParams:
         rerank_threshold: float = 0.01,
         rerank_bound: float = 0.0,
         prefetch: bool = True,
+        prefetch_window: int = 0,
+        converge_prefetch: bool = True,
+        rerank_lookahead: int = 0,
+        rerank_depth: int = 0,
         rerank_n: Optional[int] = None,
         ivf_batch: int = 2,
         ivf_epsilon: float = 0.1,
@@ -164,6 +182,8 @@ class SearchParams:
         batch: int = 0,
         staleness: int = 1,
         grain: str = "query",
+        strict_steps: int = 0,
+        probe: int = 0,
     ) -> None: ...
 
 class Index:
@@ -194,7 +214,7 @@ class Index:
         list_cache_mb: float = 16.0,
         list_pin: float = 0.0,
         refine_bits: int = 0,
-        queue_depth: int = 64,
+        queue_depth: Optional[int] = None,
         writable: bool = False,
         durability: str = "sync",
         accel: str = "cpu",
@@ -213,7 +233,7 @@ class Index:
         list_cache_mb: float = 16.0,
         list_pin: float = 0.0,
         refine_bits: int = 0,
-        queue_depth: int = 64,
+        queue_depth: Optional[int] = None,
         writable: bool = False,
         durability: str = "sync",
         accel: str = "cpu",

@@ -169,66 +169,76 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `Index.open`'s keyword arguments as the library's options, parsed (the library checks
-/// the values).
-#[allow(clippy::too_many_arguments)]
-fn open_options(
-    layout: &str,
-    engine: &str,
-    direct: bool,
-    verify_pages: bool,
-    cache_nodes: i64,
-    cache_policy: &str,
-    list_cache_mb: f64,
-    list_pin: f64,
-    refine_bits: i64,
-    queue_depth: Option<i64>,
-    writable: bool,
-    durability: &str,
-    accel: &str,
-    ivf_vectors: &str,
-) -> PyResult<Options> {
-    let parse_err = |what: &str, e: String| invalid(format!("{what}: {e}"));
-    Ok(Options {
-        layout: layout.parse().map_err(|e: String| parse_err("layout", e))?,
-        engine: engine
-            .parse::<EngineKind>()
-            .map_err(|e| parse_err("engine", e.to_string()))?,
-        direct,
-        verify_pages,
-        cache_nodes: count("cache_nodes", cache_nodes, 0)?,
-        cache_policy: cache_policy
-            .parse::<CachePolicy>()
-            .map_err(|e| parse_err("cache_policy", e))?,
-        list_cache_mb,
-        list_pin,
-        refine_bits: u8::try_from(refine_bits).map_err(|_| {
-            invalid(format!(
-                "refine_bits = {refine_bits}: expected 0 (off), 4 or 8"
-            ))
-        })?,
-        queue_depth: queue_depth
-            .map(|d| count("queue_depth", d, 1))
-            .transpose()?,
-        writable,
-        durability: match durability {
-            "sync" => Durability::Sync,
-            "buffered" => Durability::Buffered,
-            other => {
-                return Err(invalid(format!(
-                    "durability = {other:?}: expected \"sync\" or \"buffered\""
-                )))
-            }
-        },
-        accel: accel
-            .parse::<AccelKind>()
-            .map_err(|e| parse_err("accel", e))?,
-        ivf_vectors: ivf_vectors
-            .parse::<IvfVectorLayout>()
-            .map_err(|e| parse_err("ivf_vectors", e))?,
+/// `Index.open`'s keyword arguments as the library's options (its defaults for the ones not
+/// given; the library checks the values). Every open option of the library that Python names:
+/// `layout`, `engine`, `direct`, `verify_pages`, `cache_nodes`, `cache_policy`,
+/// `list_cache_mb`, `list_pin`, `refine_bits`, `queue_depth` (None: automatic), `writable`,
+/// `durability`, `accel`, `ivf_vectors`.
+fn open_options(kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
+    let mut o = Options {
         threads: std::thread::available_parallelism().map_or(1, |c| c.get()),
         ..Options::default()
-    })
+    };
+    for (k, v) in kw.into_iter().flat_map(|d| d.iter()) {
+        let key: String = k.extract()?;
+        let text = |v: &Bound<'_, PyAny>| -> PyResult<String> { v.extract::<String>() };
+        let parsed = |what: &str, e: String| invalid(format!("{what}: {e}"));
+        match key.as_str() {
+            "layout" => o.layout = text(&v)?.parse().map_err(|e| parsed("layout", e))?,
+            "engine" => {
+                o.engine = text(&v)?
+                    .parse::<EngineKind>()
+                    .map_err(|e| parsed("engine", e.to_string()))?
+            }
+            "direct" => o.direct = v.extract()?,
+            "verify_pages" => o.verify_pages = v.extract()?,
+            "cache_nodes" => o.cache_nodes = count("cache_nodes", v.extract()?, 0)?,
+            "cache_policy" => {
+                o.cache_policy = text(&v)?
+                    .parse::<CachePolicy>()
+                    .map_err(|e| parsed("cache_policy", e))?
+            }
+            "list_cache_mb" => o.list_cache_mb = v.extract()?,
+            "list_pin" => o.list_pin = v.extract()?,
+            "refine_bits" => {
+                let b: i64 = v.extract()?;
+                o.refine_bits = u8::try_from(b)
+                    .map_err(|_| invalid(format!("refine_bits = {b}: expected 0 (off), 4 or 8")))?
+            }
+            "queue_depth" => {
+                let d: Option<i64> = v.extract()?;
+                o.queue_depth = d.map(|d| count("queue_depth", d, 1)).transpose()?
+            }
+            "writable" => o.writable = v.extract()?,
+            "durability" => {
+                o.durability = match text(&v)?.as_str() {
+                    "sync" => Durability::Sync,
+                    "buffered" => Durability::Buffered,
+                    other => {
+                        return Err(invalid(format!(
+                            "durability = {other:?}: expected \"sync\" or \"buffered\""
+                        )))
+                    }
+                }
+            }
+            "accel" => {
+                o.accel = text(&v)?
+                    .parse::<AccelKind>()
+                    .map_err(|e| parsed("accel", e))?
+            }
+            "ivf_vectors" => {
+                o.ivf_vectors = text(&v)?
+                    .parse::<IvfVectorLayout>()
+                    .map_err(|e| parsed("ivf_vectors", e))?
+            }
+            other => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "Index.open() got an unexpected keyword argument {other:?}"
+                )))
+            }
+        }
+    }
+    Ok(o)
 }
 
 impl IntoPyErr for LiveError {
@@ -273,45 +283,14 @@ impl Index {
     /// `InvalidInputError`), has the one layout "packed" and no node cache (`cache_nodes`
     /// must be 0); engine, direct, verify_pages and queue_depth apply to its vector reads.
     #[staticmethod]
-    #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
-        verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        list_pin = 0.0, refine_bits = 0, queue_depth = None, writable = false, durability = "sync", accel = "cpu",
-        ivf_vectors = "bucket"))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (index_dir, **options))]
     fn open(
         py: Python<'_>,
         index_dir: PathBuf,
-        layout: &str,
-        engine: &str,
-        direct: bool,
-        verify_pages: bool,
-        cache_nodes: i64,
-        cache_policy: &str,
-        list_cache_mb: f64,
-        list_pin: f64,
-        refine_bits: i64,
-        queue_depth: Option<i64>,
-        writable: bool,
-        durability: &str,
-        accel: &str,
-        ivf_vectors: &str,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let opts = open_options(
-            layout,
-            engine,
-            direct,
-            verify_pages,
-            cache_nodes,
-            cache_policy,
-            list_cache_mb,
-            list_pin,
-            refine_bits,
-            queue_depth,
-            writable,
-            durability,
-            accel,
-            ivf_vectors,
-        )?;
+        let opts = open_options(options)?;
+        let writable = opts.writable;
         let dir = index_dir.as_path();
         let (ix, report) = py
             .detach(|| trawl::kinds::open_with(dir, &opts, &Control::silent()))
@@ -360,47 +339,13 @@ impl Index {
 
     /// Same as `Index.open(index_dir, **options)`.
     #[new]
-    #[pyo3(signature = (index_dir, *, layout = "packed", engine = "auto", direct = true,
-        verify_pages = true, cache_nodes = 0, cache_policy = "freq", list_cache_mb = 16.0,
-        list_pin = 0.0, refine_bits = 0, queue_depth = None, writable = false, durability = "sync", accel = "cpu",
-        ivf_vectors = "bucket"))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (index_dir, **options))]
     fn new(
         py: Python<'_>,
         index_dir: PathBuf,
-        layout: &str,
-        engine: &str,
-        direct: bool,
-        verify_pages: bool,
-        cache_nodes: i64,
-        cache_policy: &str,
-        list_cache_mb: f64,
-        list_pin: f64,
-        refine_bits: i64,
-        queue_depth: Option<i64>,
-        writable: bool,
-        durability: &str,
-        accel: &str,
-        ivf_vectors: &str,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        Self::open(
-            py,
-            index_dir,
-            layout,
-            engine,
-            direct,
-            verify_pages,
-            cache_nodes,
-            cache_policy,
-            list_cache_mb,
-            list_pin,
-            refine_bits,
-            queue_depth,
-            writable,
-            durability,
-            accel,
-            ivf_vectors,
-        )
+        Self::open(py, index_dir, options)
     }
 
     /// Number of live vectors: what a search can return (the same as `len(index)`). For an

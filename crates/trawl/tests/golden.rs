@@ -507,6 +507,11 @@ fn widen(ids: &[u32]) -> Vec<u64> {
     ids.iter().map(|&i| u64::from(i)).collect()
 }
 
+/// [`summary`] of a batch of row numbers.
+fn batch_line(name: &str, out: &trawl::index::BatchOutput, names: &[&str]) -> String {
+    summary(name, out.k, &widen(&out.ids), &out.dists, &out.stats, names)
+}
+
 /// FlashANNS's step counters (its `waits` depend on timing and are left out).
 const FLASH_COUNTERS: [&str; 2] = ["steps", "stale_steps"];
 
@@ -533,14 +538,7 @@ fn run(dir: &Path, c: &Config, queries: &trawl::data::Matrix<f32>) -> String {
     if c.flash.is_some() {
         names.extend(FLASH_COUNTERS);
     }
-    summary(
-        c.name,
-        out.k,
-        &widen(&out.ids),
-        &out.dists,
-        &out.stats,
-        &names,
-    )
+    batch_line(c.name, &out, &names)
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -573,14 +571,7 @@ fn every_combination_returns_the_golden_results_and_counters() {
             .unwrap();
     }
     drop(ix);
-    let (_, queries) = trawl::synth::generate::<f32>(&trawl::synth::SynthParams::new(
-        1_000,
-        40,
-        16,
-        trawl::DType::F32,
-        77,
-    ))
-    .unwrap();
+    let queries = queries();
     let mut got = String::new();
     for c in configs() {
         writeln!(got, "{}", run(tmp.path(), &c, &queries)).unwrap();
@@ -590,15 +581,13 @@ fn every_combination_returns_the_golden_results_and_counters() {
 
 /// The queries of every golden run.
 fn queries() -> trawl::data::Matrix<f32> {
-    let (_, queries) = trawl::synth::generate::<f32>(&trawl::synth::SynthParams::new(
-        1_000,
-        40,
-        16,
-        trawl::DType::F32,
-        77,
-    ))
-    .unwrap();
-    queries
+    synth(1_000, 40, 77).1
+}
+
+/// Seeded synthetic data of dimension 16: `n` base vectors and `nq` queries.
+fn synth(n: usize, nq: usize, seed: u64) -> (trawl::data::Matrix<f32>, trawl::data::Matrix<f32>) {
+    let p = trawl::synth::SynthParams::new(n, nq, 16, trawl::DType::F32, seed);
+    trawl::synth::generate::<f32>(&p).unwrap()
 }
 
 /// Compares `got` with the golden file (or writes it when blessing).
@@ -671,15 +660,30 @@ fn one_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 }
 
 fn fixture_base() -> trawl::data::Matrix<f32> {
-    trawl::synth::generate::<f32>(&trawl::synth::SynthParams::new(
-        1_000,
-        1,
-        16,
-        trawl::DType::F32,
-        77,
-    ))
-    .unwrap()
-    .0
+    synth(1_000, 1, 77).0
+}
+
+/// Beam search at list size `l`, width `w`, k 10.
+fn beam_params(l: usize, w: usize) -> SearchParams {
+    SearchParams {
+        k: 10,
+        l,
+        strategy: Strategy::Beam(BeamParams {
+            width: w,
+            dynamic_width: None,
+            page_search: false,
+        }),
+        entry_list: 0,
+        rerank: BASE.rerank,
+    }
+}
+
+/// PipeSearch at list size 30 (dynamic width up to 16), k 10.
+fn piped_params() -> SearchParams {
+    SearchParams {
+        strategy: Strategy::Pipe(pipe(WidthPolicy::Dynamic, 16).unwrap()),
+        ..beam_params(30, 4)
+    }
 }
 
 /// IVF counters compared (the graph's that IVF counts, and its own).
@@ -815,15 +819,12 @@ fn ivf_searches_return_the_golden_results_and_counters() {
         let out = ix
             .search_batch(&queries, &p, 1)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let line = summary(
-            &format!("ivf/{name}"),
-            out.k,
-            &widen(&out.ids),
-            &out.dists,
-            &out.stats,
-            &IVF_COUNTERS,
-        );
-        writeln!(got, "{line}").unwrap();
+        writeln!(
+            got,
+            "{}",
+            batch_line(&format!("ivf/{name}"), &out, &IVF_COUNTERS)
+        )
+        .unwrap();
     }
     compare(&got, &fixtures().join("golden-ivf.txt"), 10);
 }
@@ -853,21 +854,8 @@ fn sharded_searches_return_the_golden_results_and_counters() {
         build_sharded_index(&fixture_base(), dir, &sp, &params, &Control::silent()).unwrap();
     });
     let queries = queries();
-    let beam = |l, w| SearchParams {
-        k: 10,
-        l,
-        strategy: Strategy::Beam(BeamParams {
-            width: w,
-            dynamic_width: None,
-            page_search: false,
-        }),
-        entry_list: 0,
-        rerank: BASE.rerank,
-    };
-    let piped = SearchParams {
-        strategy: Strategy::Pipe(pipe(WidthPolicy::Dynamic, 16).unwrap()),
-        ..beam(30, 4)
-    };
+    let beam = beam_params;
+    let piped = piped_params();
     let configs = [
         ("beam-all", beam(20, 4), 1, 0),
         ("beam-probe1", beam(30, 4), 1, 1),
@@ -889,14 +877,7 @@ fn sharded_searches_return_the_golden_results_and_counters() {
         let out = ix
             .search_rows(queries.as_slice(), &p, 1, interleave, probe)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let line = summary(
-            &format!("sharded/{name}"),
-            out.k,
-            &widen(&out.ids),
-            &out.dists,
-            &out.stats,
-            &COUNTERS,
-        );
+        let line = batch_line(&format!("sharded/{name}"), &out, &COUNTERS);
         writeln!(got, "{line}").unwrap();
     }
     compare(&got, &fixtures().join("golden-sharded.txt"), 5);
@@ -906,29 +887,9 @@ fn sharded_searches_return_the_golden_results_and_counters() {
 fn live_searches_and_merge_return_the_golden_results_and_counters() {
     use trawl::index::live::{Access, Durability, LiveIndex, MergeOptions};
     let queries = queries();
-    let (extra, _) = trawl::synth::generate::<f32>(&trawl::synth::SynthParams::new(
-        120,
-        1,
-        16,
-        trawl::DType::F32,
-        78,
-    ))
-    .unwrap();
-    let beam = SearchParams {
-        k: 10,
-        l: 30,
-        strategy: Strategy::Beam(BeamParams {
-            width: 4,
-            dynamic_width: None,
-            page_search: false,
-        }),
-        entry_list: 0,
-        rerank: BASE.rerank,
-    };
-    let piped = SearchParams {
-        strategy: Strategy::Pipe(pipe(WidthPolicy::Dynamic, 16).unwrap()),
-        ..beam
-    };
+    let (extra, _) = synth(120, 1, 78);
+    let beam = beam_params(30, 4);
+    let piped = piped_params();
     let mut got = String::new();
     for layout in [IndexLayout::Packed, IndexLayout::Decoupled] {
         let tmp = tempfile::tempdir().unwrap();
