@@ -1,13 +1,10 @@
-//! `trawl.Index`: an opened disk index, searched one query or a batch at a time, and updated
-//! (insert, upsert, delete, merge) when opened for writing.
+//! `trawl.Index`: an opened index of any kind (`trawl::kinds::AnyIndex`, opened by the
+//! library's options layer), searched one query or a batch at a time through the kind's
+//! `search` (a single query runs on the calling thread with an I/O engine the library pools),
+//! and updated (insert, upsert, delete, merge) when a graph index is opened for writing.
 //!
-//! An IVF index (FusionANNS, `BuildParams(kind="ivf")`) is an [`IvfIndex`]: read-only, searched
-//! through pooled [`IvfSearcher`]s (one query) or [`IvfIndex::search_batch`] (a batch), ids =
-//! row numbers. The rest of this note is about graph indexes.
-//!
-//! An index that has never taken an update and is opened read-only is searched as before,
-//! through its `DiskIndex` alone (a pool of I/O engines for single queries, the static node
-//! cache). Every other index is a [`LiveIndex`]: while nothing has been written (no
+//! A graph index that has never taken an update and is opened read-only is its disk files
+//! alone. Every other graph index is a [`LiveIndex`]: while nothing has been written (no
 //! `ids.trawl` nor `wal.trawl` at open, no write through this handle) its disk files are
 //! still searched directly — the same results, ids equal to row numbers — and from the first
 //! update on every search goes through [`LiveIndex::search_rows`] (deleted nodes hidden, the
@@ -16,7 +13,6 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -24,14 +20,12 @@ use pyo3::types::PyDict;
 use trawl::accel::AccelKind;
 use trawl::data::Queries;
 use trawl::index::live::{Durability, LiveError, LiveIndex};
-use trawl::index::{DiskIndex, KindName, AUTO_SPIN_US};
-use trawl::io::{EngineKind, IoEngine};
-use trawl::ivf::{IvfSearchParams, IvfSearcher, IvfVectorLayout};
+use trawl::index::{DiskIndex, KindName};
+use trawl::io::EngineKind;
+use trawl::ivf::IvfVectorLayout;
 use trawl::kinds::{AnyIndex, GraphIndex, Hits, KindParams, Options, Run};
 use trawl::progress::Control;
-use trawl::search::{
-    CachePolicy, QueryStats, SearchError, SearchParams as LibSearchParams, Searcher,
-};
+use trawl::search::{CachePolicy, QueryStats};
 use trawl::{DType, Element, Metric};
 
 use crate::arrays::{as_array, dtype_of, Elements};
@@ -67,51 +61,6 @@ pub(crate) fn stats_dict<'py>(
 /// Id of a missing result (fewer than `k` vectors reachable): `2**64 - 1`.
 pub const MISSING_ID: u64 = trawl::index::ids::HOLE;
 
-/// An IVF searcher kept between single-query searches (its I/O engine costs more to set up
-/// than a query), together with the index it borrows.
-struct PooledIvfSearcher {
-    // Declared before `ix`: dropped first, while the index it borrows is still alive.
-    searcher: IvfSearcher<'static>,
-    _ix: Arc<AnyIndex>,
-}
-
-impl std::fmt::Debug for PooledIvfSearcher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PooledIvfSearcher")
-            .field("searcher", &self.searcher)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PooledIvfSearcher {
-    fn new(ix: Arc<AnyIndex>) -> Result<Self, SearchError> {
-        let AnyIndex::Ivf(iv) = &*ix else {
-            return Err(SearchError::Internal(
-                "an IVF searcher of another kind".into(),
-            ));
-        };
-        let mut s = iv.searcher()?;
-        // Single queries: poll for completions a while before blocking, as graph searches do.
-        s.set_spin(Duration::from_micros(
-            iv.options().spin_us.unwrap_or(AUTO_SPIN_US),
-        ));
-        // SAFETY: the searcher borrows the `IvfIndex` inside `ix`'s allocation, which never
-        // moves and lives as long as `ix` does. The struct keeps `ix` for the searcher's whole
-        // life and drops the searcher first (field order); the `'static` searcher is never
-        // handed out — only used through `&mut self` methods that return owned values.
-        let searcher = unsafe { std::mem::transmute::<IvfSearcher<'_>, IvfSearcher<'static>>(s) };
-        Ok(Self { searcher, _ix: ix })
-    }
-
-    fn search<T: Element>(
-        &mut self,
-        query: &[T],
-        p: &IvfSearchParams,
-    ) -> Result<(Vec<(f32, u32)>, QueryStats), SearchError> {
-        self.searcher.search(query, p)
-    }
-}
-
 /// An opened disk index. Open with `Index.open(index_dir)`; search with `search` (one query)
 /// or `batch_search` (many, over threads). Thread-safe: several Python threads may search one
 /// index at once (each search runs with the GIL released).
@@ -141,11 +90,6 @@ pub struct Index {
     /// Held by every write through this handle and by a recount of `live_n`, so that the
     /// count and the writes follow each other. Taken with the GIL released.
     write_lock: Mutex<()>,
-    /// I/O engines kept between single-query searches of an index without updates (an
-    /// io_uring engine costs far more to set up than a query).
-    engines: Mutex<Vec<Box<dyn IoEngine>>>,
-    /// The same for an IVF index: searchers (each with its engine) kept between queries.
-    ivf_searchers: Mutex<Vec<PooledIvfSearcher>>,
     /// Sums since opening (or `reset_stats`), and the number of queries.
     totals: Mutex<(u64, QueryStats)>,
     /// Per-query statistics of the last `search` / `batch_search` call.
@@ -329,8 +273,6 @@ impl Index {
             updated: AtomicBool::new(updated),
             live_n: Mutex::new(None),
             write_lock: Mutex::new(()),
-            engines: Mutex::new(Vec::new()),
-            ivf_searchers: Mutex::new(Vec::new()),
             totals: Mutex::new((0, QueryStats::default())),
             last: Mutex::new(Vec::new()),
             cache,
@@ -657,15 +599,7 @@ impl Index {
     /// the vector file's layout and pages, the accelerator and memory per part.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = self.inner()?;
-        let e = match self.fast_disk(&inner) {
-            Some(disk) => {
-                let engine = self.engine(&disk)?;
-                let e = engine.info();
-                self.put_engine(engine);
-                e
-            }
-            None => inner.engine_info().py()?,
-        };
+        let e = inner.engine_info().py()?;
         let live = match inner.graph().and_then(|g| g.live()) {
             None => serde_json::json!({
                 "writable": false, "updated": false, "vectors": inner.n(),
@@ -732,9 +666,6 @@ impl Index {
     /// A call running in another thread finishes first on what it holds.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let inner = lock(&self.state).take();
-        lock(&self.engines).clear();
-        let searchers = std::mem::take(&mut *lock(&self.ivf_searchers));
-        py.detach(move || drop(searchers));
         if let Some(inner) = inner {
             if let Some(l) = inner.graph().and_then(|g| g.live()) {
                 if l.is_writable() {
@@ -916,21 +847,8 @@ impl Index {
         Ok(dt)
     }
 
-    fn engine(&self, ix: &DiskIndex) -> PyResult<Box<dyn IoEngine>> {
-        if let Some(e) = lock(&self.engines).pop() {
-            return Ok(e);
-        }
-        ix.file()
-            .engine(ix.options().engine, ix.engine_config())
-            .py()
-    }
-
-    fn put_engine(&self, e: Box<dyn IoEngine>) {
-        lock(&self.engines).push(e);
-    }
-
-    /// One query: a graph index's disk files with a pooled engine while it has no updates,
-    /// an IVF index with a pooled searcher, any other through the kind's batch search.
+    /// One query, as a batch of one (the library searches it on this thread with a pooled
+    /// I/O engine).
     fn search_one<T: Element + numpy::Element>(
         &self,
         py: Python<'_>,
@@ -946,47 +864,9 @@ impl Index {
                 self.dim
             )));
         }
-        match (&**inner, p, self.fast_disk(inner)) {
-            (AnyIndex::Ivf(_), KindParams::Ivf(p), _) => {
-                return self.ivf_search_one(py, inner, q, p)
-            }
-            (AnyIndex::Graph(_), KindParams::Graph(p), Some(disk)) => {
-                return self.disk_search_one(py, &disk, q, p)
-            }
-            _ => {}
-        }
         let (ids, dists, stats) = self.search_batch(py, inner, q, p, 1)?;
         let stats = stats.into_iter().next().unwrap_or_default();
         Ok((ids.into_iter().zip(dists).collect(), stats))
-    }
-
-    /// One query on a graph index's disk files, with a pooled engine.
-    fn disk_search_one<T: Element>(
-        &self,
-        py: Python<'_>,
-        disk: &Arc<DiskIndex>,
-        q: &[T],
-        p: &LibSearchParams,
-    ) -> PyResult<(Vec<(u64, f32)>, QueryStats)> {
-        let engine = self.engine(disk)?;
-        let ix = &**disk;
-        let spin = Duration::from_micros(ix.options().spin_us.unwrap_or(AUTO_SPIN_US));
-        let (res, engine) = py.detach(move || {
-            let mut s = Searcher::with_engine(ix.view(), engine);
-            s.set_spin(spin);
-            let mut hits = Vec::with_capacity(p.k);
-            let r = s.search(q, p, &mut hits).map(|st| (hits, st));
-            (r, s.into_engine())
-        });
-        // A failed search may leave reads in flight: drop that engine rather than reuse it.
-        if res.is_ok() {
-            self.put_engine(engine);
-        }
-        let (hits, stats) = res.py()?;
-        Ok((
-            hits.into_iter().map(|(id, d)| (row_id(id), d)).collect(),
-            stats,
-        ))
     }
 
     /// A batch: a writable graph index's disk files directly while nothing is written, else
@@ -1017,38 +897,6 @@ impl Index {
         Ok((hits.ids, hits.dists, hits.stats))
     }
 
-    /// A pooled IVF searcher, or a new one.
-    fn ivf_searcher(&self, ix: &Arc<AnyIndex>) -> PyResult<PooledIvfSearcher> {
-        if let Some(s) = lock(&self.ivf_searchers).pop() {
-            return Ok(s);
-        }
-        PooledIvfSearcher::new(Arc::clone(ix)).py()
-    }
-
-    /// One query of an IVF index, with a pooled searcher.
-    fn ivf_search_one<T: Element>(
-        &self,
-        py: Python<'_>,
-        ix: &Arc<AnyIndex>,
-        q: &[T],
-        p: &IvfSearchParams,
-    ) -> PyResult<(Vec<(u64, f32)>, QueryStats)> {
-        let mut s = self.ivf_searcher(ix)?;
-        let (res, s) = py.detach(move || {
-            let r = s.search(q, p);
-            (r, s)
-        });
-        // A failed search may leave reads in flight: drop that searcher rather than reuse it.
-        if res.is_ok() {
-            lock(&self.ivf_searchers).push(s);
-        }
-        let (hits, stats) = res.py()?;
-        Ok((
-            hits.into_iter().map(|(d, id)| (row_id(id), d)).collect(),
-            stats,
-        ))
-    }
-
     fn record(&self, stats: Vec<QueryStats>) {
         {
             let mut t = lock(&self.totals);
@@ -1058,15 +906,6 @@ impl Index {
             }
         }
         *lock(&self.last) = stats;
-    }
-}
-
-/// The id of a row of an index without updates (its row number), `MISSING_ID` for none.
-fn row_id(id: u32) -> u64 {
-    if id == u32::MAX {
-        MISSING_ID
-    } else {
-        u64::from(id)
     }
 }
 

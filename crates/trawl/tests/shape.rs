@@ -32,7 +32,7 @@ const KNOWN: &[(&str, usize)] = &[
     ("file trawl/src/index/merge.rs", 943),
     ("fn trawl/src/index/merge.rs:merge_typed", 480),
     ("fn trawl/src/index/merge.rs:write_segments", 166),
-    ("fn trawl/src/index/verify.rs:verify_index", 123),
+    ("fn trawl/src/index/verify.rs:verify_index", 122),
     ("fn trawl/src/index/verify.rs:check_file", 172),
     ("file trawl/src/index/wal.rs", 1490),
     ("fn trawl/src/ivf/build.rs:build_ivf", 289),
@@ -46,10 +46,10 @@ const KNOWN: &[(&str, usize)] = &[
         "cycle trawl: index ⇄ ivf ⇄ shard (index→ivf, index→shard, ivf→index, shard→index)",
         0,
     ),
-    ("fn trawl-cli/src/cmd_ablation.rs:run", 128),
+    ("fn trawl-cli/src/cmd_ablation.rs:run", 127),
     ("fn trawl-cli/src/cmd_info.rs:index_dir", 247),
     ("fn trawl-cli/src/cmd_quickstart.rs:run", 152),
-    ("file trawl-py/src/index.rs", 1386),
+    ("file trawl-py/src/index.rs", 1166),
 ];
 
 fn workspace() -> PathBuf {

@@ -9,7 +9,7 @@ use crate::io::{EngineConfig, IoError};
 use crate::kernels::Element;
 use crate::search::{
     GraphSpace, IndexView, LiveFilter, PqCodesAt, PqSource, QueryStats, SearchError, SearchParams,
-    Searcher, MAX_INTERLEAVE,
+    Searcher, Strategy, MAX_INTERLEAVE,
 };
 
 /// Results of a batch: `nq × k` ids and distances (missing results are `u32::MAX` / `+∞`),
@@ -205,7 +205,12 @@ impl DiskIndex {
             )));
         }
         let threads = threads.clamp(1, nq.max(1));
-        let parts = self.run_threads(params, cfg, threads, interleave, nq, &row, filter, hidden)?;
+        let one = nq == 1 && threads == 1 && interleave == 1 && filter.is_none();
+        let parts = if one && hidden.is_none() && !matches!(params.strategy, Strategy::Flash(_)) {
+            self.run_one(params, cfg, row(0))?
+        } else {
+            self.run_threads(params, cfg, threads, interleave, nq, &row, filter, hidden)?
+        };
         let (parts, wall_secs) = parts;
         let mut out = BatchOutput {
             k,
@@ -222,6 +227,30 @@ impl DiskIndex {
             out.stats[q] = st;
         }
         Ok(out)
+    }
+
+    /// Runs one query on the calling thread with a pooled engine (setting up an engine costs
+    /// more than a query); the same search as one thread of [`DiskIndex::run_threads`].
+    #[allow(clippy::type_complexity)]
+    fn run_one<T: Element>(
+        &self,
+        params: &SearchParams,
+        cfg: EngineConfig,
+        q: &[T],
+    ) -> Result<(Vec<(usize, Vec<(u32, f32)>, QueryStats)>, f64), SearchError> {
+        let t0 = Instant::now();
+        let engine = self.engines.take(&self.file, self.opts.engine, cfg)?;
+        let mut s = Searcher::with_engine(self.view(), engine);
+        s.set_flash_accel(self.flash_gpu());
+        s.set_spin(Duration::from_micros(
+            self.opts.spin_us.unwrap_or(AUTO_SPIN_US),
+        ));
+        s.set_time_parts(self.opts.time_parts);
+        let mut hits = Vec::with_capacity(params.k);
+        let r = s.search(q, params, &mut hits);
+        self.engines.give(cfg, s.into_engine());
+        let stats = r?;
+        Ok((vec![(0, hits, stats)], t0.elapsed().as_secs_f64()))
     }
 
     /// Runs `nq` queries (`row(q)`) over `threads` threads, each with its own engine of

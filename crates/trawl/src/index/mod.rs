@@ -255,6 +255,8 @@ pub struct DiskIndex {
     manifest: Option<Manifest>,
     /// The GPU backend of the flash strategy, when [`OpenOptions::accel`] asked for one.
     flash_gpu: Option<std::sync::Arc<dyn crate::accel::flash::FlashAccel>>,
+    /// Engines kept between searches of one query ([`DiskIndex::search_rows`]).
+    engines: crate::io::EnginePool,
     /// This process holds the directory's writer lock for a live index
     /// ([`live::LiveIndex`]): the index's own writes start their transaction without taking
     /// it again.

@@ -123,6 +123,7 @@ impl DiskIndex {
             opts,
             manifest,
             flash_gpu,
+            engines: Default::default(),
             writer_held: false,
         };
         Ok(ix)

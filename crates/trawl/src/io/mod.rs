@@ -22,6 +22,7 @@ mod aligned;
 mod counting;
 mod file;
 mod mem;
+mod pool;
 mod pread;
 mod ring_slots;
 mod sync_slots;
@@ -33,6 +34,7 @@ pub use aligned::AlignedBuf;
 pub use counting::{CountedIo, CountingEngine};
 pub use file::IoFile;
 pub use mem::MemEngine;
+pub use pool::EnginePool;
 pub use pread::PreadEngine;
 pub use uring::UringEngine;
 

@@ -63,6 +63,8 @@ pub struct IvfIndex {
     pub(super) vectors: VectorFile,
     pub(super) vfile: IoFile,
     pub(super) accel: Arc<dyn Accelerator>,
+    /// Engines kept between searches of one query ([`IvfIndex::search_one`]).
+    pub(super) engines: crate::io::EnginePool,
 }
 
 impl std::fmt::Debug for IvfIndex {
@@ -148,7 +150,38 @@ impl IvfIndex {
             vectors,
             vfile,
             accel,
+            engines: Default::default(),
         })
+    }
+
+    /// The I/O engine configuration of a searcher.
+    pub(crate) fn engine_config(&self) -> crate::io::EngineConfig {
+        crate::io::EngineConfig {
+            depth: self.opts.queue_depth.max(1),
+            max_pages_per_read: self.vectors.geometry().pages_per_vector,
+            register_buffers: self.opts.register_buffers,
+            sqpoll: self.opts.sqpoll,
+            taskrun: self.opts.taskrun,
+        }
+    }
+
+    /// Searches one query on the calling thread with a pooled engine (setting up an engine
+    /// costs more than a query): results by distance and the query's statistics.
+    pub fn search_one<T: crate::Element>(
+        &self,
+        query: &[T],
+        p: &crate::ivf::IvfSearchParams,
+    ) -> Result<(Vec<(f32, u32)>, crate::search::QueryStats), crate::search::SearchError> {
+        let cfg = self.engine_config();
+        let engine = self.engines.take(&self.vfile, self.opts.engine, cfg)?;
+        let mut s = self.searcher_with(engine)?;
+        // Poll for completions a while before blocking, as single graph searches do.
+        s.set_spin(std::time::Duration::from_micros(
+            self.opts.spin_us.unwrap_or(crate::index::AUTO_SPIN_US),
+        ));
+        let r = s.search(query, p);
+        self.engines.give(cfg, s.into_engine());
+        r
     }
 
     /// The index directory.

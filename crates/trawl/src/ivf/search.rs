@@ -2,25 +2,21 @@
 //! heuristic re-rank from disk with page-merged reads and a per-query page buffer.
 //!
 //! **Heuristic re-rank** (FusionANNS Algorithm 1): the `top_n` candidates, in PQ order, are
-//! re-ranked in mini-batches of `batch`; after each batch the change rate of the top-k is
-//! `Δ = |S_n \ S_{n−1}| / k`; the re-rank stops once `Δ < ε` held for `β` batches in a row.
-//! The comparison is strict, as the paper's text says ("smaller than a given threshold"): its
-//! Algorithm 1 writes `≤`, under which `ε = 0` would still stop after `β` batches that changed
-//! nothing, while with `<` `ε = 0` re-ranks all `top_n` — a switch the ablation uses.
+//! re-ranked in mini-batches of `batch`; after each the change rate of the top-k is `Δ = |S_n \
+//! S_{n−1}| / k`; the re-rank stops once `Δ < ε` held for `β` batches in a row — strictly, as the
+//! paper's text says (its Algorithm 1's `≤` would stop `ε = 0` after `β` unchanged batches;
+//! with `<`, `ε = 0` re-ranks all `top_n`, a switch the ablation uses).
 //!
 //! **Reads.** Within a batch the vectors on one page are read by one request (intra-batch
 //! merging); every page read stays in the query's page buffer, so no page is read twice for
-//! one query (inter-batch deduplication). Both can be switched off for the ablation; the
-//! counters [`IvfStats::pages_merged`] and [`IvfStats::pages_buffered`] count the reads each
-//! saved.
+//! one query. Both can be switched off; [`IvfStats::pages_merged`] and
+//! [`IvfStats::pages_buffered`] count the reads each saved.
 //!
 //! **Pipeline** (Figure 6): a batch search hands the accelerator groups of `accel_batch`
-//! queries; while it scores group `g`, the thread re-ranks group `g − 1`. In throughput mode
-//! (`interleave` > 1) a thread whose re-ranks all wait for reads filters the next query, so the
-//! host's filter work overlaps the disk. The figure's other overlap — the distance table built
-//! on the accelerator while the host walks the centroid graph — is not done: the table is host
-//! work here (about 2% of a MiniLM-200K query's CPU time, filled dimension-major), and on the
-//! CPU backend both would share one core.
+//! queries; while it scores group `g`, the thread re-ranks group `g − 1`. With `interleave` > 1
+//! a thread whose re-ranks all wait for reads filters the next query. The figure's other
+//! overlap (the distance table built on the accelerator during the centroid-graph walk) is not
+//! done: the table is host work here (~2% of a MiniLM-200K query's CPU time).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,7 +27,7 @@ use crate::accel::{FilterJob, FilterPending, TABLE_ROW};
 use crate::data::Queries;
 use crate::graph::{SearchScratch, VectorStore};
 use crate::index::{BatchOutput, AUTO_SPIN_US};
-use crate::io::{Completion, EngineConfig, IoEngine, ReadRequest, PAGE_BYTES};
+use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
 use crate::kernels::{Element, Metric};
 use crate::search::{QueryStats, SearchError};
 
@@ -243,15 +239,15 @@ impl std::fmt::Debug for IvfSearcher<'_> {
 impl IvfIndex {
     /// A searcher (one per thread: it owns an I/O engine).
     pub fn searcher(&self) -> Result<IvfSearcher<'_>, SearchError> {
+        self.searcher_with(self.vfile.engine(self.opts.engine, self.engine_config())?)
+    }
+
+    /// A searcher reading through `engine`.
+    pub(crate) fn searcher_with(
+        &self,
+        engine: Box<dyn IoEngine>,
+    ) -> Result<IvfSearcher<'_>, SearchError> {
         let g = self.vectors.geometry();
-        let cfg = EngineConfig {
-            depth: self.opts.queue_depth.max(1),
-            max_pages_per_read: g.pages_per_vector,
-            register_buffers: self.opts.register_buffers,
-            sqpoll: self.opts.sqpoll,
-            taskrun: self.opts.taskrun,
-        };
-        let engine = self.vfile.engine(self.opts.engine, cfg)?;
         let store = VectorStore::new(&self.meta.centroids, self.meta.centroid_dim(), Metric::L2)
             .ok_or_else(|| SearchError::Internal("centroid store shape".into()))?;
         Ok(IvfSearcher {
@@ -372,9 +368,13 @@ struct Group {
 }
 
 impl IvfSearcher<'_> {
-    /// The I/O engine's description.
+    /// The I/O engine (its description, counters); `into_engine` hands it back.
     pub fn engine(&self) -> &dyn IoEngine {
         &*self.engine
+    }
+
+    pub(crate) fn into_engine(self) -> Box<dyn IoEngine> {
+        self.engine
     }
 
     /// Microseconds to poll for completions before blocking.

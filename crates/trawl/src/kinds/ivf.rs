@@ -40,6 +40,9 @@ impl IndexKind for IvfIndex {
         p: &IvfSearchParams,
         run: Run,
     ) -> Result<Hits, Error> {
+        if q.n() == 1 && run.threads == 1 && q.dim() == self.dim() {
+            return one_query(self, q.rows(), p);
+        }
         let p = IvfSearchParams {
             interleave: run.interleave,
             ..*p
@@ -83,4 +86,24 @@ impl IndexKind for IvfIndex {
         self.file_bytes()
             .map_or(0, |f| f.iter().map(|(_, b)| *b).sum())
     }
+}
+
+/// One query with a pooled engine, as [`Hits`].
+fn one_query<T: Element>(ix: &IvfIndex, q: &[T], p: &IvfSearchParams) -> Result<Hits, Error> {
+    let t0 = std::time::Instant::now();
+    let (found, stats) = ix.search_one(q, p)?;
+    let mut hits = Hits {
+        k: p.k,
+        ids: vec![super::HOLE; p.k],
+        dists: vec![f32::INFINITY; p.k],
+        stats: Vec::new(),
+        wall_secs: 0.0,
+    };
+    for (j, (d, id)) in found.into_iter().take(p.k).enumerate() {
+        hits.ids[j] = u64::from(id);
+        hits.dists[j] = d;
+    }
+    hits.wall_secs = t0.elapsed().as_secs_f64();
+    hits.stats.push(stats);
+    Ok(hits)
 }
