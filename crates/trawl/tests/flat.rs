@@ -116,6 +116,16 @@ fn opens_describes_and_verifies_through_the_contract() {
     };
     let e = trawl::kinds::open_with(dir.path(), &w, &Control::silent()).unwrap_err();
     assert!(e.to_string().contains("do not take updates"), "{e}");
+    // The graph kind's commands (entry, layout, insert, merge open the graph files) name it.
+    let e = trawl::index::DiskIndex::open(dir.path(), OpenOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("this is a flat index"), "{e}");
+    let e = trawl::index::live::LiveIndex::open(
+        dir.path(),
+        OpenOptions::default(),
+        trawl::index::live::Access::ReadWrite,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("this is a flat index"), "{e}");
 }
 
 #[test]

@@ -69,6 +69,16 @@ impl KindName {
         }
     }
 
+    /// The name after an article: `a graph`, `an IVF`, `a sharded`, `a flat`.
+    pub fn with_article(&self) -> &'static str {
+        match self {
+            Self::Graph => "a graph",
+            Self::Ivf => "an IVF",
+            Self::Sharded => "a sharded",
+            Self::Flat => "a flat",
+        }
+    }
+
     /// The name in a sentence: `graph`, `IVF`, `sharded`.
     pub fn label(&self) -> &'static str {
         match self {

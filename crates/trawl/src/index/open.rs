@@ -37,17 +37,18 @@ impl DiskIndex {
         let layout_path = dir.join(opts.layout.file_name());
         if !layout_path.is_file() {
             // An index of another kind is named as such, not as a graph index missing a file.
-            if dir.join(crate::ivf::file::FILE_NAME).is_file() {
-                if let Ok(Some(m)) = super::manifest::Manifest::load_if_present(dir) {
-                    if m.kind == super::KindName::Ivf {
-                        return Err(OpenError::Mismatch {
-                            dir: dir.to_path_buf(),
-                            reason: "this is an IVF index; this operation works on graph \
-                                     indexes only (IVF indexes take no updates, entry indexes \
-                                     or layouts: rebuild to change one)"
-                                .into(),
-                        });
-                    }
+            if let Ok(Some(m)) = super::manifest::Manifest::load_if_present(dir) {
+                if m.kind != super::KindName::Graph {
+                    return Err(OpenError::Mismatch {
+                        dir: dir.to_path_buf(),
+                        reason: format!(
+                            "this is {} index; this operation works on graph indexes only \
+                             ({} indexes take no updates, entry indexes or layouts: rebuild \
+                             to change one)",
+                            m.kind.with_article(),
+                            m.kind.label()
+                        ),
+                    });
                 }
             }
             return Err(missing_layout(dir, opts.layout));
