@@ -495,7 +495,7 @@ pub fn link_unreachable<T: Element>(
         }
     }
     for _round in 0..64 {
-        let mut seen = super::connectivity::reachable(&*g, &[start]);
+        let (mut seen, mut parent) = super::connectivity::parents(&*g, start);
         if (0..n).all(|v| seen[v] || is_hole(v)) {
             return Ok(added);
         }
@@ -513,40 +513,13 @@ pub fn link_unreachable<T: Element>(
                 .filter(|c| c.id != u && seen[c.id as usize] && !is_hole(c.id as usize))
                 .collect();
             near.sort_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
-            if link_one(g, &near, u, &mut indeg) {
+            if let Some(v) = super::connectivity::link_one(g, &near, u, &mut indeg, &parent) {
                 added += 1;
-                super::connectivity::reach_from(&*g, &mut seen, u);
+                super::connectivity::reach_with_parents(&*g, &mut seen, &mut parent, u, v);
             }
         }
     }
     Ok(added)
-}
-
-/// Adds the edge `v → u` for the first of `near` (nearest first) with room in its list, else
-/// replaces in the nearest list that has one the farthest neighbour with another in-link.
-/// Returns whether an edge was added.
-fn link_one(g: &mut Graph, near: &[Neighbor], u: u32, indeg: &mut [u32]) -> bool {
-    if let Some(v) = near
-        .iter()
-        .find(|c| (g.degrees[c.id as usize] as usize) < g.r)
-    {
-        let (row, d) = (v.id as usize * g.r, g.degrees[v.id as usize] as usize);
-        g.ids[row + d] = u;
-        g.degrees[v.id as usize] += 1;
-        indeg[u as usize] += 1;
-        return true;
-    }
-    for v in near {
-        let (row, d) = (v.id as usize * g.r, g.degrees[v.id as usize] as usize);
-        // Lists keep their neighbours nearest first: look from the farthest.
-        if let Some(k) = (0..d).rev().find(|&k| indeg[g.ids[row + k] as usize] >= 2) {
-            indeg[g.ids[row + k] as usize] -= 1;
-            g.ids[row + k] = u;
-            indeg[u as usize] += 1;
-            return true;
-        }
-    }
-    false
 }
 
 /// Query-aware edges: the exact top `k` of each query of a sample (`neighbours`, row-major

@@ -242,6 +242,83 @@ impl Tarjan {
     }
 }
 
+/// Reachability from `start` with the BFS tree: `parent[v]` is the node whose edge first
+/// reached `v` (`u32::MAX` for the start and for nodes not reached).
+pub(crate) fn parents(g: &super::Graph, start: u32) -> (Vec<bool>, Vec<u32>) {
+    let n = g.n();
+    let (mut seen, mut parent) = (vec![false; n], vec![u32::MAX; n]);
+    if (start as usize) < n {
+        seen[start as usize] = true;
+        spread_with_parents(g, &mut seen, &mut parent, vec![start]);
+    }
+    (seen, parent)
+}
+
+/// Marks `v` (just linked from the reached node `from`) and everything it reaches, with parents.
+pub(crate) fn reach_with_parents(
+    g: &super::Graph,
+    seen: &mut [bool],
+    parent: &mut [u32],
+    v: u32,
+    from: u32,
+) {
+    if seen.get(v as usize).is_some_and(|s| !*s) {
+        seen[v as usize] = true;
+        parent[v as usize] = from;
+        spread_with_parents(g, seen, parent, vec![v]);
+    }
+}
+
+fn spread_with_parents(g: &super::Graph, seen: &mut [bool], parent: &mut [u32], mut q: Vec<u32>) {
+    while let Some(v) = q.pop() {
+        for &w in g.neighbors(v) {
+            if seen.get(w as usize).is_some_and(|s| !*s) {
+                seen[w as usize] = true;
+                parent[w as usize] = v;
+                q.push(w);
+            }
+        }
+    }
+}
+
+/// Adds the edge `v → u` for the first of `near` (nearest first, all reached) with room in its
+/// list, else replaces in the nearest list that has one a neighbour `w` that another node also
+/// links to and whose tree edge (`parent`) is not this one — so every node reached stays
+/// reached. Returns the `v` that got the edge.
+pub(crate) fn link_one(
+    g: &mut super::Graph,
+    near: &[super::queue::Neighbor],
+    u: u32,
+    indeg: &mut [u32],
+    parent: &[u32],
+) -> Option<u32> {
+    if let Some(v) = near
+        .iter()
+        .find(|c| (g.degrees[c.id as usize] as usize) < g.r)
+    {
+        let (row, d) = (v.id as usize * g.r, g.degrees[v.id as usize] as usize);
+        g.ids[row + d] = u;
+        g.degrees[v.id as usize] += 1;
+        indeg[u as usize] += 1;
+        return Some(v.id);
+    }
+    for v in near {
+        let (row, d) = (v.id as usize * g.r, g.degrees[v.id as usize] as usize);
+        // Lists keep their neighbours nearest first: look from the farthest.
+        let spare = (0..d).rev().find(|&k| {
+            let w = g.ids[row + k] as usize;
+            indeg[w] >= 2 && parent[w] != v.id
+        });
+        if let Some(k) = spare {
+            indeg[g.ids[row + k] as usize] -= 1;
+            g.ids[row + k] = u;
+            indeg[u as usize] += 1;
+            return Some(v.id);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
