@@ -471,11 +471,11 @@ impl<T: Element> Builder<'_, '_, '_, T> {
 /// Links back every node no search from the medoid can reach, so that every node can be found:
 /// for the first unreachable node `u` (in id order), a greedy search for `u`'s vector from the
 /// medoid (list size `l`); the nearest node it expanded whose list has room gets an edge to
-/// `u`. When every expanded list is full, the nearest node gives up its farthest neighbour
-/// that some other node also links to, for `u`. Everything `u` reaches becomes reachable with
-/// it; the next unreachable node is taken until none is left (a node whose other in-links
-/// all came from unreachable nodes is found by the next round). Returns the edges added (0 for
-/// a graph already connected). Deterministic.
+/// `u`. When every expanded list is full, the nearest node gives up, for `u`, its farthest
+/// neighbour that another node also links to and that the search tree from the medoid does not
+/// reach through this edge — so no node reached is cut off. Everything `u` reaches becomes
+/// reachable with it; the next unreachable node is taken until none is left. Returns the edges
+/// added (0 for a graph already connected). Deterministic.
 pub fn link_unreachable<T: Element>(
     g: &mut Graph,
     store: &VectorStore<'_, T>,
