@@ -47,7 +47,7 @@ impl Hits {
     }
 
     /// The ids as 32-bit row numbers (a missing result is `u32::MAX`), as ground-truth and
-    /// result files store them; `None` names the first id that does not fit.
+    /// result files store them; the error is the first id that does not fit.
     pub fn ids_u32(&self) -> Result<Vec<u32>, u64> {
         self.ids
             .iter()
