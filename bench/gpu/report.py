@@ -214,6 +214,14 @@ def main():
             md += ["", "Not measured: " + "; ".join(f"{s['stage']} on the {s['backend']}: {s['reason']}" for s in ab["skipped"])]
     md += ["", "## Flash search end to end, no disk (`--engine memory`, `--engine sim:80`)", ""]
     md += search_table(runs["flash"])
+    try:
+        with open(os.path.join(a.out, "kit.log"), errors="replace") as f:
+            unfit = sorted({ln.strip() for ln in f if "does not fit this device" in ln})
+    except OSError:
+        unfit = []
+    if unfit:
+        md += ["", "Not measured (the batch's buffers pass one binding of this device; kit.log has "
+               "the error): " + "; ".join(unfit)]
     md += ["", "## End to end on the device's disk (O_DIRECT): IVF and flash", ""]
     md += search_table(runs["disk"])
     md.append("")
