@@ -36,10 +36,9 @@ const KNOWN: &[(&str, usize)] = &[
     ("file trawl/src/index/wal.rs", 1490),
     ("fn trawl/src/ivf/build.rs:build_ivf", 289),
     ("fn trawl/src/ivf/file.rs:load", 134),
-    ("file trawl/src/ivf/search.rs", 919),
     ("file trawl/src/layout/decoupled/vectors.rs", 911),
     ("fn trawl/src/layout/decoupled/vectors.rs:open", 125),
-    ("file trawl/src/search/pipe.rs", 854),
+    ("file trawl/src/search/pipe.rs", 841),
     ("fn trawl/src/shard/partition.rs:partition", 127),
     (
         "cycle trawl: index ⇄ ivf ⇄ shard (index→ivf, index→shard, ivf→index, shard→index)",

@@ -1,46 +1,16 @@
 //! Searching an opened index: searchers (one per thread) and batches of queries over threads.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{DiskIndex, AUTO_SPIN_US};
+use super::DiskIndex;
 use crate::data::Matrix;
 use crate::io::{EngineConfig, IoError};
 use crate::kernels::Element;
+use crate::search::runner::{batch_threads, on_threads, spin_for, Cursor};
 use crate::search::{
-    GraphSpace, IndexView, LiveFilter, PqCodesAt, PqSource, QueryStats, SearchError, SearchParams,
-    Searcher, Strategy, MAX_INTERLEAVE,
+    BatchOutput, GraphSpace, IndexView, LiveFilter, PqCodesAt, PqSource, QueryStats, SearchError,
+    SearchParams, Searcher, Strategy, AUTO_SPIN_US, MAX_INTERLEAVE,
 };
-
-/// Results of a batch: `nq × k` ids and distances (missing results are `u32::MAX` / `+∞`),
-/// one [`QueryStats`] per query, and the batch's wall time.
-#[derive(Debug, Clone, Default)]
-pub struct BatchOutput {
-    /// Results per query.
-    pub k: usize,
-    /// Row-major ids.
-    pub ids: Vec<u32>,
-    /// Row-major exact distances.
-    pub dists: Vec<f32>,
-    /// Per-query statistics.
-    pub stats: Vec<QueryStats>,
-    /// Seconds for the whole batch.
-    pub wall_secs: f64,
-}
-
-impl BatchOutput {
-    /// The statistics summed over queries.
-    pub fn total(&self) -> QueryStats {
-        let mut t = QueryStats::default();
-        for s in &self.stats {
-            t += *s;
-        }
-        t
-    }
-}
-
-/// The most threads one batch search takes (each holds an I/O engine).
-pub const MAX_SEARCH_THREADS: usize = 1024;
 
 impl DiskIndex {
     /// The index as a searcher reads it.
@@ -199,32 +169,17 @@ impl DiskIndex {
         if nq > 0 {
             self.view().space.check_query(row(0))?;
         }
-        if threads > MAX_SEARCH_THREADS {
-            return Err(SearchError::BadBatch(format!(
-                "{threads} search threads is more than {MAX_SEARCH_THREADS}"
-            )));
-        }
-        let threads = threads.clamp(1, nq.max(1));
+        let threads = batch_threads(threads, nq)?;
         let one = nq == 1 && threads == 1 && interleave == 1 && filter.is_none();
-        let parts = if one && hidden.is_none() && !matches!(params.strategy, Strategy::Flash(_)) {
-            self.run_one(params, cfg, row(0))?
-        } else {
-            self.run_threads(params, cfg, threads, interleave, nq, &row, filter, hidden)?
-        };
-        let (parts, wall_secs) = parts;
-        let mut out = BatchOutput {
-            k,
-            ids: vec![u32::MAX; nq * k],
-            dists: vec![f32::INFINITY; nq * k],
-            stats: vec![QueryStats::default(); nq],
-            wall_secs,
-        };
+        let (parts, wall_secs) =
+            if one && hidden.is_none() && !matches!(params.strategy, Strategy::Flash(_)) {
+                self.run_one(params, cfg, row(0))?
+            } else {
+                self.run_threads(params, cfg, threads, interleave, nq, &row, filter, hidden)?
+            };
+        let mut out = BatchOutput::empty(nq, k, wall_secs);
         for (q, hits, st) in parts {
-            for (j, (id, d)) in hits.into_iter().enumerate() {
-                out.ids[q * k + j] = id;
-                out.dists[q * k + j] = d;
-            }
-            out.stats[q] = st;
+            out.put(q, hits, st);
         }
         Ok(out)
     }
@@ -268,54 +223,25 @@ impl DiskIndex {
         filter: Option<LiveFilter<'_>>,
         hidden: Option<std::sync::Arc<[u32]>>,
     ) -> Result<(Vec<(usize, Vec<(u32, f32)>, QueryStats)>, f64), SearchError> {
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let spin = Duration::from_micros(self.opts.spin_us.unwrap_or(if threads <= cores {
-            AUTO_SPIN_US
-        } else {
-            0
-        }));
-        let cursor = AtomicUsize::new(0);
-        let t0 = Instant::now();
-        type Part = Vec<(usize, Vec<(u32, f32)>, QueryStats)>;
-        let parts: Vec<Result<Part, SearchError>> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| -> Result<Part, SearchError> {
-                        let engine = self.file.engine(self.opts.engine, cfg)?;
-                        let mut searcher = Searcher::with_engine(self.view(), engine);
-                        searcher.set_flash_accel(self.flash_gpu());
-                        searcher.set_spin(spin);
-                        searcher.set_time_parts(self.opts.time_parts);
-                        searcher.set_filter(filter);
-                        searcher.set_hidden(hidden.clone())?;
-                        let mut part = Vec::new();
-                        searcher.search_stream(
-                            params,
-                            interleave,
-                            &mut || {
-                                let q = cursor.fetch_add(1, Ordering::Relaxed);
-                                (q < nq).then(|| (q, row(q)))
-                            },
-                            &mut |q, hits, st| part.push((q, hits.to_vec(), st)),
-                        )?;
-                        Ok(part)
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| {
-                    w.join().unwrap_or_else(|_| {
-                        Err(SearchError::Internal("a search thread panicked".into()))
-                    })
-                })
-                .collect()
-        });
-        let wall_secs = t0.elapsed().as_secs_f64();
-        let mut all = Vec::with_capacity(nq);
-        for part in parts {
-            all.extend(part?);
-        }
-        Ok((all, wall_secs))
+        let spin = spin_for(threads, self.opts.spin_us);
+        let cursor = Cursor::new(nq);
+        let (parts, wall_secs) = on_threads(threads, |_| {
+            let engine = self.file.engine(self.opts.engine, cfg)?;
+            let mut searcher = Searcher::with_engine(self.view(), engine);
+            searcher.set_flash_accel(self.flash_gpu());
+            searcher.set_spin(spin);
+            searcher.set_time_parts(self.opts.time_parts);
+            searcher.set_filter(filter);
+            searcher.set_hidden(hidden.clone())?;
+            let mut part = Vec::new();
+            searcher.search_stream(
+                params,
+                interleave,
+                &mut || cursor.next().map(|q| (q, row(q))),
+                &mut |q, hits, st| part.push((q, hits.to_vec(), st)),
+            )?;
+            Ok(part)
+        })?;
+        Ok((parts.into_iter().flatten().collect(), wall_secs))
     }
 }

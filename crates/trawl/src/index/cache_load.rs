@@ -1,6 +1,5 @@
 //! Choosing and loading the static node cache ([`crate::search::cache`]).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use rand::seq::index::sample;
@@ -368,44 +367,25 @@ impl DiskIndex {
             .collect();
         let dim = self.dim();
         let nq = queries.len() / dim;
-        let cursor = AtomicUsize::new(0);
+        let cursor = crate::search::Cursor::new(nq);
         let bar = ctl.bar("choosing the cache", nq as u64);
-        let parts: Vec<Result<(Vec<u32>, u64), SearchError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads.clamp(1, nq.max(1)))
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut s = self.searcher()?;
-                        let mut hits = Vec::new();
-                        let mut pages = 0;
-                        s.start_trace();
-                        loop {
-                            let q = cursor.fetch_add(1, Ordering::Relaxed);
-                            if q >= nq {
-                                break;
-                            }
-                            let st =
-                                s.search(&queries[q * dim..(q + 1) * dim], params, &mut hits)?;
-                            pages += st.io.pages_read;
-                            bar.inc(1);
-                        }
-                        Ok((s.take_trace(), pages))
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(SearchError::Internal("a cache thread panicked".into()))
-                    })
-                })
-                .collect()
+        let threads = threads.clamp(1, nq.max(1));
+        let parts = crate::search::runner::on_threads(threads, |_| {
+            let mut s = self.searcher()?;
+            let mut hits = Vec::new();
+            let mut pages = 0;
+            s.start_trace();
+            while let Some(q) = cursor.next() {
+                let st = s.search(&queries[q * dim..(q + 1) * dim], params, &mut hits)?;
+                pages += st.io.pages_read;
+                bar.inc(1);
+            }
+            Ok((s.take_trace(), pages))
         });
         bar.finish_and_clear();
         let mut counts = vec![0u32; self.n()];
         let mut pages = 0;
-        for part in parts {
-            let (trace, p) = part?;
+        for (trace, p) in parts?.0 {
             pages += p;
             for id in trace {
                 counts[id as usize] = counts[id as usize].saturating_add(1);

@@ -31,7 +31,7 @@ pub mod txn;
 mod verify;
 pub mod wal;
 
-pub use batch::BatchOutput;
+pub use crate::search::{BatchOutput, AUTO_SPIN_US, MAX_SEARCH_THREADS};
 pub use build::{
     build_index, build_index_with_queries, build_random_link_index, IndexBuildError,
     IndexBuildReport, IndexParams,
@@ -96,10 +96,6 @@ pub struct OpenOptions {
     /// IVF index: which vector file the re-rank reads.
     pub ivf_vectors: crate::ivf::IvfVectorLayout,
 }
-
-/// Polling time of [`OpenOptions::spin_us`]'s automatic choice: covers most 4 KiB reads on
-/// an SSD, so the thread rarely pays a sleep and a wake-up per round trip.
-pub const AUTO_SPIN_US: u64 = 200;
 
 impl Default for OpenOptions {
     fn default() -> Self {

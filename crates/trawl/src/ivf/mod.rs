@@ -20,12 +20,14 @@ mod build;
 pub(crate) mod cluster;
 pub mod file;
 mod open;
+mod params;
 pub mod search;
 pub mod vectors;
 
 pub use build::{build_ivf, IvfBuildReport};
 pub use open::{IvfIndex, IvfMemory, IvfVectorLayout};
-pub use search::{IvfSearchParams, IvfSearcher};
+pub use params::{IvfSearchParams, MAX_IVF_PARAM};
+pub use search::IvfSearcher;
 
 use crate::graph::VamanaParams;
 use crate::index::IndexBuildError;

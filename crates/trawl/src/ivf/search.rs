@@ -19,144 +19,16 @@
 //! done: the table is host work here (~2% of a MiniLM-200K query's CPU time).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use super::IvfIndex;
+use super::{IvfIndex, IvfSearchParams};
 use crate::accel::{FilterJob, FilterPending, TABLE_ROW};
 use crate::data::Queries;
 use crate::graph::{SearchScratch, VectorStore};
-use crate::index::{BatchOutput, AUTO_SPIN_US};
 use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
 use crate::kernels::{Element, Metric};
-use crate::search::{QueryStats, SearchError};
-
-/// Parameters of an IVF search.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct IvfSearchParams {
-    /// Results per query.
-    pub k: usize,
-    /// Posting lists probed (`m`).
-    pub nprobe: usize,
-    /// List size of the centroid-graph search (0: `max(2 · nprobe, 32)`).
-    pub centroid_l: usize,
-    /// Candidates kept by the filter stage for the re-rank (`n`).
-    pub top_n: usize,
-    /// Re-rank mini-batch size.
-    pub batch: usize,
-    /// Change-rate threshold ε of the early stop.
-    pub epsilon: f32,
-    /// Batches in a row below ε that stop the re-rank (β).
-    pub beta: usize,
-    /// Early stop on (off: re-rank all `top_n`).
-    pub heuristic: bool,
-    /// Intra-batch page merging on.
-    pub page_merge: bool,
-    /// Inter-batch page buffer on.
-    pub page_buffer: bool,
-    /// Page-mate scoring on: a page read for a candidate has every vector on it re-ranked
-    /// (they are bucket-mates of the candidate, so often near the query), at no extra read.
-    pub page_mates: bool,
-    /// Queries per accelerator job in a batch search.
-    pub accel_batch: usize,
-    /// Queries each thread keeps in their re-rank at once: while one waits for its reads,
-    /// the thread filters or re-ranks another (1 = one query at a time).
-    pub interleave: usize,
-}
-
-impl Default for IvfSearchParams {
-    fn default() -> Self {
-        Self {
-            k: 10,
-            nprobe: 32,
-            centroid_l: 0,
-            top_n: 200,
-            // With page-mate scoring the first batch already fills the top k; batches of 2
-            // with β = 2 stop after fewer reads than batches of 4 at the same recall on
-            // GloVe-400K and gen-1M (bench/results/ivf-*).
-            batch: 2,
-            epsilon: 0.1,
-            beta: 2,
-            heuristic: true,
-            page_merge: true,
-            page_buffer: true,
-            page_mates: true,
-            accel_batch: 1,
-            interleave: 1,
-        }
-    }
-}
-
-/// Largest `nprobe`, `top_n`, `batch` or centroid list size accepted.
-pub const MAX_IVF_PARAM: usize = 1 << 20;
-
-impl IvfSearchParams {
-    /// The centroid-graph list size used.
-    pub fn centroid_list(&self) -> usize {
-        if self.centroid_l == 0 {
-            (2 * self.nprobe).max(32)
-        } else {
-            self.centroid_l.max(self.nprobe)
-        }
-    }
-
-    /// Checks the parameters for an index of `n` vectors and `nlist` lists.
-    pub fn validate(&self, n: usize, nlist: usize) -> Result<(), SearchError> {
-        let bad = |s: String| Err(SearchError::InvalidRerank(s));
-        if self.k == 0 {
-            return Err(SearchError::InvalidK {
-                k: 0,
-                l: self.top_n,
-            });
-        }
-        if self.k > n {
-            return Err(SearchError::KTooLarge {
-                k: self.k,
-                n: n as u64,
-            });
-        }
-        for (what, v) in [
-            ("nprobe", self.nprobe),
-            ("top_n", self.top_n),
-            ("re-rank batch", self.batch),
-            ("accel batch", self.accel_batch),
-            ("interleave", self.interleave),
-        ] {
-            if v == 0 || v > MAX_IVF_PARAM {
-                return bad(format!("{what} {v} must be between 1 and {MAX_IVF_PARAM}"));
-            }
-        }
-        if self.interleave > crate::search::MAX_INTERLEAVE {
-            return bad(format!(
-                "interleave {} exceeds {}",
-                self.interleave,
-                crate::search::MAX_INTERLEAVE
-            ));
-        }
-        if self.nprobe > nlist {
-            return bad(format!(
-                "nprobe {} exceeds the index's {nlist} lists",
-                self.nprobe
-            ));
-        }
-        if self.centroid_l > MAX_IVF_PARAM {
-            return bad(format!("centroid list size {} too large", self.centroid_l));
-        }
-        if self.top_n < self.k {
-            return Err(SearchError::InvalidK {
-                k: self.k,
-                l: self.top_n,
-            });
-        }
-        if !(0.0..=1.0).contains(&self.epsilon) {
-            return bad(format!("epsilon {} must be in 0..=1", self.epsilon));
-        }
-        if self.beta == 0 {
-            return bad("beta must be at least 1".into());
-        }
-        Ok(())
-    }
-}
+use crate::search::runner::{batch_threads, drain_engine, on_threads, spin_for, wait_some, Cursor};
+use crate::search::{BatchOutput, QueryStats, SearchError};
 
 /// One search thread's state: its I/O engine and scratch.
 pub struct IvfSearcher<'a> {
@@ -284,64 +156,20 @@ impl IvfIndex {
                 got: queries.dim(),
             });
         }
-        let threads = threads
-            .clamp(1, crate::index::batch::MAX_SEARCH_THREADS)
-            .min(nq.max(1));
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let spin = Duration::from_micros(self.opts.spin_us.unwrap_or(if threads <= cores {
-            AUTO_SPIN_US
-        } else {
-            0
-        }));
-        let k = p.k;
-        let next = AtomicUsize::new(0);
-        let t0 = Instant::now();
-        let parts: Vec<Result<Part, SearchError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| -> Result<Part, SearchError> {
-                        let mut s = self.searcher()?;
-                        s.spin = spin;
-                        let mut part = Part::new();
-                        s.run(
-                            &queries,
-                            || {
-                                let start = next.fetch_add(p.accel_batch, Ordering::Relaxed);
-                                (start < nq).then(|| start..(start + p.accel_batch).min(nq))
-                            },
-                            p,
-                            &mut part,
-                        )?;
-                        Ok(part)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(SearchError::Internal("a search thread panicked".into()))
-                    })
-                })
-                .collect()
-        });
-        let mut out = BatchOutput {
-            k,
-            ids: vec![u32::MAX; nq * k],
-            dists: vec![f32::INFINITY; nq * k],
-            stats: vec![QueryStats::default(); nq],
-            wall_secs: 0.0,
-        };
-        for part in parts {
-            for (q, hits, st) in part? {
-                for (j, (d, id)) in hits.into_iter().enumerate().take(k) {
-                    out.ids[q * k + j] = id;
-                    out.dists[q * k + j] = d;
-                }
-                out.stats[q] = st;
-            }
+        let threads = batch_threads(threads, nq)?;
+        let spin = spin_for(threads, self.opts.spin_us);
+        let cursor = Cursor::new(nq);
+        let (parts, wall_secs) = on_threads(threads, |_| {
+            let mut s = self.searcher()?;
+            s.spin = spin;
+            let mut part = Part::new();
+            s.run(&queries, || cursor.next_group(p.accel_batch), p, &mut part)?;
+            Ok(part)
+        })?;
+        let mut out = BatchOutput::empty(nq, p.k, wall_secs);
+        for (q, hits, st) in parts.into_iter().flatten() {
+            out.put(q, hits.into_iter().map(|(d, id)| (id, d)), st);
         }
-        out.wall_secs = t0.elapsed().as_secs_f64();
         Ok(out)
     }
 
@@ -772,7 +600,7 @@ impl IvfSearcher<'_> {
         }
         let t = Instant::now();
         if block {
-            crate::search::wait_some(&mut *self.engine, self.spin, &mut self.done)?;
+            wait_some(&mut *self.engine, self.spin, &mut self.done)?;
         }
         let waited = t.elapsed().as_nanos() as u64;
         // The wait is shared by the queries that had reads out.
@@ -879,15 +707,7 @@ impl IvfSearcher<'_> {
     /// After an error: waits for the reads still out and frees every flight.
     fn drain(&mut self) {
         self.backlog.clear();
-        while self.engine.in_flight() > 0 {
-            self.done.clear();
-            if self.engine.wait(1, &mut self.done).is_err() {
-                break;
-            }
-            for c in &self.done {
-                self.engine.release(c.slot);
-            }
-        }
+        drain_engine(&mut *self.engine, &mut self.done);
         self.flights.iter_mut().for_each(|f| *f = None);
     }
 }

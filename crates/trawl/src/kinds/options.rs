@@ -30,8 +30,7 @@ pub const DEFAULT_L: usize = 100;
 pub const GPU_FLASH_BATCH: usize = 1024;
 /// Queries per accelerator job of an IVF batch search on a GPU when `accel_batch` is 0.
 pub const GPU_ACCEL_BATCH: usize = 32;
-/// Largest IVF `nprobe`, `rerank_n` and batch.
-pub const MAX_IVF_PARAM: usize = 1 << 20;
+pub use crate::ivf::MAX_IVF_PARAM;
 
 /// Every option of opening and searching an index. [`Options::default`] holds every default
 /// of the library; an option a kind does not use is ignored by it (and refused where it would

@@ -21,7 +21,7 @@
 //! reads, while the nearest unexpanded candidate is such a record; within a round's width
 //! otherwise.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::explore::{Frontier, KeptRecords};
 use super::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
@@ -29,7 +29,7 @@ use super::source::{Expand, GraphSource, Held};
 use super::{
     stop_part, BeamParams, QueryStats, SearchConfig, SearchError, Strategy, WidthSchedule,
 };
-use crate::io::{Completion, IoEngine, ReadRequest};
+use crate::io::{Completion, ReadRequest};
 use crate::kernels::Element;
 
 /// The state of one beam-search query.
@@ -333,38 +333,5 @@ impl<'v, G: GraphSource + 'v> Traversal<'v, G> for BeamQuery {
     }
     fn converging(&self) -> bool {
         self.short_round()
-    }
-}
-
-/// Waits for at least one completion: polls for up to `spin`, then blocks.
-pub(crate) fn wait_some(
-    engine: &mut dyn IoEngine,
-    spin: Duration,
-    out: &mut Vec<Completion>,
-) -> Result<usize, crate::io::IoError> {
-    wait_some_polled(engine, spin, out).map(|(got, _)| got)
-}
-
-/// [`wait_some`], also returning the time spent polling (CPU spent waiting; the rest of the
-/// wait, if any, was blocked in the kernel).
-pub(crate) fn wait_some_polled(
-    engine: &mut dyn IoEngine,
-    spin: Duration,
-    out: &mut Vec<Completion>,
-) -> Result<(usize, Duration), crate::io::IoError> {
-    if spin.is_zero() {
-        return Ok((engine.wait(1, out)?, Duration::ZERO));
-    }
-    let t0 = Instant::now();
-    loop {
-        let got = engine.wait(0, out)?;
-        let polled = t0.elapsed();
-        if got > 0 {
-            return Ok((got, polled));
-        }
-        if polled >= spin {
-            return Ok((engine.wait(1, out)?, polled));
-        }
-        std::hint::spin_loop();
     }
 }

@@ -32,9 +32,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::beam::wait_some;
 use super::explore::{corrupt, sorted_results};
 use super::layouts::RecordLayout;
+use super::runner::{drain_engine, wait_some};
 use super::searcher::ResultSink;
 use super::source::{GraphSource, GraphSpace};
 use super::{QueryStats, SearchConfig, SearchError};
@@ -243,7 +243,7 @@ pub(crate) fn run<'q, T: Element>(
                 }
             }
         }
-        super::pipe::drain_engine(state.engine, &mut state.done);
+        drain_engine(state.engine, &mut state.done);
     }
     *completions = std::mem::take(&mut state.done);
     r

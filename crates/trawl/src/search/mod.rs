@@ -32,12 +32,12 @@ pub mod machine;
 mod params;
 pub mod pipe;
 pub mod rerank;
+pub mod runner;
 mod searcher;
 pub mod source;
 mod stats;
 pub mod width;
 
-pub(crate) use beam::wait_some;
 pub use beam::BeamQuery;
 pub use cache::{CachePolicy, NodeCache};
 pub use explore::Frontier;
@@ -50,6 +50,7 @@ pub use params::{
 };
 pub use pipe::{PipeParams, PipeQuery, WidthController, WidthPolicy};
 pub use rerank::RerankParams;
+pub use runner::{BatchOutput, Cursor, AUTO_SPIN_US, MAX_SEARCH_THREADS};
 pub use searcher::{IndexView, ResultSink, Searcher, MAX_INTERLEAVE};
 pub use source::{
     Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource,

@@ -694,20 +694,6 @@ impl<'v, G: GraphSource + 'v> Traversal<'v, G> for PipeQuery {
     }
 }
 
-/// Waits for every read in flight on `engine` and hands each buffer back (after an error, so
-/// that no read lands in a buffer after the search has returned).
-pub(crate) fn drain_engine(engine: &mut dyn IoEngine, buf: &mut Vec<Completion>) {
-    while engine.in_flight() > 0 {
-        buf.clear();
-        if engine.wait(1, buf).is_ok() {
-            for c in buf.iter() {
-                engine.release(c.slot);
-            }
-        }
-    }
-    buf.clear();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

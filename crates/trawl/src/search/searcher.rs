@@ -15,12 +15,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::beam::{wait_some_polled, BeamQuery};
+use super::beam::BeamQuery;
 use super::entry::EntryScratch;
 use super::flash::{self, FailSink};
 use super::layouts::LayoutReader;
 use super::machine::{GraphView, QueryMachine, Reranked, Turn};
-use super::pipe::{drain_engine, PipeQuery};
+use super::pipe::PipeQuery;
+use super::runner::{drain_engine, wait_some_polled};
 use super::source::{Expand, GraphSource, GraphSpace, LiveFilter};
 use super::{Capabilities, QueryStats, SearchConfig, SearchError, SearchParams, Strategy};
 use crate::accel::flash::{CpuFlash, FlashAccel};

@@ -70,33 +70,21 @@ impl FlatIndex {
         let t0 = Instant::now();
         // A read is one page of vectors, or the pages of one vector that spans several.
         let units = g.data_pages / g.pages_per_vector as u64;
-        let threads = threads.clamp(1, crate::index::batch::MAX_SEARCH_THREADS);
+        let threads = threads.clamp(1, crate::search::MAX_SEARCH_THREADS);
         let threads = threads.min(units.max(1) as usize);
-        let parts: Vec<Result<Part, SearchError>> = if nq == 0 {
+        let parts: Vec<Part> = if nq == 0 {
             Vec::new()
         } else {
-            std::thread::scope(|s| {
-                let handles: Vec<_> = (0..threads)
-                    .map(|t| {
-                        let range = units * t as u64 / threads as u64
-                            ..units * (t as u64 + 1) / threads as u64;
-                        s.spawn(move || self.scan_range(q, k, range))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(SearchError::Internal("a scan thread panicked".into()))
-                        })
-                    })
-                    .collect()
-            })
+            crate::search::runner::on_threads(threads, |t| {
+                let range =
+                    units * t as u64 / threads as u64..units * (t as u64 + 1) / threads as u64;
+                self.scan_range(q, k, range)
+            })?
+            .0
         };
         let mut top: Vec<TopK> = (0..nq).map(|_| TopK::new(k)).collect();
         let mut stats = vec![QueryStats::default(); nq];
         for part in parts {
-            let part = part?;
             for (qi, (t, st)) in part.top.into_iter().zip(part.stats).enumerate() {
                 for c in t.into_sorted_by_dist() {
                     top[qi].push(c.key, c.id, c.dist);
