@@ -35,14 +35,22 @@ Sides (--sides, default all):
   hnswlib          hnswlib.Index, M 32, ef_construction 100; sweep ef
 
 Every build and every search sweep runs in a child process of its own, measured from outside
-(wall time, ru_maxrss, /proc/<pid>/io read_bytes: bench/measure_io.py). Same threads for all
-(--threads), the same query file (a seeded random subset of --queries queries), k = 10, recall
-against the dataset's GT with common.recall_at_k. For each sweep point: recall@10, QPS with
---threads threads (nq / wall of the batch, index load excluded), mean latency from a 1-thread
-sweep (wall / nq), pages (4 KiB) read per query. Per side: peak RSS of the search process (and
-the index's own RAM: trawl's memory_total_bytes, RSS growth at load for the others), disk bytes,
-build time and build peak RSS. The in-memory peers run in bench/.venv-peers (made on demand:
-faiss-cpu, hnswlib, numpy), diskannpy in bench/.venv-diskann.
+(wall time, ru_maxrss, /proc/<pid>/io read_bytes: bench/measure_io.py). Every build runs with
+--threads threads; every side searches the same query file (a seeded random subset of --queries
+queries), k = 10, recall against the dataset's GT with common.recall_at_k. QPS sweeps: trawl's
+sides run with --threads threads (and their own queries in flight per thread, above); every
+other side (diskann, faiss-hnsw, faiss-ivfpq, hnswlib) runs once per thread count of
+--peer-threads (default 2,4,8,16: a peer gets its best oversubscription too, as trawl keeps
+several queries in flight per thread; OMP/MKL/OpenBLAS threads and diskannpy's num_threads follow
+each run's count). At each recall target a peer's figures are those of its best thread count
+there (the highest interpolated QPS; ties: fewer threads), named beside them; the report keeps a
+table of every thread count's QPS. For each sweep point: recall@10, QPS (nq / wall of the batch,
+index load excluded), mean latency from a 1-thread sweep (wall / nq; a peer's 1-thread QPS run is
+that sweep when 1 is in --peer-threads), pages (4 KiB) read per query. Per side: peak RSS of the
+search process (a peer's: at its best thread count at recall 0.90; and the index's own RAM:
+trawl's memory_total_bytes, RSS growth at load for the others), disk bytes, build time and build
+peak RSS. The in-memory peers run in bench/.venv-peers (made on demand: faiss-cpu, hnswlib, numpy),
+diskannpy in bench/.venv-diskann.
 
 Built indexes are cached in .bench-cache/<dataset>/ (the parameters are in the directory name and
 in bench-params.json; reused unless --rebuild):
@@ -55,6 +63,7 @@ Usage:
   python3 bench/peers.py gmm-20k-numpy                           # smoke test, seconds
   python3 bench/peers.py glove-400k --repeat 1
   python3 bench/peers.py glove-400k --sides faiss-hnsw,hnswlib    # some sides (others: last run)
+  python3 bench/peers.py glove-400k --peer-threads 2              # peers at --threads only
   python3 bench/peers.py glove-400k --report-only [--publish] [--update-readme]
 
 Writes bench/out/peers-<dataset>.{md,csv,json} and PNG plots bench/out/peers-<dataset>-{qps,
@@ -100,6 +109,8 @@ TRAWL_SIDES = ("trawl-beam", "trawl-pipe", "trawl-pipe-ps", "trawl-c5", "trawl-f
 TRAWL_GRAPH_SIDES = ("trawl-beam", "trawl-pipe", "trawl-pipe-ps", "trawl-c5", "trawl-flash",
                      "trawl-decoupled")
 PY_SIDES = ("faiss-hnsw", "faiss-ivfpq", "hnswlib")
+# The sides whose QPS sweeps run at every --peer-threads count (trawl's keep --threads).
+PEER_SIDES = ("diskann",) + PY_SIDES
 DISK_SIDES = TRAWL_SIDES + ("diskann",)
 PEERS_VENV = BENCH_DIR / ".venv-peers"
 # The versions this script was validated with (current faiss-cpu wheels need numpy 2).
@@ -135,6 +146,17 @@ def ensure_peers_venv(venv: Path, python: str) -> Path:
 # ---------------------------------------------------------------------------------------------
 # Sides
 # ---------------------------------------------------------------------------------------------
+
+def thread_counts(spec: str) -> list[int]:
+    """--peer-threads: a comma list of positive thread counts, deduplicated, ascending."""
+    try:
+        counts = sorted({int(v) for v in spec.split(",") if v.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of thread counts: {spec!r}")
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"thread counts must be >= 1: {spec!r}")
+    return counts
+
 
 def thread_env(threads: int) -> dict:
     return dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
@@ -663,17 +685,53 @@ def at_recall(rows: list[dict], key: str, target: float, two_d: bool) -> dict:
     return interpolate([dict(r, L=i) for i, r in enumerate(seq)], key, target)
 
 
+def sweeps_by_threads(raw: dict) -> dict[int, list[dict]]:
+    """A side's QPS sweeps grouped by their thread count, ascending (a raw result from before
+    --peer-threads has one count: its run's --threads)."""
+    default = raw["meta"]["params"]["threads"]
+    by: dict[int, list[dict]] = {}
+    for s in raw["sweeps"]:
+        by.setdefault(int(s.get("threads") or default), []).append(s)
+    return dict(sorted(by.items()))
+
+
+def best_threads(qps_by_threads: dict[int, dict]) -> int | None:
+    """The thread count with the highest QPS at a recall target (at_recall's interpolated
+    value, or the first point's where already above the target); ties: fewer threads. None
+    where no thread count reaches the target."""
+    reached = [(d["value"], -t) for t, d in qps_by_threads.items() if d.get("value") is not None]
+    return -max(reached)[1] if reached else None
+
+
 def summarize(side: str, raw: dict) -> dict:
-    rows = median_rows(raw["sweeps"])
+    groups = sweeps_by_threads(raw)
+    rows_by_t = {t: median_rows(sw) for t, sw in groups.items()}
     lrows = median_rows(raw["lat1_sweeps"]) if raw.get("lat1_sweeps") else []
     for r in lrows:  # 1-thread mean latency: wall / nq of the 1-thread batch, every side alike
         r["wall_latency_us"] = 1e6 / r["qps"] if r["qps"] else None
     two_d = side == "faiss-ivfpq" or (side == "trawl-ivf" and any(
-        "," in str(r.get("param")) for r in rows))
+        "," in str(r.get("param")) for rows in rows_by_t.values() for r in rows))
+    # QPS at each target for every thread count; the side's figures at a target come from the
+    # thread count with the highest QPS there (a peer's sweep over --peer-threads; trawl's
+    # sides and older results have one count).
+    qps_t = {f"{tgt:.2f}": {t: at_recall(rows, "qps", tgt, two_d)
+                            for t, rows in rows_by_t.items()} for tgt in TARGETS}
+    best = {key: best_threads(per_t) for key, per_t in qps_t.items()}
+    run_threads = raw["meta"]["params"]["threads"]
+    # The headline thread count (the side's sweep table, plots, process figures): the best at
+    # the first target reached; where none is, the run's --threads (else the fewest).
+    headline = next((b for b in best.values() if b is not None),
+                    run_threads if run_threads in rows_by_t or not rows_by_t
+                    else next(iter(rows_by_t)))
     at = {}
     for tgt in TARGETS:
-        at[f"{tgt:.2f}"] = {
-            "qps": at_recall(rows, "qps", tgt, two_d),
+        key = f"{tgt:.2f}"
+        t = best[key] if best[key] is not None else headline
+        rows = rows_by_t.get(t, [])
+        at[key] = {
+            "qps": qps_t[key].get(t) or at_recall(rows, "qps", tgt, two_d),
+            "threads": t, "best_threads": best[key],
+            "qps_by_threads": {str(n): v for n, v in qps_t[key].items()},
             "pages_per_query": at_recall(rows, "pages_per_query", tgt, two_d),
             "batch_mean_latency_us": at_recall(rows, "mean_latency_us", tgt, two_d),
             "lat1_us": at_recall(lrows, "wall_latency_us", tgt, two_d) if lrows else None,
@@ -682,11 +740,14 @@ def summarize(side: str, raw: dict) -> dict:
     builds = raw["builds"]
     fresh = [b for b in builds if not b.get("reused")]
     use = fresh or builds[:1]
-    sw = raw["sweeps"]
+    sw = groups.get(headline, [])
     disk = (_med(s.get("disk_bytes_searched") for s in sw) if side in TRAWL_SIDES else
             builds[0].get("disk_bytes_search") or builds[0].get("disk_bytes"))
     return {
-        "rows": rows, "lat1_rows": lrows, "at_recall": at, "two_d": two_d,
+        "rows": rows_by_t.get(headline, []), "threads": headline,
+        "thread_counts": list(rows_by_t),
+        "rows_by_threads": {str(n): rows for n, rows in rows_by_t.items()},
+        "lat1_rows": lrows, "at_recall": at, "two_d": two_d,
         "build_secs": _med(b["build_secs"] for b in use),
         "build_secs_all": [b["build_secs"] for b in use],
         "build_peak_rss_bytes": _med(b["peak_rss_bytes"] for b in use),
@@ -694,6 +755,7 @@ def summarize(side: str, raw: dict) -> dict:
         "build_cpu_secs": _med(b.get("cpu_secs") for b in use),
         "disk_bytes": disk,
         "index_files_bytes": builds[0].get("disk_bytes"),
+        # Process figures: the headline thread count's runs.
         "search_peak_rss_bytes": _med(s["peak_rss_bytes"] for s in sw),
         "index_ram_bytes": _med(s.get("index_ram_bytes") for s in sw),
         "search_load_secs": _med(s.get("load_secs") for s in sw),
@@ -737,10 +799,10 @@ def _mib(b) -> str:
 
 def at_table(sides: dict, tgt: float) -> list[str]:
     key = f"{tgt:.2f}"
-    lines = [f"| side | QPS ({_threads(sides)} threads) | latency µs (1 thread) | pages/query | "
+    lines = ["| side | QPS | QPS configuration | latency µs (1 thread) | pages/query | "
              "RAM MiB (search peak RSS) | index RAM MiB | disk MiB | build s | "
              "build peak RSS MiB | sweep point |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for n, v in sides.items():
         s = v["summary"]
         a = s["at_recall"][key]
@@ -748,12 +810,108 @@ def at_table(sides: dict, tgt: float) -> list[str]:
             (_iv(a["batch_mean_latency_us"]) + " (batch)")
         reached = a["qps"].get("value") is not None
         lines.append(
-            f"| {n} | {_iv(a['qps'])} | {lat if reached else 'not reached'} | "
+            f"| {n} | {_iv(a['qps'])} | {qps_config(n, v, key)} | "
+            f"{lat if reached else 'not reached'} | "
             f"{_pages(n, a, reached)} | "
             f"{_mib(s['search_peak_rss_bytes'])} | {_mib(s['index_ram_bytes'])} | "
             f"{_mib(s['disk_bytes'])} | {_f(s['build_secs'], '{:.1f}')}"
             f"{' (reused)' if s['build_reused'] else ''} | {_mib(s['build_peak_rss_bytes'])} | "
             f"{a['param'] or '-'} |")
+    return lines
+
+
+def qps_config(side: str, v: dict, key: str | None = None, short: bool = False) -> str:
+    """How a side's QPS at recall `key` was measured: trawl's threads x queries in flight per
+    thread; a peer's thread count there (its best of --peer-threads; "best of ..." unless
+    short). key None: the side's headline sweep."""
+    s, p = v["summary"], v["meta"]["params"]
+    if side in TRAWL_SIDES:
+        t = s["threads"]
+        if side == "trawl-flash":
+            return f"{_nthreads(t)} × {_flash_batch(v)} in flight (flash batch)"
+        il = p.get("ivf_interleave" if side == "trawl-ivf" else "trawl_interleave") or 1
+        if t == 1 and side != "trawl-ivf":
+            il = 1  # TrawlPeer._interleave: a 1-thread sweep runs one query at a time
+        return _nthreads(t) + (f" × {il} in flight" if il > 1 else "")
+    a = s["at_recall"][key] if key else None
+    if a is not None and a["qps"].get("value") is None and len(s["thread_counts"]) > 1:
+        return f"not reached at {_counts(s['thread_counts'])} threads"
+    t = a["threads"] if a is not None else s["threads"]
+    best_of = (f" (best of {_counts(s['thread_counts'])})"
+               if len(s["thread_counts"]) > 1 and not short else "")
+    return f"{_nthreads(t)}{best_of}"
+
+
+def _counts(counts: list[int]) -> str:
+    return "/".join(str(c) for c in counts)
+
+
+def _nthreads(n: int) -> str:
+    return f"{n} thread" + ("" if n == 1 else "s")
+
+
+def _flash_batch(v: dict) -> int:
+    """trawl-flash's queries in flight per thread: --flash-batch where given (trawl-extra),
+    else trawl's CPU default, 32."""
+    flags = v["describe"]["flags"].split()
+    if "--flash-batch" in flags:
+        i = flags.index("--flash-batch")
+        if i + 1 < len(flags) and flags[i + 1].isdigit() and int(flags[i + 1]) > 0:
+            return int(flags[i + 1])
+    return 32
+
+
+def threads_table(sides: dict, tgt: float) -> list[str]:
+    """QPS at recall `tgt` of every peer side at each of its thread counts (the best in bold:
+    the one the tables above use); empty when no peer swept more than one count."""
+    key = f"{tgt:.2f}"
+    peers = {n: v for n, v in sides.items() if n not in TRAWL_SIDES}
+    if not any(len(v["summary"]["thread_counts"]) > 1 for v in peers.values()):
+        return []
+    counts = sorted({c for v in peers.values() for c in v["summary"]["thread_counts"]})
+    trawl = "; ".join(f"{n} {qps_config(n, v)}" for n, v in sides.items() if n in TRAWL_SIDES)
+    lines = [f"QPS at recall@10 = {key} of each peer by search thread count (--peer-threads; "
+             "bold = the best, used above" + (f"; trawl's sides: {trawl}" if trawl else "")
+             + ").", "",
+             "| side | " + " | ".join(_nthreads(c) for c in counts) + " |",
+             "|---|" + "---|" * len(counts)]
+    for n, v in peers.items():
+        a = v["summary"]["at_recall"][key]
+        cells = []
+        for c in counts:
+            d = a["qps_by_threads"].get(str(c))
+            cell = _iv(d) if d else "-"
+            cells.append(f"**{cell}**" if c == a["best_threads"] else cell)
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def ratio_table(sides: dict, tgt: float) -> list[str]:
+    """trawl's sides over each peer at recall `tgt`, each side in the configuration measured
+    there (trawl: threads x queries in flight; a peer: its best thread count there)."""
+    key = f"{tgt:.2f}"
+    trawl = {n: v for n, v in sides.items() if n in TRAWL_SIDES}
+    peers = {n: v for n, v in sides.items() if n not in TRAWL_SIDES}
+    if not trawl or not peers:
+        return []
+
+    def qps(v: dict) -> float | None:
+        return v["summary"]["at_recall"][key]["qps"].get("value")
+
+    lines = [f"QPS ratio at recall@10 = {key}, trawl side / peer, each in its configuration "
+             "there (* = a side already above the target at its first sweep point).", "",
+             "| trawl side (configuration) | " + " | ".join(
+                 f"/ {n} ({qps_config(n, v, key, short=True)})" for n, v in peers.items())
+             + " |", "|---|" + "---|" * len(peers)]
+    for n, v in trawl.items():
+        cells = []
+        for pv in peers.values():
+            a, b = qps(v), qps(pv)
+            star = "*" if "at-first-L" in (v["summary"]["at_recall"][key]["qps"].get("bound"),
+                                           pv["summary"]["at_recall"][key]["qps"].get("bound")) \
+                else ""
+            cells.append(f"{a / b:.2f}×{star}" if a is not None and b else "-")
+        lines.append(f"| {n} ({qps_config(n, v, key)}) | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -770,9 +928,14 @@ def _repeats(sides: dict) -> str:
     return ", ".join(f"{n} {r}" for n, r in reps.items())
 
 
-def _threads(sides: dict) -> str:
-    ts = {v["meta"]["params"]["threads"] for v in sides.values()}
-    return "/".join(str(t) for t in sorted(ts))
+def _peer_threads(sides: dict) -> str:
+    """The thread counts the peers' QPS sweeps ran at (from their results: older runs have
+    one, their --threads), in words."""
+    ts = sorted({c for n, v in sides.items() if n not in TRAWL_SIDES
+                 for c in v["summary"]["thread_counts"]})
+    if len(ts) <= 1:
+        return _nthreads(ts[0]) if ts else "- (no peer side)"
+    return f"each of {_counts(ts)} threads, the best at each recall target"
 
 
 def render(dataset: str, sides: dict) -> tuple[str, list[dict]]:
@@ -795,9 +958,11 @@ def render(dataset: str, sides: dict) -> tuple[str, list[dict]]:
              f"- Queries: {p['nq_used']} (a seeded random sample of the dataset's "
              f"{ds['nq']} queries, the same file for every side; cosine: L2-normalised for "
              "diskann, faiss and hnswlib), k = 10, recall@10 against the dataset's GT, "
-             f"{p['threads']} threads for builds and QPS sweeps (faiss omp_set_num_threads, "
-             "hnswlib num_threads, trawl --threads, diskann num_threads; OMP/MKL/OpenBLAS "
-             "threads pinned), 1 thread for the latency sweeps"
+             f"{p['threads']} threads for builds and trawl's QPS sweeps (trawl --threads, with "
+             "its queries in flight per thread: the configuration column); the peers' QPS "
+             f"sweeps at {_peer_threads(sides)} (--peer-threads; faiss omp_set_num_threads, "
+             "hnswlib num_threads, diskann num_threads; OMP/MKL/OpenBLAS threads pinned to the "
+             "run's count); 1 thread for the latency sweeps"
              + ("" if p["latency"] else " (skipped: --no-latency)") + ".",
              f"- Disk index parameters: R {p['R']}, L {p['L']}, α 1.2, {p['pq_bytes']} PQ "
              f"bytes per vector, beam width {p['beam_width']}, {p['cache_nodes']} cached nodes"
@@ -817,10 +982,17 @@ def render(dataset: str, sides: dict) -> tuple[str, list[dict]]:
                   "Linear interpolation between the two sweep points bracketing the target "
                   "(IVF-PQ: along its recall-QPS frontier); * = already above the target at "
                   "the first sweep point (its value); \"not reached\" = no sweep point gets "
-                  "there. Sweep point = the first one at or above the target.", ""]
+                  "there. Sweep point = the first one at or above the target. QPS "
+                  "configuration = trawl's threads x queries in flight per thread; a peer's "
+                  "thread count with the highest QPS at this recall.", ""]
         lines += at_table(sides, tgt)
+        for extra in (threads_table(sides, tgt), ratio_table(sides, tgt)):
+            if extra:
+                lines += [""] + extra
     lines += ["", "Columns: QPS = nq / wall of one batch (all queries, all threads; index load "
-                  "excluded). Latency = wall / nq of the 1-thread sweep at the same point (every "
+                  "excluded; a peer: at its best thread count for that recall, interpolated "
+                  "along each thread count's sweep, the highest taken). Latency = wall / nq "
+                  "of the 1-thread sweep at the same point (every "
                   "side measured alike; \"(batch)\" = threads x wall / nq of the multi-thread "
                   "batch where no 1-thread sweep ran). Pages/query = 4 KiB reads per query: "
                   "trawl's own counter (pages_per_query of its bench JSON), diskann's "
@@ -841,8 +1013,12 @@ def render(dataset: str, sides: dict) -> tuple[str, list[dict]]:
     for n, v in sides.items():
         s = v["summary"]
         l1 = {r["param"]: r for r in s["lat1_rows"]}
+        swept = (f"; QPS sweeps at {_counts(s['thread_counts'])} threads (process figures: "
+                 f"the {s['threads']}-thread runs)" if len(s["thread_counts"]) > 1 else
+                 f"; QPS sweep: {qps_config(n, v)}")
         lines += [f"### {n}", "",
-                  f"{s['nq']} queries, {s['repeats']} repetition(s); search process peak RSS "
+                  f"{s['nq']} queries, {s['repeats']} repetition(s){swept}; search process peak "
+                  "RSS "
                   f"{_mib(s['search_peak_rss_bytes'])} MiB, index load "
                   f"{_f(s['search_load_secs'], '{:.2f}')} s, reads: {s['search_io']}"
                   + (f", device reads of the whole process {_mib(s['search_read_bytes'])} MiB"
@@ -854,30 +1030,37 @@ def render(dataset: str, sides: dict) -> tuple[str, list[dict]]:
                   f"{_mib(s['build_peak_rss_bytes'])} MiB, "
                   + (f"reused (built {s['build_reused_from']})" if s["build_reused"] else
                      "built in this run") + f"; {v['describe']['build']}.", "",
-                  "| point | recall@10 | QPS | batch mean latency µs | 1-thread recall | "
-                  "1-thread latency µs | pages/q | I/Os/q | p99 µs |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        front = {r["param"] for r in frontier(s["rows"])} if s["two_d"] else set()
-        for r in s["rows"]:
-            q1 = l1.get(r["param"], {})
-            mark = " (frontier)" if r["param"] in front else ""
-            lines.append(
-                f"| {r['param']}{mark} | {_f(r['recall'], '{:.4f}')} | {_f(r['qps'])} | "
-                f"{_f(r['mean_latency_us'])} | {_f(q1.get('recall'), '{:.4f}')} | "
-                f"{_f(q1.get('wall_latency_us'))} | {_f(r['pages_per_query'], '{:.1f}')} | "
-                f"{_f(r['ios_per_query'], '{:.1f}')} | {_f(r['p99_us'])} |")
-            csv_rows.append({
-                "dataset": dataset, "side": n, "point": r["param"], "recall": r["recall"],
-                "qps": r["qps"], "threads": v["meta"]["params"]["threads"],
-                "batch_mean_latency_us": r["mean_latency_us"], "p99_us": r["p99_us"],
-                "lat1_recall": q1.get("recall"), "lat1_latency_us": q1.get("wall_latency_us"),
-                "pages_per_query": r["pages_per_query"], "ios_per_query": r["ios_per_query"],
-                "hops_per_query": r["hops_per_query"], "repeats": r["n"],
-                "search_peak_rss_mib": _num(s["search_peak_rss_bytes"], MIB),
-                "index_ram_mib": _num(s["index_ram_bytes"], MIB),
-                "disk_mib": _num(s["disk_bytes"], MIB), "build_secs": s["build_secs"],
-                "build_peak_rss_mib": _num(s["build_peak_rss_bytes"], MIB),
-                "build_reused": s["build_reused"]})
+                  "| point | threads | recall@10 | QPS | batch mean latency µs | "
+                  "1-thread recall | 1-thread latency µs | pages/q | I/Os/q | p99 µs |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        # Every thread count's sweep (a peer: one per --peer-threads count), ascending.
+        counts = sorted(s["rows_by_threads"], key=int)
+        for c in counts:
+            rows = s["rows_by_threads"][c]
+            front = {r["param"] for r in frontier(rows)} if s["two_d"] else set()
+            for r in rows:
+                q1 = l1.get(r["param"], {})
+                mark = " (frontier)" if r["param"] in front else ""
+                lines.append(
+                    f"| {r['param']}{mark} | {c} | {_f(r['recall'], '{:.4f}')} | "
+                    f"{_f(r['qps'])} | {_f(r['mean_latency_us'])} | "
+                    f"{_f(q1.get('recall'), '{:.4f}')} | {_f(q1.get('wall_latency_us'))} | "
+                    f"{_f(r['pages_per_query'], '{:.1f}')} | "
+                    f"{_f(r['ios_per_query'], '{:.1f}')} | {_f(r['p99_us'])} |")
+                csv_rows.append({
+                    "dataset": dataset, "side": n, "point": r["param"], "recall": r["recall"],
+                    "qps": r["qps"], "threads": int(c),
+                    "headline_threads": int(c) == s["threads"],
+                    "batch_mean_latency_us": r["mean_latency_us"], "p99_us": r["p99_us"],
+                    "lat1_recall": q1.get("recall"),
+                    "lat1_latency_us": q1.get("wall_latency_us"),
+                    "pages_per_query": r["pages_per_query"], "ios_per_query": r["ios_per_query"],
+                    "hops_per_query": r["hops_per_query"], "repeats": r["n"],
+                    "search_peak_rss_mib": _num(s["search_peak_rss_bytes"], MIB),
+                    "index_ram_mib": _num(s["index_ram_bytes"], MIB),
+                    "disk_mib": _num(s["disk_bytes"], MIB), "build_secs": s["build_secs"],
+                    "build_peak_rss_mib": _num(s["build_peak_rss_bytes"], MIB),
+                    "build_reused": s["build_reused"]})
         lines.append("")
     runs = {v["meta"]["run_id"] for v in sides.values()}
     if len(runs) > 1:
@@ -990,13 +1173,15 @@ def readme_block(dataset: str, sides: dict) -> str:
     lines = [README_BEGIN,
              f"Peers (generated by `{meta['command']}`, {meta['when']}; full report "
              f"`bench/results/peers-{dataset}.md`): {ds['n']} x {ds['dim']} f32, "
-             f"{ds['metric']}; {p['nq_used']} random queries, k = 10, {p['threads']} threads "
-             f"(QPS), 1 thread (latency); disk sides R = {p['R']}, L = {p['L']}, "
+             f"{ds['metric']}; {p['nq_used']} random queries, k = 10; QPS: trawl "
+             f"{p['threads']} threads (with its queries in flight per thread), peers at "
+             f"{_peer_threads(sides)} (the QPS configuration column); 1 thread (latency); "
+             f"disk sides R = {p['R']}, L = {p['L']}, "
              f"{p['pq_bytes']} PQ bytes, beam width {p['beam_width']}, {p['cache_nodes']} "
              f"cached nodes, O_DIRECT; HNSW M = {p['hnsw_M']}, efConstruction = {p['hnsw_efc']}; "
              f"medians of {p['repeat']} repetition(s); interpolated at equal recall@10.", "",
-             "| side | in RAM | recall@10 | QPS | latency µs | pages/query | RAM MiB | "
-             "disk MiB | build s |", "|---|---|---|---|---|---|---|---|---|"]
+             "| side | in RAM | recall@10 | QPS | QPS configuration | latency µs | pages/query | "
+             "RAM MiB | disk MiB | build s |", "|---|---|---|---|---|---|---|---|---|---|"]
     short = {"trawl-beam": "PQ codes", "trawl-pipe": "PQ codes + entry index",
              "trawl-flash": "PQ codes + entry index",
              "trawl-c5": "PQ codes + entry index + page table",
@@ -1014,7 +1199,7 @@ def readme_block(dataset: str, sides: dict) -> str:
             lat = _iv(a["lat1_us"]) if a.get("lat1_us") else _iv(a["batch_mean_latency_us"])
             lines.append(
                 f"| {n} | {short.get(n, '')} | {key} | {_iv(a['qps'])} | "
-                f"{lat if ok else 'not reached'} | "
+                f"{qps_config(n, v, key, short=True)} | {lat if ok else 'not reached'} | "
                 f"{_pages(n, a, ok)} | "
                 f"{_mib(s['search_peak_rss_bytes'])} | {_mib(s['disk_bytes'])} | "
                 f"{_f(s['build_secs'], '{:.1f}')} |")
@@ -1058,7 +1243,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("dataset", choices=list(datasets.DATASETS))
     ap.add_argument("--sides", default=",".join(ALL_SIDES),
                     help="comma list of " + ",".join(ALL_SIDES))
-    ap.add_argument("--threads", type=int, default=2, help="build and QPS-sweep threads, all sides")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="build threads of every side; QPS-sweep threads of trawl's sides")
+    ap.add_argument("--peer-threads", default="2,4,8,16", type=thread_counts,
+                    help="comma list: the QPS sweep of every non-trawl side (diskann, "
+                         "faiss-hnsw, faiss-ivfpq, hnswlib) runs once per thread count; the "
+                         "report takes each peer's best count at each recall target (trawl "
+                         "keeps several queries in flight per thread, so a peer gets its best "
+                         "oversubscription too); builds stay at --threads. A single count "
+                         "equal to --threads is the old like-for-like run")
     ap.add_argument("--queries", type=int, default=3000,
                     help="queries: a seeded random sample of N (vs_diskann_disk.subset), the "
                          "same file for every side; 0 = all")
@@ -1206,7 +1399,8 @@ def run(args: argparse.Namespace) -> dict:
         "R", "L", "pq_bytes", "k", "beam_width", "entry_list", "cache_nodes", "cache_policy",
         "list_cache_mb", "hnsw_M", "hnsw_efc", "rebuild", "trawl_ivf_nprobe", "ivf_list_size",
         "ivf_epsilon", "ivf_batch", "ivf_rerank_epsilon", "ivf_beta", "ivf_rerank_n",
-        "ivf_interleave", "trawl_interleave", "trawl_ivf_rerank", "ivf_pq_bytes")}
+        "ivf_interleave", "trawl_interleave", "trawl_ivf_rerank", "ivf_pq_bytes",
+        "peer_threads")}
     params.update(nq_used=nq, queries_file=str(q), gt_file=str(gt))
     if "faiss-ivfpq" in objs:
         params.update(ivf_nlist=objs["faiss-ivfpq"].nlist, ivf_m=objs["faiss-ivfpq"].pq_m)
@@ -1229,24 +1423,34 @@ def run(args: argparse.Namespace) -> dict:
         rdir = work / f"rep{rep}"
         rdir.mkdir(parents=True, exist_ok=True)
         for s in order:
-            log(f"rep {rep + 1}/{args.repeat}: {s} search, {args.threads} threads, {nq} queries")
-            t0 = time.perf_counter()
-            sw = objs[s].search(rdir, args.threads, q, gt, f"t{args.threads}")
-            phases[f"{s} search t{args.threads} rep{rep}"] = time.perf_counter() - t0
-            res[s]["sweeps"].append(sw)
-            if rep == 0 and hasattr(objs[s], "recall_check"):
-                ls = [int(v) for v in objs[s].sweep.split(",")]
-                L = ls[0]  # the lowest recall of the sweep: the most telling check
-                br = next((r["recall"] for r in sw["rows"] if r["x"] == L), None)
-                chk = objs[s].recall_check(rdir, args.threads, q, gt, L, br)
-                res[s]["recall_check"] = chk
-                log(f"  {s}: recall check at L={L}: common.recall_at_k of `trawl search` ids "
-                    f"{chk['recall_at_k']:.4f}, trawl bench {br}")
-            log(f"  {s}: " + ", ".join(f"{r['param']}={r['recall']:.3f}/{r['qps']:.0f}qps"
-                                       for r in sw["rows"]) +
-                f" [{phases[f'{s} search t{args.threads} rep{rep}']:.1f}s]")
-            if args.latency and args.threads == 1:  # the sweep above is the 1-thread sweep
-                res[s]["lat1_sweeps"].append(sw)
+            # trawl's sides sweep at --threads (their in-flight depth is their own knob); the
+            # peers at every --peer-threads count (alternating order, as the sides), the report
+            # taking the best.
+            counts = args.peer_threads if s in PEER_SIDES else [args.threads]
+            counts = counts if rep % 2 == 0 else list(reversed(counts))
+            by_threads: dict[int, dict] = {}
+            for threads in counts:
+                log(f"rep {rep + 1}/{args.repeat}: {s} search, {threads} thread"
+                    f"{'s' if threads != 1 else ''}, {nq} queries")
+                phase = f"{s} search t{threads} rep{rep}"
+                t0 = time.perf_counter()
+                sw = objs[s].search(rdir, threads, q, gt, f"t{threads}")
+                phases[phase] = time.perf_counter() - t0
+                res[s]["sweeps"].append(sw)
+                by_threads[threads] = sw
+                if rep == 0 and hasattr(objs[s], "recall_check"):
+                    ls = [int(v) for v in objs[s].sweep.split(",")]
+                    L = ls[0]  # the lowest recall of the sweep: the most telling check
+                    br = next((r["recall"] for r in sw["rows"] if r["x"] == L), None)
+                    chk = objs[s].recall_check(rdir, threads, q, gt, L, br)
+                    res[s]["recall_check"] = chk
+                    log(f"  {s}: recall check at L={L}: common.recall_at_k of `trawl search` "
+                        f"ids {chk['recall_at_k']:.4f}, trawl bench {br}")
+                log(f"  {s} {threads} threads: " + ", ".join(
+                    f"{r['param']}={r['recall']:.3f}/{r['qps']:.0f}qps" for r in sw["rows"]) +
+                    f" [{phases[phase]:.1f}s]")
+            if args.latency and 1 in by_threads:  # the sweep above is the 1-thread sweep
+                res[s]["lat1_sweeps"].append(by_threads[1])
             elif args.latency:
                 t0 = time.perf_counter()
                 s1 = objs[s].search(rdir, 1, q, gt, "t1")

@@ -267,7 +267,9 @@ class DiskannSide:
         if nq:
             q, gt = subset(q, gt, nq, Path(self.ds.base).parent / "subsets")
         res = work / f"diskann-search-{tag}.json"
-        env = dict(self.env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+        # Thread pinning follows this sweep's count (peers.py sweeps several per side).
+        env = dict(self.env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+                   OPENBLAS_NUM_THREADS=str(threads))
         maybe_drop_caches(self.args)
         m, io = run_io([str(self.py), str(BENCH_DIR / "diskann_disk_worker.py"), "search",
                         "--index-dir", self.idx, "--queries", q, "--gt", gt, "-k", self.args.k,

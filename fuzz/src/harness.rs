@@ -22,12 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use trawl::data::{self, DataError, Format, ProbeOptions, VectorReader};
+use trawl::dir::FileError;
 use trawl::graph::Graph;
 use trawl::layout::decoupled::graph::GraphFile;
 use trawl::layout::decoupled::vectors::VectorFile;
 use trawl::layout::decoupled::{elias_fano, huffman};
 use trawl::layout::packed::PackedFile;
-use trawl::layout::FileError;
 use trawl::progress::Control;
 use trawl::quant::pq::{PqCodes, ProductQuantizer};
 use trawl::search::entry::EntryIndex;
@@ -251,7 +251,7 @@ pub fn trawl_files(input: &[u8]) {
         }
         6 => entry(p, &bytes),
         _ => {
-            if let Err(e) = trawl::index::manifest::Manifest::load_from(p) {
+            if let Err(e) = trawl::dir::manifest::Manifest::load_from(p) {
                 assert!(!e.to_string().is_empty());
             }
         }

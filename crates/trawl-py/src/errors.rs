@@ -124,7 +124,7 @@ impl<T, E: IntoPyErr> PyResultExt<T> for Result<T, E> {
     }
 }
 
-impl IntoPyErr for trawl::layout::FileError {
+impl IntoPyErr for trawl::dir::FileError {
     fn into_py_err(self) -> PyErr {
         err(self.kind().into(), self.to_string())
     }

@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     g.scan_entries(|id, list, key| {
         lists[id as usize] = list.to_vec();
         keys[id as usize] = key.unwrap_or(id);
-        Ok::<(), trawl::layout::FileError>(())
+        Ok::<(), trawl::dir::FileError>(())
     })?;
     let csr = Csr::from_lists(&lists);
     let t = std::time::Instant::now();

@@ -19,6 +19,7 @@
 
 pub mod accel;
 pub mod data;
+pub mod dir;
 pub mod error;
 pub mod exact;
 pub mod graph;

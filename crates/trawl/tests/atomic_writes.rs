@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use common::{build, data, params};
-use trawl::index::txn::{Txn, COMMIT_DIR, STAGING_DIR};
+use trawl::dir::txn::{Txn, COMMIT_DIR, STAGING_DIR};
 use trawl::index::{
     build_index, verify_index, DiskIndex, IndexLayout, Manifest, OpenOptions, MANIFEST_FILE,
 };

@@ -7,12 +7,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 use trawl::data::{GroundTruth, Matrix};
+use trawl::dir::{EnvelopeWriter, FileErrorKind};
 use trawl::graph::{
     build, estimate_bytes, recall_at_k, search, search_batch, BuildError, Graph, SearchError,
     SearchScratch, VamanaParams, VectorStore, VisitOrder,
 };
 use trawl::kernels::distance;
-use trawl::layout::{EnvelopeWriter, FileErrorKind};
 use trawl::progress::Control;
 use trawl::Metric;
 

@@ -10,11 +10,11 @@ use std::path::Path;
 
 use harness::{reseal, seed_file, set_field, TempFile};
 use trawl::data::{self, DataErrorKind, ProbeOptions};
+use trawl::dir::{FileError, FileErrorKind};
 use trawl::graph::Graph;
 use trawl::layout::decoupled::graph::GraphFile;
 use trawl::layout::decoupled::vectors::VectorFile;
 use trawl::layout::packed::PackedFile;
-use trawl::layout::{FileError, FileErrorKind};
 use trawl::quant::pq::{PqCodes, ProductQuantizer};
 use trawl::search::entry::EntryIndex;
 use trawl::{DType, Metric};

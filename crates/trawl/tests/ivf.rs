@@ -661,8 +661,8 @@ fn pipelining_and_interleaving_do_not_change_results() {
 
 // ---- forged ivf.trawl (issue 39) ------------------------------------------------------------
 
+use trawl::dir::FileErrorKind;
 use trawl::ivf::file::IvfMeta;
-use trawl::layout::FileErrorKind;
 
 /// Rewrites `dir/ivf.trawl` with `forge` applied to its contents (its checksum and the
 /// manifest's record of it recomputed, as a forger would), returning the file's path.

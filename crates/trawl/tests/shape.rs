@@ -31,8 +31,6 @@ const KNOWN: &[(&str, usize)] = &[
     ("file trawl/src/index/merge.rs", 943),
     ("fn trawl/src/index/merge.rs:merge_typed", 480),
     ("fn trawl/src/index/merge.rs:write_segments", 166),
-    ("fn trawl/src/index/verify.rs:verify_index", 122),
-    ("fn trawl/src/index/verify.rs:check_file", 172),
     ("file trawl/src/index/wal.rs", 1490),
     ("fn trawl/src/ivf/build.rs:build_ivf", 289),
     ("fn trawl/src/ivf/file.rs:load", 134),

@@ -15,8 +15,8 @@
 use std::path::Path;
 
 use super::adjacency::Graph;
+use crate::dir::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 use crate::layout::bytes::{ByteReader, ByteWriter};
-use crate::layout::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 
 /// Magic of graph files.
 pub const MAGIC: [u8; 8] = *b"TRAWLGRF";

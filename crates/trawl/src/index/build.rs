@@ -3,14 +3,14 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::manifest::{BuildRecord, Manifest};
-use super::txn::Txn;
 use super::{payload_crc, PQ_CODES_FILE, PQ_FILE};
 use crate::data::{DataError, Matrix};
+use crate::dir::manifest::BuildRecord;
+use crate::dir::txn::Txn;
+use crate::dir::FileError;
 use crate::graph::{self, BuildError, VamanaParams};
 use crate::kernels::{Element, Metric};
 use crate::layout::packed::{self, PackedMeta, PackedWriter};
-use crate::layout::FileError;
 use crate::progress::Control;
 use crate::quant::pq::{PqError, PqParams, ProductQuantizer};
 use crate::search::entry::{self, EntryIndex, EntryParams, EntrySampling};
@@ -87,7 +87,7 @@ pub enum IndexBuildError {
     Open(#[from] super::OpenError),
     /// The directory's atomic write could not start or finish (another writer, the OS).
     #[error(transparent)]
-    Txn(#[from] super::txn::TxnError),
+    Txn(#[from] crate::dir::txn::TxnError),
     /// A build parameter is out of range.
     #[error("invalid build parameters: {0}")]
     InvalidParams(String),
@@ -195,7 +195,7 @@ pub struct IndexBuildReport {
 
 /// Builds a disk index over `data` into `dir` (created if missing). The parameters and the
 /// data are checked before anything is written; the new files are written beside the index
-/// the directory may hold and replace it in one atomic commit ([`super::txn`]), so a build
+/// the directory may hold and replace it in one atomic commit ([`crate::dir::txn`]), so a build
 /// that fails or is killed leaves the old index as it was. Runs on rayon's current thread
 /// pool.
 pub fn build_index<T: Element>(
@@ -256,7 +256,7 @@ fn build_with<T: Element>(
         crate::data::validate_finite(q)?;
     }
     crate::data::validate_finite(data)?;
-    let txn = Txn::begin_replacing(dir)?;
+    let txn = Txn::begin_replacing(dir, crate::index::refuse_unmerged_updates)?;
     let mut pq_params = params.pq.clone();
     pq_params.bytes_per_vector = pq_params.bytes_per_vector.clamp(1, data.dim());
     let pq = ProductQuantizer::train(data, params.metric, &pq_params, ctl)?;
@@ -343,7 +343,7 @@ fn build_with<T: Element>(
         None
     };
     let monitor_secs = t_monitor.elapsed().as_secs_f64();
-    let mut manifest = Manifest::describe(
+    let mut manifest = super::files::describe(
         &[txn.staging()],
         Some(BuildRecord {
             r: params.graph.r,

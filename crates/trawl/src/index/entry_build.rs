@@ -114,7 +114,7 @@ impl DiskIndex {
         let path = txn.path(entry::FILE_NAME);
         let meta = *self.packed_file()?.meta();
         let file_bytes = e.save(&path, meta.n, meta.pq_codes_crc)?;
-        let manifest = super::manifest::Manifest::with_additions(self.dir(), txn.staging())?;
+        let manifest = super::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
         let report = EntryReport {
             nodes: e.len(),

@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::layout::header::{read_envelope, EnvelopeWriter};
-use crate::layout::{FileError, FileErrorKind};
+use crate::dir::file::{read_envelope, EnvelopeWriter};
+use crate::dir::{FileError, FileErrorKind};
 
 /// File name inside an index directory.
 pub const FILE_NAME: &str = "ids.trawl";

@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use super::manifest::{BuildRecord, KindName, Manifest, ManifestFile};
 use super::{DiskBytes, DiskIndex, MemoryReport, OpenError};
+use crate::dir::manifest::{BuildRecord, KindName, Manifest, ManifestFile};
 
 /// What an opened index is and holds.
 #[derive(Debug, Clone, Serialize)]

@@ -15,8 +15,8 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::time::Instant;
 
-use super::manifest::Manifest;
 use super::{DiskIndex, IndexBuildError};
+use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::layout::decoupled::graph::GraphWriter;
 use crate::layout::decoupled::vectors::{
@@ -24,7 +24,6 @@ use crate::layout::decoupled::vectors::{
 };
 use crate::layout::packed::{self, PackedMeta, PackedWriter, RecordView};
 use crate::layout::shuffle::{self, Csr, ShuffleReport};
-use crate::layout::{FileError, FileErrorKind};
 use crate::progress::Control;
 use crate::search::SearchError;
 
@@ -307,7 +306,7 @@ impl DiskIndex {
             ..meta
         })
         .map_or(0, |g| g.per_page);
-        let manifest = Manifest::with_additions(self.dir(), txn.staging())?;
+        let manifest = super::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
         report.total_secs = t0.elapsed().as_secs_f64();
         Ok(report)
@@ -495,7 +494,7 @@ impl DiskIndex {
             order_used = VectorOrder::Graph;
         }
         let graph_pages = graph_bytes / PAGE_BYTES as u64;
-        let manifest = Manifest::with_additions(self.dir(), txn.staging())?;
+        let manifest = super::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
         Ok(LayoutReport {
             layout: IndexLayout::Decoupled.name().into(),

@@ -27,9 +27,9 @@ use rayon::prelude::*;
 use super::delta::Delta;
 use super::ids::{SlotIds, HOLE, MAX_ID};
 use super::merge::{MergeInput, MergeReport, SegmentPolicy};
-use super::txn::{Flock, Txn, TxnError};
 use super::wal::{self, LogOp, LogRecord, LogVectors, LogWriter, WalError};
 use super::{DiskIndex, IndexBuildError, IndexLayout, OpenError, OpenOptions};
+use crate::dir::txn::{Flock, Txn, TxnError};
 use crate::graph::search::SearchScratch;
 use crate::graph::{VamanaConfig, VamanaParams};
 use crate::kernels::{DType, Element};
@@ -244,10 +244,10 @@ impl LiveIndex {
                 if let Some(why) = crate::shard::updates_refused(dir) {
                     return Err(LiveError::InvalidInput(why));
                 }
-                let lock = super::txn::take_writer_lock(dir, "a live index open for writing")?;
+                let lock = crate::dir::txn::take_writer_lock(dir, "a live index open for writing")?;
                 // What a killed writer left: its decided commit finished, its staging removed
                 // (readers leave both to the lock holder, which is now this handle).
-                super::txn::recover_held(dir).map_err(OpenError::from)?;
+                crate::dir::txn::recover_held(dir).map_err(OpenError::from)?;
                 Some(lock)
             }
             Access::ReadOnly => None,
@@ -1102,7 +1102,7 @@ impl LiveIndex {
         // The staging directory holds the whole new version (a decoupled merge links the
         // segments it keeps into it), so it alone is described: the layouts not rewritten
         // (the packed ones, after a decoupled merge) are left out and the commit deletes them.
-        let mut m = super::manifest::Manifest::describe(
+        let mut m = super::files::describe(
             &[txn.staging()],
             old_manifest.as_ref().and_then(|m| m.build.clone()),
             String::new(),
@@ -1150,7 +1150,7 @@ impl LiveIndex {
 /// What a merge wrote, read back with the loaders an open uses before it is committed: a
 /// merge never commits a state its own loader refuses (ids each once, the vector map's slots
 /// in step with them).
-fn check_merged(staging: &Path, n: u64) -> Result<(), crate::layout::FileError> {
+fn check_merged(staging: &Path, n: u64) -> Result<(), crate::dir::FileError> {
     let ids = SlotIds::load(staging, n as usize)?;
     if let Some(map) = super::segments::VectorMap::load(staging)? {
         map.check_ids(&ids, &staging.join(super::segments::FILE_NAME))?;

@@ -31,6 +31,7 @@ use super::ids::{SlotIds, HOLE};
 use super::segments::{self, VectorMap, GONE};
 use super::{payload_crc, DiskIndex, IndexBuildError, IndexLayout, PQ_CODES_FILE, PQ_FILE};
 use crate::data::Matrix;
+use crate::dir::{FileError, FileErrorKind};
 use crate::graph::queue::Neighbor;
 use crate::graph::search::SearchScratch;
 use crate::graph::{robust_prune, PruneLimits, PruneScratch, VamanaConfig, VectorStore};
@@ -40,7 +41,6 @@ use crate::layout::decoupled::vectors::{
     VectorGeometry, VectorParams, VectorPlanner, VectorWriter,
 };
 use crate::layout::packed::{self, PackedMeta, PackedWriter};
-use crate::layout::{FileError, FileErrorKind};
 use crate::progress::Control;
 use crate::quant::pq::PqCodes;
 use crate::search::entry::{self, EntryIndex, EntryParams};

@@ -17,20 +17,23 @@ mod build;
 mod cache_load;
 pub(crate) mod delta;
 mod entry_build;
+pub mod files;
 pub mod ids;
 mod info;
 mod layouts;
 pub mod live;
-pub mod manifest;
 pub mod merge;
 pub mod monitor;
 mod open;
 mod refine;
 pub mod segments;
-pub mod txn;
 mod verify;
 pub mod wal;
 
+pub use crate::dir::manifest::{
+    BuildRecord, IvfRecord, KindName, Manifest, ManifestFile, MANIFEST_FILE,
+};
+use crate::dir::{manifest, txn};
 pub use crate::search::{BatchOutput, AUTO_SPIN_US, MAX_SEARCH_THREADS};
 pub use build::{
     build_index, build_index_with_queries, build_random_link_index, IndexBuildError,
@@ -40,16 +43,15 @@ pub use cache_load::CacheReport;
 pub use entry_build::EntryReport;
 pub use info::{DiskBytesInfo, IndexInfo, IvfInfo};
 pub use layouts::{IndexLayout, LayoutReport, ShuffleParams};
-pub use manifest::{BuildRecord, IvfRecord, KindName, Manifest, ManifestFile, MANIFEST_FILE};
 pub use refine::RefineReport;
 pub use verify::{verify_index, VerifiedFile, VerifyReport};
 
 use std::path::{Path, PathBuf};
 
+use crate::dir::{FileError, FileErrorKind};
 use crate::io::{EngineKind, IoError, IoFile};
 use crate::kernels::{DType, Metric};
 use crate::layout::packed::{PackedFile, PackedMeta};
-use crate::layout::{FileError, FileErrorKind};
 use crate::quant::pq::{PqCodes, ProductQuantizer};
 use crate::search::entry::{self, EntryIndex};
 use crate::search::{DecoupledLayout, LayoutReader, NodeCache, SearchError};
@@ -148,6 +150,15 @@ pub enum OpenError {
     /// The accelerator asked for could not be opened (`gpu` without an adapter).
     #[error(transparent)]
     Accel(crate::accel::AccelError),
+}
+
+impl From<crate::dir::DirError> for OpenError {
+    fn from(e: crate::dir::DirError) -> Self {
+        match e {
+            crate::dir::DirError::File(f) => Self::File(f),
+            crate::dir::DirError::Mismatch { dir, reason } => Self::Mismatch { dir, reason },
+        }
+    }
 }
 
 impl OpenError {
@@ -262,7 +273,7 @@ pub struct DiskIndex {
 /// Payload CRC recorded in a trawl envelope header (bytes 24..28).
 pub(crate) fn payload_crc(path: &Path) -> Result<u32, FileError> {
     use std::io::Read;
-    let mut h = [0u8; crate::layout::header::HEADER_BYTES];
+    let mut h = [0u8; crate::dir::file::HEADER_BYTES];
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut h))
         .map_err(|e| FileError::new(path, FileErrorKind::Io(e)))?;
@@ -433,5 +444,41 @@ impl DiskIndex {
                 0
             },
         }
+    }
+}
+
+/// Refuses a new build (see [`crate::dir::txn::Txn::begin_replacing`]) when `dir`'s
+/// write-ahead log holds records after the log position its manifest records, or cannot be
+/// read.
+pub fn refuse_unmerged_updates(dir: &Path) -> Result<(), crate::dir::txn::TxnError> {
+    let path = dir.join(wal::FILE_NAME);
+    if !path.is_file() {
+        return Ok(());
+    }
+    let refuse = |what: String| crate::dir::txn::TxnError::UnmergedUpdates {
+        dir: dir.to_path_buf(),
+        what,
+    };
+    // A manifest that cannot be read counts as recording nothing merged.
+    let merged = Manifest::load_if_present(dir)
+        .ok()
+        .flatten()
+        .and_then(|m| m.log_seq)
+        .unwrap_or(0);
+    match wal::read_log(&path) {
+        Ok(c) => {
+            let pending = c.records.iter().filter(|r| r.seq > merged).count();
+            if pending > 0 {
+                return Err(refuse(format!(
+                    "its write-ahead log {} holds {pending} acknowledged update{} not merged yet",
+                    wal::FILE_NAME,
+                    if pending == 1 { "" } else { "s" }
+                )));
+            }
+            Ok(())
+        }
+        Err(e) => Err(refuse(format!(
+            "its write-ahead log cannot be read ({e}) and may hold acknowledged updates"
+        ))),
     }
 }

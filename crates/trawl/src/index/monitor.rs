@@ -12,7 +12,6 @@
 
 use rand::SeedableRng;
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use super::DiskIndex;
 use crate::kernels::{self, Element};
@@ -29,30 +28,7 @@ pub const DROP_WARN: f64 = 0.02;
 /// Seed of the sample.
 const SEED: u64 = 0x7265_6361_6c6c;
 
-/// Recall@10 at one list size.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RecallPoint {
-    /// List size.
-    #[serde(rename = "L")]
-    pub l: usize,
-    /// Mean recall@10 of the sampled queries.
-    pub recall: f64,
-}
-
-/// What the monitor measured, as the manifest keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RecallRecord {
-    /// Vectors of the index searched as queries.
-    pub samples: usize,
-    /// Beam width of the searches (the default search settings).
-    pub beam_width: usize,
-    /// The figures of the current version.
-    pub points: Vec<RecallPoint>,
-    /// What measured them: `build` or `merge`.
-    pub by: String,
-    /// The last build's figures (what merges are compared with).
-    pub build: Vec<RecallPoint>,
-}
+pub use crate::dir::manifest::{RecallPoint, RecallRecord};
 
 impl RecallRecord {
     /// `recall@10 0.9512 at L 32, …`: the current figures in words.

@@ -25,9 +25,9 @@ impl DiskIndex {
         // Finish what an interrupted write left (see `txn`), then hold the directory's
         // commit lock (shared) while the files are opened: a commit never moves files under
         // an opening reader.
-        super::txn::settle_for_reading(dir)?;
-        let _lock = super::txn::Flock::dir(dir, false)?;
-        if dir.join(super::txn::COMMIT_DIR).exists() {
+        crate::dir::txn::settle_for_reading(dir)?;
+        let _lock = crate::dir::txn::Flock::dir(dir, false)?;
+        if dir.join(crate::dir::txn::COMMIT_DIR).exists() {
             return Err(OpenError::Mismatch {
                 dir: dir.to_path_buf(),
                 reason: "a write into this index is being finished by another process: retry"
@@ -37,7 +37,7 @@ impl DiskIndex {
         let layout_path = dir.join(opts.layout.file_name());
         if !layout_path.is_file() {
             // An index of another kind is named as such, not as a graph index missing a file.
-            if let Ok(Some(m)) = super::manifest::Manifest::load_if_present(dir) {
+            if let Ok(Some(m)) = crate::dir::manifest::Manifest::load_if_present(dir) {
                 if m.kind != super::KindName::Graph {
                     return Err(OpenError::Mismatch {
                         dir: dir.to_path_buf(),
@@ -55,7 +55,7 @@ impl DiskIndex {
         }
         // The manifest (when the index has one) first: a file of another build is named as
         // such before its contents are looked at.
-        let manifest = super::manifest::Manifest::load_if_present(dir)?;
+        let manifest = crate::dir::manifest::Manifest::load_if_present(dir)?;
         if let Some(m) = &manifest {
             let mut names = vec![opts.layout.file_name(), PQ_FILE, PQ_CODES_FILE];
             if opts.layout == IndexLayout::Decoupled {

@@ -62,7 +62,7 @@ impl DiskIndex {
             ));
         };
         let (dtype, metric, n) = (self.dtype(), self.metric(), self.n());
-        let io = |e: crate::layout::FileError| SearchError::Internal(e.to_string());
+        let io = |e: crate::dir::FileError| SearchError::Internal(e.to_string());
         let total: u64 = d.segments().iter().map(|s| s.geometry().n).sum();
         let bar = ctl.bar("refinement codes", 2 * total);
         let mut ranges = RangeBuilder::new(self.dim());

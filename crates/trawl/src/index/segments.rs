@@ -15,9 +15,9 @@
 
 use std::path::Path;
 
+use crate::dir::file::{read_envelope, EnvelopeWriter};
+use crate::dir::{FileError, FileErrorKind};
 use crate::layout::decoupled::vectors as dvectors;
-use crate::layout::header::{read_envelope, EnvelopeWriter};
-use crate::layout::{FileError, FileErrorKind};
 
 /// File name inside an index directory.
 pub const FILE_NAME: &str = "vmap.trawl";

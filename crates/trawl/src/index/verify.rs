@@ -6,15 +6,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::manifest::{Manifest, MANIFEST_FILE};
-use super::{IndexLayout, OpenError, PQ_CODES_FILE, PQ_FILE};
-use crate::layout::decoupled::graph::GraphFile;
-use crate::layout::decoupled::vectors::{self as dvectors, VectorFile};
-use crate::layout::packed::{PackedFile, PackedMeta};
-use crate::layout::FileError;
+use super::{IndexLayout, OpenError};
+use crate::dir::manifest::{Manifest, MANIFEST_FILE};
+use crate::dir::FileError;
+use crate::layout::packed::PackedMeta;
 use crate::progress::Control;
-use crate::quant::pq::{PqCodes, ProductQuantizer};
-use crate::search::entry::{self, EntryIndex};
 
 /// One verified file.
 #[derive(Debug, Clone, Serialize)]
@@ -46,8 +42,8 @@ pub struct VerifyReport {
 /// first damaged file ends the check with its error, which names it. Holds the directory's
 /// commit lock (shared) throughout, so a concurrent commit waits.
 pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError> {
-    super::txn::settle_for_reading(dir)?;
-    let _lock = super::txn::Flock::dir(dir, false)?;
+    crate::dir::txn::settle_for_reading(dir)?;
+    let _lock = crate::dir::txn::Flock::dir(dir, false)?;
     let manifest = Manifest::load_if_present(dir)?;
     let mut report = VerifyReport {
         manifest: manifest.is_some(),
@@ -67,13 +63,8 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
                     });
                 }
             }
-            let segment_names = super::txn::segment_files(dir)?;
-            let listed: Vec<&str> = super::txn::index_file_names()
-                .into_iter()
-                .chain(segment_names.iter().map(String::as_str))
-                .collect();
-            for name in listed {
-                if present(name) && m.file(name).is_none() {
+            for name in crate::dir::index_files(dir)? {
+                if m.file(&name).is_none() {
                     return Err(OpenError::Mismatch {
                         dir: dir.to_path_buf(),
                         reason: format!(
@@ -84,33 +75,33 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
             }
             m.files.iter().map(|f| f.name.clone()).collect()
         }
-        None => super::txn::index_file_names()
-            .into_iter()
-            .filter(|n| present(n))
-            .map(String::from)
-            .collect(),
+        None => crate::dir::index_files(dir)?,
     };
-    let mut base: Option<PackedMeta> = None;
+    let mut cx = super::files::GraphCx {
+        dir: dir.to_path_buf(),
+        base: None,
+        ctl: ctl.clone(),
+    };
     // Graph files first: they set the build the PQ files and the entry index are checked
     // against.
-    let graph_first = |n: &String| !IndexLayout::ALL.iter().any(|l| l.file_name() == n.as_str());
     let mut ordered = names.clone();
-    ordered.sort_by_key(graph_first);
+    ordered.sort_by_key(|n| !super::files::checked_first(n));
     for name in &ordered {
         let path = dir.join(name);
         let bytes = std::fs::metadata(&path)
             .map_err(|e| FileError::new(&path, e.into()))?
             .len();
-        let checked = check_file(dir, name, &mut base, ctl)?;
+        let checked = super::files::verify_file(&mut cx, name)?;
         report.files.push(VerifiedFile {
             name: name.clone(),
             bytes,
             checked,
         });
     }
+    let base = cx.base;
     let is_ivf = manifest
         .as_ref()
-        .is_some_and(|m| m.kind == super::manifest::KindName::Ivf);
+        .is_some_and(|m| m.kind == crate::dir::manifest::KindName::Ivf);
     if !is_ivf {
         report.connectivity = Some(check_connectivity(dir, ctl)?);
     }
@@ -257,178 +248,4 @@ fn check_log_records(
         }
     }
     Ok(())
-}
-
-/// Checks one file; `base` is the build the first graph file set.
-fn check_file(
-    dir: &Path,
-    name: &str,
-    base: &mut Option<PackedMeta>,
-    ctl: &Control,
-) -> Result<String, OpenError> {
-    let path = dir.join(name);
-    let mismatch = |reason: String| OpenError::Mismatch {
-        dir: dir.to_path_buf(),
-        reason,
-    };
-    let mut same_build = |meta: &PackedMeta| -> Result<(), OpenError> {
-        match base {
-            None => {
-                *base = Some(*meta);
-                Ok(())
-            }
-            Some(b)
-                if b.n == meta.n
-                    && b.dim == meta.dim
-                    && b.pq_crc == meta.pq_crc
-                    && b.pq_codes_crc == meta.pq_codes_crc =>
-            {
-                Ok(())
-            }
-            Some(_) => Err(mismatch(format!(
-                "{name} holds the graph of another build (its PQ files differ)"
-            ))),
-        }
-    };
-    if name == super::segments::FILE_NAME {
-        let map = super::segments::VectorMap::load(dir)?
-            .ok_or_else(|| mismatch(format!("{name} is missing")))?;
-        let b = base.ok_or_else(|| mismatch(format!("{name} without a graph file")))?;
-        if map.slots.len() as u64 != b.n {
-            return Err(mismatch(format!(
-                "{name} maps {} slots for a graph of {}",
-                map.slots.len(),
-                b.n
-            )));
-        }
-        let ids = super::ids::SlotIds::load(dir, b.n as usize)?;
-        map.check_ids(&ids, &dir.join(name))?;
-        for (seg, count) in &map.segments {
-            let v = VectorFile::open(&dir.join(seg))?;
-            if v.geometry().n != *count {
-                return Err(mismatch(format!(
-                    "{seg} holds {} vectors, {name} says {count}",
-                    v.geometry().n
-                )));
-            }
-        }
-        let live = map
-            .slots
-            .iter()
-            .filter(|&&s| s != super::segments::GONE)
-            .count();
-        return Ok(format!(
-            "{} segments; {live} slots point at vectors inside them",
-            map.segments.len()
-        ));
-    }
-    let is_segment = super::segments::is_segment_name(name);
-    if name == dvectors::FILE_NAME || is_segment {
-        let v = VectorFile::open(&path)?;
-        let mut n = 0u64;
-        v.scan(|_, _| n += 1)?;
-        // A merged decoupled index (with a vector map) holds its vectors in segments whose
-        // sizes the map checks; the layout's one vector file holds every slot.
-        let mapped = dir.join(super::segments::FILE_NAME).is_file();
-        if let Some(b) = base {
-            let g = v.geometry();
-            if g.dim != b.dim || g.dtype != b.dtype || (!mapped && !is_segment && g.n != b.n) {
-                return Err(mismatch(format!(
-                    "{name} ({} × {}) does not match the graph ({} × {})",
-                    g.n, g.dim, b.n, b.dim
-                )));
-            }
-        }
-        return Ok(format!(
-            "all {n} vectors decode and all {} data pages match their checksums",
-            v.data_pages()
-        ));
-    }
-    if name == IndexLayout::Decoupled.file_name() {
-        let g = GraphFile::open(&path)?;
-        same_build(g.meta())?;
-        let pages = g.verify_all()?;
-        return Ok(format!(
-            "all {pages} data pages decode and match their checksums"
-        ));
-    }
-    if let Some(layout) = IndexLayout::ALL.iter().find(|l| l.file_name() == name) {
-        let p = PackedFile::open(&path)?;
-        same_build(p.meta())?;
-        let m = p.meta();
-        if m.permuted != (*layout == IndexLayout::Shuffled)
-            || (m.neighbor_code_bytes > 0) != (*layout == IndexLayout::AllInStorage)
-        {
-            return Err(mismatch(format!(
-                "{name} is not a {} layout",
-                layout.name()
-            )));
-        }
-        p.verify_all(ctl)?;
-        return Ok(format!(
-            "all {} data pages match their checksums",
-            p.geometry().data_pages
-        ));
-    }
-    let built = |what: &str| -> Result<PackedMeta, OpenError> {
-        base.ok_or_else(|| mismatch(format!("{what} without a graph file to check it against")))
-    };
-    match name {
-        PQ_FILE => {
-            let meta = built(name)?;
-            if super::payload_crc(&path)? != meta.pq_crc {
-                return Err(mismatch(format!(
-                    "{name} is not the one the graph was built with"
-                )));
-            }
-            let pq = ProductQuantizer::load(&path)?;
-            if pq.dim() != meta.dim || pq.m() != meta.pq_bytes {
-                return Err(mismatch(format!("{name} does not match the graph")));
-            }
-            Ok(format!(
-                "checksum matches; {} codebooks over {} dimensions",
-                pq.m(),
-                pq.dim()
-            ))
-        }
-        PQ_CODES_FILE => {
-            let meta = built(name)?;
-            if super::payload_crc(&path)? != meta.pq_codes_crc {
-                return Err(mismatch(format!(
-                    "{name} is not the one the graph was built with"
-                )));
-            }
-            let codes = PqCodes::load(&path)?;
-            if codes.n() as u64 != meta.n || codes.m() != meta.pq_bytes {
-                return Err(mismatch(format!("{name} does not match the graph")));
-            }
-            Ok(format!(
-                "checksum matches; {} codes of {} bytes",
-                codes.n(),
-                codes.m()
-            ))
-        }
-        n if n == entry::FILE_NAME => {
-            let meta = built(name)?;
-            let e = EntryIndex::load(
-                &path,
-                meta.n,
-                meta.dtype,
-                meta.dim,
-                meta.metric,
-                meta.pq_codes_crc,
-            )?;
-            Ok(format!("checksum matches; {} sampled nodes", e.len()))
-        }
-        n if n == super::ids::FILE_NAME => {
-            let meta = built(name)?;
-            let ids = super::ids::SlotIds::load(dir, meta.n as usize)?;
-            Ok(format!(
-                "checksum matches; {} slots, {} free, no id twice",
-                ids.len(),
-                ids.len() - ids.live()
-            ))
-        }
-        _ => Err(mismatch(format!("{name} is not a file of this index kind"))),
-    }
 }

@@ -44,13 +44,13 @@ use std::ops::RangeInclusive;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::dir::{FileError, FileErrorKind};
 use crate::kernels::{DType, Element};
 use crate::layout::bytes::ByteReader;
-use crate::layout::{FileError, FileErrorKind};
 use crate::ErrorKind;
 
 /// File name of the write-ahead log inside an index directory.
-pub const FILE_NAME: &str = "wal.trawl";
+pub const FILE_NAME: &str = crate::dir::LOG_FILE;
 
 /// Format version written (and the newest read).
 pub const VERSION: u32 = 1;

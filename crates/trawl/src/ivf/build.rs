@@ -11,9 +11,9 @@ use rayon::prelude::*;
 use super::file::{IvfMeta, FILE_NAME};
 use super::{vectors, IvfParams};
 use crate::data::Matrix;
+use crate::dir::manifest::{BuildRecord, IvfRecord};
+use crate::dir::txn::Txn;
 use crate::graph::{self, SearchScratch, VectorStore};
-use crate::index::manifest::{BuildRecord, IvfRecord, Manifest};
-use crate::index::txn::Txn;
 use crate::index::{payload_crc, IndexBuildError, PQ_CODES_FILE, PQ_FILE};
 use crate::kernels::{Element, Metric};
 use crate::progress::Control;
@@ -114,7 +114,7 @@ pub fn build_ivf<T: Element>(
     let (n, dim) = (data.n(), data.dim());
     params.validate(n, dim)?;
     crate::data::validate_finite(data)?;
-    let txn = Txn::begin_replacing(dir)?;
+    let txn = Txn::begin_replacing(dir, crate::index::refuse_unmerged_updates)?;
     let metric = params.metric;
 
     // The clustering space.
@@ -325,7 +325,7 @@ pub fn build_ivf<T: Element>(
         list_ids,
     };
     let ivf_bytes = meta.save(&txn.path(FILE_NAME))?;
-    let manifest = Manifest::describe_ivf(
+    let manifest = super::file::describe(
         txn.staging(),
         Some(BuildRecord {
             r: params.centroid_graph.r,

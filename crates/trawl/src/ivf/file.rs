@@ -9,12 +9,14 @@
 
 use std::path::Path;
 
+use crate::dir::file::{read_envelope, EnvelopeWriter};
+use crate::dir::manifest::{build_id_of, entry_of, BuildRecord, KindName, Manifest};
+use crate::dir::{FileError, FileErrorKind};
 use crate::graph::file::MAX_FILE_DEGREE;
 use crate::graph::Graph;
+use crate::index::{PQ_CODES_FILE, PQ_FILE};
 use crate::kernels::{DType, Metric};
 use crate::layout::bytes::{ByteReader, ByteWriter};
-use crate::layout::header::{read_envelope, EnvelopeWriter};
-use crate::layout::{FileError, FileErrorKind};
 
 /// File name of the IVF file inside an index directory.
 pub const FILE_NAME: &str = "ivf.trawl";
@@ -366,4 +368,41 @@ pub fn check_centroids(centroids: &[f32], cdim: usize) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Describes the IVF index whose files are in `dir`: `ivf.trawl`, the PQ files and the
+/// vector files present.
+pub fn describe(dir: &Path, build: Option<BuildRecord>) -> Result<Manifest, FileError> {
+    let meta = IvfMeta::load(&dir.join(FILE_NAME))?;
+    let mut files = vec![
+        entry_of(dir, FILE_NAME, "ivf")?,
+        entry_of(dir, PQ_FILE, "pq")?,
+        entry_of(dir, PQ_CODES_FILE, "pq_codes")?,
+        entry_of(dir, super::vectors::FILE_NAME, "ivf_vectors")?,
+    ];
+    let mut layouts = vec!["bucket".to_string()];
+    if dir.join(super::vectors::BY_ID_FILE_NAME).is_file() {
+        files.push(entry_of(
+            dir,
+            super::vectors::BY_ID_FILE_NAME,
+            "ivf_vectors_by_id",
+        )?);
+        layouts.push("by_id".into());
+    }
+    let build_id = build_id_of(&files, &build);
+    Ok(Manifest {
+        kind: KindName::Ivf,
+        written_by: env!("CARGO_PKG_VERSION").into(),
+        n: meta.n,
+        dim: meta.dim,
+        dtype: meta.dtype.name().into(),
+        metric: meta.metric.name().into(),
+        layouts,
+        files,
+        build,
+        build_id,
+        log_seq: None,
+        next_id: None,
+        recall: None,
+    })
 }

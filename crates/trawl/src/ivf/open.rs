@@ -6,9 +6,9 @@ use std::sync::Arc;
 use super::file::{IvfMeta, FILE_NAME};
 use super::vectors::{self, VectorFile};
 use crate::accel::{self, Accelerator};
+use crate::dir::FileError;
 use crate::index::{payload_crc, Manifest, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE};
 use crate::io::IoFile;
-use crate::layout::FileError;
 use crate::quant::pq::{PqCodes, ProductQuantizer};
 
 /// Which vector file an IVF index reads its re-rank vectors from.
@@ -377,7 +377,7 @@ impl IvfIndex {
     /// (lists, list size, replication cap, centroid graph degree); and, when every vector is in
     /// exactly one list, the bucketed vector file lays the vectors out by those lists.
     pub fn check_structure(&self) -> Result<(), FileError> {
-        use crate::layout::FileErrorKind;
+        use crate::dir::FileErrorKind;
         let ivf_path = self.dir.join(FILE_NAME);
         let bad = |m: String| FileError::new(&ivf_path, FileErrorKind::Invalid(m));
         let m = &self.meta;

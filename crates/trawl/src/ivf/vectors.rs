@@ -22,10 +22,10 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
+use crate::dir::file::{read_header_page, seal_header_page};
+use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kernels::DType;
-use crate::layout::header::{read_header_page, seal_header_page};
-use crate::layout::{FileError, FileErrorKind};
 
 /// File name of the bucketed vector file.
 pub const FILE_NAME: &str = "ivf-vectors.trawl";

@@ -29,6 +29,18 @@ pub enum Error {
     Build(#[from] crate::index::IndexBuildError),
 }
 
+impl From<crate::dir::FileError> for Error {
+    fn from(e: crate::dir::FileError) -> Self {
+        Self::Open(e.into())
+    }
+}
+
+impl From<crate::dir::DirError> for Error {
+    fn from(e: crate::dir::DirError) -> Self {
+        Self::Open(e.into())
+    }
+}
+
 impl Error {
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {

@@ -1,11 +1,9 @@
-//! On-disk layouts: the envelope every trawl file shares ([`header`]), the little-endian byte
-//! codec used for payloads ([`bytes`]), the page-packed disk index ([`packed`]), its
-//! PageShuffle order ([`shuffle`]) and the codecs of the decoupled layout ([`decoupled`]).
+//! On-disk layouts of the graph: the little-endian byte codec used for payloads ([`bytes`]),
+//! the page-packed disk index ([`packed`]), its PageShuffle order ([`shuffle`]) and the codecs
+//! of the decoupled layout ([`decoupled`]). The envelope every trawl file shares is
+//! [`crate::dir::file`].
 
 pub mod bytes;
 pub mod decoupled;
-pub mod header;
 pub mod packed;
 pub mod shuffle;
-
-pub use header::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};

@@ -31,11 +31,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::data::Matrix;
+use crate::dir::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 use crate::graph::queue::{CandidateList, VisitedSet};
 use crate::graph::{self, Graph, VamanaParams};
 use crate::kernels::{self, DType, Element, Metric};
 use crate::layout::bytes::{ByteReader, ByteWriter};
-use crate::layout::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 use crate::progress::Control;
 
 /// File name of the entry index inside an index directory.

@@ -62,8 +62,8 @@ pub use stats::{
 };
 pub use width::WidthSchedule;
 
+use crate::dir::FileError;
 use crate::io::IoError;
-use crate::layout::FileError;
 use crate::ErrorKind;
 
 /// Why a search failed.

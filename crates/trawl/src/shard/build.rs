@@ -11,9 +11,9 @@ use super::manifest::{ShardEntry, ShardHeader, ShardManifest, SHARD_MANIFEST_FIL
 use super::partition::partition;
 use super::{ShardError, ShardParams};
 use crate::data::Matrix;
+use crate::dir::{FileError, FileErrorKind};
 use crate::index::{build_index, IndexBuildReport, IndexParams, Manifest};
 use crate::kernels::{Element, Metric};
-use crate::layout::{FileError, FileErrorKind};
 use crate::progress::Control;
 
 /// File name of the plan a sharded build writes before building the shards.
@@ -157,7 +157,10 @@ pub fn finish_sharded_index(dir: &Path) -> Result<ShardManifest, ShardError> {
     for (s, e) in m.header.shards.iter_mut().enumerate() {
         let sdir: PathBuf = dir.join(&e.dir);
         let man = Manifest::load_if_present(&sdir)
-            .map_err(|source| ShardError::Open { shard: s, source })?
+            .map_err(|e| ShardError::Open {
+                shard: s,
+                source: e.into(),
+            })?
             .ok_or_else(|| file_err(&sdir, format!("shard {s} is not built (no manifest)")))?;
         if man.n != e.count || man.dim != m.header.dim || man.metric != m.header.metric {
             return Err(ShardError::Mismatch(format!(

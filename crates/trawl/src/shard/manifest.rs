@@ -18,8 +18,8 @@ use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
 
+use crate::dir::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 use crate::layout::bytes::{ByteReader, ByteWriter};
-use crate::layout::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 
 /// File name of the shard manifest inside a sharded index directory.
 pub const SHARD_MANIFEST_FILE: &str = "shards.trawl";

@@ -43,9 +43,9 @@ pub use partition::{partition, Partition};
 pub use search::ShardedIndex;
 
 use crate::data::DataError;
+use crate::dir::FileError;
 use crate::index::wal::WalError;
 use crate::index::{IndexBuildError, OpenError};
-use crate::layout::FileError;
 use crate::progress::Cancelled;
 use crate::search::SearchError;
 

@@ -335,9 +335,9 @@ fn forge(dir: &std::path::Path, edit: impl FnOnce(&mut manifest::ShardHeader)) {
     m.save(&path).unwrap();
 }
 
-fn invalid_reason(e: &crate::layout::FileError) -> String {
+fn invalid_reason(e: &crate::dir::FileError) -> String {
     match &e.kind {
-        crate::layout::FileErrorKind::Invalid(why) => why.clone(),
+        crate::dir::FileErrorKind::Invalid(why) => why.clone(),
         other => panic!("{}: expected Invalid, got {other:?}", e.path.display()),
     }
 }

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::FILE_NAME;
 use crate::data::Matrix;
-use crate::index::manifest::{build_id_of, entry_of, Manifest};
-use crate::index::txn::Txn;
+use crate::dir::manifest::{build_id_of, entry_of, Manifest};
+use crate::dir::txn::Txn;
 use crate::index::{IndexBuildError, KindName};
 use crate::io::PAGE_BYTES;
 use crate::ivf::vectors;
@@ -58,7 +58,7 @@ pub fn build_flat<T: Element>(
     }
     crate::data::validate_finite(data)?;
     ctl.check().map_err(|_| IndexBuildError::Cancelled)?;
-    let txn = Txn::begin_replacing(dir)?;
+    let txn = Txn::begin_replacing(dir, crate::index::refuse_unmerged_updates)?;
     let vb = dim * T::DTYPE.size_bytes();
     let per_page = PAGE_BYTES / vb;
     let pages = if per_page == 0 {

@@ -17,11 +17,11 @@ pub use build::{build_flat, FlatBuildReport};
 use std::path::{Path, PathBuf};
 
 use super::{Error, Hits, IndexKind, Queries, Run};
+use crate::dir::FileError;
 use crate::index::{IndexInfo, KindName, Manifest, OpenError, OpenOptions};
 use crate::io::IoFile;
 use crate::ivf::vectors::VectorFile;
 use crate::kernels::{DType, Element, Metric};
-use crate::layout::FileError;
 
 /// The vector file of a flat index.
 pub const FILE_NAME: &str = "flat-vectors.trawl";
@@ -48,7 +48,7 @@ impl FlatIndex {
     /// Opens the flat index in `dir`: its manifest, and its vector file checked against it
     /// (header, tables, shape).
     pub fn open(dir: &Path, opts: OpenOptions) -> Result<Self, OpenError> {
-        crate::index::txn::settle_for_reading(dir)?;
+        crate::dir::txn::settle_for_reading(dir)?;
         let manifest = Manifest::load_if_present(dir)?.ok_or_else(|| OpenError::NotAnIndex {
             dir: dir.to_path_buf(),
             reason: "no manifest".into(),
@@ -85,7 +85,7 @@ impl FlatIndex {
         if g.bucketed || g.n == 0 {
             return Err(FileError::new(
                 &path,
-                crate::layout::FileErrorKind::Invalid("not a flat vector file".into()),
+                crate::dir::FileErrorKind::Invalid("not a flat vector file".into()),
             )
             .into());
         }

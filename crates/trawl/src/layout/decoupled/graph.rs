@@ -31,11 +31,11 @@ use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::elias_fano;
+use crate::dir::file::{read_header_page, seal_header_page};
+use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kernels::{DType, Metric};
-use crate::layout::header::{read_header_page, seal_header_page};
 use crate::layout::packed::PackedMeta;
-use crate::layout::{FileError, FileErrorKind};
 
 /// Magic of decoupled graph files.
 pub const MAGIC: [u8; 8] = *b"TRAWLDGR";

@@ -1,9 +1,9 @@
 use super::graph::{GraphFile, GraphWriter};
 use super::vectors::{VectorFile, VectorGeometry, VectorParams, VectorPlanner, VectorWriter};
+use crate::dir::FileErrorKind;
 use crate::io::PAGE_BYTES;
 use crate::kernels::{DType, Metric};
 use crate::layout::packed::PackedMeta;
-use crate::layout::FileErrorKind;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 

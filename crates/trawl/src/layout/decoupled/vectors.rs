@@ -47,10 +47,10 @@ use std::path::{Path, PathBuf};
 
 use super::graph::{build_data_page, check_data_page, le16, le32, le64, page_crc_ok};
 use super::huffman::{self, CodeTable};
+use crate::dir::file::{read_header_page, seal_header_page};
+use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kernels::DType;
-use crate::layout::header::{read_header_page, seal_header_page};
-use crate::layout::{FileError, FileErrorKind};
 
 /// Magic of decoupled vector files.
 pub const MAGIC: [u8; 8] = *b"TRAWLVEC";

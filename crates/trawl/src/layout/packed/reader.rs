@@ -5,9 +5,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::{PackedGeometry, PackedMeta, EMPTY_SLOT, FLAG_PERMUTED, MAGIC, VERSION};
+use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kernels::{DType, Element, Metric};
-use crate::layout::{FileError, FileErrorKind};
 use crate::progress::Control;
 
 /// An opened, checked page-packed index file: its shape and page checksums (4 bytes per data
@@ -132,7 +132,7 @@ impl PackedFile {
     /// when read ([`PackedFile::check_page`]) or all at once by [`PackedFile::verify_all`].
     pub fn open(path: &Path) -> Result<Self, FileError> {
         let fail = |kind: FileErrorKind| FileError::new(path, kind);
-        let hp = crate::layout::header::read_header_page(
+        let hp = crate::dir::file::read_header_page(
             path,
             MAGIC,
             "trawl page-packed index",

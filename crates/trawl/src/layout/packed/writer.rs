@@ -5,9 +5,9 @@ use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::{PackedGeometry, PackedMeta, EMPTY_SLOT, FLAG_PERMUTED, MAGIC, VERSION};
+use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kernels::Element;
-use crate::layout::{FileError, FileErrorKind};
 
 /// Writes a page-packed index one record at a time, in slot order: node order for an identity
 /// file ([`PackedWriter::create`]), the order table's order for a permuted one

@@ -1,5 +1,5 @@
 //! PQ files: the quantiser (codebooks) and the codes, each in a trawl envelope
-//! ([`crate::layout::header`]: magic, version, length, CRC-32). All integers little-endian.
+//! ([`crate::dir::file`]: magic, version, length, CRC-32). All integers little-endian.
 //!
 //! **Quantiser** — magic `TRAWLPQ\0`, version 1 (plain PQ) or 2 (with an OPQ rotation; a
 //! plain quantiser is still written as version 1, byte for byte as before), payload:
@@ -32,9 +32,9 @@
 use std::path::Path;
 
 use super::{PqCodes, ProductQuantizer, Rotation, MAX_CENTROIDS};
+use crate::dir::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 use crate::kernels::Metric;
 use crate::layout::bytes::{ByteReader, ByteWriter, ShortPayload};
-use crate::layout::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 
 /// Magic of a PQ quantiser file.
 pub const PQ_MAGIC: [u8; 8] = *b"TRAWLPQ\0";

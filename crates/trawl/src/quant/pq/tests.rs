@@ -1,6 +1,6 @@
 use super::*;
+use crate::dir::FileErrorKind;
 use crate::kernels::distance;
-use crate::layout::FileErrorKind;
 use proptest::prelude::{prop_assert, prop_assert_eq, proptest, ProptestConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -333,7 +333,7 @@ fn damaged_files_are_errors() {
 
 /// Writes `payload` in a valid envelope of `magic`.
 fn forge(path: &std::path::Path, magic: [u8; 8], payload: &[u8]) {
-    let mut w = crate::layout::EnvelopeWriter::create(path, magic, 1).unwrap();
+    let mut w = crate::dir::EnvelopeWriter::create(path, magic, 1).unwrap();
     w.write(payload).unwrap();
     w.finish().unwrap();
 }
@@ -737,7 +737,7 @@ fn forged_rotations_are_invalid() {
         w.into_inner()
     };
     let forge_v = |version: u32, bytes: &[u8]| {
-        let mut w = crate::layout::EnvelopeWriter::create(&path, PQ_MAGIC, version).unwrap();
+        let mut w = crate::dir::EnvelopeWriter::create(&path, PQ_MAGIC, version).unwrap();
         w.write(bytes).unwrap();
         w.finish().unwrap();
     };

@@ -21,11 +21,8 @@ use std::fs::File;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::manifest::{Manifest, MANIFEST_FILE};
-use super::{IndexLayout, PQ_CODES_FILE, PQ_FILE};
-use crate::layout::decoupled::vectors as dvectors;
-use crate::layout::FileError;
-use crate::search::entry;
+use super::manifest::{Manifest, LOG_FILE, MANIFEST_FILE};
+use super::FileError;
 
 /// The writer lock file (empty; it only carries the `flock`).
 pub const LOCK_FILE: &str = ".trawl.lock";
@@ -80,37 +77,6 @@ impl TxnError {
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> FileError + '_ {
     move |e| FileError::new(path, e.into())
-}
-
-/// Every file name an index of the graph kind may hold (the names a roll forward may delete
-/// when the new manifest does not list them): the graph files first, then the files checked
-/// against them.
-pub fn index_file_names() -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = IndexLayout::ALL.iter().map(|l| l.file_name()).collect();
-    v.extend([
-        dvectors::FILE_NAME,
-        PQ_FILE,
-        PQ_CODES_FILE,
-        entry::FILE_NAME,
-        super::ids::FILE_NAME,
-        super::segments::FILE_NAME,
-    ]);
-    v
-}
-
-/// The vector segment files a merge wrote (`vectors-NNNNNN.trawl`) present in `dir`.
-pub(crate) fn segment_files(dir: &Path) -> Result<Vec<String>, FileError> {
-    let mut v = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(io_err(dir))? {
-        let e = e.map_err(io_err(dir))?;
-        if let Some(name) = e.file_name().to_str() {
-            if super::segments::is_segment_name(name) {
-                v.push(name.to_string());
-            }
-        }
-    }
-    v.sort();
-    Ok(v)
 }
 
 /// An advisory lock held until dropped.
@@ -293,26 +259,19 @@ fn roll_forward(dir: &Path) -> Result<(), FileError> {
             std::fs::rename(&from, &to).map_err(io_err(&to))?;
         }
         sync_dir(dir)?;
-        let m = Manifest::load_from(&staged_manifest).map_err(|e| match e {
-            super::OpenError::File(f) => f,
-            other => FileError::new(
-                &staged_manifest,
-                crate::layout::FileErrorKind::Invalid(other.to_string()),
-            ),
-        })?;
-        for name in index_file_names() {
-            if m.file(name).is_none() {
-                remove_if_present(&dir.join(name))?;
-            }
-        }
-        for name in segment_files(dir)? {
+        let m = Manifest::load_from(&staged_manifest)?;
+        // The index files the new manifest does not list belong to the index it replaces
+        // (the stale layouts of an old graph, the files of another kind, merged-away vector
+        // segments): a trawl file is known by its bytes (`super::index_files`), so no list of
+        // any kind's file names is needed.
+        for name in super::index_files(dir)? {
             if m.file(&name).is_none() {
                 remove_if_present(&dir.join(name))?;
             }
         }
         if m.log_seq.is_none() {
             // A new build: the write-ahead log of the index it replaces is stale.
-            remove_if_present(&dir.join(super::wal::FILE_NAME))?;
+            remove_if_present(&dir.join(LOG_FILE))?;
         }
         let to = dir.join(MANIFEST_FILE);
         std::fs::rename(&staged_manifest, &to).map_err(io_err(&to))?;
@@ -320,41 +279,6 @@ fn roll_forward(dir: &Path) -> Result<(), FileError> {
     }
     std::fs::remove_dir_all(&commit).map_err(io_err(&commit))?;
     sync_dir(dir)
-}
-
-/// Refuses (see [`Txn::begin_replacing`]) when `dir`'s write-ahead log holds records after
-/// the log position its manifest records, or cannot be read.
-fn refuse_unmerged_updates(dir: &Path) -> Result<(), TxnError> {
-    let path = dir.join(super::wal::FILE_NAME);
-    if !path.is_file() {
-        return Ok(());
-    }
-    let refuse = |what: String| TxnError::UnmergedUpdates {
-        dir: dir.to_path_buf(),
-        what,
-    };
-    // A manifest that cannot be read counts as recording nothing merged.
-    let merged = Manifest::load_if_present(dir)
-        .ok()
-        .flatten()
-        .and_then(|m| m.log_seq)
-        .unwrap_or(0);
-    match super::wal::read_log(&path) {
-        Ok(c) => {
-            let pending = c.records.iter().filter(|r| r.seq > merged).count();
-            if pending > 0 {
-                return Err(refuse(format!(
-                    "its write-ahead log {} holds {pending} acknowledged update{} not merged yet",
-                    super::wal::FILE_NAME,
-                    if pending == 1 { "" } else { "s" }
-                )));
-            }
-            Ok(())
-        }
-        Err(e) => Err(refuse(format!(
-            "its write-ahead log cannot be read ({e}) and may hold acknowledged updates"
-        ))),
-    }
 }
 
 fn remove_if_present(path: &Path) -> Result<(), FileError> {
@@ -394,17 +318,21 @@ impl Txn {
         Ok(txn)
     }
 
-    /// [`Txn::begin`] for a new build that replaces whatever index `dir` holds: refused with
-    /// [`TxnError::UnmergedUpdates`] while that index's write-ahead log holds updates no
-    /// merge has folded in (the build would discard them; its commit removes the log).
-    pub fn begin_replacing(dir: &Path) -> Result<Self, TxnError> {
+    /// [`Txn::begin`] for a new build that replaces whatever index `dir` holds: `keep`
+    /// (called with the writer lock held and a dead writer's commit finished) refuses when the
+    /// index replaced holds what the build would lose — the graph kind's write-ahead log with
+    /// updates no merge folded in ([`crate::index::refuse_unmerged_updates`]).
+    pub fn begin_replacing(
+        dir: &Path,
+        keep: impl FnOnce(&Path) -> Result<(), TxnError>,
+    ) -> Result<Self, TxnError> {
         let txn = Self::begin(dir)?;
-        refuse_unmerged_updates(dir)?;
+        keep(dir)?;
         Ok(txn)
     }
 
     /// [`Txn::begin`] for a caller that already holds the writer lock (a live index open for
-    /// writing, [`super::live`]): nothing is locked again.
+    /// writing, [`crate::index::live`]): nothing is locked again.
     pub(crate) fn begin_held(dir: &Path) -> Result<Self, TxnError> {
         recover(dir, true)?;
         let staging = dir.join(STAGING_DIR);

@@ -10,19 +10,19 @@
 //! any rebuild). An index written before manifests existed has none and still opens; it gets
 //! one the next time one of those operations writes into it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{IndexLayout, OpenError, PQ_CODES_FILE, PQ_FILE};
-use crate::layout::decoupled::vectors as dvectors;
-use crate::layout::header::{read_envelope, EnvelopeWriter};
-use crate::layout::packed::PackedMeta;
-use crate::layout::{FileError, FileErrorKind};
-use crate::search::entry;
+use super::file::{read_envelope, EnvelopeWriter, FileError, FileErrorKind, HEADER_BYTES};
+use super::DirError;
 
 /// File name of the manifest inside an index directory.
 pub const MANIFEST_FILE: &str = "manifest.trawl";
+/// File name of an index's write-ahead log (the graph kind's streaming updates): the manifest
+/// records how far into it the index files reach ([`Manifest::log_seq`]); a log the manifest
+/// records no position of is stale.
+pub const LOG_FILE: &str = "wal.trawl";
 const MAGIC: [u8; 8] = *b"TRAWLMAN";
 const VERSION: u32 = 1;
 
@@ -30,7 +30,7 @@ const VERSION: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KindName {
-    /// A Vamana graph on disk with PQ codes in memory ([`super::DiskIndex`]).
+    /// A Vamana graph on disk with PQ codes in memory ([`crate::index::DiskIndex`]).
     Graph,
     /// Posting lists over a centroid graph, PQ codes on an accelerator, vectors on disk in
     /// buckets ([`crate::ivf::IvfIndex`], FusionANNS).
@@ -184,10 +184,10 @@ pub struct Manifest {
     /// Streaming updates: the next id handed to a vector inserted without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_id: Option<u64>,
-    /// The recall monitor's figures ([`super::monitor`]): written by builds and merges, kept
+    /// The recall monitor's figures ([`crate::index::monitor`]): written by builds and merges, kept
     /// by the operations that add to the index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recall: Option<super::monitor::RecallRecord>,
+    pub recall: Option<RecallRecord>,
 }
 
 /// The id of a build: 16 hex digits of a hash (FNV-1a, 64 bits) of its files (name, size,
@@ -216,20 +216,32 @@ pub fn build_id_of(files: &[ManifestFile], build: &Option<BuildRecord>) -> Strin
 /// checksum of its page-checksum table).
 pub(crate) fn header_checksum(path: &Path) -> Result<u32, FileError> {
     use std::io::Read;
+    const PAGE: usize = crate::io::PAGE_BYTES;
     let mut f = std::fs::File::open(path).map_err(|e| FileError::new(path, e.into()))?;
-    let mut h = vec![0u8; crate::io::PAGE_BYTES];
-    let got = f.read(&mut h).map_err(|e| FileError::new(path, e.into()))?;
-    let le = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-    let paged =
-        got >= crate::io::PAGE_BYTES && matches!(&h[..8], b"TRAWLPAK" | b"TRAWLDGR" | b"TRAWLVEC");
-    if paged {
-        return Ok(le(crate::io::PAGE_BYTES - 4));
+    let mut h = vec![0u8; PAGE];
+    let mut got = 0;
+    while got < PAGE {
+        match f
+            .read(&mut h[got..])
+            .map_err(|e| FileError::new(path, e.into()))?
+        {
+            0 => break,
+            r => got += r,
+        }
     }
-    if got < crate::layout::header::HEADER_BYTES {
+    let le = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    // A paged file's first page carries the CRC of its first 4092 bytes in its last 4; an
+    // envelope's 32-byte header the CRC of its first 28 in bytes 28..32. Which one a file is
+    // shows in its own bytes: no list of formats is needed.
+    let envelope = got >= HEADER_BYTES && crc32fast::hash(&h[..28]) == le(28);
+    if !envelope && got == PAGE && crc32fast::hash(&h[..PAGE - 4]) == le(PAGE - 4) {
+        return Ok(le(PAGE - 4));
+    }
+    if got < HEADER_BYTES {
         return Err(FileError::new(
             path,
             FileErrorKind::SizeMismatch {
-                expected: crate::layout::header::HEADER_BYTES as u64,
+                expected: HEADER_BYTES as u64,
                 actual: got as u64,
             },
         ));
@@ -237,12 +249,24 @@ pub(crate) fn header_checksum(path: &Path) -> Result<u32, FileError> {
     Ok(le(24))
 }
 
+/// What manifests written before the checksum was read from a file's own bytes recorded for
+/// a paged file other than the graph's (the IVF vector file): bytes 24..28 of its header page.
+/// Still accepted from an older manifest.
+fn legacy_checksum(path: &Path) -> Result<u32, FileError> {
+    use std::io::Read;
+    let mut h = [0u8; HEADER_BYTES];
+    let mut f = std::fs::File::open(path).map_err(|e| FileError::new(path, e.into()))?;
+    f.read_exact(&mut h)
+        .map_err(|e| FileError::new(path, e.into()))?;
+    Ok(u32::from_le_bytes([h[24], h[25], h[26], h[27]]))
+}
+
 pub(crate) fn entry_of(dir: &Path, name: &str, role: &str) -> Result<ManifestFile, FileError> {
     let path = dir.join(name);
     entry_at(&path, name, role)
 }
 
-fn entry_at(path: &Path, name: &str, role: &str) -> Result<ManifestFile, FileError> {
+pub(crate) fn entry_at(path: &Path, name: &str, role: &str) -> Result<ManifestFile, FileError> {
     let path = path.to_path_buf();
     let bytes = std::fs::metadata(&path)
         .map_err(|e| FileError::new(&path, e.into()))?
@@ -255,19 +279,9 @@ fn entry_at(path: &Path, name: &str, role: &str) -> Result<ManifestFile, FileErr
     })
 }
 
-/// Whether a layout's graph header belongs to the build of `meta` (same shape, same PQ files).
-fn same_build(a: &PackedMeta, b: &PackedMeta) -> bool {
-    a.n == b.n
-        && a.dim == b.dim
-        && a.dtype == b.dtype
-        && a.metric == b.metric
-        && a.pq_crc == b.pq_crc
-        && a.pq_codes_crc == b.pq_codes_crc
-}
-
 impl Manifest {
     /// Reads the manifest of `dir`; `None` when the index has none (built before manifests).
-    pub fn load_if_present(dir: &Path) -> Result<Option<Self>, OpenError> {
+    pub fn load_if_present(dir: &Path) -> Result<Option<Self>, FileError> {
         let path = dir.join(MANIFEST_FILE);
         if !path.is_file() {
             return Ok(None);
@@ -276,189 +290,10 @@ impl Manifest {
     }
 
     /// Reads the manifest file at `path`.
-    pub fn load_from(path: &Path) -> Result<Self, OpenError> {
+    pub fn load_from(path: &Path) -> Result<Self, FileError> {
         let (_, payload) = read_envelope(path, MAGIC, "trawl index manifest", VERSION)?;
         let m: Self = serde_json::from_slice(&payload)
             .map_err(|e| FileError::new(path, FileErrorKind::Invalid(format!("manifest: {e}"))))?;
-        Ok(m)
-    }
-
-    /// Describes the index whose files are found in `sources` (each name in the first source
-    /// directory that holds it: the files an operation just wrote, then the index it adds
-    /// to): the packed file (or, without it, the decoupled graph) sets the build; PQ files,
-    /// entry index and every layout whose header matches it are listed. A layout of another
-    /// graph (an earlier build) is left out. An empty `build_id` is derived from the files
-    /// ([`build_id_of`]).
-    pub fn describe(
-        sources: &[&Path],
-        build: Option<BuildRecord>,
-        build_id: String,
-    ) -> Result<Self, FileError> {
-        let find = |name: &str| sources.iter().map(|d| d.join(name)).find(|p| p.is_file());
-        let packed_name = IndexLayout::Packed.file_name();
-        let graph_name = IndexLayout::Decoupled.file_name();
-        let base = match (find(packed_name), find(graph_name)) {
-            (Some(p), _) => *crate::layout::packed::PackedFile::open(&p)?.meta(),
-            (None, Some(g)) => *crate::layout::decoupled::graph::GraphFile::open(&g)?.meta(),
-            (None, None) => {
-                return Err(FileError::new(
-                    sources
-                        .first()
-                        .map_or(Path::new("."), |d| d)
-                        .join(packed_name),
-                    FileErrorKind::Io(std::io::ErrorKind::NotFound.into()),
-                ))
-            }
-        };
-        let needed = |name: &str| {
-            find(name).ok_or_else(|| {
-                FileError::new(
-                    sources.first().map_or(Path::new("."), |d| d).join(name),
-                    FileErrorKind::Io(std::io::ErrorKind::NotFound.into()),
-                )
-            })
-        };
-        let mut files = vec![
-            entry_at(&needed(PQ_FILE)?, PQ_FILE, "pq")?,
-            entry_at(&needed(PQ_CODES_FILE)?, PQ_CODES_FILE, "pq_codes")?,
-        ];
-        let mut layouts = Vec::new();
-        for layout in IndexLayout::ALL {
-            let Some(path) = find(layout.file_name()) else {
-                continue;
-            };
-            // The decoupled layout's vectors: the segments named by the vector map beside its
-            // graph file (a merged index), else the one vector file of a layout written whole.
-            let vectors: Option<Vec<(PathBuf, &'static str)>> = if layout == IndexLayout::Decoupled
-            {
-                let graph_dir = path.parent().unwrap_or(Path::new("."));
-                match super::segments::VectorMap::load(graph_dir)? {
-                    Some(m) => {
-                        let mut v = vec![(graph_dir.join(super::segments::FILE_NAME), "vmap")];
-                        for (name, _) in &m.segments {
-                            v.push((needed(name)?, "vectors"));
-                        }
-                        Some(v)
-                    }
-                    None => find(dvectors::FILE_NAME).map(|p| vec![(p, "vectors")]),
-                }
-            } else {
-                None
-            };
-            let meta = match (layout, &vectors) {
-                (IndexLayout::Decoupled, None) => continue,
-                (IndexLayout::Decoupled, Some(_)) => {
-                    *crate::layout::decoupled::graph::GraphFile::open(&path)?.meta()
-                }
-                _ => *crate::layout::packed::PackedFile::open(&path)?.meta(),
-            };
-            if !same_build(&meta, &base) {
-                continue; // a layout of an earlier build
-            }
-            layouts.push(layout.name().to_string());
-            let role = if layout == IndexLayout::Decoupled {
-                "graph"
-            } else {
-                layout.name()
-            };
-            files.push(entry_at(&path, layout.file_name(), role)?);
-            for (p, role) in vectors.into_iter().flatten() {
-                let name = p
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or_default()
-                    .to_string();
-                files.push(entry_at(&p, &name, role)?);
-            }
-        }
-        if let Some(e) = find(entry::FILE_NAME) {
-            files.push(entry_at(&e, entry::FILE_NAME, "entry")?);
-        }
-        if let Some(e) = find(super::ids::FILE_NAME) {
-            files.push(entry_at(&e, super::ids::FILE_NAME, "ids")?);
-        }
-        let build_id = if build_id.is_empty() {
-            build_id_of(&files, &build)
-        } else {
-            build_id
-        };
-        Ok(Self {
-            kind: KindName::Graph,
-            written_by: env!("CARGO_PKG_VERSION").into(),
-            n: base.n,
-            dim: base.dim,
-            dtype: base.dtype.name().into(),
-            metric: base.metric.name().into(),
-            layouts,
-            files,
-            build,
-            build_id,
-            log_seq: None,
-            next_id: None,
-            recall: None,
-        })
-    }
-
-    /// Describes the IVF index whose files are in `dir`: `ivf.trawl`, the PQ files and the
-    /// vector files present.
-    pub fn describe_ivf(dir: &Path, build: Option<BuildRecord>) -> Result<Self, FileError> {
-        use crate::ivf::{file, vectors};
-        let meta = file::IvfMeta::load(&dir.join(file::FILE_NAME))?;
-        let mut files = vec![
-            entry_of(dir, file::FILE_NAME, "ivf")?,
-            entry_of(dir, PQ_FILE, "pq")?,
-            entry_of(dir, PQ_CODES_FILE, "pq_codes")?,
-            entry_of(dir, vectors::FILE_NAME, "ivf_vectors")?,
-        ];
-        let mut layouts = vec!["bucket".to_string()];
-        if dir.join(vectors::BY_ID_FILE_NAME).is_file() {
-            files.push(entry_of(
-                dir,
-                vectors::BY_ID_FILE_NAME,
-                "ivf_vectors_by_id",
-            )?);
-            layouts.push("by_id".into());
-        }
-        let build_id = build_id_of(&files, &build);
-        Ok(Self {
-            kind: KindName::Ivf,
-            written_by: env!("CARGO_PKG_VERSION").into(),
-            n: meta.n,
-            dim: meta.dim,
-            dtype: meta.dtype.name().into(),
-            metric: meta.metric.name().into(),
-            layouts,
-            files,
-            build,
-            build_id,
-            log_seq: None,
-            next_id: None,
-            recall: None,
-        })
-    }
-
-    /// The manifest of `dir`'s index after an operation added the files in `staging` to it:
-    /// the build record, build id, log position and next id are kept (an index without a
-    /// manifest gets a new id), and so is the write-ahead log with its unmerged updates.
-    pub fn with_additions(dir: &Path, staging: &Path) -> Result<Self, FileError> {
-        let old = Self::load_if_present(dir).map_err(|e| match e {
-            OpenError::File(f) => f,
-            other => FileError::new(
-                dir.join(MANIFEST_FILE),
-                FileErrorKind::Invalid(other.to_string()),
-            ),
-        })?;
-        let (build, id, log_seq, next_id, recall) = match old {
-            Some(m) => (m.build, m.build_id, m.log_seq, m.next_id, m.recall),
-            None => (None, String::new(), None, None, None),
-        };
-        let mut m = Self::describe(&[staging, dir], build, id)?;
-        // The write-ahead log belongs to the index this operation adds to: it stays (`None`
-        // would tell the commit it is stale). A log written before any merge counts from
-        // sequence number 0.
-        m.log_seq = log_seq.or_else(|| dir.join(super::wal::FILE_NAME).is_file().then_some(0));
-        m.next_id = next_id;
-        m.recall = recall;
         Ok(m)
     }
 
@@ -480,8 +315,8 @@ impl Manifest {
     /// Checks that `names`, the files an opened index reads, are the ones recorded: listed,
     /// with the recorded header checksum. A missing file is left to the
     /// code that opens it (which says what is missing and how to make it).
-    pub fn check_files(&self, dir: &Path, names: &[&str]) -> Result<(), OpenError> {
-        let mismatch = |reason: String| OpenError::Mismatch {
+    pub fn check_files(&self, dir: &Path, names: &[&str]) -> Result<(), DirError> {
+        let mismatch = |reason: String| DirError::Mismatch {
             dir: dir.to_path_buf(),
             reason,
         };
@@ -498,7 +333,7 @@ impl Manifest {
             // The header checksum identifies the file; a file that keeps it but changed size
             // is damaged or truncated, which its own reader reports precisely.
             let now = entry_of(dir, name, &f.role)?;
-            if now.checksum != f.checksum {
+            if now.checksum != f.checksum && legacy_checksum(&dir.join(name))? != f.checksum {
                 return Err(mismatch(format!(
                     "{name} is not the file this index was built with, or its header is \
                      damaged (header checksum {:08x}, {} bytes; the manifest records {:08x}, \
@@ -509,6 +344,31 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// Recall@10 at one list size.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RecallPoint {
+    /// List size.
+    #[serde(rename = "L")]
+    pub l: usize,
+    /// Mean recall@10 of the sampled queries.
+    pub recall: f64,
+}
+
+/// What the recall monitor measured, as the manifest keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecallRecord {
+    /// Vectors of the index searched as queries.
+    pub samples: usize,
+    /// Beam width of the searches (the default search settings).
+    pub beam_width: usize,
+    /// The figures of the current version.
+    pub points: Vec<RecallPoint>,
+    /// What measured them: `build` or `merge`.
+    pub by: String,
+    /// The last build's figures (what merges are compared with).
+    pub build: Vec<RecallPoint>,
 }
 
 fn is_zero(v: &usize) -> bool {
