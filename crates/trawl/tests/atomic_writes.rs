@@ -319,3 +319,46 @@ fn a_vector_file_of_another_index_is_refused_by_open_and_verify() {
     let e = verify_index(a.path(), &Control::silent()).unwrap_err();
     assert!(e.to_string().contains("entry.trawl is missing"), "{e}");
 }
+
+#[test]
+fn a_build_replacing_another_kind_removes_its_files_and_keeps_files_not_trawls() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = data::<f32>(1_500, 1, 16, 5).0;
+    build(&base, dir.path(), Metric::L2, 8);
+    let answers_before = answers(dir.path());
+    // Beside the index: the user's own files, one of them named like an index file but not
+    // written by trawl (no TRAWL magic).
+    std::fs::write(dir.path().join("notes.trawl"), b"my notes").unwrap();
+    std::fs::write(dir.path().join("base.fbin"), b"data").unwrap();
+    let graph_files = listing(dir.path());
+    assert!(
+        graph_files.contains(&"packed.trawl".to_string()),
+        "{graph_files:?}"
+    );
+    trawl::kinds::flat::build_flat(&base, dir.path(), Metric::L2, &Control::silent()).unwrap();
+    let now = listing(dir.path());
+    // The graph's files are gone (the flat manifest does not list them), the user's stay.
+    for gone in ["packed.trawl", "pq.trawl", "pq-codes.trawl", "entry.trawl"] {
+        assert!(!now.contains(&gone.to_string()), "{gone} left: {now:?}");
+    }
+    for kept in [
+        "notes.trawl",
+        "base.fbin",
+        "flat-vectors.trawl",
+        MANIFEST_FILE,
+    ] {
+        assert!(now.contains(&kept.to_string()), "{kept} missing: {now:?}");
+    }
+    let m = Manifest::load_if_present(dir.path()).unwrap().unwrap();
+    assert_eq!(m.kind, trawl::index::KindName::Flat);
+    // And back: the flat index's vector file goes with the next graph build.
+    build(&base, dir.path(), Metric::L2, 8);
+    let again = listing(dir.path());
+    assert!(
+        !again.contains(&"flat-vectors.trawl".to_string()),
+        "{again:?}"
+    );
+    assert!(again.contains(&"notes.trawl".to_string()), "{again:?}");
+    // The same build again (builds are reproducible): the same answers.
+    assert_eq!(answers(dir.path()), answers_before);
+}
