@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{
+use crate::accel::{
     adc_distance, adc_distance2, AccelError, AccelInfo, Accelerator, FilterJob, FilterOutput,
 };
-use super::{FilterPending, Ready};
+use crate::accel::{FilterPending, Ready};
 use crate::quant::pq::PqCodes;
 
 /// Filter stage on the host: per query, dedup of the gathered ids (a bit per vector, or a sort

@@ -19,7 +19,7 @@
 //!    when the list holds an unchosen candidate ordered before `(e.node_key, e.node)` — a
 //!    strict best-first search would have expanded that one now.
 //! 3. **Expand**: each of `e`'s neighbour ids, in order, that is not yet visited is visited
-//!    and scored with [`super::adc_distance`]; the list becomes the first `L` of the old list
+//!    and scored with [`crate::accel::adc_distance`]; the list becomes the first `L` of the old list
 //!    and the scored neighbours, ordered by `(key, id)` where `key` is the distance's
 //!    order-preserving bits ([`key_of`]).
 //! 4. **Choose**: the first `e.fill` unchosen candidates in list order are marked chosen and
@@ -30,7 +30,7 @@
 
 use std::fmt;
 
-use super::{adc_distance, AccelError, AccelInfo, TABLE_ROW};
+use crate::accel::{adc_distance, AccelError, AccelInfo, TABLE_ROW};
 use crate::graph::queue::VisitedSet;
 use crate::quant::pq::PqCodes;
 

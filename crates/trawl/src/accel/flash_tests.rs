@@ -7,9 +7,9 @@ use std::collections::HashSet;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::flash::*;
-use super::tests::random_codes;
-use super::{adc_distance, TABLE_ROW};
+use crate::accel::flash::*;
+use crate::accel::tests::random_codes;
+use crate::accel::{adc_distance, TABLE_ROW};
 use crate::quant::pq::PqCodes;
 
 /// The model of one slot: a visited set, and the whole list re-sorted after every step.
@@ -259,7 +259,7 @@ fn keys_order_like_total_cmp() {
 #[cfg(feature = "gpu")]
 #[test]
 fn gpu_backend_equals_the_cpu_backend() {
-    use super::gpu_flash::GpuFlash;
+    use crate::accel::gpu_flash::GpuFlash;
     use std::io::Write;
     for (seed, m, l, deg, slots) in [
         (11u64, 8usize, 10usize, 16usize, 6usize),
@@ -270,7 +270,7 @@ fn gpu_backend_equals_the_cpu_backend() {
         let codes = random_codes(seed, 5000, m);
         let g = match GpuFlash::new(&codes) {
             Ok(g) => g,
-            Err(e @ super::AccelError::NoAdapter(_)) => {
+            Err(e @ crate::accel::AccelError::NoAdapter(_)) => {
                 assert!(
                     std::env::var("TRAWL_REQUIRE_GPU").as_deref() != Ok("1"),
                     "TRAWL_REQUIRE_GPU=1 but the GPU backend did not open: {e}"

@@ -24,7 +24,7 @@
 //! 2. **score** (`gpu/score.wgsl`), `ceil(max candidates / CHUNK)` workgroups per query: PQ-ADC
 //!    of each distinct candidate with the query's table in workgroup memory when `M × 1 KiB`
 //!    fits the device's workgroup storage, else read from the storage buffer, summed in exactly
-//!    the order of [`super::adc_distance`] (plain `f32` adds), and stored as a `u32` key that
+//!    the order of [`crate::accel::adc_distance`] (plain `f32` adds), and stored as a `u32` key that
 //!    orders like `f32::total_cmp` (negative: all bits flipped; else the sign bit set).
 //! 3. **select** (`gpu/select.wgsl`), one workgroup per query: a radix select over the
 //!    `(key, id)` pairs finds the `top_n`-th, the kept pairs are gathered and bitonic-sorted in
@@ -46,8 +46,8 @@ use std::time::{Duration, Instant};
 
 use wgpu::util::DeviceExt;
 
-use super::{AccelError, AccelInfo, Accelerator, FilterJob, FilterOutput, FilterPending};
-use super::{Ready, TABLE_ROW};
+use crate::accel::{AccelError, AccelInfo, Accelerator, FilterJob, FilterOutput, FilterPending};
+use crate::accel::{Ready, TABLE_ROW};
 use crate::quant::pq::PqCodes;
 
 /// Invocations per workgroup in every kernel (the WGSL's `WG`).
@@ -188,13 +188,13 @@ fn instance() -> wgpu::Instance {
     })
 }
 
-/// [`super::adapters`].
-pub(crate) fn enumerate_adapters() -> Vec<super::AdapterSummary> {
+/// [`crate::accel::adapters`].
+pub(crate) fn enumerate_adapters() -> Vec<crate::accel::AdapterSummary> {
     block_on(instance().enumerate_adapters(wgpu::Backends::all()))
         .iter()
         .map(|a| {
             let ai = a.get_info();
-            super::AdapterSummary {
+            crate::accel::AdapterSummary {
                 name: ai.name,
                 backend: format!("{:?}", ai.backend),
                 device_type: format!("{:?}", ai.device_type),

@@ -1,4 +1,4 @@
-//! The `wgpu` backend of FlashANNS's search step ([`super::flash`]): PQ codes resident in one
+//! The `wgpu` backend of FlashANNS's search step ([`crate::accel::flash`]): PQ codes resident in one
 //! storage buffer; per session (one per search thread) the tables, candidate lists and visited
 //! hashes of its query slots in GPU buffers; one dispatch per step (`gpu/flash.wgsl`, one
 //! workgroup per entry) and one readback of the entries' choices.
@@ -13,9 +13,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::flash::{FlashAccel, FlashSession, FlashShape, StepJob, StepOutput, MAX_FILL};
-use super::gpu::{open_device, padded, upload_codes, Opened, Scopes};
-use super::{AccelError, AccelInfo, TABLE_ROW};
+use crate::accel::flash::{FlashAccel, FlashSession, FlashShape, StepJob, StepOutput, MAX_FILL};
+use crate::accel::gpu::{open_device, padded, upload_codes, Opened, Scopes};
+use crate::accel::{AccelError, AccelInfo, TABLE_ROW};
 use crate::quant::pq::PqCodes;
 
 const FLASH_WGSL: &str = include_str!("gpu/flash.wgsl");
@@ -252,7 +252,7 @@ struct GpuSession<'a> {
 
 impl GpuSession<'_> {
     fn device_error(&self, what: String) -> AccelError {
-        super::gpu::device_error(&self.acc.uncaptured, what)
+        crate::accel::gpu::device_error(&self.acc.uncaptured, what)
     }
 }
 
@@ -270,7 +270,7 @@ impl FlashSession for GpuSession<'_> {
         let mut resets = job.tables.chunks_exact(t);
         self.words.clear();
         for e in &job.entries {
-            if e.entry != super::flash::NONE {
+            if e.entry != crate::accel::flash::NONE {
                 let table = resets.next().unwrap_or(&[]);
                 q.write_buffer(
                     &self.tables,

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::gpu::{GpuAccel, GpuOptions};
-use super::tests::{model, random_codes, random_job};
-use super::*;
+use crate::accel::gpu::{GpuAccel, GpuOptions};
+use crate::accel::tests::{model, random_codes, random_job};
+use crate::accel::*;
 
 /// The GPU backend over `codes`, or `None` (after a skip message) when no adapter opens.
 fn gpu(codes: &PqCodes, opts: GpuOptions) -> Option<GpuAccel> {

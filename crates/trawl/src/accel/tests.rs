@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::*;
+use crate::accel::*;
 
 /// A random batch: `nq` queries, up to `max_cands` candidates each drawn from `n` with many
 /// duplicates, random tables.

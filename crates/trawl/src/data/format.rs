@@ -16,7 +16,7 @@
 //! | 0 | 4 | `d` (i32 LE, the same in every row) |
 //! | 4 | d·size | the row's elements |
 //!
-//! **npy**: see [`super::npy`].
+//! **npy**: see [`crate::data::npy`].
 //!
 //! Detection: a file starting with the npy magic is npy. Otherwise the format comes from the
 //! caller, else from the extension, else from the content: the bin layout fits when the size is
@@ -35,8 +35,8 @@ use std::str::FromStr;
 
 use crate::kernels::DType;
 
-use super::error::{DataError, DataErrorKind, Result};
-use super::npy;
+use crate::data::error::{DataError, DataErrorKind, Result};
+use crate::data::npy;
 
 /// A vector file layout. The element type is carried separately (see [`VectorFileInfo`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -15,8 +15,8 @@
 
 use std::path::Path;
 
-use super::error::{DataError, DataErrorKind, Result};
-use super::write::AtomicFile;
+use crate::data::error::{DataError, DataErrorKind, Result};
+use crate::data::write::AtomicFile;
 
 /// The `k` nearest base ids of each of `nq` queries, nearest first, with their distances.
 #[derive(Debug, Clone, PartialEq)]

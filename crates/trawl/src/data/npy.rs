@@ -14,7 +14,7 @@
 
 use crate::kernels::DType;
 
-use super::error::DataErrorKind;
+use crate::data::error::DataErrorKind;
 
 /// The npy magic string.
 pub const MAGIC: &[u8; 6] = b"\x93NUMPY";

@@ -11,9 +11,9 @@ use memmap2::Mmap;
 
 use crate::kernels::{DType, Element};
 
-use super::error::{DataError, DataErrorKind, Result};
-use super::format::{probe_with, Format, ProbeOptions, VectorFileInfo};
-use super::matrix::{AnyMatrix, Matrix};
+use crate::data::error::{DataError, DataErrorKind, Result};
+use crate::data::format::{probe_with, Format, ProbeOptions, VectorFileInfo};
+use crate::data::matrix::{AnyMatrix, Matrix};
 
 /// Reads a whole vector file of element type `T` into memory.
 ///
@@ -164,7 +164,7 @@ pub struct VectorReader<T: Element> {
 }
 
 impl<T: Element> VectorReader<T> {
-    /// Opens `path` (format detected as in [`super::probe`]; `T` breaks u8/i8 ties).
+    /// Opens `path` (format detected as in [`crate::data::probe`]; `T` breaks u8/i8 ties).
     pub fn open(path: &Path) -> Result<Self> {
         Self::open_with(path, ProbeOptions::default())
     }

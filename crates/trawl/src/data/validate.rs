@@ -13,8 +13,8 @@ use rayon::prelude::*;
 
 use crate::kernels::{DType, Element};
 
-use super::error::{DataError, DataErrorKind};
-use super::matrix::Matrix;
+use crate::data::error::{DataError, DataErrorKind};
+use crate::data::matrix::Matrix;
 
 /// The squared Euclidean norm a vector must stay below: 2^100 (≈ 1.27e30; components up to
 /// about 1e15 whatever the dimension). See the module docs.

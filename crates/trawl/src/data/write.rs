@@ -2,7 +2,7 @@
 //!
 //! Every file is written under a temporary name beside the target (`NAME.tmp`), synced, and
 //! renamed into place by `finish`, so a crash or an error never leaves a half-written file under
-//! the final name. The layouts are documented in [`super::format`] and [`super::npy`].
+//! the final name. The layouts are documented in [`crate::data::format`] and [`crate::data::npy`].
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 
 use crate::kernels::{DType, Element};
 
-use super::error::{DataError, DataErrorKind, Result};
-use super::format::{Format, VectorFileInfo};
-use super::matrix::Matrix;
-use super::npy;
+use crate::data::error::{DataError, DataErrorKind, Result};
+use crate::data::format::{Format, VectorFileInfo};
+use crate::data::matrix::Matrix;
+use crate::data::npy;
 
 /// A file being written under a temporary name; renamed into place by [`AtomicFile::finish`],
 /// removed when dropped unfinished.

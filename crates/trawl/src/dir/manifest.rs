@@ -14,8 +14,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::file::{read_envelope, EnvelopeWriter, FileError, FileErrorKind, HEADER_BYTES};
-use super::DirError;
+use crate::dir::file::{read_envelope, EnvelopeWriter, FileError, FileErrorKind, HEADER_BYTES};
+use crate::dir::DirError;
 
 /// File name of the manifest inside an index directory.
 pub const MANIFEST_FILE: &str = "manifest.trawl";

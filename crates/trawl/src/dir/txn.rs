@@ -21,8 +21,8 @@ use std::fs::File;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::manifest::{Manifest, LOG_FILE, MANIFEST_FILE};
-use super::FileError;
+use crate::dir::manifest::{Manifest, LOG_FILE, MANIFEST_FILE};
+use crate::dir::FileError;
 
 /// The writer lock file (empty; it only carries the `flock`).
 pub const LOCK_FILE: &str = ".trawl.lock";
@@ -262,9 +262,9 @@ fn roll_forward(dir: &Path) -> Result<(), FileError> {
         let m = Manifest::load_from(&staged_manifest)?;
         // The index files the new manifest does not list belong to the index it replaces
         // (the stale layouts of an old graph, the files of another kind, merged-away vector
-        // segments): a trawl file is known by its bytes (`super::index_files`), so no list of
+        // segments): a trawl file is known by its bytes (`crate::dir::index_files`), so no list of
         // any kind's file names is needed.
-        for name in super::index_files(dir)? {
+        for name in crate::dir::index_files(dir)? {
             if m.file(&name).is_none() {
                 remove_if_present(&dir.join(name))?;
             }

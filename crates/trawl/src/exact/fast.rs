@@ -18,10 +18,10 @@
 
 use rayon::prelude::*;
 
-use super::tile::{PanelCoef, TileCoef, TileKernel, TileOut, MR, NR};
-use super::topk::TopK;
-use super::{ExactError, Input, Plan};
 use crate::data::Matrix;
+use crate::exact::tile::{PanelCoef, TileCoef, TileKernel, TileOut, MR, NR};
+use crate::exact::topk::TopK;
+use crate::exact::{ExactError, Input, Plan};
 use crate::kernels::{distance, Element, Metric};
 use crate::progress::Control;
 

@@ -8,9 +8,9 @@
 
 use rayon::prelude::*;
 
-use super::topk::{order_key, TopK};
-use super::{ExactError, Input, Plan};
 use crate::data::Matrix;
+use crate::exact::topk::{order_key, TopK};
+use crate::exact::{ExactError, Input, Plan};
 use crate::kernels::{cosine_from_parts, Element, Metric};
 use crate::progress::Control;
 

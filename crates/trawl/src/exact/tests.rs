@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::*;
+use crate::exact::*;
 use crate::kernels::{cosine_from_parts, distance, scalar};
 
 /// Element types with a scalar reference kernel.
@@ -233,14 +233,14 @@ fn odd_dimensions() {
 
 #[test]
 fn portable_kernel_end_to_end() {
-    super::tile::FORCE_PORTABLE.with(|f| f.set(true));
+    crate::exact::tile::FORCE_PORTABLE.with(|f| f.set(true));
     assert_eq!(
-        super::tile::TileKernel::detect(),
-        super::tile::TileKernel::Portable
+        crate::exact::tile::TileKernel::detect(),
+        crate::exact::tile::TileKernel::Portable
     );
     run_case::<f32>(21, 333, 17, 19, 10, false, &params(8, 100));
     run_case::<f32>(22, 150, 9, 4, 20, true, &params(3, 7));
-    super::tile::FORCE_PORTABLE.with(|f| f.set(false));
+    crate::exact::tile::FORCE_PORTABLE.with(|f| f.set(false));
 }
 
 #[test]

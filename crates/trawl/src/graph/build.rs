@@ -11,14 +11,14 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::adjacency::{Adjacency, Graph, SlotGraph};
-use super::params::{BuildError, VamanaConfig, VamanaParams, VisitOrder};
-use super::prune::{robust_prune, PruneLimits, PruneScratch};
-use super::queue::Neighbor;
-use super::search::{greedy, SearchScratch};
-use super::store::VectorStore;
-use super::{defaults, shard};
 use crate::data::Matrix;
+use crate::graph::adjacency::{Adjacency, Graph, SlotGraph};
+use crate::graph::params::{BuildError, VamanaConfig, VamanaParams, VisitOrder};
+use crate::graph::prune::{robust_prune, PruneLimits, PruneScratch};
+use crate::graph::queue::Neighbor;
+use crate::graph::search::{greedy, SearchScratch};
+use crate::graph::store::VectorStore;
+use crate::graph::{defaults, shard};
 use crate::kernels::{Element, Metric};
 use crate::progress::{Cancelled, Control};
 
@@ -51,7 +51,7 @@ pub struct BuildStats {
 /// ([`link_unreachable`]).
 ///
 /// With a `memory_budget_bytes` smaller than [`estimate_bytes`], the build is split into
-/// overlapping shards (see [`super::shard`]). Runs on rayon's current thread pool; with one
+/// overlapping shards (see [`crate::graph::shard`]). Runs on rayon's current thread pool; with one
 /// thread and a fixed seed the result is bit-identical across runs.
 pub fn build<T: Element>(
     data: &Matrix<T>,
@@ -495,7 +495,7 @@ pub fn link_unreachable<T: Element>(
         }
     }
     for _round in 0..64 {
-        let (mut seen, mut parent) = super::connectivity::parents(&*g, start);
+        let (mut seen, mut parent) = crate::graph::connectivity::parents(&*g, start);
         if (0..n).all(|v| seen[v] || is_hole(v)) {
             return Ok(added);
         }
@@ -513,9 +513,10 @@ pub fn link_unreachable<T: Element>(
                 .filter(|c| c.id != u && seen[c.id as usize] && !is_hole(c.id as usize))
                 .collect();
             near.sort_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
-            if let Some(v) = super::connectivity::link_one(g, &near, u, &mut indeg, &parent) {
+            if let Some(v) = crate::graph::connectivity::link_one(g, &near, u, &mut indeg, &parent)
+            {
                 added += 1;
-                super::connectivity::reach_with_parents(&*g, &mut seen, &mut parent, u, v);
+                crate::graph::connectivity::reach_with_parents(&*g, &mut seen, &mut parent, u, v);
             }
         }
     }

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::adjacency::Adjacency;
+use crate::graph::adjacency::Adjacency;
 
 /// Connectivity figures of a graph.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -244,7 +244,7 @@ impl Tarjan {
 
 /// Reachability from `start` with the BFS tree: `parent[v]` is the node whose edge first
 /// reached `v` (`u32::MAX` for the start and for nodes not reached).
-pub(crate) fn parents(g: &super::Graph, start: u32) -> (Vec<bool>, Vec<u32>) {
+pub(crate) fn parents(g: &crate::graph::Graph, start: u32) -> (Vec<bool>, Vec<u32>) {
     let n = g.n();
     let (mut seen, mut parent) = (vec![false; n], vec![u32::MAX; n]);
     if (start as usize) < n {
@@ -256,7 +256,7 @@ pub(crate) fn parents(g: &super::Graph, start: u32) -> (Vec<bool>, Vec<u32>) {
 
 /// Marks `v` (just linked from the reached node `from`) and everything it reaches, with parents.
 pub(crate) fn reach_with_parents(
-    g: &super::Graph,
+    g: &crate::graph::Graph,
     seen: &mut [bool],
     parent: &mut [u32],
     v: u32,
@@ -269,7 +269,12 @@ pub(crate) fn reach_with_parents(
     }
 }
 
-fn spread_with_parents(g: &super::Graph, seen: &mut [bool], parent: &mut [u32], mut q: Vec<u32>) {
+fn spread_with_parents(
+    g: &crate::graph::Graph,
+    seen: &mut [bool],
+    parent: &mut [u32],
+    mut q: Vec<u32>,
+) {
     while let Some(v) = q.pop() {
         for &w in g.neighbors(v) {
             if seen.get(w as usize).is_some_and(|s| !*s) {
@@ -286,8 +291,8 @@ fn spread_with_parents(g: &super::Graph, seen: &mut [bool], parent: &mut [u32], 
 /// links to and whose tree edge (`parent`) is not this one — so every node reached stays
 /// reached. Returns the `v` that got the edge.
 pub(crate) fn link_one(
-    g: &mut super::Graph,
-    near: &[super::queue::Neighbor],
+    g: &mut crate::graph::Graph,
+    near: &[crate::graph::queue::Neighbor],
     u: u32,
     indeg: &mut [u32],
     parent: &[u32],

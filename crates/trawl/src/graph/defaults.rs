@@ -31,7 +31,8 @@ pub const ALPHA_STEP: f32 = 1.2;
 /// 0.80 against 0.93 in random order; a random order costs build time when ids are grouped
 /// (57 s against 30 s for 500K × 128: neighbouring points no longer share cached rows), and
 /// blocks of 64 keep both, 0.94 in 30 s (`bench/results/recall-stability.md`).
-pub const VISIT_ORDER: super::params::VisitOrder = super::params::VisitOrder::Blocks(BUILD_CHUNK);
+pub const VISIT_ORDER: crate::graph::params::VisitOrder =
+    crate::graph::params::VisitOrder::Blocks(BUILD_CHUNK);
 
 /// Seed of the visit order and of the shard clustering.
 pub const SEED: u64 = 0x7261_776c;

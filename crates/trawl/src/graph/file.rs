@@ -14,8 +14,8 @@
 
 use std::path::Path;
 
-use super::adjacency::Graph;
 use crate::dir::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
+use crate::graph::adjacency::Graph;
 use crate::layout::bytes::{ByteReader, ByteWriter};
 
 /// Magic of graph files.
@@ -23,7 +23,7 @@ pub const MAGIC: [u8; 8] = *b"TRAWLGRF";
 /// Current graph file version.
 pub const VERSION: u32 = 1;
 
-/// Largest `R` a graph file may declare: the builder's own bound ([`super::VamanaParams`]
+/// Largest `R` a graph file may declare: the builder's own bound ([`crate::graph::VamanaParams`]
 /// refuses larger degrees), so a forged header cannot ask for an `n × R` table of exabytes.
 pub const MAX_FILE_DEGREE: usize = u16::MAX as usize;
 

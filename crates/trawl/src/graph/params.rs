@@ -1,10 +1,10 @@
 //! Build parameters ([`VamanaParams`]), their validated form ([`VamanaConfig`]) and the build
 //! error type ([`BuildError`]).
 
-use super::defaults;
+use crate::graph::defaults;
 use crate::progress::Cancelled;
 
-/// User-facing Vamana build parameters. See [`super::defaults`] for the reason of each default.
+/// User-facing Vamana build parameters. See [`crate::graph::defaults`] for the reason of each default.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VamanaParams {
     /// Maximum out-degree `R` (1 ..= 65 535).

@@ -7,9 +7,9 @@
 //! The threshold starts at 1 and is multiplied by [`defaults::ALPHA_STEP`] up to `α`, so the
 //! strictly diverse neighbours come first and the long-range ones fill the remaining slots.
 
-use super::defaults;
-use super::queue::Neighbor;
-use super::store::VectorStore;
+use crate::graph::defaults;
+use crate::graph::queue::Neighbor;
+use crate::graph::store::VectorStore;
 use crate::kernels::Element;
 
 /// Reusable buffers of [`robust_prune`].

@@ -3,10 +3,10 @@
 
 use rayon::prelude::*;
 
-use super::adjacency::{Adjacency, Graph};
-use super::queue::{CandidateList, Neighbor, VisitedSet};
-use super::store::{Probe, VectorStore};
 use crate::data::{GroundTruth, Matrix};
+use crate::graph::adjacency::{Adjacency, Graph};
+use crate::graph::queue::{CandidateList, Neighbor, VisitedSet};
+use crate::graph::store::{Probe, VectorStore};
 use crate::kernels::Element;
 
 /// Counters of one search.

@@ -26,14 +26,14 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::adjacency::{Graph, SlotGraph};
-use super::build::{budget_for, build_in_memory, medoid, usable_budget, working_bytes};
-use super::defaults;
-use super::params::{BuildError, VamanaConfig};
-use super::prune::{robust_prune, PruneLimits, PruneScratch};
-use super::queue::Neighbor;
-use super::store::VectorStore;
 use crate::data::Matrix;
+use crate::graph::adjacency::{Graph, SlotGraph};
+use crate::graph::build::{budget_for, build_in_memory, medoid, usable_budget, working_bytes};
+use crate::graph::defaults;
+use crate::graph::params::{BuildError, VamanaConfig};
+use crate::graph::prune::{robust_prune, PruneLimits, PruneScratch};
+use crate::graph::queue::Neighbor;
+use crate::graph::store::VectorStore;
 use crate::kernels::kmeans::{self, KMeans, KMeansParams};
 use crate::kernels::{Element, Metric};
 use crate::progress::Control;
@@ -403,7 +403,7 @@ fn merge<T: Element>(
                     return 0;
                 }
                 let mut old = Vec::new();
-                super::adjacency::Adjacency::neighbors_into(merged, g, &mut old);
+                crate::graph::adjacency::Adjacency::neighbors_into(merged, g, &mut old);
                 list.extend_from_slice(&old);
                 let probe = global.point(g);
                 pool.clear();

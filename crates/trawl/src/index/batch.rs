@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::DiskIndex;
 use crate::data::Matrix;
+use crate::index::DiskIndex;
 use crate::io::{EngineConfig, IoError};
 use crate::kernels::Element;
 use crate::search::runner::{batch_threads, on_threads, spin_for, Cursor};

@@ -3,12 +3,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::{payload_crc, PQ_CODES_FILE, PQ_FILE};
 use crate::data::{DataError, Matrix};
 use crate::dir::manifest::BuildRecord;
 use crate::dir::txn::Txn;
 use crate::dir::FileError;
 use crate::graph::{self, BuildError, VamanaParams};
+use crate::index::{payload_crc, PQ_CODES_FILE, PQ_FILE};
 use crate::kernels::{Element, Metric};
 use crate::layout::packed::{self, PackedMeta, PackedWriter};
 use crate::progress::Control;
@@ -84,7 +84,7 @@ pub enum IndexBuildError {
     Search(#[from] crate::search::SearchError),
     /// Opening the index just written failed.
     #[error("opening the index just written: {0}")]
-    Open(#[from] super::OpenError),
+    Open(#[from] crate::index::OpenError),
     /// The directory's atomic write could not start or finish (another writer, the OS).
     #[error(transparent)]
     Txn(#[from] crate::dir::txn::TxnError),
@@ -188,7 +188,7 @@ pub struct IndexBuildReport {
     /// Edges the query sample added (query-aware edges).
     pub query_edges: usize,
     /// The recall monitor's figures (also in the manifest; `None` for a random-link index).
-    pub recall: Option<super::monitor::RecallRecord>,
+    pub recall: Option<crate::index::monitor::RecallRecord>,
     /// Seconds the recall monitor took.
     pub monitor_secs: f64,
 }
@@ -314,7 +314,8 @@ fn build_with<T: Element>(
         }
         Some(ep) => {
             // Visit frequency needs searches over the index just written (still staged).
-            let ix = super::DiskIndex::open(txn.staging(), super::OpenOptions::default())?;
+            let ix =
+                crate::index::DiskIndex::open(txn.staging(), crate::index::OpenOptions::default())?;
             let (e, _) = ix.build_entry(ep, rayon::current_num_threads(), ctl)?;
             drop(ix);
             (e.len(), e.save(&entry_path, meta.n, meta.pq_codes_crc)?)
@@ -324,15 +325,16 @@ fn build_with<T: Element>(
     let entry_secs = t_entry.elapsed().as_secs_f64();
     let t_monitor = Instant::now();
     let recall = if random_links.is_none() {
-        let ix = super::DiskIndex::open(
+        let ix = crate::index::DiskIndex::open(
             txn.staging(),
-            super::OpenOptions {
+            crate::index::OpenOptions {
                 direct: false,
-                ..super::OpenOptions::default()
+                ..crate::index::OpenOptions::default()
             },
         )?;
-        let (points, samples) = super::monitor::measure(&ix, &|s| data.row(s as usize), &|_| true)?;
-        (!points.is_empty()).then(|| super::monitor::RecallRecord {
+        let (points, samples) =
+            crate::index::monitor::measure(&ix, &|s| data.row(s as usize), &|_| true)?;
+        (!points.is_empty()).then(|| crate::index::monitor::RecallRecord {
             samples,
             beam_width: crate::search::DEFAULT_BEAM_WIDTH,
             build: points.clone(),
@@ -343,7 +345,7 @@ fn build_with<T: Element>(
         None
     };
     let monitor_secs = t_monitor.elapsed().as_secs_f64();
-    let mut manifest = super::files::describe(
+    let mut manifest = crate::index::files::describe(
         &[txn.staging()],
         Some(BuildRecord {
             r: params.graph.r,

@@ -6,7 +6,7 @@ use rand::seq::index::sample;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::DiskIndex;
+use crate::index::DiskIndex;
 use crate::io::{Completion, ReadRequest};
 use crate::kernels::{DType, Element};
 use crate::progress::Control;
@@ -225,7 +225,7 @@ impl DiskIndex {
 
     /// Decoupled layout: pins the lists sample searches read most often in the list cache,
     /// within `share` of its budget (the budget the index was opened with,
-    /// [`super::OpenOptions::list_cache_bytes`]); the rest of the budget stays an LRU cache
+    /// [`crate::index::OpenOptions::list_cache_bytes`]); the rest of the budget stays an LRU cache
     /// for the other lists. The sample queries are `samples` indexed vectors as their PQ codes
     /// reconstruct them (no vector read), searched by beam search (`l`, `beam_width`) with no
     /// cache, every expansion from a read counted; lists are pinned from the most read down

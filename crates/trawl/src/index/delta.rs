@@ -1,4 +1,4 @@
-//! The in-memory delta of a live index ([`super::live`]): the vectors inserted since the last
+//! The in-memory delta of a live index ([`crate::index::live`]): the vectors inserted since the last
 //! merge, in a Vamana graph of their own (same `R`, `L`, `α` as the disk graph), searched
 //! beside the disk index with exact distances (FreshDiskANN's temporary index).
 //!

@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
-use super::{DiskIndex, IndexBuildError};
 use crate::data::Matrix;
+use crate::index::{DiskIndex, IndexBuildError};
 use crate::kernels::{DType, Element};
 use crate::progress::Control;
 use crate::search::entry::{self, EntryIndex, EntryParams, EntrySampling};
@@ -114,7 +114,7 @@ impl DiskIndex {
         let path = txn.path(entry::FILE_NAME);
         let meta = *self.packed_file()?.meta();
         let file_bytes = e.save(&path, meta.n, meta.pq_codes_crc)?;
-        let manifest = super::files::with_additions(self.dir(), txn.staging())?;
+        let manifest = crate::index::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
         let report = EntryReport {
             nodes: e.len(),

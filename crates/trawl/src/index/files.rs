@@ -4,10 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{ids, segments, IndexLayout, OpenError, PQ_CODES_FILE, PQ_FILE};
 use crate::dir::component::{Component, Named, Verified};
 use crate::dir::manifest::{build_id_of, entry_at, BuildRecord, KindName, Manifest};
 use crate::dir::{FileError, FileErrorKind};
+use crate::index::{ids, segments, IndexLayout, OpenError, PQ_CODES_FILE, PQ_FILE};
 use crate::layout::decoupled::graph::GraphFile;
 use crate::layout::decoupled::vectors::{self as dvectors, VectorFile};
 use crate::layout::packed::{PackedFile, PackedMeta};
@@ -353,7 +353,7 @@ static PQ: Named<GraphCx, OpenError> = Named {
     verify: |cx, name| {
         let meta = cx.built(name)?;
         let path = cx.dir.join(name);
-        if super::payload_crc(&path)? != meta.pq_crc {
+        if crate::index::payload_crc(&path)? != meta.pq_crc {
             return Err(cx.mismatch(format!("{name} is not the one the graph was built with")));
         }
         let pq = ProductQuantizer::load(&path)?;
@@ -376,7 +376,7 @@ static PQ_CODES: Named<GraphCx, OpenError> = Named {
     verify: |cx, name| {
         let meta = cx.built(name)?;
         let path = cx.dir.join(name);
-        if super::payload_crc(&path)? != meta.pq_codes_crc {
+        if crate::index::payload_crc(&path)? != meta.pq_codes_crc {
             return Err(cx.mismatch(format!("{name} is not the one the graph was built with")));
         }
         let codes = PqCodes::load(&path)?;

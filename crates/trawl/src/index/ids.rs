@@ -2,7 +2,7 @@
 //!
 //! Callers name vectors by stable `u64` ids; the graph numbers its nodes by slot (`u32`). An
 //! index built from a file has no ids file: the id of a node is its slot (row number). A merge
-//! ([`super::live`]) writes one: slot `s` holds the id of the vector stored there, or
+//! ([`crate::index::live`]) writes one: slot `s` holds the id of the vector stored there, or
 //! [`HOLE`] when the slot is free (its vector was deleted and no new vector took the slot).
 //!
 //! Payload (inside the trawl envelope: magic `TRAWLIDS`, version, CRC): `u64 n`, then `n`

@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use super::{DiskBytes, DiskIndex, MemoryReport, OpenError};
 use crate::dir::manifest::{BuildRecord, KindName, Manifest, ManifestFile};
+use crate::index::{DiskBytes, DiskIndex, MemoryReport, OpenError};
 
 /// What an opened index is and holds.
 #[derive(Debug, Clone, Serialize)]
@@ -55,7 +55,7 @@ pub struct IndexInfo {
     pub build: Option<BuildRecord>,
     /// The recall monitor's figures (from the manifest; `None` for an index built before it).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub recall: Option<super::monitor::RecallRecord>,
+    pub recall: Option<crate::index::monitor::RecallRecord>,
     /// The build every file belongs to (empty without a manifest).
     pub build_id: String,
     /// IVF index: lists, replication, vector file, accelerator, memory by part.
@@ -110,7 +110,7 @@ impl DiskIndex {
         let manifest = Manifest::load_if_present(self.dir())?;
         let layouts = match &manifest {
             Some(m) => m.layouts.clone(),
-            None => super::IndexLayout::ALL
+            None => crate::index::IndexLayout::ALL
                 .iter()
                 .filter(|l| self.dir().join(l.file_name()).is_file())
                 .map(|l| l.name().to_string())

@@ -1,5 +1,5 @@
 //! The disk layouts of one graph, written from the page-packed file the build made and chosen
-//! at open time ([`super::OpenOptions::layout`]):
+//! at open time ([`crate::index::OpenOptions::layout`]):
 //!
 //! | layout | file | records | in memory at search time |
 //! |---|---|---|---|
@@ -15,8 +15,8 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::time::Instant;
 
-use super::{DiskIndex, IndexBuildError};
 use crate::dir::{FileError, FileErrorKind};
+use crate::index::{DiskIndex, IndexBuildError};
 use crate::io::PAGE_BYTES;
 use crate::layout::decoupled::graph::GraphWriter;
 use crate::layout::decoupled::vectors::{
@@ -306,7 +306,7 @@ impl DiskIndex {
             ..meta
         })
         .map_or(0, |g| g.per_page);
-        let manifest = super::files::with_additions(self.dir(), txn.staging())?;
+        let manifest = crate::index::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
         report.total_secs = t0.elapsed().as_secs_f64();
         Ok(report)
@@ -494,7 +494,7 @@ impl DiskIndex {
             order_used = VectorOrder::Graph;
         }
         let graph_pages = graph_bytes / PAGE_BYTES as u64;
-        let manifest = super::files::with_additions(self.dir(), txn.staging())?;
+        let manifest = crate::index::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
         Ok(LayoutReport {
             layout: IndexLayout::Decoupled.name().into(),

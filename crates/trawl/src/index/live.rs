@@ -1,15 +1,15 @@
 //! A live index: a disk index that takes inserts, deletes and upserts (FreshDiskANN's design,
 //! DecoupleVS §3.5).
 //!
-//! - Every acknowledged operation is first in the write-ahead log ([`super::wal`], one
+//! - Every acknowledged operation is first in the write-ahead log ([`crate::index::wal`], one
 //!   `fdatasync` per call), then applied in memory: inserted vectors go into the in-memory
-//!   delta ([`super::delta`]), a Vamana graph searched beside the disk index; deleted disk
+//!   delta ([`crate::index::delta`]), a Vamana graph searched beside the disk index; deleted disk
 //!   nodes get a deletion stamp (never returned, still traversed).
 //! - Searches take the current version (an `Arc`) and read at its epoch: an operation is
 //!   seen whole or not at all, and a search that started before a merge finishes on the
 //!   files it started on.
 //! - [`LiveIndex::merge`] folds the delta and the deletions into new disk files
-//!   ([`super::merge`]) in one transaction whose manifest records the last log sequence
+//!   ([`crate::index::merge`]) in one transaction whose manifest records the last log sequence
 //!   number the files include; the new version replays the records logged after it, and the
 //!   log is checkpointed to them.
 //! - One process writes (the directory's writer lock names it); any number of processes may
@@ -24,14 +24,14 @@ use std::time::Instant;
 use parking_lot::{Mutex, RwLock};
 use rayon::prelude::*;
 
-use super::delta::Delta;
-use super::ids::{SlotIds, HOLE, MAX_ID};
-use super::merge::{MergeInput, MergeReport, SegmentPolicy};
-use super::wal::{self, LogOp, LogRecord, LogVectors, LogWriter, WalError};
-use super::{DiskIndex, IndexBuildError, IndexLayout, OpenError, OpenOptions};
 use crate::dir::txn::{Flock, Txn, TxnError};
 use crate::graph::search::SearchScratch;
 use crate::graph::{VamanaConfig, VamanaParams};
+use crate::index::delta::Delta;
+use crate::index::ids::{SlotIds, HOLE, MAX_ID};
+use crate::index::merge::{MergeInput, MergeReport, SegmentPolicy};
+use crate::index::wal::{self, LogOp, LogRecord, LogVectors, LogWriter, WalError};
+use crate::index::{DiskIndex, IndexBuildError, IndexLayout, OpenError, OpenOptions};
 use crate::kernels::{DType, Element};
 use crate::progress::Control;
 use crate::search::{CachePolicy, LiveFilter, QueryStats, SearchError, SearchParams};
@@ -147,7 +147,7 @@ struct Writer {
 }
 
 /// Results of a batch search of a live index: `nq × k` ids (missing results are
-/// [`super::ids::HOLE`]) and exact distances, per-query statistics of the disk search, and
+/// [`crate::index::ids::HOLE`]) and exact distances, per-query statistics of the disk search, and
 /// the batch's wall time.
 #[derive(Debug, Clone, Default)]
 pub struct LiveBatch {
@@ -901,7 +901,7 @@ impl LiveIndex {
         policy: CachePolicy,
         threads: usize,
         ctl: &Control,
-    ) -> Result<super::cache_load::CacheReport, LiveError> {
+    ) -> Result<crate::index::cache_load::CacheReport, LiveError> {
         let _one = self.merging.lock();
         let cur = self.current.read().clone();
         let mut disk = DiskIndex::open(&self.dir, self.opts)?;
@@ -935,7 +935,7 @@ impl LiveIndex {
         Ok(report)
     }
 
-    /// Folds the delta and the deletions into new disk files (see [`super::merge`]), then
+    /// Folds the delta and the deletions into new disk files (see [`crate::index::merge`]), then
     /// searches use them. Searches and writes go on meanwhile: writes land in a fresh delta.
     pub fn merge(&self, threads: usize, ctl: &Control) -> Result<MergeReport, LiveError> {
         self.merge_with(
@@ -1096,13 +1096,13 @@ impl LiveIndex {
             threads,
             segments: decoupled.then_some(*policy),
         };
-        let out = super::merge::merge(&input, txn.staging(), ctl)?;
+        let out = crate::index::merge::merge(&input, txn.staging(), ctl)?;
         let mut report = out.report;
         let old_manifest = old.manifest().cloned();
         // The staging directory holds the whole new version (a decoupled merge links the
         // segments it keeps into it), so it alone is described: the layouts not rewritten
         // (the packed ones, after a decoupled merge) are left out and the commit deletes them.
-        let mut m = super::files::describe(
+        let mut m = crate::index::files::describe(
             &[txn.staging()],
             old_manifest.as_ref().and_then(|m| m.build.clone()),
             String::new(),
@@ -1112,7 +1112,7 @@ impl LiveIndex {
         m.log_seq = Some(seq);
         m.next_id = Some(next_id);
         if !report.recall.is_empty() {
-            let r = super::monitor::RecallRecord::after_merge(
+            let r = crate::index::monitor::RecallRecord::after_merge(
                 report.recall.clone(),
                 report.recall_samples,
                 old_manifest.as_ref().and_then(|m| m.recall.as_ref()),
@@ -1136,13 +1136,13 @@ impl LiveIndex {
             let mut d = DiskIndex::open(&self.dir, o)?;
             d.writer_held = true;
             for l in layouts.into_iter().filter(|&l| l != IndexLayout::Packed) {
-                let r = d.write_layout(l, &super::ShuffleParams::default(), ctl)?;
+                let r = d.write_layout(l, &crate::index::ShuffleParams::default(), ctl)?;
                 report.bytes_written += r.file_bytes;
             }
         }
         report.finish_secs += t_l.elapsed().as_secs_f64();
         report.total_secs = t0.elapsed().as_secs_f64();
-        report.peak_rss_bytes = super::merge::peak_rss_bytes();
+        report.peak_rss_bytes = crate::index::merge::peak_rss_bytes();
         Ok(report)
     }
 }
@@ -1152,8 +1152,8 @@ impl LiveIndex {
 /// in step with them).
 fn check_merged(staging: &Path, n: u64) -> Result<(), crate::dir::FileError> {
     let ids = SlotIds::load(staging, n as usize)?;
-    if let Some(map) = super::segments::VectorMap::load(staging)? {
-        map.check_ids(&ids, &staging.join(super::segments::FILE_NAME))?;
+    if let Some(map) = crate::index::segments::VectorMap::load(staging)? {
+        map.check_ids(&ids, &staging.join(crate::index::segments::FILE_NAME))?;
     }
     Ok(())
 }

@@ -26,15 +26,15 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use super::delta::{Delta, DeltaElement};
-use super::ids::{SlotIds, HOLE};
-use super::segments::{self, VectorMap, GONE};
-use super::{payload_crc, DiskIndex, IndexBuildError, IndexLayout, PQ_CODES_FILE, PQ_FILE};
 use crate::data::Matrix;
 use crate::dir::{FileError, FileErrorKind};
 use crate::graph::queue::Neighbor;
 use crate::graph::search::SearchScratch;
 use crate::graph::{robust_prune, PruneLimits, PruneScratch, VamanaConfig, VectorStore};
+use crate::index::delta::{Delta, DeltaElement};
+use crate::index::ids::{SlotIds, HOLE};
+use crate::index::segments::{self, VectorMap, GONE};
+use crate::index::{payload_crc, DiskIndex, IndexBuildError, IndexLayout, PQ_CODES_FILE, PQ_FILE};
 use crate::kernels::{DType, Element};
 use crate::layout::decoupled::graph::GraphWriter;
 use crate::layout::decoupled::vectors::{
@@ -60,12 +60,12 @@ pub struct MergeReport {
     pub patched: u64,
     /// Edges added to link back nodes the merge left unreachable from the medoid.
     pub relinked: usize,
-    /// The recall monitor's figures on the merged version ([`super::monitor`]).
-    pub recall: Vec<super::monitor::RecallPoint>,
+    /// The recall monitor's figures on the merged version ([`crate::index::monitor`]).
+    pub recall: Vec<crate::index::monitor::RecallPoint>,
     /// Vectors the monitor searched.
     pub recall_samples: usize,
     /// Set when the merged version's sampled recall fell more than 2 points below the last
-    /// build's ([`super::monitor::RecallRecord::drop_warning`]).
+    /// build's ([`crate::index::monitor::RecallRecord::drop_warning`]).
     pub recall_warning: Option<String>,
     /// Slots of the new version.
     pub slots: u64,
@@ -578,7 +578,7 @@ fn merge_typed<T: DeltaElement>(
     // Ids and the entry index.
     let t_fin = Instant::now();
     let ids = SlotIds::Table(slot_ids);
-    report.bytes_written += ids.save(&staging.join(super::ids::FILE_NAME))?;
+    report.bytes_written += ids.save(&staging.join(crate::index::ids::FILE_NAME))?;
     if let (Some(d), Some(policy)) = (decoupled, input.segments) {
         let keep = |s: u32| (s as usize) < n_old && !is_free(s);
         let seg = write_segments::<T>(
@@ -626,17 +626,17 @@ fn merge_typed<T: DeltaElement>(
     let t_mon = Instant::now();
     let staged = DiskIndex::open(
         staging,
-        super::OpenOptions {
+        crate::index::OpenOptions {
             layout: if decoupled.is_some() {
                 IndexLayout::Decoupled
             } else {
                 IndexLayout::Packed
             },
             direct: false,
-            ..super::OpenOptions::default()
+            ..crate::index::OpenOptions::default()
         },
     )?;
-    let (points, samples) = super::monitor::measure(
+    let (points, samples) = crate::index::monitor::measure(
         &staged,
         &|s| &vectors[s as usize * dim..(s as usize + 1) * dim],
         &|s| !ids.is_hole(s),

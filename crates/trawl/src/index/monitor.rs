@@ -13,7 +13,7 @@
 use rand::SeedableRng;
 use rayon::prelude::*;
 
-use super::DiskIndex;
+use crate::index::DiskIndex;
 use crate::kernels::{self, Element};
 use crate::search::{SearchError, SearchParams};
 

@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use super::{payload_crc, DiskIndex, IndexLayout, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE};
+use crate::index::{
+    payload_crc, DiskIndex, IndexLayout, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE,
+};
 use crate::io::IoFile;
 use crate::layout::decoupled::graph::{self as dgraph, GraphFile};
 use crate::layout::decoupled::vectors::{self as dvectors, VectorFile};
@@ -38,7 +40,7 @@ impl DiskIndex {
         if !layout_path.is_file() {
             // An index of another kind is named as such, not as a graph index missing a file.
             if let Ok(Some(m)) = crate::dir::manifest::Manifest::load_if_present(dir) {
-                if m.kind != super::KindName::Graph {
+                if m.kind != crate::index::KindName::Graph {
                     return Err(OpenError::Mismatch {
                         dir: dir.to_path_buf(),
                         reason: format!(
@@ -63,12 +65,12 @@ impl DiskIndex {
                 // the segments merges wrote).
                 names.extend(m.files.iter().map(|f| f.name.as_str()).filter(|n| {
                     *n == dvectors::FILE_NAME
-                        || *n == super::segments::FILE_NAME
-                        || super::segments::is_segment_name(n)
+                        || *n == crate::index::segments::FILE_NAME
+                        || crate::index::segments::is_segment_name(n)
                 }));
             }
-            if dir.join(super::ids::FILE_NAME).is_file() {
-                names.push(super::ids::FILE_NAME);
+            if dir.join(crate::index::ids::FILE_NAME).is_file() {
+                names.push(crate::index::ids::FILE_NAME);
             }
             if dir.join(entry::FILE_NAME).is_file() {
                 names.push(entry::FILE_NAME);
@@ -162,19 +164,19 @@ fn open_layout(dir: &Path, opts: &OpenOptions) -> Result<(LayoutReader, IoFile),
         let graph = GraphFile::open(&path)?;
         let meta = *graph.meta();
         // The vector segments: the map's, or the one file a layout written whole has.
-        let vmap = super::segments::VectorMap::load(dir)?;
+        let vmap = crate::index::segments::VectorMap::load(dir)?;
         let names: Vec<(String, u64)> = match &vmap {
             Some(m) => {
                 if m.slots.len() as u64 != meta.n {
                     return Err(mismatch(format!(
                         "{} maps {} slots for a graph of {}",
-                        super::segments::FILE_NAME,
+                        crate::index::segments::FILE_NAME,
                         m.slots.len(),
                         meta.n
                     )));
                 }
-                let ids = super::ids::SlotIds::load(dir, meta.n as usize)?;
-                m.check_ids(&ids, &dir.join(super::segments::FILE_NAME))?;
+                let ids = crate::index::ids::SlotIds::load(dir, meta.n as usize)?;
+                m.check_ids(&ids, &dir.join(crate::index::segments::FILE_NAME))?;
                 m.segments.clone()
             }
             None => vec![(dvectors::FILE_NAME.to_string(), meta.n)],

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use super::DiskIndex;
+use crate::index::DiskIndex;
 use crate::kernels::DType;
 use crate::progress::Control;
 use crate::quant::sq::{RangeBuilder, RefineCodes, REFINE_BITS};
@@ -40,7 +40,7 @@ impl DiskIndex {
     /// the codes) and keeps the codes in memory, where they order the re-rank in place of the
     /// PQ distances (fewer vector reads for the same recall where PQ is coarse). Built from
     /// two sequential scans of the vector files (ranges, then codes); the memory they take is
-    /// reported apart ([`super::MemoryReport::refine_bytes`]).
+    /// reported apart ([`crate::index::MemoryReport::refine_bytes`]).
     pub fn load_refine(&mut self, bits: u8, ctl: &Control) -> Result<RefineReport, SearchError> {
         let t0 = Instant::now();
         if bits == 0 {

@@ -126,7 +126,11 @@ impl VectorMap {
     /// Checks the map against the index's ids (`ids`, the same slots): a slot has a vector
     /// exactly when it holds an id (a slot freed by a delete has none; a live slot without
     /// one could not be searched). `path` names the map in the error.
-    pub fn check_ids(&self, ids: &super::ids::SlotIds, path: &Path) -> Result<(), FileError> {
+    pub fn check_ids(
+        &self,
+        ids: &crate::index::ids::SlotIds,
+        path: &Path,
+    ) -> Result<(), FileError> {
         for (s, &loc) in self.slots.iter().enumerate() {
             let hole = ids.is_hole(s as u32);
             if hole != (loc == GONE) {

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{IndexLayout, OpenError};
 use crate::dir::manifest::{Manifest, MANIFEST_FILE};
 use crate::dir::FileError;
+use crate::index::{IndexLayout, OpenError};
 use crate::layout::packed::PackedMeta;
 use crate::progress::Control;
 
@@ -77,7 +77,7 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
         }
         None => crate::dir::index_files(dir)?,
     };
-    let mut cx = super::files::GraphCx {
+    let mut cx = crate::index::files::GraphCx {
         dir: dir.to_path_buf(),
         base: None,
         ctl: ctl.clone(),
@@ -85,13 +85,13 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
     // Graph files first: they set the build the PQ files and the entry index are checked
     // against.
     let mut ordered = names.clone();
-    ordered.sort_by_key(|n| !super::files::checked_first(n));
+    ordered.sort_by_key(|n| !crate::index::files::checked_first(n));
     for name in &ordered {
         let path = dir.join(name);
         let bytes = std::fs::metadata(&path)
             .map_err(|e| FileError::new(&path, e.into()))?
             .len();
-        let checked = super::files::verify_file(&mut cx, name)?;
+        let checked = crate::index::files::verify_file(&mut cx, name)?;
         report.files.push(VerifiedFile {
             name: name.clone(),
             bytes,
@@ -105,12 +105,12 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
     if !is_ivf {
         report.connectivity = Some(check_connectivity(dir, ctl)?);
     }
-    let log = dir.join(super::wal::FILE_NAME);
+    let log = dir.join(crate::index::wal::FILE_NAME);
     if log.is_file() {
         // The write-ahead log: every record checked (a torn last record is reported, not an
         // error: it was never acknowledged).
-        let c = super::wal::read_log(&log).map_err(|e| match e {
-            super::wal::WalError::File(f) => OpenError::File(f),
+        let c = crate::index::wal::read_log(&log).map_err(|e| match e {
+            crate::index::wal::WalError::File(f) => OpenError::File(f),
             other => OpenError::Mismatch {
                 dir: dir.to_path_buf(),
                 reason: other.to_string(),
@@ -123,7 +123,7 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
                 reason: format!(
                     "{} starts after sequence number {} but the index files include only up \
                      to {log_seq}",
-                    super::wal::FILE_NAME,
+                    crate::index::wal::FILE_NAME,
                     c.base_seq
                 ),
             });
@@ -131,7 +131,7 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
         let pending = c.records.iter().filter(|r| r.seq > log_seq).count();
         check_log_records(dir, &c, log_seq, base)?;
         report.files.push(VerifiedFile {
-            name: super::wal::FILE_NAME.into(),
+            name: crate::index::wal::FILE_NAME.into(),
             bytes: c.valid_len + c.torn_tail.map_or(0, |t| t.bytes),
             checked: format!(
                 "every record's checksum and sequence number; {pending} operations not merged \
@@ -170,13 +170,13 @@ fn check_connectivity(
     } else {
         IndexLayout::Decoupled
     };
-    let opts = super::OpenOptions {
+    let opts = crate::index::OpenOptions {
         layout,
         direct: false,
-        ..super::OpenOptions::default()
+        ..crate::index::OpenOptions::default()
     };
-    let ix = super::DiskIndex::open(dir, opts)?;
-    let ids = super::ids::SlotIds::load(dir, ix.n())?;
+    let ix = crate::index::DiskIndex::open(dir, opts)?;
+    let ids = crate::index::ids::SlotIds::load(dir, ix.n())?;
     let holes: Vec<bool> = (0..ix.n() as u32).map(|s| ids.is_hole(s)).collect();
     let c = ix
         .connectivity(Some(&holes), ctl)
@@ -198,15 +198,15 @@ fn check_connectivity(
 }
 
 /// Replays the log's records after `log_seq` on the ids the index holds, as opening it
-/// would ([`super::live::check_op`]): each must be one the API could have acknowledged.
+/// would ([`crate::index::live::check_op`]): each must be one the API could have acknowledged.
 /// Only the ids the records touch are tracked.
 fn check_log_records(
     dir: &Path,
-    c: &super::wal::LogContents,
+    c: &crate::index::wal::LogContents,
     log_seq: u64,
     base: Option<PackedMeta>,
 ) -> Result<(), OpenError> {
-    let pending: Vec<&super::wal::LogRecord> =
+    let pending: Vec<&crate::index::wal::LogRecord> =
         c.records.iter().filter(|r| r.seq > log_seq).collect();
     if pending.is_empty() {
         return Ok(());
@@ -218,33 +218,32 @@ fn check_log_records(
     let b = base.ok_or_else(|| {
         mismatch(format!(
             "{} without a graph file to apply it to",
-            super::wal::FILE_NAME
+            crate::index::wal::FILE_NAME
         ))
     })?;
     let touched: std::collections::HashSet<u64> =
         pending.iter().flat_map(|r| r.op.ids()).copied().collect();
-    let ids = super::ids::SlotIds::load(dir, b.n as usize)?;
+    let ids = crate::index::ids::SlotIds::load(dir, b.n as usize)?;
     let mut holds: std::collections::HashSet<u64> = (0..b.n as u32)
         .map(|s| ids.id(s))
-        .filter(|id| *id != super::ids::HOLE && touched.contains(id))
+        .filter(|id| *id != crate::index::ids::HOLE && touched.contains(id))
         .collect();
     for r in pending {
-        super::live::check_op(&r.op, b.dtype, b.dim, &|id| holds.contains(&id)).map_err(
+        crate::index::live::check_op(&r.op, b.dtype, b.dim, &|id| holds.contains(&id)).map_err(
             |reason| {
                 mismatch(format!(
                     "{}: record {}: {reason}",
-                    super::wal::FILE_NAME,
+                    crate::index::wal::FILE_NAME,
                     r.seq
                 ))
             },
         )?;
         match &r.op {
-            super::wal::LogOp::Delete { ids } => ids.iter().for_each(|id| {
+            crate::index::wal::LogOp::Delete { ids } => ids.iter().for_each(|id| {
                 holds.remove(id);
             }),
-            super::wal::LogOp::Insert { ids, .. } | super::wal::LogOp::Upsert { ids, .. } => {
-                holds.extend(ids.iter().copied())
-            }
+            crate::index::wal::LogOp::Insert { ids, .. }
+            | crate::index::wal::LogOp::Upsert { ids, .. } => holds.extend(ids.iter().copied()),
         }
     }
     Ok(())

@@ -3,7 +3,7 @@
 use std::alloc::Layout;
 use std::ptr::NonNull;
 
-use super::{IoError, PAGE_BYTES};
+use crate::io::{IoError, PAGE_BYTES};
 
 /// A zeroed heap buffer whose address and length are multiples of [`PAGE_BYTES`], as O_DIRECT
 /// reads require. The memory is freed when the buffer is dropped.

@@ -1,6 +1,6 @@
 //! An engine wrapper that counts what passes through it.
 
-use super::{Completion, EngineCounters, EngineInfo, IoEngine, IoError, ReadRequest, Slot};
+use crate::io::{Completion, EngineCounters, EngineInfo, IoEngine, IoError, ReadRequest, Slot};
 
 /// What a [`CountingEngine`] saw, counted by the wrapper itself.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -10,7 +10,7 @@ pub struct CountedIo {
     /// Pages of the accepted requests.
     pub pages: u64,
     /// Bytes of the delivered completions (the length of each completion's buffer, its
-    /// pages × [`PAGE_BYTES`](super::PAGE_BYTES)).
+    /// pages × [`PAGE_BYTES`](crate::io::PAGE_BYTES)).
     pub bytes: u64,
     /// Completions delivered by `wait`.
     pub completions: u64,

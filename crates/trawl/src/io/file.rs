@@ -5,7 +5,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{
+use crate::io::{
     AlignedBuf, EngineConfig, EngineKind, IoEngine, IoError, MemEngine, PreadEngine, ReadRequest,
     UringEngine, PAGE_BYTES,
 };

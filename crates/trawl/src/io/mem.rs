@@ -10,8 +10,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::sync_slots::SyncSlots;
-use super::{
+use crate::io::sync_slots::SyncSlots;
+use crate::io::{
     AlignedBuf, Completion, EngineConfig, EngineCounters, EngineInfo, IoEngine, IoError, IoFile,
     LatencyModel, ReadRequest, Slot, PAGE_BYTES,
 };

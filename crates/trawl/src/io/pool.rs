@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use super::{EngineConfig, EngineKind, IoEngine, IoError, IoFile};
+use crate::io::{EngineConfig, EngineKind, IoEngine, IoError, IoFile};
 
 /// Most idle engines a pool keeps.
 const MAX_IDLE: usize = 16;

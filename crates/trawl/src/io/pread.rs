@@ -1,8 +1,8 @@
 //! The synchronous engine: each read is a `pread` done at submission.
 
-use super::file::pread_full;
-use super::sync_slots::SyncSlots;
-use super::{
+use crate::io::file::pread_full;
+use crate::io::sync_slots::SyncSlots;
+use crate::io::{
     AlignedBuf, Completion, EngineConfig, EngineCounters, EngineInfo, IoEngine, IoError, IoFile,
     ReadRequest, Slot, PAGE_BYTES,
 };

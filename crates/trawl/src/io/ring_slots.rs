@@ -1,4 +1,4 @@
-//! The slot bookkeeping of [`super::UringEngine`], kept apart from the ring: which slot is free,
+//! The slot bookkeeping of [`crate::io::UringEngine`], kept apart from the ring: which slot is free,
 //! in the ring, completed or held, and the one page-aligned block of slot buffers the kernel
 //! reads into. Nothing here makes a system call, so its tests run under Miri, which checks every
 //! pointer this module hands to the kernel or reads through.
@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::mem::ManuallyDrop;
 
-use super::{AlignedBuf, Completion, EngineCounters, IoError, Slot, PAGE_BYTES};
+use crate::io::{AlignedBuf, Completion, EngineCounters, IoError, Slot, PAGE_BYTES};
 
 /// Where a slot is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +110,7 @@ impl RingSlots {
     }
 
     /// Records that a read of `pages` pages starting at `first_page` into `slot` is in the
-    /// ring. `slot` must be the last free slot (the one [`super::file::check_request`]
+    /// ring. `slot` must be the last free slot (the one [`crate::io::file::check_request`]
     /// returned for [`RingSlots::free`]) and `pages × PAGE_BYTES` must fit in a slot.
     pub fn push(&mut self, slot: u32, tag: u64, first_page: u64, pages: u32) {
         assert_eq!(

@@ -1,11 +1,11 @@
-//! Slot bookkeeping shared by the synchronous engines ([`super::PreadEngine`],
-//! [`super::MemEngine`]): a read is done at submission, its completion waits in a queue until
+//! Slot bookkeeping shared by the synchronous engines ([`crate::io::PreadEngine`],
+//! [`crate::io::MemEngine`]): a read is done at submission, its completion waits in a queue until
 //! `wait` hands it out, and the caller holds the slot until `release`.
 
 use std::collections::VecDeque;
 
-use super::file::check_request;
-use super::{Completion, EngineConfig, EngineCounters, IoError, ReadRequest, Slot, PAGE_BYTES};
+use crate::io::file::check_request;
+use crate::io::{Completion, EngineConfig, EngineCounters, IoError, ReadRequest, Slot, PAGE_BYTES};
 
 /// Where a slot is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

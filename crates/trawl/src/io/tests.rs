@@ -12,7 +12,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::*;
+use crate::io::*;
 
 /// Pages in the suite's test file.
 const FILE_PAGES: u64 = 300;

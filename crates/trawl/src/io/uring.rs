@@ -5,9 +5,9 @@ use std::thread::ThreadId;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
-use super::file::check_request;
-use super::ring_slots::RingSlots;
-use super::{
+use crate::io::file::check_request;
+use crate::io::ring_slots::RingSlots;
+use crate::io::{
     Completion, EngineConfig, EngineCounters, EngineInfo, IoEngine, IoError, IoFile, ReadRequest,
     Slot, TaskRun, PAGE_BYTES,
 };

@@ -8,13 +8,13 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use super::file::{IvfMeta, FILE_NAME};
-use super::{vectors, IvfParams};
 use crate::data::Matrix;
 use crate::dir::manifest::{BuildRecord, IvfRecord};
 use crate::dir::txn::Txn;
 use crate::graph::{self, SearchScratch, VectorStore};
 use crate::index::{payload_crc, IndexBuildError, PQ_CODES_FILE, PQ_FILE};
+use crate::ivf::file::{IvfMeta, FILE_NAME};
+use crate::ivf::{vectors, IvfParams};
 use crate::kernels::{Element, Metric};
 use crate::progress::Control;
 use crate::quant::pq::ProductQuantizer;
@@ -118,7 +118,7 @@ pub fn build_ivf<T: Element>(
     let metric = params.metric;
 
     // The clustering space.
-    let cdim = super::file::centroid_dim(dim, metric);
+    let cdim = crate::ivf::file::centroid_dim(dim, metric);
     let max_norm_sq = if metric == Metric::InnerProduct {
         (0..n)
             .into_par_iter()
@@ -146,7 +146,7 @@ pub fn build_ivf<T: Element>(
             bar.set_position(d);
         }
     };
-    let leaves = super::cluster::balanced_leaves(
+    let leaves = crate::ivf::cluster::balanced_leaves(
         &space,
         cdim,
         params.list_size,
@@ -325,7 +325,7 @@ pub fn build_ivf<T: Element>(
         list_ids,
     };
     let ivf_bytes = meta.save(&txn.path(FILE_NAME))?;
-    let manifest = super::file::describe(
+    let manifest = crate::ivf::file::describe(
         txn.staging(),
         Some(BuildRecord {
             r: params.centroid_graph.r,

@@ -88,7 +88,7 @@ impl IvfMeta {
     }
 
     /// Largest primary cluster (leaf) the build makes for [`IvfMeta::list_size`]
-    /// ([`super::IvfParams::max_leaf`]).
+    /// ([`crate::ivf::IvfParams::max_leaf`]).
     pub fn max_leaf(&self) -> u64 {
         let s = u64::from(self.list_size);
         (s + s.div_ceil(4)).max(1)
@@ -378,13 +378,13 @@ pub fn describe(dir: &Path, build: Option<BuildRecord>) -> Result<Manifest, File
         entry_of(dir, FILE_NAME, "ivf")?,
         entry_of(dir, PQ_FILE, "pq")?,
         entry_of(dir, PQ_CODES_FILE, "pq_codes")?,
-        entry_of(dir, super::vectors::FILE_NAME, "ivf_vectors")?,
+        entry_of(dir, crate::ivf::vectors::FILE_NAME, "ivf_vectors")?,
     ];
     let mut layouts = vec!["bucket".to_string()];
-    if dir.join(super::vectors::BY_ID_FILE_NAME).is_file() {
+    if dir.join(crate::ivf::vectors::BY_ID_FILE_NAME).is_file() {
         files.push(entry_of(
             dir,
-            super::vectors::BY_ID_FILE_NAME,
+            crate::ivf::vectors::BY_ID_FILE_NAME,
             "ivf_vectors_by_id",
         )?);
         layouts.push("by_id".into());

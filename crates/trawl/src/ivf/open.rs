@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::file::{IvfMeta, FILE_NAME};
-use super::vectors::{self, VectorFile};
 use crate::accel::{self, Accelerator};
 use crate::dir::FileError;
 use crate::index::{payload_crc, Manifest, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE};
 use crate::io::IoFile;
+use crate::ivf::file::{IvfMeta, FILE_NAME};
+use crate::ivf::vectors::{self, VectorFile};
 use crate::quant::pq::{PqCodes, ProductQuantizer};
 
 /// Which vector file an IVF index reads its re-rank vectors from.
@@ -381,7 +381,7 @@ impl IvfIndex {
         let ivf_path = self.dir.join(FILE_NAME);
         let bad = |m: String| FileError::new(&ivf_path, FileErrorKind::Invalid(m));
         let m = &self.meta;
-        super::file::check_centroids(&m.centroids, m.centroid_dim()).map_err(bad)?;
+        crate::ivf::file::check_centroids(&m.centroids, m.centroid_dim()).map_err(bad)?;
         m.check_lists().map_err(bad)?;
         if let Some(rec) = Manifest::load_if_present(&self.dir)
             .ok()

@@ -21,11 +21,11 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::{IvfIndex, IvfSearchParams};
 use crate::accel::{FilterJob, FilterPending, TABLE_ROW};
 use crate::data::Queries;
 use crate::graph::{SearchScratch, VectorStore};
 use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
+use crate::ivf::{IvfIndex, IvfSearchParams};
 use crate::kernels::{Element, Metric};
 use crate::search::runner::{batch_threads, drain_engine, on_threads, spin_for, wait_some, Cursor};
 use crate::search::{BatchOutput, QueryStats, SearchError};
@@ -421,7 +421,7 @@ impl IvfSearcher<'_> {
             .fill_rows(query, rows)
             .map_err(|e| SearchError::Internal(format!("distance table: {e}")))?;
         // The clustering space; an inner-product query is lifted by 0.
-        super::build::prepare(ix.metric(), query, 0.0, &mut self.qc);
+        crate::ivf::build::prepare(ix.metric(), query, 0.0, &mut self.qc);
         if let Some(last) = self.qc.get_mut(ix.dim()) {
             *last = 0.0;
         }

@@ -10,7 +10,7 @@
 
 use std::sync::OnceLock;
 
-use super::scalar;
+use crate::kernels::scalar;
 
 /// Name of the environment variable that caps the kernel level.
 pub const ENV_VAR: &str = "TRAWL_KERNELS";
@@ -97,8 +97,8 @@ pub fn available() -> Vec<&'static Kernels> {
     let mut out = vec![&SCALAR];
     #[cfg(target_arch = "x86_64")]
     {
-        out.extend(super::x86_64::avx2::table());
-        out.extend(super::x86_64::avx512::table());
+        out.extend(crate::kernels::x86_64::avx2::table());
+        out.extend(crate::kernels::x86_64::avx512::table());
     }
     out
 }

@@ -39,7 +39,7 @@ pub fn dot_norms_f32(a: &[f32], b: &[f32]) -> (f32, f32, f32) {
 }
 
 /// Applies `f` to the query and each row of `rows` (`d = query.len()` floats each), writing
-/// `out`; see [`ManyFn`](super::dispatch::ManyFn) for the length contract.
+/// `out`; see [`ManyFn`](crate::kernels::dispatch::ManyFn) for the length contract.
 #[inline]
 pub fn many(
     query: &[f32],
@@ -68,7 +68,7 @@ pub fn dot_f32_many(query: &[f32], rows: &[f32], out: &mut [f32]) {
     many(query, rows, out, dot_f32);
 }
 
-/// Whether a column-kernel call satisfies the [`super::dispatch::ColsFn`] shape contract.
+/// Whether a column-kernel call satisfies the [`crate::kernels::dispatch::ColsFn`] shape contract.
 #[inline]
 pub fn cols_shape_ok(x: &[f32], cols: &[f32], stride: usize, out: &[f32]) -> bool {
     out.len() <= stride
@@ -92,14 +92,14 @@ fn cols(x: &[f32], cols: &[f32], stride: usize, out: &mut [f32], f: impl Fn(f32,
 }
 
 /// Squared L2 of `x` to every column of the dimension-major block `cols` (see
-/// [`super::dispatch::ColsFn`]).
+/// [`crate::kernels::dispatch::ColsFn`]).
 #[inline]
 pub fn l2_f32_cols(x: &[f32], c: &[f32], stride: usize, out: &mut [f32]) {
     cols(x, c, stride, out, |a, b| (a - b) * (a - b));
 }
 
 /// Inner product of `x` with every column of the dimension-major block `cols` (see
-/// [`super::dispatch::ColsFn`]).
+/// [`crate::kernels::dispatch::ColsFn`]).
 #[inline]
 pub fn dot_f32_cols(x: &[f32], c: &[f32], stride: usize, out: &mut [f32]) {
     cols(x, c, stride, out, |a, b| a * b);

@@ -8,8 +8,8 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::dispatch::{available, Kernels};
-use super::{cosine_from_parts, distance, scalar, Element, Metric};
+use crate::kernels::dispatch::{available, Kernels};
+use crate::kernels::{cosine_from_parts, distance, scalar, Element, Metric};
 
 /// Lengths around every unroll width and block boundary of the SIMD kernels.
 const SPECIFIC_LENS: &[usize] = &[

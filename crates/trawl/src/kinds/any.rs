@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
-use super::flat::FlatIndex;
-use super::{Error, GraphIndex, Hits, IndexKind, KindParams, Queries, Run};
 use crate::data::AnyMatrix;
 use crate::index::{IndexInfo, KindName, Manifest, OpenOptions};
 use crate::ivf::IvfIndex;
 use crate::kernels::{DType, Element, Metric};
+use crate::kinds::flat::FlatIndex;
+use crate::kinds::{Error, GraphIndex, Hits, IndexKind, KindParams, Queries, Run};
 use crate::shard::ShardedIndex;
 
 /// An opened index of any kind. The variants differ in size; an index is opened once and
@@ -105,7 +105,10 @@ impl AnyIndex {
     }
 
     /// Reads every file whole and checks it ([`IndexKind::verify`]).
-    pub fn verify(&self, ctl: &crate::progress::Control) -> Result<super::VerifyReport, Error> {
+    pub fn verify(
+        &self,
+        ctl: &crate::progress::Control,
+    ) -> Result<crate::kinds::VerifyReport, Error> {
         delegate!(self, ix => IndexKind::verify(ix, ctl))
     }
 

@@ -6,12 +6,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::Error;
 use crate::data::AnyMatrix;
 use crate::graph::{VamanaParams, VisitOrder};
 use crate::index::{self, DiskIndex, IndexParams, KindName, OpenOptions};
 use crate::ivf::IvfParams;
 use crate::kernels::Metric;
+use crate::kinds::Error;
 use crate::layout::decoupled::vectors::VectorParams;
 use crate::progress::{human_bytes, Control};
 use crate::quant::pq::{PqParams, OPQ_ITERS};
@@ -506,9 +506,9 @@ fn build_flat(
     ctl: &Control,
 ) -> Result<Built, Error> {
     let r = match data {
-        AnyMatrix::F32(m) => super::flat::build_flat(m, dir, o.metric, ctl),
-        AnyMatrix::U8(m) => super::flat::build_flat(m, dir, o.metric, ctl),
-        AnyMatrix::I8(m) => super::flat::build_flat(m, dir, o.metric, ctl),
+        AnyMatrix::F32(m) => crate::kinds::flat::build_flat(m, dir, o.metric, ctl),
+        AnyMatrix::U8(m) => crate::kinds::flat::build_flat(m, dir, o.metric, ctl),
+        AnyMatrix::I8(m) => crate::kinds::flat::build_flat(m, dir, o.metric, ctl),
     }?;
     let summary = vec![format!(
         "built flat index over {} × {} ({}) in {:.1} s: {} in {} ({} vectors per page), \
@@ -517,7 +517,7 @@ fn build_flat(
         r.dim,
         r.metric,
         r.total_secs,
-        super::flat::FILE_NAME,
+        crate::kinds::flat::FILE_NAME,
         human_bytes(r.vectors_bytes),
         r.vectors_per_page,
         human_bytes(r.manifest_bytes),

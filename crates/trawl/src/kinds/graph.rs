@@ -6,10 +6,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Error, Hits, IndexKind, Queries, Run};
 use crate::index::live::{Access, LiveIndex};
 use crate::index::{DiskIndex, IndexInfo, KindName, OpenOptions};
 use crate::kernels::{DType, Element, Metric};
+use crate::kinds::{Error, Hits, IndexKind, Queries, Run};
 use crate::search::{SearchError, SearchParams};
 
 /// A graph index: its disk files alone (ids are row numbers), or — once it has taken updates
@@ -150,7 +150,7 @@ impl IndexKind for GraphIndex {
         self.disk().disk_bytes().total()
     }
 
-    fn verify(&self, ctl: &crate::progress::Control) -> Result<super::VerifyReport, Error> {
+    fn verify(&self, ctl: &crate::progress::Control) -> Result<crate::kinds::VerifyReport, Error> {
         Ok(crate::index::verify_index(self.disk().dir(), ctl)?)
     }
 

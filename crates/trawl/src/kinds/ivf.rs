@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use super::{Error, Hits, IndexKind, Queries, Run};
 use crate::index::{IndexInfo, KindName, OpenOptions};
 use crate::ivf::{IvfIndex, IvfSearchParams};
 use crate::kernels::{DType, Element, Metric};
+use crate::kinds::{Error, Hits, IndexKind, Queries, Run};
 
 impl IndexKind for IvfIndex {
     type Params = IvfSearchParams;
@@ -58,15 +58,15 @@ impl IndexKind for IvfIndex {
         self.memory().total()
     }
 
-    fn verify(&self, ctl: &crate::progress::Control) -> Result<super::VerifyReport, Error> {
+    fn verify(&self, ctl: &crate::progress::Control) -> Result<crate::kinds::VerifyReport, Error> {
         // Its other files were read whole and checked when it was opened.
         let pages = IvfIndex::verify(self, ctl)?;
         let name = self.options().ivf_vectors.file_name();
         let bytes = std::fs::metadata(self.dir().join(name)).map_or(0, |m| m.len());
         let manifest = crate::index::Manifest::load_if_present(self.dir())?.is_some();
-        Ok(super::VerifyReport {
+        Ok(crate::kinds::VerifyReport {
             manifest,
-            files: vec![super::VerifiedFile {
+            files: vec![crate::kinds::VerifiedFile {
                 name: name.into(),
                 bytes,
                 checked: format!(
@@ -94,7 +94,7 @@ fn one_query<T: Element>(ix: &IvfIndex, q: &[T], p: &IvfSearchParams) -> Result<
     let (found, stats) = ix.search_one(q, p)?;
     let mut hits = Hits {
         k: p.k,
-        ids: vec![super::HOLE; p.k],
+        ids: vec![crate::kinds::HOLE; p.k],
         dists: vec![f32::INFINITY; p.k],
         stats: Vec::new(),
         wall_secs: 0.0,

@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{kind_of, AnyIndex, Error, GraphIndex, KindParams, Run, ShardedParams};
 use crate::accel::AccelKind;
 use crate::index::live::{Access, Durability, LiveIndex};
 use crate::index::{DiskIndex, IndexLayout, KindName, OpenOptions};
 use crate::io::{EngineKind, TaskRun};
 use crate::ivf::{IvfIndex, IvfSearchParams, IvfVectorLayout};
+use crate::kinds::{kind_of, AnyIndex, Error, GraphIndex, KindParams, Run, ShardedParams};
 use crate::progress::Control;
 use crate::search::flash::DEFAULT_FLASH_BATCH;
 use crate::search::{
@@ -341,7 +341,7 @@ impl Options {
             }
             AnyIndex::Flat(_) => {
                 self.validate()?;
-                KindParams::Flat(super::flat::FlatParams { k })
+                KindParams::Flat(crate::kinds::flat::FlatParams { k })
             }
         })
     }
@@ -504,7 +504,10 @@ pub fn open_with(dir: &Path, o: &Options, ctl: &Control) -> Result<(AnyIndex, Op
         KindName::Sharded => AnyIndex::Sharded(open_sharded(dir, o, ctl, &mut report)?),
         KindName::Flat => {
             check_read_only(dir, o, KindName::Flat)?;
-            AnyIndex::Flat(super::flat::FlatIndex::open(dir, o.open_options(dir))?)
+            AnyIndex::Flat(crate::kinds::flat::FlatIndex::open(
+                dir,
+                o.open_options(dir),
+            )?)
         }
     };
     report.load_secs = t.elapsed().as_secs_f64();

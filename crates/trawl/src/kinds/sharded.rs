@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use super::{Error, Hits, IndexKind, Queries, Run};
 use crate::index::{IndexInfo, KindName, OpenOptions};
 use crate::kernels::{DType, Element, Metric};
+use crate::kinds::{Error, Hits, IndexKind, Queries, Run};
 use crate::search::SearchParams;
 use crate::shard::ShardedIndex;
 
@@ -71,10 +71,10 @@ impl IndexKind for ShardedIndex {
         ShardedIndex::memory_bytes(self)
     }
 
-    fn verify(&self, ctl: &crate::progress::Control) -> Result<super::VerifyReport, Error> {
+    fn verify(&self, ctl: &crate::progress::Control) -> Result<crate::kinds::VerifyReport, Error> {
         // Every shard whole (its files named by the shard's directory), after the shard
         // manifest, which opening checked against every shard.
-        let mut report = super::VerifyReport {
+        let mut report = crate::kinds::VerifyReport {
             manifest: true,
             ..Default::default()
         };

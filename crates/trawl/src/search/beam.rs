@@ -17,20 +17,20 @@
 //! explored position instead of a fixed `W`. PageSearch ([`BeamParams::page_search`]) scores
 //! every other record of each page read (exact distance into the result set and, for new
 //! nodes, into the list) and keeps a copy of those records, so any of them is expanded later
-//! without a read (counted in [`super::TraversalStats::page_hits`]): at once, before a round chooses its
+//! without a read (counted in [`crate::search::TraversalStats::page_hits`]): at once, before a round chooses its
 //! reads, while the nearest unexpanded candidate is such a record; within a round's width
 //! otherwise.
 
 use std::time::Instant;
 
-use super::explore::{Frontier, KeptRecords};
-use super::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
-use super::source::{Expand, GraphSource, Held};
-use super::{
-    stop_part, BeamParams, QueryStats, SearchConfig, SearchError, Strategy, WidthSchedule,
-};
 use crate::io::{Completion, ReadRequest};
 use crate::kernels::Element;
+use crate::search::explore::{Frontier, KeptRecords};
+use crate::search::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
+use crate::search::source::{Expand, GraphSource, Held};
+use crate::search::{
+    stop_part, BeamParams, QueryStats, SearchConfig, SearchError, Strategy, WidthSchedule,
+};
 
 /// The state of one beam-search query.
 #[derive(Debug, Default)]
@@ -308,7 +308,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for BeamQuery {
     }
 }
 
-impl super::machine::HasFrontier for BeamQuery {
+impl crate::search::machine::HasFrontier for BeamQuery {
     fn frontier_ref(&self) -> &Frontier {
         &self.f
     }

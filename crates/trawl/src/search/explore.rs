@@ -1,12 +1,12 @@
 //! The step every search strategy shares: explore one node — from its record (vector and
 //! neighbours) or from its neighbour list alone.
 
-use super::source::{Expand, GraphSource, GraphSpace, PageRecords, PqCodesAt};
-use super::{stop_part, QueryStats, SearchError};
 use crate::graph::queue::{CandidateList, Neighbor, VisitedSet};
 use crate::kernels::{self, Element};
 use crate::layout::packed::RecordView;
 use crate::quant::pq::QueryTable;
+use crate::search::source::{Expand, GraphSource, GraphSpace, PageRecords, PqCodesAt};
+use crate::search::{stop_part, QueryStats, SearchError};
 
 /// A corrupt page (or cached record) of the file at `path`.
 pub(crate) fn corrupt(path: &std::path::Path, page: u64, detail: String) -> SearchError {
@@ -31,7 +31,7 @@ pub struct Frontier {
     /// Nodes explored from their lists alone, with their PQ distances, in order (the re-rank
     /// pool of layouts that keep vectors apart).
     pub(crate) coded: Vec<Neighbor>,
-    /// The vector key of each node in `coded` ([`super::source::NO_KEY`] when its list
+    /// The vector key of each node in `coded` ([`crate::search::source::NO_KEY`] when its list
     /// carried none).
     pub(crate) coded_keys: Vec<u32>,
     /// PageSearch: nodes whose exact distance is in `full` already (explored, or scored on a

@@ -32,18 +32,18 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::explore::{corrupt, sorted_results};
-use super::layouts::RecordLayout;
-use super::runner::{drain_engine, wait_some};
-use super::searcher::ResultSink;
-use super::source::{GraphSource, GraphSpace};
-use super::{QueryStats, SearchConfig, SearchError};
 use crate::accel::flash::{
     FlashAccel, FlashSession, FlashShape, StepEntry, StepJob, StepOutput, MAX_FILL, NONE,
 };
 use crate::graph::queue::Neighbor;
 use crate::io::{Completion, IoEngine, ReadRequest, Slot};
 use crate::kernels::{self, Element};
+use crate::search::explore::{corrupt, sorted_results};
+use crate::search::layouts::RecordLayout;
+use crate::search::runner::{drain_engine, wait_some};
+use crate::search::searcher::ResultSink;
+use crate::search::source::{GraphSource, GraphSpace};
+use crate::search::{QueryStats, SearchConfig, SearchError};
 
 /// Default queries in flight per search thread (sized for the CPU backend on a small
 /// machine; a GPU wants hundreds).
@@ -200,7 +200,7 @@ pub(crate) fn run<'q, T: Element>(
     sink: &mut ResultSink<'_>,
     fail: &mut FailSink<'_>,
 ) -> Result<(), SearchError> {
-    let super::Strategy::Flash(fp) = *cfg.strategy() else {
+    let crate::search::Strategy::Flash(fp) = *cfg.strategy() else {
         return Err(SearchError::Internal(
             "flash::run without flash parameters".into(),
         ));
@@ -231,7 +231,7 @@ pub(crate) fn run<'q, T: Element>(
         order: Vec::new(),
         scratch: Vec::new(),
         hits: Vec::new(),
-        entry: super::entry::EntryScratch::default(),
+        entry: crate::search::entry::EntryScratch::default(),
         seeds: Vec::new(),
     };
     let r = state.drive(session.as_mut(), next, sink, fail);
@@ -265,7 +265,7 @@ struct Flash<'e, 'v, 'q, T> {
     order: Vec<usize>,
     scratch: Vec<T>,
     hits: Vec<(u32, f32)>,
-    entry: super::entry::EntryScratch,
+    entry: crate::search::entry::EntryScratch,
     seeds: Vec<u32>,
 }
 

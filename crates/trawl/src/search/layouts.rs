@@ -1,5 +1,5 @@
 //! The layout readers: one [`LayoutReader`] per opened index, one variant per disk layout, each
-//! implementing the narrow views of [`super::source`] that its layout can serve.
+//! implementing the narrow views of [`crate::search::source`] that its layout can serve.
 //!
 //! | variant | reader | [`GraphSource`] | [`VectorSource`] |
 //! |---|---|---|---|
@@ -8,17 +8,17 @@
 
 use std::path::Path;
 
-use super::explore::{corrupt, Frontier};
-use super::source::NO_KEY;
-use super::source::{
-    Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, PqCodesAt, VectorSource,
-};
-use super::{ListCache, NodeCache, SearchError};
 use crate::kernels::Element;
 use crate::layout::decoupled::graph::GraphFile;
 use crate::layout::decoupled::vectors::VectorFile;
 use crate::layout::packed::{PackedFile, PackedMeta, RecordView};
 use crate::quant::sq::RefineCodes;
+use crate::search::explore::{corrupt, Frontier};
+use crate::search::source::NO_KEY;
+use crate::search::source::{
+    Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, PqCodesAt, VectorSource,
+};
+use crate::search::{ListCache, NodeCache, SearchError};
 
 /// A page-packed layout: records (vector, degree, neighbours) in pages, and the static cache of
 /// whole records.

@@ -3,21 +3,21 @@
 //!
 //! - [`QueryMachine`]: start, hear that the thread blocked, take a completion of its own, take
 //!   one step, say whether it is finished, hand over its results. Beam search
-//!   ([`super::BeamQuery`]), PipeSearch ([`super::PipeQuery`]) and the re-rank from a vector
-//!   file ([`super::rerank::Rerank`]) implement it.
+//!   ([`crate::search::BeamQuery`]), PipeSearch ([`crate::search::PipeQuery`]) and the re-rank from a vector
+//!   file ([`crate::search::rerank::Rerank`]) implement it.
 //! - [`Traversal`]: a graph traversal is a machine that also says how busy it is (reads in
 //!   flight, width, whether it is converging), so a re-rank can prefetch into the slots it
 //!   leaves free.
 //! - [`Reranked`]: a traversal followed by a re-rank, for layouts that keep the vectors apart
 //!   from the graph — itself a [`QueryMachine`], so the loop runs it like any other.
 
-use super::explore::{sorted_results, Frontier};
-use super::rerank::Rerank;
-use super::source::{is_vector_read, Expand, GraphSource, GraphSpace, VectorSource};
-use super::{QueryStats, SearchConfig, SearchError};
 use crate::io::{Completion, IoEngine};
 use crate::kernels::{Element, Metric};
 use crate::quant::sq::{RefineCodes, RefineQuery};
+use crate::search::explore::{sorted_results, Frontier};
+use crate::search::rerank::Rerank;
+use crate::search::source::{is_vector_read, Expand, GraphSource, GraphSpace, VectorSource};
+use crate::search::{QueryStats, SearchConfig, SearchError};
 
 /// A graph layout as a traversal sees it: the shared parts and the layout's reader.
 #[derive(Debug)]
@@ -125,7 +125,7 @@ pub trait Traversal<'v, G: GraphSource + 'v>: QueryMachine<GraphView<'v, G>> + H
 
 /// A traversal over a layout whose graph pages hold no vectors, followed by the re-rank that
 /// reads them ([`Rerank`]): expanded nodes enter the re-rank pool as they are explored, vector
-/// reads are routed by [`super::source::VECTOR_TAG`], the prefetch uses the slots the
+/// reads are routed by [`crate::search::source::VECTOR_TAG`], the prefetch uses the slots the
 /// traversal leaves free, and phase 2 runs once the traversal is over.
 #[derive(Debug, Default)]
 pub struct Reranked<M> {

@@ -3,7 +3,7 @@
 //! ([`SearchConfig`], made once per batch by [`SearchConfig::new`] from the index's
 //! [`Capabilities`] and the engine's queue depth).
 
-use super::{FlashParams, PipeParams, RerankParams, SearchError, WidthSchedule};
+use crate::search::{FlashParams, PipeParams, RerankParams, SearchError, WidthSchedule};
 
 /// The largest candidate list a search takes (its `L`, and the entry index's list): each
 /// query holds lists of this size, and recall saturates far below it.
@@ -43,10 +43,10 @@ impl Default for BeamParams {
 pub enum Strategy {
     /// DiskANN's beam search: rounds of up to `W` reads, each round explored before the next.
     Beam(BeamParams),
-    /// PipeANN's pipelined search ([`super::pipe`]): reads stay in flight while arrived
+    /// PipeANN's pipelined search ([`crate::search::pipe`]): reads stay in flight while arrived
     /// records are explored.
     Pipe(PipeParams),
-    /// FlashANNS's batch search ([`super::flash`]): a batch of queries per thread, lists and
+    /// FlashANNS's batch search ([`crate::search::flash`]): a batch of queries per thread, lists and
     /// visited sets on an accelerator, reads chosen `k` steps ahead.
     Flash(FlashParams),
 }
@@ -125,7 +125,7 @@ pub struct SearchParams {
     /// index.
     pub entry_list: usize,
     /// How the full-precision vectors are read and the result re-ranked, for layouts that keep
-    /// them apart from the graph (the decoupled layout, [`super::rerank`]). Layouts whose
+    /// them apart from the graph (the decoupled layout, [`crate::search::rerank`]). Layouts whose
     /// records carry their vectors re-rank every expanded node and do not use these.
     pub rerank: RerankParams,
 }
@@ -179,7 +179,7 @@ pub struct Capabilities {
 pub struct SearchConfig {
     k: usize,
     /// Results a finished query hands over: `k`, or the whole explored set when the searcher
-    /// filters them afterwards ([`super::LiveFilter`]).
+    /// filters them afterwards ([`crate::search::LiveFilter`]).
     result_len: usize,
     l: usize,
     strategy: Strategy,
@@ -331,7 +331,7 @@ impl SearchConfig {
     }
 }
 
-impl super::WidthPolicy {
+impl crate::search::WidthPolicy {
     /// `fixed`, `static` or `dynamic`.
     pub fn name(&self) -> &'static str {
         match self {

@@ -14,7 +14,7 @@
 //! One issue and one exploration per turn is the paper's §4.3 "algorithm optimisation": when
 //! several reads land together the pipeline is refilled one read per exploration, so each read
 //! misses the information of at most about `W` records. When a turn can do nothing the search
-//! polls for up to the spin time, then blocks (the loop is [`super::Searcher`]'s, shared with
+//! polls for up to the spin time, then blocks (the loop is [`crate::search::Searcher`]'s, shared with
 //! beam search and with the interleaving of several queries on one thread).
 //!
 //! The pipeline width `W` follows a [`WidthPolicy`] ([`WidthController`]): fixed, by explored
@@ -32,12 +32,12 @@
 
 use std::time::Instant;
 
-use super::explore::{Frontier, KeptRecords};
-use super::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
-use super::source::{Expand, GraphSource, GraphSpace, Held};
-use super::{stop_part, QueryStats, SearchConfig, SearchError, Strategy};
 use crate::io::{Completion, IoEngine, ReadRequest, Slot};
 use crate::kernels::Element;
+use crate::search::explore::{Frontier, KeptRecords};
+use crate::search::machine::{record_results, GraphView, QueryMachine, Traversal, Turn};
+use crate::search::source::{Expand, GraphSource, GraphSpace, Held};
+use crate::search::{stop_part, QueryStats, SearchConfig, SearchError, Strategy};
 
 /// How the pipeline width changes during a query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -653,7 +653,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
     }
 }
 
-impl super::machine::HasFrontier for PipeQuery {
+impl crate::search::machine::HasFrontier for PipeQuery {
     fn frontier_ref(&self) -> &Frontier {
         &self.f
     }

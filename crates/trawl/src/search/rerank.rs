@@ -31,13 +31,13 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use super::explore::sorted_results;
-use super::machine::{QueryMachine, Turn, VectorView};
-use super::source::{Expand, VectorSource, NO_KEY, VECTOR_TAG};
-use super::{QueryStats, SearchConfig, SearchError};
 use crate::graph::queue::Neighbor;
 use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
 use crate::kernels::{self, Element};
+use crate::search::explore::sorted_results;
+use crate::search::machine::{QueryMachine, Turn, VectorView};
+use crate::search::source::{Expand, VectorSource, NO_KEY, VECTOR_TAG};
+use crate::search::{QueryStats, SearchConfig, SearchError};
 
 /// Parameters of the decoupled layout's re-rank.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -15,18 +15,18 @@
 
 use std::time::{Duration, Instant};
 
-use super::beam::BeamQuery;
-use super::entry::EntryScratch;
-use super::flash::{self, FailSink};
-use super::layouts::LayoutReader;
-use super::machine::{GraphView, QueryMachine, Reranked, Turn};
-use super::pipe::PipeQuery;
-use super::runner::{drain_engine, wait_some_polled};
-use super::source::{Expand, GraphSource, GraphSpace, LiveFilter};
-use super::{Capabilities, QueryStats, SearchConfig, SearchError, SearchParams, Strategy};
 use crate::accel::flash::{CpuFlash, FlashAccel};
 use crate::io::{Completion, IoEngine};
 use crate::kernels::Element;
+use crate::search::beam::BeamQuery;
+use crate::search::entry::EntryScratch;
+use crate::search::flash::{self, FailSink};
+use crate::search::layouts::LayoutReader;
+use crate::search::machine::{GraphView, QueryMachine, Reranked, Turn};
+use crate::search::pipe::PipeQuery;
+use crate::search::runner::{drain_engine, wait_some_polled};
+use crate::search::source::{Expand, GraphSource, GraphSpace, LiveFilter};
+use crate::search::{Capabilities, QueryStats, SearchConfig, SearchError, SearchParams, Strategy};
 
 /// Receives each finished query: `(id, hits nearest first, statistics)`.
 pub type ResultSink<'a> = dyn FnMut(usize, &[(u32, f32)], QueryStats) + 'a;
@@ -519,7 +519,7 @@ where
             let t0 = r.stats.parts.start();
             r.stats.traversal.entry_distances +=
                 e.search(query, cfg.entry_list(), &mut io.entry, &mut io.seeds);
-            super::stop_part(t0, &mut r.stats.parts.entry_ns);
+            crate::search::stop_part(t0, &mut r.stats.parts.entry_ns);
         }
         let seeds = std::mem::take(&mut io.seeds);
         let started = lanes[i].start(

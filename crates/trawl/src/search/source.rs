@@ -6,22 +6,22 @@
 //! - [`GraphSource`]: a graph in pages — where a node's page is, how many nodes a page holds,
 //!   how a read is checked, and how a node is expanded from page bytes or from memory;
 //! - [`VectorSource`]: full-precision vectors in pages of their own — where a vector is, and
-//!   its decoding — which the re-rank stage ([`super::rerank`]) reads.
+//!   its decoding — which the re-rank stage ([`crate::search::rerank`]) reads.
 //!
-//! The implementations are the layout readers of [`super::layouts`]. A searcher matches the
+//! The implementations are the layout readers of [`crate::search::layouts`]. A searcher matches the
 //! layout once per batch and runs a loop monomorphised for it, so the per-node calls are
 //! static.
 
 use std::path::Path;
 
-use super::explore::Frontier;
-use super::{QueryStats, SearchError};
 use crate::io::Completion;
 use crate::kernels::{DType, Element, Metric};
 use crate::layout::packed::RecordView;
 use crate::quant::pq::{PqCodes, ProductQuantizer, QueryTable};
+use crate::search::explore::Frontier;
+use crate::search::{QueryStats, SearchError};
 
-use super::entry::EntryIndex;
+use crate::search::entry::EntryIndex;
 
 /// Where the PQ codes of the nodes are.
 #[derive(Debug, Clone, Copy)]
@@ -124,7 +124,7 @@ impl GraphSpace<'_> {
                 got: query.len(),
             });
         }
-        super::check_query_values(query, 0)
+        crate::search::check_query_values(query, 0)
     }
 }
 

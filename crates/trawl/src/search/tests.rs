@@ -9,20 +9,20 @@
 use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 
-use super::explore::{corrupt, Frontier};
-use super::machine::{GraphView, Reranked};
-use super::searcher::run_on;
-use super::source::{
-    Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, PqCodesAt, PqSource,
-    VectorSource,
-};
-use super::*;
 use crate::io::{
     Completion, EngineCounters, EngineInfo, IoEngine, IoError, ReadRequest, Slot, PAGE_BYTES,
 };
 use crate::kernels::{Element, Metric};
 use crate::layout::packed::RecordView;
 use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::search::explore::{corrupt, Frontier};
+use crate::search::machine::{GraphView, Reranked};
+use crate::search::searcher::run_on;
+use crate::search::source::{
+    Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, PqCodesAt, PqSource,
+    VectorSource,
+};
+use crate::search::*;
 
 /// Bytes of one grid record: x, y (f32), degree (u32), 4 neighbour slots (u32).
 const REC: usize = 28;

@@ -7,14 +7,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::manifest::{ShardEntry, ShardHeader, ShardManifest, SHARD_MANIFEST_FILE};
-use super::partition::partition;
-use super::{ShardError, ShardParams};
 use crate::data::Matrix;
 use crate::dir::{FileError, FileErrorKind};
 use crate::index::{build_index, IndexBuildReport, IndexParams, Manifest};
 use crate::kernels::{Element, Metric};
 use crate::progress::Control;
+use crate::shard::manifest::{ShardEntry, ShardHeader, ShardManifest, SHARD_MANIFEST_FILE};
+use crate::shard::partition::partition;
+use crate::shard::{ShardError, ShardParams};
 
 /// File name of the plan a sharded build writes before building the shards.
 pub const SHARD_PLAN_FILE: &str = "shards.plan.trawl";

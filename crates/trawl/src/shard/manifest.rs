@@ -114,7 +114,7 @@ impl ShardManifest {
         let short = |e: crate::layout::bytes::ShortPayload| invalid(path, e.to_string());
         let header = parse_header(path, &mut r)?;
         let s = header.shards.len();
-        if s == 0 || s > super::MAX_SHARDS || header.dim == 0 {
+        if s == 0 || s > crate::shard::MAX_SHARDS || header.dim == 0 {
             return Err(invalid(
                 path,
                 format!("{s} shards of dimension {}", header.dim),

@@ -5,7 +5,7 @@
 //! log (an update through a shard's directory would use the shard's local ids, miss the
 //! replicas of a vector in other shards, and leave the manifest's counts and id maps stale),
 //! so updates to sharded indexes are not supported: [`crate::index::LiveIndex::open`] refuses
-//! to open a shard for writing ([`updates_refused`]), and [`super::ShardedIndex::open`]
+//! to open a shard for writing ([`updates_refused`]), and [`crate::shard::ShardedIndex::open`]
 //! refuses a shard whose log holds operations not merged into its files (one written by an
 //! older trawl).
 //!
@@ -17,8 +17,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::build::SHARD_PLAN_FILE;
-use super::manifest::{ShardManifest, SHARD_MANIFEST_FILE};
+use crate::shard::build::SHARD_PLAN_FILE;
+use crate::shard::manifest::{ShardManifest, SHARD_MANIFEST_FILE};
 
 /// Where a directory belongs as a shard.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,11 +5,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::{ShardError, ShardParams};
 use crate::data::Matrix;
 use crate::kernels::kmeans::{self, KMeansParams};
 use crate::kernels::{Element, Metric};
 use crate::progress::Control;
+use crate::shard::{ShardError, ShardParams};
 
 /// Most vectors the partition k-means trains on.
 pub const PARTITION_SAMPLE: usize = 100_000;

@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::manifest::{ShardManifest, SHARD_MANIFEST_FILE};
-use super::partition::{nearest_centroids, prepare};
-use super::ShardError;
 use crate::index::{wal, BatchOutput, DiskIndex, OpenOptions};
 use crate::kernels::{DType, Element, Metric};
 use crate::search::{QueryStats, SearchParams};
+use crate::shard::manifest::{ShardManifest, SHARD_MANIFEST_FILE};
+use crate::shard::partition::{nearest_centroids, prepare};
+use crate::shard::ShardError;
 
 /// An open sharded index: the manifest and one open [`DiskIndex`] per shard.
 pub struct ShardedIndex {
@@ -30,7 +30,7 @@ impl std::fmt::Debug for ShardedIndex {
 }
 
 /// Refuses a shard whose write-ahead log holds operations after the last merge into its
-/// files: the sharded search would answer without them (see [`super::member`]).
+/// files: the sharded search would answer without them (see [`crate::shard::member`]).
 fn check_log(shard: usize, ix: &DiskIndex) -> Result<(), ShardError> {
     let path = ix.dir().join(wal::FILE_NAME);
     if !path.is_file() {

@@ -1,4 +1,3 @@
-use super::*;
 use crate::data::Matrix;
 use crate::exact::{knn, ExactParams};
 use crate::graph::VamanaParams;
@@ -7,6 +6,7 @@ use crate::kernels::{DType, Metric};
 use crate::progress::Control;
 use crate::quant::pq::PqParams;
 use crate::search::SearchParams;
+use crate::shard::*;
 use crate::synth::{generate, SynthParams};
 
 fn data(n: usize, nq: usize, dim: usize, seed: u64) -> (Matrix<f32>, Matrix<f32>) {

@@ -1,4 +1,4 @@
-use super::*;
+use crate::kernels::kmeans::*;
 use proptest::prelude::{prop_assert, prop_assert_eq, proptest, ProptestConfig};
 use rand_distr::{Distribution, Normal};
 

@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::FILE_NAME;
 use crate::data::Matrix;
 use crate::dir::manifest::{build_id_of, entry_of, Manifest};
 use crate::dir::txn::Txn;
@@ -13,6 +12,7 @@ use crate::index::{IndexBuildError, KindName};
 use crate::io::PAGE_BYTES;
 use crate::ivf::vectors;
 use crate::kernels::{Element, Metric};
+use crate::kinds::flat::FILE_NAME;
 use crate::progress::Control;
 
 /// What a flat build wrote.

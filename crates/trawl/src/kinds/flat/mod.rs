@@ -16,12 +16,12 @@ pub use build::{build_flat, FlatBuildReport};
 
 use std::path::{Path, PathBuf};
 
-use super::{Error, Hits, IndexKind, Queries, Run};
 use crate::dir::FileError;
 use crate::index::{IndexInfo, KindName, Manifest, OpenError, OpenOptions};
 use crate::io::IoFile;
 use crate::ivf::vectors::VectorFile;
 use crate::kernels::{DType, Element, Metric};
+use crate::kinds::{Error, Hits, IndexKind, Queries, Run};
 
 /// The vector file of a flat index.
 pub const FILE_NAME: &str = "flat-vectors.trawl";
@@ -205,11 +205,11 @@ impl IndexKind for FlatIndex {
         self.vectors.geometry().file_bytes()
     }
 
-    fn verify(&self, _ctl: &crate::progress::Control) -> Result<super::VerifyReport, Error> {
+    fn verify(&self, _ctl: &crate::progress::Control) -> Result<crate::kinds::VerifyReport, Error> {
         let pages = FlatIndex::verify(self)?;
-        Ok(super::VerifyReport {
+        Ok(crate::kinds::VerifyReport {
             manifest: true,
-            files: vec![super::VerifiedFile {
+            files: vec![crate::kinds::VerifiedFile {
                 name: FILE_NAME.into(),
                 bytes: self.disk_bytes(),
                 checked: format!("all {pages} data pages match their checksums"),

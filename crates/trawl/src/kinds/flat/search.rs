@@ -6,11 +6,11 @@
 
 use std::time::Instant;
 
-use super::FlatIndex;
 use crate::data::Queries;
 use crate::exact::topk::{order_key, TopK};
 use crate::io::{AlignedBuf, Completion, EngineConfig, ReadRequest, PAGE_BYTES};
 use crate::kernels::{distance, Element};
+use crate::kinds::flat::FlatIndex;
 use crate::kinds::{Hits, HOLE};
 use crate::search::{QueryStats, SearchError};
 
@@ -182,7 +182,7 @@ impl FlatIndex {
                 let at = 1 + unit * ppv + j as u64;
                 if Some(crc32fast::hash(page)) != self.vectors.page_crc(at) {
                     return Err(SearchError::Corrupt {
-                        path: self.dir.join(super::FILE_NAME),
+                        path: self.dir.join(crate::kinds::flat::FILE_NAME),
                         page: at,
                         detail: "checksum mismatch".into(),
                     });
@@ -227,7 +227,7 @@ impl FlatIndex {
                 let at = p + j as u64;
                 if Some(crc32fast::hash(page)) != self.vectors.page_crc(at) {
                     return Err(SearchError::Corrupt {
-                        path: self.dir.join(super::FILE_NAME),
+                        path: self.dir.join(crate::kinds::flat::FILE_NAME),
                         page: at,
                         detail: "checksum mismatch".into(),
                     });

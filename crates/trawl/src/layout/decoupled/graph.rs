@@ -1,5 +1,5 @@
 //! The decoupled graph file `graph.trawl`: every node's neighbour list, sorted and Elias-Fano
-//! coded ([`super::elias_fano`]), packed in node order into 4 KiB pages; an in-memory sparse
+//! coded ([`crate::layout::decoupled::elias_fano`]), packed in node order into 4 KiB pages; an in-memory sparse
 //! index (the first node of each page) locates a node's page.
 //!
 //! All integers little-endian, in pages of 4096 bytes:
@@ -30,11 +30,11 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::elias_fano;
 use crate::dir::file::{read_header_page, seal_header_page};
 use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kernels::{DType, Metric};
+use crate::layout::decoupled::elias_fano;
 use crate::layout::packed::PackedMeta;
 
 /// Magic of decoupled graph files.

@@ -1,8 +1,10 @@
-use super::graph::{GraphFile, GraphWriter};
-use super::vectors::{VectorFile, VectorGeometry, VectorParams, VectorPlanner, VectorWriter};
 use crate::dir::FileErrorKind;
 use crate::io::PAGE_BYTES;
 use crate::kernels::{DType, Metric};
+use crate::layout::decoupled::graph::{GraphFile, GraphWriter};
+use crate::layout::decoupled::vectors::{
+    VectorFile, VectorGeometry, VectorParams, VectorPlanner, VectorWriter,
+};
 use crate::layout::packed::PackedMeta;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -100,7 +102,7 @@ fn graph_file_corruption_is_detected() {
         let at = rng.gen_range(0..PAGE_BYTES);
         let mut page = good[p as usize * PAGE_BYTES..][..PAGE_BYTES].to_vec();
         page[at] ^= 1 << rng.gen_range(0..8);
-        let first = super::graph::le32(&good, p as usize * PAGE_BYTES + 4);
+        let first = crate::layout::decoupled::graph::le32(&good, p as usize * PAGE_BYTES + 4);
         assert!(
             g.list_bytes(first, p, &page, true).is_err(),
             "page {p} byte {at}"
@@ -297,7 +299,7 @@ fn vector_file_corruption_is_detected() {
         let at = rng.gen_range(0..PAGE_BYTES);
         let mut page = good[p as usize * PAGE_BYTES..][..PAGE_BYTES].to_vec();
         page[at] ^= 1 << rng.gen_range(0..8);
-        let first = super::graph::le32(&good, p as usize * PAGE_BYTES + 4);
+        let first = crate::layout::decoupled::graph::le32(&good, p as usize * PAGE_BYTES + 4);
         assert!(f.decode(first, p, &page, true, &mut out).is_err());
         // Without the CRC check, decoding still never panics.
         let _ = f.decode(first, p, &page, false, &mut out);

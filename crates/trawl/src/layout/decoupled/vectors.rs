@@ -2,7 +2,7 @@
 //! sorted by id, in segments → chunks → 4 KiB pages (DecoupleVS §3.3).
 //!
 //! - A **segment** holds `segment_vectors` consecutive ids and has its own Huffman code tables,
-//!   one per byte lane ([`super::huffman`]).
+//!   one per byte lane ([`crate::layout::decoupled::huffman`]).
 //! - A **chunk** holds `chunk_vectors` consecutive ids (segments are whole chunks) on
 //!   consecutive pages. Per chunk, an entropy test decides whether its vectors are XOR-ed with
 //!   a *base vector* (the most frequent byte at each byte position of the chunk) before coding.
@@ -45,12 +45,14 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::graph::{build_data_page, check_data_page, le16, le32, le64, page_crc_ok};
-use super::huffman::{self, CodeTable};
 use crate::dir::file::{read_header_page, seal_header_page};
 use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kernels::DType;
+use crate::layout::decoupled::graph::{
+    build_data_page, check_data_page, le16, le32, le64, page_crc_ok,
+};
+use crate::layout::decoupled::huffman::{self, CodeTable};
 
 /// Magic of decoupled vector files.
 pub const MAGIC: [u8; 8] = *b"TRAWLVEC";

@@ -4,10 +4,12 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::{PackedGeometry, PackedMeta, EMPTY_SLOT, FLAG_PERMUTED, MAGIC, VERSION};
 use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kernels::{DType, Element, Metric};
+use crate::layout::packed::{
+    PackedGeometry, PackedMeta, EMPTY_SLOT, FLAG_PERMUTED, MAGIC, VERSION,
+};
 use crate::progress::Control;
 
 /// An opened, checked page-packed index file: its shape and page checksums (4 bytes per data
@@ -256,7 +258,7 @@ impl PackedFile {
         self.order.is_some()
     }
 
-    /// The node in each slot of a permuted file ([`super::EMPTY_SLOT`] for none); `None` for
+    /// The node in each slot of a permuted file ([`crate::layout::packed::EMPTY_SLOT`] for none); `None` for
     /// an identity file.
     pub fn order(&self) -> Option<&[u32]> {
         self.order.as_ref().map(|o| o.node_at.as_slice())

@@ -1,5 +1,5 @@
-use super::*;
 use crate::dir::FileErrorKind;
+use crate::layout::packed::*;
 use crate::progress::Control;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

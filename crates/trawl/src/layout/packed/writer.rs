@@ -4,10 +4,12 @@ use std::fs::File;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::{PackedGeometry, PackedMeta, EMPTY_SLOT, FLAG_PERMUTED, MAGIC, VERSION};
 use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kernels::Element;
+use crate::layout::packed::{
+    PackedGeometry, PackedMeta, EMPTY_SLOT, FLAG_PERMUTED, MAGIC, VERSION,
+};
 
 /// Writes a page-packed index one record at a time, in slot order: node order for an identity
 /// file ([`PackedWriter::create`]), the order table's order for a permuted one

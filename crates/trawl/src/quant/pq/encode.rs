@@ -2,11 +2,11 @@
 
 use rayon::prelude::*;
 
-use super::{PqError, ProductQuantizer};
 use crate::data::Matrix;
 use crate::kernels::kmeans::TransposedCentroids;
 use crate::kernels::Element;
 use crate::progress::Control;
+use crate::quant::pq::{PqError, ProductQuantizer};
 
 /// Rows per parallel encoding task (fixed, so the work split never depends on threads).
 const ROWS_PER_TASK: usize = 4096;
@@ -23,7 +23,7 @@ impl PqCodes {
     /// Wraps `n × m` code bytes whose values are all below `ks`; `None` when inconsistent.
     pub fn from_vec(codes: Vec<u8>, m: usize, ks: usize) -> Option<Self> {
         let ok = m >= 1
-            && (1..=super::MAX_CENTROIDS).contains(&ks)
+            && (1..=crate::quant::pq::MAX_CENTROIDS).contains(&ks)
             && codes.len().is_multiple_of(m)
             && codes.iter().all(|&c| usize::from(c) < ks);
         ok.then_some(Self { m, ks, codes })

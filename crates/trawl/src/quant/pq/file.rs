@@ -31,10 +31,10 @@
 
 use std::path::Path;
 
-use super::{PqCodes, ProductQuantizer, Rotation, MAX_CENTROIDS};
 use crate::dir::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 use crate::kernels::Metric;
 use crate::layout::bytes::{ByteReader, ByteWriter, ShortPayload};
+use crate::quant::pq::{PqCodes, ProductQuantizer, Rotation, MAX_CENTROIDS};
 
 /// Magic of a PQ quantiser file.
 pub const PQ_MAGIC: [u8; 8] = *b"TRAWLPQ\0";

@@ -17,8 +17,8 @@
 //! into four independent accumulators, with no bounds checks (a `u8` always indexes a
 //! 256-entry row).
 
-use super::{PqCodes, PqError, ProductQuantizer, MAX_CENTROIDS};
 use crate::kernels::{Element, Metric};
+use crate::quant::pq::{PqCodes, PqError, ProductQuantizer, MAX_CENTROIDS};
 use crate::quant::DistanceTable;
 
 /// The ADC table of one query.

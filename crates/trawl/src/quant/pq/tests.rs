@@ -1,6 +1,6 @@
-use super::*;
 use crate::dir::FileErrorKind;
 use crate::kernels::distance;
+use crate::quant::pq::*;
 use proptest::prelude::{prop_assert, prop_assert_eq, proptest, ProptestConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

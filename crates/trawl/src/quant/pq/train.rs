@@ -7,15 +7,15 @@ use rand_chacha::ChaCha8Rng;
 
 use rayon::prelude::*;
 
-use super::encode::Encoder;
-use super::{
-    prepare, subspace_bounds, PqError, PqParams, ProductQuantizer, Rotation, MAX_CENTROIDS,
-    OPQ_SAMPLE,
-};
 use crate::data::Matrix;
 use crate::kernels::kmeans::{self, KMeans, KMeansParams};
 use crate::kernels::{Element, Metric};
 use crate::progress::Control;
+use crate::quant::pq::encode::Encoder;
+use crate::quant::pq::{
+    prepare, subspace_bounds, PqError, PqParams, ProductQuantizer, Rotation, MAX_CENTROIDS,
+    OPQ_SAMPLE,
+};
 
 impl ProductQuantizer {
     /// Trains `params.bytes_per_vector` codebooks on (a sample of) `data` for `metric`.
