@@ -12,7 +12,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
+use trawl::data::matrix::AnyMatrix;
+use trawl::data::GroundTruth;
 use trawl::index::{DiskIndex, IndexLayout, OpenOptions, ShuffleParams};
+use trawl::kinds::AnyIndex;
 use trawl::progress::Control;
 use trawl::search::{PipeParams, WidthPolicy, WidthSchedule};
 
@@ -243,25 +246,45 @@ pub fn run(args: &BenchArgs, ctl: &Control) -> Result<()> {
     if args.l.is_empty() {
         bail!("give at least one list size with -L");
     }
-    let all = configurations();
-    let chosen: Vec<(&str, Techniques)> = if args.ablation_configs.is_empty() {
-        all.clone()
-    } else {
-        let mut v = Vec::new();
-        for name in &args.ablation_configs {
-            match all.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
-                Some(c) => v.push(*c),
-                None => bail!(
-                    "unknown ablation configuration {name:?} (known: {})",
-                    all.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
-                ),
-            }
-        }
-        v
-    };
+    let chosen = chosen_configurations(args)?;
     std::fs::create_dir_all(&args.ablation_out)
         .with_context(|| format!("creating {}", args.ablation_out.display()))?;
-    // Layouts the chosen configurations need and the index does not have yet.
+    let (n, layout_reports) = prepare_index(args, &chosen, ctl)?;
+    let (queries, gt) = load_queries(args)?;
+    let opened = open_configurations(args, &chosen, n, ctl)?;
+    let (rows, secs) = measure_paired(args, &opened, &queries, &gt, ctl)?;
+    let runs = report_runs(args, &chosen, &opened, rows, &secs)?;
+    write_outputs(args, queries.n(), layout_reports, &runs)
+}
+
+/// The configurations `--ablation-configs` names (matched ignoring case, in its order), or
+/// every configuration when it names none.
+fn chosen_configurations(args: &BenchArgs) -> Result<Vec<(&'static str, Techniques)>> {
+    let all = configurations();
+    if args.ablation_configs.is_empty() {
+        return Ok(all);
+    }
+    let mut v = Vec::new();
+    for name in &args.ablation_configs {
+        match all.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            Some(c) => v.push(*c),
+            None => bail!(
+                "unknown ablation configuration {name:?} (known: {})",
+                all.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+    Ok(v)
+}
+
+/// Readies the index for the chosen configurations: checks that it has the entry index
+/// MemGraph needs and writes the layouts they need that it does not have yet (PageShuffle,
+/// All-in-Storage). Returns its number of vectors and the reports of the layouts written.
+fn prepare_index(
+    args: &BenchArgs,
+    chosen: &[(&str, Techniques)],
+    ctl: &Control,
+) -> Result<(usize, Vec<serde_json::Value>)> {
     let base_ix = DiskIndex::open(&args.index_dir, OpenOptions::default())
         .with_context(|| format!("opening {}", args.index_dir.display()))?;
     let n = base_ix.n();
@@ -288,38 +311,74 @@ pub fn run(args: &BenchArgs, ctl: &Control) -> Result<()> {
             layout_reports.push(serde_json::to_value(&r)?);
         }
     }
-    drop(base_ix);
-    let (queries, gt) = load_queries(args)?;
-    // Every configuration opened first, then measured paired: list sizes outer, configurations
-    // inner in alternating order, so that the points compared at one list size are taken
-    // seconds apart (this disk's speed drifts by 10-20% over minutes).
+    Ok((n, layout_reports))
+}
+
+/// A configuration opened for the measurement: its search options, the index opened with
+/// them and the seconds the open took.
+type Opened = (SearchOptions, AnyIndex, f64);
+
+/// Opens every chosen configuration's index (`n`: the index's vectors, which size the cache),
+/// before any is measured.
+fn open_configurations(
+    args: &BenchArgs,
+    chosen: &[(&str, Techniques)],
+    n: usize,
+    ctl: &Control,
+) -> Result<Vec<Opened>> {
     let mut opened = Vec::with_capacity(chosen.len());
-    for (name, t) in &chosen {
+    for (name, t) in chosen {
         let o = options(&args.opts, t, args, n);
         let t0 = Instant::now();
         let (ix, _) =
             open(&args.index_dir, &o, ctl).with_context(|| format!("configuration {name}"))?;
         opened.push((o, ix, t0.elapsed().as_secs_f64()));
     }
-    let mut rows: Vec<Vec<BenchRow>> = vec![Vec::new(); chosen.len()];
-    let mut secs = vec![0.0f64; chosen.len()];
+    Ok(opened)
+}
+
+/// The paired measurement: list sizes outer, configurations inner in alternating order, so
+/// that the points compared at one list size are taken seconds apart (this disk's speed
+/// drifts by 10-20% over minutes). Returns each configuration's rows and its seconds of
+/// sweeping.
+fn measure_paired(
+    args: &BenchArgs,
+    opened: &[Opened],
+    queries: &AnyMatrix,
+    gt: &GroundTruth,
+    ctl: &Control,
+) -> Result<(Vec<Vec<BenchRow>>, Vec<f64>)> {
+    let mut rows: Vec<Vec<BenchRow>> = vec![Vec::new(); opened.len()];
+    let mut secs = vec![0.0f64; opened.len()];
     for (li, &l) in args.l.iter().enumerate() {
         let order: Vec<usize> = if li % 2 == 0 {
-            (0..chosen.len()).collect()
+            (0..opened.len()).collect()
         } else {
-            (0..chosen.len()).rev().collect()
+            (0..opened.len()).rev().collect()
         };
         for ci in order {
             ctl.check()?;
             let (o, ix, _) = &opened[ci];
             let t0 = Instant::now();
-            let r = run_sweep(ix, &queries, &gt, args.k, &[l], o)?;
+            let r = run_sweep(ix, queries, gt, args.k, &[l], o)?;
             secs[ci] += t0.elapsed().as_secs_f64();
             rows[ci].extend(r);
         }
     }
+    Ok((rows, secs))
+}
+
+/// Prints each configuration's command line, times and footprint, and its sweep's table;
+/// returns the runs.
+fn report_runs(
+    args: &BenchArgs,
+    chosen: &[(&str, Techniques)],
+    opened: &[Opened],
+    mut rows: Vec<Vec<BenchRow>>,
+    secs: &[f64],
+) -> Result<Vec<ConfigRun>> {
     let mut runs = Vec::new();
-    for (ci, ((name, t), (o, ix, open_secs))) in chosen.iter().zip(&opened).enumerate() {
+    for (ci, ((name, t), (o, ix, open_secs))) in chosen.iter().zip(opened).enumerate() {
         let Some(graph) = ix.graph() else {
             anyhow::bail!("the ablation runs on graph indexes");
         };
@@ -346,17 +405,28 @@ pub fn run(args: &BenchArgs, ctl: &Control) -> Result<()> {
             rows,
         });
     }
+    Ok(runs)
+}
+
+/// Writes `ablation.json`, `ablation.csv` and `ablation.md` to `--ablation-out` and prints
+/// the markdown tables.
+fn write_outputs(
+    args: &BenchArgs,
+    queries: usize,
+    layout_reports: Vec<serde_json::Value>,
+    runs: &[ConfigRun],
+) -> Result<()> {
     let out = &args.ablation_out;
     let json = serde_json::json!({
         "index": args.index_dir.display().to_string(),
-        "queries": queries.n(), "k": args.k, "threads": args.opts.threads,
+        "queries": queries, "k": args.k, "threads": args.opts.threads,
         "engine": format!("{:?}", args.opts.engine), "direct": !args.opts.buffered,
         "layouts_written": layout_reports,
         "runs": runs,
     });
     write_json(&out.join("ablation.json"), &json)?;
-    std::fs::write(out.join("ablation.csv"), csv(&runs))?;
-    let md = markdown(&runs);
+    std::fs::write(out.join("ablation.csv"), csv(runs))?;
+    let md = markdown(runs);
     std::fs::write(out.join("ablation.md"), &md)?;
     println!("\n{md}");
     println!(

@@ -2,7 +2,7 @@
 //! given), computes its ground truth, builds a disk index, searches it with O_DIRECT over a sweep of
 //! list sizes and prints recall, QPS, latency and I/O per query.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -48,6 +48,31 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
     let queries = args.dir.join("queries.fbin");
     let gt = args.dir.join("gt.bin");
     let metric = Metric::L2;
+    generate(args, &base, &queries, ctl)?;
+    ground_truth(args, &base, &queries, &gt, metric, ctl)?;
+    let index_dir = args.dir.join("index");
+    build_index(args, &base, &index_dir, metric, ctl)?;
+    let threads = if args.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        args.threads
+    };
+    println!("[4/4] disk search sweep with O_DIRECT, k = 10, beam width 4, {threads} thread(s)");
+    let bench = bench_args(args, index_dir, queries, gt, threads);
+    let (rows, _) = crate::cmd_index::bench(&bench, ctl)?;
+    crate::cmd_index::print_bench(&rows, 10);
+    println!(
+        "done in {:.1} s; files in {}/: base.fbin, queries.fbin, gt.bin, index/ (packed.trawl, pq.trawl, pq-codes.trawl, entry.trawl), \
+         build-report.json, bench.json, bench.csv",
+        t0.elapsed().as_secs_f64(),
+        args.dir.display()
+    );
+    Ok(())
+}
+
+/// Step 1: the clustered float32 base vectors and queries, generated into `base` and
+/// `queries` (unless both are there already and `--fresh` is not given).
+fn generate(args: &QuickstartArgs, base: &Path, queries: &Path, ctl: &Control) -> Result<()> {
     if args.fresh || !base.exists() || !queries.exists() {
         println!(
             "[1/4] generating {} × {} clustered float32 vectors and {} queries",
@@ -55,8 +80,8 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
         );
         crate::cmd_gen::run(
             &GenArgs {
-                out: base.clone(),
-                queries: Some(queries.clone()),
+                out: base.to_path_buf(),
+                queries: Some(queries.to_path_buf()),
                 n: args.n,
                 nq: args.nq,
                 dim: args.dim,
@@ -70,15 +95,28 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
     } else {
         println!("[1/4] reusing {} and {}", base.display(), queries.display());
     }
+    Ok(())
+}
+
+/// Step 2: the exact ground truth (k = 100) of the queries, written to `gt` (unless it is
+/// there already and `--fresh` is not given).
+fn ground_truth(
+    args: &QuickstartArgs,
+    base: &Path,
+    queries: &Path,
+    gt: &Path,
+    metric: Metric,
+    ctl: &Control,
+) -> Result<()> {
     if args.fresh || !gt.exists() {
         println!("[2/4] exact ground truth (k = 100)");
         crate::cmd_gt::run(
             &GtArgs {
-                base: base.clone(),
-                queries: queries.clone(),
+                base: base.to_path_buf(),
+                queries: queries.to_path_buf(),
                 k: 100,
                 metric,
-                out: gt.clone(),
+                out: gt.to_path_buf(),
                 threads: args.threads,
                 memory_budget_gb: None,
             },
@@ -87,7 +125,18 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
     } else {
         println!("[2/4] reusing {}", gt.display());
     }
-    let index_dir = args.dir.join("index");
+    Ok(())
+}
+
+/// Step 3: the disk index of `base` built into `index_dir` (PQ of `--pq-bytes`, Vamana
+/// R = 64, L = 100, α = 1.2), its build report beside the data.
+fn build_index(
+    args: &QuickstartArgs,
+    base: &Path,
+    index_dir: &Path,
+    metric: Metric,
+    ctl: &Control,
+) -> Result<()> {
     println!(
         "[3/4] building the disk index (PQ {} B/vector, Vamana R = 64, L = 100, α = 1.2)",
         args.pq_bytes
@@ -95,8 +144,8 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
     let defaults = trawl::graph::VamanaParams::default();
     crate::cmd_index::build(
         &BuildArgs {
-            data: base.clone(),
-            index_dir: index_dir.clone(),
+            data: base.to_path_buf(),
+            index_dir: index_dir.to_path_buf(),
             metric,
             r: 64,
             l: 100,
@@ -120,14 +169,20 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
         },
         ctl,
     )?;
-    let threads = if args.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        args.threads
-    };
-    println!("[4/4] disk search sweep with O_DIRECT, k = 10, beam width 4, {threads} thread(s)");
-    let bench = BenchArgs {
-        index_dir: index_dir.clone(),
+    Ok(())
+}
+
+/// Step 4's arguments: the sweep of list sizes 10 to 160 at k = 10 with beam search, the
+/// packed layout and O_DIRECT, by `threads` threads; its JSON and CSV beside the data.
+fn bench_args(
+    args: &QuickstartArgs,
+    index_dir: PathBuf,
+    queries: PathBuf,
+    gt: PathBuf,
+    threads: usize,
+) -> BenchArgs {
+    BenchArgs {
+        index_dir,
         queries,
         gt,
         k: 10,
@@ -181,14 +236,5 @@ pub fn run(args: &QuickstartArgs, ctl: &Control) -> Result<()> {
             time_parts: false,
             ivf: Default::default(),
         },
-    };
-    let (rows, _) = crate::cmd_index::bench(&bench, ctl)?;
-    crate::cmd_index::print_bench(&rows, 10);
-    println!(
-        "done in {:.1} s; files in {}/: base.fbin, queries.fbin, gt.bin, index/ (packed.trawl, pq.trawl, pq-codes.trawl, entry.trawl), \
-         build-report.json, bench.json, bench.csv",
-        t0.elapsed().as_secs_f64(),
-        args.dir.display()
-    );
-    Ok(())
+    }
 }

@@ -42,10 +42,6 @@ const KNOWN: &[(&str, usize)] = &[
         "cycle trawl: index ⇄ ivf ⇄ shard (index→ivf, index→shard, ivf→index, shard→index)",
         0,
     ),
-    ("fn trawl-cli/src/cmd_ablation.rs:run", 127),
-    ("fn trawl-cli/src/cmd_info.rs:index_dir", 247),
-    ("fn trawl-cli/src/cmd_quickstart.rs:run", 152),
-    ("file trawl-py/src/index.rs", 1166),
 ];
 
 fn workspace() -> PathBuf {

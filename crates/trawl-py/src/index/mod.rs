@@ -9,54 +9,35 @@
 //! still searched directly — the same results, ids equal to row numbers — and from the first
 //! update on every search goes through [`LiveIndex::search_rows`] (deleted nodes hidden, the
 //! in-memory delta searched beside the disk files, results by external id).
+//!
+//! The class and its Python methods are here; what they do is in the submodules: [`open`]
+//! (`Index.open`'s options and the handle built from the opened index), [`search`] (single
+//! and batch searches, their parameters and statistics), [`update`] (writes, the live count
+//! and merges) and [`ids`] (ids from Python).
+
+mod ids;
+mod open;
+mod search;
+mod update;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use trawl::accel::AccelKind;
-use trawl::data::Queries;
-use trawl::index::live::{Durability, LiveError, LiveIndex};
 use trawl::index::{DiskIndex, KindName};
-use trawl::io::EngineKind;
-use trawl::ivf::IvfVectorLayout;
-use trawl::kinds::{AnyIndex, GraphIndex, Hits, KindParams, Options, Run};
-use trawl::progress::Control;
-use trawl::search::{CachePolicy, QueryStats};
-use trawl::{DType, Element, Metric};
+use trawl::kinds::{AnyIndex, Options};
+use trawl::search::QueryStats;
+use trawl::{DType, Metric};
 
-use crate::arrays::{as_array, dtype_of, Elements};
-use crate::build::run_interruptible;
-use crate::errors::{err, invalid, IntoPyErr, Kind, PyResultExt};
+use crate::errors::{err, invalid, Kind, PyResultExt};
 use crate::params::{count, SearchParams};
-use crate::pyjson::{ser_to_py, to_py};
+use crate::pyjson::to_py;
 
-/// Per-query statistics as a dict of arrays: one uint64 array per counter of
-/// [`QueryStats`], and `latency_us` (float64).
-pub(crate) fn stats_dict<'py>(
-    py: Python<'py>,
-    last: &[QueryStats],
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    let rows: Vec<serde_json::Value> = last
-        .iter()
-        .map(|s| serde_json::to_value(s).unwrap_or_default())
-        .collect();
-    let keys: Vec<String> = serde_json::to_value(QueryStats::default())
-        .ok()
-        .and_then(|v| v.as_object().map(|o| o.keys().cloned().collect()))
-        .unwrap_or_default();
-    for key in keys {
-        let col: Vec<u64> = rows.iter().map(|r| r[&key].as_u64().unwrap_or(0)).collect();
-        d.set_item(key, PyArray1::from_vec(py, col))?;
-    }
-    let lat: Vec<f64> = last.iter().map(|s| s.total_ns as f64 / 1e3).collect();
-    d.set_item("latency_us", PyArray1::from_vec(py, lat))?;
-    Ok(d)
-}
+use ids::id_list;
+pub(crate) use search::stats_dict;
 
 /// Id of a missing result (fewer than `k` vectors reachable): `2**64 - 1`.
 pub const MISSING_ID: u64 = trawl::index::ids::HOLE;
@@ -113,84 +94,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `Index.open`'s keyword arguments as the library's options (its defaults for the ones not
-/// given; the library checks the values). Every open option of the library that Python names:
-/// `layout`, `engine`, `direct`, `verify_pages`, `cache_nodes`, `cache_policy`,
-/// `list_cache_mb`, `list_pin`, `refine_bits`, `queue_depth` (None: automatic), `writable`,
-/// `durability`, `accel`, `ivf_vectors`.
-fn open_options(kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
-    let mut o = Options {
-        threads: std::thread::available_parallelism().map_or(1, |c| c.get()),
-        ..Options::default()
-    };
-    for (k, v) in kw.into_iter().flat_map(|d| d.iter()) {
-        let key: String = k.extract()?;
-        let text = |v: &Bound<'_, PyAny>| -> PyResult<String> { v.extract::<String>() };
-        let parsed = |what: &str, e: String| invalid(format!("{what}: {e}"));
-        match key.as_str() {
-            "layout" => o.layout = text(&v)?.parse().map_err(|e| parsed("layout", e))?,
-            "engine" => {
-                o.engine = text(&v)?
-                    .parse::<EngineKind>()
-                    .map_err(|e| parsed("engine", e.to_string()))?
-            }
-            "direct" => o.direct = v.extract()?,
-            "verify_pages" => o.verify_pages = v.extract()?,
-            "cache_nodes" => o.cache_nodes = count("cache_nodes", v.extract()?, 0)?,
-            "cache_policy" => {
-                o.cache_policy = text(&v)?
-                    .parse::<CachePolicy>()
-                    .map_err(|e| parsed("cache_policy", e))?
-            }
-            "list_cache_mb" => o.list_cache_mb = v.extract()?,
-            "list_pin" => o.list_pin = v.extract()?,
-            "refine_bits" => {
-                let b: i64 = v.extract()?;
-                o.refine_bits = u8::try_from(b)
-                    .map_err(|_| invalid(format!("refine_bits = {b}: expected 0 (off), 4 or 8")))?
-            }
-            "queue_depth" => {
-                let d: Option<i64> = v.extract()?;
-                o.queue_depth = d.map(|d| count("queue_depth", d, 1)).transpose()?
-            }
-            "writable" => o.writable = v.extract()?,
-            "durability" => {
-                o.durability = match text(&v)?.as_str() {
-                    "sync" => Durability::Sync,
-                    "buffered" => Durability::Buffered,
-                    other => {
-                        return Err(invalid(format!(
-                            "durability = {other:?}: expected \"sync\" or \"buffered\""
-                        )))
-                    }
-                }
-            }
-            "accel" => {
-                o.accel = text(&v)?
-                    .parse::<AccelKind>()
-                    .map_err(|e| parsed("accel", e))?
-            }
-            "ivf_vectors" => {
-                o.ivf_vectors = text(&v)?
-                    .parse::<IvfVectorLayout>()
-                    .map_err(|e| parsed("ivf_vectors", e))?
-            }
-            other => {
-                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "Index.open() got an unexpected keyword argument {other:?}"
-                )))
-            }
-        }
-    }
-    Ok(o)
-}
-
-impl IntoPyErr for LiveError {
-    fn into_py_err(self) -> PyErr {
-        err(self.kind().into(), self.to_string())
-    }
-}
-
 #[pymethods]
 impl Index {
     /// Opens the index in `index_dir`, graph or IVF (the manifest names the kind).
@@ -233,50 +136,8 @@ impl Index {
         index_dir: PathBuf,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let opts = open_options(options)?;
-        let writable = opts.writable;
-        let dir = index_dir.as_path();
-        let (ix, report) = py
-            .detach(|| trawl::kinds::open_with(dir, &opts, &Control::silent()))
-            .py()?;
-        let mut cache = serde_json::to_value(report.cache).unwrap_or_default();
-        if let Some(p) = report.pinned {
-            cache["pinned_lists"] = serde_json::to_value(p).unwrap_or_default();
-        }
-        if let Some(r) = report.refine {
-            cache["refine"] = serde_json::to_value(r).unwrap_or_default();
-        }
-        // Searches go through the live index from the first update on: one at open, or the
-        // first write through this handle (a writer holds the lock: nobody else adds any).
-        let updated = match ix.graph().and_then(|g| g.live()) {
-            Some(l) => !l.is_writable() || GraphIndex::has_updates(dir),
-            None => false,
-        };
-        let (layout, accel) = match &ix {
-            AnyIndex::Ivf(iv) => (iv.options().ivf_vectors.name(), iv.accel().info().backend),
-            AnyIndex::Graph(g) => (g.disk().options().layout.name(), ""),
-            AnyIndex::Sharded(sh) => (sh.shards()[0].options().layout.name(), ""),
-            // A kind with one layout of its own: named as the kind.
-            other => (other.kind().name(), ""),
-        };
-        Ok(Self {
-            dir: index_dir.clone(),
-            dim: ix.dim(),
-            dtype: ix.dtype(),
-            metric: ix.metric(),
-            kind: ix.kind(),
-            layout,
-            accel,
-            writable,
-            options: opts,
-            state: Mutex::new(Some(Arc::new(ix))),
-            updated: AtomicBool::new(updated),
-            live_n: Mutex::new(None),
-            write_lock: Mutex::new(()),
-            totals: Mutex::new((0, QueryStats::default())),
-            last: Mutex::new(Vec::new()),
-            cache,
-        })
+        let opts = open::open_options(options)?;
+        Self::open_with(py, index_dir, opts)
     }
 
     /// Same as `Index.open(index_dir, **options)`.
@@ -392,29 +253,7 @@ impl Index {
         k: i64,
         params: Option<SearchParams>,
     ) -> PyResult<PyHits<'py>> {
-        let inner = self.inner()?;
-        let arr = as_array(query, "query")?;
-        if arr.ndim() != 1 {
-            return Err(invalid(format!(
-                "query must be a 1-D array, not {}-D (use batch_search for several queries)",
-                arr.ndim()
-            )));
-        }
-        let p = self.lib_params(py, &inner, k, params)?;
-        let (hits, stats) = match self.check_dtype(&arr, "query")? {
-            DType::F32 => self.search_one(py, &inner, &Elements::<f32>::of(&arr)?, &p)?,
-            DType::U8 => self.search_one(py, &inner, &Elements::<u8>::of(&arr)?, &p)?,
-            DType::I8 => self.search_one(py, &inner, &Elements::<i8>::of(&arr)?, &p)?,
-        };
-        let k = p.k();
-        let mut ids = vec![MISSING_ID; k];
-        let mut dists = vec![f32::INFINITY; k];
-        for (j, (id, d)) in hits.into_iter().take(k).enumerate() {
-            ids[j] = id;
-            dists[j] = d;
-        }
-        self.record(vec![stats]);
-        Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, dists)))
+        self.search_query(py, query, k, params)
     }
 
     /// The `k` nearest neighbours of every row of `queries` (a 2-D array of the index's
@@ -431,45 +270,7 @@ impl Index {
         params: Option<SearchParams>,
         threads: i64,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        let inner = self.inner()?;
-        let arr = as_array(queries, "queries")?;
-        if arr.ndim() != 2 {
-            return Err(invalid(format!(
-                "queries must be a 2-D array (queries × dimension), not {}-D",
-                arr.ndim()
-            )));
-        }
-        let (nq, dim) = (arr.shape()[0], arr.shape()[1]);
-        if dim != self.dim {
-            return Err(invalid(format!(
-                "queries have dimension {dim}, the index has {}",
-                self.dim
-            )));
-        }
-        let p = self.lib_params(py, &inner, k, params)?;
-        let threads = match count("threads", threads, 0)? {
-            0 => std::thread::available_parallelism().map_or(1, |c| c.get()),
-            t => t,
-        };
-        let (ids, dists, stats) = match self.check_dtype(&arr, "query")? {
-            DType::F32 => {
-                let e = Elements::<f32>::of(&arr)?;
-                self.search_batch(py, &inner, e.as_slice(), &p, threads)?
-            }
-            DType::U8 => {
-                let e = Elements::<u8>::of(&arr)?;
-                self.search_batch(py, &inner, e.as_slice(), &p, threads)?
-            }
-            DType::I8 => {
-                let e = Elements::<i8>::of(&arr)?;
-                self.search_batch(py, &inner, e.as_slice(), &p, threads)?
-            }
-        };
-        self.record(stats);
-        let k = p.k();
-        let ids = PyArray1::from_vec(py, ids).reshape([nq, k])?;
-        let dists = PyArray1::from_vec(py, dists).reshape([nq, k])?;
-        Ok((ids.into_any(), dists.into_any()))
+        self.search_queries(py, queries, k, params, threads)
     }
 
     /// Inserts `vectors` (a 2-D array of the index's dtype and dimension, or one 1-D vector)
@@ -538,23 +339,7 @@ impl Index {
         threads: i64,
         progress: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let inner = self.inner()?;
-        let live = self.writer(&inner)?;
-        let threads = match count("threads", threads, 0)? {
-            0 => std::thread::available_parallelism().map_or(1, |c| c.get()),
-            t => t,
-        };
-        let (pool, ctl, cancel) = crate::build::worker(threads, progress)?;
-        self.updated.store(true, Ordering::Release);
-        let result = run_interruptible(py, &cancel, || pool.install(|| live.merge(threads, &ctl)));
-        let report = result?.map_err(|e| {
-            if ctl.check().is_err() {
-                err(Kind::Other, "the merge was interrupted")
-            } else {
-                e.into_py_err()
-            }
-        })?;
-        ser_to_py(py, &report)
+        self.merge_updates(py, threads, progress)
     }
 
     /// Makes every acknowledged write durable: syncs the log (a no-op with durability
@@ -698,300 +483,11 @@ impl Index {
         })
     }
 
-    /// The live index to write, or the read-only error.
-    fn writer<'a>(&self, inner: &'a AnyIndex) -> PyResult<&'a LiveIndex> {
-        match inner.graph().and_then(|g| g.live()) {
-            Some(l) if l.is_writable() => Ok(l),
-            _ if inner.graph().is_none() => Err(invalid(format!(
-                "{}: {} indexes do not take updates yet (insert, upsert, delete, merge and \
-                 flush need a graph index)",
-                self.dir.display(),
-                inner.kind().label()
-            ))),
-            _ => Err(invalid(format!(
-                "{}: the index is open read-only: open it with Index.open(index_dir, \
-                 writable=True) to change it",
-                self.dir.display()
-            ))),
-        }
-    }
-
     /// The disk files to search directly (ids = row numbers), while the index has no
     /// updates; `None` when searches go through the live index.
     fn fast_disk(&self, inner: &AnyIndex) -> Option<Arc<DiskIndex>> {
         let g = inner.graph()?;
         (g.live().is_none() || !self.updated.load(Ordering::Acquire)).then(|| g.disk())
-    }
-
-    /// Runs one write with the GIL released; searches go through the live index from it on.
-    /// `count` gives the live vectors after the write from those before it and what the
-    /// write returned (`None` when unknown).
-    fn write<R: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce() -> Result<R, LiveError> + Send,
-        count: impl FnOnce(&R, usize) -> Option<usize> + Send,
-    ) -> PyResult<R> {
-        self.updated.store(true, Ordering::Release);
-        py.detach(|| {
-            let _one = lock(&self.write_lock);
-            let r = f();
-            let mut n = lock(&self.live_n);
-            *n = match &r {
-                Ok(r) => n.and_then(|n| count(r, n)),
-                // Nothing was applied, or (an error after the log write) recount.
-                Err(e) if e.kind() == trawl::ErrorKind::InvalidInput => *n,
-                Err(_) => None,
-            };
-            r
-        })
-        .py()
-    }
-
-    /// Live vectors: kept up to date by the writes, counted (a scan of every slot) when
-    /// unknown.
-    fn live_count(&self, py: Python<'_>) -> PyResult<usize> {
-        let inner = self.inner()?;
-        let Some(l) = inner.graph().and_then(|g| g.live()) else {
-            return Ok(inner.n());
-        };
-        if let Some(n) = *lock(&self.live_n) {
-            return Ok(n);
-        }
-        Ok(py.detach(|| {
-            let _no_writes = lock(&self.write_lock);
-            let mut n = lock(&self.live_n);
-            *n.get_or_insert_with(|| l.len())
-        }))
-    }
-
-    fn write_vectors(
-        &self,
-        py: Python<'_>,
-        vectors: &Bound<'_, PyAny>,
-        ids: Option<&[u64]>,
-        upsert: bool,
-    ) -> PyResult<Vec<u64>> {
-        let inner = self.inner()?;
-        let live = self.writer(&inner)?;
-        let arr = as_array(vectors, "vectors")?;
-        let dim = match arr.ndim() {
-            1 => arr.shape()[0],
-            2 => arr.shape()[1],
-            d => {
-                return Err(invalid(format!(
-                    "vectors must be a 2-D array (vectors × dimension) or one 1-D vector, not \
-                     {d}-D"
-                )))
-            }
-        };
-        if dim != self.dim {
-            return Err(invalid(format!(
-                "vectors have dimension {dim}, the index has {}",
-                self.dim
-            )));
-        }
-        fn go<T: Element + numpy::Element>(
-            this: &Index,
-            py: Python<'_>,
-            live: &LiveIndex,
-            arr: &Bound<'_, PyUntypedArray>,
-            ids: Option<&[u64]>,
-            upsert: bool,
-        ) -> PyResult<Vec<u64>> {
-            let e = Elements::<T>::of(arr)?;
-            let rows = e.as_slice();
-            if upsert {
-                let ids = ids.unwrap_or(&[]);
-                this.write(py, || live.upsert(ids, rows), |_, _| None)
-            } else {
-                this.write(py, || live.insert(ids, rows), |new, n| Some(n + new.len()))
-            }
-        }
-        match self.check_dtype(&arr, "vector")? {
-            DType::F32 => go::<f32>(self, py, live, &arr, ids, upsert),
-            DType::U8 => go::<u8>(self, py, live, &arr, ids, upsert),
-            DType::I8 => go::<i8>(self, py, live, &arr, ids, upsert),
-        }
-    }
-
-    /// The parameters of a search of `k` results on `inner`, checked.
-    fn lib_params(
-        &self,
-        py: Python<'_>,
-        inner: &AnyIndex,
-        k: i64,
-        params: Option<SearchParams>,
-    ) -> PyResult<KindParams> {
-        let k = count("k", k, 1)?;
-        let n = self.live_count(py)?;
-        if k > n {
-            return Err(invalid(format!(
-                "k = {k} is larger than the {n} indexed vectors"
-            )));
-        }
-        let o = params.unwrap_or_default().to_options(&self.options)?;
-        o.params(inner, k).py()
-    }
-
-    fn check_dtype(&self, arr: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<DType> {
-        let dt = dtype_of(arr)?;
-        if dt != self.dtype {
-            return Err(invalid(format!(
-                "{what} dtype {} does not match the index's {} (convert with .astype(numpy.{}))",
-                numpy_name(dt),
-                numpy_name(self.dtype),
-                numpy_name(self.dtype)
-            )));
-        }
-        Ok(dt)
-    }
-
-    /// One query, as a batch of one (the library searches it on this thread with a pooled
-    /// I/O engine).
-    fn search_one<T: Element + numpy::Element>(
-        &self,
-        py: Python<'_>,
-        inner: &Arc<AnyIndex>,
-        query: &Elements<'_, T>,
-        p: &KindParams,
-    ) -> PyResult<(Vec<(u64, f32)>, QueryStats)> {
-        let q = query.as_slice();
-        if q.len() != self.dim {
-            return Err(invalid(format!(
-                "query has dimension {}, the index has {}",
-                q.len(),
-                self.dim
-            )));
-        }
-        let (ids, dists, stats) = self.search_batch(py, inner, q, p, 1)?;
-        let stats = stats.into_iter().next().unwrap_or_default();
-        Ok((ids.into_iter().zip(dists).collect(), stats))
-    }
-
-    /// A batch: a writable graph index's disk files directly while nothing is written, else
-    /// the kind's search. Returns row-major ids and distances and per-query statistics.
-    #[allow(clippy::type_complexity)]
-    fn search_batch<T: Element>(
-        &self,
-        py: Python<'_>,
-        inner: &AnyIndex,
-        rows: &[T],
-        p: &KindParams,
-        threads: usize,
-    ) -> PyResult<(Vec<u64>, Vec<f32>, Vec<QueryStats>)> {
-        let q = Queries::new(rows, self.dim).ok_or_else(|| {
-            invalid("the queries do not hold whole vectors of the index's dimension")
-        })?;
-        let run = Run {
-            threads,
-            interleave: 1,
-        };
-        let hits: Hits = match (self.fast_disk(inner), p) {
-            (Some(disk), KindParams::Graph(p)) => py
-                .detach(|| disk.search_rows(rows, p, threads, 1))
-                .py()?
-                .into(),
-            _ => py.detach(|| inner.search(q, p, run)).py()?,
-        };
-        Ok((hits.ids, hits.dists, hits.stats))
-    }
-
-    fn record(&self, stats: Vec<QueryStats>) {
-        {
-            let mut t = lock(&self.totals);
-            t.0 += stats.len() as u64;
-            for s in &stats {
-                t.1 += *s;
-            }
-        }
-        *lock(&self.last) = stats;
-    }
-}
-
-/// Ids from Python as `u64`: an integer numpy array (0-D or 1-D, any integer dtype), a single
-/// int, or a sequence of ints (converted one by one, so large ids never pass through a float);
-/// a negative, non-integer or out-of-range value is an `InvalidInputError`.
-fn id_list(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
-    if let Ok(arr) = obj.cast::<PyUntypedArray>() {
-        return id_array(arr, what);
-    }
-    let one = |item: &Bound<'_, PyAny>, at: Option<usize>| -> PyResult<u64> {
-        if let Ok(id) = item.extract::<u64>() {
-            return Ok(id);
-        }
-        if let Ok(neg) = item.extract::<i64>() {
-            return Err(invalid(format!("{what} must be at least 0: found {neg}")));
-        }
-        let shown = item
-            .repr()
-            .map(|r| r.to_string())
-            .unwrap_or_else(|_| "?".into());
-        Err(invalid(format!(
-            "{what} must be integers in [0, 2**64 - 2]{}: {shown} is not",
-            at.map_or(String::new(), |i| format!(" (item {i})"))
-        )))
-    };
-    if obj.extract::<i128>().is_ok() {
-        return Ok(vec![one(obj, None)?]);
-    }
-    let items = obj.try_iter().map_err(|_| {
-        let ty = obj
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default();
-        invalid(format!(
-            "{what} must be a numpy array or a list of integers, not {ty}"
-        ))
-    })?;
-    let mut ids = Vec::with_capacity(obj.len().unwrap_or(0));
-    for (i, item) in items.enumerate() {
-        ids.push(one(&item?, Some(i))?);
-    }
-    Ok(ids)
-}
-
-/// [`id_list`] of a numpy array.
-fn id_array(arr: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<Vec<u64>> {
-    let py = arr.py();
-    if arr.ndim() > 1 {
-        return Err(invalid(format!(
-            "{what} must be a 1-D array or list of integers, not {}-D",
-            arr.ndim()
-        )));
-    }
-    if arr.len() == 0 && arr.ndim() == 1 {
-        return Ok(Vec::new());
-    }
-    let dtype = arr.dtype();
-    let kind = dtype.kind();
-    let np = py.import("numpy")?;
-    let flat = arr.call_method1("reshape", (-1,))?;
-    let contiguous = |name: &str| -> PyResult<Bound<'_, PyAny>> {
-        let kw = PyDict::new(py);
-        kw.set_item("dtype", name)?;
-        np.call_method("ascontiguousarray", (&flat,), Some(&kw))
-    };
-    match kind {
-        b'u' => {
-            let a = contiguous("uint64")?;
-            Ok(a.cast::<PyArray1<u64>>()?.to_vec()?)
-        }
-        b'i' => {
-            let a = contiguous("int64")?;
-            let v = a.cast::<PyArray1<i64>>()?.to_vec()?;
-            if let Some(neg) = v.iter().find(|&&x| x < 0) {
-                return Err(invalid(format!("{what} must be at least 0: found {neg}")));
-            }
-            Ok(v.into_iter().map(|x| x as u64).collect())
-        }
-        _ => {
-            let name = dtype.str().map(|s| s.to_string()).unwrap_or_default();
-            Err(invalid(format!(
-                "{what} must be integers in [0, 2**64 - 2], not an array of {name}"
-            )))
-        }
     }
 }
 
