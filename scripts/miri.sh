@@ -19,14 +19,14 @@ toolchain="${MIRI_TOOLCHAIN:-nightly}"
 base_flags="-Zmiri-env-set=PROPTEST_DISABLE_FAILURE_PERSISTENCE=1"
 
 # The modules with `unsafe` code, as test-name filters.
-modules=(data::matrix io:: mem:: graph::adjacency graph::store kernels:: exact::tile)
+modules=(data::matrix io:: mem:: vamana::adjacency vamana::store kernels:: exact::tile)
 
 # Tests that run work on rayon's thread pool. rayon's work-stealing deques use crossbeam-epoch,
 # which breaks the Stacked Borrows rules (crossbeam-rs/crossbeam#545; it passes Tree Borrows),
 # and the pool's threads outlive `main`. These run in the Tree Borrows run, without the leak
 # check, and are skipped by the others.
 rayon_tests=(
-    graph::store::tests::
+    vamana::store::tests::
     kernels::kmeans::tests::duplicates_and_empty_clusters
     kernels::kmeans::tests::splits_the_largest_cluster_when_one_empties
     kernels::kmeans::tests::cancel_stops_training

@@ -23,14 +23,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use trawl::data::{self, DataError, Format, ProbeOptions, VectorReader};
 use trawl::dir::FileError;
-use trawl::graph::Graph;
-use trawl::layout::decoupled::graph::GraphFile;
-use trawl::layout::decoupled::vectors::VectorFile;
-use trawl::layout::decoupled::{elias_fano, huffman};
-use trawl::layout::packed::PackedFile;
+use trawl::kinds::graph::layout::decoupled::graph::GraphFile;
+use trawl::kinds::graph::layout::decoupled::vectors::VectorFile;
+use trawl::kinds::graph::layout::decoupled::{elias_fano, huffman};
+use trawl::kinds::graph::layout::packed::PackedFile;
+use trawl::kinds::graph::search::entry::EntryIndex;
 use trawl::progress::Control;
 use trawl::quant::pq::{PqCodes, ProductQuantizer};
-use trawl::search::entry::EntryIndex;
+use trawl::vamana::Graph;
 use trawl::{DType, Metric};
 
 const PAGE: usize = 4096;
@@ -196,13 +196,13 @@ pub const MANIFEST_MAGIC: [u8; 8] = *b"TRAWLMAN";
 
 fn kind_magic(kind: usize) -> [u8; 8] {
     match kind {
-        0 => trawl::layout::packed::MAGIC,
-        1 => trawl::layout::decoupled::graph::MAGIC,
-        2 => trawl::layout::decoupled::vectors::MAGIC,
+        0 => trawl::kinds::graph::layout::packed::MAGIC,
+        1 => trawl::kinds::graph::layout::decoupled::graph::MAGIC,
+        2 => trawl::kinds::graph::layout::decoupled::vectors::MAGIC,
         3 => trawl::quant::pq::PQ_MAGIC,
         4 => trawl::quant::pq::PQ_CODES_MAGIC,
-        5 => trawl::graph::file::MAGIC,
-        6 => trawl::search::entry::MAGIC,
+        5 => trawl::vamana::file::MAGIC,
+        6 => trawl::kinds::graph::search::entry::MAGIC,
         _ => MANIFEST_MAGIC,
     }
 }
@@ -378,11 +378,11 @@ pub const INDEX_KINDS: [&str; 6] = ["ivf", "ivf_vectors", "shards", "wal", "ids"
 /// manifest (`shards.trawl`, header and full load), the write-ahead log (`wal.trawl`), the
 /// ids file (`ids.trawl`) and the vector map (`vmap.trawl`).
 pub fn index_files(input: &[u8]) {
-    use trawl::index::ids::SlotIds;
-    use trawl::index::segments::{VectorMap, GONE};
-    use trawl::index::wal;
-    use trawl::ivf::file::{check_centroids, IvfMeta};
-    use trawl::shard::ShardManifest;
+    use trawl::kinds::graph::updates::ids::SlotIds;
+    use trawl::kinds::graph::updates::segments::{VectorMap, GONE};
+    use trawl::kinds::graph::updates::wal;
+    use trawl::kinds::ivf::file::{check_centroids, IvfMeta};
+    use trawl::kinds::sharded::ShardManifest;
 
     let [sel, flags, rest @ ..] = input else {
         return;
@@ -416,7 +416,7 @@ pub fn index_files(input: &[u8]) {
             }
         }
         1 => {
-            use trawl::ivf::vectors::VectorFile;
+            use trawl::kinds::ivf::vectors::VectorFile;
             let f = TempFile::new("ivf-vectors.trawl", &bytes);
             let p = &f.path;
             if let Some(v) = file_err(VectorFile::open(p), p) {
@@ -833,11 +833,11 @@ pub fn mutate(body: &mut Vec<u8>, rng: &mut Rng) {
 /// files of every format and kind, written by trawl's own writers.
 pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     use trawl::data::{GroundTruth, Matrix};
-    use trawl::layout::decoupled::graph::GraphWriter;
-    use trawl::layout::decoupled::vectors::{
+    use trawl::kinds::graph::layout::decoupled::graph::GraphWriter;
+    use trawl::kinds::graph::layout::decoupled::vectors::{
         VectorGeometry, VectorParams, VectorPlanner, VectorWriter,
     };
-    use trawl::layout::packed::{PackedGeometry, PackedMeta, PackedWriter};
+    use trawl::kinds::graph::layout::packed::{PackedGeometry, PackedMeta, PackedWriter};
 
     static CALLS: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -1048,7 +1048,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     push("graph", read(&p));
 
     // Entry index.
-    let params = trawl::search::entry::EntryParams {
+    let params = trawl::kinds::graph::search::entry::EntryParams {
         ratio: 0.25,
         r: 4,
         l: 8,
@@ -1104,10 +1104,10 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
 /// list per vector), a shard manifest, a write-ahead log of every operation, an ids file and a
 /// vector map.
 fn index_seeds(dir: &Path) -> Vec<(&'static str, Vec<u8>)> {
-    use trawl::index::ids::{SlotIds, HOLE};
-    use trawl::index::segments::{VectorMap, GONE};
-    use trawl::index::wal::{LogOp, LogVectors, LogWriter};
-    use trawl::ivf::{build_ivf, IvfParams};
+    use trawl::kinds::graph::updates::ids::{SlotIds, HOLE};
+    use trawl::kinds::graph::updates::segments::{VectorMap, GONE};
+    use trawl::kinds::graph::updates::wal::{LogOp, LogVectors, LogWriter};
+    use trawl::kinds::ivf::{build_ivf, IvfParams};
 
     let mut out: Vec<(&'static str, Vec<u8>)> = Vec::new();
     let read = |p: &Path| std::fs::read(p).expect("seed file");
@@ -1129,10 +1129,10 @@ fn index_seeds(dir: &Path) -> Vec<(&'static str, Vec<u8>)> {
         seed: 1,
         opq_iters: 0,
     };
-    let graph = trawl::graph::VamanaParams {
+    let graph = trawl::vamana::VamanaParams {
         r: 6,
         l: 12,
-        ..trawl::graph::VamanaParams::default()
+        ..trawl::vamana::VamanaParams::default()
     };
     let ivf = dir.join("ivf-f32");
     let params = IvfParams {

@@ -14,10 +14,10 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use trawl::data::matrix::AnyMatrix;
 use trawl::data::GroundTruth;
-use trawl::index::{DiskIndex, IndexLayout, OpenOptions, ShuffleParams};
+use trawl::kinds::graph::search::{PipeParams, WidthPolicy, WidthSchedule};
+use trawl::kinds::graph::{DiskIndex, IndexLayout, OpenOptions, ShuffleParams};
 use trawl::kinds::AnyIndex;
 use trawl::progress::Control;
-use trawl::search::{PipeParams, WidthPolicy, WidthSchedule};
 
 use crate::cmd_graph::write_json;
 use crate::cmd_index::{load_queries, open, run_sweep, BenchArgs, BenchRow, SearchOptions};

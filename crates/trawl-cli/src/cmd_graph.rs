@@ -9,8 +9,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 use trawl::data::matrix::AnyMatrix;
 use trawl::data::{GroundTruth, Matrix};
-use trawl::graph::{self, Graph, SearchScratch, VamanaParams, VectorStore, VisitOrder};
 use trawl::progress::Control;
+use trawl::vamana::{self, Graph, SearchScratch, VamanaParams, VectorStore, VisitOrder};
 use trawl::{Element, Metric};
 
 use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
@@ -182,10 +182,10 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<BuildReport> {
         let (g, s) = match &data {
             AnyMatrix::F32(m) => {
                 trawl::data::validate_finite(m)?;
-                graph::build(m, args.metric, &params, ctl)?
+                vamana::build(m, args.metric, &params, ctl)?
             }
-            AnyMatrix::U8(m) => graph::build(m, args.metric, &params, ctl)?,
-            AnyMatrix::I8(m) => graph::build(m, args.metric, &params, ctl)?,
+            AnyMatrix::U8(m) => vamana::build(m, args.metric, &params, ctl)?,
+            AnyMatrix::I8(m) => vamana::build(m, args.metric, &params, ctl)?,
         };
         Ok((g, s, rayon::current_num_threads()))
     })??;
@@ -309,7 +309,7 @@ pub fn sweep_one<T: Element>(
             || SearchScratch::new(graph.n()),
             |scratch, q| {
                 let t = Instant::now();
-                let r = graph::search(graph, store, queries.row(q), k, l, scratch);
+                let r = vamana::search(graph, store, queries.row(q), k, l, scratch);
                 r.map(|(hits, stats)| (hits, stats, t.elapsed().as_secs_f64() * 1e6))
             },
         )
@@ -332,7 +332,7 @@ pub fn sweep_one<T: Element>(
         ids: gt.ids[..queries.n() * gt.k].to_vec(),
         dists: Vec::new(),
     };
-    let recall = graph::recall_at_k(&found, k, &truth).unwrap_or(0.0);
+    let recall = vamana::recall_at_k(&found, k, &truth).unwrap_or(0.0);
     lat.sort_by(f64::total_cmp);
     let pct = |p: f64| {
         lat.get(((lat.len() as f64 - 1.0) * p).round() as usize)

@@ -15,12 +15,12 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use trawl::data::matrix::AnyMatrix;
 use trawl::data::Matrix;
-use trawl::graph::VamanaParams;
-use trawl::index::{build_random_link_index, DiskIndex, IndexParams, OpenOptions};
 use trawl::io::EngineKind;
+use trawl::kinds::graph::search::{FlashParams, Grain, SearchParams, Strategy};
+use trawl::kinds::graph::{build_random_link_index, DiskIndex, IndexParams, OpenOptions};
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
-use trawl::search::{FlashParams, Grain, SearchParams, Strategy};
+use trawl::vamana::VamanaParams;
 use trawl::{Element, Metric};
 
 use crate::runtime::with_threads;
@@ -152,7 +152,7 @@ fn flash_params(args: &SelectDegreeArgs) -> FlashParams {
     FlashParams {
         batch: match (args.flash_batch, args.accel) {
             (0, trawl::accel::AccelKind::Gpu) => 1024,
-            (0, _) => trawl::search::flash::DEFAULT_FLASH_BATCH,
+            (0, _) => trawl::kinds::graph::search::flash::DEFAULT_FLASH_BATCH,
             (b, _) => b,
         },
         staleness: 1,

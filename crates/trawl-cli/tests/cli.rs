@@ -968,7 +968,7 @@ fn sharded_build_search_bench_info_and_probe() {
 #[test]
 fn sharded_indexes_refuse_shard_updates_unmerged_logs_and_forged_manifests() {
     use common::fails_cleanly;
-    use trawl::shard::{ShardManifest, SHARD_MANIFEST_FILE};
+    use trawl::kinds::sharded::{ShardManifest, SHARD_MANIFEST_FILE};
     let dir = tempfile::tempdir().unwrap();
     let (base, queries, sh) = (
         dir.path().join("base.fbin"),
@@ -1044,9 +1044,12 @@ fn sharded_indexes_refuse_shard_updates_unmerged_logs_and_forged_manifests() {
     ok(&["info", s(&sh), "--verify"]);
     // An older trawl's acknowledged delete through the shard: the sharded search refuses it.
     let log = shard0.join("wal.trawl");
-    let mut w = trawl::index::wal::LogWriter::create(&log, 0).unwrap();
-    w.append(&[trawl::index::wal::LogOp::Delete { ids: vec![0] }], true)
-        .unwrap();
+    let mut w = trawl::kinds::graph::updates::wal::LogWriter::create(&log, 0).unwrap();
+    w.append(
+        &[trawl::kinds::graph::updates::wal::LogOp::Delete { ids: vec![0] }],
+        true,
+    )
+    .unwrap();
     drop(w);
     let want = format!(
         "shard 0: {} holds 1 logged update(s) not merged into the shard's files",
@@ -1065,7 +1068,7 @@ fn sharded_indexes_refuse_shard_updates_unmerged_logs_and_forged_manifests() {
     std::fs::remove_file(&log).unwrap();
     // Forged counts (an abort or a capacity-overflow panic before) and escaping directories.
     let good = std::fs::read(&man).unwrap();
-    let forge = |edit: &dyn Fn(&mut trawl::shard::manifest::ShardHeader)| {
+    let forge = |edit: &dyn Fn(&mut trawl::kinds::sharded::manifest::ShardHeader)| {
         let mut m = ShardManifest::load(&man).unwrap();
         edit(&mut m.header);
         m.save(&man).unwrap();

@@ -15,8 +15,8 @@
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 use trawl::data::DataError;
-use trawl::index::{IndexBuildError, OpenError};
 use trawl::io::IoError;
+use trawl::kinds::graph::{IndexBuildError, OpenError};
 use trawl::search::SearchError;
 use trawl::ErrorKind;
 

@@ -6,9 +6,9 @@
 #![allow(non_snake_case)]
 
 use pyo3::prelude::*;
-use trawl::graph::VamanaParams;
+use trawl::kinds::graph::search::{Grain, WidthPolicy, WidthSchedule};
 use trawl::kinds::{BuildOptions, Options};
-use trawl::search::{Grain, WidthPolicy, WidthSchedule};
+use trawl::vamana::VamanaParams;
 
 use crate::errors::{invalid, PyResultExt};
 
@@ -101,9 +101,9 @@ impl BuildParams {
         memory_budget_gb = None, saturate = false,
         visit_order = VamanaParams::default().order.to_string(), opq = false, entry_ratio = 0.01, entry_degree = 32,
         entry_build_list = 64, entry_sampling = "uniform".to_string(), decoupled = false,
-        ivf_list_size = trawl::ivf::DEFAULT_LIST_SIZE as i64,
-        ivf_epsilon = f32_as_f64(trawl::ivf::DEFAULT_EPSILON),
-        ivf_max_replicas = trawl::ivf::DEFAULT_MAX_REPLICAS as i64, by_id_vectors = false,
+        ivf_list_size = trawl::kinds::ivf::DEFAULT_LIST_SIZE as i64,
+        ivf_epsilon = f32_as_f64(trawl::kinds::ivf::DEFAULT_EPSILON),
+        ivf_max_replicas = trawl::kinds::ivf::DEFAULT_MAX_REPLICAS as i64, by_id_vectors = false,
         progress = true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -236,9 +236,9 @@ impl Default for BuildParams {
             64,
             "uniform".into(),
             false,
-            trawl::ivf::DEFAULT_LIST_SIZE as i64,
-            f32_as_f64(trawl::ivf::DEFAULT_EPSILON),
-            trawl::ivf::DEFAULT_MAX_REPLICAS as i64,
+            trawl::kinds::ivf::DEFAULT_LIST_SIZE as i64,
+            f32_as_f64(trawl::kinds::ivf::DEFAULT_EPSILON),
+            trawl::kinds::ivf::DEFAULT_MAX_REPLICAS as i64,
             false,
             true,
         )

@@ -2,7 +2,7 @@
 //! cluster runs apart (`plan_shards`, `build_shard`, `finish_sharded`), `shard_manifest` (what
 //! a scatter-gather driver needs: centroids, per-shard directories, ids and build ids) and
 //! `trawl.ShardedIndex` (every shard open here, searched and merged by
-//! [`trawl::shard::ShardedIndex::search_rows`]).
+//! [`trawl::kinds::sharded::ShardedIndex::search_rows`]).
 
 use std::path::PathBuf;
 
@@ -10,9 +10,9 @@ use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use trawl::data::AnyMatrix;
-use trawl::index::OpenOptions;
 use trawl::io::EngineKind;
-use trawl::shard::{ShardError, ShardManifest, ShardParams, ShardedIndex as LibSharded};
+use trawl::kinds::graph::OpenOptions;
+use trawl::kinds::sharded::{ShardError, ShardManifest, ShardParams, ShardedIndex as LibSharded};
 use trawl::DType;
 
 use crate::arrays::{as_array, dtype_of, Elements};
@@ -49,9 +49,9 @@ fn shard_params(shards: i64, slack: f64, epsilon: f64, seed: i64) -> PyResult<Sh
     Ok(p)
 }
 
-fn graph_params(params: &BuildParams) -> PyResult<trawl::index::IndexParams> {
+fn graph_params(params: &BuildParams) -> PyResult<trawl::kinds::graph::IndexParams> {
     let o = params.options()?;
-    if o.kind != trawl::index::KindName::Graph {
+    if o.kind != trawl::kinds::graph::KindName::Graph {
         return Err(invalid(
             "the shards of a sharded index are graph indexes: BuildParams(kind=\"graph\")",
         ));
@@ -85,9 +85,15 @@ pub fn build_sharded<'py>(
     let report = with_data(py, data, |m: &AnyMatrix| {
         run_interruptible(py, &cancel, || {
             pool.install(|| match m {
-                AnyMatrix::F32(m) => trawl::shard::build_sharded_index(m, dir, &sp, &lib, &ctl),
-                AnyMatrix::U8(m) => trawl::shard::build_sharded_index(m, dir, &sp, &lib, &ctl),
-                AnyMatrix::I8(m) => trawl::shard::build_sharded_index(m, dir, &sp, &lib, &ctl),
+                AnyMatrix::F32(m) => {
+                    trawl::kinds::sharded::build_sharded_index(m, dir, &sp, &lib, &ctl)
+                }
+                AnyMatrix::U8(m) => {
+                    trawl::kinds::sharded::build_sharded_index(m, dir, &sp, &lib, &ctl)
+                }
+                AnyMatrix::I8(m) => {
+                    trawl::kinds::sharded::build_sharded_index(m, dir, &sp, &lib, &ctl)
+                }
             })
         })
     })??
@@ -121,9 +127,9 @@ pub fn plan_shards<'py>(
     let report = with_data(py, data, |m: &AnyMatrix| {
         run_interruptible(py, &cancel, || {
             pool.install(|| match m {
-                AnyMatrix::F32(m) => trawl::shard::plan_shards(m, metric, &sp, dir, &ctl),
-                AnyMatrix::U8(m) => trawl::shard::plan_shards(m, metric, &sp, dir, &ctl),
-                AnyMatrix::I8(m) => trawl::shard::plan_shards(m, metric, &sp, dir, &ctl),
+                AnyMatrix::F32(m) => trawl::kinds::sharded::plan_shards(m, metric, &sp, dir, &ctl),
+                AnyMatrix::U8(m) => trawl::kinds::sharded::plan_shards(m, metric, &sp, dir, &ctl),
+                AnyMatrix::I8(m) => trawl::kinds::sharded::plan_shards(m, metric, &sp, dir, &ctl),
             })
         })
     })??
@@ -151,9 +157,9 @@ pub fn build_shard<'py>(
     let report = with_data(py, data, |m: &AnyMatrix| {
         run_interruptible(py, &cancel, || {
             pool.install(|| match m {
-                AnyMatrix::F32(m) => trawl::shard::build_shard(m, dir, shard, &lib, &ctl),
-                AnyMatrix::U8(m) => trawl::shard::build_shard(m, dir, shard, &lib, &ctl),
-                AnyMatrix::I8(m) => trawl::shard::build_shard(m, dir, shard, &lib, &ctl),
+                AnyMatrix::F32(m) => trawl::kinds::sharded::build_shard(m, dir, shard, &lib, &ctl),
+                AnyMatrix::U8(m) => trawl::kinds::sharded::build_shard(m, dir, shard, &lib, &ctl),
+                AnyMatrix::I8(m) => trawl::kinds::sharded::build_shard(m, dir, shard, &lib, &ctl),
             })
         })
     })??
@@ -166,7 +172,7 @@ pub fn build_shard<'py>(
 #[pyfunction]
 pub fn finish_sharded<'py>(py: Python<'py>, index_dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
     let m = py
-        .detach(|| trawl::shard::finish_sharded_index(&index_dir))
+        .detach(|| trawl::kinds::sharded::finish_sharded_index(&index_dir))
         .py()?;
     manifest_dict(py, &index_dir, &m)
 }
@@ -176,7 +182,7 @@ pub fn finish_sharded<'py>(py: Python<'py>, index_dir: PathBuf) -> PyResult<Boun
 /// path), `count`, `build_id` and `ids` (uint64: the global id of each of the shard's rows).
 #[pyfunction]
 pub fn shard_manifest<'py>(py: Python<'py>, index_dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-    let path = index_dir.join(trawl::shard::SHARD_MANIFEST_FILE);
+    let path = index_dir.join(trawl::kinds::sharded::SHARD_MANIFEST_FILE);
     let m = py.detach(|| ShardManifest::load(&path)).py()?;
     manifest_dict(py, &index_dir, &m)
 }

@@ -18,9 +18,9 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 use rayon::prelude::*;
 use trawl::data::{GroundTruth, Matrix};
-use trawl::graph::{build, recall_at_k, search_batch, VamanaParams, VectorStore};
 use trawl::kernels::distance;
 use trawl::progress::Control;
+use trawl::vamana::{build, recall_at_k, search_batch, VamanaParams, VectorStore};
 use trawl::Metric;
 
 fn mixture(n: usize, dim: usize, seed: u64) -> Vec<f32> {

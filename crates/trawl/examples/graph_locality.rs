@@ -16,9 +16,9 @@ use std::error::Error;
 use std::path::Path;
 
 use trawl::data::read::read_matrix;
-use trawl::index::{DiskIndex, IndexLayout, OpenOptions};
-use trawl::layout::shuffle::{shuffle, Csr};
-use trawl::search::SearchParams;
+use trawl::kinds::graph::layout::shuffle::{shuffle, Csr};
+use trawl::kinds::graph::search::SearchParams;
+use trawl::kinds::graph::{DiskIndex, IndexLayout, OpenOptions};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let a: Vec<String> = std::env::args().skip(1).collect();

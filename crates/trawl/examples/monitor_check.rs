@@ -1,5 +1,5 @@
 //! The recall monitor against held-out queries on a built index: runs the monitor's
-//! measurement (`trawl::index::monitor::measure`, the index's own vectors searched as queries,
+//! measurement (`trawl::kinds::graph::monitor::measure`, the index's own vectors searched as queries,
 //! each one's own node hidden) and searches the held-out queries at the same settings (beam
 //! width 4, the monitor's list sizes), recall@10 against their ground truth.
 //!
@@ -9,8 +9,8 @@
 //! `BASE.fbin` holds the index's vectors in slot order (what the index was built from).
 
 use trawl::data::{read_ground_truth, read_matrix, Matrix};
-use trawl::index::{monitor, DiskIndex, OpenOptions};
-use trawl::search::{SearchParams, DEFAULT_BEAM_WIDTH};
+use trawl::kinds::graph::search::{SearchParams, DEFAULT_BEAM_WIDTH};
+use trawl::kinds::graph::{monitor, DiskIndex, OpenOptions};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();

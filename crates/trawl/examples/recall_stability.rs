@@ -32,12 +32,12 @@ use std::time::Instant;
 use trawl::data::read::read_matrix;
 use trawl::data::Matrix;
 use trawl::exact::{knn, ExactParams};
-use trawl::graph::{VamanaParams, VisitOrder};
-use trawl::index::{build_index, DiskIndex, IndexParams, OpenOptions};
+use trawl::kinds::graph::search::entry::EntryParams;
+use trawl::kinds::graph::search::SearchParams;
+use trawl::kinds::graph::{build_index, DiskIndex, IndexParams, OpenOptions};
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
-use trawl::search::entry::EntryParams;
-use trawl::search::SearchParams;
+use trawl::vamana::{VamanaParams, VisitOrder};
 use trawl::Metric;
 
 struct Args {
@@ -316,7 +316,7 @@ fn main() {
             let mut recalls = serde_json::Map::new();
             if variant.split('+').any(|p| p == "exact") {
                 let (mut g, _) = pool
-                    .install(|| trawl::graph::build(built, a.metric, &p.graph, &ctl))
+                    .install(|| trawl::vamana::build(built, a.metric, &p.graph, &ctl))
                     .expect("graph");
                 if let Some(part) = variant.split('+').find(|p| p.starts_with("qtrain")) {
                     // An oracle: held-out queries other than the evaluated ones as the sample.
@@ -337,9 +337,9 @@ fn main() {
                     let t = pool
                         .install(|| knn(built, &extra, 10, a.metric, &ExactParams::default(), &ctl))
                         .expect("sample truth");
-                    let store = trawl::graph::VectorStore::new(built.as_slice(), dim, a.metric)
+                    let store = trawl::vamana::VectorStore::new(built.as_slice(), dim, a.metric)
                         .expect("store");
-                    let limits = trawl::graph::PruneLimits {
+                    let limits = trawl::vamana::PruneLimits {
                         degree: p.graph.r,
                         alpha: p.graph.alpha,
                         max_candidates: p.graph.max_candidates,
@@ -347,7 +347,7 @@ fn main() {
                     };
                     let added = pool
                         .install(|| {
-                            trawl::graph::link_query_neighbours(
+                            trawl::vamana::link_query_neighbours(
                                 &mut g, &store, &t.ids, 10, limits, v[1], &ctl,
                             )
                         })
@@ -366,17 +366,17 @@ fn main() {
                     row["pseudo_edges"] = added.into();
                 }
                 row["build_secs"] = t.elapsed().as_secs_f64().into();
-                row["connectivity"] = serde_json::to_value(trawl::graph::connectivity::measure(
+                row["connectivity"] = serde_json::to_value(trawl::vamana::connectivity::measure(
                     &g,
                     &[g.medoid()],
                     None,
                 ))
                 .unwrap();
-                let store =
-                    trawl::graph::VectorStore::new(built.as_slice(), dim, a.metric).expect("store");
+                let store = trawl::vamana::VectorStore::new(built.as_slice(), dim, a.metric)
+                    .expect("store");
                 for &l in &a.ls {
                     let (found, _) = pool
-                        .install(|| trawl::graph::search_batch(&g, &store, &queries, 10, l))
+                        .install(|| trawl::vamana::search_batch(&g, &store, &queries, 10, l))
                         .expect("search");
                     let found = back(&found);
                     recalls.insert(format!("L{l}"), recall_json(&found, &truth, &own));
@@ -393,7 +393,9 @@ fn main() {
                     });
                 let rep = pool
                     .install(|| match &sample {
-                        Some(q) => trawl::index::build_index_with_queries(built, q, &dir, &p, &ctl),
+                        Some(q) => {
+                            trawl::kinds::graph::build_index_with_queries(built, q, &dir, &p, &ctl)
+                        }
                         None => build_index(built, &dir, &p, &ctl),
                     })
                     .expect("build");
@@ -519,7 +521,7 @@ fn pseudo_of(variant: &str) -> Option<(f64, f32, usize)> {
 /// point on the edge of a region has no data); each pseudo-query's exact top `kk` are linked
 /// to one another (co-neighbours of one query, as query-aware graphs do). Returns edges added.
 fn pseudo_edges(
-    g: &mut trawl::graph::Graph,
+    g: &mut trawl::vamana::Graph,
     data: &Matrix<f32>,
     metric: Metric,
     share: f64,
@@ -562,7 +564,7 @@ fn pseudo_edges(
 
 /// Links the exact top `kk` of each query of `qm` to one another. Returns edges added.
 fn co_neighbour_edges(
-    g: &mut trawl::graph::Graph,
+    g: &mut trawl::vamana::Graph,
     data: &Matrix<f32>,
     qm: &Matrix<f32>,
     metric: Metric,
@@ -586,6 +588,6 @@ fn co_neighbour_edges(
         }
     }
     let r2 = lists.iter().map(|l| l.len()).max().unwrap_or(r);
-    *g = trawl::graph::Graph::from_lists(lists, r2, g.medoid());
+    *g = trawl::vamana::Graph::from_lists(lists, r2, g.medoid());
     added
 }

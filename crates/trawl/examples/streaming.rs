@@ -23,12 +23,12 @@ use std::time::{Duration, Instant};
 use trawl::data::read::read_matrix;
 use trawl::data::Matrix;
 use trawl::exact::{knn, ExactParams};
-use trawl::graph::VamanaParams;
-use trawl::index::live::{Access, LiveIndex, MergeOptions};
-use trawl::index::{build_index, DiskIndex, IndexLayout, IndexParams, OpenOptions};
+use trawl::kinds::graph::search::SearchParams;
+use trawl::kinds::graph::updates::live::{Access, LiveIndex, MergeOptions};
+use trawl::kinds::graph::{build_index, DiskIndex, IndexLayout, IndexParams, OpenOptions};
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
-use trawl::search::SearchParams;
+use trawl::vamana::VamanaParams;
 use trawl::Metric;
 
 struct Args {

@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use common::{build, data, params};
 use trawl::dir::txn::{Txn, COMMIT_DIR, STAGING_DIR};
-use trawl::index::{
+use trawl::kinds::graph::search::SearchParams;
+use trawl::kinds::graph::{
     build_index, verify_index, DiskIndex, IndexLayout, Manifest, OpenOptions, MANIFEST_FILE,
 };
 use trawl::progress::Control;
-use trawl::search::SearchParams;
 use trawl::{ErrorKind, Metric};
 
 fn open(dir: &Path, layout: IndexLayout) -> DiskIndex {
@@ -64,7 +64,7 @@ fn a_build_with_bad_parameters_writes_nothing() {
     build(&data::<f32>(1_500, 1, 16, 5).0, dir.path(), Metric::L2, 8);
     let before = file_bytes(dir.path());
     let base = data::<f32>(1_500, 1, 16, 6).0;
-    type Set = Box<dyn Fn(&mut trawl::index::IndexParams)>;
+    type Set = Box<dyn Fn(&mut trawl::kinds::graph::IndexParams)>;
     let bad: [(&str, Set); 6] = [
         ("r", Box::new(|p| p.graph.r = 0)),
         ("l", Box::new(|p| p.graph.l = 0)),
@@ -350,7 +350,7 @@ fn a_build_replacing_another_kind_removes_its_files_and_keeps_files_not_trawls()
         assert!(now.contains(&kept.to_string()), "{kept} missing: {now:?}");
     }
     let m = Manifest::load_if_present(dir.path()).unwrap().unwrap();
-    assert_eq!(m.kind, trawl::index::KindName::Flat);
+    assert_eq!(m.kind, trawl::kinds::graph::KindName::Flat);
     // And back: the flat index's vector file goes with the next graph build.
     build(&base, dir.path(), Metric::L2, 8);
     let again = listing(dir.path());

@@ -9,12 +9,13 @@ use std::path::Path;
 
 use common::{build, data};
 use trawl::data::Matrix;
-use trawl::index::live::{Access, LiveIndex};
-use trawl::index::segments::{VectorMap, GONE};
-use trawl::index::wal::{LogOp, LogVectors, LogWriter};
-use trawl::index::{verify_index, DiskIndex, IndexLayout, Manifest, OpenOptions};
+use trawl::kinds::graph::search::SearchParams;
+use trawl::kinds::graph::updates::live::{Access, LiveIndex};
+use trawl::kinds::graph::updates::segments::{VectorMap, GONE};
+use trawl::kinds::graph::updates::wal::{LogOp, LogVectors, LogWriter};
+use trawl::kinds::graph::{verify_index, DiskIndex, IndexLayout, Manifest, OpenOptions};
 use trawl::progress::Control;
-use trawl::search::{SearchError, SearchParams};
+use trawl::search::SearchError;
 use trawl::{ErrorKind, Metric};
 
 const DIM: usize = 16;
@@ -233,7 +234,7 @@ fn vectors_whose_squared_distances_would_overflow_are_refused_at_input() {
     // A build refuses them (the first offending row named).
     let mut huge = base.as_slice().to_vec();
     huge[37 * DIM..38 * DIM].fill(3e38);
-    let e = trawl::index::build_index(
+    let e = trawl::kinds::graph::build_index(
         &Matrix::from_vec(huge, DIM).unwrap(),
         &dir,
         &common::params(Metric::L2, 8),

@@ -7,10 +7,10 @@ mod common;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use trawl::data::Matrix;
-use trawl::graph::connectivity::{measure, reachable};
-use trawl::graph::{build, Graph, VamanaParams, VectorStore};
-use trawl::index::{build_index, build_random_link_index, verify_index};
+use trawl::kinds::graph::{build_index, build_random_link_index, verify_index};
 use trawl::progress::Control;
+use trawl::vamana::connectivity::{measure, reachable};
+use trawl::vamana::{build, Graph, VamanaParams, VectorStore};
 use trawl::Metric;
 
 /// `clusters` tight clusters of `per` points each, their centres `gap` apart along the axes:
@@ -82,8 +82,9 @@ fn unreachable_nodes_are_linked_back() {
     let before = measure(&g, &[0], None);
     assert_eq!(before.unreachable, 201, "{before:?}");
     let store = VectorStore::new(data.as_slice(), data.dim(), Metric::L2).unwrap();
-    let added = trawl::graph::build::link_unreachable(&mut g, &store, 20, None, &Control::silent())
-        .unwrap();
+    let added =
+        trawl::vamana::build::link_unreachable(&mut g, &store, 20, None, &Control::silent())
+            .unwrap();
     assert!(added >= 2, "{added} edges");
     assert!(reachable(&g, &[0]).iter().all(|&r| r));
     for v in 0..n as u32 {
@@ -91,7 +92,7 @@ fn unreachable_nodes_are_linked_back() {
     }
     // Connected already: nothing to do.
     assert_eq!(
-        trawl::graph::build::link_unreachable(&mut g, &store, 20, None, &Control::silent())
+        trawl::vamana::build::link_unreachable(&mut g, &store, 20, None, &Control::silent())
             .unwrap(),
         0
     );
@@ -114,9 +115,9 @@ fn verify_refuses_an_index_with_unreachable_nodes() {
 
 #[test]
 fn the_recall_monitor_is_recorded_by_builds_and_merges() {
-    use trawl::index::live::{Access, LiveIndex, MergeOptions};
-    use trawl::index::{DiskIndex, Manifest, OpenOptions};
-    use trawl::search::SearchParams;
+    use trawl::kinds::graph::search::SearchParams;
+    use trawl::kinds::graph::updates::live::{Access, LiveIndex, MergeOptions};
+    use trawl::kinds::graph::{DiskIndex, Manifest, OpenOptions};
     let (base, q) = common::data::<f32>(3000, 200, 16, 21);
     let dir = tempfile::tempdir().unwrap();
     let rep = build_index(
@@ -145,7 +146,7 @@ fn the_recall_monitor_is_recorded_by_builds_and_merges() {
     let out = ix
         .search_batch(&q, &SearchParams::beam(10, 64, 4), 2)
         .unwrap();
-    let held_out = trawl::graph::recall_at_k(&out.ids, 10, &truth).unwrap();
+    let held_out = trawl::vamana::recall_at_k(&out.ids, 10, &truth).unwrap();
     let monitor = r.points.iter().find(|p| p.l == 64).unwrap().recall;
     assert!(
         (monitor - held_out).abs() < 0.05,
@@ -182,9 +183,9 @@ fn the_recall_monitor_is_recorded_by_builds_and_merges() {
 /// node unreachable, and a search for each inserted vector ends in the inserted cluster.
 #[test]
 fn a_merge_of_far_apart_clusters_leaves_every_node_reachable() {
-    use trawl::index::live::{Access, LiveIndex, MergeOptions};
-    use trawl::index::OpenOptions;
-    use trawl::search::SearchParams;
+    use trawl::kinds::graph::search::SearchParams;
+    use trawl::kinds::graph::updates::live::{Access, LiveIndex, MergeOptions};
+    use trawl::kinds::graph::OpenOptions;
     let (per, dim) = (300usize, 8usize);
     let data = far_clusters(5, per, dim, 1.0e4, 5);
     let dir = tempfile::tempdir().unwrap();
@@ -222,7 +223,7 @@ fn a_merge_of_far_apart_clusters_leaves_every_node_reachable() {
 /// another dimension is refused.
 #[test]
 fn a_query_sample_links_the_neighbours_of_far_queries() {
-    use trawl::graph::build_with_queries;
+    use trawl::vamana::build_with_queries;
     // Two far-apart clusters and queries halfway between them: their nearest points lie on
     // the facing sides of both.
     let data = far_clusters(2, 500, 8, 40.0, 9);
@@ -278,7 +279,7 @@ fn a_query_sample_links_the_neighbours_of_far_queries() {
     let wrong = Matrix::from_vec(vec![0.0f32; 4 * 7], 7).unwrap();
     assert!(matches!(
         build_with_queries(&data, Metric::L2, &params, Some(&wrong), &Control::silent()),
-        Err(trawl::graph::BuildError::DimMismatch {
+        Err(trawl::vamana::BuildError::DimMismatch {
             expected: 8,
             got: 7
         })
@@ -291,8 +292,8 @@ fn a_query_sample_links_the_neighbours_of_far_queries() {
 #[test]
 fn a_hidden_node_is_neither_expanded_nor_returned() {
     use std::sync::Arc;
-    use trawl::index::{DiskIndex, OpenOptions};
-    use trawl::search::{FlashParams, PipeParams, SearchParams, Strategy};
+    use trawl::kinds::graph::search::{FlashParams, PipeParams, SearchParams, Strategy};
+    use trawl::kinds::graph::{DiskIndex, OpenOptions};
     let (base, _) = common::data::<f32>(2000, 1, 16, 5);
     let dir = tempfile::tempdir().unwrap();
     build_index(

@@ -4,14 +4,15 @@
 mod common;
 
 use common::{build, data, truth, Tap};
-use trawl::graph::recall_at_k;
-use trawl::index::{DiskIndex, IndexLayout, OpenOptions};
 use trawl::io::{EngineKind, PAGE_BYTES};
-use trawl::layout::decoupled::vectors::{VectorOrder, VectorParams};
-use trawl::progress::Control;
-use trawl::search::{
-    BeamParams, PipeParams, QueryStats, RerankParams, SearchError, SearchParams, Searcher, Strategy,
+use trawl::kinds::graph::layout::decoupled::vectors::{VectorOrder, VectorParams};
+use trawl::kinds::graph::search::{
+    BeamParams, PipeParams, RerankParams, SearchParams, Searcher, Strategy,
 };
+use trawl::kinds::graph::{DiskIndex, IndexLayout, OpenOptions};
+use trawl::progress::Control;
+use trawl::search::{QueryStats, SearchError};
+use trawl::vamana::recall_at_k;
 use trawl::Metric;
 
 fn open(dir: &std::path::Path, layout: IndexLayout, engine: EngineKind, cache: u64) -> DiskIndex {
@@ -81,8 +82,10 @@ fn reading_every_candidate_gives_the_packed_results_in_either_vector_order() {
         let dir = tempfile::tempdir().unwrap();
         let (_base, q) = setup_with(dir.path(), order);
         let packed = common::open(dir.path());
-        let g = trawl::layout::decoupled::graph::GraphFile::open(&dir.path().join("graph.trawl"))
-            .unwrap();
+        let g = trawl::kinds::graph::layout::decoupled::graph::GraphFile::open(
+            &dir.path().join("graph.trawl"),
+        )
+        .unwrap();
         assert_eq!(g.keyed(), order == VectorOrder::Graph);
         for (cache, pin) in [(0u64, 0.0), (1 << 20, 0.0), (1 << 20, 0.8), (64 << 10, 1.0)] {
             let mut dec = open(dir.path(), IndexLayout::Decoupled, EngineKind::Auto, cache);

@@ -6,11 +6,14 @@ mod common;
 use std::collections::HashSet;
 
 use common::{build, data, open, params, truth};
-use trawl::graph::recall_at_k;
-use trawl::index::{build_index, BatchOutput, DiskIndex, IndexLayout, OpenOptions, ShuffleParams};
+use trawl::kinds::graph::search::entry::{EntryParams, EntrySampling};
+use trawl::kinds::graph::search::{BeamParams, PipeParams, SearchParams, Strategy, WidthSchedule};
+use trawl::kinds::graph::{
+    build_index, BatchOutput, DiskIndex, IndexLayout, OpenOptions, ShuffleParams,
+};
 use trawl::progress::Control;
-use trawl::search::entry::{EntryParams, EntrySampling};
-use trawl::search::{BeamParams, PipeParams, SearchError, SearchParams, Strategy, WidthSchedule};
+use trawl::search::SearchError;
+use trawl::vamana::recall_at_k;
 use trawl::Metric;
 
 fn beam(l: usize, w: usize) -> SearchParams {
@@ -280,7 +283,7 @@ fn memgraph_by_visit_frequency_is_built_with_the_index_or_rebuilt_later() {
 
 #[test]
 fn shuffled_and_all_in_storage_layouts_search_the_same_graph() {
-    use trawl::index::{IndexLayout, OpenOptions, ShuffleParams};
+    use trawl::kinds::graph::{IndexLayout, OpenOptions, ShuffleParams};
     let dir = tempfile::tempdir().unwrap();
     let (base, q) = data::<f32>(12_000, 100, 32, 4);
     build(&base, dir.path(), Metric::L2, 16);
@@ -407,7 +410,7 @@ fn shuffled_and_all_in_storage_layouts_search_the_same_graph() {
 /// (ids, distances and every I/O counter).
 #[test]
 fn all_switches_off_is_the_baseline_and_switches_leave_no_trace() {
-    use trawl::index::{IndexLayout, ShuffleParams};
+    use trawl::kinds::graph::{IndexLayout, ShuffleParams};
     let dir = tempfile::tempdir().unwrap();
     let (base, q) = data::<f32>(10_000, 60, 32, 21);
     let mut p = params(Metric::L2, 16);

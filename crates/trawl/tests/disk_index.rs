@@ -5,11 +5,12 @@ mod common;
 
 use common::{build, data, open, params, truth, Tap};
 use trawl::data::Matrix;
-use trawl::graph::recall_at_k;
-use trawl::index::{build_index, DiskIndex, OpenError, OpenOptions};
 use trawl::io::EngineKind;
+use trawl::kinds::graph::search::{CachePolicy, SearchParams, Searcher};
+use trawl::kinds::graph::{build_index, DiskIndex, OpenError, OpenOptions};
 use trawl::progress::Control;
-use trawl::search::{CachePolicy, SearchError, SearchParams, Searcher};
+use trawl::search::SearchError;
+use trawl::vamana::recall_at_k;
 use trawl::{DType, Metric};
 
 fn sp(l: usize) -> SearchParams {
@@ -164,7 +165,9 @@ fn a_corrupt_page_is_an_error_never_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let (base, q) = data::<f32>(3_000, 5, 16, 9);
     build(&base, dir.path(), Metric::L2, 8);
-    let path = dir.path().join(trawl::layout::packed::FILE_NAME);
+    let path = dir
+        .path()
+        .join(trawl::kinds::graph::layout::packed::FILE_NAME);
     let good = std::fs::read(&path).unwrap();
     let ix = open(dir.path());
     let (page, at) = ix.packed().unwrap().locate(ix.medoid());

@@ -8,12 +8,11 @@ mod common;
 use std::io::Write;
 
 use common::{build, data, open, truth, Tap};
-use trawl::graph::recall_at_k;
-use trawl::index::{BatchOutput, DiskIndex, OpenOptions};
 use trawl::io::EngineKind;
-use trawl::search::{
-    FlashParams, Grain, QueryStats, SearchError, SearchParams, Searcher, Strategy,
-};
+use trawl::kinds::graph::search::{FlashParams, Grain, SearchParams, Searcher, Strategy};
+use trawl::kinds::graph::{BatchOutput, DiskIndex, OpenOptions};
+use trawl::search::{QueryStats, SearchError};
+use trawl::vamana::recall_at_k;
 use trawl::Metric;
 
 fn flash(l: usize, staleness: usize, batch: usize, grain: Grain) -> SearchParams {
@@ -285,7 +284,9 @@ fn a_damaged_page_fails_its_query_only() {
     let (medoid_page, _) = ix.packed().unwrap().locate(ix.medoid());
     assert_ne!(page, medoid_page, "pick another node");
     drop(ix);
-    let path = dir.path().join(trawl::layout::packed::FILE_NAME);
+    let path = dir
+        .path()
+        .join(trawl::kinds::graph::layout::packed::FILE_NAME);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[page as usize * 4096 + at] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
@@ -402,10 +403,10 @@ fn flash_parameters_are_checked() {
     };
     assert_eq!(ix.search_batch(&q, &seeded, 1).unwrap().ids.len(), 50);
     let plain = tempfile::tempdir().unwrap();
-    trawl::index::build_index(
+    trawl::kinds::graph::build_index(
         &base,
         plain.path(),
-        &trawl::index::IndexParams {
+        &trawl::kinds::graph::IndexParams {
             entry: None,
             ..common::params(Metric::L2, 8)
         },
@@ -432,7 +433,7 @@ fn flash_parameters_are_checked() {
     assert_eq!(hits.len(), 10);
     // The decoupled layout holds no records: refused.
     ix.write_layout(
-        trawl::index::IndexLayout::Decoupled,
+        trawl::kinds::graph::IndexLayout::Decoupled,
         &Default::default(),
         &trawl::progress::Control::silent(),
     )
@@ -440,7 +441,7 @@ fn flash_parameters_are_checked() {
     let d = DiskIndex::open(
         dir.path(),
         OpenOptions {
-            layout: trawl::index::IndexLayout::Decoupled,
+            layout: trawl::kinds::graph::IndexLayout::Decoupled,
             ..OpenOptions::default()
         },
     )

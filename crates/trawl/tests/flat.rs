@@ -9,9 +9,9 @@ use std::path::Path;
 
 use common::{data, truth};
 use trawl::data::Matrix;
-use trawl::index::{KindName, OpenOptions};
 use trawl::io::EngineKind;
 use trawl::kinds::flat::{build_flat, FlatIndex, FlatParams, FILE_NAME};
+use trawl::kinds::graph::{KindName, OpenOptions};
 use trawl::kinds::{open, AnyIndex, IndexKind, Run};
 use trawl::progress::Control;
 use trawl::{Element, ErrorKind, Metric};
@@ -101,7 +101,8 @@ fn opens_describes_and_verifies_through_the_contract() {
     let rep = ix.verify(&Control::silent()).unwrap();
     assert!(rep.files[0].checked.contains("data pages"), "{rep:?}");
     // Search parameters of another kind are refused.
-    let p = trawl::kinds::KindParams::Graph(trawl::search::SearchParams::beam(10, 20, 4));
+    let p =
+        trawl::kinds::KindParams::Graph(trawl::kinds::graph::search::SearchParams::beam(10, 20, 4));
     let e = ix.search((&q).into(), &p, Run::default()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     // The options layer resolves flat parameters and refuses what a flat index lacks.
@@ -117,12 +118,12 @@ fn opens_describes_and_verifies_through_the_contract() {
     let e = trawl::kinds::open_with(dir.path(), &w, &Control::silent()).unwrap_err();
     assert!(e.to_string().contains("do not take updates"), "{e}");
     // The graph kind's commands (entry, layout, insert, merge open the graph files) name it.
-    let e = trawl::index::DiskIndex::open(dir.path(), OpenOptions::default()).unwrap_err();
+    let e = trawl::kinds::graph::DiskIndex::open(dir.path(), OpenOptions::default()).unwrap_err();
     assert!(e.to_string().contains("this is a flat index"), "{e}");
-    let e = trawl::index::live::LiveIndex::open(
+    let e = trawl::kinds::graph::updates::live::LiveIndex::open(
         dir.path(),
         OpenOptions::default(),
-        trawl::index::live::Access::ReadWrite,
+        trawl::kinds::graph::updates::live::Access::ReadWrite,
     )
     .unwrap_err();
     assert!(e.to_string().contains("this is a flat index"), "{e}");

@@ -16,13 +16,14 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use trawl::index::{DiskIndex, IndexLayout, OpenOptions};
 use trawl::io::EngineKind;
-use trawl::progress::Control;
-use trawl::search::{
-    BeamParams, CachePolicy, FlashParams, Grain, PipeParams, QueryStats, RerankParams,
-    SearchParams, Strategy, WidthPolicy,
+use trawl::kinds::graph::search::{
+    BeamParams, CachePolicy, FlashParams, Grain, PipeParams, RerankParams, SearchParams, Strategy,
+    WidthPolicy,
 };
+use trawl::kinds::graph::{DiskIndex, IndexLayout, OpenOptions};
+use trawl::progress::Control;
+use trawl::search::QueryStats;
 
 /// Counters compared (every exact one; times are left out).
 const COUNTERS: [&str; 15] = [
@@ -61,11 +62,11 @@ fn bless() -> bool {
 
 /// Builds the fixture index (once, single-threaded so it is reproducible).
 fn make_fixture(dir: &Path) {
-    use trawl::graph::VamanaParams;
-    use trawl::index::{build_index, IndexParams};
+    use trawl::kinds::graph::search::entry::EntryParams;
+    use trawl::kinds::graph::{build_index, IndexParams};
     use trawl::quant::pq::PqParams;
-    use trawl::search::entry::EntryParams;
     use trawl::synth::{generate, SynthParams};
+    use trawl::vamana::VamanaParams;
     let (base, _) =
         generate::<f32>(&SynthParams::new(1_000, 1, 16, trawl::DType::F32, 77)).unwrap();
     let params = IndexParams {
@@ -508,7 +509,7 @@ fn widen(ids: &[u32]) -> Vec<u64> {
 }
 
 /// [`summary`] of a batch of row numbers.
-fn batch_line(name: &str, out: &trawl::index::BatchOutput, names: &[&str]) -> String {
+fn batch_line(name: &str, out: &trawl::kinds::graph::BatchOutput, names: &[&str]) -> String {
     summary(name, out.k, &widen(&out.ids), &out.dists, &out.stats, names)
 }
 
@@ -708,7 +709,7 @@ const IVF_COUNTERS: [&str; 16] = [
 
 #[test]
 fn ivf_searches_return_the_golden_results_and_counters() {
-    use trawl::ivf::{build_ivf, IvfIndex, IvfParams, IvfSearchParams, IvfVectorLayout};
+    use trawl::kinds::ivf::{build_ivf, IvfIndex, IvfParams, IvfSearchParams, IvfVectorLayout};
     let tmp = fixture_copy("golden-ivf", |dir| {
         let params = IvfParams {
             pq: trawl::quant::pq::PqParams {
@@ -831,11 +832,11 @@ fn ivf_searches_return_the_golden_results_and_counters() {
 
 #[test]
 fn sharded_searches_return_the_golden_results_and_counters() {
-    use trawl::shard::{build_sharded_index, ShardParams, ShardedIndex};
+    use trawl::kinds::sharded::{build_sharded_index, ShardParams, ShardedIndex};
     let tmp = fixture_copy("golden-sharded", |dir| {
-        let params = trawl::index::IndexParams {
+        let params = trawl::kinds::graph::IndexParams {
             metric: trawl::Metric::L2,
-            graph: trawl::graph::VamanaParams {
+            graph: trawl::vamana::VamanaParams {
                 r: 16,
                 l: 32,
                 ..Default::default()
@@ -885,7 +886,7 @@ fn sharded_searches_return_the_golden_results_and_counters() {
 
 #[test]
 fn live_searches_and_merge_return_the_golden_results_and_counters() {
-    use trawl::index::live::{Access, Durability, LiveIndex, MergeOptions};
+    use trawl::kinds::graph::updates::live::{Access, Durability, LiveIndex, MergeOptions};
     let queries = queries();
     let (extra, _) = synth(120, 1, 78);
     let beam = beam_params(30, 4);

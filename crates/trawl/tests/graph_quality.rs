@@ -8,12 +8,12 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 use trawl::data::{GroundTruth, Matrix};
 use trawl::dir::{EnvelopeWriter, FileErrorKind};
-use trawl::graph::{
+use trawl::kernels::distance;
+use trawl::progress::Control;
+use trawl::vamana::{
     build, estimate_bytes, recall_at_k, search, search_batch, BuildError, Graph, SearchError,
     SearchScratch, VamanaParams, VectorStore, VisitOrder,
 };
-use trawl::kernels::distance;
-use trawl::progress::Control;
 use trawl::Metric;
 
 /// A seeded mixture of anisotropic Gaussian clusters: `n` base rows and `nq` query rows.

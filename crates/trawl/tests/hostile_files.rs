@@ -11,12 +11,12 @@ use std::path::Path;
 use harness::{reseal, seed_file, set_field, TempFile};
 use trawl::data::{self, DataErrorKind, ProbeOptions};
 use trawl::dir::{FileError, FileErrorKind};
-use trawl::graph::Graph;
-use trawl::layout::decoupled::graph::GraphFile;
-use trawl::layout::decoupled::vectors::VectorFile;
-use trawl::layout::packed::PackedFile;
+use trawl::kinds::graph::layout::decoupled::graph::GraphFile;
+use trawl::kinds::graph::layout::decoupled::vectors::VectorFile;
+use trawl::kinds::graph::layout::packed::PackedFile;
+use trawl::kinds::graph::search::entry::EntryIndex;
 use trawl::quant::pq::{PqCodes, ProductQuantizer};
-use trawl::search::entry::EntryIndex;
+use trawl::vamana::Graph;
 use trawl::{DType, Metric};
 
 const PAGE: usize = 4096;
@@ -513,7 +513,7 @@ fn input_truncated_while_open_is_a_typed_error() {
 /// An absurd list length overflowed the Elias-Fano size computation.
 #[test]
 fn elias_fano_absurd_length_is_truncated() {
-    use trawl::layout::decoupled::elias_fano::{self, EfError};
+    use trawl::kinds::graph::layout::decoupled::elias_fano::{self, EfError};
     let mut out = Vec::new();
     for (n, universe) in [
         (usize::MAX, 0u32),
@@ -529,7 +529,7 @@ fn elias_fano_absurd_length_is_truncated() {
 /// zero.
 #[test]
 fn huffman_without_tables_is_an_error() {
-    use trawl::layout::decoupled::huffman::{self, HuffError};
+    use trawl::kinds::graph::layout::decoupled::huffman::{self, HuffError};
     let mut out = [0u8; 16];
     let r = huffman::decode(&[], &[0x55; 32], &mut out);
     assert!(matches!(r, Err(HuffError::BadLengths(_))), "{r:?}");
@@ -606,7 +606,7 @@ fn index_forged(kind: &str, nth: usize, fields: &[(usize, usize, u64)]) -> Vec<u
 
 #[test]
 fn ivf_seeds_are_valid() {
-    use trawl::ivf::file::IvfMeta;
+    use trawl::kinds::ivf::file::IvfMeta;
     for nth in 0..2 {
         let f = TempFile::new("ivf.trawl", &harness::index_seed_file("ivf", nth));
         let m = IvfMeta::load(&f.path).unwrap();
@@ -618,7 +618,7 @@ fn ivf_seeds_are_valid() {
     for nth in 0..3 {
         let b = harness::index_seed_file("ivf_vectors", nth);
         let f = TempFile::new("ivf-vectors.trawl", &b);
-        trawl::ivf::vectors::VectorFile::open(&f.path).unwrap();
+        trawl::kinds::ivf::vectors::VectorFile::open(&f.path).unwrap();
         let mut r = b.clone();
         harness::reseal_index(1, &mut r, true);
         assert_eq!(r, b);
@@ -626,7 +626,10 @@ fn ivf_seeds_are_valid() {
     let mut b = harness::index_seed_file("wal", 0);
     let f = TempFile::new("wal.trawl", &b);
     assert_eq!(
-        trawl::index::wal::read_log(&f.path).unwrap().records.len(),
+        trawl::kinds::graph::updates::wal::read_log(&f.path)
+            .unwrap()
+            .records
+            .len(),
         4
     );
     harness::reseal_index(3, &mut b, true);
@@ -637,7 +640,7 @@ fn ivf_seeds_are_valid() {
 /// lists × degree allocation.
 #[test]
 fn ivf_huge_centroid_degree_is_refused() {
-    use trawl::ivf::file::IvfMeta;
+    use trawl::kinds::ivf::file::IvfMeta;
     for r in [u64::from(u32::MAX), 1 << 24, 65_536] {
         let b = index_forged("ivf", 0, &[(32 + 42, 4, r)]);
         invalid_containing(file_error(&b, "ivf.trawl", IvfMeta::load), "largest degree");
@@ -651,7 +654,7 @@ fn ivf_huge_centroid_degree_is_refused() {
 /// tables of the list checks allocated 16 GiB (found by the `index_files` fuzz target).
 #[test]
 fn ivf_vector_count_beyond_the_lists_is_refused() {
-    use trawl::ivf::file::IvfMeta;
+    use trawl::kinds::ivf::file::IvfMeta;
     for n in [u64::from(u32::MAX) - 1, 1 << 30, 100_000] {
         let b = index_forged("ivf", 0, &[(32, 8, n)]);
         invalid_containing(
@@ -664,7 +667,7 @@ fn ivf_vector_count_beyond_the_lists_is_refused() {
 /// NaN, infinite or overflowing centroids (payload offset 50 on) are refused.
 #[test]
 fn ivf_non_finite_centroids_are_refused() {
-    use trawl::ivf::file::IvfMeta;
+    use trawl::kinds::ivf::file::IvfMeta;
     for (bits, needle) in [
         (f32::NAN.to_bits(), "non-finite"),
         (f32::INFINITY.to_bits(), "non-finite"),
@@ -683,7 +686,7 @@ fn ivf_vectors_huge_page_count_is_refused() {
         let b = index_forged("ivf_vectors", 0, &[(28, 8, d)]);
         invalid_containing(
             file_error(&b, "ivf-vectors.trawl", |p| {
-                trawl::ivf::vectors::VectorFile::open(p)
+                trawl::kinds::ivf::vectors::VectorFile::open(p)
             }),
             "data pages",
         );

@@ -8,13 +8,13 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use common::{data, truth};
-use trawl::graph::recall_at_k;
-use trawl::index::{KindName, OpenError, OpenOptions};
 use trawl::io::EngineKind;
-use trawl::ivf::{build_ivf, IvfIndex, IvfParams, IvfSearchParams, IvfVectorLayout};
+use trawl::kinds::graph::{KindName, OpenError, OpenOptions};
+use trawl::kinds::ivf::{build_ivf, IvfIndex, IvfParams, IvfSearchParams, IvfVectorLayout};
 use trawl::kinds::{open as open_any, AnyIndex};
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
+use trawl::vamana::recall_at_k;
 use trawl::{Element, Metric};
 
 fn params(metric: Metric) -> IvfParams {
@@ -122,7 +122,7 @@ fn manifest_names_the_kind() {
     let dir = tempfile::tempdir().unwrap();
     let (base, _) = data::<f32>(2_000, 1, 16, 7);
     build_ivf(&base, dir.path(), &params(Metric::L2), &Control::silent()).unwrap();
-    let m = trawl::index::Manifest::load_if_present(dir.path())
+    let m = trawl::kinds::graph::Manifest::load_if_present(dir.path())
         .unwrap()
         .unwrap();
     assert_eq!(m.kind, KindName::Ivf);
@@ -662,7 +662,7 @@ fn pipelining_and_interleaving_do_not_change_results() {
 // ---- forged ivf.trawl (issue 39) ------------------------------------------------------------
 
 use trawl::dir::FileErrorKind;
-use trawl::ivf::file::IvfMeta;
+use trawl::kinds::ivf::file::IvfMeta;
 
 /// Rewrites `dir/ivf.trawl` with `forge` applied to its contents (its checksum and the
 /// manifest's record of it recomputed, as a forger would), returning the file's path.
@@ -677,8 +677,8 @@ fn forge_ivf(dir: &Path, forge: impl FnOnce(&mut IvfMeta)) -> std::path::PathBuf
 
 /// Records the current size and envelope checksum of `name` in the manifest.
 fn reseal_manifest_entry(dir: &Path, name: &str) {
-    let mpath = dir.join(trawl::index::MANIFEST_FILE);
-    let mut m = trawl::index::Manifest::load_from(&mpath).unwrap();
+    let mpath = dir.join(trawl::kinds::graph::MANIFEST_FILE);
+    let mut m = trawl::kinds::graph::Manifest::load_from(&mpath).unwrap();
     let bytes = std::fs::read(dir.join(name)).unwrap();
     let f = m.files.iter_mut().find(|f| f.name == name).unwrap();
     f.bytes = bytes.len() as u64;

@@ -8,10 +8,10 @@ use std::collections::HashSet;
 use common::{build, data};
 use trawl::data::Matrix;
 use trawl::exact::{knn, ExactParams};
-use trawl::index::live::{Access, LiveIndex};
-use trawl::index::{IndexLayout, OpenOptions};
+use trawl::kinds::graph::search::SearchParams;
+use trawl::kinds::graph::updates::live::{Access, LiveIndex};
+use trawl::kinds::graph::{IndexLayout, OpenOptions};
 use trawl::progress::Control;
-use trawl::search::SearchParams;
 use trawl::{ErrorKind, Metric};
 
 const DIM: usize = 32;
@@ -186,7 +186,7 @@ fn updates_are_seen_at_once_survive_a_reopen_and_a_merge() {
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("read-only"), "{e}");
     // The merged index verifies.
-    trawl::index::verify_index(dir.path(), &Control::silent()).unwrap();
+    trawl::kinds::graph::verify_index(dir.path(), &Control::silent()).unwrap();
 }
 
 #[test]
@@ -196,7 +196,7 @@ fn bad_calls_change_nothing() {
     build(&base, dir.path(), Metric::L2, 16);
     let ix = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
     let one = rows(&base, 0, 1);
-    let bad = |e: trawl::index::live::LiveError, what: &str| {
+    let bad = |e: trawl::kinds::graph::updates::live::LiveError, what: &str| {
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
         assert!(e.to_string().contains(what), "{e} (wanted {what:?})");
     };
@@ -241,7 +241,7 @@ fn merge_keeps_the_other_layouts_and_refills_freed_slots() {
     let base = Matrix::from_vec(rows(&all, 0, 2_000), DIM).unwrap();
     build(&base, dir.path(), Metric::L2, 16);
     {
-        let ix = trawl::index::DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
+        let ix = trawl::kinds::graph::DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
         ix.write_layout(
             IndexLayout::Shuffled,
             &Default::default(),
@@ -274,7 +274,7 @@ fn merge_keeps_the_other_layouts_and_refills_freed_slots() {
         "{:?}",
         m.layouts
     );
-    trawl::index::verify_index(dir.path(), &Control::silent()).unwrap();
+    trawl::kinds::graph::verify_index(dir.path(), &Control::silent()).unwrap();
 }
 
 #[test]
@@ -338,14 +338,14 @@ fn searches_on_two_threads_run_through_three_merges() {
 
 #[test]
 fn a_decoupled_merge_rewrites_the_graph_appends_segments_and_collects_garbage() {
-    use trawl::index::live::MergeOptions;
-    use trawl::index::merge::SegmentPolicy;
+    use trawl::kinds::graph::updates::live::MergeOptions;
+    use trawl::kinds::graph::updates::merge::SegmentPolicy;
     let dir = tempfile::tempdir().unwrap();
     let (all, q) = data::<f32>(6_000, 60, DIM, 8);
     let base = Matrix::from_vec(rows(&all, 0, 3_000), DIM).unwrap();
     build(&base, dir.path(), Metric::L2, 16);
     {
-        let ix = trawl::index::DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
+        let ix = trawl::kinds::graph::DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
         ix.write_layout(
             IndexLayout::Decoupled,
             &Default::default(),
@@ -425,7 +425,7 @@ fn a_decoupled_merge_rewrites_the_graph_appends_segments_and_collects_garbage() 
             .count();
         assert!(found >= live.len() * 99 / 100, "{found} of {}", live.len());
         assert!(returned(&ix, q.as_slice()).is_disjoint(&gone_all));
-        trawl::index::verify_index(dir.path(), &Control::silent()).unwrap();
+        trawl::kinds::graph::verify_index(dir.path(), &Control::silent()).unwrap();
     }
     assert!(collected_any, "4 rounds of 1/6 deletions collect a segment");
     let ids: Vec<u64> = live.keys().copied().collect();
@@ -441,7 +441,7 @@ fn a_decoupled_merge_rewrites_the_graph_appends_segments_and_collects_garbage() 
 
 #[test]
 fn the_static_cache_of_a_live_index_is_chosen_again_after_a_merge() {
-    use trawl::search::CachePolicy;
+    use trawl::kinds::graph::search::CachePolicy;
     let dir = tempfile::tempdir().unwrap();
     let (all, q) = data::<f32>(3_000, 40, DIM, 13);
     let base = Matrix::from_vec(rows(&all, 0, 2_000), DIM).unwrap();

@@ -15,10 +15,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use trawl::data::Matrix;
-use trawl::index::live::{Access, LiveIndex};
-use trawl::index::{build_index, verify_index, DiskIndex, IndexLayout, IndexParams, OpenOptions};
+use trawl::kinds::graph::search::SearchParams;
+use trawl::kinds::graph::updates::live::{Access, LiveIndex};
+use trawl::kinds::graph::{
+    build_index, verify_index, DiskIndex, IndexLayout, IndexParams, OpenOptions,
+};
 use trawl::progress::Control;
-use trawl::search::SearchParams;
 use trawl::Metric;
 
 const DIM: usize = 16;
@@ -435,7 +437,7 @@ fn run(name: &str, layout: IndexLayout) {
         }
         let staging = dir.join(".trawl-staging").exists();
         let commit = dir.join(".trawl-commit").exists();
-        let seq_now = trawl::index::Manifest::load_if_present(&dir)
+        let seq_now = trawl::kinds::graph::Manifest::load_if_present(&dir)
             .ok()
             .flatten()
             .and_then(|m| m.log_seq);

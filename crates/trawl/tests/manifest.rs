@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::{build, data};
-use trawl::index::{
+use trawl::kinds::graph::{
     DiskIndex, IndexLayout, KindName, Manifest, OpenError, OpenOptions, MANIFEST_FILE,
 };
 use trawl::kinds::{open as open_any, AnyIndex, IndexKind as _};
@@ -48,7 +48,7 @@ fn an_index_built_before_manifests_opens_read_only() {
     let out = ix
         .search(
             (&q).into(),
-            &trawl::search::SearchParams::beam(10, 20, 4),
+            &trawl::kinds::graph::search::SearchParams::beam(10, 20, 4),
             trawl::kinds::Run::default(),
         )
         .unwrap();

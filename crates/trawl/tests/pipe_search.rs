@@ -5,13 +5,14 @@
 mod common;
 
 use common::{build, data, open, truth, Tap};
-use trawl::graph::recall_at_k;
-use trawl::index::{DiskIndex, OpenOptions};
 use trawl::io::EngineKind;
-use trawl::progress::Control;
-use trawl::search::{
-    CachePolicy, PipeParams, QueryStats, SearchError, SearchParams, Searcher, Strategy, WidthPolicy,
+use trawl::kinds::graph::search::{
+    CachePolicy, PipeParams, SearchParams, Searcher, Strategy, WidthPolicy,
 };
+use trawl::kinds::graph::{DiskIndex, OpenOptions};
+use trawl::progress::Control;
+use trawl::search::{QueryStats, SearchError};
+use trawl::vamana::recall_at_k;
 use trawl::Metric;
 
 fn beam(l: usize) -> SearchParams {
@@ -225,7 +226,12 @@ fn pipe_errors_are_typed_and_leave_the_searcher_usable() {
         Err(SearchError::BadBatch(_))
     ));
     assert!(matches!(
-        ix.search_batch_with(&q, &beam(20), 1, trawl::search::MAX_INTERLEAVE + 1),
+        ix.search_batch_with(
+            &q,
+            &beam(20),
+            1,
+            trawl::kinds::graph::search::MAX_INTERLEAVE + 1
+        ),
         Err(SearchError::BadBatch(_))
     ));
     s.search(row, &with(PipeParams::default()), &mut hits)
@@ -233,7 +239,9 @@ fn pipe_errors_are_typed_and_leave_the_searcher_usable() {
     assert_eq!(hits.len(), 10);
 
     // A corrupt page read by PipeSearch is an error, and nothing stays in flight.
-    let path = dir.path().join(trawl::layout::packed::FILE_NAME);
+    let path = dir
+        .path()
+        .join(trawl::kinds::graph::layout::packed::FILE_NAME);
     let good = std::fs::read(&path).unwrap();
     let (page, at) = ix.packed().unwrap().locate(ix.medoid());
     drop(s);
@@ -273,7 +281,9 @@ fn the_entry_index_is_checked_and_optional() {
     assert!(ix.memory().entry_bytes > 0);
     assert!(ix.disk_bytes().entry > 0);
     drop(ix);
-    let path = dir.path().join(trawl::search::entry::FILE_NAME);
+    let path = dir
+        .path()
+        .join(trawl::kinds::graph::search::entry::FILE_NAME);
     let good = std::fs::read(&path).unwrap();
     // A flipped byte, a truncation, or an entry file of another build: refused at open.
     let mut bad = good.clone();
@@ -285,7 +295,13 @@ fn the_entry_index_is_checked_and_optional() {
     assert!(DiskIndex::open(dir.path(), OpenOptions::default()).is_err());
     let other = tempfile::tempdir().unwrap();
     build(&base, other.path(), Metric::Cosine, 4);
-    std::fs::copy(other.path().join(trawl::search::entry::FILE_NAME), &path).unwrap();
+    std::fs::copy(
+        other
+            .path()
+            .join(trawl::kinds::graph::search::entry::FILE_NAME),
+        &path,
+    )
+    .unwrap();
     assert!(DiskIndex::open(dir.path(), OpenOptions::default()).is_err());
     // Without the file the index opens, and an entry search is a typed error.
     std::fs::remove_file(&path).unwrap();

@@ -183,7 +183,7 @@ impl BenchRow {
             .iter()
             .map(|&i| u32::try_from(i).unwrap_or(u32::MAX))
             .collect();
-        let recall = trawl::graph::recall_at_k(&ids, k, &truth).unwrap_or(0.0);
+        let recall = trawl::vamana::recall_at_k(&ids, k, &truth).unwrap_or(0.0);
         let mut lat: Vec<f64> = out.stats.iter().map(|s| s.total_ns as f64 / 1e3).collect();
         lat.sort_by(f64::total_cmp);
         let mut row = BenchRow::from_stats(l, recall, nq, out.wall_secs, &out.total());

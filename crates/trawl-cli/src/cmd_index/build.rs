@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use trawl::graph::{VamanaParams, VisitOrder};
-use trawl::index::{IndexParams, KindName};
+use trawl::kinds::graph::search::entry::{EntryParams, EntrySampling};
+use trawl::kinds::graph::{IndexParams, KindName};
 use trawl::kinds::{build_with, BuildOptions};
 use trawl::progress::Control;
-use trawl::search::entry::{EntryParams, EntrySampling};
+use trawl::vamana::{VamanaParams, VisitOrder};
 use trawl::Metric;
 
 use crate::cmd_graph::write_json;
@@ -148,7 +148,8 @@ pub(crate) fn build_flag_names(e: trawl::kinds::Error) -> anyhow::Error {
 /// `trawl build`: an index of the kind asked for.
 pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::kinds::Built> {
     let o = args.options()?;
-    let data = if args.memory_budget_gb.is_some() && o.kind == trawl::index::KindName::Graph {
+    let data = if args.memory_budget_gb.is_some() && o.kind == trawl::kinds::graph::KindName::Graph
+    {
         crate::runtime::map_vectors(&args.data)?
     } else {
         crate::runtime::read_vectors(&args.data)?

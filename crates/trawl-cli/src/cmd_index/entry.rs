@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use trawl::index::{DiskIndex, OpenOptions};
+use trawl::kinds::graph::search::entry::{EntryParams, EntrySampling};
+use trawl::kinds::graph::{DiskIndex, OpenOptions};
 use trawl::progress::Control;
-use trawl::search::entry::{EntryParams, EntrySampling};
 
 use crate::cmd_graph::write_json;
 use crate::runtime::{human_bytes, peak_rss_bytes};
@@ -49,11 +49,11 @@ pub fn entry(args: &EntryArgs, ctl: &Control) -> Result<()> {
     if args.degree == 0 || args.degree > u16::MAX as usize {
         bail!("--degree {} must be between 1 and 65535", args.degree);
     }
-    if args.build_list == 0 || args.build_list > trawl::graph::MAX_BUILD_L {
+    if args.build_list == 0 || args.build_list > trawl::vamana::MAX_BUILD_L {
         bail!(
             "--build-list {} must be between 1 and {}",
             args.build_list,
-            trawl::graph::MAX_BUILD_L
+            trawl::vamana::MAX_BUILD_L
         );
     }
     let params = EntryParams {

@@ -2,20 +2,20 @@
 
 use clap::Args;
 use trawl::accel::AccelKind;
-use trawl::ivf::{IvfSearchParams, IvfVectorLayout};
+use trawl::kinds::ivf::{IvfSearchParams, IvfVectorLayout};
 
 /// `trawl build --kind ivf` options.
 #[derive(Debug, Args, Clone)]
 pub struct IvfBuildArgs {
     /// IVF: target posting-list size before replication (lists ≈ n / size).
-    #[arg(long, default_value_t = trawl::ivf::DEFAULT_LIST_SIZE)]
+    #[arg(long, default_value_t = trawl::kinds::ivf::DEFAULT_LIST_SIZE)]
     pub ivf_list_size: usize,
     /// IVF: boundary replication's ε — a vector joins list i when dist(v, c_i) ≤ (1 + ε) ·
     /// dist(v, c_1).
-    #[arg(long, default_value_t = trawl::ivf::DEFAULT_EPSILON)]
+    #[arg(long, default_value_t = trawl::kinds::ivf::DEFAULT_EPSILON)]
     pub ivf_epsilon: f32,
     /// IVF: most lists a vector joins.
-    #[arg(long, default_value_t = trawl::ivf::DEFAULT_MAX_REPLICAS)]
+    #[arg(long, default_value_t = trawl::kinds::ivf::DEFAULT_MAX_REPLICAS)]
     pub ivf_max_replicas: usize,
     /// IVF: also write the vectors in id order (ivf-vectors-by-id.trawl), the bucket
     /// layout's ablation baseline (`--ivf-vectors by_id`).
@@ -26,9 +26,9 @@ pub struct IvfBuildArgs {
 impl Default for IvfBuildArgs {
     fn default() -> Self {
         Self {
-            ivf_list_size: trawl::ivf::DEFAULT_LIST_SIZE,
-            ivf_epsilon: trawl::ivf::DEFAULT_EPSILON,
-            ivf_max_replicas: trawl::ivf::DEFAULT_MAX_REPLICAS,
+            ivf_list_size: trawl::kinds::ivf::DEFAULT_LIST_SIZE,
+            ivf_epsilon: trawl::kinds::ivf::DEFAULT_EPSILON,
+            ivf_max_replicas: trawl::kinds::ivf::DEFAULT_MAX_REPLICAS,
             by_id_vectors: false,
         }
     }

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use trawl::index::{DiskIndex, IndexLayout, OpenOptions, ShuffleParams};
-use trawl::layout::decoupled::vectors::VectorParams;
+use trawl::kinds::graph::layout::decoupled::vectors::VectorParams;
+use trawl::kinds::graph::{DiskIndex, IndexLayout, OpenOptions, ShuffleParams};
 use trawl::progress::Control;
 
 use crate::cmd_graph::write_json;
@@ -39,7 +39,7 @@ pub struct LayoutArgs {
     /// locality order sized to the vectors a page holds, so a query's re-rank candidates
     /// share pages; each node's position is stored beside its list) or `id`.
     #[arg(long, default_value = "graph")]
-    pub vector_order: trawl::layout::decoupled::vectors::VectorOrder,
+    pub vector_order: trawl::kinds::graph::layout::decoupled::vectors::VectorOrder,
     /// Most PageShuffle refinement rounds after the neighbour packing.
     #[arg(long, default_value_t = ShuffleParams::default().rounds)]
     pub rounds: usize,
@@ -125,8 +125,8 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
                 d.raw_vectors,
                 human_bytes(d.vectors_metadata_bytes),
                 match d.vector_order {
-                    trawl::layout::decoupled::vectors::VectorOrder::Id => "id",
-                    trawl::layout::decoupled::vectors::VectorOrder::Graph => "graph",
+                    trawl::kinds::graph::layout::decoupled::vectors::VectorOrder::Id => "id",
+                    trawl::kinds::graph::layout::decoupled::vectors::VectorOrder::Graph => "graph",
                 },
                 d.vectors_per_page
             );

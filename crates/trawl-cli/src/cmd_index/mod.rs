@@ -24,14 +24,14 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap::Args;
 use trawl::data::matrix::AnyMatrix;
-use trawl::index::IndexLayout;
 use trawl::io::EngineKind;
-use trawl::kinds::{open_with, AnyIndex, Hits, KindParams, OpenReport, Options};
-use trawl::progress::Control;
-use trawl::search::{
+use trawl::kinds::graph::search::{
     CachePolicy, FlashParams, Grain, PipeParams, RerankParams, WidthPolicy, WidthSchedule,
     DEFAULT_BEAM_WIDTH,
 };
+use trawl::kinds::graph::IndexLayout;
+use trawl::kinds::{open_with, AnyIndex, Hits, KindParams, OpenReport, Options};
+use trawl::progress::Control;
 
 use crate::runtime::human_bytes;
 
@@ -118,7 +118,7 @@ pub struct SearchOptions {
     #[arg(long, default_value = "packed", value_parser = |s: &str| s.parse::<IndexLayout>())]
     pub layout: IndexLayout,
     /// Decoupled layout: memory for the LRU cache of compressed neighbour lists, in MiB.
-    #[arg(long, default_value_t = (trawl::index::DEFAULT_LIST_CACHE_BYTES >> 20) as f64)]
+    #[arg(long, default_value_t = (trawl::kinds::graph::DEFAULT_LIST_CACHE_BYTES >> 20) as f64)]
     pub list_cache_mb: f64,
     /// Decoupled layout: share of the list cache pinned by value — the lists sample searches
     /// (--cache-samples of them, 20,000 by default; PQ-reconstructed indexed vectors) read
@@ -162,7 +162,7 @@ pub struct SearchOptions {
     pub rerank_bound: f32,
     /// Decoupled layout: most vector reads in flight after the traversal (0 = the strategy's
     /// width, as before).
-    #[arg(long, default_value_t = trawl::search::rerank::DEFAULT_RERANK_DEPTH)]
+    #[arg(long, default_value_t = trawl::kinds::graph::search::rerank::DEFAULT_RERANK_DEPTH)]
     pub rerank_depth: usize,
     /// Read through the page cache instead of O_DIRECT (figures are then not disk figures).
     #[arg(long)]
@@ -349,7 +349,7 @@ fn describe(
                     .graph_params(1, disk.flash_accel_info().backend == "gpu")
                 {
                     Ok(p) => match p.strategy {
-                        trawl::search::Strategy::Flash(f) => f.batch,
+                        trawl::kinds::graph::search::Strategy::Flash(f) => f.batch,
                         _ => 0,
                     },
                     Err(_) => 0,

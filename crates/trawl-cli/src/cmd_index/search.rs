@@ -62,7 +62,7 @@ pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
             ids: gt.ids[..queries.n() * gt.k].to_vec(),
             dists: Vec::new(),
         };
-        let recall = trawl::graph::recall_at_k(&ids_u32(&out)?, args.k, &truth).unwrap_or(0.0);
+        let recall = trawl::vamana::recall_at_k(&ids_u32(&out)?, args.k, &truth).unwrap_or(0.0);
         println!("recall@{}: {recall:.4}", args.k);
     }
     if let Some(path) = &args.out {

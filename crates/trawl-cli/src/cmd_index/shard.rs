@@ -6,8 +6,8 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use trawl::data::matrix::AnyMatrix;
+use trawl::kinds::sharded::{build_sharded_index, ShardParams};
 use trawl::progress::Control;
-use trawl::shard::{build_sharded_index, ShardParams};
 
 use super::build::{index_params, BuildArgs};
 use crate::cmd_graph::write_json;
@@ -49,10 +49,13 @@ pub fn run(cmd: &ShardCommand, ctl: &Control) -> Result<()> {
 }
 
 /// `trawl shard build`.
-pub fn build(args: &ShardBuildArgs, ctl: &Control) -> Result<trawl::shard::ShardBuildReport> {
+pub fn build(
+    args: &ShardBuildArgs,
+    ctl: &Control,
+) -> Result<trawl::kinds::sharded::ShardBuildReport> {
     let t0 = Instant::now();
     let b = &args.build;
-    if b.kind != trawl::index::KindName::Graph {
+    if b.kind != trawl::kinds::graph::KindName::Graph {
         bail!(
             "--kind {}: the shards of a sharded index are graph indexes",
             b.kind.name()

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use trawl::data::matrix::AnyMatrix;
-use trawl::index::live::{Access, LiveIndex, MergeOptions};
-use trawl::index::merge::SegmentPolicy;
-use trawl::index::{IndexLayout, OpenOptions};
+use trawl::kinds::graph::updates::live::{Access, LiveIndex, MergeOptions};
+use trawl::kinds::graph::updates::merge::SegmentPolicy;
+use trawl::kinds::graph::{IndexLayout, OpenOptions};
 use trawl::progress::Control;
 
 use crate::runtime::human_bytes;

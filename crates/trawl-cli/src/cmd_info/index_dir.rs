@@ -18,16 +18,20 @@ struct Updates {
 
 /// [`Updates`] of the index in `dir`, when it has taken any (`ids.trawl` or `wal.trawl`): the
 /// index opened read-only as a live one, its log replayed.
-fn updates_summary(dir: &Path, opts: trawl::index::OpenOptions) -> Result<Option<Updates>> {
+fn updates_summary(dir: &Path, opts: trawl::kinds::graph::OpenOptions) -> Result<Option<Updates>> {
     if !trawl::kinds::GraphIndex::has_updates(dir) {
         return Ok(None);
     }
-    let live = trawl::index::live::LiveIndex::open(dir, opts, trawl::index::live::Access::ReadOnly)
-        .map_err(|e| anyhow::anyhow!("the write-ahead log cannot be replayed: {e}"))?;
+    let live = trawl::kinds::graph::updates::live::LiveIndex::open(
+        dir,
+        opts,
+        trawl::kinds::graph::updates::live::Access::ReadOnly,
+    )
+    .map_err(|e| anyhow::anyhow!("the write-ahead log cannot be replayed: {e}"))?;
     let merged = live.disk().manifest().and_then(|m| m.log_seq).unwrap_or(0);
-    let log = dir.join(trawl::index::wal::FILE_NAME);
+    let log = dir.join(trawl::kinds::graph::updates::wal::FILE_NAME);
     let pending = if log.is_file() {
-        trawl::index::wal::read_log(&log)?
+        trawl::kinds::graph::updates::wal::read_log(&log)?
             .records
             .iter()
             .filter(|r| r.seq > merged)
@@ -44,16 +48,16 @@ fn updates_summary(dir: &Path, opts: trawl::index::OpenOptions) -> Result<Option
 
 /// The layout `trawl info` opens an index directory with: the packed one, unless the index's
 /// packed file was removed and it keeps only its decoupled layout.
-fn info_layout(dir: &Path) -> trawl::index::IndexLayout {
-    let packed_path = dir.join(trawl::layout::packed::FILE_NAME);
+fn info_layout(dir: &Path) -> trawl::kinds::graph::IndexLayout {
+    let packed_path = dir.join(trawl::kinds::graph::layout::packed::FILE_NAME);
     if !packed_path.exists()
         && dir
-            .join(trawl::layout::decoupled::graph::FILE_NAME)
+            .join(trawl::kinds::graph::layout::decoupled::graph::FILE_NAME)
             .exists()
     {
-        trawl::index::IndexLayout::Decoupled
+        trawl::kinds::graph::IndexLayout::Decoupled
     } else {
-        trawl::index::IndexLayout::Packed
+        trawl::kinds::graph::IndexLayout::Packed
     }
 }
 
@@ -68,19 +72,24 @@ pub(super) fn index_dir(
     ctl: &trawl::progress::Control,
 ) -> Result<()> {
     let layout = info_layout(dir);
-    let opts = trawl::index::OpenOptions {
+    let opts = trawl::kinds::graph::OpenOptions {
         direct: false,
         layout,
         ..Default::default()
     };
-    let opts = trawl::index::OpenOptions {
+    let opts = trawl::kinds::graph::OpenOptions {
         accel: accel.unwrap_or(trawl::accel::AccelKind::Cpu),
         ..opts
     };
-    if trawl::kinds::kind_of(dir)? == trawl::index::KindName::Ivf {
-        return ivf_dir(&trawl::ivf::IvfIndex::open(dir, opts)?, verify, json, ctl);
+    if trawl::kinds::kind_of(dir)? == trawl::kinds::graph::KindName::Ivf {
+        return ivf_dir(
+            &trawl::kinds::ivf::IvfIndex::open(dir, opts)?,
+            verify,
+            json,
+            ctl,
+        );
     }
-    let ix = trawl::index::DiskIndex::open(dir, opts)?;
+    let ix = trawl::kinds::graph::DiskIndex::open(dir, opts)?;
     let info = ix.info()?;
     // A log that cannot be replayed is reported, not an error of `info` (`--verify` fails
     // on it, naming the record).
@@ -102,11 +111,11 @@ pub(super) fn index_dir(
     Ok(())
 }
 
-/// `trawl info DIR --json` of a graph index: the library's [`trawl::index::IndexInfo`], with
+/// `trawl info DIR --json` of a graph index: the library's [`trawl::kinds::graph::IndexInfo`], with
 /// `updates` (or the error replaying the log) and, with `--verify`, the verification report.
 fn index_json(
     dir: &Path,
-    info: &trawl::index::IndexInfo,
+    info: &trawl::kinds::graph::IndexInfo,
     updates: &Result<Option<Updates>>,
     verify: bool,
     ctl: &trawl::progress::Control,
@@ -124,7 +133,7 @@ fn index_json(
         Err(e) => v["updates"] = serde_json::json!({ "error": format!("{e:#}") }),
     }
     if verify {
-        let rep = trawl::index::verify_index(dir, ctl)?;
+        let rep = trawl::kinds::graph::verify_index(dir, ctl)?;
         v["verify"] = serde_json::to_value(&rep)?;
     }
     println!("{}", serde_json::to_string_pretty(&v)?);
@@ -133,7 +142,11 @@ fn index_json(
 
 /// The `index:`, `kind:` and `updates:` lines: the directory, the kind and layouts written,
 /// whether a manifest lists the files, and what streaming updates left unmerged.
-fn print_summary(dir: &Path, info: &trawl::index::IndexInfo, updates: &Result<Option<Updates>>) {
+fn print_summary(
+    dir: &Path,
+    info: &trawl::kinds::graph::IndexInfo,
+    updates: &Result<Option<Updates>>,
+) {
     println!("index:   {}", dir.display());
     println!(
         "kind:    {} index; layouts {}; {}",
@@ -157,7 +170,7 @@ fn print_summary(dir: &Path, info: &trawl::index::IndexInfo, updates: &Result<Op
 }
 
 /// The `build:` line: the build parameters the manifest records, when it records them.
-fn print_build(info: &trawl::index::IndexInfo) {
+fn print_build(info: &trawl::kinds::graph::IndexInfo) {
     if let Some(b) = &info.build {
         println!(
             "build:   R = {}, L = {}, alpha = {}, {} PQ bytes{}, entry ratio {}, seed {}{}{}",
@@ -183,7 +196,7 @@ fn print_build(info: &trawl::index::IndexInfo) {
 }
 
 /// The `recall:` line: the recall monitor's figures, when the manifest records them.
-fn print_recall(info: &trawl::index::IndexInfo) {
+fn print_recall(info: &trawl::kinds::graph::IndexInfo) {
     if let Some(r) = &info.recall {
         println!(
             "recall:  {} (recall monitor: {} of its vectors searched as held-out queries after the {}, \
@@ -205,13 +218,16 @@ fn print_recall(info: &trawl::index::IndexInfo) {
 /// vectors' (the segments of a merged index, else the one vector file).
 fn print_layout(
     dir: &Path,
-    ix: &trawl::index::DiskIndex,
-    layout: trawl::index::IndexLayout,
+    ix: &trawl::kinds::graph::DiskIndex,
+    layout: trawl::kinds::graph::IndexLayout,
     ctl: &trawl::progress::Control,
 ) -> Result<()> {
-    if layout == trawl::index::IndexLayout::Decoupled {
+    if layout == trawl::kinds::graph::IndexLayout::Decoupled {
         println!("(no packed.trawl: the decoupled layout only)");
-        decoupled_graph(&dir.join(trawl::layout::decoupled::graph::FILE_NAME), false)?;
+        decoupled_graph(
+            &dir.join(trawl::kinds::graph::layout::decoupled::graph::FILE_NAME),
+            false,
+        )?;
         match ix.decoupled().filter(|d| d.slot_map().is_some()) {
             Some(d) => println!(
                 "vectors: {} segments written by merges and garbage collection ({}), mapped by \
@@ -229,12 +245,16 @@ fn print_layout(
                     .join(", ")
             ),
             None => decoupled_vectors(
-                &dir.join(trawl::layout::decoupled::vectors::FILE_NAME),
+                &dir.join(trawl::kinds::graph::layout::decoupled::vectors::FILE_NAME),
                 false,
             )?,
         }
     } else {
-        packed_file(&dir.join(trawl::layout::packed::FILE_NAME), false, ctl)?;
+        packed_file(
+            &dir.join(trawl::kinds::graph::layout::packed::FILE_NAME),
+            false,
+            ctl,
+        )?;
     }
     Ok(())
 }
@@ -242,7 +262,7 @@ fn print_layout(
 /// `--verify`: every file of the index read whole and checked, one line per file, and the
 /// graph's connectivity when it was checked.
 fn print_verify(dir: &Path, ctl: &trawl::progress::Control) -> Result<()> {
-    let rep = trawl::index::verify_index(dir, ctl)?;
+    let rep = trawl::kinds::graph::verify_index(dir, ctl)?;
     println!(
         "verify:  {} files{}",
         rep.files.len(),
@@ -279,7 +299,7 @@ fn print_verify(dir: &Path, ctl: &trawl::progress::Control) -> Result<()> {
 
 /// The `files:` section: the bytes of each file the opened layout searches (and the entry
 /// index's shape), and their total.
-fn print_files(ix: &trawl::index::DiskIndex, db: &trawl::index::DiskBytes) {
+fn print_files(ix: &trawl::kinds::graph::DiskIndex, db: &trawl::kinds::graph::DiskBytes) {
     println!("files:");
     let row = |name: &str, b: u64| println!("  {name:<15} {:>12} ({b} bytes)", human_bytes(b));
     if db.packed > 0 {
@@ -302,15 +322,15 @@ fn print_files(ix: &trawl::index::DiskIndex, db: &trawl::index::DiskBytes) {
 
 /// The other layouts of the same graph present in `dir`: the decoupled one's size beside the
 /// packed one's, and the PageShuffle and All-in-Storage files.
-fn print_other_layouts(dir: &Path, db: &trawl::index::DiskBytes) {
-    let dgraph = dir.join(trawl::layout::decoupled::graph::FILE_NAME);
+fn print_other_layouts(dir: &Path, db: &trawl::kinds::graph::DiskBytes) {
+    let dgraph = dir.join(trawl::kinds::graph::layout::decoupled::graph::FILE_NAME);
     if let Ok(g) = std::fs::metadata(&dgraph) {
         // The vector bytes: every segment and the map (read from the open decoupled layout),
         // else the layout's one vector file.
         let vectors = if db.vectors > 0 {
             db.vectors
         } else {
-            std::fs::metadata(dir.join(trawl::layout::decoupled::vectors::FILE_NAME))
+            std::fs::metadata(dir.join(trawl::kinds::graph::layout::decoupled::vectors::FILE_NAME))
                 .map_or(0, |m| m.len())
         };
         let total = g.len() + vectors + db.pq + db.pq_codes;
@@ -334,8 +354,8 @@ fn print_other_layouts(dir: &Path, db: &trawl::index::DiskBytes) {
         );
     }
     for layout in [
-        trawl::index::IndexLayout::Shuffled,
-        trawl::index::IndexLayout::AllInStorage,
+        trawl::kinds::graph::IndexLayout::Shuffled,
+        trawl::kinds::graph::IndexLayout::AllInStorage,
     ] {
         if let Ok(m) = std::fs::metadata(dir.join(layout.file_name())) {
             println!(
@@ -349,7 +369,7 @@ fn print_other_layouts(dir: &Path, db: &trawl::index::DiskBytes) {
 }
 
 /// The `memory at search time:` line, by part.
-fn print_memory(ix: &trawl::index::DiskIndex) {
+fn print_memory(ix: &trawl::kinds::graph::DiskIndex) {
     let mem = ix.memory();
     println!(
         "memory at search time: {} (PQ codes {}, codebooks {} (with the OPQ rotation if any), page checksums and order map {}, entry index {}; plus the cache if one is asked for)",
@@ -362,7 +382,7 @@ fn print_memory(ix: &trawl::index::DiskIndex) {
 }
 
 fn ivf_dir(
-    ix: &trawl::ivf::IvfIndex,
+    ix: &trawl::kinds::ivf::IvfIndex,
     verify: bool,
     json: bool,
     ctl: &trawl::progress::Control,

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use trawl::data::format::probe;
 use trawl::data::groundtruth::read_ground_truth;
-use trawl::graph::Graph;
+use trawl::vamana::Graph;
 
 use crate::runtime::human_bytes;
 use index_dir::index_dir;
@@ -23,12 +23,12 @@ pub fn run(
     let Some(path) = path else {
         return accel_only(accel.unwrap_or(trawl::accel::AccelKind::Auto), json);
     };
-    if path.is_dir() && trawl::shard::ShardedIndex::is_sharded(path) {
+    if path.is_dir() && trawl::kinds::sharded::ShardedIndex::is_sharded(path) {
         return sharded_dir(path, json);
     }
     if path.is_dir() {
         return match trawl::kinds::kind_of(path)? {
-            trawl::index::KindName::Graph | trawl::index::KindName::Ivf => {
+            trawl::kinds::graph::KindName::Graph | trawl::kinds::graph::KindName::Ivf => {
                 index_dir(path, verify, json, accel, ctl)
             }
             _ => any_dir(path, verify, json, ctl),
@@ -126,12 +126,12 @@ fn trawl_file(path: &Path, magic: &[u8; 8]) -> Result<()> {
 }
 
 fn packed_file(path: &Path, verify: bool, ctl: &trawl::progress::Control) -> Result<()> {
-    let f = trawl::layout::packed::PackedFile::open(path)?;
+    let f = trawl::kinds::graph::layout::packed::PackedFile::open(path)?;
     let m = f.meta();
     let g = f.geometry();
     println!(
         "kind:    trawl page-packed disk index (format version {}){}{}",
-        trawl::layout::packed::VERSION,
+        trawl::kinds::graph::layout::packed::VERSION,
         if f.is_permuted() {
             ", PageShuffle order"
         } else {
@@ -178,7 +178,7 @@ fn packed_file(path: &Path, verify: bool, ctl: &trawl::progress::Control) -> Res
 }
 
 fn decoupled_graph(path: &Path, verify: bool) -> Result<()> {
-    let g = trawl::layout::decoupled::graph::GraphFile::open(path)?;
+    let g = trawl::kinds::graph::layout::decoupled::graph::GraphFile::open(path)?;
     let m = g.meta();
     println!("kind:    trawl decoupled graph (Elias-Fano neighbour lists in 4 KiB pages)");
     println!(
@@ -215,7 +215,7 @@ fn decoupled_graph(path: &Path, verify: bool) -> Result<()> {
 }
 
 fn decoupled_vectors(path: &Path, verify: bool) -> Result<()> {
-    let v = trawl::layout::decoupled::vectors::VectorFile::open(path)?;
+    let v = trawl::kinds::graph::layout::decoupled::vectors::VectorFile::open(path)?;
     let g = v.geometry();
     let r = v.report();
     let raw = g.n * g.vector_bytes() as u64;
@@ -279,11 +279,11 @@ fn accel_only(kind: trawl::accel::AccelKind, json: bool) -> Result<()> {
 }
 
 /// `recall@10 0.9512 at L 32, …`.
-pub(crate) use trawl::index::monitor::describe_points as recall_points;
+pub(crate) use trawl::kinds::graph::monitor::describe_points as recall_points;
 
 /// A shard manifest (`shards.trawl` or a build's plan): shape, partition, every shard.
-fn shard_manifest(path: &Path) -> Result<trawl::shard::ShardManifest> {
-    let m = trawl::shard::ShardManifest::load(path)?;
+fn shard_manifest(path: &Path) -> Result<trawl::kinds::sharded::ShardManifest> {
+    let m = trawl::kinds::sharded::ShardManifest::load(path)?;
     let h = &m.header;
     println!(
         "kind:    shard manifest (TRAWLSHD), written by trawl {}",
@@ -322,8 +322,9 @@ fn shard_manifest(path: &Path) -> Result<trawl::shard::ShardManifest> {
 
 /// A sharded index directory: its manifest, then each shard opened and checked against it.
 fn sharded_dir(dir: &Path, json: bool) -> Result<()> {
-    let ix = trawl::shard::ShardedIndex::open(dir, trawl::index::OpenOptions::default())
-        .with_context(|| format!("opening {}", dir.display()))?;
+    let ix =
+        trawl::kinds::sharded::ShardedIndex::open(dir, trawl::kinds::graph::OpenOptions::default())
+            .with_context(|| format!("opening {}", dir.display()))?;
     if json {
         let h = &ix.manifest().header;
         let v = serde_json::json!({
@@ -336,7 +337,7 @@ fn sharded_dir(dir: &Path, json: bool) -> Result<()> {
         return Ok(());
     }
     println!("index:   {} (sharded)", dir.display());
-    shard_manifest(&dir.join(trawl::shard::SHARD_MANIFEST_FILE))?;
+    shard_manifest(&dir.join(trawl::kinds::sharded::SHARD_MANIFEST_FILE))?;
     println!(
         "open:    every shard matches its recorded build; {} in memory, {} on disk",
         human_bytes(ix.memory_bytes()),
@@ -346,9 +347,9 @@ fn sharded_dir(dir: &Path, json: bool) -> Result<()> {
 }
 
 /// An index directory of a kind without a description of its own here: the library's
-/// description ([`trawl::index::IndexInfo`]) and, with `--verify`, its files checked.
+/// description ([`trawl::kinds::graph::IndexInfo`]) and, with `--verify`, its files checked.
 fn any_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Control) -> Result<()> {
-    let opts = trawl::index::OpenOptions {
+    let opts = trawl::kinds::graph::OpenOptions {
         direct: false,
         ..Default::default()
     };

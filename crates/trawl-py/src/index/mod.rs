@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use trawl::index::{DiskIndex, KindName};
+use trawl::kinds::graph::{DiskIndex, KindName};
 use trawl::kinds::{AnyIndex, Options};
 use trawl::search::QueryStats;
 use trawl::{DType, Metric};
@@ -40,7 +40,7 @@ use ids::id_list;
 pub(crate) use search::stats_dict;
 
 /// Id of a missing result (fewer than `k` vectors reachable): `2**64 - 1`.
-pub const MISSING_ID: u64 = trawl::index::ids::HOLE;
+pub const MISSING_ID: u64 = trawl::kinds::graph::updates::ids::HOLE;
 
 /// An opened disk index. Open with `Index.open(index_dir)`; search with `search` (one query)
 /// or `batch_search` (many, over threads). Thread-safe: several Python threads may search one

@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use trawl::accel::AccelKind;
-use trawl::index::live::Durability;
 use trawl::io::EngineKind;
-use trawl::ivf::IvfVectorLayout;
+use trawl::kinds::graph::search::CachePolicy;
+use trawl::kinds::graph::updates::live::Durability;
+use trawl::kinds::ivf::IvfVectorLayout;
 use trawl::kinds::{AnyIndex, GraphIndex, Options};
 use trawl::progress::Control;
-use trawl::search::{CachePolicy, QueryStats};
+use trawl::search::QueryStats;
 
 use super::Index;
 use crate::errors::{invalid, PyResultExt};

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use trawl::index::live::{LiveError, LiveIndex};
+use trawl::kinds::graph::updates::live::{LiveError, LiveIndex};
 use trawl::kinds::AnyIndex;
 use trawl::{DType, Element};
 

@@ -31,8 +31,8 @@
 use std::fmt;
 
 use crate::accel::{adc_distance, AccelError, AccelInfo, TABLE_ROW};
-use crate::graph::queue::VisitedSet;
 use crate::quant::pq::PqCodes;
+use crate::vamana::queue::VisitedSet;
 
 /// No node.
 pub const NONE: u32 = u32::MAX;

@@ -30,13 +30,13 @@ const VERSION: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KindName {
-    /// A Vamana graph on disk with PQ codes in memory ([`crate::index::DiskIndex`]).
+    /// A Vamana graph on disk with PQ codes in memory ([`crate::kinds::graph::DiskIndex`]).
     Graph,
     /// Posting lists over a centroid graph, PQ codes on an accelerator, vectors on disk in
-    /// buckets ([`crate::ivf::IvfIndex`], FusionANNS).
+    /// buckets ([`crate::kinds::ivf::IvfIndex`], FusionANNS).
     Ivf,
     /// Graph indexes of partitions, searched in each query's nearest partitions and merged
-    /// ([`crate::shard::ShardedIndex`]; its manifest is `shards.trawl`).
+    /// ([`crate::kinds::sharded::ShardedIndex`]; its manifest is `shards.trawl`).
     Sharded,
     /// The vectors on disk, searched exactly ([`crate::kinds::flat::FlatIndex`]).
     Flat,
@@ -108,7 +108,7 @@ pub struct BuildRecord {
     /// Graph build seed (IVF: the clustering's seed; R, L and α are the centroid graph's).
     pub seed: u64,
     /// The order the graph build linked its points in (`ids`, `random`, `blocks:N`; see
-    /// [`crate::graph::VisitOrder`]); absent in manifests written before it was recorded (those
+    /// [`crate::vamana::VisitOrder`]); absent in manifests written before it was recorded (those
     /// builds linked in id order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub visit_order: Option<String>,
@@ -184,7 +184,7 @@ pub struct Manifest {
     /// Streaming updates: the next id handed to a vector inserted without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_id: Option<u64>,
-    /// The recall monitor's figures ([`crate::index::monitor`]): written by builds and merges, kept
+    /// The recall monitor's figures ([`crate::kinds::graph::monitor`]): written by builds and merges, kept
     /// by the operations that add to the index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recall: Option<RecallRecord>,

@@ -6,6 +6,7 @@
 //! Which files an index holds is what its manifest lists; which files in a directory are
 //! trawl's is what their own bytes say ([`is_index_file`]): nothing here names a kind's files.
 
+pub mod bytes;
 pub mod component;
 pub mod file;
 pub mod manifest;

@@ -321,7 +321,7 @@ impl Txn {
     /// [`Txn::begin`] for a new build that replaces whatever index `dir` holds: `keep`
     /// (called with the writer lock held and a dead writer's commit finished) refuses when the
     /// index replaced holds what the build would lose — the graph kind's write-ahead log with
-    /// updates no merge folded in ([`crate::index::refuse_unmerged_updates`]).
+    /// updates no merge folded in ([`crate::kinds::graph::refuse_unmerged_updates`]).
     pub fn begin_replacing(
         dir: &Path,
         keep: impl FnOnce(&Path) -> Result<(), TxnError>,
@@ -332,7 +332,7 @@ impl Txn {
     }
 
     /// [`Txn::begin`] for a caller that already holds the writer lock (a live index open for
-    /// writing, [`crate::index::live`]): nothing is locked again.
+    /// writing, [`crate::kinds::graph::updates::live`]): nothing is locked again.
     pub(crate) fn begin_held(dir: &Path) -> Result<Self, TxnError> {
         recover(dir, true)?;
         let staging = dir.join(STAGING_DIR);

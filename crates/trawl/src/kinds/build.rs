@@ -7,15 +7,15 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::data::AnyMatrix;
-use crate::graph::{VamanaParams, VisitOrder};
-use crate::index::{self, DiskIndex, IndexParams, KindName, OpenOptions};
-use crate::ivf::IvfParams;
 use crate::kernels::Metric;
+use crate::kinds::graph::layout::decoupled::vectors::VectorParams;
+use crate::kinds::graph::search::entry::{EntryParams, EntrySampling};
+use crate::kinds::graph::{self, DiskIndex, IndexParams, KindName, OpenOptions};
+use crate::kinds::ivf::IvfParams;
 use crate::kinds::Error;
-use crate::layout::decoupled::vectors::VectorParams;
 use crate::progress::{human_bytes, Control};
 use crate::quant::pq::{PqParams, OPQ_ITERS};
-use crate::search::entry::{EntryParams, EntrySampling};
+use crate::vamana::{VamanaParams, VisitOrder};
 
 /// PQ bytes per vector when `pq_bytes` is not given (fewer for data of fewer dimensions).
 pub const DEFAULT_PQ_BYTES: usize = 32;
@@ -132,12 +132,12 @@ impl BuildOptions {
         if self.r == 0 || self.r > u16::MAX as usize {
             return bad(format!("R = {} must be between 1 and 65535", self.r));
         }
-        if self.l < self.r || self.l > crate::graph::MAX_BUILD_L {
+        if self.l < self.r || self.l > crate::vamana::MAX_BUILD_L {
             return bad(format!(
                 "L = {} must be between R ({}) and {}",
                 self.l,
                 self.r,
-                crate::graph::MAX_BUILD_L
+                crate::vamana::MAX_BUILD_L
             ));
         }
         if !(self.alpha.is_finite() && self.alpha >= 1.0) {
@@ -163,11 +163,11 @@ impl BuildOptions {
                     self.entry_degree
                 ));
             }
-            if self.entry_build_list == 0 || self.entry_build_list > crate::graph::MAX_BUILD_L {
+            if self.entry_build_list == 0 || self.entry_build_list > crate::vamana::MAX_BUILD_L {
                 return bad(format!(
                     "entry_build_list = {} must be between 1 and {}",
                     self.entry_build_list,
-                    crate::graph::MAX_BUILD_L
+                    crate::vamana::MAX_BUILD_L
                 ));
             }
         }
@@ -311,17 +311,17 @@ fn build_graph(
     let params = o.graph_params(data.dim())?;
     let mut r = match (data, sample) {
         (AnyMatrix::F32(m), Some(AnyMatrix::F32(q))) => {
-            index::build_index_with_queries(m, q, dir, &params, ctl)
+            graph::build_index_with_queries(m, q, dir, &params, ctl)
         }
         (AnyMatrix::U8(m), Some(AnyMatrix::U8(q))) => {
-            index::build_index_with_queries(m, q, dir, &params, ctl)
+            graph::build_index_with_queries(m, q, dir, &params, ctl)
         }
         (AnyMatrix::I8(m), Some(AnyMatrix::I8(q))) => {
-            index::build_index_with_queries(m, q, dir, &params, ctl)
+            graph::build_index_with_queries(m, q, dir, &params, ctl)
         }
-        (AnyMatrix::F32(m), _) => index::build_index(m, dir, &params, ctl),
-        (AnyMatrix::U8(m), _) => index::build_index(m, dir, &params, ctl),
-        (AnyMatrix::I8(m), _) => index::build_index(m, dir, &params, ctl),
+        (AnyMatrix::F32(m), _) => graph::build_index(m, dir, &params, ctl),
+        (AnyMatrix::U8(m), _) => graph::build_index(m, dir, &params, ctl),
+        (AnyMatrix::I8(m), _) => graph::build_index(m, dir, &params, ctl),
     }?;
     r.total_secs = t0.elapsed().as_secs_f64();
     let mut summary = graph_summary(&r, dir);
@@ -340,7 +340,7 @@ fn build_graph(
     })
 }
 
-fn graph_summary(r: &index::IndexBuildReport, dir: &Path) -> Vec<String> {
+fn graph_summary(r: &graph::IndexBuildReport, dir: &Path) -> Vec<String> {
     let mut out = vec![format!(
         "built disk index over {} × {} {} ({}) in {:.1} s: PQ {:.1} s, graph {:.1} s ({} \
          shard(s), avg degree {:.1}, max {}), layout {:.1} s",
@@ -404,7 +404,7 @@ fn graph_summary(r: &index::IndexBuildReport, dir: &Path) -> Vec<String> {
     out
 }
 
-fn decoupled_summary(r: &index::LayoutReport, pq: u64) -> Vec<String> {
+fn decoupled_summary(r: &graph::LayoutReport, pq: u64) -> Vec<String> {
     let Some(d) = &r.decoupled else {
         return Vec::new();
     };
@@ -436,9 +436,9 @@ fn build_ivf(
 ) -> Result<Built, Error> {
     let p = o.ivf_params(data.dim())?;
     let mut r = match data {
-        AnyMatrix::F32(m) => crate::ivf::build_ivf(m, dir, &p, ctl),
-        AnyMatrix::U8(m) => crate::ivf::build_ivf(m, dir, &p, ctl),
-        AnyMatrix::I8(m) => crate::ivf::build_ivf(m, dir, &p, ctl),
+        AnyMatrix::F32(m) => crate::kinds::ivf::build_ivf(m, dir, &p, ctl),
+        AnyMatrix::U8(m) => crate::kinds::ivf::build_ivf(m, dir, &p, ctl),
+        AnyMatrix::I8(m) => crate::kinds::ivf::build_ivf(m, dir, &p, ctl),
     }?;
     r.total_secs = t0.elapsed().as_secs_f64();
     let summary = vec![

@@ -1,9 +1,9 @@
 //! [`Error`]: the one error type of the index-kind contract.
 
-use crate::index::live::LiveError;
-use crate::index::OpenError;
+use crate::kinds::graph::updates::live::LiveError;
+use crate::kinds::graph::OpenError;
+use crate::kinds::sharded::ShardError;
 use crate::search::SearchError;
-use crate::shard::ShardError;
 use crate::ErrorKind;
 
 /// Why opening, searching or describing an index of any kind failed.
@@ -26,7 +26,7 @@ pub enum Error {
     Shard(#[from] ShardError),
     /// A build failed.
     #[error(transparent)]
-    Build(#[from] crate::index::IndexBuildError),
+    Build(#[from] crate::kinds::graph::IndexBuildError),
 }
 
 impl From<crate::dir::FileError> for Error {

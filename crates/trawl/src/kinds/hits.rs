@@ -3,7 +3,7 @@
 use crate::search::QueryStats;
 
 /// Id of a missing result (fewer than `k` vectors reachable).
-pub const HOLE: u64 = crate::index::ids::HOLE;
+pub const HOLE: u64 = crate::kinds::graph::updates::ids::HOLE;
 
 /// Results of a batch search: `nq × k` ids (missing ones [`HOLE`]) and exact distances,
 /// nearest first per query, with per-query statistics and the batch's wall time.
@@ -59,9 +59,9 @@ impl Hits {
     }
 }
 
-impl From<crate::index::BatchOutput> for Hits {
+impl From<crate::kinds::graph::BatchOutput> for Hits {
     /// A batch of row numbers (`u32::MAX` missing) as ids.
-    fn from(b: crate::index::BatchOutput) -> Self {
+    fn from(b: crate::kinds::graph::BatchOutput) -> Self {
         Self {
             k: b.k,
             ids: b
@@ -76,8 +76,8 @@ impl From<crate::index::BatchOutput> for Hits {
     }
 }
 
-impl From<crate::index::live::LiveBatch> for Hits {
-    fn from(b: crate::index::live::LiveBatch) -> Self {
+impl From<crate::kinds::graph::updates::live::LiveBatch> for Hits {
+    fn from(b: crate::kinds::graph::updates::live::LiveBatch) -> Self {
         Self {
             k: b.k,
             ids: b.ids,

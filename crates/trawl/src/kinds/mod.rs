@@ -4,32 +4,35 @@
 //! ([`IndexKind::Params`]); [`KindParams`] carries them through [`AnyIndex`].
 //!
 //! The kinds: [`GraphIndex`] (a Vamana graph on disk; updates are its capability, not a kind
-//! of their own), [`crate::ivf::IvfIndex`] (FusionANNS), [`crate::shard::ShardedIndex`]
+//! of their own), [`crate::kinds::ivf::IvfIndex`] (FusionANNS), [`crate::kinds::sharded::ShardedIndex`]
 //! (graph indexes of partitions, searched and merged).
 
 mod any;
 pub mod build;
+pub mod common;
 mod error;
 pub mod flat;
-mod graph;
+pub mod graph;
 mod hits;
-mod ivf;
+pub mod info;
+pub mod ivf;
+pub mod member;
 pub mod options;
-mod sharded;
+pub mod sharded;
 
 pub use crate::data::Queries;
 pub use any::{kind_of, open, AnyIndex};
 pub use build::{build_with, BuildOptions, Built};
 pub use error::Error;
-pub use graph::GraphIndex;
+pub use graph::kind::GraphIndex;
 pub use hits::{Hits, HOLE};
 pub use options::{open_with, OpenReport, Options};
-pub use sharded::ShardedParams;
+pub use sharded::kind::ShardedParams;
 
 use std::path::Path;
 
-use crate::index::{IndexInfo, KindName, OpenOptions};
 use crate::kernels::{DType, Element, Metric};
+use crate::kinds::graph::{IndexInfo, KindName, OpenOptions};
 
 /// How a batch search runs: threads, and queries each thread keeps in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,15 +102,15 @@ pub trait IndexKind: Sized + Send + Sync {
     fn verify(&self, ctl: &crate::progress::Control) -> Result<VerifyReport, Error>;
 }
 
-pub use crate::index::{VerifiedFile, VerifyReport};
+pub use crate::kinds::graph::{VerifiedFile, VerifyReport};
 
 /// Search parameters of any kind, for [`AnyIndex::search`].
 #[derive(Debug, Clone)]
 pub enum KindParams {
     /// Of a graph index.
-    Graph(crate::search::SearchParams),
+    Graph(crate::kinds::graph::search::SearchParams),
     /// Of an IVF index.
-    Ivf(crate::ivf::IvfSearchParams),
+    Ivf(crate::kinds::ivf::IvfSearchParams),
     /// Of a sharded index.
     Sharded(ShardedParams),
     /// Of a flat index.

@@ -9,18 +9,18 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::accel::AccelKind;
-use crate::index::live::{Access, Durability, LiveIndex};
-use crate::index::{DiskIndex, IndexLayout, KindName, OpenOptions};
 use crate::io::{EngineKind, TaskRun};
-use crate::ivf::{IvfIndex, IvfSearchParams, IvfVectorLayout};
-use crate::kinds::{kind_of, AnyIndex, Error, GraphIndex, KindParams, Run, ShardedParams};
-use crate::progress::Control;
-use crate::search::flash::DEFAULT_FLASH_BATCH;
-use crate::search::{
+use crate::kinds::graph::search::flash::DEFAULT_FLASH_BATCH;
+use crate::kinds::graph::search::{
     BeamParams, CachePolicy, FlashParams, Grain, PipeParams, RerankParams, SearchParams, Strategy,
     WidthPolicy, WidthSchedule, DEFAULT_BEAM_WIDTH,
 };
-use crate::shard::ShardedIndex;
+use crate::kinds::graph::updates::live::{Access, Durability, LiveIndex};
+use crate::kinds::graph::{DiskIndex, IndexLayout, KindName, OpenOptions};
+use crate::kinds::ivf::{IvfIndex, IvfSearchParams, IvfVectorLayout};
+use crate::kinds::sharded::ShardedIndex;
+use crate::kinds::{kind_of, AnyIndex, Error, GraphIndex, KindParams, Run, ShardedParams};
+use crate::progress::Control;
 
 /// Lists an IVF search probes when `l` is not given (every list when there are fewer).
 pub const DEFAULT_NPROBE: usize = 32;
@@ -30,7 +30,7 @@ pub const DEFAULT_L: usize = 100;
 pub const GPU_FLASH_BATCH: usize = 1024;
 /// Queries per accelerator job of an IVF batch search on a GPU when `accel_batch` is 0.
 pub const GPU_ACCEL_BATCH: usize = 32;
-pub use crate::ivf::MAX_IVF_PARAM;
+pub use crate::kinds::ivf::MAX_IVF_PARAM;
 
 /// Every option of opening and searching an index. [`Options::default`] holds every default
 /// of the library; an option a kind does not use is ignored by it (and refused where it would
@@ -170,7 +170,7 @@ impl Default for Options {
             cache_nodes: 0,
             cache_policy: CachePolicy::default(),
             cache_samples: None,
-            list_cache_mb: (crate::index::DEFAULT_LIST_CACHE_BYTES >> 20) as f64,
+            list_cache_mb: (crate::kinds::graph::DEFAULT_LIST_CACHE_BYTES >> 20) as f64,
             list_pin: 0.0,
             refine_bits: 0,
             accel: o.accel,
@@ -478,13 +478,13 @@ pub fn resolve_layout(dir: &Path, asked: IndexLayout) -> IndexLayout {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct OpenReport {
     /// The static node cache (graph: the index's; sharded: summed over the shards).
-    pub cache: crate::index::CacheReport,
+    pub cache: crate::kinds::graph::CacheReport,
     /// Decoupled layout: the pinned lists.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pinned: Option<crate::index::CacheReport>,
+    pub pinned: Option<crate::kinds::graph::CacheReport>,
     /// Decoupled layout: the refinement codes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub refine: Option<crate::index::RefineReport>,
+    pub refine: Option<crate::kinds::graph::RefineReport>,
     /// Seconds to open and load.
     pub load_secs: f64,
 }
@@ -572,7 +572,7 @@ fn open_sharded(
     if o.refine_bits > 0 || o.list_pin > 0.0 {
         return bad("refine_bits and list_pin are not supported on a sharded index".into());
     }
-    let first = dir.join(crate::shard::shard_dir_name(0));
+    let first = dir.join(crate::kinds::sharded::shard_dir_name(0));
     let mut ix = ShardedIndex::open(dir, o.open_options(&first))?;
     let n = ix.n().max(1);
     if o.cache_nodes > 0 {

@@ -3,7 +3,7 @@
 //!
 //! They sharpen the distance estimates that order a decoupled layout's re-rank: its vectors
 //! are read from disk in the order of these estimates, and the error-bound stop
-//! ([`crate::search::RerankParams::bound`]) sees a far smaller error than coarse PQ's, so
+//! ([`crate::kinds::graph::search::RerankParams::bound`]) sees a far smaller error than coarse PQ's, so
 //! fewer vectors are read for the same recall. They never produce a result distance: every
 //! result is re-ranked by its full-precision vector.
 //!

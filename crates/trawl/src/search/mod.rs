@@ -1,66 +1,18 @@
-//! Search over a disk graph: parameters, per-query statistics, errors, the strategies and
-//! the narrow views they read the index through. Nothing here knows about index directories
-//! or file names: [`crate::index`] opens the files and hands a searcher an [`IndexView`].
-//!
-//! - [`source`]: the views — [`GraphSpace`] (shape, PQ distances, entry index),
-//!   [`GraphSource`] (a graph in pages), [`VectorSource`] (vectors in pages);
-//! - [`layouts`]: [`LayoutReader`], one variant per disk layout, implementing the views;
-//! - [`machine`]: the query state machine contract ([`QueryMachine`], [`Traversal`],
-//!   [`Reranked`]);
-//! - [`beam`]: DiskANN's beam search — PQ codes in memory guide a best-first traversal that
-//!   reads up to `W` nodes per round trip;
-//! - [`pipe`]: PipeANN's PipeSearch — up to `W` reads stay in flight while the nodes that
-//!   have arrived are explored; the width follows a fixed, static or dynamic policy;
-//! - [`rerank`]: the re-rank from a vector file (DecoupleVS), a stage of its own;
-//! - [`Searcher`]: one thread's engine and query machines, and the loop (poll → route → step)
-//!   that runs one query at a time or several interleaved (throughput mode);
-//! - [`cache`], [`list_cache`]: the static node cache and the decoupled layout's list cache;
-//! - [`entry`]: the in-memory entry index.
-//!
-//! Every search counts its work exactly in [`QueryStats`]: pages read, read requests, bytes,
-//! cache hits, round trips, nodes expanded, PQ and exact distance computations, time waiting
-//! for reads and time computing.
+//! What every kind's search shares: the error ([`SearchError`]), the query checks
+//! ([`check_query_values`]), the per-query statistics every search counts its work in exactly
+//! ([`QueryStats`]: pages read, read requests, bytes, cache hits, round trips, nodes expanded,
+//! PQ and exact distance computations, time waiting for reads and time computing) and the
+//! runner every batch search runs on ([`runner`]). The graph kind's strategies are in
+//! [`crate::kinds::graph::search`].
 
-pub mod beam;
-pub mod cache;
-pub mod entry;
-mod explore;
-pub mod flash;
-pub mod layouts;
-pub mod list_cache;
-pub mod machine;
-mod params;
-pub mod pipe;
-pub mod rerank;
 pub mod runner;
-mod searcher;
-pub mod source;
 mod stats;
-pub mod width;
 
-pub use beam::BeamQuery;
-pub use cache::{CachePolicy, NodeCache};
-pub use explore::Frontier;
-pub use flash::{FlashParams, Grain};
-pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};
-pub use list_cache::{ListCache, PinnedLists};
-pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn, VectorView};
-pub use params::{
-    BeamParams, Capabilities, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH, MAX_LIST,
-};
-pub use pipe::{PipeParams, PipeQuery, WidthController, WidthPolicy};
-pub use rerank::RerankParams;
 pub use runner::{BatchOutput, Cursor, AUTO_SPIN_US, MAX_SEARCH_THREADS};
-pub use searcher::{IndexView, ResultSink, Searcher, MAX_INTERLEAVE};
-pub use source::{
-    Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource,
-    VectorSource,
-};
 pub(crate) use stats::stop as stop_part;
 pub use stats::{
     FlashStats, IoStats, IvfStats, PartStats, QueryStats, RerankStats, TraversalStats,
 };
-pub use width::WidthSchedule;
 
 use crate::dir::FileError;
 use crate::io::IoError;
@@ -217,6 +169,3 @@ pub fn check_query_values<T: crate::kernels::Element>(
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,5 +1,5 @@
 //! The runner every batch search runs on — beam search, PipeSearch and the flash strategy
-//! (through [`crate::search::Searcher`]), the IVF searcher, the flat scan and the cache's warm-up
+//! (through [`crate::kinds::graph::search::Searcher`]), the IVF searcher, the flat scan and the cache's warm-up
 //! searches: the threads of a batch (spawned, joined, a panic turned into an error), the
 //! shared cursor they take queries from, the polling rule, waiting for completions and
 //! draining an engine after an error, and the assembly of every thread's results into one

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex};
 
 use trawl::data::{GroundTruth, Matrix};
 use trawl::exact::{knn, ExactParams};
-use trawl::graph::VamanaParams;
-use trawl::index::{build_index, DiskIndex, IndexParams, OpenOptions};
 use trawl::io::{Completion, EngineCounters, EngineInfo, IoEngine, IoError, ReadRequest, Slot};
+use trawl::kinds::graph::search::entry::EntryParams;
+use trawl::kinds::graph::{build_index, DiskIndex, IndexParams, OpenOptions};
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
-use trawl::search::entry::EntryParams;
 use trawl::synth::{generate, SynthParams};
+use trawl::vamana::VamanaParams;
 use trawl::{Element, Metric};
 
 pub fn data<T: Element>(n: usize, nq: usize, dim: usize, seed: u64) -> (Matrix<T>, Matrix<T>) {

@@ -8,11 +8,11 @@ use serde::Serialize;
 use crate::data::Matrix;
 use crate::dir::manifest::{build_id_of, entry_of, Manifest};
 use crate::dir::txn::Txn;
-use crate::index::{IndexBuildError, KindName};
 use crate::io::PAGE_BYTES;
-use crate::ivf::vectors;
 use crate::kernels::{Element, Metric};
 use crate::kinds::flat::FILE_NAME;
+use crate::kinds::graph::{IndexBuildError, KindName};
+use crate::kinds::ivf::vectors;
 use crate::progress::Control;
 
 /// What a flat build wrote.
@@ -58,7 +58,7 @@ pub fn build_flat<T: Element>(
     }
     crate::data::validate_finite(data)?;
     ctl.check().map_err(|_| IndexBuildError::Cancelled)?;
-    let txn = Txn::begin_replacing(dir, crate::index::refuse_unmerged_updates)?;
+    let txn = Txn::begin_replacing(dir, crate::kinds::graph::refuse_unmerged_updates)?;
     let vb = dim * T::DTYPE.size_bytes();
     let per_page = PAGE_BYTES / vb;
     let pages = if per_page == 0 {

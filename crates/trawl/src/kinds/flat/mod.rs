@@ -17,10 +17,10 @@ pub use build::{build_flat, FlatBuildReport};
 use std::path::{Path, PathBuf};
 
 use crate::dir::FileError;
-use crate::index::{IndexInfo, KindName, Manifest, OpenError, OpenOptions};
 use crate::io::IoFile;
-use crate::ivf::vectors::VectorFile;
 use crate::kernels::{DType, Element, Metric};
+use crate::kinds::graph::{IndexInfo, KindName, Manifest, OpenError, OpenOptions};
+use crate::kinds::ivf::vectors::VectorFile;
 use crate::kinds::{Error, Hits, IndexKind, Queries, Run};
 
 /// The vector file of a flat index.
@@ -165,7 +165,7 @@ impl IndexKind for FlatIndex {
     fn info(&self) -> Result<IndexInfo, Error> {
         let m = Manifest::load_if_present(&self.dir)?.unwrap_or_else(|| self.manifest.clone());
         let disk = self.disk_bytes();
-        let mem = crate::index::MemoryReport::default();
+        let mem = crate::kinds::graph::MemoryReport::default();
         Ok(IndexInfo {
             dir: self.dir.display().to_string(),
             kind: KindName::Flat,
@@ -180,8 +180,8 @@ impl IndexKind for FlatIndex {
             records_per_page: self.vectors.geometry().per_page,
             entry_nodes: 0,
             layouts: m.layouts.clone(),
-            disk_bytes: crate::index::DiskBytesInfo {
-                files: crate::index::DiskBytes::default(),
+            disk_bytes: crate::kinds::graph::DiskBytesInfo {
+                files: crate::kinds::graph::DiskBytes::default(),
                 total: disk,
             },
             memory_bytes: mem,

@@ -31,9 +31,9 @@
 
 use std::path::Path;
 
+use crate::dir::bytes::{ByteReader, ByteWriter, ShortPayload};
 use crate::dir::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 use crate::kernels::Metric;
-use crate::layout::bytes::{ByteReader, ByteWriter, ShortPayload};
 use crate::quant::pq::{PqCodes, ProductQuantizer, Rotation, MAX_CENTROIDS};
 
 /// Magic of a PQ quantiser file.

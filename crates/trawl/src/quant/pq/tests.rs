@@ -340,7 +340,7 @@ fn forge(path: &std::path::Path, magic: [u8; 8], payload: &[u8]) {
 
 #[test]
 fn forged_content_is_invalid() {
-    use crate::layout::bytes::ByteWriter;
+    use crate::dir::bytes::ByteWriter;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
     let quantiser = |metric: u8, dim: u32, m: u32, ks: u32, bounds: &[u32], n_cent: usize| {
@@ -720,7 +720,7 @@ fn opq_file_round_trip_and_versions() {
 
 #[test]
 fn forged_rotations_are_invalid() {
-    use crate::layout::bytes::ByteWriter;
+    use crate::dir::bytes::ByteWriter;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
     let payload = |flags: u8, rotation: &[f32]| {

@@ -1,0 +1,409 @@
+//! Choosing and loading the static node cache ([`crate::kinds::graph::search::cache`]).
+
+use std::time::Instant;
+
+use rand::seq::index::sample;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::io::{Completion, ReadRequest};
+use crate::kernels::{DType, Element};
+use crate::kinds::graph::search::{CachePolicy, ListCache, NodeCache, PinnedLists, SearchParams};
+use crate::kinds::graph::DiskIndex;
+use crate::progress::Control;
+use crate::search::SearchError;
+
+/// What loading the cache did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct CacheReport {
+    /// Nodes cached.
+    pub nodes: usize,
+    /// Bytes of memory the cache holds.
+    pub bytes: u64,
+    /// Seconds to choose and load it.
+    pub secs: f64,
+    /// Pages read to choose and load it.
+    pub pages_read: u64,
+}
+
+impl DiskIndex {
+    /// Reads the records of `ids` (any order, duplicates allowed) and calls `f(id, record
+    /// bytes)` for each. Returns the pages read.
+    pub fn read_records(
+        &self,
+        ids: &[u32],
+        mut f: impl FnMut(u32, &[u8]),
+    ) -> Result<u64, SearchError> {
+        let mut engine = self
+            .file()
+            .engine(self.options().engine, self.engine_config())?;
+        let packed = self.packed_file()?;
+        let geo = *packed.geometry();
+        let pages = geo.read_pages() as u32;
+        let mut done: Vec<Completion> = Vec::new();
+        let mut read = 0u64;
+        for chunk in ids.chunks(engine.depth()) {
+            for (i, &id) in chunk.iter().enumerate() {
+                let (first_page, _) = packed.locate(id);
+                engine.submit(i as u64, ReadRequest { first_page, pages })?;
+            }
+            done.clear();
+            let mut got = 0;
+            while got < chunk.len() {
+                got += engine.wait(chunk.len() - got, &mut done)?;
+            }
+            read += chunk.len() as u64 * u64::from(pages);
+            let mut result = Ok(());
+            for c in &done {
+                let id = chunk[c.tag as usize];
+                let (page, at) = packed.locate(id);
+                let bytes = engine.buffer(c.slot);
+                if result.is_ok() {
+                    result = packed
+                        .check_pages(page, bytes)
+                        .map_err(|p| format!("checksum mismatch in page {p}"))
+                        .and_then(|()| packed.record(id, bytes).map(|_| ()))
+                        .map_err(|detail| SearchError::Corrupt {
+                            path: packed.path().to_path_buf(),
+                            page,
+                            detail,
+                        });
+                    if result.is_ok() {
+                        f(id, &bytes[at..at + geo.record_bytes]);
+                    }
+                }
+                engine.release(c.slot);
+            }
+            result?;
+        }
+        Ok(read)
+    }
+
+    /// Chooses `nodes` nodes by `policy`, reads their records and keeps them in memory,
+    /// replacing any previous cache. Frequency sampling runs on `threads` threads.
+    pub fn load_cache(
+        &mut self,
+        nodes: usize,
+        policy: CachePolicy,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<CacheReport, SearchError> {
+        let t0 = Instant::now();
+        if let Some(r) = self.layout.records_mut() {
+            r.set_cache(NodeCache::empty());
+        }
+        let nodes = nodes.min(self.n());
+        if nodes == 0 {
+            return Ok(CacheReport::default());
+        }
+        if self.decoupled().is_some() {
+            return Err(SearchError::Unsupported(
+                "the decoupled layout caches compressed neighbour lists (its list cache, \
+                 OpenOptions::list_cache_bytes); the static node cache holds page-packed records"
+                    .into(),
+            ));
+        }
+        let (ids, mut pages) = match policy {
+            CachePolicy::Bfs => self.bfs_order(nodes)?,
+            CachePolicy::Frequency {
+                sample_queries,
+                l,
+                beam_width,
+            } => self.frequent_nodes(nodes, sample_queries, l, beam_width, threads, ctl)?,
+        };
+        let rb = self.packed_file()?.geometry().record_bytes;
+        let mut records = vec![0u8; ids.len() * rb];
+        let mut slot_of = std::collections::HashMap::with_capacity(ids.len());
+        for (i, &id) in ids.iter().enumerate() {
+            slot_of.insert(id, i);
+        }
+        pages += self.read_records(&ids, |id, rec| {
+            let i = slot_of[&id];
+            records[i * rb..(i + 1) * rb].copy_from_slice(rec);
+        })?;
+        let cache = NodeCache::from_records(&ids, records, rb);
+        let bytes = cache.heap_bytes() as u64;
+        self.layout
+            .records_mut()
+            .ok_or_else(|| SearchError::Internal("a record layout lost its records".into()))?
+            .set_cache(cache);
+        Ok(CacheReport {
+            nodes: ids.len(),
+            bytes,
+            secs: t0.elapsed().as_secs_f64(),
+            pages_read: pages,
+        })
+    }
+
+    /// The first `nodes` nodes of a breadth-first walk from the medoid.
+    fn bfs_order(&self, nodes: usize) -> Result<(Vec<u32>, u64), SearchError> {
+        let mut seen = crate::vamana::queue::VisitedSet::new(self.n());
+        let mut order = vec![self.medoid()];
+        seen.insert(self.medoid());
+        let mut level_start = 0;
+        let mut pages = 0;
+        while order.len() < nodes && level_start < order.len() {
+            let level: Vec<u32> = order[level_start..].to_vec();
+            level_start = order.len();
+            let mut next = Vec::new();
+            let packed = self.packed_file()?;
+            pages += self.read_records(&level, |id, rec| {
+                if let Ok(view) = packed.decode(id, rec) {
+                    next.extend(view.neighbors());
+                }
+            })?;
+            // Completion order is arbitrary: sort the next level so the walk is deterministic.
+            next.sort_unstable();
+            for id in next {
+                if order.len() >= nodes {
+                    break;
+                }
+                if seen.insert(id) {
+                    order.push(id);
+                }
+            }
+        }
+        order.truncate(nodes);
+        Ok((order, pages))
+    }
+
+    /// The `nodes` nodes read most often by beam searches of `samples` indexed vectors.
+    pub(super) fn frequent_nodes(
+        &self,
+        nodes: usize,
+        samples: usize,
+        l: usize,
+        beam_width: usize,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<(Vec<u32>, u64), SearchError> {
+        let n = self.n();
+        let samples = if samples == 0 {
+            nodes.saturating_mul(4).max(2000)
+        } else {
+            samples
+        }
+        .clamp(1, n);
+        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_cace);
+        let mut picks: Vec<u32> = sample(&mut rng, n, samples)
+            .into_iter()
+            .map(|i| i as u32)
+            .collect();
+        picks.sort_unstable();
+        let vb = self.packed_file()?.geometry().vector_bytes;
+        let mut vectors = vec![0u8; picks.len() * vb];
+        let mut pos = std::collections::HashMap::with_capacity(picks.len());
+        for (i, &id) in picks.iter().enumerate() {
+            pos.insert(id, i);
+        }
+        let mut pages = self.read_records(&picks, |id, rec| {
+            let i = pos[&id];
+            vectors[i * vb..(i + 1) * vb].copy_from_slice(&rec[..vb]);
+        })?;
+        let params =
+            SearchParams::beam(1, l.max(1), beam_width.clamp(1, self.engine_config().depth));
+        let counts = match self.dtype() {
+            DType::F32 => self.count_visits::<f32>(&vectors, &params, threads, ctl)?,
+            DType::U8 => self.count_visits::<u8>(&vectors, &params, threads, ctl)?,
+            DType::I8 => self.count_visits::<i8>(&vectors, &params, threads, ctl)?,
+        };
+        pages += counts.1;
+        let mut ids = most_read(&counts.0);
+        ids.truncate(nodes);
+        if ids.len() < nodes {
+            // Fewer distinct nodes were read than asked for: top up breadth-first.
+            let (bfs, p) = self.bfs_order(nodes)?;
+            pages += p;
+            let have: std::collections::HashSet<u32> = ids.iter().copied().collect();
+            ids.extend(
+                bfs.into_iter()
+                    .filter(|id| !have.contains(id))
+                    .take(nodes - ids.len()),
+            );
+        }
+        Ok((ids, pages))
+    }
+
+    /// Decoupled layout: pins the lists sample searches read most often in the list cache,
+    /// within `share` of its budget (the budget the index was opened with,
+    /// [`crate::kinds::graph::OpenOptions::list_cache_bytes`]); the rest of the budget stays an LRU cache
+    /// for the other lists. The sample queries are `samples` indexed vectors as their PQ codes
+    /// reconstruct them (no vector read), searched by beam search (`l`, `beam_width`) with no
+    /// cache, every expansion from a read counted; lists are pinned from the most read down
+    /// while they fit, each at its exact size. Returns what was pinned (`nodes`, `bytes`).
+    pub fn pin_lists(
+        &mut self,
+        share: f64,
+        samples: usize,
+        l: usize,
+        beam_width: usize,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<CacheReport, SearchError> {
+        let t0 = Instant::now();
+        if !(0.0..=1.0).contains(&share) {
+            return Err(SearchError::Unsupported(format!(
+                "pinned share {share} of the list cache must be in [0, 1]"
+            )));
+        }
+        let Some(d) = self.layout.decoupled() else {
+            return Err(SearchError::Unsupported(
+                "lists are pinned in the decoupled layout's list cache; the page-packed \
+                 layouts have the static node cache"
+                    .into(),
+            ));
+        };
+        let budget = d.lists().budget_bytes();
+        let entry_bytes = d.lists().entry_bytes();
+        let n = self.n();
+        let fixed = PinnedLists::fixed_bytes(n);
+        let pin_budget = (budget as f64 * share) as u64;
+        if pin_budget <= fixed {
+            return Ok(CacheReport::default());
+        }
+        let codes = self.codes().ok_or_else(|| {
+            SearchError::Internal("the decoupled layout keeps its PQ codes in memory".into())
+        })?;
+        let samples = if samples == 0 { 20_000 } else { samples }.clamp(1, n);
+        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_cace);
+        let mut picks: Vec<u32> = sample(&mut rng, n, samples)
+            .into_iter()
+            .map(|i| i as u32)
+            .collect();
+        picks.sort_unstable();
+        let dim = self.dim();
+        let mut rec = vec![0f32; dim];
+        let mut raw: Vec<u8> = Vec::with_capacity(picks.len() * dim * 4);
+        for &id in &picks {
+            self.pq()
+                .decode(codes.code(id as usize), &mut rec)
+                .map_err(|e| SearchError::Internal(format!("PQ code of {id}: {e}")))?;
+            match self.dtype() {
+                DType::F32 => raw.extend(rec.iter().flat_map(|x| x.to_le_bytes())),
+                DType::U8 => raw.extend(rec.iter().map(|x| x.round().clamp(0.0, 255.0) as u8)),
+                DType::I8 => raw.extend(
+                    rec.iter()
+                        .map(|x| x.round().clamp(-128.0, 127.0) as i8 as u8),
+                ),
+            }
+        }
+        // Searched with no list cache, so every expansion is a read and is counted.
+        let old = self
+            .layout
+            .decoupled_mut()
+            .map(|d| d.set_lists(ListCache::disabled()));
+        let params =
+            SearchParams::beam(1, l.max(1), beam_width.clamp(1, self.engine_config().depth));
+        let counts = match self.dtype() {
+            DType::F32 => self.count_visits::<f32>(&raw, &params, threads, ctl),
+            DType::U8 => self.count_visits::<u8>(&raw, &params, threads, ctl),
+            DType::I8 => self.count_visits::<i8>(&raw, &params, threads, ctl),
+        };
+        if let (Some(d), Some(old)) = (self.layout.decoupled_mut(), old) {
+            d.set_lists(old);
+        }
+        let (counts, pages) = counts?;
+        let ranked = most_read(&counts);
+        let d = self
+            .layout
+            .decoupled()
+            .ok_or_else(|| SearchError::Internal("the decoupled layout went away".into()))?;
+        // Each list's coded size, from one sequential scan; then the most read that fit.
+        let mut size = vec![0u32; n];
+        let mut scan_pages = d
+            .graph()
+            .scan_coded(|id, _, coded| size[id as usize] = coded.len() as u32)
+            .map_err(|e| SearchError::Internal(e.to_string()))?;
+        let mut pin = vec![false; n];
+        let mut used = fixed;
+        for &id in &ranked {
+            let c = PinnedLists::entry_cost(size[id as usize] as usize);
+            if used + c > pin_budget {
+                break;
+            }
+            used += c;
+            pin[id as usize] = true;
+        }
+        drop(size);
+        let mut data: Vec<(u32, usize, Vec<u8>)> = Vec::new();
+        scan_pages += d
+            .graph()
+            .scan_coded(|id, degree, coded| {
+                if pin[id as usize] {
+                    data.push((id, degree, coded.to_vec()));
+                }
+            })
+            .map_err(|e| SearchError::Internal(e.to_string()))?;
+        let pinned = PinnedLists::build(n, data.iter().map(|(i, dg, c)| (*i, *dg, c.as_slice())))
+            .map_err(SearchError::Internal)?;
+        drop(data);
+        let lru = budget.saturating_sub(pinned.heap_bytes());
+        let report = CacheReport {
+            nodes: pinned.len(),
+            bytes: pinned.heap_bytes(),
+            secs: 0.0,
+            pages_read: pages + scan_pages,
+        };
+        let cache = ListCache::with_pinned(entry_bytes, lru, pinned);
+        if let Some(d) = self.layout.decoupled_mut() {
+            d.set_lists(cache);
+        }
+        Ok(CacheReport {
+            secs: t0.elapsed().as_secs_f64(),
+            ..report
+        })
+    }
+
+    /// Per-node counts of reads over beam searches of the given raw vectors, and pages read.
+    fn count_visits<T: Element>(
+        &self,
+        raw: &[u8],
+        params: &SearchParams,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<(Vec<u32>, u64), SearchError> {
+        let queries: Vec<T> = raw
+            .chunks_exact(std::mem::size_of::<T>())
+            .map(bytemuck::pod_read_unaligned::<T>)
+            .collect();
+        let dim = self.dim();
+        let nq = queries.len() / dim;
+        let cursor = crate::search::Cursor::new(nq);
+        let bar = ctl.bar("choosing the cache", nq as u64);
+        let threads = threads.clamp(1, nq.max(1));
+        let parts = crate::search::runner::on_threads(threads, |_| {
+            let mut s = self.searcher()?;
+            let mut hits = Vec::new();
+            let mut pages = 0;
+            s.start_trace();
+            while let Some(q) = cursor.next() {
+                let st = s.search(&queries[q * dim..(q + 1) * dim], params, &mut hits)?;
+                pages += st.io.pages_read;
+                bar.inc(1);
+            }
+            Ok((s.take_trace(), pages))
+        });
+        bar.finish_and_clear();
+        let mut counts = vec![0u32; self.n()];
+        let mut pages = 0;
+        for (trace, p) in parts?.0 {
+            pages += p;
+            for id in trace {
+                counts[id as usize] = counts[id as usize].saturating_add(1);
+            }
+        }
+        Ok((counts, pages))
+    }
+}
+
+/// The nodes read at least once, most read first (ties by id).
+fn most_read(counts: &[u32]) -> Vec<u32> {
+    let mut ranked: Vec<(u32, u32)> = counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(i, &c)| (c, i as u32))
+        .collect();
+    ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.into_iter().map(|(_, id)| id).collect()
+}

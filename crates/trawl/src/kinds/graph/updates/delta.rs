@@ -1,0 +1,400 @@
+//! The in-memory delta of a live index ([`crate::kinds::graph::updates::live`]): the vectors inserted since the last
+//! merge, in a Vamana graph of their own (same `R`, `L`, `α` as the disk graph), searched
+//! beside the disk index with exact distances (FreshDiskANN's temporary index).
+//!
+//! Visibility is by epoch: a node inserted by the operation that published epoch `e` carries
+//! `born = e` and is returned only by searches at epoch `e` or later; a deleted node carries
+//! the epoch of its deletion (`dead`, 0 while live) and is hidden from searches at that epoch
+//! and later, but still traversed. A batch is therefore seen whole or not at all, while its
+//! nodes are linked in chunks that release the lock in between, so searches are never held up
+//! for a whole batch.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use parking_lot::RwLock;
+
+use crate::kernels::{self, DType, Element, Metric};
+use crate::progress::Control;
+use crate::vamana::build::link_points;
+use crate::vamana::queue::Neighbor;
+use crate::vamana::search::{greedy, SearchScratch};
+use crate::vamana::{Adjacency, BuildError, SlotGraph, VamanaConfig, VectorStore};
+
+/// Inserts of fewer vectors than this are linked on one thread, so the delta graph does not
+/// depend on the thread count or timing (see `Delta::insert`); larger batches link in parallel.
+const DETERMINISTIC_BELOW: usize = 512;
+/// Nodes linked per hold of the write lock.
+const LINK_CHUNK: usize = 256;
+
+/// One element type's delta.
+#[derive(Debug)]
+pub(crate) struct Rows<T: Element> {
+    rows: Vec<T>,
+    norms: Vec<f32>,
+    lift: Vec<f32>,
+    max_norm_sq: f32,
+    graph: SlotGraph,
+    ext: Vec<u64>,
+    born: Vec<u32>,
+    dead: Vec<AtomicU32>,
+}
+
+#[derive(Debug)]
+pub(crate) enum AnyRows {
+    F32(Rows<f32>),
+    U8(Rows<u8>),
+    I8(Rows<i8>),
+}
+
+/// What a typed delta can be viewed as.
+pub(crate) trait DeltaElement: Element {
+    fn rows(any: &AnyRows) -> Option<&Rows<Self>>;
+    fn rows_mut(any: &mut AnyRows) -> Option<&mut Rows<Self>>;
+}
+
+macro_rules! delta_element {
+    ($t:ty, $v:ident) => {
+        impl DeltaElement for $t {
+            fn rows(any: &AnyRows) -> Option<&Rows<Self>> {
+                match any {
+                    AnyRows::$v(r) => Some(r),
+                    _ => None,
+                }
+            }
+            fn rows_mut(any: &mut AnyRows) -> Option<&mut Rows<Self>> {
+                match any {
+                    AnyRows::$v(r) => Some(r),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+delta_element!(f32, F32);
+delta_element!(u8, U8);
+delta_element!(i8, I8);
+
+/// The delta of one live index version.
+#[derive(Debug)]
+pub(crate) struct Delta {
+    dim: usize,
+    metric: Metric,
+    cfg: VamanaConfig,
+    inner: RwLock<AnyRows>,
+}
+
+impl<T: Element> Rows<T> {
+    fn new(cfg: &VamanaConfig) -> Self {
+        Self {
+            rows: Vec::new(),
+            norms: Vec::new(),
+            lift: Vec::new(),
+            max_norm_sq: 0.0,
+            graph: SlotGraph::new(0, cfg.slots),
+            ext: Vec::new(),
+            born: Vec::new(),
+            dead: Vec::new(),
+        }
+    }
+
+    fn n(&self) -> usize {
+        self.ext.len()
+    }
+
+    fn store(&self, dim: usize, metric: Metric) -> VectorStore<'_, T> {
+        VectorStore::from_parts(
+            &self.rows,
+            dim,
+            metric,
+            &self.norms,
+            &self.lift,
+            self.max_norm_sq,
+        )
+        .expect("the delta keeps its norms in step with its rows")
+    }
+
+    #[inline]
+    fn visible(&self, i: usize, epoch: u32) -> bool {
+        let d = self.dead[i].load(Ordering::Acquire);
+        self.born[i] <= epoch && (d == 0 || d > epoch)
+    }
+}
+
+/// A read-only view of a typed delta, for the merge.
+pub(crate) struct DeltaView<'a, T: Element> {
+    rows: &'a Rows<T>,
+    dim: usize,
+    metric: Metric,
+}
+
+impl<'a, T: Element> DeltaView<'a, T> {
+    /// Nodes (deleted ones included).
+    pub(crate) fn n(&self) -> usize {
+        self.rows.n()
+    }
+    /// The vector of node `i`.
+    pub(crate) fn row(&self, i: usize) -> &'a [T] {
+        &self.rows.rows[i * self.dim..(i + 1) * self.dim]
+    }
+    /// The id of node `i`.
+    pub(crate) fn ext(&self, i: usize) -> u64 {
+        self.rows.ext[i]
+    }
+    /// Whether node `i` is live at `epoch`.
+    pub(crate) fn visible(&self, i: usize, epoch: u32) -> bool {
+        self.rows.visible(i, epoch)
+    }
+    /// The nodes a greedy search for `query` (list size `l`) expands in the delta graph, with
+    /// their exact distances: insertion candidates among the other new vectors.
+    pub(crate) fn expanded(
+        &self,
+        query: &[T],
+        l: usize,
+        scratch: &mut SearchScratch,
+    ) -> Vec<Neighbor> {
+        if self.rows.n() == 0 {
+            return Vec::new();
+        }
+        let store = self.rows.store(self.dim, self.metric);
+        let probe = store.query(query);
+        greedy(&self.rows.graph, &store, &probe, 0, l, true, scratch);
+        scratch.expanded.clone()
+    }
+}
+
+impl Delta {
+    /// An empty delta for vectors of `dtype` × `dim` under `metric`, linked with `cfg`.
+    pub(crate) fn new(dtype: DType, dim: usize, metric: Metric, cfg: VamanaConfig) -> Self {
+        let rows = match dtype {
+            DType::F32 => AnyRows::F32(Rows::new(&cfg)),
+            DType::U8 => AnyRows::U8(Rows::new(&cfg)),
+            DType::I8 => AnyRows::I8(Rows::new(&cfg)),
+        };
+        Self {
+            dim,
+            metric,
+            cfg,
+            inner: RwLock::new(rows),
+        }
+    }
+
+    /// Nodes, deleted ones included.
+    pub(crate) fn len(&self) -> usize {
+        match &*self.inner.read() {
+            AnyRows::F32(r) => r.n(),
+            AnyRows::U8(r) => r.n(),
+            AnyRows::I8(r) => r.n(),
+        }
+    }
+
+    /// Bytes held (vectors, graph, ids and stamps).
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        fn of<T: Element>(r: &Rows<T>) -> u64 {
+            (r.rows.capacity() * std::mem::size_of::<T>()
+                + (r.norms.capacity() + r.lift.capacity()) * 4
+                + r.ext.capacity() * 8
+                + (r.born.capacity() + r.dead.capacity()) * 4) as u64
+                + SlotGraph::bytes_for(r.graph.node_count(), r.graph.slots())
+        }
+        match &*self.inner.read() {
+            AnyRows::F32(r) => of(r),
+            AnyRows::U8(r) => of(r),
+            AnyRows::I8(r) => of(r),
+        }
+    }
+
+    /// Appends `ext.len()` vectors (`rows`, row-major, of the delta's element type) born at
+    /// `epoch`, linking them into the graph `LINK_CHUNK` at a time. Returns the index of the
+    /// first new node.
+    pub(crate) fn insert<T: DeltaElement>(
+        &self,
+        ext: &[u64],
+        rows: &[T],
+        epoch: u32,
+        ctl: &Control,
+    ) -> Result<usize, BuildError> {
+        let first = self.len();
+        for (c, ids) in ext.chunks(LINK_CHUNK).enumerate() {
+            let at = c * LINK_CHUNK * self.dim;
+            let chunk = &rows[at..at + ids.len() * self.dim];
+            let mut g = self.inner.write();
+            let r = T::rows_mut(&mut g).ok_or(BuildError::Empty)?;
+            let start = r.n();
+            r.rows.extend_from_slice(chunk);
+            for row in chunk.chunks_exact(self.dim) {
+                if self.metric != Metric::L2 {
+                    r.norms.push(VectorStore::<T>::row_norm(self.metric, row));
+                }
+            }
+            if self.metric == Metric::InnerProduct {
+                let m = r.norms.iter().copied().fold(0f32, f32::max);
+                if m > r.max_norm_sq || r.lift.len() != start {
+                    r.max_norm_sq = m;
+                    r.lift.clear();
+                    r.lift
+                        .extend(r.norms.iter().map(|&s| (m - s).max(0.0).sqrt()));
+                } else {
+                    r.lift
+                        .extend(r.norms[start..].iter().map(|&s| (m - s).max(0.0).sqrt()));
+                }
+            }
+            r.ext.extend_from_slice(ids);
+            r.born.extend(std::iter::repeat_n(epoch, ids.len()));
+            r.dead.extend((0..ids.len()).map(|_| AtomicU32::new(0)));
+            let n = r.n();
+            if r.graph.node_count() < n {
+                let cap = (2 * r.graph.node_count()).max(n).max(1024);
+                r.graph = r.graph.grown(cap);
+            }
+            let points: Vec<u32> = (start as u32..n as u32).collect();
+            // Link under a read lock: the rows are in place, and the graph takes concurrent
+            // readers (as in the build, searches read lists while links write them). Holding
+            // the write lock here deadlocked: `link_points` broadcasts to the rayon pool, whose
+            // workers may be running searches waiting for this very lock.
+            let g = parking_lot::RwLockWriteGuard::downgrade(g);
+            let r = T::rows(&g).ok_or(BuildError::Empty)?;
+            let store = r.store(self.dim, self.metric);
+            if points.len() < DETERMINISTIC_BELOW {
+                // Small batches link on a one-thread pool of their own: the graph is then the
+                // same whoever replays the log with however many threads (a writer and the
+                // readers that replay its log search identical deltas), at a cost far below
+                // the linking itself.
+                match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+                    Ok(pool) => {
+                        pool.install(|| link_points(&store, &r.graph, &self.cfg, 0, &points, ctl))?;
+                    }
+                    Err(_) => {
+                        link_points(&store, &r.graph, &self.cfg, 0, &points, ctl)?;
+                    }
+                }
+            } else {
+                link_points(&store, &r.graph, &self.cfg, 0, &points, ctl)?;
+            }
+        }
+        Ok(first)
+    }
+
+    /// Stamps node `i` deleted at `epoch` (a node already deleted keeps its first stamp).
+    pub(crate) fn delete(&self, i: usize, epoch: u32) {
+        let g = self.inner.read();
+        let dead = match &*g {
+            AnyRows::F32(r) => &r.dead,
+            AnyRows::U8(r) => &r.dead,
+            AnyRows::I8(r) => &r.dead,
+        };
+        if let Some(d) = dead.get(i) {
+            let _ = d.compare_exchange(0, epoch, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// Nodes live at `epoch`.
+    pub(crate) fn live(&self, epoch: u32) -> usize {
+        fn of<T: Element>(r: &Rows<T>, e: u32) -> usize {
+            (0..r.n()).filter(|&i| r.visible(i, e)).count()
+        }
+        match &*self.inner.read() {
+            AnyRows::F32(r) => of(r, epoch),
+            AnyRows::U8(r) => of(r, epoch),
+            AnyRows::I8(r) => of(r, epoch),
+        }
+    }
+
+    /// The `k` live nodes nearest to `query` found by a greedy search with list size `l`, as
+    /// `(id, exact distance)`, nearest first.
+    pub(crate) fn search<T: DeltaElement>(
+        &self,
+        query: &[T],
+        k: usize,
+        l: usize,
+        epoch: u32,
+        scratch: &mut SearchScratch,
+        out: &mut Vec<(u64, f32)>,
+    ) {
+        out.clear();
+        let g = self.inner.read();
+        let Some(r) = T::rows(&g) else { return };
+        if r.n() == 0 {
+            return;
+        }
+        let store = r.store(self.dim, self.metric);
+        let probe = store.query(query);
+        greedy(&r.graph, &store, &probe, 0, l.max(k), false, scratch);
+        for nb in scratch.list.iter() {
+            let i = nb.id as usize;
+            if i < r.n() && r.visible(i, epoch) {
+                let row = &r.rows[i * self.dim..(i + 1) * self.dim];
+                out.push((r.ext[i], kernels::distance(self.metric, query, row)));
+                if out.len() == k {
+                    break;
+                }
+            }
+        }
+        out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    }
+
+    /// Runs `f` over a read-only view of the delta (`None` when `T` is not its element type).
+    pub(crate) fn view<T: DeltaElement, R>(
+        &self,
+        f: impl FnOnce(DeltaView<'_, T>) -> R,
+    ) -> Option<R> {
+        let g = self.inner.read();
+        let rows = T::rows(&g)?;
+        Some(f(DeltaView {
+            rows,
+            dim: self.dim,
+            metric: self.metric,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vamana::VamanaParams;
+
+    fn cfg() -> VamanaConfig {
+        VamanaParams {
+            r: 16,
+            l: 32,
+            ..VamanaParams::default()
+        }
+        .validate()
+        .unwrap()
+    }
+
+    #[test]
+    fn inserted_vectors_are_found_at_their_epoch_and_hidden_when_deleted() {
+        let dim = 8usize;
+        let n = 700usize;
+        let rows: Vec<f32> = (0..(n * dim) as u64)
+            .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as f32 / 1e5)
+            .collect();
+        let ids: Vec<u64> = (0..n as u64).map(|i| 1000 + i).collect();
+        let d = Delta::new(DType::F32, dim, Metric::L2, cfg());
+        d.insert(&ids, &rows, 2, &Control::silent()).unwrap();
+        assert_eq!(d.len(), n);
+        let mut s = SearchScratch::new(0);
+        let mut out = Vec::new();
+        // Before its epoch nothing is visible.
+        d.search(&rows[..dim], 1, 32, 1, &mut s, &mut out);
+        assert!(out.is_empty());
+        let mut found = 0;
+        for i in 0..n {
+            d.search(&rows[i * dim..(i + 1) * dim], 1, 32, 2, &mut s, &mut out);
+            if out.first().is_some_and(|h| h.0 == ids[i] && h.1 == 0.0) {
+                found += 1;
+            }
+        }
+        assert!(found >= n * 99 / 100, "found {found} of {n}");
+        d.delete(5, 3);
+        d.search(&rows[5 * dim..6 * dim], 3, 32, 2, &mut s, &mut out);
+        assert_eq!(
+            out[0].0, ids[5],
+            "still visible before the deletion's epoch"
+        );
+        d.search(&rows[5 * dim..6 * dim], 3, 32, 3, &mut s, &mut out);
+        assert!(out.iter().all(|h| h.0 != ids[5]));
+        assert_eq!(d.live(3), n - 1);
+        assert_eq!(d.live(2), n);
+    }
+}

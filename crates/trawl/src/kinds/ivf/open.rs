@@ -1,0 +1,481 @@
+//! Opening an IVF index.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::accel::{self, Accelerator};
+use crate::dir::FileError;
+use crate::io::IoFile;
+use crate::kinds::graph::{payload_crc, Manifest, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE};
+use crate::kinds::ivf::file::{IvfMeta, FILE_NAME};
+use crate::kinds::ivf::vectors::{self, VectorFile};
+use crate::quant::pq::{PqCodes, ProductQuantizer};
+
+/// Which vector file an IVF index reads its re-rank vectors from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IvfVectorLayout {
+    /// Buckets by nearest centroid (`ivf-vectors.trawl`).
+    #[default]
+    Bucket,
+    /// Id order (`ivf-vectors-by-id.trawl`, written by `--by-id-vectors`): the ablation
+    /// baseline.
+    ById,
+}
+
+impl IvfVectorLayout {
+    /// `bucket` or `by_id`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Bucket => "bucket",
+            Self::ById => "by_id",
+        }
+    }
+
+    /// The file it reads.
+    pub fn file_name(&self) -> &'static str {
+        match self {
+            Self::Bucket => vectors::FILE_NAME,
+            Self::ById => vectors::BY_ID_FILE_NAME,
+        }
+    }
+}
+
+impl std::str::FromStr for IvfVectorLayout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bucket" => Ok(Self::Bucket),
+            "by_id" | "by-id" | "id" => Ok(Self::ById),
+            o => Err(format!("unknown IVF vector layout {o:?} (bucket, by_id)")),
+        }
+    }
+}
+
+/// An opened IVF index: everything but the vectors in memory, the PQ codes on the
+/// accelerator.
+pub struct IvfIndex {
+    pub(super) dir: PathBuf,
+    pub(super) opts: OpenOptions,
+    pub(super) meta: IvfMeta,
+    pub(super) pq: ProductQuantizer,
+    pub(super) codes: Arc<PqCodes>,
+    pub(super) vectors: VectorFile,
+    pub(super) vfile: IoFile,
+    pub(super) accel: Arc<dyn Accelerator>,
+    /// Engines kept between searches of one query ([`IvfIndex::search_one`]).
+    pub(super) engines: crate::io::EnginePool,
+}
+
+impl std::fmt::Debug for IvfIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IvfIndex")
+            .field("dir", &self.dir)
+            .field("n", &self.meta.n)
+            .field("dim", &self.meta.dim)
+            .field("nlist", &self.meta.nlist())
+            .field("accel", &self.accel.info().backend)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IvfIndex {
+    /// Opens the IVF index in `dir`: checks every file (magic, version, checksums, that they
+    /// belong to one build), loads the in-memory parts, opens the accelerator
+    /// (`opts.accel`) with the PQ codes, and the vector file (`opts.ivf_vectors`) for reads.
+    pub fn open(dir: &Path, opts: OpenOptions) -> Result<Self, OpenError> {
+        let mismatch = |reason: String| OpenError::Mismatch {
+            dir: dir.to_path_buf(),
+            reason,
+        };
+        let manifest = Manifest::load_if_present(dir)?;
+        let vname = opts.ivf_vectors.file_name();
+        if let Some(m) = &manifest {
+            m.check_files(dir, &[FILE_NAME, PQ_FILE, PQ_CODES_FILE, vname])?;
+        }
+        let meta = IvfMeta::load(&dir.join(FILE_NAME))?;
+        let pq_path = dir.join(PQ_FILE);
+        let codes_path = dir.join(PQ_CODES_FILE);
+        if payload_crc(&pq_path)? != meta.pq_crc || payload_crc(&codes_path)? != meta.pq_codes_crc {
+            return Err(mismatch(
+                "pq.trawl / pq-codes.trawl are not the ones ivf.trawl was built with".into(),
+            ));
+        }
+        let pq = ProductQuantizer::load(&pq_path)?;
+        let codes = PqCodes::load(&codes_path)?;
+        if codes.n() as u64 != meta.n || pq.dim() != meta.dim || codes.m() != pq.m() {
+            return Err(mismatch(format!(
+                "PQ codes of {} vectors × {} bytes, quantiser of dimension {}, index of {} × {}",
+                codes.n(),
+                codes.m(),
+                pq.dim(),
+                meta.n,
+                meta.dim
+            )));
+        }
+        let vpath = dir.join(vname);
+        if !vpath.is_file() && opts.ivf_vectors == IvfVectorLayout::ById {
+            return Err(OpenError::NotAnIndex {
+                dir: dir.to_path_buf(),
+                reason: format!(
+                    "{vname} is missing: build with --by-id-vectors to search the by-id layout"
+                ),
+            });
+        }
+        let vectors = VectorFile::open(&vpath)?;
+        let g = vectors.geometry();
+        if g.n != meta.n || g.dim != meta.dim || g.dtype != meta.dtype {
+            return Err(mismatch(format!(
+                "{vname} holds {} × {} {}, the index {} × {} {}",
+                g.n, g.dim, g.dtype, meta.n, meta.dim, meta.dtype
+            )));
+        }
+        if opts.ivf_vectors == IvfVectorLayout::Bucket && vectors.header_crc() != meta.vectors_crc {
+            return Err(mismatch(format!(
+                "{vname} is not the vector file ivf.trawl was built with"
+            )));
+        }
+        let mut vfile = IoFile::open(&vpath, opts.direct)?;
+        if opts.engine.needs_resident() {
+            vfile.load_resident()?;
+        }
+        let codes = Arc::new(codes);
+        let accel = accel::open(opts.accel, codes.clone()).map_err(OpenError::Accel)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            opts,
+            meta,
+            pq,
+            codes,
+            vectors,
+            vfile,
+            accel,
+            engines: Default::default(),
+        })
+    }
+
+    /// The I/O engine configuration of a searcher.
+    pub(crate) fn engine_config(&self) -> crate::io::EngineConfig {
+        crate::io::EngineConfig {
+            depth: self.opts.queue_depth.max(1),
+            max_pages_per_read: self.vectors.geometry().pages_per_vector,
+            register_buffers: self.opts.register_buffers,
+            sqpoll: self.opts.sqpoll,
+            taskrun: self.opts.taskrun,
+        }
+    }
+
+    /// Searches one query on the calling thread with a pooled engine (setting up an engine
+    /// costs more than a query): results by distance and the query's statistics.
+    pub fn search_one<T: crate::Element>(
+        &self,
+        query: &[T],
+        p: &crate::kinds::ivf::IvfSearchParams,
+    ) -> Result<(Vec<(f32, u32)>, crate::search::QueryStats), crate::search::SearchError> {
+        let cfg = self.engine_config();
+        let engine = self.engines.take(&self.vfile, self.opts.engine, cfg)?;
+        let mut s = self.searcher_with(engine)?;
+        // Poll for completions a while before blocking, as single graph searches do.
+        s.set_spin(std::time::Duration::from_micros(
+            self.opts
+                .spin_us
+                .unwrap_or(crate::kinds::graph::AUTO_SPIN_US),
+        ));
+        let r = s.search(query, p);
+        self.engines.give(cfg, s.into_engine());
+        r
+    }
+
+    /// The index directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// How it was opened.
+    pub fn options(&self) -> &OpenOptions {
+        &self.opts
+    }
+
+    /// The in-memory structures.
+    pub fn meta(&self) -> &IvfMeta {
+        &self.meta
+    }
+
+    /// Vectors.
+    pub fn n(&self) -> usize {
+        self.meta.n as usize
+    }
+
+    /// Dimension.
+    pub fn dim(&self) -> usize {
+        self.meta.dim
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> crate::DType {
+        self.meta.dtype
+    }
+
+    /// Metric.
+    pub fn metric(&self) -> crate::Metric {
+        self.meta.metric
+    }
+
+    /// The PQ quantiser.
+    pub fn pq(&self) -> &ProductQuantizer {
+        &self.pq
+    }
+
+    /// The PQ codes (also resident on the accelerator).
+    pub fn codes(&self) -> &Arc<PqCodes> {
+        &self.codes
+    }
+
+    /// The vector file.
+    pub fn vectors(&self) -> &VectorFile {
+        &self.vectors
+    }
+
+    /// The accelerator of the filter stage.
+    pub fn accel(&self) -> &Arc<dyn Accelerator> {
+        &self.accel
+    }
+
+    /// Replaces the accelerator (the same codes on another backend).
+    pub fn set_accel(&mut self, kind: accel::AccelKind) -> Result<(), accel::AccelError> {
+        self.accel = accel::open(kind, self.codes.clone())?;
+        self.opts.accel = kind;
+        Ok(())
+    }
+
+    /// Host memory held at search time, in bytes, by part.
+    pub fn memory(&self) -> IvfMemory {
+        IvfMemory {
+            centroids: (self.meta.centroids.len() * 4) as u64,
+            centroid_graph: self.meta.graph.heap_bytes() as u64,
+            posting_lists: (self.meta.list_offsets.len() * 8 + self.meta.list_ids.len() * 4) as u64,
+            pq_codes: self.codes.as_bytes().len() as u64,
+            pq_codebooks: self.pq.heap_bytes(),
+            vector_table: self.vectors.heap_bytes(),
+        }
+    }
+
+    /// The description `trawl info`, bench JSON and Python print.
+    pub fn info(&self) -> Result<crate::kinds::graph::IndexInfo, OpenError> {
+        use crate::kinds::graph::{DiskBytes, DiskBytesInfo, IndexInfo, IvfInfo, MemoryReport};
+        let manifest = Manifest::load_if_present(&self.dir)?;
+        let size = |name: &str| std::fs::metadata(self.dir.join(name)).map_or(0, |m| m.len());
+        let db = DiskBytes {
+            packed: 0,
+            graph: size(FILE_NAME),
+            vectors: size(self.opts.ivf_vectors.file_name()),
+            pq: size(PQ_FILE),
+            pq_codes: size(PQ_CODES_FILE),
+            entry: 0,
+            manifest: size(crate::kinds::graph::MANIFEST_FILE),
+        };
+        let mem = self.memory();
+        let report = MemoryReport {
+            pq_codes_bytes: mem.pq_codes,
+            pq_codebook_bytes: mem.pq_codebooks,
+            checksum_bytes: mem.vector_table,
+            // The centroids, their graph and the posting lists: the IVF index's "entry".
+            entry_bytes: mem.centroids + mem.centroid_graph + mem.posting_lists,
+            ..MemoryReport::default()
+        };
+        let g = self.vectors.geometry();
+        Ok(IndexInfo {
+            dir: self.dir.display().to_string(),
+            kind: crate::kinds::graph::KindName::Ivf,
+            n: self.n(),
+            dim: self.dim(),
+            dtype: self.dtype().name().into(),
+            metric: self.metric().name().into(),
+            r: self.meta.graph.max_degree(),
+            pq_bytes: self.pq.m(),
+            medoid: self.meta.graph.medoid(),
+            layout: self.opts.ivf_vectors.name().into(),
+            records_per_page: g.per_page,
+            entry_nodes: 0,
+            layouts: manifest
+                .as_ref()
+                .map_or_else(|| vec!["bucket".into()], |m| m.layouts.clone()),
+            disk_bytes: DiskBytesInfo {
+                files: db,
+                total: db.total(),
+            },
+            memory_bytes: report,
+            memory_total_bytes: report.total(),
+            verify_pages: self.opts.verify_pages,
+            manifest: manifest.is_some(),
+            files: manifest.as_ref().map_or_else(Vec::new, |m| m.files.clone()),
+            build_id: manifest
+                .as_ref()
+                .map_or_else(String::new, |m| m.build_id.clone()),
+            build: manifest.and_then(|m| m.build),
+            recall: None,
+            ivf: Some(IvfInfo {
+                nlist: self.meta.nlist(),
+                replication: self.meta.replication(),
+                list_size: self.meta.list_size,
+                epsilon: self.meta.epsilon,
+                max_replicas: self.meta.max_replicas,
+                centroid_r: self.meta.graph.max_degree(),
+                vector_layout: self.opts.ivf_vectors.name().into(),
+                vectors_per_page: g.per_page,
+                vector_pages: g.data_pages,
+                accel: self.accel.info(),
+                memory: mem,
+            }),
+            shards: None,
+        })
+    }
+
+    /// Checks what search relies on beyond the checksums, then reads every data page of the
+    /// vector file and checks it against its checksum; returns the pages checked.
+    ///
+    /// The semantic checks ([`IvfIndex::check_structure`]) fail with a [`FileError`] naming
+    /// the file at fault (`ivf.trawl` or the vector file).
+    pub fn verify(
+        &self,
+        ctl: &crate::progress::Control,
+    ) -> Result<u64, crate::search::SearchError> {
+        use crate::io::{AlignedBuf, PAGE_BYTES};
+        self.check_structure()?;
+        let pages = self.vectors.geometry().data_pages;
+        let chunk = 64u64;
+        let mut buf = AlignedBuf::new(chunk as usize * PAGE_BYTES)?;
+        let bar = ctl.bar("verifying vector pages", pages);
+        let mut p = 1u64;
+        while p <= pages {
+            let take = chunk.min(pages + 1 - p);
+            if buf.pages() != take as usize {
+                buf = AlignedBuf::new(take as usize * PAGE_BYTES)?;
+            }
+            self.vfile.read_pages(p, &mut buf)?;
+            for (j, page) in buf.as_slice().chunks(PAGE_BYTES).enumerate() {
+                let at = p + j as u64;
+                if Some(crc32fast::hash(page)) != self.vectors.page_crc(at) {
+                    return Err(crate::search::SearchError::Corrupt {
+                        path: self.vfile.path().to_path_buf(),
+                        page: at,
+                        detail: "checksum mismatch".into(),
+                    });
+                }
+            }
+            p += take;
+            bar.set_position(p - 1);
+            ctl.check().map_err(|_| {
+                crate::search::SearchError::BadBatch("verification cancelled".into())
+            })?;
+        }
+        bar.finish_and_clear();
+        Ok(pages)
+    }
+
+    /// The semantic checks of [`IvfIndex::verify`]: the centroids are finite and short enough
+    /// for exact distances; the posting lists keep the build's invariants
+    /// ([`IvfMeta::check_lists`]); `ivf.trawl` agrees with the build record of the manifest
+    /// (lists, list size, replication cap, centroid graph degree); and, when every vector is in
+    /// exactly one list, the bucketed vector file lays the vectors out by those lists.
+    pub fn check_structure(&self) -> Result<(), FileError> {
+        use crate::dir::FileErrorKind;
+        let ivf_path = self.dir.join(FILE_NAME);
+        let bad = |m: String| FileError::new(&ivf_path, FileErrorKind::Invalid(m));
+        let m = &self.meta;
+        crate::kinds::ivf::file::check_centroids(&m.centroids, m.centroid_dim()).map_err(bad)?;
+        m.check_lists().map_err(bad)?;
+        if let Some(rec) = Manifest::load_if_present(&self.dir)
+            .ok()
+            .flatten()
+            .and_then(|man| man.build)
+        {
+            if let Some(ivf) = &rec.ivf {
+                if ivf.nlist != m.nlist()
+                    || ivf.max_replicas != m.max_replicas as usize
+                    || ivf.list_size != m.list_size as usize
+                    || m.graph.max_degree() > rec.r.max(1)
+                {
+                    return Err(bad(format!(
+                        "{} lists of target size {}, at most {} per vector, centroid graph R {}; \
+                         the manifest's build record says {} lists of size {}, at most {}, R {}",
+                        m.nlist(),
+                        m.list_size,
+                        m.max_replicas,
+                        m.graph.max_degree(),
+                        ivf.nlist,
+                        ivf.list_size,
+                        ivf.max_replicas,
+                        rec.r
+                    )));
+                }
+            }
+        }
+        let g = self.vectors.geometry();
+        if g.bucketed && self.opts.ivf_vectors == IvfVectorLayout::Bucket {
+            if let Some(sole) = m.sole_lists() {
+                // One list per vector: it is the vector's bucket, and the layout follows.
+                let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); m.nlist()];
+                for (id, &l) in sole.iter().enumerate() {
+                    buckets[l as usize].push(id as u32);
+                }
+                let (slot, pages) =
+                    vectors::bucket_slots(m.n as usize, &buckets, g.per_page, g.pages_per_vector);
+                if pages != g.data_pages || slot.as_slice() != self.vectors.slots() {
+                    return Err(bad(format!(
+                        "the posting lists do not match the buckets of {}",
+                        vectors::FILE_NAME
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of each file.
+    pub fn file_bytes(&self) -> Result<Vec<(String, u64)>, FileError> {
+        let mut v = Vec::new();
+        for name in [
+            FILE_NAME,
+            vectors::FILE_NAME,
+            vectors::BY_ID_FILE_NAME,
+            PQ_FILE,
+            PQ_CODES_FILE,
+        ] {
+            let p = self.dir.join(name);
+            if let Ok(md) = std::fs::metadata(&p) {
+                v.push((name.to_string(), md.len()));
+            }
+        }
+        Ok(v)
+    }
+}
+
+/// Host memory of an opened IVF index, by part.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct IvfMemory {
+    /// The centroids.
+    pub centroids: u64,
+    /// The centroid graph.
+    pub centroid_graph: u64,
+    /// Posting lists (ids and offsets).
+    pub posting_lists: u64,
+    /// PQ codes (host copy; the GPU backend also holds them on the device).
+    pub pq_codes: u64,
+    /// PQ codebooks.
+    pub pq_codebooks: u64,
+    /// The vector file's slot table and page checksums.
+    pub vector_table: u64,
+}
+
+impl IvfMemory {
+    /// The sum.
+    pub fn total(&self) -> u64 {
+        self.centroids
+            + self.centroid_graph
+            + self.posting_lists
+            + self.pq_codes
+            + self.pq_codebooks
+            + self.vector_table
+    }
+}

@@ -1,0 +1,739 @@
+//! Searching an IVF index: centroid graph → gather → accelerator (dedup, PQ-ADC, top-n) →
+//! heuristic re-rank from disk with page-merged reads and a per-query page buffer.
+//!
+//! **Heuristic re-rank** (FusionANNS Algorithm 1): the `top_n` candidates, in PQ order, are
+//! re-ranked in mini-batches of `batch`; after each the change rate of the top-k is `Δ = |S_n \
+//! S_{n−1}| / k`; the re-rank stops once `Δ < ε` held for `β` batches in a row — strictly, as the
+//! paper's text says (its Algorithm 1's `≤` would stop `ε = 0` after `β` unchanged batches;
+//! with `<`, `ε = 0` re-ranks all `top_n`, a switch the ablation uses).
+//!
+//! **Reads.** Within a batch the vectors on one page are read by one request (intra-batch
+//! merging); every page read stays in the query's page buffer, so no page is read twice for
+//! one query. Both can be switched off; [`IvfStats::pages_merged`] and
+//! [`IvfStats::pages_buffered`] count the reads each saved.
+//!
+//! **Pipeline** (Figure 6): a batch search hands the accelerator groups of `accel_batch`
+//! queries; while it scores group `g`, the thread re-ranks group `g − 1`. With `interleave` > 1
+//! a thread whose re-ranks all wait for reads filters the next query. The figure's other
+//! overlap (the distance table built on the accelerator during the centroid-graph walk) is not
+//! done: the table is host work here (~2% of a MiniLM-200K query's CPU time).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::accel::{FilterJob, FilterPending, TABLE_ROW};
+use crate::data::Queries;
+use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
+use crate::kernels::{Element, Metric};
+use crate::kinds::ivf::{IvfIndex, IvfSearchParams};
+use crate::search::runner::{batch_threads, drain_engine, on_threads, spin_for, wait_some, Cursor};
+use crate::search::{BatchOutput, QueryStats, SearchError};
+use crate::vamana::{SearchScratch, VectorStore};
+
+/// One search thread's state: its I/O engine and scratch.
+pub struct IvfSearcher<'a> {
+    ix: &'a IvfIndex,
+    engine: Box<dyn IoEngine>,
+    store: VectorStore<'a, f32>,
+    scratch: SearchScratch,
+    /// The filter stage's batch, its buffers reused.
+    job: FilterJob,
+    qc: Vec<f32>,
+    spin: Duration,
+    done: Vec<Completion>,
+    vec_words: Vec<u32>,
+    /// Query re-ranks in progress (slots; `None` = free).
+    flights: Vec<Option<Flight>>,
+    /// Reads waiting for a free engine slot: (flight, read index).
+    backlog: std::collections::VecDeque<(usize, usize)>,
+}
+
+/// One query's re-rank in progress.
+struct Flight {
+    row: usize,
+    cands: Vec<u32>,
+    /// Next candidate to batch.
+    next: usize,
+    top: Vec<(f32, u32)>,
+    prev: Vec<u32>,
+    stable: usize,
+    /// The current batch's reads and how many are still out.
+    reads: Vec<Read>,
+    left: usize,
+    /// Page buffer: page → offset in `arena`.
+    buffered: HashMap<u64, usize>,
+    arena: Vec<u8>,
+    st: QueryStats,
+    started: Instant,
+}
+
+struct Read {
+    page: u64,
+    /// (id, byte offset in the read) of every vector this read serves.
+    vectors: Vec<(u32, usize)>,
+}
+
+/// A query whose filter stage is done: its candidates for the re-rank.
+struct Ready {
+    row: usize,
+    cands: Vec<u32>,
+    st: QueryStats,
+    started: Instant,
+}
+
+/// Where the queries of a search come from and where their results go.
+trait Rows<T> {
+    fn query(&self, row: usize) -> &[T];
+}
+
+impl<T: Element> Rows<T> for Queries<'_, T> {
+    fn query(&self, row: usize) -> &[T] {
+        self.row(row)
+    }
+}
+
+struct One<'q, T>(&'q [T]);
+
+impl<T> Rows<T> for One<'_, T> {
+    fn query(&self, _: usize) -> &[T] {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for IvfSearcher<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IvfSearcher")
+            .field("engine", &self.engine.info())
+            .finish_non_exhaustive()
+    }
+}
+
+impl IvfIndex {
+    /// A searcher (one per thread: it owns an I/O engine).
+    pub fn searcher(&self) -> Result<IvfSearcher<'_>, SearchError> {
+        self.searcher_with(self.vfile.engine(self.opts.engine, self.engine_config())?)
+    }
+
+    /// A searcher reading through `engine`.
+    pub(crate) fn searcher_with(
+        &self,
+        engine: Box<dyn IoEngine>,
+    ) -> Result<IvfSearcher<'_>, SearchError> {
+        let g = self.vectors.geometry();
+        let store = VectorStore::new(&self.meta.centroids, self.meta.centroid_dim(), Metric::L2)
+            .ok_or_else(|| SearchError::Internal("centroid store shape".into()))?;
+        Ok(IvfSearcher {
+            ix: self,
+            engine,
+            store,
+            scratch: SearchScratch::new(self.meta.nlist()),
+            job: FilterJob::default(),
+            qc: vec![0.0; self.meta.centroid_dim()],
+            spin: Duration::from_micros(self.opts.spin_us.unwrap_or(0)),
+            done: Vec::new(),
+            vec_words: vec![0; g.vector_bytes.div_ceil(4) * g.pages_per_vector.max(1)],
+            flights: Vec::new(),
+            backlog: std::collections::VecDeque::new(),
+        })
+    }
+
+    /// Searches every query on `threads` threads (each with its own searcher and `interleave`
+    /// queries in its re-rank at once), the filter stage pipelined with the re-rank: with
+    /// `accel_batch > 1` a thread hands the accelerator the next group and re-ranks the last.
+    pub fn search_batch<'q, T: Element>(
+        &self,
+        queries: impl Into<Queries<'q, T>>,
+        p: &IvfSearchParams,
+        threads: usize,
+    ) -> Result<BatchOutput, SearchError> {
+        let queries: Queries<'q, T> = queries.into();
+        p.validate(self.n(), self.meta.nlist())?;
+        self.check_dtype::<T>()?;
+        let nq = queries.n();
+        if queries.dim() != self.dim() {
+            return Err(SearchError::DimMismatch {
+                expected: self.dim(),
+                got: queries.dim(),
+            });
+        }
+        let threads = batch_threads(threads, nq)?;
+        let spin = spin_for(threads, self.opts.spin_us);
+        let cursor = Cursor::new(nq);
+        let (parts, wall_secs) = on_threads(threads, |_| {
+            let mut s = self.searcher()?;
+            s.spin = spin;
+            let mut part = Part::new();
+            s.run(&queries, || cursor.next_group(p.accel_batch), p, &mut part)?;
+            Ok(part)
+        })?;
+        let mut out = BatchOutput::empty(nq, p.k, wall_secs);
+        for (q, hits, st) in parts.into_iter().flatten() {
+            out.put(q, hits.into_iter().map(|(d, id)| (id, d)), st);
+        }
+        Ok(out)
+    }
+
+    fn check_dtype<T: Element>(&self) -> Result<(), SearchError> {
+        if T::DTYPE != self.dtype() {
+            return Err(SearchError::DTypeMismatch {
+                expected: self.dtype().name(),
+                got: T::DTYPE.name(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One thread's results: (query row, hits, stats).
+type Part = Vec<(usize, Vec<(f32, u32)>, QueryStats)>;
+
+/// A group of queries whose filter stage is in flight.
+struct Group {
+    range: std::ops::Range<usize>,
+    pending: Box<dyn FilterPending>,
+    stats: Vec<QueryStats>,
+    started: Vec<Instant>,
+}
+
+impl IvfSearcher<'_> {
+    /// The I/O engine (its description, counters); `into_engine` hands it back.
+    pub fn engine(&self) -> &dyn IoEngine {
+        &*self.engine
+    }
+
+    pub(crate) fn into_engine(self) -> Box<dyn IoEngine> {
+        self.engine
+    }
+
+    /// Microseconds to poll for completions before blocking.
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
+    }
+
+    /// Searches one query: the `k` nearest (distance, id) pairs, nearest first, and what
+    /// the search did.
+    pub fn search<T: Element>(
+        &mut self,
+        query: &[T],
+        p: &IvfSearchParams,
+    ) -> Result<(Vec<(f32, u32)>, QueryStats), SearchError> {
+        p.validate(self.ix.n(), self.ix.meta.nlist())?;
+        self.ix.check_dtype::<T>()?;
+        let mut part = Part::new();
+        let mut once = Some(0..1);
+        let p1 = IvfSearchParams {
+            accel_batch: 1,
+            interleave: 1,
+            ..*p
+        };
+        self.run(&One(query), || once.take(), &p1, &mut part)?;
+        let (_, hits, st) = part
+            .pop()
+            .ok_or_else(|| SearchError::Internal("a query left no result".into()))?;
+        Ok((hits, st))
+    }
+
+    /// The thread's loop: groups of query rows from `next_group` go through the filter stage
+    /// (pipelined when a group holds several queries) into at most `interleave` re-ranks in
+    /// flight; finished queries go to `part`.
+    fn run<T: Element, R: Rows<T>>(
+        &mut self,
+        rows: &R,
+        mut next_group: impl FnMut() -> Option<std::ops::Range<usize>>,
+        p: &IvfSearchParams,
+        part: &mut Part,
+    ) -> Result<(), SearchError> {
+        self.flights.clear();
+        self.flights.resize_with(p.interleave, || None);
+        self.backlog.clear();
+        let mut ready: std::collections::VecDeque<Ready> = std::collections::VecDeque::new();
+        let mut pending: Option<Group> = None;
+        let mut exhausted = false;
+        let result = (|| -> Result<(), SearchError> {
+            loop {
+                // Start re-ranks while there are free slots and filtered queries.
+                while let Some(slot) = self.flights.iter().position(Option::is_none) {
+                    if ready.is_empty() {
+                        // The filter stage: the pending group, or a new one.
+                        if let Some(g) = pending.take() {
+                            self.collect(g, &mut ready)?;
+                        } else if !exhausted {
+                            match next_group() {
+                                Some(r) => {
+                                    let g = self.submit_group(rows, r, p)?;
+                                    if p.accel_batch == 1 {
+                                        self.collect(g, &mut ready)?;
+                                    } else {
+                                        pending = Some(g);
+                                        continue;
+                                    }
+                                }
+                                None => exhausted = true,
+                            }
+                        }
+                        // Keep the accelerator busy with the next group while this one is
+                        // re-ranked (FusionANNS Figure 6).
+                        if p.accel_batch > 1 && pending.is_none() && !exhausted && !ready.is_empty()
+                        {
+                            match next_group() {
+                                Some(r) => pending = Some(self.submit_group(rows, r, p)?),
+                                None => exhausted = true,
+                            }
+                        }
+                    }
+                    let Some(r) = ready.pop_front() else {
+                        break;
+                    };
+                    self.flights[slot] = Some(Flight {
+                        row: r.row,
+                        cands: r.cands,
+                        next: 0,
+                        top: Vec::with_capacity(p.k + 1),
+                        prev: Vec::with_capacity(p.k),
+                        stable: 0,
+                        reads: Vec::new(),
+                        left: 0,
+                        buffered: HashMap::new(),
+                        arena: Vec::new(),
+                        st: r.st,
+                        started: r.started,
+                    });
+                    self.advance(rows, slot, p, part)?;
+                    // Start its reads now, not after the next query's filter stage.
+                    self.pump(rows, p, part, false)?;
+                }
+                if self.flights.iter().all(Option::is_none) {
+                    if ready.is_empty() && pending.is_none() && exhausted {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                // Every slot is taken. In throughput mode (interleave > 1), rather than wait
+                // for a read, filter the next query (its re-rank starts when a slot frees): the
+                // CPU computes while the disk reads. Interleave 1 keeps one query at a time.
+                if p.interleave > 1 && ready.is_empty() && pending.is_none() && !exhausted {
+                    if self.pump(rows, p, part, false)? > 0 {
+                        continue;
+                    }
+                    match next_group() {
+                        Some(r) => {
+                            let g = self.submit_group(rows, r, p)?;
+                            if p.accel_batch == 1 {
+                                self.collect(g, &mut ready)?;
+                            } else {
+                                pending = Some(g);
+                            }
+                        }
+                        None => exhausted = true,
+                    }
+                    continue;
+                }
+                self.pump(rows, p, part, true)?;
+            }
+        })();
+        if result.is_err() {
+            self.drain();
+        }
+        result
+    }
+
+    /// Waits for the filter stage of `g` and queues its queries for the re-rank.
+    fn collect(
+        &mut self,
+        g: Group,
+        ready: &mut std::collections::VecDeque<Ready>,
+    ) -> Result<(), SearchError> {
+        let out = g.pending.wait()?;
+        for (j, row) in g.range.clone().enumerate() {
+            let mut st = g.stats[j];
+            st.ivf.candidates_unique = u64::from(out.unique[j]);
+            st.traversal.pq_distances = u64::from(out.unique[j]);
+            let (cands, _) = out.query(j);
+            ready.push_back(Ready {
+                row,
+                cands: cands.to_vec(),
+                st,
+                started: g.started[j],
+            });
+        }
+        Ok(())
+    }
+
+    fn submit_group<T: Element, R: Rows<T>>(
+        &mut self,
+        rows: &R,
+        range: std::ops::Range<usize>,
+        p: &IvfSearchParams,
+    ) -> Result<Group, SearchError> {
+        // One job's buffers serve every group: the accelerator copies what it needs at
+        // submission (a fresh 4·M·256-byte table per query cost page faults and zeroing).
+        let mut job = std::mem::take(&mut self.job);
+        job.m = self.ix.pq.m();
+        job.top_n = p.top_n;
+        job.tables.clear();
+        job.ids.clear();
+        job.offsets.clear();
+        job.offsets.push(0);
+        let mut stats = Vec::with_capacity(range.len());
+        let mut started = Vec::with_capacity(range.len());
+        for q in range.clone() {
+            started.push(Instant::now());
+            let mut st = QueryStats::default();
+            let prepared = self.prepare(rows.query(q), q, p, &mut job, &mut st);
+            if let Err(e) = prepared {
+                self.job = job;
+                return Err(e);
+            }
+            stats.push(st);
+        }
+        let pending = self.ix.accel.submit(&job);
+        self.job = job;
+        let pending = pending?;
+        Ok(Group {
+            range,
+            pending,
+            stats,
+            started,
+        })
+    }
+
+    /// Query checks, its distance table, the centroid search and the gather, appended to `job`.
+    fn prepare<T: Element>(
+        &mut self,
+        query: &[T],
+        row: usize,
+        p: &IvfSearchParams,
+        job: &mut FilterJob,
+        st: &mut QueryStats,
+    ) -> Result<(), SearchError> {
+        let ix = self.ix;
+        if query.len() != ix.dim() {
+            return Err(SearchError::DimMismatch {
+                expected: ix.dim(),
+                got: query.len(),
+            });
+        }
+        crate::search::check_query_values(query, row)?;
+        let at = job.tables.len();
+        job.tables.resize(at + ix.pq.m() * TABLE_ROW, 0.0);
+        let (rows, _) = job.tables[at..].as_chunks_mut::<TABLE_ROW>();
+        ix.pq
+            .fill_rows(query, rows)
+            .map_err(|e| SearchError::Internal(format!("distance table: {e}")))?;
+        // The clustering space; an inner-product query is lifted by 0.
+        crate::kinds::ivf::build::prepare(ix.metric(), query, 0.0, &mut self.qc);
+        if let Some(last) = self.qc.get_mut(ix.dim()) {
+            *last = 0.0;
+        }
+        let (lists, gs) = crate::vamana::search(
+            &ix.meta.graph,
+            &self.store,
+            &self.qc,
+            p.nprobe,
+            p.centroid_list(),
+            &mut self.scratch,
+        )
+        .map_err(|e| SearchError::Internal(format!("centroid graph: {e}")))?;
+        st.traversal.hops += gs.hops;
+        st.ivf.centroid_distances += gs.distance_computations;
+        st.ivf.lists_probed += lists.len() as u64;
+        for &(l, _) in &lists {
+            let ids = ix.meta.list(l);
+            job.ids.extend_from_slice(ids);
+            st.ivf.candidates += ids.len() as u64;
+        }
+        job.offsets.push(job.ids.len() as u32);
+        Ok(())
+    }
+
+    /// Starts the next mini-batch of flight `slot` — or finishes the query when the
+    /// candidates are exhausted or the early stop fired. Batches served from the page
+    /// buffer alone complete at once.
+    fn advance<T: Element, R: Rows<T>>(
+        &mut self,
+        rows: &R,
+        slot: usize,
+        p: &IvfSearchParams,
+        part: &mut Part,
+    ) -> Result<(), SearchError> {
+        let ix = self.ix;
+        let geo = *ix.vectors.geometry();
+        let metric = ix.metric();
+        loop {
+            let Some(f) = self.flights[slot].as_mut() else {
+                return Ok(());
+            };
+            if f.next >= f.cands.len() {
+                let f = self.flights[slot]
+                    .take()
+                    .ok_or_else(|| SearchError::Internal("flight vanished".into()))?;
+                return self.finish(f, part);
+            }
+            let query = rows.query(f.row);
+            let end = (f.next + p.batch).min(f.cands.len());
+            f.st.rerank.rerank_batches += 1;
+            f.prev.clear();
+            f.prev.extend(f.top.iter().map(|t| t.1));
+            f.prev.sort_unstable();
+            f.reads.clear();
+            let mut hit_pages: Vec<u64> = Vec::new();
+            let mut misses = 0u64;
+            for i in f.next..end {
+                let id = f.cands[i];
+                let (page, off) = ix.vectors.locate(id);
+                if p.page_buffer {
+                    if let Some(&at) = f.buffered.get(&page) {
+                        hit_pages.push(page);
+                        if p.page_mates && geo.per_page > 0 {
+                            // Scored with its page when the page was read.
+                            continue;
+                        }
+                        let bytes = &f.arena[at + off..at + off + geo.vector_bytes];
+                        let d = exact::<T>(metric, query, bytes, &mut self.vec_words);
+                        f.st.traversal.exact_distances += 1;
+                        insert(&mut f.top, p.k, d, id);
+                        continue;
+                    }
+                }
+                misses += 1;
+                match f.reads.iter_mut().find(|r| p.page_merge && r.page == page) {
+                    Some(r) => r.vectors.push((id, off)),
+                    None => f.reads.push(Read {
+                        page,
+                        vectors: vec![(id, off)],
+                    }),
+                }
+            }
+            f.next = end;
+            hit_pages.sort_unstable();
+            hit_pages.dedup();
+            f.st.ivf.pages_buffered += hit_pages.len() as u64;
+            f.st.ivf.pages_merged += misses - f.reads.len() as u64;
+            f.left = f.reads.len();
+            if f.left > 0 {
+                for r in 0..f.reads.len() {
+                    self.backlog.push_back((slot, r));
+                }
+                return self.submit_backlog();
+            }
+            // Served from the buffer: judge the batch now.
+            if self.batch_done(slot, p) {
+                let f = self.flights[slot]
+                    .take()
+                    .ok_or_else(|| SearchError::Internal("flight vanished".into()))?;
+                return self.finish(f, part);
+            }
+        }
+    }
+
+    /// Whether flight `slot`'s re-rank stops after the batch just completed (Algorithm 1).
+    fn batch_done(&mut self, slot: usize, p: &IvfSearchParams) -> bool {
+        let Some(f) = self.flights[slot].as_mut() else {
+            return true;
+        };
+        if !p.heuristic {
+            return f.next >= f.cands.len();
+        }
+        let changed = f
+            .top
+            .iter()
+            .filter(|t| f.prev.binary_search(&t.1).is_err())
+            .count();
+        if (changed as f32 / p.k as f32) < p.epsilon {
+            f.stable += 1;
+            if f.stable >= p.beta {
+                return true;
+            }
+        } else {
+            f.stable = 0;
+        }
+        f.next >= f.cands.len()
+    }
+
+    fn finish(&mut self, mut f: Flight, part: &mut Part) -> Result<(), SearchError> {
+        f.st.total_ns = f.started.elapsed().as_nanos() as u64;
+        part.push((f.row, f.top, f.st));
+        Ok(())
+    }
+
+    /// Submits backlogged reads while the engine has free slots.
+    fn submit_backlog(&mut self) -> Result<(), SearchError> {
+        let pages = self.ix.vectors.geometry().pages_per_vector as u32;
+        while self.engine.can_submit() {
+            let Some((slot, r)) = self.backlog.pop_front() else {
+                break;
+            };
+            let Some(f) = self.flights[slot].as_mut() else {
+                continue;
+            };
+            let page = f.reads[r].page;
+            self.engine.submit(
+                ((slot as u64) << 32) | r as u64,
+                ReadRequest {
+                    first_page: page,
+                    pages,
+                },
+            )?;
+            f.st.count_read(pages, self.ix.vectors.vectors_on_page(page));
+            f.st.rerank.vector_reads += 1;
+        }
+        Ok(())
+    }
+
+    /// Submits the queued reads and handles every completion that arrived — waiting for at
+    /// least one when `block` (there must be reads in flight), else only polling. Returns the
+    /// completions handled.
+    fn pump<T: Element, R: Rows<T>>(
+        &mut self,
+        rows: &R,
+        p: &IvfSearchParams,
+        part: &mut Part,
+        block: bool,
+    ) -> Result<usize, SearchError> {
+        let ix = self.ix;
+        let geo = *ix.vectors.geometry();
+        let read_bytes = geo.pages_per_vector * PAGE_BYTES;
+        let metric = ix.metric();
+        self.done.clear();
+        if !block && self.engine.wait(0, &mut self.done)? == 0 {
+            return Ok(0);
+        }
+        let t = Instant::now();
+        if block {
+            wait_some(&mut *self.engine, self.spin, &mut self.done)?;
+        }
+        let waited = t.elapsed().as_nanos() as u64;
+        // The wait is shared by the queries that had reads out.
+        let waiting: Vec<usize> = self
+            .flights
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.as_ref().is_some_and(|f| f.left > 0))
+            .map(|(i, _)| i)
+            .collect();
+        let share = waited / waiting.len().max(1) as u64;
+        for &i in &waiting {
+            if let Some(f) = self.flights[i].as_mut() {
+                f.st.io.io_wait_ns += share;
+            }
+        }
+        let done = std::mem::take(&mut self.done);
+        let mut finished: Vec<usize> = Vec::new();
+        for c in &done {
+            let slot = (c.tag >> 32) as usize;
+            let r = (c.tag & 0xffff_ffff) as usize;
+            let Some(f) = self.flights.get_mut(slot).and_then(Option::as_mut) else {
+                self.engine.release(c.slot);
+                return Err(SearchError::Internal("a read for no query".into()));
+            };
+            let bytes = &self.engine.buffer(c.slot)[..read_bytes];
+            let read = &f.reads[r];
+            if ix.opts.verify_pages {
+                for (j, page) in bytes.chunks(PAGE_BYTES).enumerate() {
+                    let at = read.page + j as u64;
+                    if Some(crc32fast::hash(page)) != ix.vectors.page_crc(at) {
+                        self.engine.release(c.slot);
+                        return Err(SearchError::Corrupt {
+                            path: ix.vfile.path().to_path_buf(),
+                            page: at,
+                            detail: "checksum mismatch".into(),
+                        });
+                    }
+                }
+            }
+            let query = rows.query(f.row);
+            let mates = if p.page_mates {
+                ix.vectors.ids_on_page(read.page)
+            } else {
+                &[]
+            };
+            if mates.is_empty() {
+                for &(id, off) in &read.vectors {
+                    let d = exact::<T>(
+                        metric,
+                        query,
+                        &bytes[off..off + geo.vector_bytes],
+                        &mut self.vec_words,
+                    );
+                    f.st.traversal.exact_distances += 1;
+                    insert(&mut f.top, p.k, d, id);
+                }
+            } else {
+                // Every vector on the page; the candidates this read serves are among them.
+                let mut scored = 0u64;
+                for (j, &id) in mates.iter().enumerate() {
+                    if id == u32::MAX {
+                        continue;
+                    }
+                    let off = j * geo.vector_bytes;
+                    let d = exact::<T>(
+                        metric,
+                        query,
+                        &bytes[off..off + geo.vector_bytes],
+                        &mut self.vec_words,
+                    );
+                    scored += 1;
+                    insert(&mut f.top, p.k, d, id);
+                }
+                f.st.traversal.exact_distances += scored;
+                f.st.ivf.page_mates += scored - read.vectors.len() as u64;
+            }
+            if p.page_buffer {
+                let at = f.arena.len();
+                f.arena.extend_from_slice(bytes);
+                f.buffered.insert(read.page, at);
+            }
+            self.engine.release(c.slot);
+            f.left -= 1;
+            if f.left == 0 {
+                finished.push(slot);
+            }
+        }
+        let handled = done.len();
+        self.done = done;
+        self.submit_backlog()?;
+        for slot in finished {
+            if self.batch_done(slot, p) {
+                if let Some(f) = self.flights[slot].take() {
+                    self.finish(f, part)?;
+                }
+            } else {
+                self.advance(rows, slot, p, part)?;
+            }
+        }
+        Ok(handled)
+    }
+
+    /// After an error: waits for the reads still out and frees every flight.
+    fn drain(&mut self) {
+        self.backlog.clear();
+        drain_engine(&mut *self.engine, &mut self.done);
+        self.flights.iter_mut().for_each(|f| *f = None);
+    }
+}
+
+/// Inserts `(d, id)` into the sorted top-`k` list.
+#[inline]
+fn insert(top: &mut Vec<(f32, u32)>, k: usize, d: f32, id: u32) {
+    let key = (d, id);
+    let less = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+    let at = top.partition_point(|t| less(t, &key).is_lt());
+    if at >= k || top.get(at) == Some(&key) {
+        // Not among the best k, or already there (a page re-read with page-mate scoring and
+        // no page buffer scores its vectors again).
+        return;
+    }
+    if top.len() == k {
+        top.pop();
+    }
+    top.insert(at, key);
+}
+
+/// Exact distance between `query` and the vector in `bytes` (copied to aligned words first).
+#[inline]
+fn exact<T: Element>(metric: Metric, query: &[T], bytes: &[u8], words: &mut [u32]) -> f32 {
+    let w: &mut [u8] = bytemuck::cast_slice_mut(words);
+    w[..bytes.len()].copy_from_slice(bytes);
+    let v: &[T] = bytemuck::cast_slice(&w[..bytes.len()]);
+    crate::kernels::distance(metric, query, v)
+}

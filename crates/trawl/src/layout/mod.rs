@@ -1,9 +1,0 @@
-//! On-disk layouts of the graph: the little-endian byte codec used for payloads ([`bytes`]),
-//! the page-packed disk index ([`packed`]), its PageShuffle order ([`shuffle`]) and the codecs
-//! of the decoupled layout ([`decoupled`]). The envelope every trawl file shares is
-//! [`crate::dir::file`].
-
-pub mod bytes;
-pub mod decoupled;
-pub mod packed;
-pub mod shuffle;

@@ -1,0 +1,35 @@
+//! Vamana graph build (robust prune, back-edges, sharded build under a memory budget) and
+//! in-memory graph search.
+//!
+//! - [`params`]: [`VamanaParams`] → [`VamanaConfig`], [`BuildError`]; defaults in [`defaults`].
+//! - [`store`]: [`VectorStore`], the distance oracle (borrows vectors, keeps norms only).
+//! - [`adjacency`]: the concurrent build-time [`SlotGraph`] and the compact [`Graph`].
+//! - [`queue`]: search scratch (sorted candidate list, visited bit set).
+//! - [`prune`]: robust prune (DiskANN's iterated-α `occlude_list`).
+//! - [`build`]: the in-memory Vamana build ([`build()`]) and [`BuildStats`].
+//! - [`shard`]: the budgeted build in overlapping k-means shards.
+//! - [`search`]: greedy search ([`search()`], [`search_batch`]) and [`recall_at_k`].
+//! - [`file`]: graph file format (`TRAWLGRF`).
+//!
+//! Not here: disk layouts of the graph (`layout`), beam search over disk pages (`search`).
+
+pub mod adjacency;
+mod budget;
+pub mod build;
+pub mod connectivity;
+pub mod defaults;
+pub mod file;
+pub mod params;
+pub mod prune;
+pub mod queue;
+pub mod search;
+pub mod store;
+
+pub use adjacency::{Adjacency, Graph, SlotGraph};
+pub use build::{
+    build, build_with_queries, estimate_bytes, link_query_neighbours, random_links, BuildStats,
+};
+pub use params::{BuildError, VamanaConfig, VamanaParams, VisitOrder, MAX_BUILD_L};
+pub use prune::{robust_prune, PruneLimits, PruneScratch};
+pub use search::{recall_at_k, search, search_batch, SearchError, SearchScratch, SearchStats};
+pub use store::{Probe, VectorStore};
