@@ -1,13 +1,10 @@
 //! Python bindings of trawl: `trawl._trawl`, re-exported by the `trawl` package.
 //!
-//! Thin over the library: `build` wraps [`trawl::kinds::graph::build_index`] (or
-//! [`trawl::kinds::ivf::build_ivf`] for `BuildParams(kind="ivf")`); `Index` a `DiskIndex` with a pool
-//! of I/O engines for single queries (a read-only index without updates, `batch_search`
-//! through `DiskIndex::search_rows`), a `LiveIndex` (open for writing, or with updates:
-//! `insert` / `upsert` / `delete` / `merge` / `flush`, searches through
-//! `LiveIndex::search_rows`) or an `IvfIndex` (read-only; a pool of `IvfSearcher`s for single
-//! queries, `batch_search` through `IvfIndex::search_batch`), opened through
-//! [`trawl::kinds::graph::open_any`]. Result ids are `u64` everywhere. numpy arrays are read
+//! Thin over the library: `build` wraps [`trawl::kinds::build_with`] (every kind, chosen by
+//! `BuildParams(kind=...)`); `Index` wraps [`trawl::kinds::AnyIndex`], opened through the
+//! library's one options layer ([`trawl::kinds::open_with`]) and searched through its one
+//! contract (a graph index with updates is a `LiveIndex`: `insert` / `upsert` / `delete` /
+//! `merge` / `flush`). Result ids are `u64` everywhere. numpy arrays are read
 //! in place when C-contiguous; results come back as arrays that own their buffers. Every
 //! call that reads the disk, writes or computes releases the GIL; `build` and `merge` poll
 //! for Ctrl-C while they run.

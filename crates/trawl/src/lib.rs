@@ -7,12 +7,16 @@
 //! - [`data`]: vector and ground-truth file formats, in-memory and memory-mapped matrices.
 //! - [`synth`]: seeded synthetic data (anisotropic Gaussian mixtures).
 //! - [`exact`]: exact k-nearest-neighbour ground truth.
-//! - [`quant`]: vector quantisers (product quantisation).
-//! - [`graph`]: Vamana graph build, robust prune, in-memory search.
+//! - [`quant`]: vector quantisers (product quantisation, OPQ, scalar refinement codes).
 //! - [`io`]: page reads with O_DIRECT through io_uring or pread ([`io::IoEngine`]).
-//! - [`layout`]: on-disk formats: file envelopes (magic, version, checksum), the page-packed index.
-//! - [`search`]: search over a disk index (beam search, static cache, per-query statistics).
-//! - [`index`]: the disk index directory: [`index::build_index`], [`index::DiskIndex`].
+//! - [`accel`]: the accelerator of the IVF filter stage and the flash search (CPU, `wgpu` GPU).
+//! - [`vamana`]: Vamana graph build, robust prune, in-memory search.
+//! - [`dir`]: an index directory's machinery, knowing no kind: file envelopes (magic, version,
+//!   checksum), the manifest, atomic commits, file components.
+//! - [`search`]: what every kind's search shares: errors, per-query statistics, the runner.
+//! - [`kinds`]: the index kinds and their one contract: [`kinds::AnyIndex`] over
+//!   [`kinds::graph`] (the disk graph, [`kinds::graph::DiskIndex`]), [`kinds::ivf`],
+//!   [`kinds::sharded`] and [`kinds::flat`]; options and builds of every kind.
 //! - [`error`]: [`ErrorKind`], the kind of every error the library returns.
 //! - [`mem`]: placement of large build arrays (transparent huge pages).
 //! - [`progress`]: progress reporting and cancellation, passed explicitly to long operations.

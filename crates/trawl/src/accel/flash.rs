@@ -1,4 +1,4 @@
-//! The accelerator side of FlashANNS's batch graph search (`search::flash`): for a batch of
+//! The accelerator side of FlashANNS's batch graph search (`kinds::graph::search::flash`): for a batch of
 //! queries, each with its own candidate list and visited set *on the device*, one **step**
 //! expands, for every query whose record has arrived, that record's neighbours — visited test,
 //! PQ-ADC, list update — and picks the query's next nodes to read.

@@ -1,10 +1,10 @@
 //! A component of an index: one kind of file (a layout's graph file, the PQ codebooks, the
 //! entry index, …), owned and registered by the index kind that writes it. It knows its file
 //! names, the role the manifest records for them, and how to check one of them whole against
-//! the files checked before it — so that `trawl verify` and the manifest are written once,
+//! the files checked before it — so that verification (`trawl info DIR --verify`) and the manifest are written once,
 //! over a kind's list of components, instead of a switch on every file name of every kind.
 
-/// What a component's check found, in words (`trawl verify` prints it).
+/// What a component's check found, in words (`trawl info DIR --verify` prints it).
 pub type Verified = String;
 
 /// One kind of file of an index. `Cx` is what the kind's checks share (the directory, the

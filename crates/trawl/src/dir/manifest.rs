@@ -142,7 +142,9 @@ pub struct IvfRecord {
 pub struct ManifestFile {
     /// File name inside the index directory.
     pub name: String,
-    /// What it is: `packed`, `shuffle`, `ais`, `graph`, `vectors`, `pq`, `pq_codes`, `entry`.
+    /// What it is, as the component owning it names it: `packed`, `shuffle`, `ais`, `graph`,
+    /// `vectors`, `vmap`, `ids`, `pq`, `pq_codes`, `entry` (graph kind); `ivf`, `ivf_vectors`,
+    /// `ivf_vectors_by_id` (IVF); `flat_vectors` (flat).
     pub role: String,
     /// Bytes.
     pub bytes: u64,

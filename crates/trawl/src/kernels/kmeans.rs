@@ -1,5 +1,7 @@
 //! k-means clustering (k-means++ initialisation, Lloyd iterations), used by product
-//! quantisation and by the sharded graph build.
+//! quantisation, the memory-budget graph build, the sharded index and the IVF index; and the
+//! balanced, capacity-bounded assignment of points to clusters those three share
+//! ([`assign_balanced`]).
 //!
 //! - **Sampling**: at most [`KMeansParams::max_sample`] points, a seeded uniform sample.
 //! - **Initialisation**: k-means++ (D² sampling, seeded) on a sample of at most 64 points per
@@ -588,6 +590,59 @@ impl KMeans {
             .collect();
         parts.iter().sum()
     }
+}
+
+/// A balanced, capacity-bounded assignment of `n` points to parts — the one the IVF index's
+/// clustering, the sharded index's partition and the memory-budget graph build share.
+///
+/// Points are placed in order of how much they lose by not getting their first choice
+/// (`loss`, largest first; ties by point id, so the result does not depend on the sort), each
+/// taking the first part of its ranked choices (`ranked` fills them, nearest first) that has
+/// room (fewer than `cap` points in `sizes`) and that `allowed` accepts; when none does, the
+/// first of its full order of preference (`fallback` fills it; left empty when `ranked` already
+/// gave every part) that does, else the part `default` names. A placement counts in `sizes`
+/// when `allowed` accepts it (a second copy of a point in a part it already holds does not).
+/// Returns each point's part.
+#[allow(clippy::too_many_arguments)]
+pub fn assign_balanced(
+    n: usize,
+    cap: usize,
+    sizes: &mut [usize],
+    loss: impl Fn(usize) -> f32 + Sync,
+    mut ranked: impl FnMut(usize, &mut Vec<u32>),
+    mut fallback: impl FnMut(usize, &mut Vec<u32>),
+    allowed: impl Fn(usize, u32) -> bool,
+    mut default: impl FnMut(usize) -> u32,
+) -> Vec<u32> {
+    use rayon::prelude::*;
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.par_sort_unstable_by(|&a, &b| {
+        loss(b as usize)
+            .total_cmp(&loss(a as usize))
+            .then(a.cmp(&b))
+    });
+    let mut out = vec![u32::MAX; n];
+    let mut choices = Vec::new();
+    for &p in &order {
+        let p = p as usize;
+        let fits = |c: u32, sizes: &[usize]| {
+            (c as usize) < sizes.len() && sizes[c as usize] < cap && allowed(p, c)
+        };
+        choices.clear();
+        ranked(p, &mut choices);
+        let mut pick = choices.iter().copied().find(|&c| fits(c, sizes));
+        if pick.is_none() {
+            choices.clear();
+            fallback(p, &mut choices);
+            pick = choices.iter().copied().find(|&c| fits(c, sizes));
+        }
+        let pick = pick.unwrap_or_else(|| default(p));
+        if (pick as usize) < sizes.len() && allowed(p, pick) {
+            sizes[pick as usize] += 1;
+        }
+        out[p] = pick;
+    }
+    out
 }
 
 #[cfg(test)]

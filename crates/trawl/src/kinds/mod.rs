@@ -5,7 +5,8 @@
 //!
 //! The kinds: [`GraphIndex`] (a Vamana graph on disk; updates are its capability, not a kind
 //! of their own), [`crate::kinds::ivf::IvfIndex`] (FusionANNS), [`crate::kinds::sharded::ShardedIndex`]
-//! (graph indexes of partitions, searched and merged).
+//! (graph indexes of partitions, searched and merged), [`crate::kinds::flat::FlatIndex`] (the
+//! vectors on disk, searched exactly).
 
 mod any;
 pub mod build;

@@ -2,7 +2,7 @@
 //!
 //! This folder owns training quantisers, encoding vectors into codes, and the per-query
 //! tables that turn a code into an approximate distance. It does not own where codes live on
-//! disk next to the graph (that is `layout/`) nor the search that uses them.
+//! disk next to the graph (that is `kinds::graph::layout`) nor the search that uses them.
 //!
 //! [`pq::ProductQuantizer`] (product quantisation with 8-bit codes and asymmetric distance
 //! computation) guides the searches; [`sq::RefineCodes`] (4- or 8-bit scalar codes) sharpen

@@ -134,44 +134,37 @@ fn assign<T: Element>(
         ctl.check()?;
     }
     bar.finish_and_clear();
-    // Balanced placement, no shard above `shard_capacity` points: first every point's primary
-    // shard (the points that lose most by leaving their nearest choose first; with the
-    // capacity twice the primaries' mean nearly every point gets its nearest), then its second
-    // shard among the rest in the same way. A point whose ranked choices are full takes the
-    // nearest shard with room.
+    // Balanced placement ([`kmeans::assign_balanced`]), no part above `shard_capacity` points:
+    // first every point's primary part (the points that lose most by leaving their nearest
+    // choose first; with the capacity twice the primaries' mean nearly every point gets its
+    // nearest), then its second part among the rest in the same way. A point whose ranked
+    // choices are full takes the nearest part with room.
     let cap = shard_capacity(n, k);
     let mut size = vec![0usize; k];
     let mut out = vec![[u32::MAX; 2]; n];
     let mut buf = vec![0f32; dim];
     for copy in 0..defaults::SHARD_OVERLAP.min(k) {
-        let loss = |r: &Ranked| r.1[copy + 1].sqrt() - r.1[copy].sqrt();
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        order.par_sort_unstable_by(|&a, &b| {
-            loss(&ranked[b as usize])
-                .total_cmp(&loss(&ranked[a as usize]))
-                .then(a.cmp(&b))
-        });
-        for &p in &order {
-            let taken = out[p as usize];
-            let free = |c: u32| c != u32::MAX && size[c as usize] < cap && !taken.contains(&c);
-            let pick = match ranked[p as usize].0.iter().copied().find(|&c| free(c)) {
-                Some(c) => c,
-                None => {
-                    for (b, x) in buf.iter_mut().zip(data.row(p as usize)) {
-                        *b = x.to_f32();
-                    }
-                    let all = km.nearest_m(&buf, k);
-                    match all.into_iter().map(|c| c as u32).find(|&c| free(c)) {
-                        Some(c) => c,
-                        // Capacity × k ≥ 2n: only reachable if the plan changes; stay whole.
-                        None => taken[0].min(ranked[p as usize].0[0]),
-                    }
+        let picks = kmeans::assign_balanced(
+            n,
+            cap,
+            &mut size,
+            |p| {
+                let r = &ranked[p];
+                r.1[copy + 1].sqrt() - r.1[copy].sqrt()
+            },
+            |p, c| c.extend_from_slice(&ranked[p].0),
+            |p, c| {
+                for (b, x) in buf.iter_mut().zip(data.row(p)) {
+                    *b = x.to_f32();
                 }
-            };
-            if !taken.contains(&pick) {
-                size[pick as usize] += 1;
-            }
-            out[p as usize][copy] = pick;
+                c.extend(km.nearest_m(&buf, k).into_iter().map(|c| c as u32));
+            },
+            |p, c| !out[p].contains(&c),
+            // Capacity × k ≥ 2n: only reachable if the plan changes; stay whole.
+            |p| out[p][0].min(ranked[p].0[0]),
+        );
+        for (o, pick) in out.iter_mut().zip(picks) {
+            o[copy] = pick;
         }
         ctl.check()?;
     }

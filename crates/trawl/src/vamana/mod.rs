@@ -1,4 +1,4 @@
-//! Vamana graph build (robust prune, back-edges, sharded build under a memory budget) and
+//! Vamana graph build (robust prune, back-edges, a build in parts under a memory budget) and
 //! in-memory graph search.
 //!
 //! - [`params`]: [`VamanaParams`] → [`VamanaConfig`], [`BuildError`]; defaults in [`defaults`].
@@ -7,11 +7,11 @@
 //! - [`queue`]: search scratch (sorted candidate list, visited bit set).
 //! - [`prune`]: robust prune (DiskANN's iterated-α `occlude_list`).
 //! - [`build`]: the in-memory Vamana build ([`build()`]) and [`BuildStats`].
-//! - [`shard`]: the budgeted build in overlapping k-means shards.
+//! - `budget`: the build under a memory budget, in overlapping k-means parts.
 //! - [`search`]: greedy search ([`search()`], [`search_batch`]) and [`recall_at_k`].
 //! - [`file`]: graph file format (`TRAWLGRF`).
 //!
-//! Not here: disk layouts of the graph (`layout`), beam search over disk pages (`search`).
+//! Not here: the graph index on disk ([`crate::kinds::graph`]: its layouts and strategies).
 
 pub mod adjacency;
 mod budget;

@@ -298,3 +298,40 @@ proptest! {
         prop_assert_eq!(fast.1.to_bits(), slow.1.to_bits());
     }
 }
+
+#[test]
+fn balanced_assignment_places_the_biggest_losers_first_within_capacity() {
+    // Four points, two parts of capacity 2; every point prefers part 0. The two that lose
+    // most by leaving it (points 2 and 3) get it, the others go to part 1.
+    let loss = [0.1f32, 0.2, 0.9, 0.5];
+    let mut sizes = vec![0usize; 2];
+    let picks = crate::kernels::kmeans::assign_balanced(
+        4,
+        2,
+        &mut sizes,
+        |p| loss[p],
+        |_, c| c.extend([0, 1]),
+        |_, _| {},
+        |_, _| true,
+        |_| u32::MAX,
+    );
+    assert_eq!(picks, vec![1, 1, 0, 0]);
+    assert_eq!(sizes, vec![2, 2]);
+    // A part the caller refuses (a copy it already holds) is skipped and not counted; when
+    // nothing fits, the caller's default is taken (and counted only if allowed).
+    let mut sizes = vec![0usize; 2];
+    let picks = crate::kernels::kmeans::assign_balanced(
+        3,
+        1,
+        &mut sizes,
+        |p| p as f32,
+        |_, c| c.push(0),
+        |_, c| c.extend([0, 1]),
+        |p, c| !(p == 2 && c == 0),
+        |_| 0,
+    );
+    // Point 2 (largest loss) may not take part 0: it takes 1 from the fallback; point 1 then
+    // takes 0; point 0 finds both full and gets the default 0, counted.
+    assert_eq!(picks, vec![0, 0, 1]);
+    assert_eq!(sizes, vec![2, 1]);
+}

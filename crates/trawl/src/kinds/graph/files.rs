@@ -1,6 +1,6 @@
 //! The graph kind's files: how its manifest is written from the files present
 //! ([`describe`]), and its components — one per kind of file, each with its name, its role in
-//! the manifest and its whole-file check ([`COMPONENTS`], which `trawl verify` runs).
+//! the manifest and its whole-file check ([`COMPONENTS`], which `trawl info DIR --verify` runs).
 
 use std::path::{Path, PathBuf};
 

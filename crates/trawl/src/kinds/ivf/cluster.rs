@@ -131,20 +131,26 @@ fn partition(data: &[f32], dim: usize, ids: &[u32], k: usize, seed: u64) -> Vec<
         }
         b - a
     };
-    let mut order: Vec<(f32, u32)> = (0..ids.len()).map(|p| (margin(p), p as u32)).collect();
-    order.sort_unstable_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+    let mut sizes = vec![0usize; k];
+    let mut prefs: Vec<(f32, u32)> = Vec::with_capacity(k);
+    let picks = crate::kernels::kmeans::assign_balanced(
+        ids.len(),
+        cap,
+        &mut sizes,
+        margin,
+        |p, c| {
+            prefs.clear();
+            prefs.extend(d[p * k..(p + 1) * k].iter().copied().zip(0..k as u32));
+            prefs.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+            c.extend(prefs.iter().map(|&(_, c)| c));
+        },
+        |_, _| {},
+        |_, _| true,
+        |_| 0,
+    );
     let mut parts: Vec<Vec<u32>> = vec![Vec::new(); k];
-    let mut prefs: Vec<(f32, usize)> = Vec::with_capacity(k);
-    for &(_, p) in &order {
-        let p = p as usize;
-        prefs.clear();
-        prefs.extend(d[p * k..(p + 1) * k].iter().copied().zip(0..k));
-        prefs.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-        let c = prefs
-            .iter()
-            .find(|&&(_, c)| parts[c].len() < cap)
-            .map_or(0, |&(_, c)| c);
-        parts[c].push(ids[p]);
+    for (p, c) in picks.into_iter().enumerate() {
+        parts[c as usize].push(ids[p]);
     }
     if parts.iter().filter(|p| !p.is_empty()).count() < 2 {
         return even_split(ids, k);

@@ -70,7 +70,8 @@ impl IndexKind for IvfIndex {
                 name: name.into(),
                 bytes,
                 checked: format!(
-                    "all {pages} data pages match their checksums (the other files were checked                      whole when the index was opened)"
+                    "all {pages} data pages match their checksums (the other files were checked \
+                     whole when the index was opened)"
                 ),
             }],
             connectivity: None,

@@ -145,36 +145,31 @@ pub fn partition<T: Element>(
             _ => f32::INFINITY,
         }
     };
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.par_sort_unstable_by(|&a, &b| {
-        loss(&ranked_ok[b as usize])
-            .total_cmp(&loss(&ranked_ok[a as usize]))
-            .then(a.cmp(&b))
-    });
     let mut size = vec![0usize; s];
-    let mut primary = vec![0u32; n];
-    let mut in_nearest = 0;
     let mut buf = vec![0f32; dim];
-    for &v in &order {
-        let r = &ranked_ok[v as usize];
-        let pick = match r.iter().find(|(c, _)| size[*c as usize] < cap) {
-            Some(&(c, _)) => c,
-            None => {
-                // Every ranked choice is full: the nearest partition with room.
-                prepare(metric, data.row(v as usize), &mut buf);
+    let primary = kmeans::assign_balanced(
+        n,
+        cap,
+        &mut size,
+        |v| loss(&ranked_ok[v]),
+        |v, c| c.extend(ranked_ok[v].iter().map(|&(c, _)| c)),
+        // Every ranked choice is full: the nearest partition with room.
+        |v, c| {
+            prepare(metric, data.row(v), &mut buf);
+            c.extend(
                 nearest_centroids(&centroids, &buf, s)
                     .into_iter()
-                    .find(|(c, _)| size[*c as usize] < cap)
-                    .map(|(c, _)| c)
-                    .unwrap_or(r[0].0)
-            }
-        };
-        if pick == r[0].0 {
-            in_nearest += 1;
-        }
-        size[pick as usize] += 1;
-        primary[v as usize] = pick;
-    }
+                    .map(|(c, _)| c),
+            );
+        },
+        |_, _| true,
+        |v| ranked_ok[v][0].0,
+    );
+    let in_nearest = primary
+        .iter()
+        .zip(&ranked_ok)
+        .filter(|(&p, r)| p == r[0].0)
+        .count();
     let mut members: Vec<Vec<u32>> = size.iter().map(|&c| Vec::with_capacity(c)).collect();
     let mut replicas = 0;
     for (v, r) in ranked_ok.iter().enumerate() {

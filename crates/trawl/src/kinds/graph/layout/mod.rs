@@ -1,4 +1,4 @@
-//! On-disk layouts of the graph: the little-endian byte codec used for payloads ([`bytes`]),
+//! On-disk layouts of the graph (payloads use the byte codec of [`crate::dir::bytes`]):
 //! the page-packed disk index ([`packed`]), its PageShuffle order ([`shuffle`]) and the codecs
 //! of the decoupled layout ([`decoupled`]). The envelope every trawl file shares is
 //! [`crate::dir::file`].

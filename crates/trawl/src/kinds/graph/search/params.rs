@@ -119,7 +119,7 @@ pub struct SearchParams {
     pub k: usize,
     /// Candidate list size `L`: larger is slower and more accurate.
     pub l: usize,
-    /// Beam search or PipeSearch, with its parameters.
+    /// The strategy (beam search, PipeSearch or the flash batch search), with its parameters.
     pub strategy: Strategy,
     /// List size of the in-memory entry-index search whose results seed the candidate list
     /// (PipeANN uses 10); 0 starts from the medoid alone. Needs an index built with an entry

@@ -8,7 +8,7 @@
 //!   base vector, then Huffman coding ([`huffman`]) with per-segment, per-byte-lane tables.
 //!
 //! Search reads only the graph file while it traverses (PQ in memory guides it) and fetches
-//! vectors for the final re-rank ([`crate::search`]).
+//! vectors for the final re-rank ([`crate::kinds::graph::search::rerank`]).
 
 pub mod elias_fano;
 pub mod graph;
