@@ -254,10 +254,11 @@ class Index:
         files) whose distances order the re-rank instead of PQ's: far fewer vector reads
         where PQ is coarse; 0 = off.
 
-        Opens a graph or an IVF index, as the directory's manifest says. IVF only (ignored
-        for a graph index): ``accel`` — the filter stage's accelerator, ``"cpu"``, ``"gpu"``
-        (InvalidInputError when no GPU adapter is found or this build has no GPU backend) or
-        ``"auto"`` (the GPU when found, else the CPU); ``ivf_vectors`` — the vector file the
+        Opens an index of any kind, as the directory's manifest says. ``accel`` — the
+        accelerator of an IVF index's filter stage and of a graph index's flash strategy,
+        ``"cpu"``, ``"gpu"`` (InvalidInputError when no GPU adapter is found or this build has
+        no GPU backend) or ``"auto"`` (the GPU when found, else the CPU). IVF only:
+        ``ivf_vectors`` — the vector file the
         re-rank reads, ``"bucket"`` or ``"by_id"`` (built with
         ``BuildParams(by_id_vectors=True)``). An IVF index refuses ``writable=True``
         ("IVF indexes do not take updates yet"), a ``layout`` other than ``"packed"`` and

@@ -282,6 +282,43 @@ pub(crate) fn entry_at(path: &Path, name: &str, role: &str) -> Result<ManifestFi
 }
 
 impl Manifest {
+    /// The manifest of a new build of `kind`: its shape, the layouts written, its files and
+    /// build record; `build_id` empty derives the id from them ([`build_id_of`]). No log
+    /// position, next id or recall figures yet (merges and the recall monitor add them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn of_build(
+        kind: KindName,
+        n: u64,
+        dim: usize,
+        dtype: crate::kernels::DType,
+        metric: crate::kernels::Metric,
+        layouts: Vec<String>,
+        files: Vec<ManifestFile>,
+        build: Option<BuildRecord>,
+        build_id: String,
+    ) -> Self {
+        let build_id = if build_id.is_empty() {
+            build_id_of(&files, &build)
+        } else {
+            build_id
+        };
+        Self {
+            kind,
+            written_by: env!("CARGO_PKG_VERSION").into(),
+            n,
+            dim,
+            dtype: dtype.name().into(),
+            metric: metric.name().into(),
+            layouts,
+            files,
+            build,
+            build_id,
+            log_seq: None,
+            next_id: None,
+            recall: None,
+        }
+    }
+
     /// Reads the manifest of `dir`; `None` when the index has none (built before manifests).
     pub fn load_if_present(dir: &Path) -> Result<Option<Self>, FileError> {
         let path = dir.join(MANIFEST_FILE);

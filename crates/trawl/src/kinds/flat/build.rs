@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::data::Matrix;
-use crate::dir::manifest::{build_id_of, entry_of, Manifest};
+use crate::dir::manifest::{entry_of, Manifest};
 use crate::dir::txn::Txn;
 use crate::io::PAGE_BYTES;
 use crate::kernels::{Element, Metric};
@@ -72,21 +72,17 @@ pub fn build_flat<T: Element>(
     let vectors_bytes = vectors::write(&path, n, dim, T::DTYPE, &ids, pages, false, &row)?;
     ctl.check().map_err(|_| IndexBuildError::Cancelled)?;
     let files = vec![entry_of(txn.staging(), FILE_NAME, "flat_vectors")?];
-    let manifest = Manifest {
-        kind: KindName::Flat,
-        written_by: env!("CARGO_PKG_VERSION").into(),
-        n: n as u64,
+    let manifest = Manifest::of_build(
+        KindName::Flat,
+        n as u64,
         dim,
-        dtype: T::DTYPE.name().into(),
-        metric: metric.name().into(),
-        layouts: vec!["flat".into()],
-        build_id: build_id_of(&files, &None),
+        T::DTYPE,
+        metric,
+        vec!["flat".into()],
         files,
-        build: None,
-        log_seq: None,
-        next_id: None,
-        recall: None,
-    };
+        None,
+        String::new(),
+    );
     let manifest_bytes = txn.commit(&manifest)?;
     Ok(FlatBuildReport {
         n,

@@ -235,6 +235,122 @@ pub fn build_random_link_index<T: Element>(
     build_with(data, dir, params, Some(params.graph.seed), None, ctl)
 }
 
+/// Writes the page-packed file: every vector with its neighbours in graph `g`.
+fn write_packed<T: Element>(
+    data: &Matrix<T>,
+    g: &vamana::Graph,
+    path: &Path,
+    meta: PackedMeta,
+    ctl: &Control,
+) -> Result<u64, IndexBuildError> {
+    let mut w = PackedWriter::create(path, meta)?;
+    let bar = ctl.bar("writing the disk index", data.n() as u64);
+    for i in 0..data.n() {
+        w.push(data.row(i), g.neighbors(i as u32))?;
+        if i % 65536 == 0 {
+            bar.set_position(i as u64);
+            // A mapped source stays out of the resident set behind the writer.
+            data.release_rows(i.saturating_sub(65536), i);
+        }
+    }
+    data.release_rows(0, data.n());
+    let bytes = w.finish()?;
+    bar.finish_and_clear();
+    Ok(bytes)
+}
+
+/// Builds and writes the entry index `params.entry` asks for (by visit frequency: searching
+/// the index staged in `txn`); returns its nodes and bytes.
+fn write_entry<T: Element>(
+    data: &Matrix<T>,
+    params: &IndexParams,
+    txn: &Txn,
+    meta: &PackedMeta,
+    ctl: &Control,
+) -> Result<(usize, u64), IndexBuildError> {
+    let entry_path = txn.path(entry::FILE_NAME);
+    Ok(match &params.entry {
+        Some(ep) if ep.sampling == EntrySampling::Uniform => {
+            let e = EntryIndex::build(data, params.metric, ep, ctl)?;
+            (e.len(), e.save(&entry_path, meta.n, meta.pq_codes_crc)?)
+        }
+        Some(ep) => {
+            // Visit frequency needs searches over the index just written (still staged).
+            let ix = crate::kinds::graph::DiskIndex::open(
+                txn.staging(),
+                crate::kinds::graph::OpenOptions::default(),
+            )?;
+            let (e, _) = ix.build_entry(ep, rayon::current_num_threads(), ctl)?;
+            drop(ix);
+            (e.len(), e.save(&entry_path, meta.n, meta.pq_codes_crc)?)
+        }
+        None => (0, 0),
+    })
+}
+
+/// The recall monitor's figures of the index written in `dir` (the build's record).
+fn measure_recall<T: Element>(
+    data: &Matrix<T>,
+    dir: &Path,
+) -> Result<Option<crate::kinds::graph::monitor::RecallRecord>, IndexBuildError> {
+    let ix = crate::kinds::graph::DiskIndex::open(
+        dir,
+        crate::kinds::graph::OpenOptions {
+            direct: false,
+            ..crate::kinds::graph::OpenOptions::default()
+        },
+    )?;
+    let (points, samples) =
+        crate::kinds::graph::monitor::measure(&ix, &|s| data.row(s as usize), &|_| true)?;
+    Ok(
+        (!points.is_empty()).then(|| crate::kinds::graph::monitor::RecallRecord {
+            samples,
+            beam_width: crate::kinds::graph::search::DEFAULT_BEAM_WIDTH,
+            build: points.clone(),
+            points,
+            by: "build".into(),
+        }),
+    )
+}
+
+/// Trains the PQ quantiser (its bytes per vector at most the dimension), encodes every vector
+/// and writes both files into `txn`'s staging directory: the quantiser and the files' bytes.
+/// Shared by the graph and IVF builds.
+pub(crate) fn write_pq<T: Element>(
+    data: &Matrix<T>,
+    metric: Metric,
+    params: &PqParams,
+    txn: &Txn,
+    ctl: &Control,
+) -> Result<(ProductQuantizer, u64, u64), IndexBuildError> {
+    let mut pq_params = params.clone();
+    pq_params.bytes_per_vector = pq_params.bytes_per_vector.clamp(1, data.dim());
+    let pq = ProductQuantizer::train(data, metric, &pq_params, ctl)?;
+    let codes = pq.encode(data, ctl)?;
+    data.release_rows(0, data.n());
+    let pq_bytes = pq.save(&txn.path(PQ_FILE))?;
+    let pq_codes_bytes = codes.save(&txn.path(PQ_CODES_FILE))?;
+    Ok((pq, pq_bytes, pq_codes_bytes))
+}
+
+/// The manifest's record of a graph build.
+fn build_record(params: &IndexParams, pq: &ProductQuantizer, query_sample: usize) -> BuildRecord {
+    BuildRecord {
+        r: params.graph.r,
+        l: params.graph.l,
+        // 1.2f32 as 1.2, not 1.2000000476837158.
+        alpha: params.graph.alpha.to_string().parse().unwrap_or(0.0),
+        pq_bytes: pq.m(),
+        opq: pq.rotation().is_some(),
+        entry_ratio: params.entry.map_or(0.0, |e| e.ratio),
+        memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
+        seed: params.graph.seed,
+        visit_order: Some(params.graph.order.to_string()),
+        query_sample,
+        ivf: None,
+    }
+}
+
 fn build_with<T: Element>(
     data: &Matrix<T>,
     dir: &Path,
@@ -257,16 +373,8 @@ fn build_with<T: Element>(
     }
     crate::data::validate_finite(data)?;
     let txn = Txn::begin_replacing(dir, crate::kinds::graph::refuse_unmerged_updates)?;
-    let mut pq_params = params.pq.clone();
-    pq_params.bytes_per_vector = pq_params.bytes_per_vector.clamp(1, data.dim());
-    let pq = ProductQuantizer::train(data, params.metric, &pq_params, ctl)?;
-    let codes = pq.encode(data, ctl)?;
-    data.release_rows(0, data.n());
-    let pq_path = txn.path(PQ_FILE);
-    let codes_path = txn.path(PQ_CODES_FILE);
-    let pq_bytes = pq.save(&pq_path)?;
-    let pq_codes_bytes = codes.save(&codes_path)?;
-    drop(codes);
+    let (pq, pq_bytes, pq_codes_bytes) = write_pq(data, params.metric, &params.pq, &txn, ctl)?;
+    let (pq_path, codes_path) = (txn.path(PQ_FILE), txn.path(PQ_CODES_FILE));
     let pq_secs = t0.elapsed().as_secs_f64();
 
     let (g, gstats) = match random_links {
@@ -290,79 +398,22 @@ fn build_with<T: Element>(
         neighbor_code_bytes: 0,
         permuted: false,
     };
-    let mut w = PackedWriter::create(&txn.path(packed::FILE_NAME), meta)?;
-    let bar = ctl.bar("writing the disk index", data.n() as u64);
-    for i in 0..data.n() {
-        w.push(data.row(i), g.neighbors(i as u32))?;
-        if i % 65536 == 0 {
-            bar.set_position(i as u64);
-            // A mapped source stays out of the resident set behind the writer.
-            data.release_rows(i.saturating_sub(65536), i);
-        }
-    }
-    data.release_rows(0, data.n());
-    let packed_bytes = w.finish()?;
-    bar.finish_and_clear();
+    let packed_bytes = write_packed(data, &g, &txn.path(packed::FILE_NAME), meta, ctl)?;
     let layout_secs = t_layout.elapsed().as_secs_f64();
 
     let t_entry = Instant::now();
-    let entry_path = txn.path(entry::FILE_NAME);
-    let (entry_nodes, entry_bytes) = match &params.entry {
-        Some(ep) if ep.sampling == EntrySampling::Uniform => {
-            let e = EntryIndex::build(data, params.metric, ep, ctl)?;
-            (e.len(), e.save(&entry_path, meta.n, meta.pq_codes_crc)?)
-        }
-        Some(ep) => {
-            // Visit frequency needs searches over the index just written (still staged).
-            let ix = crate::kinds::graph::DiskIndex::open(
-                txn.staging(),
-                crate::kinds::graph::OpenOptions::default(),
-            )?;
-            let (e, _) = ix.build_entry(ep, rayon::current_num_threads(), ctl)?;
-            drop(ix);
-            (e.len(), e.save(&entry_path, meta.n, meta.pq_codes_crc)?)
-        }
-        None => (0, 0),
-    };
+    let (entry_nodes, entry_bytes) = write_entry(data, params, &txn, &meta, ctl)?;
     let entry_secs = t_entry.elapsed().as_secs_f64();
     let t_monitor = Instant::now();
     let recall = if random_links.is_none() {
-        let ix = crate::kinds::graph::DiskIndex::open(
-            txn.staging(),
-            crate::kinds::graph::OpenOptions {
-                direct: false,
-                ..crate::kinds::graph::OpenOptions::default()
-            },
-        )?;
-        let (points, samples) =
-            crate::kinds::graph::monitor::measure(&ix, &|s| data.row(s as usize), &|_| true)?;
-        (!points.is_empty()).then(|| crate::kinds::graph::monitor::RecallRecord {
-            samples,
-            beam_width: crate::kinds::graph::search::DEFAULT_BEAM_WIDTH,
-            build: points.clone(),
-            points,
-            by: "build".into(),
-        })
+        measure_recall(data, txn.staging())?
     } else {
         None
     };
     let monitor_secs = t_monitor.elapsed().as_secs_f64();
     let mut manifest = crate::kinds::graph::files::describe(
         &[txn.staging()],
-        Some(BuildRecord {
-            r: params.graph.r,
-            l: params.graph.l,
-            // 1.2f32 as 1.2, not 1.2000000476837158.
-            alpha: params.graph.alpha.to_string().parse().unwrap_or(0.0),
-            pq_bytes: pq.m(),
-            opq: pq.rotation().is_some(),
-            entry_ratio: params.entry.map_or(0.0, |e| e.ratio),
-            memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
-            seed: params.graph.seed,
-            visit_order: Some(params.graph.order.to_string()),
-            query_sample: gstats.query_sample,
-            ivf: None,
-        }),
+        Some(build_record(params, &pq, gstats.query_sample)),
         String::new(),
     )?;
     manifest.recall = recall.clone();

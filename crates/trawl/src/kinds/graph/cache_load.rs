@@ -11,6 +11,7 @@ use crate::kernels::{DType, Element};
 use crate::kinds::graph::search::{CachePolicy, ListCache, NodeCache, PinnedLists, SearchParams};
 use crate::kinds::graph::DiskIndex;
 use crate::progress::Control;
+use crate::quant::pq::PqCodes;
 use crate::search::SearchError;
 
 /// What loading the cache did.
@@ -184,12 +185,7 @@ impl DiskIndex {
             samples
         }
         .clamp(1, n);
-        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_cace);
-        let mut picks: Vec<u32> = sample(&mut rng, n, samples)
-            .into_iter()
-            .map(|i| i as u32)
-            .collect();
-        picks.sort_unstable();
+        let picks = sampled_ids(n, samples);
         let vb = self.packed_file()?.geometry().vector_bytes;
         let mut vectors = vec![0u8; picks.len() * vb];
         let mut pos = std::collections::HashMap::with_capacity(picks.len());
@@ -200,13 +196,7 @@ impl DiskIndex {
             let i = pos[&id];
             vectors[i * vb..(i + 1) * vb].copy_from_slice(&rec[..vb]);
         })?;
-        let params =
-            SearchParams::beam(1, l.max(1), beam_width.clamp(1, self.engine_config().depth));
-        let counts = match self.dtype() {
-            DType::F32 => self.count_visits::<f32>(&vectors, &params, threads, ctl)?,
-            DType::U8 => self.count_visits::<u8>(&vectors, &params, threads, ctl)?,
-            DType::I8 => self.count_visits::<i8>(&vectors, &params, threads, ctl)?,
-        };
+        let counts = self.visit_counts(&vectors, l, beam_width, threads, ctl)?;
         pages += counts.1;
         let mut ids = most_read(&counts.0);
         ids.truncate(nodes);
@@ -265,40 +255,13 @@ impl DiskIndex {
             SearchError::Internal("the decoupled layout keeps its PQ codes in memory".into())
         })?;
         let samples = if samples == 0 { 20_000 } else { samples }.clamp(1, n);
-        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_cace);
-        let mut picks: Vec<u32> = sample(&mut rng, n, samples)
-            .into_iter()
-            .map(|i| i as u32)
-            .collect();
-        picks.sort_unstable();
-        let dim = self.dim();
-        let mut rec = vec![0f32; dim];
-        let mut raw: Vec<u8> = Vec::with_capacity(picks.len() * dim * 4);
-        for &id in &picks {
-            self.pq()
-                .decode(codes.code(id as usize), &mut rec)
-                .map_err(|e| SearchError::Internal(format!("PQ code of {id}: {e}")))?;
-            match self.dtype() {
-                DType::F32 => raw.extend(rec.iter().flat_map(|x| x.to_le_bytes())),
-                DType::U8 => raw.extend(rec.iter().map(|x| x.round().clamp(0.0, 255.0) as u8)),
-                DType::I8 => raw.extend(
-                    rec.iter()
-                        .map(|x| x.round().clamp(-128.0, 127.0) as i8 as u8),
-                ),
-            }
-        }
+        let raw = self.decoded(codes, &sampled_ids(n, samples))?;
         // Searched with no list cache, so every expansion is a read and is counted.
         let old = self
             .layout
             .decoupled_mut()
             .map(|d| d.set_lists(ListCache::disabled()));
-        let params =
-            SearchParams::beam(1, l.max(1), beam_width.clamp(1, self.engine_config().depth));
-        let counts = match self.dtype() {
-            DType::F32 => self.count_visits::<f32>(&raw, &params, threads, ctl),
-            DType::U8 => self.count_visits::<u8>(&raw, &params, threads, ctl),
-            DType::I8 => self.count_visits::<i8>(&raw, &params, threads, ctl),
-        };
+        let counts = self.visit_counts(&raw, l, beam_width, threads, ctl);
         if let (Some(d), Some(old)) = (self.layout.decoupled_mut(), old) {
             d.set_lists(old);
         }
@@ -354,6 +317,47 @@ impl DiskIndex {
         })
     }
 
+    /// The vectors `ids`' PQ codes decode to, as raw bytes of the index's element type: the
+    /// sample queries of a layout that keeps no vectors beside its graph.
+    fn decoded(&self, codes: &PqCodes, ids: &[u32]) -> Result<Vec<u8>, SearchError> {
+        let dim = self.dim();
+        let mut rec = vec![0f32; dim];
+        let mut raw: Vec<u8> = Vec::with_capacity(ids.len() * dim * 4);
+        for &id in ids {
+            self.pq()
+                .decode(codes.code(id as usize), &mut rec)
+                .map_err(|e| SearchError::Internal(format!("PQ code of {id}: {e}")))?;
+            match self.dtype() {
+                DType::F32 => raw.extend(rec.iter().flat_map(|x| x.to_le_bytes())),
+                DType::U8 => raw.extend(rec.iter().map(|x| x.round().clamp(0.0, 255.0) as u8)),
+                DType::I8 => raw.extend(
+                    rec.iter()
+                        .map(|x| x.round().clamp(-128.0, 127.0) as i8 as u8),
+                ),
+            }
+        }
+        Ok(raw)
+    }
+
+    /// Per-node counts of reads over beam searches (list size `l`, width `beam_width`) of the
+    /// raw vectors, and the pages read.
+    fn visit_counts(
+        &self,
+        raw: &[u8],
+        l: usize,
+        beam_width: usize,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<(Vec<u32>, u64), SearchError> {
+        let params =
+            SearchParams::beam(1, l.max(1), beam_width.clamp(1, self.engine_config().depth));
+        match self.dtype() {
+            DType::F32 => self.count_visits::<f32>(raw, &params, threads, ctl),
+            DType::U8 => self.count_visits::<u8>(raw, &params, threads, ctl),
+            DType::I8 => self.count_visits::<i8>(raw, &params, threads, ctl),
+        }
+    }
+
     /// Per-node counts of reads over beam searches of the given raw vectors, and pages read.
     fn count_visits<T: Element>(
         &self,
@@ -394,6 +398,17 @@ impl DiskIndex {
         }
         Ok((counts, pages))
     }
+}
+
+/// A seeded sample of `samples` of the ids `0..n`, in id order (the same for every call).
+fn sampled_ids(n: usize, samples: usize) -> Vec<u32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_cace);
+    let mut picks: Vec<u32> = sample(&mut rng, n, samples)
+        .into_iter()
+        .map(|i| i as u32)
+        .collect();
+    picks.sort_unstable();
+    picks
 }
 
 /// The nodes read at least once, most read first (ties by id).

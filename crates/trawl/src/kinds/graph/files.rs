@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::dir::component::{Component, Named, Verified};
-use crate::dir::manifest::{build_id_of, entry_at, BuildRecord, KindName, Manifest};
+use crate::dir::manifest::{entry_at, BuildRecord, KindName, Manifest};
 use crate::dir::{FileError, FileErrorKind};
 use crate::kinds::graph::layout::decoupled::graph::GraphFile;
 use crate::kinds::graph::layout::decoupled::vectors::{self as dvectors, VectorFile};
@@ -122,26 +122,17 @@ pub fn describe(
     if let Some(e) = find(ids::FILE_NAME) {
         files.push(entry_at(&e, ids::FILE_NAME, "ids")?);
     }
-    let build_id = if build_id.is_empty() {
-        build_id_of(&files, &build)
-    } else {
-        build_id
-    };
-    Ok(Manifest {
-        kind: KindName::Graph,
-        written_by: env!("CARGO_PKG_VERSION").into(),
-        n: base.n,
-        dim: base.dim,
-        dtype: base.dtype.name().into(),
-        metric: base.metric.name().into(),
+    Ok(Manifest::of_build(
+        KindName::Graph,
+        base.n,
+        base.dim,
+        base.dtype,
+        base.metric,
         layouts,
         files,
         build,
         build_id,
-        log_seq: None,
-        next_id: None,
-        recall: None,
-    })
+    ))
 }
 
 /// The manifest of `dir`'s index after an operation added the files in `staging` to it:

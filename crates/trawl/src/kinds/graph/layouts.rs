@@ -181,6 +181,16 @@ pub struct DecoupledReport {
     pub pass2_secs: f64,
 }
 
+/// What writing the decoupled layout in graph order produced.
+struct GraphOrdered {
+    shuffle: ShuffleReport,
+    shuffle_secs: f64,
+    graph_bytes: u64,
+    vectors: dvectors::VectorWriteReport,
+    pass1_secs: f64,
+    pass2_secs: f64,
+}
+
 impl DiskIndex {
     /// Writes the `layout` form of this index's graph into its directory (replacing an older
     /// one atomically), reading the page-packed file sequentially. The index must have been
@@ -228,73 +238,8 @@ impl DiskIndex {
             IndexLayout::Packed => {
                 return Err(bad("the packed layout is the one the build writes".into()))
             }
-            IndexLayout::AllInStorage => {
-                let codes = self
-                    .codes()
-                    .ok_or_else(|| bad("no PQ codes in memory".into()))?;
-                let c = codes.m();
-                let ais = PackedMeta {
-                    neighbor_code_bytes: c,
-                    ..meta
-                };
-                let mut w = PackedWriter::create(&out_path, ais)?;
-                w.set_medoid_code(codes.code(meta.medoid as usize))?;
-                let mut buf = Vec::new();
-                let bar = ctl.bar("writing all-in-storage", meta.n);
-                let t_w = Instant::now();
-                self.scan_records(ctl, |_, view| {
-                    buf.clear();
-                    for nb in view.neighbors() {
-                        buf.extend_from_slice(codes.code(nb as usize));
-                    }
-                    let ids: Vec<u32> = view.neighbors().collect();
-                    push_raw(&mut w, &meta, view, &ids, &buf)?;
-                    bar.inc(1);
-                    Ok(())
-                })?;
-                let bytes = w.finish()?;
-                bar.finish_and_clear();
-                report.write_secs = t_w.elapsed().as_secs_f64();
-                bytes
-            }
-            IndexLayout::Shuffled => {
-                let per = src.geometry().per_page;
-                if per < 2 {
-                    return Err(bad(format!(
-                        "PageShuffle needs several records per page; this index has {per}"
-                    )));
-                }
-                let t_r = Instant::now();
-                let mut offsets = Vec::with_capacity(meta.n as usize + 1);
-                offsets.push(0u64);
-                let mut targets = Vec::new();
-                let bar = ctl.bar("reading the graph", meta.n);
-                self.scan_records(ctl, |_, view| {
-                    targets.extend(view.neighbors());
-                    offsets.push(targets.len() as u64);
-                    bar.inc(1);
-                    Ok(())
-                })?;
-                bar.finish_and_clear();
-                targets.shrink_to_fit();
-                let graph = Csr { offsets, targets };
-                report.read_secs = t_r.elapsed().as_secs_f64();
-                report.graph_bytes = 2 * graph.heap_bytes() as u64;
-                let t_s = Instant::now();
-                let bar = ctl.bar("shuffling pages", meta.n * (2 + params.rounds as u64));
-                let (page_of, rep) = shuffle::shuffle(&graph, per, params.rounds, || bar.inc(1));
-                bar.finish_and_clear();
-                ctl.check().map_err(|c| bad(c.to_string()))?;
-                report.shuffle_secs = t_s.elapsed().as_secs_f64();
-                report.shuffle = Some(rep);
-                drop(graph);
-                let order = shuffle::order_table(&page_of, per);
-                drop(page_of);
-                let t_w = Instant::now();
-                let bytes = self.write_permuted(&out_path, order, ctl)?;
-                report.write_secs = t_w.elapsed().as_secs_f64();
-                bytes
-            }
+            IndexLayout::AllInStorage => self.write_ais(&out_path, &mut report, ctl)?,
+            IndexLayout::Shuffled => self.write_shuffled(&out_path, params, &mut report, ctl)?,
         };
         report.file_bytes = file_bytes;
         report.records_per_page = packed::PackedGeometry::of(&PackedMeta {
@@ -310,6 +255,100 @@ impl DiskIndex {
         txn.commit(&manifest)?;
         report.total_secs = t0.elapsed().as_secs_f64();
         Ok(report)
+    }
+
+    /// Writes the All-in-Storage form of the packed file at `out_path` (every record carries
+    /// its neighbours' PQ codes); returns its bytes.
+    fn write_ais(
+        &self,
+        out_path: &std::path::Path,
+        report: &mut LayoutReport,
+        ctl: &Control,
+    ) -> Result<u64, IndexBuildError> {
+        let src = self.layout_source()?;
+        let bad = |m: String| {
+            IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
+        };
+        let meta = *src.meta();
+        let codes = self
+            .codes()
+            .ok_or_else(|| bad("no PQ codes in memory".into()))?;
+        let c = codes.m();
+        let ais = PackedMeta {
+            neighbor_code_bytes: c,
+            ..meta
+        };
+        let mut w = PackedWriter::create(out_path, ais)?;
+        w.set_medoid_code(codes.code(meta.medoid as usize))?;
+        let mut buf = Vec::new();
+        let bar = ctl.bar("writing all-in-storage", meta.n);
+        let t_w = Instant::now();
+        self.scan_records(ctl, |_, view| {
+            buf.clear();
+            for nb in view.neighbors() {
+                buf.extend_from_slice(codes.code(nb as usize));
+            }
+            let ids: Vec<u32> = view.neighbors().collect();
+            push_raw(&mut w, &meta, view, &ids, &buf)?;
+            bar.inc(1);
+            Ok(())
+        })?;
+        let bytes = w.finish()?;
+        bar.finish_and_clear();
+        report.write_secs = t_w.elapsed().as_secs_f64();
+        Ok(bytes)
+    }
+
+    /// Writes the PageShuffle order of the packed file at `out_path` (the graph read, its pages
+    /// shuffled, the records written in the new order); returns its bytes.
+    fn write_shuffled(
+        &self,
+        out_path: &std::path::Path,
+        params: &ShuffleParams,
+        report: &mut LayoutReport,
+        ctl: &Control,
+    ) -> Result<u64, IndexBuildError> {
+        let src = self.layout_source()?;
+        let bad = |m: String| {
+            IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
+        };
+        let meta = *src.meta();
+        let per = src.geometry().per_page;
+        if per < 2 {
+            return Err(bad(format!(
+                "PageShuffle needs several records per page; this index has {per}"
+            )));
+        }
+        let t_r = Instant::now();
+        let mut offsets = Vec::with_capacity(meta.n as usize + 1);
+        offsets.push(0u64);
+        let mut targets = Vec::new();
+        let bar = ctl.bar("reading the graph", meta.n);
+        self.scan_records(ctl, |_, view| {
+            targets.extend(view.neighbors());
+            offsets.push(targets.len() as u64);
+            bar.inc(1);
+            Ok(())
+        })?;
+        bar.finish_and_clear();
+        targets.shrink_to_fit();
+        let graph = Csr { offsets, targets };
+        report.read_secs = t_r.elapsed().as_secs_f64();
+        report.graph_bytes = 2 * graph.heap_bytes() as u64;
+        let t_s = Instant::now();
+        let bar = ctl.bar("shuffling pages", meta.n * (2 + params.rounds as u64));
+        let (page_of, rep) = shuffle::shuffle(&graph, per, params.rounds, || bar.inc(1));
+        bar.finish_and_clear();
+        ctl.check().map_err(|c| bad(c.to_string()))?;
+        report.shuffle_secs = t_s.elapsed().as_secs_f64();
+        report.shuffle = Some(rep);
+        drop(graph);
+        let order = shuffle::order_table(&page_of, per);
+        drop(page_of);
+        let t_w = Instant::now();
+        let bytes = self.write_permuted(out_path, order, ctl)?;
+        report.write_secs = t_w.elapsed().as_secs_f64();
+        Ok(bytes)
     }
 
     /// The page-packed file every other layout is written from: the index must be open with
@@ -389,15 +428,7 @@ impl DiskIndex {
         let plan = planner.finish().map_err(bad)?;
         let mut pass1_secs = t0.elapsed().as_secs_f64();
         let t2 = Instant::now();
-        let mut vw = VectorWriter::create(&vectors_path, plan)?;
-        let bar = ctl.bar("decoupled: coding vectors", meta.n);
-        self.scan_records(ctl, |_, view| {
-            vw.push(view.vector_bytes())?;
-            bar.inc(1);
-            Ok(())
-        })?;
-        bar.finish_and_clear();
-        let mut vrep = vw.finish()?;
+        let mut vrep = self.code_vectors(&vectors_path, plan, ctl)?;
         let mut pass2_secs = t2.elapsed().as_secs_f64();
         let mut order_used = VectorOrder::Id;
         let mut shuffle_report = None;
@@ -405,92 +436,18 @@ impl DiskIndex {
         // Coded vectors per page, as the id-order file holds them.
         let per = (meta.n as f64 / vrep.data_pages.max(1) as f64).round() as usize;
         if graph_order && per >= 2 && meta.n > per as u64 {
-            let t_s = Instant::now();
             targets.shrink_to_fit();
             let graph = Csr {
                 offsets: std::mem::take(&mut offsets),
                 targets: std::mem::take(&mut targets),
             };
-            let rounds = ShuffleParams::default().rounds;
-            let bar = ctl.bar(
-                "decoupled: placing vectors (PageShuffle)",
-                meta.n * (2 + rounds as u64),
-            );
-            let (page_of, rep) = shuffle::shuffle(&graph, per, rounds, || bar.inc(1));
-            bar.finish_and_clear();
-            ctl.check().map_err(|c| bad(c.to_string()))?;
-            shuffle_report = Some(rep);
-            // Position of each node: its rank in page order.
-            let order: Vec<u32> = shuffle::order_table(&page_of, per)
-                .into_iter()
-                .filter(|&id| id != packed::EMPTY_SLOT)
-                .collect();
-            drop(page_of);
-            if order.len() as u64 != meta.n {
-                return Err(bad(format!(
-                    "vector order has {} nodes, not {}",
-                    order.len(),
-                    meta.n
-                )));
-            }
-            let mut pos = vec![u32::MAX; meta.n as usize];
-            for (p, &id) in order.iter().enumerate() {
-                pos[id as usize] = p as u32;
-            }
-            shuffle_secs = t_s.elapsed().as_secs_f64();
-            // The graph file again, keyed with each node's position.
-            let t1 = Instant::now();
-            let mut gw = GraphWriter::create_keyed(&graph_path, gmeta)?;
-            let bar = ctl.bar("decoupled: keyed graph file", meta.n);
-            for u in 0..meta.n as usize {
-                gw.push_keyed(graph.row(u), pos[u])?;
-                if u % 4096 == 0 {
-                    ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
-                    bar.set_position(u as u64);
-                }
-            }
-            bar.finish_and_clear();
-            drop(graph);
-            graph_bytes = gw.finish()?;
-            // The vectors in position order: planned, then coded.
-            let file = File::open(src.path()).map_err(|e| FileError::new(src.path(), e.into()))?;
-            let rgeo = *src.geometry();
-            let mut buf = vec![0u8; rgeo.read_pages() * PAGE_BYTES];
-            let mut each = |what: &str, f: &mut dyn FnMut(&[u8]) -> Result<(), IndexBuildError>| {
-                let bar = ctl.bar(what, meta.n);
-                for (k, &id) in order.iter().enumerate() {
-                    let (page, _) = src.locate(id);
-                    std::os::unix::fs::FileExt::read_exact_at(
-                        &file,
-                        &mut buf,
-                        page * PAGE_BYTES as u64,
-                    )
-                    .map_err(|e| FileError::new(src.path(), e.into()))?;
-                    src.check_pages(page, &buf)
-                        .map_err(|p| corrupt(self, p, "checksum mismatch"))?;
-                    let view = src.record(id, &buf).map_err(|d| corrupt(self, page, &d))?;
-                    f(view.vector_bytes())?;
-                    if k % 4096 == 0 {
-                        ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
-                        bar.set_position(k as u64);
-                    }
-                }
-                bar.finish_and_clear();
-                Ok::<(), IndexBuildError>(())
-            };
-            let mut planner = VectorPlanner::new(geo).map_err(bad)?;
-            each("decoupled: vector statistics in graph order", &mut |v| {
-                planner.push(v).map_err(bad)
-            })?;
-            let plan = planner.finish().map_err(bad)?;
-            pass1_secs += t1.elapsed().as_secs_f64();
-            let t3 = Instant::now();
-            let mut vw = VectorWriter::create(&vectors_path, plan)?;
-            each("decoupled: coding vectors in graph order", &mut |v| {
-                vw.push(v).map_err(IndexBuildError::from)
-            })?;
-            vrep = vw.finish()?;
-            pass2_secs += t3.elapsed().as_secs_f64();
+            let g = self.write_decoupled_in_graph_order(graph, per, geo, gmeta, &txn, ctl)?;
+            shuffle_report = Some(g.shuffle);
+            shuffle_secs = g.shuffle_secs;
+            graph_bytes = g.graph_bytes;
+            vrep = g.vectors;
+            pass1_secs += g.pass1_secs;
+            pass2_secs += g.pass2_secs;
             order_used = VectorOrder::Graph;
         }
         let graph_pages = graph_bytes / PAGE_BYTES as u64;
@@ -533,6 +490,133 @@ impl DiskIndex {
                 pass1_secs,
                 pass2_secs,
             }),
+        })
+    }
+
+    /// Codes every vector of the packed file, in id order, into the vector file at `path`
+    /// (its plan made by a first pass).
+    fn code_vectors(
+        &self,
+        path: &std::path::Path,
+        plan: dvectors::VectorPlan,
+        ctl: &Control,
+    ) -> Result<dvectors::VectorWriteReport, IndexBuildError> {
+        let mut vw = VectorWriter::create(path, plan)?;
+        let bar = ctl.bar("decoupled: coding vectors", self.n() as u64);
+        self.scan_records(ctl, |_, view| {
+            vw.push(view.vector_bytes())?;
+            bar.inc(1);
+            Ok(())
+        })?;
+        bar.finish_and_clear();
+        Ok(vw.finish()?)
+    }
+
+    /// The decoupled layout with its vectors in graph order (OctopusANN's PageShuffle over
+    /// the graph `graph`, `per` vectors a page): the graph file rewritten keyed with each
+    /// node's position, the vectors planned and coded again in that order.
+    fn write_decoupled_in_graph_order(
+        &self,
+        graph: Csr,
+        per: usize,
+        geo: VectorGeometry,
+        gmeta: PackedMeta,
+        txn: &crate::dir::txn::Txn,
+        ctl: &Control,
+    ) -> Result<GraphOrdered, IndexBuildError> {
+        let src = self.layout_source()?;
+        let bad = |m: String| {
+            IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
+        };
+        let meta = *src.meta();
+        let graph_path = txn.path(IndexLayout::Decoupled.file_name());
+        let vectors_path = txn.path(dvectors::FILE_NAME);
+        let t_s = Instant::now();
+        let rounds = ShuffleParams::default().rounds;
+        let bar = ctl.bar(
+            "decoupled: placing vectors (PageShuffle)",
+            meta.n * (2 + rounds as u64),
+        );
+        let (page_of, rep) = shuffle::shuffle(&graph, per, rounds, || bar.inc(1));
+        bar.finish_and_clear();
+        ctl.check().map_err(|c| bad(c.to_string()))?;
+        // Position of each node: its rank in page order.
+        let order: Vec<u32> = shuffle::order_table(&page_of, per)
+            .into_iter()
+            .filter(|&id| id != packed::EMPTY_SLOT)
+            .collect();
+        drop(page_of);
+        if order.len() as u64 != meta.n {
+            return Err(bad(format!(
+                "vector order has {} nodes, not {}",
+                order.len(),
+                meta.n
+            )));
+        }
+        let mut pos = vec![u32::MAX; meta.n as usize];
+        for (p, &id) in order.iter().enumerate() {
+            pos[id as usize] = p as u32;
+        }
+        let shuffle_secs = t_s.elapsed().as_secs_f64();
+        // The graph file again, keyed with each node's position.
+        let t1 = Instant::now();
+        let mut gw = GraphWriter::create_keyed(&graph_path, gmeta)?;
+        let bar = ctl.bar("decoupled: keyed graph file", meta.n);
+        for u in 0..meta.n as usize {
+            gw.push_keyed(graph.row(u), pos[u])?;
+            if u % 4096 == 0 {
+                ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
+                bar.set_position(u as u64);
+            }
+        }
+        bar.finish_and_clear();
+        drop(graph);
+        let graph_bytes = gw.finish()?;
+        // The vectors in position order: planned, then coded.
+        let file = File::open(src.path()).map_err(|e| FileError::new(src.path(), e.into()))?;
+        let rgeo = *src.geometry();
+        let mut buf = vec![0u8; rgeo.read_pages() * PAGE_BYTES];
+        let mut each = |what: &str, f: &mut dyn FnMut(&[u8]) -> Result<(), IndexBuildError>| {
+            let bar = ctl.bar(what, meta.n);
+            for (k, &id) in order.iter().enumerate() {
+                let (page, _) = src.locate(id);
+                std::os::unix::fs::FileExt::read_exact_at(
+                    &file,
+                    &mut buf,
+                    page * PAGE_BYTES as u64,
+                )
+                .map_err(|e| FileError::new(src.path(), e.into()))?;
+                src.check_pages(page, &buf)
+                    .map_err(|p| corrupt(self, p, "checksum mismatch"))?;
+                let view = src.record(id, &buf).map_err(|d| corrupt(self, page, &d))?;
+                f(view.vector_bytes())?;
+                if k % 4096 == 0 {
+                    ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
+                    bar.set_position(k as u64);
+                }
+            }
+            bar.finish_and_clear();
+            Ok::<(), IndexBuildError>(())
+        };
+        let mut planner = VectorPlanner::new(geo).map_err(bad)?;
+        each("decoupled: vector statistics in graph order", &mut |v| {
+            planner.push(v).map_err(bad)
+        })?;
+        let plan = planner.finish().map_err(bad)?;
+        let pass1_secs = t1.elapsed().as_secs_f64();
+        let t3 = Instant::now();
+        let mut vw = VectorWriter::create(&vectors_path, plan)?;
+        each("decoupled: coding vectors in graph order", &mut |v| {
+            vw.push(v).map_err(IndexBuildError::from)
+        })?;
+        let vectors = vw.finish()?;
+        Ok(GraphOrdered {
+            shuffle: rep,
+            shuffle_secs,
+            graph_bytes,
+            vectors,
+            pass1_secs,
+            pass2_secs: t3.elapsed().as_secs_f64(),
         })
     }
 

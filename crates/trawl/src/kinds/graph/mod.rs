@@ -37,6 +37,7 @@ pub use crate::kinds::common::{
 };
 pub use crate::kinds::info::{DiskBytesInfo, IndexInfo, IvfInfo};
 pub use crate::search::{BatchOutput, AUTO_SPIN_US, MAX_SEARCH_THREADS};
+pub(crate) use build::write_pq;
 pub use build::{
     build_index, build_index_with_queries, build_random_link_index, IndexBuildError,
     IndexBuildReport, IndexParams,

@@ -102,23 +102,10 @@ pub(crate) fn prepare<T: Element>(metric: Metric, x: &[T], max_norm_sq: f32, out
     }
 }
 
-/// Builds an IVF index over `data` into `dir` (created if missing), replacing what the
-/// directory holds in one atomic commit. Runs on rayon's current pool.
-pub fn build_ivf<T: Element>(
-    data: &Matrix<T>,
-    dir: &Path,
-    params: &IvfParams,
-    ctl: &Control,
-) -> Result<IvfBuildReport, IndexBuildError> {
-    let t0 = Instant::now();
-    let (n, dim) = (data.n(), data.dim());
-    params.validate(n, dim)?;
-    crate::data::validate_finite(data)?;
-    let txn = Txn::begin_replacing(dir, crate::kinds::graph::refuse_unmerged_updates)?;
-    let metric = params.metric;
-
-    // The clustering space.
-    let cdim = crate::kinds::ivf::file::centroid_dim(dim, metric);
+/// Every vector in the clustering space (`cdim` dimensions; an inner-product index lifts
+/// each vector by the largest norm, [`prepare`]).
+fn clustering_space<T: Element>(data: &Matrix<T>, metric: Metric, cdim: usize) -> Vec<f32> {
+    let n = data.n();
     let max_norm_sq = if metric == Metric::InnerProduct {
         (0..n)
             .into_par_iter()
@@ -135,9 +122,18 @@ pub fn build_ivf<T: Element>(
         .par_chunks_mut(cdim)
         .enumerate()
         .for_each(|(i, o)| prepare(metric, data.row(i), max_norm_sq, o));
+    space
+}
 
-    // 1. Hierarchical balanced k-means.
-    let t = Instant::now();
+/// Hierarchical balanced k-means over the clustering space: the leaves (the lists' own
+/// members) and their centroids.
+fn cluster(
+    space: &[f32],
+    cdim: usize,
+    params: &IvfParams,
+    ctl: &Control,
+) -> Result<(Vec<Vec<u32>>, Vec<f32>), IndexBuildError> {
+    let n = space.len() / cdim.max(1);
     let bar = ctl.bar("clustering", n as u64);
     let done = AtomicU64::new(0);
     let tick = |k: u64| {
@@ -147,7 +143,7 @@ pub fn build_ivf<T: Element>(
         }
     };
     let leaves = crate::kinds::ivf::cluster::balanced_leaves(
-        &space,
+        space,
         cdim,
         params.list_size,
         params.max_leaf(),
@@ -174,18 +170,22 @@ pub fn build_ivf<T: Element>(
             let inv = 1.0 / leaf.len().max(1) as f32;
             c.iter_mut().for_each(|v| *v *= inv);
         });
-    let cluster_secs = t.elapsed().as_secs_f64();
+    Ok((leaves, centroids))
+}
 
-    // 2. The centroid graph.
-    let t = Instant::now();
-    let cmat = Matrix::from_vec(centroids, cdim)
-        .ok_or(IndexBuildError::Internal("centroid matrix shape".into()))?;
-    let (cgraph, _) = vamana::build(&cmat, Metric::L2, &params.centroid_graph, ctl)?;
-    let graph_secs = t.elapsed().as_secs_f64();
-
-    // 3. Assignment with boundary replication: v joins list i when
-    //    dist(v, c_i) ≤ (1 + ε)·dist(v, c_1), at most `max_replicas` lists.
-    let t = Instant::now();
+/// Each vector's lists (`max_replicas` slots, `u32::MAX` where fewer), boundary replication:
+/// v joins list i when dist(v, c_i) ≤ (1 + ε)·dist(v, c_1), at most `max_replicas` lists.
+fn assign_lists(
+    space: &[f32],
+    cdim: usize,
+    leaves: &[Vec<u32>],
+    cmat: &Matrix<f32>,
+    cgraph: &vamana::Graph,
+    params: &IvfParams,
+    ctl: &Control,
+) -> Result<Vec<u32>, IndexBuildError> {
+    let n = space.len() / cdim.max(1);
+    let nlist = leaves.len();
     let cap = params.max_replicas;
     let store = VectorStore::new(cmat.as_slice(), cdim, Metric::L2)
         .ok_or(IndexBuildError::Internal("centroid store".into()))?;
@@ -204,7 +204,7 @@ pub fn build_ivf<T: Element>(
         || SearchScratch::new(nlist),
         |scratch, (i, out)| -> Result<(), IndexBuildError> {
             let x = &space[i * cdim..(i + 1) * cdim];
-            let (mut hits, _) = vamana::search(&cgraph, &store, x, cap, assign_l, scratch)
+            let (mut hits, _) = vamana::search(cgraph, &store, x, cap, assign_l, scratch)
                 .map_err(|e| IndexBuildError::Internal(e.to_string()))?;
             let o = own[i];
             if !hits.iter().any(|h| h.0 == o) {
@@ -239,7 +239,17 @@ pub fn build_ivf<T: Element>(
         },
     )?;
     bar.finish_and_clear();
-    drop(space);
+    Ok(assign)
+}
+
+/// Posting lists (offsets, then ids ascending) and buckets (each vector in its nearest
+/// list's bucket) from the assignment; with the vectors in more than one list.
+#[allow(clippy::type_complexity)]
+fn posting_lists(
+    assign: &[u32],
+    cap: usize,
+    nlist: usize,
+) -> (Vec<u64>, Vec<u32>, Vec<Vec<u32>>, u64) {
     // Posting lists (ids ascending) and buckets (each vector in its nearest list's bucket).
     let mut counts = vec![0u64; nlist + 1];
     for &l in assign.iter().filter(|&&l| l != u32::MAX) {
@@ -263,37 +273,27 @@ pub fn build_ivf<T: Element>(
         replicated += u64::from(joined > 1);
         buckets[a[0] as usize].push(i as u32);
     }
-    drop(assign);
-    let max_list = list_offsets
-        .windows(2)
-        .map(|w| (w[1] - w[0]) as usize)
-        .max()
-        .unwrap_or(0);
-    let assign_secs = t.elapsed().as_secs_f64();
+    (list_offsets, list_ids, buckets, replicated)
+}
 
-    // 4. PQ.
-    let t = Instant::now();
-    let mut pq_params = params.pq.clone();
-    pq_params.bytes_per_vector = pq_params.bytes_per_vector.clamp(1, dim);
-    let pq = ProductQuantizer::train(data, metric, &pq_params, ctl)?;
-    let codes = pq.encode(data, ctl)?;
-    let pq_path = txn.path(PQ_FILE);
-    let codes_path = txn.path(PQ_CODES_FILE);
-    let pq_bytes = pq.save(&pq_path)?;
-    let pq_codes_bytes = codes.save(&codes_path)?;
-    drop(codes);
-    let pq_secs = t.elapsed().as_secs_f64();
-
-    // 5. Vectors in buckets (in leaf order: neighbouring leaves are near each other).
-    let t = Instant::now();
+/// Writes the vectors in buckets (in leaf order: neighbouring leaves are near each other) and,
+/// with `by_id`, in id order; returns the vectors per page, the bucketed file's data pages and
+/// both files' bytes.
+fn write_vectors<T: Element>(
+    data: &Matrix<T>,
+    buckets: &[Vec<u32>],
+    by_id: bool,
+    txn: &Txn,
+) -> Result<(usize, u64, u64, u64), IndexBuildError> {
+    let (n, dim) = (data.n(), data.dim());
     let vb = dim * T::DTYPE.size_bytes();
     let per_page = crate::io::PAGE_BYTES / vb;
     let ppv = vb.div_ceil(crate::io::PAGE_BYTES);
-    let (slot, pages) = vectors::bucket_slots(n, &buckets, per_page, ppv);
+    let (slot, pages) = vectors::bucket_slots(n, buckets, per_page, ppv);
     let row = |i: usize| -> &[u8] { bytemuck::cast_slice(data.row(i)) };
     let vpath = txn.path(vectors::FILE_NAME);
     let vectors_bytes = vectors::write(&vpath, n, dim, T::DTYPE, &slot, pages, true, &row)?;
-    let vectors_by_id_bytes = if params.by_id_file {
+    let vectors_by_id_bytes = if by_id {
         let ident: Vec<u32> = (0..n as u32).collect();
         let pages = if per_page == 0 {
             (n * vb.div_ceil(crate::io::PAGE_BYTES)) as u64
@@ -305,8 +305,94 @@ pub fn build_ivf<T: Element>(
     } else {
         0
     };
+    Ok((per_page, pages, vectors_bytes, vectors_by_id_bytes))
+}
+
+/// The manifest's record of an IVF build.
+fn build_record(params: &IvfParams, pq: &ProductQuantizer, nlist: usize) -> BuildRecord {
+    BuildRecord {
+        r: params.centroid_graph.r,
+        l: params.centroid_graph.l,
+        alpha: params
+            .centroid_graph
+            .alpha
+            .to_string()
+            .parse()
+            .unwrap_or(0.0),
+        pq_bytes: pq.m(),
+        opq: pq.rotation().is_some(),
+        entry_ratio: 0.0,
+        memory_budget_bytes: 0,
+        seed: params.seed,
+        visit_order: None,
+        query_sample: 0,
+        ivf: Some(IvfRecord {
+            list_size: params.list_size,
+            epsilon: params.epsilon.to_string().parse().unwrap_or(0.0),
+            max_replicas: params.max_replicas,
+            nlist,
+        }),
+    }
+}
+
+/// Builds an IVF index over `data` into `dir` (created if missing), replacing what the
+/// directory holds in one atomic commit. Runs on rayon's current pool.
+pub fn build_ivf<T: Element>(
+    data: &Matrix<T>,
+    dir: &Path,
+    params: &IvfParams,
+    ctl: &Control,
+) -> Result<IvfBuildReport, IndexBuildError> {
+    let t0 = Instant::now();
+    let (n, dim) = (data.n(), data.dim());
+    params.validate(n, dim)?;
+    crate::data::validate_finite(data)?;
+    let txn = Txn::begin_replacing(dir, crate::kinds::graph::refuse_unmerged_updates)?;
+    let metric = params.metric;
+
+    // The clustering space.
+    let cdim = crate::kinds::ivf::file::centroid_dim(dim, metric);
+    let space = clustering_space(data, metric, cdim);
+
+    // 1. Hierarchical balanced k-means.
+    let t = Instant::now();
+    let (leaves, centroids) = cluster(&space, cdim, params, ctl)?;
+    let nlist = leaves.len();
+    let cluster_secs = t.elapsed().as_secs_f64();
+
+    // 2. The centroid graph.
+    let t = Instant::now();
+    let cmat = Matrix::from_vec(centroids, cdim)
+        .ok_or(IndexBuildError::Internal("centroid matrix shape".into()))?;
+    let (cgraph, _) = vamana::build(&cmat, Metric::L2, &params.centroid_graph, ctl)?;
+    let graph_secs = t.elapsed().as_secs_f64();
+
+    // 3. Assignment with boundary replication, then the posting lists and buckets.
+    let t = Instant::now();
+    let cap = params.max_replicas;
+    let assign = assign_lists(&space, cdim, &leaves, &cmat, &cgraph, params, ctl)?;
+    drop(space);
+    let (list_offsets, list_ids, buckets, replicated) = posting_lists(&assign, cap, nlist);
+    drop(assign);
+    let max_list = list_offsets
+        .windows(2)
+        .map(|w| (w[1] - w[0]) as usize)
+        .max()
+        .unwrap_or(0);
+    let assign_secs = t.elapsed().as_secs_f64();
+
+    // 4. PQ.
+    let t = Instant::now();
+    let (pq, pq_bytes, pq_codes_bytes) =
+        crate::kinds::graph::write_pq(data, metric, &params.pq, &txn, ctl)?;
+    let (pq_path, codes_path) = (txn.path(PQ_FILE), txn.path(PQ_CODES_FILE));
+    let pq_secs = t.elapsed().as_secs_f64();
+    // 5. Vectors in buckets.
+    let t = Instant::now();
+    let (per_page, pages, vectors_bytes, vectors_by_id_bytes) =
+        write_vectors(data, &buckets, params.by_id_file, &txn)?;
     let vectors_secs = t.elapsed().as_secs_f64();
-    let vfile = vectors::VectorFile::open(&vpath)?;
+    let vfile = vectors::VectorFile::open(&txn.path(vectors::FILE_NAME))?;
 
     let meta = IvfMeta {
         n: n as u64,
@@ -325,32 +411,8 @@ pub fn build_ivf<T: Element>(
         list_ids,
     };
     let ivf_bytes = meta.save(&txn.path(FILE_NAME))?;
-    let manifest = crate::kinds::ivf::file::describe(
-        txn.staging(),
-        Some(BuildRecord {
-            r: params.centroid_graph.r,
-            l: params.centroid_graph.l,
-            alpha: params
-                .centroid_graph
-                .alpha
-                .to_string()
-                .parse()
-                .unwrap_or(0.0),
-            pq_bytes: pq.m(),
-            opq: pq.rotation().is_some(),
-            entry_ratio: 0.0,
-            memory_budget_bytes: 0,
-            seed: params.seed,
-            visit_order: None,
-            query_sample: 0,
-            ivf: Some(IvfRecord {
-                list_size: params.list_size,
-                epsilon: params.epsilon.to_string().parse().unwrap_or(0.0),
-                max_replicas: cap,
-                nlist,
-            }),
-        }),
-    )?;
+    let manifest =
+        crate::kinds::ivf::file::describe(txn.staging(), Some(build_record(params, &pq, nlist)))?;
     let manifest_bytes = txn.commit(&manifest)?;
     let slots_total = pages as f64 * per_page.max(1) as f64;
     Ok(IvfBuildReport {
@@ -378,7 +440,7 @@ pub fn build_ivf<T: Element>(
         pq_secs,
         vectors_secs,
         total_secs: t0.elapsed().as_secs_f64(),
-        peak_rss_bytes: crate::kinds::graph::updates::merge::peak_rss_bytes(),
+        peak_rss_bytes: crate::mem::peak_rss_bytes(),
         ivf_bytes,
         vectors_bytes,
         vectors_by_id_bytes,

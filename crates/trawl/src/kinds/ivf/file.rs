@@ -11,7 +11,7 @@ use std::path::Path;
 
 use crate::dir::bytes::{ByteReader, ByteWriter};
 use crate::dir::file::{read_envelope, EnvelopeWriter};
-use crate::dir::manifest::{build_id_of, entry_of, BuildRecord, KindName, Manifest};
+use crate::dir::manifest::{entry_of, BuildRecord, KindName, Manifest};
 use crate::dir::{FileError, FileErrorKind};
 use crate::kernels::{DType, Metric};
 use crate::kinds::graph::{PQ_CODES_FILE, PQ_FILE};
@@ -286,39 +286,7 @@ impl IvfMeta {
             }
             lists.push(ids);
         }
-        if (nlist + 1).saturating_mul(8) > r.remaining() {
-            return Err(bad("list offsets larger than the payload".into()));
-        }
-        let mut list_offsets = Vec::with_capacity(nlist + 1);
-        for _ in 0..=nlist {
-            list_offsets.push(r.u64().map_err(short)?);
-        }
-        let total = *list_offsets.last().unwrap_or(&0);
-        if list_offsets[0] != 0
-            || list_offsets.windows(2).any(|w| w[0] > w[1])
-            || total.saturating_mul(4) != r.remaining() as u64
-        {
-            return Err(bad("posting list offsets are inconsistent".into()));
-        }
-        // Every vector is in at least one list: the ids bound `n` by the payload (what is
-        // allocated per vector later, e.g. by the checks of verify, stays within its size).
-        if total < n {
-            return Err(bad(format!(
-                "the posting lists hold {total} ids for {n} vectors"
-            )));
-        }
-        let list_ids = r.u32s(total as usize).map_err(short)?;
-        if let Some(&id) = list_ids.iter().find(|&&id| u64::from(id) >= n) {
-            return Err(bad(format!("posting list id {id} out of range (n = {n})")));
-        }
-        for (l, w) in list_offsets.windows(2).enumerate() {
-            let ids = &list_ids[w[0] as usize..w[1] as usize];
-            if ids.windows(2).any(|p| p[0] >= p[1]) {
-                return Err(bad(format!(
-                    "posting list {l} is not in ascending id order (or holds an id twice)"
-                )));
-            }
-        }
+        let (list_offsets, list_ids) = read_posting_lists(path, &mut r, n, nlist)?;
         // The table is zeroed lazily, but an allocation the allocator refuses must be an error
         // here, not an abort.
         if Vec::<u32>::new()
@@ -346,6 +314,53 @@ impl IvfMeta {
             list_ids,
         })
     }
+}
+
+/// Reads and checks the posting lists at the end of an IVF file's payload: `nlist + 1`
+/// ascending offsets, then the ids — every id below `n`, each list in ascending id order, and
+/// every vector in at least one list.
+fn read_posting_lists(
+    path: &Path,
+    r: &mut ByteReader<'_>,
+    n: u64,
+    nlist: usize,
+) -> Result<(Vec<u64>, Vec<u32>), FileError> {
+    let bad = |s: String| FileError::new(path, FileErrorKind::Invalid(s));
+    let short = |_| bad("payload shorter than its counts".into());
+    if (nlist + 1).saturating_mul(8) > r.remaining() {
+        return Err(bad("list offsets larger than the payload".into()));
+    }
+    let mut list_offsets = Vec::with_capacity(nlist + 1);
+    for _ in 0..=nlist {
+        list_offsets.push(r.u64().map_err(short)?);
+    }
+    let total = *list_offsets.last().unwrap_or(&0);
+    if list_offsets[0] != 0
+        || list_offsets.windows(2).any(|w| w[0] > w[1])
+        || total.saturating_mul(4) != r.remaining() as u64
+    {
+        return Err(bad("posting list offsets are inconsistent".into()));
+    }
+    // Every vector is in at least one list: the ids bound `n` by the payload (what is
+    // allocated per vector later, e.g. by the checks of verify, stays within its size).
+    if total < n {
+        return Err(bad(format!(
+            "the posting lists hold {total} ids for {n} vectors"
+        )));
+    }
+    let list_ids = r.u32s(total as usize).map_err(short)?;
+    if let Some(&id) = list_ids.iter().find(|&&id| u64::from(id) >= n) {
+        return Err(bad(format!("posting list id {id} out of range (n = {n})")));
+    }
+    for (l, w) in list_offsets.windows(2).enumerate() {
+        let ids = &list_ids[w[0] as usize..w[1] as usize];
+        if ids.windows(2).any(|p| p[0] >= p[1]) {
+            return Err(bad(format!(
+                "posting list {l} is not in ascending id order (or holds an id twice)"
+            )));
+        }
+    }
+    Ok((list_offsets, list_ids))
 }
 
 /// Largest squared norm a centroid may have: distances to it must not overflow `f32` (the
@@ -392,20 +407,15 @@ pub fn describe(dir: &Path, build: Option<BuildRecord>) -> Result<Manifest, File
         )?);
         layouts.push("by_id".into());
     }
-    let build_id = build_id_of(&files, &build);
-    Ok(Manifest {
-        kind: KindName::Ivf,
-        written_by: env!("CARGO_PKG_VERSION").into(),
-        n: meta.n,
-        dim: meta.dim,
-        dtype: meta.dtype.name().into(),
-        metric: meta.metric.name().into(),
+    Ok(Manifest::of_build(
+        KindName::Ivf,
+        meta.n,
+        meta.dim,
+        meta.dtype,
+        meta.metric,
         layouts,
         files,
         build,
-        build_id,
-        log_seq: None,
-        next_id: None,
-        recall: None,
-    })
+        String::new(),
+    ))
 }

@@ -75,18 +75,16 @@ pub(crate) fn nearest_centroids(centroids: &[f32], x: &[f32], m: usize) -> Vec<(
     all
 }
 
-/// Splits `data` into `params.shards` balanced partitions.
-pub fn partition<T: Element>(
+/// The partitions' centroids: k-means on a seeded sample of `data` (its mean for one
+/// partition), in the clustering space of `metric` ([`prepare`]).
+fn train_centroids<T: Element>(
     data: &Matrix<T>,
     metric: Metric,
     params: &ShardParams,
     ctl: &Control,
-) -> Result<Partition, ShardError> {
+) -> Result<Vec<f32>, ShardError> {
     let (n, dim) = (data.n(), data.dim());
-    params.validate(n)?;
-    crate::data::validate_finite(data)?;
     let s = params.shards;
-    // Sample, prepared.
     let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
     let take = n.min(PARTITION_SAMPLE).max(s);
     let mut idx = sample(&mut rng, n, take).into_vec();
@@ -95,7 +93,7 @@ pub fn partition<T: Element>(
     for (o, &i) in flat.chunks_exact_mut(dim).zip(&idx) {
         prepare(metric, data.row(i), o);
     }
-    let centroids = if s == 1 {
+    Ok(if s == 1 {
         let mut mean = vec![0f64; dim];
         for row in flat.chunks_exact(dim) {
             mean.iter_mut()
@@ -116,8 +114,21 @@ pub fn partition<T: Element>(
                 other => ShardError::Other(format!("partition k-means: {other}")),
             })?
             .centroids
-    };
-    drop(flat);
+    })
+}
+
+/// Splits `data` into `params.shards` balanced partitions.
+pub fn partition<T: Element>(
+    data: &Matrix<T>,
+    metric: Metric,
+    params: &ShardParams,
+    ctl: &Control,
+) -> Result<Partition, ShardError> {
+    let (n, dim) = (data.n(), data.dim());
+    params.validate(n)?;
+    crate::data::validate_finite(data)?;
+    let s = params.shards;
+    let centroids = train_centroids(data, metric, params, ctl)?;
     // Ranked choices of every vector.
     let bar = ctl.bar("shard assign", n as u64);
     let ranked: Vec<Vec<(u32, f32)>> = (0..n)
@@ -136,7 +147,6 @@ pub fn partition<T: Element>(
         .collect();
     bar.finish_and_clear();
     ctl.check()?;
-    let ranked_ok = ranked;
     // Placement: largest loss from moving first.
     let cap = ((1.0 + params.slack) * n as f64 / s as f64).ceil().max(1.0) as usize;
     let loss = |r: &[(u32, f32)]| -> f32 {
@@ -151,8 +161,8 @@ pub fn partition<T: Element>(
         n,
         cap,
         &mut size,
-        |v| loss(&ranked_ok[v]),
-        |v, c| c.extend(ranked_ok[v].iter().map(|&(c, _)| c)),
+        |v| loss(&ranked[v]),
+        |v, c| c.extend(ranked[v].iter().map(|&(c, _)| c)),
         // Every ranked choice is full: the nearest partition with room.
         |v, c| {
             prepare(metric, data.row(v), &mut buf);
@@ -163,16 +173,16 @@ pub fn partition<T: Element>(
             );
         },
         |_, _| true,
-        |v| ranked_ok[v][0].0,
+        |v| ranked[v][0].0,
     );
     let in_nearest = primary
         .iter()
-        .zip(&ranked_ok)
+        .zip(&ranked)
         .filter(|(&p, r)| p == r[0].0)
         .count();
     let mut members: Vec<Vec<u32>> = size.iter().map(|&c| Vec::with_capacity(c)).collect();
     let mut replicas = 0;
-    for (v, r) in ranked_ok.iter().enumerate() {
+    for (v, r) in ranked.iter().enumerate() {
         let p = primary[v];
         members[p as usize].push(v as u32);
         if params.epsilon > 0.0 {

@@ -1143,7 +1143,7 @@ impl LiveIndex {
         }
         report.finish_secs += t_l.elapsed().as_secs_f64();
         report.total_secs = t0.elapsed().as_secs_f64();
-        report.peak_rss_bytes = crate::kinds::graph::updates::merge::peak_rss_bytes();
+        report.peak_rss_bytes = crate::mem::peak_rss_bytes();
         Ok(report)
     }
 }

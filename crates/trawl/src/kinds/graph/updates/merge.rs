@@ -652,7 +652,7 @@ fn merge_typed<T: DeltaElement>(
     report.holes = ids.len() as u64 - ids.live() as u64;
     report.finish_secs += t_fin.elapsed().as_secs_f64();
     report.total_secs = t0.elapsed().as_secs_f64();
-    report.peak_rss_bytes = peak_rss_bytes();
+    report.peak_rss_bytes = crate::mem::peak_rss_bytes();
     Ok(MergeOutput { report })
 }
 
@@ -930,17 +930,4 @@ fn prune<T: Element>(
     let mut out = Vec::new();
     robust_prune(store, s, &mut pool, limits, ps, &mut out);
     out
-}
-
-/// The process's peak resident set (`VmHWM`), 0 where unknown.
-pub fn peak_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
 }

@@ -13,6 +13,7 @@
 pub mod elias_fano;
 pub mod graph;
 pub mod huffman;
+mod vector_meta;
 pub mod vectors;
 
 #[cfg(test)]
