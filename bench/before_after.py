@@ -203,8 +203,8 @@ def main() -> None:
                 f"{statistics.median([y for y in b if y]):.0f} | "
                 f"{', '.join(f'{r:.3f}' for r in ratios)} | **{med:.3f}** |")
     lines += ["", "Recall and pages per query per list size, A vs B (identical where the search "
-              "is deterministic: beam search and C5; PipeSearch and the decoupled layout's "
-              "prefetch depend on when reads land):", ""]
+              "is deterministic: beam search, flash and IVF; PipeSearch, the decoupled "
+              "layout's prefetch and C5's PageSearch depend on when reads land):", ""]
     for c in configs:
         a, b = sweeps.get((c, "A"), []), sweeps.get((c, "B"), [])
         same = all(x == y for x, y in zip(a, b)) and len(a) == len(b)
