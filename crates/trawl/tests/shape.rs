@@ -25,7 +25,7 @@ const KNOWN: &[(&str, usize)] = &[
     ("file trawl/src/accel/gpu.rs", 833),
     (
         "file trawl/src/kinds/graph/layout/decoupled/vectors.rs",
-        913,
+        863,
     ),
     ("file trawl/src/kinds/graph/search/pipe.rs", 843),
     ("file trawl/src/kinds/graph/updates/live.rs", 1195),
