@@ -181,6 +181,11 @@ pub struct DecoupledReport {
     pub pass2_secs: f64,
 }
 
+/// A layout write refused for what the source file `path` holds.
+fn invalid(path: &std::path::Path, m: String) -> IndexBuildError {
+    IndexBuildError::File(FileError::new(path, FileErrorKind::Invalid(m)))
+}
+
 /// What writing the decoupled layout in graph order produced.
 struct GraphOrdered {
     shuffle: ShuffleReport,
@@ -206,9 +211,7 @@ impl DiskIndex {
         }
         let t0 = Instant::now();
         let src = self.layout_source()?;
-        let bad = |m: String| {
-            IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
-        };
+        let bad = |m: String| invalid(src.path(), m);
         if layout == IndexLayout::Packed {
             return Err(bad("the packed layout is the one the build writes".into()));
         }
@@ -266,9 +269,7 @@ impl DiskIndex {
         ctl: &Control,
     ) -> Result<u64, IndexBuildError> {
         let src = self.layout_source()?;
-        let bad = |m: String| {
-            IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
-        };
+        let bad = |m: String| invalid(src.path(), m);
         let meta = *src.meta();
         let codes = self
             .codes()
@@ -309,9 +310,7 @@ impl DiskIndex {
         ctl: &Control,
     ) -> Result<u64, IndexBuildError> {
         let src = self.layout_source()?;
-        let bad = |m: String| {
-            IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
-        };
+        let bad = |m: String| invalid(src.path(), m);
         let meta = *src.meta();
         let per = src.geometry().per_page;
         if per < 2 {
@@ -383,9 +382,7 @@ impl DiskIndex {
     ) -> Result<LayoutReport, IndexBuildError> {
         let t0 = Instant::now();
         let src = self.layout_source()?;
-        let bad = |m: String| {
-            IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
-        };
+        let bad = |m: String| invalid(src.path(), m);
         let meta = *src.meta();
         let txn = self.begin_txn()?;
         let graph_path = txn.path(IndexLayout::Decoupled.file_name());
@@ -525,9 +522,7 @@ impl DiskIndex {
         ctl: &Control,
     ) -> Result<GraphOrdered, IndexBuildError> {
         let src = self.layout_source()?;
-        let bad = |m: String| {
-            IndexBuildError::File(FileError::new(src.path(), FileErrorKind::Invalid(m)))
-        };
+        let bad = |m: String| invalid(src.path(), m);
         let meta = *src.meta();
         let graph_path = txn.path(IndexLayout::Decoupled.file_name());
         let vectors_path = txn.path(dvectors::FILE_NAME);
