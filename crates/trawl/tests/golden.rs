@@ -373,6 +373,30 @@ fn configs() -> Vec<Config> {
         },
     );
     add(
+        "beam-bound",
+        Config {
+            rerank: RerankParams {
+                bound: 1.0,
+                ..BASE.rerank
+            },
+            l: 40,
+            ..d
+        },
+    );
+    add(
+        "pipe-bound-depth",
+        Config {
+            pipe: pipe(WidthPolicy::Static, 16),
+            rerank: RerankParams {
+                bound: 2.0,
+                depth: 16,
+                ..BASE.rerank
+            },
+            l: 30,
+            ..d
+        },
+    );
+    add(
         "beam-dynwidth",
         Config {
             dynamic_width: true,

@@ -5,6 +5,7 @@
 //! runner every batch search runs on ([`runner`]). The graph kind's strategies are in
 //! [`crate::kinds::graph::search`].
 
+pub mod rerank;
 pub mod runner;
 mod stats;
 

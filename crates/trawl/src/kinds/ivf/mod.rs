@@ -21,6 +21,7 @@ pub(crate) mod cluster;
 pub mod file;
 pub(crate) mod kind;
 mod open;
+mod pages;
 mod params;
 pub mod search;
 pub mod vectors;

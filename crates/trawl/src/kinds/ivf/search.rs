@@ -1,5 +1,8 @@
 //! Searching an IVF index: centroid graph → gather → accelerator (dedup, PQ-ADC, top-n) →
-//! heuristic re-rank from disk with page-merged reads and a per-query page buffer.
+//! heuristic re-rank from disk with page-merged reads and a per-query page buffer. The
+//! re-rank is built from the shared stage's parts ([`crate::search::rerank`]): the vector file
+//! as a vector source, the top-`K`, the stop rule ([`StopRule::Stable`], or
+//! [`StopRule::Exhaustive`] with the heuristic off) and the page buffer.
 //!
 //! **Heuristic re-rank** (FusionANNS Algorithm 1): the `top_n` candidates, in PQ order, are
 //! re-ranked in mini-batches of `batch`; after each the change rate of the top-k is `Δ = |S_n \
@@ -18,14 +21,15 @@
 //! overlap (the distance table built on the accelerator during the centroid-graph walk) is not
 //! done: the table is host work here (~2% of a MiniLM-200K query's CPU time).
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::accel::{FilterJob, FilterPending, TABLE_ROW};
 use crate::data::Queries;
 use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
 use crate::kernels::{Element, Metric};
+use crate::kinds::ivf::pages::IvfPages;
 use crate::kinds::ivf::{IvfIndex, IvfSearchParams};
+use crate::search::rerank::{BatchOutcome, PageBuffer, Stop, StopRule, TopK, VectorSource, NO_KEY};
 use crate::search::runner::{batch_threads, drain_engine, on_threads, spin_for, wait_some, Cursor};
 use crate::search::{BatchOutput, QueryStats, SearchError};
 use crate::vamana::{SearchScratch, VectorStore};
@@ -54,23 +58,25 @@ struct Flight {
     cands: Vec<u32>,
     /// Next candidate to batch.
     next: usize,
-    top: Vec<(f32, u32)>,
-    prev: Vec<u32>,
-    stable: usize,
+    top: TopK,
+    stop: Stop,
+    /// Offers made in the current batch that entered the top-`K`.
+    entered: usize,
+    /// Candidates in the current batch.
+    batch_len: usize,
     /// The current batch's reads and how many are still out.
     reads: Vec<Read>,
     left: usize,
-    /// Page buffer: page → offset in `arena`.
-    buffered: HashMap<u64, usize>,
-    arena: Vec<u8>,
+    /// Page buffer (inter-batch).
+    kept: PageBuffer,
     st: QueryStats,
     started: Instant,
 }
 
 struct Read {
     page: u64,
-    /// (id, byte offset in the read) of every vector this read serves.
-    vectors: Vec<(u32, usize)>,
+    /// Ids of the vectors this read serves.
+    vectors: Vec<u32>,
 }
 
 /// A query whose filter stage is done: its candidates for the re-rank.
@@ -109,6 +115,15 @@ impl std::fmt::Debug for IvfSearcher<'_> {
 }
 
 impl IvfIndex {
+    /// The vector file as the re-rank reads it.
+    pub(crate) fn pages(&self) -> IvfPages<'_> {
+        IvfPages {
+            file: &self.vectors,
+            path: self.vfile.path(),
+            verify: self.opts.verify_pages,
+        }
+    }
+
     /// A searcher (one per thread: it owns an I/O engine).
     pub fn searcher(&self) -> Result<IvfSearcher<'_>, SearchError> {
         self.searcher_with(self.vfile.engine(self.opts.engine, self.engine_config())?)
@@ -167,8 +182,8 @@ impl IvfIndex {
             Ok(part)
         })?;
         let mut out = BatchOutput::empty(nq, p.k, wall_secs);
-        for (q, hits, st) in parts.into_iter().flatten() {
-            out.put(q, hits.into_iter().map(|(d, id)| (id, d)), st);
+        for (q, top, st) in parts.into_iter().flatten() {
+            out.put(q, top.hits().map(|(d, id)| (id, d)), st);
         }
         Ok(out)
     }
@@ -184,8 +199,8 @@ impl IvfIndex {
     }
 }
 
-/// One thread's results: (query row, hits, stats).
-type Part = Vec<(usize, Vec<(f32, u32)>, QueryStats)>;
+/// One thread's results: (query row, top-`K`, stats).
+type Part = Vec<(usize, TopK, QueryStats)>;
 
 /// A group of queries whose filter stage is in flight.
 struct Group {
@@ -227,10 +242,10 @@ impl IvfSearcher<'_> {
             ..*p
         };
         self.run(&One(query), || once.take(), &p1, &mut part)?;
-        let (_, hits, st) = part
+        let (_, top, st) = part
             .pop()
             .ok_or_else(|| SearchError::Internal("a query left no result".into()))?;
-        Ok((hits, st))
+        Ok((top.hits().collect(), st))
     }
 
     /// The thread's loop: groups of query rows from `next_group` go through the filter stage
@@ -284,20 +299,7 @@ impl IvfSearcher<'_> {
                     let Some(r) = ready.pop_front() else {
                         break;
                     };
-                    self.flights[slot] = Some(Flight {
-                        row: r.row,
-                        cands: r.cands,
-                        next: 0,
-                        top: Vec::with_capacity(p.k + 1),
-                        prev: Vec::with_capacity(p.k),
-                        stable: 0,
-                        reads: Vec::new(),
-                        left: 0,
-                        buffered: HashMap::new(),
-                        arena: Vec::new(),
-                        st: r.st,
-                        started: r.started,
-                    });
+                    self.flights[slot] = Some(Flight::new(r, p, self.ix.pages()));
                     self.advance(rows, slot, p, part)?;
                     // Start its reads now, not after the next query's filter stage.
                     self.pump(rows, p, part, false)?;
@@ -456,9 +458,10 @@ impl IvfSearcher<'_> {
         p: &IvfSearchParams,
         part: &mut Part,
     ) -> Result<(), SearchError> {
-        let ix = self.ix;
-        let geo = *ix.vectors.geometry();
-        let metric = ix.metric();
+        let vs = self.ix.pages();
+        let metric = self.ix.metric();
+        // With page-mate scoring a buffered page's vectors were all scored when it was read.
+        let mates = p.page_mates && self.ix.vectors.geometry().per_page > 0;
         loop {
             let Some(f) = self.flights[slot].as_mut() else {
                 return Ok(());
@@ -472,35 +475,31 @@ impl IvfSearcher<'_> {
             let query = rows.query(f.row);
             let end = (f.next + p.batch).min(f.cands.len());
             f.st.rerank.rerank_batches += 1;
-            f.prev.clear();
-            f.prev.extend(f.top.iter().map(|t| t.1));
-            f.prev.sort_unstable();
+            f.top.next_batch();
+            f.entered = 0;
+            f.batch_len = end - f.next;
             f.reads.clear();
             let mut hit_pages: Vec<u64> = Vec::new();
             let mut misses = 0u64;
             for i in f.next..end {
                 let id = f.cands[i];
-                let (page, off) = ix.vectors.locate(id);
-                if p.page_buffer {
-                    if let Some(&at) = f.buffered.get(&page) {
-                        hit_pages.push(page);
-                        if p.page_mates && geo.per_page > 0 {
-                            // Scored with its page when the page was read.
-                            continue;
-                        }
-                        let bytes = &f.arena[at + off..at + off + geo.vector_bytes];
-                        let d = exact::<T>(metric, query, bytes, &mut self.vec_words);
+                let page = vs.vector_page(id, NO_KEY);
+                if let Some(bytes) = f.kept.get(page).filter(|_| p.page_buffer) {
+                    hit_pages.push(page);
+                    if !mates {
+                        let d =
+                            exact::<T>(&vs, metric, query, id, page, bytes, &mut self.vec_words)?;
                         f.st.traversal.exact_distances += 1;
-                        insert(&mut f.top, p.k, d, id);
-                        continue;
+                        f.entered += usize::from(f.top.offer(d, id));
                     }
+                    continue;
                 }
                 misses += 1;
                 match f.reads.iter_mut().find(|r| p.page_merge && r.page == page) {
-                    Some(r) => r.vectors.push((id, off)),
+                    Some(r) => r.vectors.push(id),
                     None => f.reads.push(Read {
                         page,
-                        vectors: vec![(id, off)],
+                        vectors: vec![id],
                     }),
                 }
             }
@@ -526,28 +525,19 @@ impl IvfSearcher<'_> {
         }
     }
 
-    /// Whether flight `slot`'s re-rank stops after the batch just completed (Algorithm 1).
+    /// Whether flight `slot`'s re-rank stops after the batch just completed: its stop rule
+    /// (FusionANNS Algorithm 1's, [`StopRule::Stable`]) or its candidates ran out.
     fn batch_done(&mut self, slot: usize, p: &IvfSearchParams) -> bool {
         let Some(f) = self.flights[slot].as_mut() else {
             return true;
         };
-        if !p.heuristic {
-            return f.next >= f.cands.len();
-        }
-        let changed = f
-            .top
-            .iter()
-            .filter(|t| f.prev.binary_search(&t.1).is_err())
-            .count();
-        if (changed as f32 / p.k as f32) < p.epsilon {
-            f.stable += 1;
-            if f.stable >= p.beta {
-                return true;
-            }
-        } else {
-            f.stable = 0;
-        }
-        f.next >= f.cands.len()
+        let outcome = BatchOutcome {
+            len: f.batch_len,
+            entered: f.entered,
+            brought: f.top.brought(),
+            k: p.k,
+        };
+        f.stop.after_batch(outcome) || f.next >= f.cands.len()
     }
 
     fn finish(&mut self, mut f: Flight, part: &mut Part) -> Result<(), SearchError> {
@@ -558,7 +548,8 @@ impl IvfSearcher<'_> {
 
     /// Submits backlogged reads while the engine has free slots.
     fn submit_backlog(&mut self) -> Result<(), SearchError> {
-        let pages = self.ix.vectors.geometry().pages_per_vector as u32;
+        let vs = self.ix.pages();
+        let pages = vs.pages_per_read();
         while self.engine.can_submit() {
             let Some((slot, r)) = self.backlog.pop_front() else {
                 break;
@@ -574,7 +565,7 @@ impl IvfSearcher<'_> {
                     pages,
                 },
             )?;
-            f.st.count_read(pages, self.ix.vectors.vectors_on_page(page));
+            f.st.count_read(pages, vs.vectors_on_page(page));
             f.st.rerank.vector_reads += 1;
         }
         Ok(())
@@ -590,10 +581,9 @@ impl IvfSearcher<'_> {
         part: &mut Part,
         block: bool,
     ) -> Result<usize, SearchError> {
-        let ix = self.ix;
-        let geo = *ix.vectors.geometry();
-        let read_bytes = geo.pages_per_vector * PAGE_BYTES;
-        let metric = ix.metric();
+        let vs = self.ix.pages();
+        let read_bytes = vs.pages_per_read() as usize * PAGE_BYTES;
+        let metric = self.ix.metric();
         self.done.clear();
         if !block && self.engine.wait(0, &mut self.done)? == 0 {
             return Ok(0);
@@ -602,21 +592,7 @@ impl IvfSearcher<'_> {
         if block {
             wait_some(&mut *self.engine, self.spin, &mut self.done)?;
         }
-        let waited = t.elapsed().as_nanos() as u64;
-        // The wait is shared by the queries that had reads out.
-        let waiting: Vec<usize> = self
-            .flights
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.as_ref().is_some_and(|f| f.left > 0))
-            .map(|(i, _)| i)
-            .collect();
-        let share = waited / waiting.len().max(1) as u64;
-        for &i in &waiting {
-            if let Some(f) = self.flights[i].as_mut() {
-                f.st.io.io_wait_ns += share;
-            }
-        }
+        self.share_wait(t.elapsed().as_nanos() as u64);
         let done = std::mem::take(&mut self.done);
         let mut finished: Vec<usize> = Vec::new();
         for c in &done {
@@ -627,63 +603,22 @@ impl IvfSearcher<'_> {
                 return Err(SearchError::Internal("a read for no query".into()));
             };
             let bytes = &self.engine.buffer(c.slot)[..read_bytes];
-            let read = &f.reads[r];
-            if ix.opts.verify_pages {
-                for (j, page) in bytes.chunks(PAGE_BYTES).enumerate() {
-                    let at = read.page + j as u64;
-                    if Some(crc32fast::hash(page)) != ix.vectors.page_crc(at) {
-                        self.engine.release(c.slot);
-                        return Err(SearchError::Corrupt {
-                            path: ix.vfile.path().to_path_buf(),
-                            page: at,
-                            detail: "checksum mismatch".into(),
-                        });
-                    }
-                }
-            }
             let query = rows.query(f.row);
-            let mates = if p.page_mates {
-                ix.vectors.ids_on_page(read.page)
-            } else {
-                &[]
-            };
-            if mates.is_empty() {
-                for &(id, off) in &read.vectors {
-                    let d = exact::<T>(
-                        metric,
-                        query,
-                        &bytes[off..off + geo.vector_bytes],
-                        &mut self.vec_words,
-                    );
-                    f.st.traversal.exact_distances += 1;
-                    insert(&mut f.top, p.k, d, id);
-                }
-            } else {
-                // Every vector on the page; the candidates this read serves are among them.
-                let mut scored = 0u64;
-                for (j, &id) in mates.iter().enumerate() {
-                    if id == u32::MAX {
-                        continue;
-                    }
-                    let off = j * geo.vector_bytes;
-                    let d = exact::<T>(
-                        metric,
-                        query,
-                        &bytes[off..off + geo.vector_bytes],
-                        &mut self.vec_words,
-                    );
-                    scored += 1;
-                    insert(&mut f.top, p.k, d, id);
-                }
-                f.st.traversal.exact_distances += scored;
-                f.st.ivf.page_mates += scored - read.vectors.len() as u64;
-            }
-            if p.page_buffer {
-                let at = f.arena.len();
-                f.arena.extend_from_slice(bytes);
-                f.buffered.insert(read.page, at);
+            let scored = score_read::<T>(
+                &vs,
+                metric,
+                query,
+                f,
+                r,
+                bytes,
+                p.page_mates,
+                &mut self.vec_words,
+            );
+            if scored.is_ok() && p.page_buffer {
+                f.kept.keep(f.reads[r].page, bytes);
             }
             self.engine.release(c.slot);
+            scored?;
             f.left -= 1;
             if f.left == 0 {
                 finished.push(slot);
@@ -704,6 +639,21 @@ impl IvfSearcher<'_> {
         Ok(handled)
     }
 
+    /// Shares `waited` nanoseconds of waiting among the queries that had reads out.
+    fn share_wait(&mut self, waited: u64) {
+        let waiting = self
+            .flights
+            .iter()
+            .filter(|f| f.as_ref().is_some_and(|f| f.left > 0))
+            .count();
+        let share = waited / waiting.max(1) as u64;
+        for f in self.flights.iter_mut().flatten() {
+            if f.left > 0 {
+                f.st.io.io_wait_ns += share;
+            }
+        }
+    }
+
     /// After an error: waits for the reads still out and frees every flight.
     fn drain(&mut self) {
         self.backlog.clear();
@@ -712,28 +662,91 @@ impl IvfSearcher<'_> {
     }
 }
 
-/// Inserts `(d, id)` into the sorted top-`k` list.
-#[inline]
-fn insert(top: &mut Vec<(f32, u32)>, k: usize, d: f32, id: u32) {
-    let key = (d, id);
-    let less = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-    let at = top.partition_point(|t| less(t, &key).is_lt());
-    if at >= k || top.get(at) == Some(&key) {
-        // Not among the best k, or already there (a page re-read with page-mate scoring and
-        // no page buffer scores its vectors again).
-        return;
+impl Flight {
+    /// A query whose filter stage is done, its re-rank not started.
+    fn new(r: Ready, p: &IvfSearchParams, vs: IvfPages<'_>) -> Self {
+        let rule = if p.heuristic {
+            StopRule::Stable {
+                epsilon: p.epsilon,
+                beta: p.beta,
+            }
+        } else {
+            StopRule::Exhaustive
+        };
+        let mut kept = PageBuffer::default();
+        kept.reset(vs.pages_per_read() as usize * PAGE_BYTES);
+        Self {
+            row: r.row,
+            cands: r.cands,
+            next: 0,
+            top: TopK::new(p.k),
+            stop: Stop::new(rule),
+            entered: 0,
+            batch_len: 0,
+            reads: Vec::new(),
+            left: 0,
+            kept,
+            st: r.st,
+            started: r.started,
+        }
     }
-    if top.len() == k {
-        top.pop();
-    }
-    top.insert(at, key);
 }
 
-/// Exact distance between `query` and the vector in `bytes` (copied to aligned words first).
+/// Scores the vectors read `r` of flight `f` serves — or, with `page_mates`, every vector on
+/// its page — into the flight's top-`K`, after checking the read.
+#[allow(clippy::too_many_arguments)]
+fn score_read<T: Element>(
+    vs: &IvfPages<'_>,
+    metric: Metric,
+    query: &[T],
+    f: &mut Flight,
+    r: usize,
+    bytes: &[u8],
+    page_mates: bool,
+    words: &mut [u32],
+) -> Result<(), SearchError> {
+    let read = &f.reads[r];
+    vs.check_read(read.page, bytes)?;
+    let mates = if page_mates {
+        vs.ids_on_page(read.page)
+    } else {
+        &[]
+    };
+    if mates.is_empty() {
+        for &id in &read.vectors {
+            let d = exact::<T>(vs, metric, query, id, read.page, bytes, words)?;
+            f.st.traversal.exact_distances += 1;
+            f.entered += usize::from(f.top.offer(d, id));
+        }
+        return Ok(());
+    }
+    // Every vector on the page; the candidates this read serves are among them.
+    let mut scored = 0u64;
+    for &id in mates.iter().filter(|&&id| id != u32::MAX) {
+        let d = exact::<T>(vs, metric, query, id, read.page, bytes, words)?;
+        scored += 1;
+        f.entered += usize::from(f.top.offer(d, id));
+    }
+    f.st.traversal.exact_distances += scored;
+    f.st.ivf.page_mates += scored - read.vectors.len() as u64;
+    Ok(())
+}
+
+/// Exact distance between `query` and vector `id`, decoded from `bytes` (the read of `page`)
+/// into aligned words first.
 #[inline]
-fn exact<T: Element>(metric: Metric, query: &[T], bytes: &[u8], words: &mut [u32]) -> f32 {
+fn exact<T: Element>(
+    vs: &IvfPages<'_>,
+    metric: Metric,
+    query: &[T],
+    id: u32,
+    page: u64,
+    bytes: &[u8],
+    words: &mut [u32],
+) -> Result<f32, SearchError> {
     let w: &mut [u8] = bytemuck::cast_slice_mut(words);
-    w[..bytes.len()].copy_from_slice(bytes);
-    let v: &[T] = bytemuck::cast_slice(&w[..bytes.len()]);
-    crate::kernels::distance(metric, query, v)
+    let n = std::mem::size_of_val(query);
+    vs.decode_vector(id, NO_KEY, page, bytes, &mut w[..n])?;
+    let v: &[T] = bytemuck::cast_slice(&w[..n]);
+    Ok(crate::kernels::distance(metric, query, v))
 }

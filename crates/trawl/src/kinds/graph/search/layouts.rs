@@ -15,10 +15,11 @@ use crate::kinds::graph::layout::packed::{PackedFile, PackedMeta, RecordView};
 use crate::kinds::graph::search::explore::{corrupt, Frontier};
 use crate::kinds::graph::search::source::NO_KEY;
 use crate::kinds::graph::search::source::{
-    Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, PqCodesAt, VectorSource,
+    Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, PqCodesAt,
 };
 use crate::kinds::graph::search::{ListCache, NodeCache};
 use crate::quant::sq::RefineCodes;
+use crate::search::rerank::VectorSource;
 use crate::search::SearchError;
 
 /// A page-packed layout: records (vector, degree, neighbours) in pages, and the static cache of

@@ -12,14 +12,13 @@
 //!   from the graph — itself a [`QueryMachine`], so the loop runs it like any other.
 
 use crate::io::{Completion, IoEngine};
-use crate::kernels::{Element, Metric};
+use crate::kernels::Element;
 use crate::kinds::graph::search::explore::{sorted_results, Frontier};
 use crate::kinds::graph::search::rerank::Rerank;
-use crate::kinds::graph::search::source::{
-    is_vector_read, Expand, GraphSource, GraphSpace, VectorSource,
-};
+use crate::kinds::graph::search::source::{is_vector_read, Expand, GraphSource, GraphSpace};
 use crate::kinds::graph::search::SearchConfig;
 use crate::quant::sq::{RefineCodes, RefineQuery};
+use crate::search::rerank::{VectorSource, VectorView};
 use crate::search::{QueryStats, SearchError};
 
 /// A graph layout as a traversal sees it: the shared parts and the layout's reader.
@@ -29,17 +28,6 @@ pub struct GraphView<'v, G> {
     pub space: GraphSpace<'v>,
     /// The layout's reader.
     pub graph: &'v G,
-}
-
-/// Vectors in pages as the re-rank sees them.
-#[derive(Debug)]
-pub struct VectorView<'v, V> {
-    /// Metric of the exact distances.
-    pub metric: Metric,
-    /// Dimension.
-    pub dim: usize,
-    /// The vector pages.
-    pub vectors: &'v V,
 }
 
 /// What one call of a machine works with: the thread's engine, the query and its counters.

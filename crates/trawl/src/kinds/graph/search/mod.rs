@@ -3,7 +3,8 @@
 //! or file names: [`crate::kinds::graph`] opens the files and hands a searcher an [`IndexView`].
 //!
 //! - [`source`]: the views — [`GraphSpace`] (shape, PQ distances, entry index),
-//!   [`GraphSource`] (a graph in pages), [`VectorSource`] (vectors in pages);
+//!   [`GraphSource`] (a graph in pages); the vectors in pages the re-rank reads are the
+//!   shared stage's [`crate::search::rerank::VectorSource`];
 //! - [`layouts`]: [`LayoutReader`], one variant per disk layout, implementing the views;
 //! - [`machine`]: the query state machine contract ([`QueryMachine`], [`Traversal`],
 //!   [`Reranked`]);
@@ -11,7 +12,8 @@
 //!   reads up to `W` nodes per round trip;
 //! - [`pipe`]: PipeANN's PipeSearch — up to `W` reads stay in flight while the nodes that
 //!   have arrived are explored; the width follows a fixed, static or dynamic policy;
-//! - [`rerank`]: the re-rank from a vector file (DecoupleVS), a stage of its own;
+//! - [`rerank`]: the decoupled layout's re-rank from a vector file (DecoupleVS), built from
+//!   the shared re-rank stage ([`crate::search::rerank`]);
 //! - [`Searcher`]: one thread's engine and query machines, and the loop (poll → route → step)
 //!   that runs one query at a time or several interleaved (throughput mode);
 //! - [`cache`], [`list_cache`]: the static node cache and the decoupled layout's list cache;
@@ -42,7 +44,7 @@ pub use explore::Frontier;
 pub use flash::{FlashParams, Grain};
 pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};
 pub use list_cache::{ListCache, PinnedLists};
-pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn, VectorView};
+pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn};
 pub use params::{
     BeamParams, Capabilities, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH, MAX_LIST,
 };
@@ -51,7 +53,6 @@ pub use rerank::RerankParams;
 pub use searcher::{IndexView, ResultSink, Searcher, MAX_INTERLEAVE};
 pub use source::{
     Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource,
-    VectorSource,
 };
 pub use width::WidthSchedule;
 

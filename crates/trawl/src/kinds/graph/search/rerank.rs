@@ -1,6 +1,8 @@
 //! Re-ranking on the decoupled layout (DecoupleVS §3.4): the traversal reads only neighbour
 //! lists, so the full-precision vectors that re-rank the result are read on their own, from
-//! the vector file, as late and as few as possible.
+//! the vector file, as late and as few as possible. Built from the shared re-rank stage's
+//! parts ([`crate::search::rerank`]: the vector source, the top-`K`, the stop rules, the page
+//! buffer); what is this layout's own is when the reads go out.
 //!
 //! - **Phase 1, prefetch.** While the graph is traversed, the `K + B` expanded nodes nearest by
 //!   PQ distance are tracked. Once that set is full and `B` expansions in a row have left it
@@ -34,9 +36,12 @@ use std::time::Instant;
 use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
 use crate::kernels::{self, Element};
 use crate::kinds::graph::search::explore::sorted_results;
-use crate::kinds::graph::search::machine::{QueryMachine, Turn, VectorView};
-use crate::kinds::graph::search::source::{Expand, VectorSource, NO_KEY, VECTOR_TAG};
+use crate::kinds::graph::search::machine::{QueryMachine, Turn};
+use crate::kinds::graph::search::source::{Expand, NO_KEY, VECTOR_TAG};
 use crate::kinds::graph::search::SearchConfig;
+use crate::search::rerank::{
+    BatchOutcome, PageBuffer, Stop, StopRule, TopK, VectorSource, VectorView,
+};
 use crate::search::{QueryStats, SearchError};
 use crate::vamana::queue::Neighbor;
 
@@ -97,6 +102,18 @@ impl Default for RerankParams {
 }
 
 impl RerankParams {
+    /// The stop rule these parameters choose: the error bound when [`RerankParams::bound`]
+    /// is set, else the batches' benefit.
+    pub fn stop_rule(&self) -> StopRule {
+        if self.bound > 0.0 {
+            StopRule::Bound { m: self.bound }
+        } else {
+            StopRule::Benefit {
+                threshold: self.threshold,
+            }
+        }
+    }
+
     /// Checks the parameters.
     pub fn validate(&self) -> Result<(), SearchError> {
         if self.batch == 0 || self.batch > 4096 {
@@ -153,17 +170,15 @@ pub struct Rerank {
     /// Expanded nodes with their PQ distances.
     pool: Vec<Neighbor>,
     /// The `K + B` nearest expanded nodes by PQ distance (unsorted; small).
-    top: Vec<Neighbor>,
+    pq_top: Vec<Neighbor>,
     stable: usize,
     requested: HashSet<u32>,
     /// Vector key of each observed node.
     keys: HashMap<u32, u32>,
     reads: Vec<VRead>,
     page_read: HashMap<u64, usize>,
-    /// Copies of the landed pages, `PAGE_BYTES` each, by read index order of landing.
-    kept: Vec<u8>,
-    /// Page → offset of its copy in `kept`.
-    kept_at: HashMap<u64, usize>,
+    /// Copies of the landed pages.
+    kept: PageBuffer,
     /// Vectors asked for on a page already landed: decoded from its copy at the next turn.
     local: Vec<(u32, u64)>,
     in_flight: usize,
@@ -171,9 +186,9 @@ pub struct Rerank {
     /// Phase 2.
     phase2: bool,
     cursor: usize,
-    best: Vec<f32>,
-    /// Bound rule: the largest PQ overestimate (PQ − exact) seen on processed candidates.
-    delta: f32,
+    /// The exact top-`K` of the processed candidates.
+    best: TopK,
+    stop: Stop,
     stopped: bool,
     /// The result set, rebuilt per query without a new allocation.
     full: Vec<Neighbor>,
@@ -192,21 +207,20 @@ impl Rerank {
         };
         self.tag_base = tag_base;
         self.pool.clear();
-        self.top.clear();
+        self.pq_top.clear();
         self.stable = 0;
         self.requested.clear();
         self.keys.clear();
         self.reads.clear();
         self.page_read.clear();
-        self.kept.clear();
-        self.kept_at.clear();
+        self.kept.reset(PAGE_BYTES);
         self.local.clear();
         self.in_flight = 0;
         self.exact.clear();
         self.phase2 = false;
         self.cursor = 0;
-        self.best.clear();
-        self.delta = 0.0;
+        self.best.reset(self.k);
+        self.stop = Stop::new(self.p.stop_rule());
         self.stopped = false;
     }
 
@@ -224,24 +238,24 @@ impl Rerank {
         let n = Neighbor { id, dist: pq };
         self.pool.push(n);
         let cap = self.k + self.p.batch;
-        if self.top.len() < cap {
-            self.top.push(n);
+        if self.pq_top.len() < cap {
+            self.pq_top.push(n);
             self.stable = 0;
             return;
         }
-        let (worst, w) = self
-            .top
-            .iter()
-            .enumerate()
-            .fold((0, f32::NEG_INFINITY), |acc, (i, t)| {
-                if t.dist > acc.1 {
-                    (i, t.dist)
-                } else {
-                    acc
-                }
-            });
+        let (worst, w) =
+            self.pq_top
+                .iter()
+                .enumerate()
+                .fold((0, f32::NEG_INFINITY), |acc, (i, t)| {
+                    if t.dist > acc.1 {
+                        (i, t.dist)
+                    } else {
+                        acc
+                    }
+                });
         if pq < w {
-            self.top[worst] = n;
+            self.pq_top[worst] = n;
             self.stable = 0;
         } else {
             self.stable += 1;
@@ -269,13 +283,13 @@ impl Rerank {
         };
         if !self.p.prefetch
             || free == 0
-            || self.top.len() < self.k + self.p.batch
+            || self.pq_top.len() < self.k + self.p.batch
             || (self.stable < window && !converging)
         {
             return Ok(0);
         }
         let mut want: Vec<Neighbor> = self
-            .top
+            .pq_top
             .iter()
             .filter(|n| !self.requested.contains(&n.id))
             .copied()
@@ -319,7 +333,7 @@ impl Rerank {
                 stats.rerank.page_joins += 1;
                 return Ok(false);
             }
-            if self.kept_at.contains_key(&page) {
+            if self.kept.contains(page) {
                 self.local.push((id, page));
                 stats.rerank.page_reuses += 1;
                 return Ok(false);
@@ -331,11 +345,12 @@ impl Rerank {
             // the query waits for.
             stats.rerank.rounds += 1;
         }
+        let pages = vectors.pages_per_read();
         engine.submit(
             self.tag_base | VECTOR_TAG | r as u64,
             ReadRequest {
                 first_page: page,
-                pages: 1,
+                pages,
             },
         )?;
         self.reads.push(VRead {
@@ -345,7 +360,7 @@ impl Rerank {
         });
         self.page_read.insert(page, r);
         self.in_flight += 1;
-        stats.count_read(1, vectors.vectors_on_page(page));
+        stats.count_read(pages, vectors.vectors_on_page(page));
         stats.rerank.vector_reads += 1;
         Ok(true)
     }
@@ -379,16 +394,13 @@ impl Rerank {
             .ok_or_else(|| SearchError::Internal(format!("unknown vector read {r}")))?;
         read.landed = true;
         let page = read.page;
+        src.vectors.check_read(page, bytes)?;
         let ids = std::mem::take(&mut read.ids);
         let result = self.decode_ids(src, page, bytes, &ids, x);
         self.reads[r].ids = ids;
         result?;
         // Kept only once checked: a damaged page has failed the query above.
-        let at = self.kept.len();
-        self.kept
-            .extend_from_slice(&bytes[..PAGE_BYTES.min(bytes.len())]);
-        self.kept.resize(at + PAGE_BYTES, 0);
-        self.kept_at.insert(page, at);
+        self.kept.keep(page, bytes);
         Ok(())
     }
 
@@ -436,13 +448,13 @@ impl Rerank {
         let kept = std::mem::take(&mut self.kept);
         let mut result = Ok(());
         for &(id, page) in &local {
-            let Some(&at) = self.kept_at.get(&page) else {
+            let Some(bytes) = kept.get(page) else {
                 result = Err(SearchError::Internal(format!(
                     "vector page {page} not kept"
                 )));
                 break;
             };
-            result = self.decode_ids(src, page, &kept[at..at + PAGE_BYTES], &[id], x);
+            result = self.decode_ids(src, page, bytes, &[id], x);
             if result.is_err() {
                 break;
             }
@@ -472,7 +484,7 @@ impl Rerank {
         if self.stopped {
             return Ok(false);
         }
-        if self.p.bound > 0.0 {
+        if self.stop.per_candidate() {
             return self.phase2_bound(vectors, engine, stats);
         }
         let b = self.p.batch;
@@ -500,19 +512,23 @@ impl Rerank {
             .iter()
             .all(|n| self.exact.contains_key(&n.id))
         {
-            let mut changed = 0usize;
+            self.best.next_batch();
+            let mut entered = 0usize;
             for i in self.cursor..batch_end {
-                let d = self.exact[&self.pool[i].id];
-                if self.offer(d) {
-                    changed += 1;
+                let n = self.pool[i];
+                if self.best.offer(self.exact[&n.id], n.id) {
+                    entered += 1;
                 }
             }
-            let len = batch_end - self.cursor;
+            let outcome = BatchOutcome {
+                len: batch_end - self.cursor,
+                entered,
+                brought: self.best.brought(),
+                k: self.k,
+            };
             self.cursor = batch_end;
             stats.rerank.rerank_batches += 1;
-            if self.cursor >= self.pool.len()
-                || (len > 0 && (changed as f32) < self.p.threshold * len as f32)
-            {
+            if self.stop.after_batch(outcome) || self.cursor >= self.pool.len() {
                 self.stopped = true;
             }
             progressed = true;
@@ -520,7 +536,7 @@ impl Rerank {
         Ok(progressed)
     }
 
-    /// Phase 2 under the error bound ([`RerankParams::bound`]): processes the pool in PQ order
+    /// Phase 2 under the error bound ([`StopRule::Bound`]): processes the pool in PQ order
     /// while exact distances are in, stopping at the first candidate beyond the bound; reads
     /// the first `K` at once, then every candidate within the bound at once.
     fn phase2_bound<V: VectorSource>(
@@ -529,11 +545,8 @@ impl Rerank {
         engine: &mut dyn IoEngine,
         stats: &mut QueryStats,
     ) -> Result<bool, SearchError> {
-        let m = self.p.bound;
         let mut progressed = false;
-        let beyond = |s: &Self, i: usize| {
-            s.best.len() == s.k && s.pool[i].dist - m * s.delta > s.best[s.k - 1]
-        };
+        let beyond = |s: &Self, i: usize| s.stop.beyond(s.pool[i].dist, &s.best);
         loop {
             if self.cursor >= self.pool.len() || beyond(self, self.cursor) {
                 self.stopped = true;
@@ -544,8 +557,8 @@ impl Rerank {
             let Some(&d) = self.exact.get(&n.id) else {
                 break;
             };
-            self.offer(d);
-            self.delta = self.delta.max(n.dist - d);
+            self.best.offer(d, n.id);
+            self.stop.learn(n.dist, d);
             self.cursor += 1;
             progressed = true;
         }
@@ -553,8 +566,7 @@ impl Rerank {
         // the bound (a prefix of the pool).
         let cap = self.cap.max(1);
         let mut i = self.cursor;
-        while i < self.pool.len() && (i < self.k || (self.best.len() == self.k && !beyond(self, i)))
-        {
+        while i < self.pool.len() && (i < self.k || (self.best.is_full() && !beyond(self, i))) {
             if self.in_flight >= cap || !engine.can_submit() {
                 break;
             }
@@ -566,17 +578,6 @@ impl Rerank {
             i += 1;
         }
         Ok(progressed)
-    }
-
-    /// Whether `d` enters the exact top-`K` (kept as a sorted vector; `K` is small).
-    fn offer(&mut self, d: f32) -> bool {
-        if self.best.len() == self.k && d >= self.best[self.k - 1] {
-            return false;
-        }
-        let at = self.best.partition_point(|&x| x <= d);
-        self.best.insert(at, d);
-        self.best.truncate(self.k);
-        true
     }
 
     /// Whether phase 2 is over (stopped and no read left in flight).

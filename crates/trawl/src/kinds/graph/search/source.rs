@@ -5,8 +5,9 @@
 //!   distance source ([`PqSource`]) and the entry index — what every layout shares;
 //! - [`GraphSource`]: a graph in pages — where a node's page is, how many nodes a page holds,
 //!   how a read is checked, and how a node is expanded from page bytes or from memory;
-//! - [`VectorSource`]: full-precision vectors in pages of their own — where a vector is, and
-//!   its decoding — which the re-rank stage ([`crate::kinds::graph::search::rerank`]) reads.
+//! - [`VectorSource`] (the shared re-rank stage's, [`crate::search::rerank`]): full-precision
+//!   vectors in pages of their own, which the decoupled layout's re-rank
+//!   ([`crate::kinds::graph::search::rerank`]) reads.
 //!
 //! The implementations are the layout readers of [`crate::kinds::graph::search::layouts`]. A searcher matches the
 //! layout once per batch and runs a loop monomorphised for it, so the per-node calls are
@@ -316,32 +317,10 @@ pub trait PageRecords {
     fn decode<'a>(&self, id: u32, rec: &'a [u8]) -> Result<RecordView<'a>, String>;
 }
 
-/// No vector key: the node's vector is found by its id.
-pub const NO_KEY: u32 = u32::MAX;
+pub use crate::search::rerank::NO_KEY;
 
-/// Full-precision vectors in pages of their own, read by the re-rank. A node's `key` is the
-/// vector key its neighbour list carried ([`NO_KEY`] when the layout stores none): where the
-/// vector is when the vectors are not in id order.
-pub trait VectorSource: Sync {
-    /// Page of `id`'s vector, in the engine's page space.
-    fn vector_page(&self, id: u32, key: u32) -> u64;
-    /// Vectors on `page` (engine page space).
-    fn vectors_on_page(&self, page: u64) -> u64;
-    /// Decodes `id`'s vector from `bytes`, the page read from `page`, into `out` (its bytes).
-    fn decode_vector(
-        &self,
-        id: u32,
-        key: u32,
-        page: u64,
-        bytes: &[u8],
-        out: &mut [u8],
-    ) -> Result<(), SearchError>;
-    /// In-memory refinement codes of the vectors, by slot, that order the re-rank in place of
-    /// the PQ distances (none by default).
-    fn refine(&self) -> Option<&crate::quant::sq::RefineCodes> {
-        None
-    }
-}
+#[cfg(doc)]
+use crate::search::rerank::VectorSource;
 
 /// Tag bit of vector reads (the low 32 bits of a tag are a lane's read index).
 pub(crate) const VECTOR_TAG: u64 = 1 << 31;

@@ -19,10 +19,10 @@ use crate::kinds::graph::search::machine::{GraphView, Reranked};
 use crate::kinds::graph::search::searcher::run_on;
 use crate::kinds::graph::search::source::{
     Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, PqCodesAt, PqSource,
-    VectorSource,
 };
 use crate::kinds::graph::search::*;
 use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::search::rerank::VectorSource;
 use crate::search::*;
 
 /// Bytes of one grid record: x, y (f32), degree (u32), 4 neighbour slots (u32).
