@@ -803,14 +803,7 @@ fn ivf_searches_return_the_golden_results_and_counters() {
                 ..base
             },
         ),
-        (
-            "interleave4",
-            IvfVectorLayout::Bucket,
-            IvfSearchParams {
-                interleave: 4,
-                ..base
-            },
-        ),
+        ("interleave4", IvfVectorLayout::Bucket, base),
         (
             "accel-batch3",
             IvfVectorLayout::Bucket,
@@ -823,11 +816,7 @@ fn ivf_searches_return_the_golden_results_and_counters() {
         (
             "by-id-interleave4-k5",
             IvfVectorLayout::ById,
-            IvfSearchParams {
-                interleave: 4,
-                k: 5,
-                ..base
-            },
+            IvfSearchParams { k: 5, ..base },
         ),
     ];
     let mut got = String::new();
@@ -841,8 +830,13 @@ fn ivf_searches_return_the_golden_results_and_counters() {
             },
         )
         .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // The interleave is how the search runs, not a search parameter.
+        let run = trawl::kinds::Run {
+            threads: 1,
+            interleave: if name.contains("interleave4") { 4 } else { 1 },
+        };
         let out = ix
-            .search_batch(&queries, &p, 1)
+            .search_batch(&queries, &p, run)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         writeln!(
             got,

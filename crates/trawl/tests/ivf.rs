@@ -629,7 +629,6 @@ fn pipelining_and_interleaving_do_not_change_results() {
         };
         let p = IvfSearchParams {
             accel_batch,
-            interleave,
             batch: 8,
             ..generous()
         };
@@ -642,7 +641,11 @@ fn pipelining_and_interleaving_do_not_change_results() {
         } else {
             open(dir.path()).search_batch(&q, &base_p, 2).unwrap()
         };
-        let got = ix.search_batch(&q, &p, 2).unwrap();
+        let run = trawl::kinds::Run {
+            threads: 2,
+            interleave,
+        };
+        let got = ix.search_batch(&q, &p, run).unwrap();
         assert_eq!(reference.ids, got.ids, "{accel_batch} {interleave} {depth}");
         assert_eq!(reference.dists, got.dists);
         for (a, b) in reference.stats.iter().zip(&got.stats) {

@@ -44,6 +44,16 @@ pub struct Run {
     pub interleave: usize,
 }
 
+/// `threads` threads, one query at a time on each.
+impl From<usize> for Run {
+    fn from(threads: usize) -> Self {
+        Self {
+            threads,
+            interleave: 1,
+        }
+    }
+}
+
 impl Default for Run {
     fn default() -> Self {
         Self {

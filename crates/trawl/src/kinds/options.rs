@@ -446,7 +446,6 @@ impl Options {
                 (0, false) => 1,
                 (b, _) => b,
             },
-            interleave: self.interleave.max(1),
         };
         if p.top_n < k {
             return bad(format!(

@@ -17,6 +17,9 @@ use crate::search::{QueryStats, SearchError};
 /// The most threads one batch search takes (each holds an I/O engine).
 pub const MAX_SEARCH_THREADS: usize = 1024;
 
+/// Most queries one thread may interleave.
+pub const MAX_INTERLEAVE: usize = 256;
+
 /// Polling time of the automatic spin choice ([`spin_for`]): covers most 4 KiB reads on an
 /// SSD, so the thread rarely pays a sleep and a wake-up per round trip.
 pub const AUTO_SPIN_US: u64 = 200;

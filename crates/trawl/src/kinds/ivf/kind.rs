@@ -43,11 +43,7 @@ impl IndexKind for IvfIndex {
         if q.n() == 1 && run.threads == 1 && q.dim() == self.dim() {
             return one_query(self, q.rows(), p);
         }
-        let p = IvfSearchParams {
-            interleave: run.interleave,
-            ..*p
-        };
-        Ok(self.search_batch(q, &p, run.threads)?.into())
+        Ok(self.search_batch(q, p, run)?.into())
     }
 
     fn info(&self) -> Result<IndexInfo, Error> {

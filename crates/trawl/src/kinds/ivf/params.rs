@@ -30,9 +30,6 @@ pub struct IvfSearchParams {
     pub page_mates: bool,
     /// Queries per accelerator job in a batch search.
     pub accel_batch: usize,
-    /// Queries each thread keeps in their re-rank at once: while one waits for its reads,
-    /// the thread filters or re-ranks another (1 = one query at a time).
-    pub interleave: usize,
 }
 
 impl Default for IvfSearchParams {
@@ -53,7 +50,6 @@ impl Default for IvfSearchParams {
             page_buffer: true,
             page_mates: true,
             accel_batch: 1,
-            interleave: 1,
         }
     }
 }
@@ -91,18 +87,10 @@ impl IvfSearchParams {
             ("top_n", self.top_n),
             ("re-rank batch", self.batch),
             ("accel batch", self.accel_batch),
-            ("interleave", self.interleave),
         ] {
             if v == 0 || v > MAX_IVF_PARAM {
                 return bad(format!("{what} {v} must be between 1 and {MAX_IVF_PARAM}"));
             }
-        }
-        if self.interleave > crate::kinds::graph::search::MAX_INTERLEAVE {
-            return bad(format!(
-                "interleave {} exceeds {}",
-                self.interleave,
-                crate::kinds::graph::search::MAX_INTERLEAVE
-            ));
         }
         if self.nprobe > nlist {
             return bad(format!(

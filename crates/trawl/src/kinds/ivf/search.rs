@@ -29,8 +29,11 @@ use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
 use crate::kernels::{Element, Metric};
 use crate::kinds::ivf::pages::IvfPages;
 use crate::kinds::ivf::{IvfIndex, IvfSearchParams};
+use crate::kinds::Run;
 use crate::search::rerank::{BatchOutcome, PageBuffer, Stop, StopRule, TopK, VectorSource, NO_KEY};
-use crate::search::runner::{batch_threads, drain_engine, on_threads, spin_for, wait_some, Cursor};
+use crate::search::runner::{
+    batch_threads, drain_engine, on_threads, spin_for, wait_some, Cursor, MAX_INTERLEAVE,
+};
 use crate::search::{BatchOutput, QueryStats, SearchError};
 use crate::vamana::{SearchScratch, VectorStore};
 
@@ -152,17 +155,28 @@ impl IvfIndex {
         })
     }
 
-    /// Searches every query on `threads` threads (each with its own searcher and `interleave`
-    /// queries in its re-rank at once), the filter stage pipelined with the re-rank: with
-    /// `accel_batch > 1` a thread hands the accelerator the next group and re-ranks the last.
+    /// Searches every query on `run.threads` threads (a bare number: that many threads, one
+    /// query at a time), each with its own searcher and `run.interleave` queries in its
+    /// re-rank at once — while one waits for its reads, the thread filters or re-ranks
+    /// another — the filter stage pipelined with the re-rank: with `accel_batch > 1` a thread
+    /// hands the accelerator the next group and re-ranks the last.
     pub fn search_batch<'q, T: Element>(
         &self,
         queries: impl Into<Queries<'q, T>>,
         p: &IvfSearchParams,
-        threads: usize,
+        run: impl Into<Run>,
     ) -> Result<BatchOutput, SearchError> {
         let queries: Queries<'q, T> = queries.into();
+        let Run {
+            threads,
+            interleave,
+        } = run.into();
         p.validate(self.n(), self.meta.nlist())?;
+        if interleave == 0 || interleave > MAX_INTERLEAVE {
+            return Err(SearchError::BadBatch(format!(
+                "interleave {interleave} must be between 1 and {MAX_INTERLEAVE}"
+            )));
+        }
         self.check_dtype::<T>()?;
         let nq = queries.n();
         if queries.dim() != self.dim() {
@@ -178,7 +192,13 @@ impl IvfIndex {
             let mut s = self.searcher()?;
             s.spin = spin;
             let mut part = Part::new();
-            s.run(&queries, || cursor.next_group(p.accel_batch), p, &mut part)?;
+            s.run(
+                &queries,
+                || cursor.next_group(p.accel_batch),
+                p,
+                interleave,
+                &mut part,
+            )?;
             Ok(part)
         })?;
         let mut out = BatchOutput::empty(nq, p.k, wall_secs);
@@ -238,10 +258,9 @@ impl IvfSearcher<'_> {
         let mut once = Some(0..1);
         let p1 = IvfSearchParams {
             accel_batch: 1,
-            interleave: 1,
             ..*p
         };
-        self.run(&One(query), || once.take(), &p1, &mut part)?;
+        self.run(&One(query), || once.take(), &p1, 1, &mut part)?;
         let (_, top, st) = part
             .pop()
             .ok_or_else(|| SearchError::Internal("a query left no result".into()))?;
@@ -256,10 +275,11 @@ impl IvfSearcher<'_> {
         rows: &R,
         mut next_group: impl FnMut() -> Option<std::ops::Range<usize>>,
         p: &IvfSearchParams,
+        interleave: usize,
         part: &mut Part,
     ) -> Result<(), SearchError> {
         self.flights.clear();
-        self.flights.resize_with(p.interleave, || None);
+        self.flights.resize_with(interleave, || None);
         self.backlog.clear();
         let mut ready: std::collections::VecDeque<Ready> = std::collections::VecDeque::new();
         let mut pending: Option<Group> = None;
@@ -313,7 +333,7 @@ impl IvfSearcher<'_> {
                 // Every slot is taken. In throughput mode (interleave > 1), rather than wait
                 // for a read, filter the next query (its re-rank starts when a slot frees): the
                 // CPU computes while the disk reads. Interleave 1 keeps one query at a time.
-                if p.interleave > 1 && ready.is_empty() && pending.is_none() && !exhausted {
+                if interleave > 1 && ready.is_empty() && pending.is_none() && !exhausted {
                     if self.pump(rows, p, part, false)? > 0 {
                         continue;
                     }

@@ -32,8 +32,7 @@ use crate::search::{QueryStats, SearchError};
 /// Receives each finished query: `(id, hits nearest first, statistics)`.
 pub type ResultSink<'a> = dyn FnMut(usize, &[(u32, f32)], QueryStats) + 'a;
 
-/// Most queries one thread may interleave.
-pub const MAX_INTERLEAVE: usize = 256;
+pub use crate::search::runner::MAX_INTERLEAVE;
 
 /// A graph index as a searcher reads it: the shared parts and the layout's reader.
 #[derive(Debug, Clone, Copy)]
