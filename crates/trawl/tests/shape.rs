@@ -35,7 +35,6 @@ const KNOWN: &[(&str, usize)] = &[
         "fn trawl/src/kinds/graph/updates/merge.rs:write_segments",
         166,
     ),
-    ("file trawl/src/kinds/graph/updates/wal.rs", 1490),
 ];
 
 fn workspace() -> PathBuf {
