@@ -1,0 +1,205 @@
+//! The search path of a live index: the disk index (deleted nodes hidden) and the deltas,
+//! merged by exact distance; and the static node cache of its disk files.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::kernels::{DType, Element};
+use crate::kinds::graph::search::{CachePolicy, LiveFilter, SearchParams};
+use crate::kinds::graph::updates::delta::Delta;
+use crate::kinds::graph::updates::ids::HOLE;
+use crate::kinds::graph::DiskIndex;
+use crate::progress::Control;
+use crate::search::{QueryStats, SearchError};
+use crate::vamana::search::SearchScratch;
+
+use super::{LiveError, LiveIndex, Version};
+
+/// Results of a batch search of a live index: `nq × k` ids (missing results are
+/// [`crate::kinds::graph::updates::ids::HOLE`]) and exact distances, per-query statistics of the disk search, and
+/// the batch's wall time.
+#[derive(Debug, Clone, Default)]
+pub struct LiveBatch {
+    /// Results per query.
+    pub k: usize,
+    /// Row-major ids.
+    pub ids: Vec<u64>,
+    /// Row-major exact distances.
+    pub dists: Vec<f32>,
+    /// Per-query statistics (the disk search's).
+    pub stats: Vec<QueryStats>,
+    /// Seconds for the whole batch.
+    pub wall_secs: f64,
+}
+
+impl LiveIndex {
+    /// Searches every row of `rows` (row-major queries) over `threads` threads: the disk
+    /// index (deleted nodes hidden) and the delta, merged by exact distance.
+    pub fn search_rows<T: Element>(
+        &self,
+        rows: &[T],
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+    ) -> Result<LiveBatch, SearchError> {
+        let t0 = Instant::now();
+        let v = self.current.read().clone();
+        let e = v.epoch.load(Ordering::Acquire);
+        let filter = LiveFilter {
+            dead: &v.dead,
+            epoch: e,
+        };
+        let out = if v.disk_empty {
+            // Checked as a disk search checks them (none is run: its graph has no vector).
+            let dim = v.disk.dim();
+            if dim == 0 || !rows.len().is_multiple_of(dim) {
+                return Err(SearchError::BadBatch(format!(
+                    "the queries hold {} elements, not a multiple of the dimension {dim}",
+                    rows.len()
+                )));
+            }
+            if T::DTYPE != v.disk.dtype() {
+                return Err(SearchError::DTypeMismatch {
+                    expected: v.disk.dtype().name(),
+                    got: T::DTYPE.name(),
+                });
+            }
+            let mut out = v.disk.search_rows_filtered(
+                &rows[..0],
+                params,
+                threads,
+                interleave,
+                Some(filter),
+            )?;
+            let nq = rows.len() / dim;
+            for q in 0..nq {
+                crate::search::check_query_values(&rows[q * dim..(q + 1) * dim], q)?;
+            }
+            out.ids = vec![u32::MAX; nq * out.k];
+            out.dists = vec![f32::INFINITY; nq * out.k];
+            out.stats = vec![QueryStats::default(); nq];
+            out
+        } else {
+            v.disk
+                .search_rows_filtered(rows, params, threads, interleave, Some(filter))?
+        };
+        let k = out.k;
+        let nq = out.stats.len();
+        let dim = v.disk.dim();
+        let mut ids: Vec<u64> = out
+            .ids
+            .iter()
+            .map(|&s| if s == u32::MAX { HOLE } else { v.ids.id(s) })
+            .collect();
+        let mut dists = out.dists;
+        let deltas: Vec<&Arc<Delta>> = std::iter::once(&v.active)
+            .chain(v.frozen.iter())
+            .filter(|d| d.len() > 0)
+            .collect();
+        if !deltas.is_empty() {
+            let l = params.l;
+            ids.par_chunks_mut(k.max(1))
+                .zip(dists.par_chunks_mut(k.max(1)))
+                .enumerate()
+                .for_each_init(
+                    || (SearchScratch::new(0), Vec::new(), Vec::new()),
+                    |(scratch, hits, all), (q, (qi, qd))| {
+                        all.clear();
+                        all.extend(
+                            qi.iter()
+                                .copied()
+                                .zip(qd.iter().copied())
+                                .filter(|h| h.0 != HOLE),
+                        );
+                        let query = &rows[q * dim..(q + 1) * dim];
+                        for d in &deltas {
+                            search_delta(d, query, k, l, e, scratch, hits);
+                            all.extend_from_slice(hits);
+                        }
+                        all.sort_by(|a: &(u64, f32), b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+                        let mut seen = HashSet::new();
+                        all.retain(|h| seen.insert(h.0));
+                        for j in 0..k {
+                            let (id, d) = all.get(j).copied().unwrap_or((HOLE, f32::INFINITY));
+                            qi[j] = id;
+                            qd[j] = d;
+                        }
+                    },
+                );
+        }
+        let _ = nq;
+        Ok(LiveBatch {
+            k,
+            ids,
+            dists,
+            stats: out.stats,
+            wall_secs: t0.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Keeps a static node cache of `nodes` nodes chosen by `policy` (page-packed layouts;
+    /// [`DiskIndex::load_cache`]): loaded now, and chosen and loaded again from the new files
+    /// after every merge of this handle, so it always holds nodes of the current graph.
+    /// `nodes` = 0 drops it. Searches go on meanwhile (they switch to the cached version
+    /// when it is ready). A read-only handle whose files a writer has merged since it opened
+    /// is refused (reopen it).
+    pub fn set_node_cache(
+        &self,
+        nodes: usize,
+        policy: CachePolicy,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<crate::kinds::graph::cache_load::CacheReport, LiveError> {
+        let _one = self.merging.lock();
+        let cur = self.current.read().clone();
+        let mut disk = DiskIndex::open(&self.dir, self.opts)?;
+        disk.writer_held = cur.disk.writer_held;
+        let id = |d: &DiskIndex| d.manifest().map(|m| (m.build_id.clone(), m.log_seq));
+        if id(&disk) != id(&cur.disk) || disk.n() != cur.disk.n() {
+            return Err(LiveError::InvalidInput(format!(
+                "{}: the index files changed since this handle opened (a merge by another \
+                 process); reopen it to cache the new ones",
+                self.dir.display()
+            )));
+        }
+        let report = disk
+            .load_cache(nodes, policy, threads.max(1), ctl)
+            .map_err(|e| LiveError::InvalidInput(e.to_string()))?;
+        // Publish under the writer lock (writes apply to the version they read; the new
+        // version shares every mutable part with the old one, so none is lost).
+        let _w = self.writer.as_ref().map(|w| w.lock());
+        let cur = self.current.read().clone();
+        let v = Arc::new(Version {
+            disk: Arc::new(disk),
+            ids: cur.ids.clone(),
+            dead: cur.dead.clone(),
+            epoch: cur.epoch.clone(),
+            frozen: cur.frozen.clone(),
+            active: cur.active.clone(),
+            disk_empty: cur.disk_empty,
+        });
+        *self.current.write() = v;
+        *self.node_cache.lock() = (nodes > 0).then_some((nodes, policy, threads.max(1)));
+        Ok(report)
+    }
+}
+
+fn search_delta<T: Element>(
+    d: &Delta,
+    query: &[T],
+    k: usize,
+    l: usize,
+    e: u32,
+    scratch: &mut SearchScratch,
+    out: &mut Vec<(u64, f32)>,
+) {
+    match T::DTYPE {
+        DType::F32 => d.search::<f32>(bytemuck::cast_slice(query), k, l, e, scratch, out),
+        DType::U8 => d.search::<u8>(bytemuck::cast_slice(query), k, l, e, scratch, out),
+        DType::I8 => d.search::<i8>(bytemuck::cast_slice(query), k, l, e, scratch, out),
+    }
+}
