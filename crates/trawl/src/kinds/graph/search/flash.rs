@@ -37,10 +37,9 @@ use crate::accel::flash::{
 };
 use crate::io::{Completion, IoEngine, ReadRequest, Slot};
 use crate::kernels::{self, Element};
-use crate::kinds::graph::search::explore::{corrupt, sorted_results};
-use crate::kinds::graph::search::layouts::RecordLayout;
+use crate::kinds::graph::search::explore::sorted_results;
 use crate::kinds::graph::search::searcher::ResultSink;
-use crate::kinds::graph::search::source::{GraphSource, GraphSpace};
+use crate::kinds::graph::search::source::{GraphSpace, RecordSource};
 use crate::kinds::graph::search::SearchConfig;
 use crate::search::runner::{drain_engine, wait_some};
 use crate::search::{QueryStats, SearchError};
@@ -189,12 +188,12 @@ struct Lane<'q, T> {
 /// (a damaged page) go to `fail`, the rest to `sink`. After an error of the whole batch (the
 /// device, the accelerator), every read in flight is drained before returning.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn run<'q, T: Element>(
+pub(crate) fn run<'q, T: Element, G: RecordSource>(
     engine: &mut dyn IoEngine,
     completions: &mut Vec<Completion>,
     spin: Duration,
     space: &GraphSpace<'_>,
-    graph: &RecordLayout,
+    graph: &G,
     accel: &dyn FlashAccel,
     cfg: &SearchConfig,
     next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
@@ -206,9 +205,8 @@ pub(crate) fn run<'q, T: Element>(
             "flash::run without flash parameters".into(),
         ));
     };
-    let file = graph.file();
     // The entry-index seeds of a starting query travel as its step's neighbours.
-    let max_degree = file.meta().r.max(cfg.entry_list());
+    let max_degree = graph.max_degree().max(cfg.entry_list());
     let cap = fp.steps_cap(cfg.l());
     let shape = FlashShape {
         slots: fp.batch,
@@ -250,12 +248,12 @@ pub(crate) fn run<'q, T: Element>(
     r
 }
 
-struct Flash<'e, 'v, 'q, T> {
+struct Flash<'e, 'v, 'q, T, G> {
     engine: &'e mut dyn IoEngine,
     done: Vec<Completion>,
     spin: Duration,
     space: &'v GraphSpace<'v>,
-    graph: &'v RecordLayout,
+    graph: &'v G,
     cfg: &'v SearchConfig,
     fp: FlashParams,
     cap: usize,
@@ -270,7 +268,7 @@ struct Flash<'e, 'v, 'q, T> {
     seeds: Vec<u32>,
 }
 
-impl<'q, T: Element> Flash<'_, '_, 'q, T> {
+impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
     fn drive(
         &mut self,
         session: &mut dyn FlashSession,
@@ -447,10 +445,7 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
         let g = self.graph;
         let bytes = self.engine.buffer(slot);
         g.check_read(rd.page, bytes)?;
-        let view = g
-            .file()
-            .record(rd.node, bytes)
-            .map_err(|d| corrupt(g.path(), rd.page, d))?;
+        let view = g.record(rd.node, rd.page, bytes)?;
         let lane = self.lanes[i].as_mut().expect("lane");
         let v = view.vector::<T>(&mut self.scratch);
         let d = kernels::distance(self.space.metric, lane.query, v);
@@ -517,7 +512,7 @@ impl<'q, T: Element> Flash<'_, '_, 'q, T> {
     /// Submits lane `i`'s reads not yet submitted.
     fn issue(
         engine: &mut dyn IoEngine,
-        g: &RecordLayout,
+        g: &G,
         i: usize,
         lane: &mut Lane<'q, T>,
     ) -> Result<(), SearchError> {

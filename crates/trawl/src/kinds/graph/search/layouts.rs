@@ -15,7 +15,7 @@ use crate::kinds::graph::layout::packed::{PackedFile, PackedMeta, RecordView};
 use crate::kinds::graph::search::explore::{corrupt, Frontier};
 use crate::kinds::graph::search::source::NO_KEY;
 use crate::kinds::graph::search::source::{
-    Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, PqCodesAt,
+    Expand, GraphSource, GraphSpace, Held, NoRecords, PageRecords, PqCodesAt, RecordSource,
 };
 use crate::kinds::graph::search::{ListCache, NodeCache};
 use crate::quant::sq::RefineCodes;
@@ -74,6 +74,23 @@ impl PageRecords for PackedFile {
     #[inline]
     fn decode<'a>(&self, id: u32, rec: &'a [u8]) -> Result<RecordView<'a>, String> {
         PackedFile::decode(self, id, rec)
+    }
+}
+
+impl RecordSource for RecordLayout {
+    fn max_degree(&self) -> usize {
+        self.file.meta().r
+    }
+    #[inline]
+    fn record<'b>(
+        &self,
+        id: u32,
+        page: u64,
+        bytes: &'b [u8],
+    ) -> Result<RecordView<'b>, SearchError> {
+        self.file
+            .record(id, bytes)
+            .map_err(|d| corrupt(self.path(), page, d))
     }
 }
 

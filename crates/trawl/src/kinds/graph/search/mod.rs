@@ -53,6 +53,7 @@ pub use rerank::RerankParams;
 pub use searcher::{IndexView, ResultSink, Searcher, MAX_INTERLEAVE};
 pub use source::{
     Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource,
+    RecordSource,
 };
 pub use width::WidthSchedule;
 

@@ -280,6 +280,24 @@ pub trait GraphSource: Sync {
     fn page_records(&self) -> Option<&Self::Records>;
 }
 
+/// A layout whose pages hold whole records — a node's full-precision vector beside its
+/// neighbour list — for strategies that take a record as it is rather than expanding it into
+/// a frontier: the flash search computes the exact distance on the host and hands the list to
+/// the accelerator's step.
+pub trait RecordSource: GraphSource {
+    /// Longest neighbour list a record holds.
+    fn max_degree(&self) -> usize;
+
+    /// `id`'s record from `bytes`, the read from `page` (already passed
+    /// [`GraphSource::check_read`]).
+    fn record<'b>(
+        &self,
+        id: u32,
+        page: u64,
+        bytes: &'b [u8],
+    ) -> Result<RecordView<'b>, SearchError>;
+}
+
 /// The [`PageRecords`] of a layout whose pages hold no records: no value of it exists.
 #[derive(Debug)]
 pub enum NoRecords {}
