@@ -407,8 +407,16 @@ def test_info_describes_the_index(ivf_index):
 def test_verify_reads_every_vector_page(ivf_index, tmp_path):
     d, _, queries, report = ivf_index
     rep = trawl.Index.open(d).verify()
-    assert rep["manifest"] and rep["vector_pages"] == report["vector_pages"]
-    assert [f["name"] for f in rep["files"]] == ["ivf-vectors.trawl"]
+    names = [f["name"] for f in rep["files"]]
+    # Every file, each by its component: the index file first (it says what the others must
+    # be), the manifest last.
+    assert names[0] == "ivf.trawl" and names[-1] == "manifest.trawl", names
+    assert sorted(names[1:-1]) == ["ivf-vectors-by-id.trawl", "ivf-vectors.trawl",
+                                   "pq-codes.trawl", "pq.trawl"], names
+    bucket = next(f for f in rep["files"] if f["name"] == "ivf-vectors.trawl")
+    assert f"all {report['vector_pages']} data pages" in bucket["checked"]
+    # Both vector files' pages were read.
+    assert rep["manifest"] and rep["vector_pages"] > report["vector_pages"]
     broken = tmp_path / "broken"
     shutil.copytree(d, broken)
     vectors = broken / "ivf-vectors.trawl"

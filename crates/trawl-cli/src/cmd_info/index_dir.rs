@@ -391,7 +391,7 @@ fn ivf_dir(
     if json {
         let mut v = serde_json::to_value(&info)?;
         if verify {
-            v["verify"] = serde_json::json!({ "vector_pages": ix.verify(ctl)? });
+            v["verify"] = serde_json::to_value(ix.verify(ctl)?)?;
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -448,10 +448,7 @@ fn ivf_dir(
         info.files.len()
     );
     if verify {
-        println!(
-            "verify:  all {} vector pages match their checksums",
-            ix.verify(ctl)?
-        );
+        super::print_verified(&ix.verify(ctl)?);
     }
     Ok(())
 }

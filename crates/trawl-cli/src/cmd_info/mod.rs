@@ -380,7 +380,15 @@ fn any_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Control)
         info.files.len(),
         human_bytes(info.memory_total_bytes)
     );
-    for f in report.iter().flat_map(|r| &r.files) {
+    if let Some(r) = &report {
+        print_verified(r);
+    }
+    Ok(())
+}
+
+/// One `verify:` line per file checked.
+fn print_verified(report: &trawl::kinds::VerifyReport) {
+    for f in &report.files {
         println!(
             "verify:  {} ({}): {}",
             f.name,
@@ -388,5 +396,4 @@ fn any_dir(dir: &Path, verify: bool, json: bool, ctl: &trawl::progress::Control)
             f.checked
         );
     }
-    Ok(())
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::data::Matrix;
-use crate::dir::manifest::{entry_of, Manifest};
+use crate::dir::manifest::Manifest;
 use crate::dir::txn::Txn;
 use crate::io::PAGE_BYTES;
 use crate::kernels::{Element, Metric};
@@ -71,7 +71,8 @@ pub fn build_flat<T: Element>(
     let path = txn.path(FILE_NAME);
     let vectors_bytes = vectors::write(&path, n, dim, T::DTYPE, &ids, pages, false, &row)?;
     ctl.check().map_err(|_| IndexBuildError::Cancelled)?;
-    let files = vec![entry_of(txn.staging(), FILE_NAME, "flat_vectors")?];
+    let files =
+        crate::dir::component::entries(txn.staging(), &crate::kinds::flat::files::COMPONENTS)?;
     let manifest = Manifest::of_build(
         KindName::Flat,
         n as u64,

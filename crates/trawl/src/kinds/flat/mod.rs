@@ -10,6 +10,7 @@
 //! counters add up to the pages the batch read. Every query counts `n` exact distances.
 
 mod build;
+pub mod files;
 mod search;
 
 pub use build::{build_flat, FlatBuildReport};
@@ -118,11 +119,13 @@ impl FlatIndex {
         &self.vectors
     }
 
-    /// Reads every data page of the vector file and checks it against its checksum (and the
-    /// manifest against the file); returns the pages checked.
-    pub fn verify(&self) -> Result<u64, Error> {
-        self.manifest.check_files(&self.dir, &[FILE_NAME])?;
-        Ok(self.scan_check()?)
+    /// Reads the index whole and checks it ([`files::verify`]): the vector file against the
+    /// manifest, every data page against its checksum.
+    pub fn verify(
+        &self,
+        ctl: &crate::progress::Control,
+    ) -> Result<crate::kinds::VerifyReport, OpenError> {
+        files::verify(&self.dir, ctl)
     }
 }
 
@@ -205,18 +208,8 @@ impl IndexKind for FlatIndex {
         self.vectors.geometry().file_bytes()
     }
 
-    fn verify(&self, _ctl: &crate::progress::Control) -> Result<crate::kinds::VerifyReport, Error> {
-        let pages = FlatIndex::verify(self)?;
-        Ok(crate::kinds::VerifyReport {
-            manifest: true,
-            files: vec![crate::kinds::VerifiedFile {
-                name: FILE_NAME.into(),
-                bytes: self.disk_bytes(),
-                checked: format!("all {pages} data pages match their checksums"),
-            }],
-            connectivity: None,
-            vector_pages: Some(pages),
-        })
+    fn verify(&self, ctl: &crate::progress::Control) -> Result<crate::kinds::VerifyReport, Error> {
+        Ok(FlatIndex::verify(self, ctl)?)
     }
 
     fn engine_info(&self) -> Result<crate::io::EngineInfo, Error> {

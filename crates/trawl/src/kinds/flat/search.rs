@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::data::Queries;
 use crate::exact::topk::{order_key, TopK};
-use crate::io::{AlignedBuf, Completion, EngineConfig, ReadRequest, PAGE_BYTES};
+use crate::io::{Completion, EngineConfig, ReadRequest, PAGE_BYTES};
 use crate::kernels::{distance, Element};
 use crate::kinds::flat::FlatIndex;
 use crate::kinds::{Hits, HOLE};
@@ -212,29 +212,5 @@ impl FlatIndex {
             }
         }
         Ok(())
-    }
-
-    /// Reads every data page and checks it against its checksum; returns the pages.
-    pub(super) fn scan_check(&self) -> Result<u64, SearchError> {
-        let g = *self.vectors.geometry();
-        let chunk = 64u64;
-        let mut p = 1u64;
-        while p <= g.data_pages {
-            let take = chunk.min(g.data_pages + 1 - p);
-            let mut buf = AlignedBuf::new(take as usize * PAGE_BYTES)?;
-            self.file.read_pages(p, &mut buf)?;
-            for (j, page) in buf.as_slice().chunks(PAGE_BYTES).enumerate() {
-                let at = p + j as u64;
-                if Some(crc32fast::hash(page)) != self.vectors.page_crc(at) {
-                    return Err(SearchError::Corrupt {
-                        path: self.dir.join(crate::kinds::flat::FILE_NAME),
-                        page: at,
-                        detail: "checksum mismatch".into(),
-                    });
-                }
-            }
-            p += take;
-        }
-        Ok(g.data_pages)
     }
 }

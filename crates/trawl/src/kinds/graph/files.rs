@@ -65,8 +65,8 @@ pub fn describe(
         })
     };
     let mut files = vec![
-        entry_at(&needed(PQ_FILE)?, PQ_FILE, "pq")?,
-        entry_at(&needed(PQ_CODES_FILE)?, PQ_CODES_FILE, "pq_codes")?,
+        entry_at(&needed(PQ_FILE)?, PQ_FILE, PQ.role)?,
+        entry_at(&needed(PQ_CODES_FILE)?, PQ_CODES_FILE, PQ_CODES.role)?,
     ];
     let mut layouts = Vec::new();
     for layout in IndexLayout::ALL {
@@ -79,13 +79,13 @@ pub fn describe(
             let graph_dir = path.parent().unwrap_or(Path::new("."));
             match segments::VectorMap::load(graph_dir)? {
                 Some(m) => {
-                    let mut v = vec![(graph_dir.join(segments::FILE_NAME), "vmap")];
+                    let mut v = vec![(graph_dir.join(segments::FILE_NAME), VECTOR_MAP.role)];
                     for (name, _) in &m.segments {
-                        v.push((needed(name)?, "vectors"));
+                        v.push((needed(name)?, SEGMENTS.role()));
                     }
                     Some(v)
                 }
-                None => find(dvectors::FILE_NAME).map(|p| vec![(p, "vectors")]),
+                None => find(dvectors::FILE_NAME).map(|p| vec![(p, DECOUPLED_VECTORS.role)]),
             }
         } else {
             None
@@ -102,9 +102,9 @@ pub fn describe(
         }
         layouts.push(layout.name().to_string());
         let role = if layout == IndexLayout::Decoupled {
-            "graph"
+            DECOUPLED_GRAPH.role
         } else {
-            layout.name()
+            PackedLayout(layout).role()
         };
         files.push(entry_at(&path, layout.file_name(), role)?);
         for (p, role) in vectors.into_iter().flatten() {
@@ -117,10 +117,10 @@ pub fn describe(
         }
     }
     if let Some(e) = find(entry::FILE_NAME) {
-        files.push(entry_at(&e, entry::FILE_NAME, "entry")?);
+        files.push(entry_at(&e, entry::FILE_NAME, ENTRY.role)?);
     }
     if let Some(e) = find(ids::FILE_NAME) {
-        files.push(entry_at(&e, ids::FILE_NAME, "ids")?);
+        files.push(entry_at(&e, ids::FILE_NAME, IDS.role)?);
     }
     Ok(Manifest::of_build(
         KindName::Graph,
@@ -262,6 +262,7 @@ static DECOUPLED_GRAPH: Named<GraphCx, OpenError> = Named {
     name: crate::kinds::graph::layout::decoupled::graph::FILE_NAME,
     role: "graph",
     first: true,
+    required: false,
     verify: |cx, name| {
         let g = GraphFile::open(&cx.dir.join(name))?;
         cx.same_build(name, g.meta())?;
@@ -277,6 +278,7 @@ static DECOUPLED_VECTORS: Named<GraphCx, OpenError> = Named {
     name: dvectors::FILE_NAME,
     role: "vectors",
     first: false,
+    required: false,
     verify: |cx, name| check_vectors(cx, name, false),
 };
 
@@ -308,6 +310,7 @@ static VECTOR_MAP: Named<GraphCx, OpenError> = Named {
     name: segments::FILE_NAME,
     role: "vmap",
     first: false,
+    required: false,
     verify: |cx, name| {
         let map = segments::VectorMap::load(&cx.dir)?
             .ok_or_else(|| cx.mismatch(format!("{name} is missing")))?;
@@ -345,6 +348,7 @@ static PQ: Named<GraphCx, OpenError> = Named {
     name: PQ_FILE,
     role: "pq",
     first: false,
+    required: true,
     verify: |cx, name| {
         let meta = cx.built(name)?;
         let path = cx.dir.join(name);
@@ -368,6 +372,7 @@ static PQ_CODES: Named<GraphCx, OpenError> = Named {
     name: PQ_CODES_FILE,
     role: "pq_codes",
     first: false,
+    required: true,
     verify: |cx, name| {
         let meta = cx.built(name)?;
         let path = cx.dir.join(name);
@@ -391,6 +396,7 @@ static ENTRY: Named<GraphCx, OpenError> = Named {
     name: entry::FILE_NAME,
     role: "entry",
     first: false,
+    required: false,
     verify: |cx, name| {
         let meta = cx.built(name)?;
         let e = EntryIndex::load(
@@ -410,6 +416,7 @@ static IDS: Named<GraphCx, OpenError> = Named {
     name: ids::FILE_NAME,
     role: "ids",
     first: false,
+    required: false,
     verify: |cx, name| {
         let meta = cx.built(name)?;
         let ids = ids::SlotIds::load(&cx.dir, meta.n as usize)?;

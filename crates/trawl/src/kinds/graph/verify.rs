@@ -6,22 +6,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::dir::manifest::{Manifest, MANIFEST_FILE};
-use crate::dir::FileError;
+use crate::dir::manifest::Manifest;
 use crate::kinds::graph::layout::packed::PackedMeta;
 use crate::kinds::graph::{IndexLayout, OpenError};
 use crate::progress::Control;
 
-/// One verified file.
-#[derive(Debug, Clone, Serialize)]
-pub struct VerifiedFile {
-    /// File name in the index directory.
-    pub name: String,
-    /// Bytes.
-    pub bytes: u64,
-    /// What was checked, in words.
-    pub checked: String,
-}
+pub use crate::dir::component::VerifiedFile;
 
 /// Every file of an index, verified.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -49,34 +39,6 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
         manifest: manifest.is_some(),
         ..VerifyReport::default()
     };
-    let present = |name: &str| dir.join(name).is_file();
-    // The files to check: the manifest's (each must be there), else every index file present.
-    let names: Vec<String> = match &manifest {
-        Some(m) => {
-            let listed: Vec<&str> = m.files.iter().map(|f| f.name.as_str()).collect();
-            m.check_files(dir, &listed)?;
-            for f in &m.files {
-                if !present(&f.name) {
-                    return Err(OpenError::Mismatch {
-                        dir: dir.to_path_buf(),
-                        reason: format!("{} is missing (the manifest lists it)", f.name),
-                    });
-                }
-            }
-            for name in crate::dir::index_files(dir)? {
-                if m.file(&name).is_none() {
-                    return Err(OpenError::Mismatch {
-                        dir: dir.to_path_buf(),
-                        reason: format!(
-                            "{name} is not part of this index (its manifest does not list it)"
-                        ),
-                    });
-                }
-            }
-            m.files.iter().map(|f| f.name.clone()).collect()
-        }
-        None => crate::dir::index_files(dir)?,
-    };
     let mut cx = crate::kinds::graph::files::GraphCx {
         dir: dir.to_path_buf(),
         base: None,
@@ -84,20 +46,12 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
     };
     // Graph files first: they set the build the PQ files and the entry index are checked
     // against.
-    let mut ordered = names.clone();
-    ordered.sort_by_key(|n| !crate::kinds::graph::files::checked_first(n));
-    for name in &ordered {
-        let path = dir.join(name);
-        let bytes = std::fs::metadata(&path)
-            .map_err(|e| FileError::new(&path, e.into()))?
-            .len();
-        let checked = crate::kinds::graph::files::verify_file(&mut cx, name)?;
-        report.files.push(VerifiedFile {
-            name: name.clone(),
-            bytes,
-            checked,
-        });
-    }
+    report.files = crate::dir::component::verify_files(
+        dir,
+        manifest.as_ref(),
+        &crate::kinds::graph::files::COMPONENTS,
+        &mut cx,
+    )?;
     let base = cx.base;
     let is_ivf = manifest
         .as_ref()
@@ -147,14 +101,9 @@ pub fn verify_index(dir: &Path, ctl: &Control) -> Result<VerifyReport, OpenError
         });
     }
     if manifest.is_some() {
-        let path = dir.join(MANIFEST_FILE);
-        report.files.push(VerifiedFile {
-            name: MANIFEST_FILE.into(),
-            bytes: std::fs::metadata(&path)
-                .map_err(|e| FileError::new(&path, e.into()))?
-                .len(),
-            checked: "checksum matches; lists every file with its size and header checksum".into(),
-        });
+        report
+            .files
+            .push(crate::dir::component::verified_manifest(dir)?);
     }
     Ok(report)
 }

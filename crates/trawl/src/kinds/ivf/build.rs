@@ -412,7 +412,7 @@ pub fn build_ivf<T: Element>(
     };
     let ivf_bytes = meta.save(&txn.path(FILE_NAME))?;
     let manifest =
-        crate::kinds::ivf::file::describe(txn.staging(), Some(build_record(params, &pq, nlist)))?;
+        crate::kinds::ivf::files::describe(txn.staging(), Some(build_record(params, &pq, nlist)))?;
     let manifest_bytes = txn.commit(&manifest)?;
     let slots_total = pages as f64 * per_page.max(1) as f64;
     Ok(IvfBuildReport {

@@ -11,10 +11,8 @@ use std::path::Path;
 
 use crate::dir::bytes::{ByteReader, ByteWriter};
 use crate::dir::file::{read_envelope, EnvelopeWriter};
-use crate::dir::manifest::{entry_of, BuildRecord, KindName, Manifest};
 use crate::dir::{FileError, FileErrorKind};
 use crate::kernels::{DType, Metric};
-use crate::kinds::graph::{PQ_CODES_FILE, PQ_FILE};
 use crate::vamana::file::MAX_FILE_DEGREE;
 use crate::vamana::Graph;
 
@@ -383,39 +381,4 @@ pub fn check_centroids(centroids: &[f32], cdim: usize) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Describes the IVF index whose files are in `dir`: `ivf.trawl`, the PQ files and the
-/// vector files present.
-pub fn describe(dir: &Path, build: Option<BuildRecord>) -> Result<Manifest, FileError> {
-    let meta = IvfMeta::load(&dir.join(FILE_NAME))?;
-    let mut files = vec![
-        entry_of(dir, FILE_NAME, "ivf")?,
-        entry_of(dir, PQ_FILE, "pq")?,
-        entry_of(dir, PQ_CODES_FILE, "pq_codes")?,
-        entry_of(dir, crate::kinds::ivf::vectors::FILE_NAME, "ivf_vectors")?,
-    ];
-    let mut layouts = vec!["bucket".to_string()];
-    if dir
-        .join(crate::kinds::ivf::vectors::BY_ID_FILE_NAME)
-        .is_file()
-    {
-        files.push(entry_of(
-            dir,
-            crate::kinds::ivf::vectors::BY_ID_FILE_NAME,
-            "ivf_vectors_by_id",
-        )?);
-        layouts.push("by_id".into());
-    }
-    Ok(Manifest::of_build(
-        KindName::Ivf,
-        meta.n,
-        meta.dim,
-        meta.dtype,
-        meta.metric,
-        layouts,
-        files,
-        build,
-        String::new(),
-    ))
 }

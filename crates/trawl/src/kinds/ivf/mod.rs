@@ -19,6 +19,7 @@
 mod build;
 pub(crate) mod cluster;
 pub mod file;
+pub mod files;
 pub(crate) mod kind;
 mod open;
 mod pages;

@@ -331,103 +331,31 @@ impl IvfIndex {
         })
     }
 
-    /// Checks what search relies on beyond the checksums, then reads every data page of the
-    /// vector file and checks it against its checksum; returns the pages checked.
-    ///
-    /// The semantic checks ([`IvfIndex::check_structure`]) fail with a [`FileError`] naming
-    /// the file at fault (`ivf.trawl` or the vector file).
+    /// Reads every file of the index whole and checks it with the component that owns it
+    /// ([`crate::kinds::ivf::files`]): the index file's structure ([`IvfIndex::check_structure`]'s
+    /// checks), the PQ files against it, and every data page of the vector files against its
+    /// checksum. Errors name the file at fault.
     pub fn verify(
         &self,
         ctl: &crate::progress::Control,
-    ) -> Result<u64, crate::search::SearchError> {
-        use crate::io::{AlignedBuf, PAGE_BYTES};
-        self.check_structure()?;
-        let pages = self.vectors.geometry().data_pages;
-        let chunk = 64u64;
-        let mut buf = AlignedBuf::new(chunk as usize * PAGE_BYTES)?;
-        let bar = ctl.bar("verifying vector pages", pages);
-        let mut p = 1u64;
-        while p <= pages {
-            let take = chunk.min(pages + 1 - p);
-            if buf.pages() != take as usize {
-                buf = AlignedBuf::new(take as usize * PAGE_BYTES)?;
-            }
-            self.vfile.read_pages(p, &mut buf)?;
-            for (j, page) in buf.as_slice().chunks(PAGE_BYTES).enumerate() {
-                let at = p + j as u64;
-                if Some(crc32fast::hash(page)) != self.vectors.page_crc(at) {
-                    return Err(crate::search::SearchError::Corrupt {
-                        path: self.vfile.path().to_path_buf(),
-                        page: at,
-                        detail: "checksum mismatch".into(),
-                    });
-                }
-            }
-            p += take;
-            bar.set_position(p - 1);
-            ctl.check().map_err(|_| {
-                crate::search::SearchError::BadBatch("verification cancelled".into())
-            })?;
-        }
-        bar.finish_and_clear();
-        Ok(pages)
+    ) -> Result<crate::kinds::VerifyReport, OpenError> {
+        crate::kinds::ivf::files::verify(&self.dir, ctl)
     }
 
-    /// The semantic checks of [`IvfIndex::verify`]: the centroids are finite and short enough
-    /// for exact distances; the posting lists keep the build's invariants
-    /// ([`IvfMeta::check_lists`]); `ivf.trawl` agrees with the build record of the manifest
-    /// (lists, list size, replication cap, centroid graph degree); and, when every vector is in
-    /// exactly one list, the bucketed vector file lays the vectors out by those lists.
+    /// The semantic checks of the opened index: its index file's
+    /// ([`crate::kinds::ivf::files::check_meta`]: finite centroids, the posting lists'
+    /// invariants, agreement with the manifest's build record) and, searching the bucketed
+    /// vector file with every vector in exactly one list, that the file lays the vectors out by
+    /// those lists. Errors name `ivf.trawl`.
     pub fn check_structure(&self) -> Result<(), FileError> {
-        use crate::dir::FileErrorKind;
-        let ivf_path = self.dir.join(FILE_NAME);
-        let bad = |m: String| FileError::new(&ivf_path, FileErrorKind::Invalid(m));
-        let m = &self.meta;
-        crate::kinds::ivf::file::check_centroids(&m.centroids, m.centroid_dim()).map_err(bad)?;
-        m.check_lists().map_err(bad)?;
-        if let Some(rec) = Manifest::load_if_present(&self.dir)
+        let path = self.dir.join(FILE_NAME);
+        let record = Manifest::load_if_present(&self.dir)
             .ok()
             .flatten()
-            .and_then(|man| man.build)
-        {
-            if let Some(ivf) = &rec.ivf {
-                if ivf.nlist != m.nlist()
-                    || ivf.max_replicas != m.max_replicas as usize
-                    || ivf.list_size != m.list_size as usize
-                    || m.graph.max_degree() > rec.r.max(1)
-                {
-                    return Err(bad(format!(
-                        "{} lists of target size {}, at most {} per vector, centroid graph R {}; \
-                         the manifest's build record says {} lists of size {}, at most {}, R {}",
-                        m.nlist(),
-                        m.list_size,
-                        m.max_replicas,
-                        m.graph.max_degree(),
-                        ivf.nlist,
-                        ivf.list_size,
-                        ivf.max_replicas,
-                        rec.r
-                    )));
-                }
-            }
-        }
-        let g = self.vectors.geometry();
-        if g.bucketed && self.opts.ivf_vectors == IvfVectorLayout::Bucket {
-            if let Some(sole) = m.sole_lists() {
-                // One list per vector: it is the vector's bucket, and the layout follows.
-                let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); m.nlist()];
-                for (id, &l) in sole.iter().enumerate() {
-                    buckets[l as usize].push(id as u32);
-                }
-                let (slot, pages) =
-                    vectors::bucket_slots(m.n as usize, &buckets, g.per_page, g.pages_per_vector);
-                if pages != g.data_pages || slot.as_slice() != self.vectors.slots() {
-                    return Err(bad(format!(
-                        "the posting lists do not match the buckets of {}",
-                        vectors::FILE_NAME
-                    )));
-                }
-            }
+            .and_then(|m| m.build);
+        crate::kinds::ivf::files::check_meta(&path, &self.meta, record.as_ref())?;
+        if self.opts.ivf_vectors == IvfVectorLayout::Bucket {
+            crate::kinds::ivf::files::check_buckets(&path, &self.meta, &self.vectors)?;
         }
         Ok(())
     }

@@ -381,6 +381,40 @@ impl VectorFile {
         self.ids.get(first..first + per).unwrap_or(&[])
     }
 
+    /// Reads every data page of the file at `path` (this one) and checks it against its
+    /// checksum; returns the pages checked.
+    pub fn verify_all(
+        &self,
+        path: &Path,
+        ctl: &crate::progress::Control,
+    ) -> Result<u64, FileError> {
+        let fail = |kind: FileErrorKind| FileError::new(path, kind);
+        let mut file = File::open(path).map_err(|e| fail(e.into()))?;
+        file.seek(SeekFrom::Start(PAGE_BYTES as u64))
+            .map_err(|e| fail(e.into()))?;
+        let pages = self.geo.data_pages;
+        let bar = ctl.bar("verifying vector pages", pages);
+        let mut buf = vec![0u8; 256 * PAGE_BYTES];
+        let mut page = 1u64;
+        while page <= pages {
+            ctl.check()
+                .map_err(|c| fail(FileErrorKind::Invalid(c.to_string())))?;
+            let count = (pages + 1 - page).min(256) as usize;
+            let chunk = &mut buf[..count * PAGE_BYTES];
+            file.read_exact(chunk).map_err(|e| fail(e.into()))?;
+            for (j, bytes) in chunk.chunks(PAGE_BYTES).enumerate() {
+                let at = page + j as u64;
+                if Some(crc32fast::hash(bytes)) != self.page_crc(at) {
+                    return Err(fail(FileErrorKind::PageChecksum { page: at }));
+                }
+            }
+            page += count as u64;
+            bar.inc(count as u64);
+        }
+        bar.finish_and_clear();
+        Ok(pages)
+    }
+
     /// Vectors on file page `page` (the vectors a read of it brings in; for a vector spanning
     /// pages, 1 on its first page).
     #[inline]
