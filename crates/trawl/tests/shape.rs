@@ -29,12 +29,6 @@ const KNOWN: &[(&str, usize)] = &[
     ),
     ("file trawl/src/kinds/graph/search/pipe.rs", 843),
     ("file trawl/src/kinds/graph/updates/live.rs", 1195),
-    ("file trawl/src/kinds/graph/updates/merge.rs", 946),
-    ("fn trawl/src/kinds/graph/updates/merge.rs:merge_typed", 481),
-    (
-        "fn trawl/src/kinds/graph/updates/merge.rs:write_segments",
-        166,
-    ),
     ("file trawl/src/kinds/graph/updates/wal.rs", 1490),
 ];
 
