@@ -58,4 +58,6 @@ pub use source::{
 pub use width::WidthSchedule;
 
 #[cfg(test)]
+mod pipe_tests;
+#[cfg(test)]
 mod tests;

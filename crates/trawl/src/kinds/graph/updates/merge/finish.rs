@@ -1,0 +1,126 @@
+//! The merge's other files: the PQ codes, the entry index and the recall monitor's figures on
+//! the merged version.
+
+use std::path::Path;
+
+use super::{decoupled, MergeInput, Plan};
+use crate::data::Matrix;
+use crate::kinds::graph::layout::packed::PackedMeta;
+use crate::kinds::graph::monitor::RecallPoint;
+use crate::kinds::graph::search::entry::{self, EntryIndex, EntryParams};
+use crate::kinds::graph::updates::delta::DeltaElement;
+use crate::kinds::graph::updates::ids::SlotIds;
+use crate::kinds::graph::{DiskIndex, IndexBuildError, IndexLayout, PQ_CODES_FILE, PQ_FILE};
+use crate::progress::Control;
+use crate::quant::pq::PqCodes;
+use crate::vamana::VectorStore;
+
+/// Writes the PQ codes of the new version (old codes for kept slots, new codes for new
+/// vectors) and the old codebook; returns the bytes written.
+pub(super) fn write_pq<T: DeltaElement>(
+    old: &DiskIndex,
+    plan: &Plan<'_, T>,
+    staging: &Path,
+) -> Result<u64, IndexBuildError> {
+    let dim = old.dim();
+    let n_slots = plan.n_slots;
+    let old_codes = old.codes().ok_or_else(|| {
+        IndexBuildError::Search(crate::search::SearchError::Unsupported(
+            "merging needs the PQ codes in memory".into(),
+        ))
+    })?;
+    let m = old_codes.m();
+    let mut codes = vec![0u8; n_slots * m];
+    for s in 0..old.n().min(n_slots) {
+        if !plan.is_free(s as u32) {
+            codes[s * m..(s + 1) * m].copy_from_slice(old_codes.code(s));
+        }
+    }
+    for (i, &s) in plan.new_slot.iter().enumerate() {
+        old.pq()
+            .encode_one(
+                plan.new_row(i, dim),
+                &mut codes[s as usize * m..(s as usize + 1) * m],
+            )
+            .map_err(IndexBuildError::Pq)?;
+    }
+    let codes =
+        PqCodes::from_vec(codes, m, old_codes.centroids_per_subspace()).ok_or_else(|| {
+            IndexBuildError::Search(crate::search::SearchError::Internal(
+                "PQ codes of the merge have a bad shape".into(),
+            ))
+        })?;
+    let mut bytes = codes.save(&staging.join(PQ_CODES_FILE))?;
+    bytes += old.pq().save(&staging.join(PQ_FILE))?;
+    Ok(bytes)
+}
+
+/// When the old version had an entry index: a new one over a sample of the new version's live
+/// slots, at the old one's ratio. Returns the bytes written.
+pub(super) fn write_entry<T: DeltaElement>(
+    old: &DiskIndex,
+    ids: &SlotIds,
+    store: &VectorStore<'_, T>,
+    meta: &PackedMeta,
+    staging: &Path,
+    ctl: &Control,
+) -> Result<u64, IndexBuildError> {
+    let Some(e) = old.entry() else {
+        return Ok(0);
+    };
+    let dim = old.dim();
+    let live: Vec<u32> = (0..meta.n as u32).filter(|&s| !ids.is_hole(s)).collect();
+    let ratio = (e.len() as f64 / old.n().max(1) as f64).clamp(1e-6, 1.0);
+    let want = ((live.len() as f64 * ratio).round() as usize).clamp(1, live.len().max(1));
+    if live.is_empty() {
+        return Ok(0);
+    }
+    let params = EntryParams {
+        ratio,
+        ..EntryParams::default()
+    };
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(params.seed);
+    let mut pick: Vec<u32> = rand::seq::index::sample(&mut rng, live.len(), want)
+        .into_iter()
+        .map(|i| live[i])
+        .collect();
+    pick.sort_unstable();
+    let mut rows = Vec::with_capacity(pick.len() * dim);
+    for &s in &pick {
+        rows.extend_from_slice(store.row(s as usize));
+    }
+    let rows = Matrix::from_vec(rows, dim).ok_or(crate::vamana::BuildError::Empty)?;
+    let e = EntryIndex::from_sample(pick, rows, old.metric(), &params, ctl)?;
+    Ok(e.save(&staging.join(entry::FILE_NAME), meta.n, meta.pq_codes_crc)?)
+}
+
+/// The recall monitor on the merged version in `staging` (read through the page cache: just
+/// written): its figures and the number of vectors searched.
+pub(super) fn monitor<T: DeltaElement>(
+    input: &MergeInput<'_>,
+    staging: &Path,
+    vectors: &[T],
+    ids: &SlotIds,
+) -> Result<(Vec<RecallPoint>, usize), IndexBuildError> {
+    let dim = input.old.dim();
+    let staged = DiskIndex::open(
+        staging,
+        crate::kinds::graph::OpenOptions {
+            layout: if decoupled(input).is_some() {
+                IndexLayout::Decoupled
+            } else {
+                IndexLayout::Packed
+            },
+            direct: false,
+            ..crate::kinds::graph::OpenOptions::default()
+        },
+    )?;
+    let measured = crate::kinds::graph::monitor::measure(
+        &staged,
+        &|s| &vectors[s as usize * dim..(s as usize + 1) * dim],
+        &|s| !ids.is_hole(s),
+    )?;
+    drop(staged);
+    Ok(measured)
+}
