@@ -12,7 +12,7 @@ use crate::accel::{FilterPending, Ready};
 use crate::quant::pq::PqCodes;
 
 /// Filter stage on the host: per query, dedup of the gathered ids (a bit per vector, or a sort
-/// above [`BITSET_MAX`] vectors), PQ-ADC with [`adc_distance`], and a partial select of the
+/// above `BITSET_MAX` vectors), PQ-ADC with [`adc_distance`], and a partial select of the
 /// top-n by `(distance, id)`. A batch's queries run in parallel on the rayon pool.
 #[derive(Debug, Clone)]
 pub struct CpuAccel {

@@ -1,5 +1,5 @@
 //! The machinery of an index directory, the same for every kind and knowing none of them:
-//! the envelope every trawl file shares ([`file`]), the manifest that lists an index's files
+//! the envelope every trawl file shares ([`file`](mod@file)), the manifest that lists an index's files
 //! ([`manifest`]), atomic commits and the directory's locks ([`txn`]) and the contract a
 //! kind's files meet to be described and verified ([`component`]).
 //!

@@ -11,14 +11,14 @@
 //! than RAM streams from disk); only one block and the per-query candidate lists are resident.
 //! Within a block, query blocks run in parallel on rayon's current pool.
 //!
-//! - **f32** ([`fast`]): the expansion `‖q‖² + ‖b‖² − 2 q·b` (and its IP / cosine analogues)
+//! - **f32** (`fast.rs`): the expansion `‖q‖² + ‖b‖² − 2 q·b` (and its IP / cosine analogues)
 //!   with a register-blocked AVX-512 micro-kernel on a packed copy of the block. It keeps
 //!   `k + rerank_margin` candidates per query by approximate key, computes their exact distance
 //!   with [`crate::kernels::distance`] as they enter, and reports the best `k` by exact distance.
 //!   A query is then *certified*: its `k`-th exact distance must lie below the worst kept key
-//!   minus a rounding bound ([`fast::slack`]), which proves no discarded point can be nearer.
+//!   minus a rounding bound (`fast::slack`), which proves no discarded point can be nearer.
 //!   Queries that fail (heavy ties, huge norms, overflow) are redone by the exact pass.
-//! - **u8 / i8** ([`scan`]): exact integer kernels directly in the blocked loop.
+//! - **u8 / i8** (`scan.rs`): exact integer kernels directly in the blocked loop.
 //!
 //! Memory: `ExactParams::memory_budget_bytes` bounds the working set (one base block plus the
 //! per-query candidate lists); when the lists of all queries do not fit, queries are processed in

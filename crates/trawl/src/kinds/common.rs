@@ -34,11 +34,11 @@ pub struct OpenOptions {
     /// percent of CPU). Off by default.
     pub time_parts: bool,
     /// Microseconds a batch search thread polls for completions before blocking; `None` =
-    /// [`AUTO_SPIN_US`] when the batch's threads do not outnumber the cores, else 0.
+    /// [`crate::search::AUTO_SPIN_US`] when the batch's threads do not outnumber the cores, else 0.
     pub spin_us: Option<u64>,
     /// Which disk layout of the graph to search (the page-packed file as built, its
     /// PageShuffle reordering, its All-in-Storage form, or the decoupled graph and vector
-    /// files), made by [`DiskIndex::write_layout`].
+    /// files), made by [`crate::kinds::graph::DiskIndex::write_layout`].
     pub layout: IndexLayout,
     /// Decoupled layout: memory for the LRU cache of compressed neighbour lists (entries and
     /// bookkeeping), shared by the index's searchers.

@@ -4,7 +4,7 @@
 //! A sharded search reads each shard's index files and never replays a shard's write-ahead
 //! log (an update through a shard's directory would use the shard's local ids, miss the
 //! replicas of a vector in other shards, and leave the manifest's counts and id maps stale),
-//! so updates to sharded indexes are not supported: [`crate::kinds::graph::LiveIndex::open`] refuses
+//! so updates to sharded indexes are not supported: [`crate::kinds::graph::updates::live::LiveIndex::open`] refuses
 //! to open a shard for writing ([`updates_refused`]), and [`crate::kinds::sharded::ShardedIndex::open`]
 //! refuses a shard whose log holds operations not merged into its files (one written by an
 //! older trawl).

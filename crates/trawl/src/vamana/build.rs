@@ -51,7 +51,7 @@ pub struct BuildStats {
 /// ([`link_unreachable`]).
 ///
 /// With a `memory_budget_bytes` smaller than [`estimate_bytes`], the build is split into
-/// overlapping shards (see [`crate::vamana::budget`]). Runs on rayon's current thread pool; with one
+/// overlapping shards (see `vamana/budget.rs`). Runs on rayon's current thread pool; with one
 /// thread and a fixed seed the result is bit-identical across runs.
 pub fn build<T: Element>(
     data: &Matrix<T>,

@@ -6,10 +6,10 @@
 //! - [`adjacency`]: the concurrent build-time [`SlotGraph`] and the compact [`Graph`].
 //! - [`queue`]: search scratch (sorted candidate list, visited bit set).
 //! - [`prune`]: robust prune (DiskANN's iterated-α `occlude_list`).
-//! - [`build`]: the in-memory Vamana build ([`build()`]) and [`BuildStats`].
+//! - [`build`](mod@build): the in-memory Vamana build ([`build()`]) and [`BuildStats`].
 //! - `budget`: the build under a memory budget, in overlapping k-means parts.
-//! - [`search`]: greedy search ([`search()`], [`search_batch`]) and [`recall_at_k`].
-//! - [`file`]: graph file format (`TRAWLGRF`).
+//! - [`search`](mod@search): greedy search ([`search()`], [`search_batch`]) and [`recall_at_k`].
+//! - [`file`](mod@file): graph file format (`TRAWLGRF`).
 //!
 //! Not here: the graph index on disk ([`crate::kinds::graph`]: its layouts and strategies).
 

@@ -72,7 +72,7 @@ pub enum VisitOrder {
 }
 
 impl std::fmt::Display for VisitOrder {
-    /// `ids`, `random` or `blocks:N` (what [`VisitOrder::from_str`] reads).
+    /// `ids`, `random` or `blocks:N` (what `VisitOrder`'s `FromStr` reads).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Ids => f.write_str("ids"),

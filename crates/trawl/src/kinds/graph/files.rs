@@ -32,7 +32,7 @@ fn same_build(a: &PackedMeta, b: &PackedMeta) -> bool {
 /// to): the packed file (or, without it, the decoupled graph) sets the build; PQ files,
 /// entry index and every layout whose header matches it are listed. A layout of another
 /// graph (an earlier build) is left out. An empty `build_id` is derived from the files
-/// ([`build_id_of`]).
+/// ([`crate::dir::manifest::build_id_of`]).
 pub fn describe(
     sources: &[&Path],
     build: Option<BuildRecord>,

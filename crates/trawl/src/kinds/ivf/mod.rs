@@ -5,7 +5,7 @@
 //!
 //! | file | what | in memory at search time |
 //! |---|---|---|
-//! | `ivf.trawl` | centroids, centroid graph, posting lists ([`file`]) | all |
+//! | `ivf.trawl` | centroids, centroid graph, posting lists ([`file`](mod@file)) | all |
 //! | `ivf-vectors.trawl` | vectors in bucketed 4 KiB pages, id → slot table ([`vectors`]) | the slot table (4 B/vector), page checksums |
 //! | `ivf-vectors-by-id.trawl` (optional) | the same vectors by id (ablation baseline) | as above |
 //! | `pq.trawl`, `pq-codes.trawl` | PQ quantiser and codes | all (on the accelerator's device) |

@@ -12,8 +12,8 @@
 //!
 //! **Reads.** Within a batch the vectors on one page are read by one request (intra-batch
 //! merging); every page read stays in the query's page buffer, so no page is read twice for
-//! one query. Both can be switched off; [`IvfStats::pages_merged`] and
-//! [`IvfStats::pages_buffered`] count the reads each saved.
+//! one query. Both can be switched off; [`crate::search::IvfStats::pages_merged`] and
+//! [`crate::search::IvfStats::pages_buffered`] count the reads each saved.
 //!
 //! **Pipeline** (Figure 6): a batch search hands the accelerator groups of `accel_batch`
 //! queries; while it scores group `g`, the thread re-ranks group `g − 1`. With `interleave` > 1

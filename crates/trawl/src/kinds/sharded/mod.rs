@@ -24,7 +24,7 @@
 //! **Updates** are not supported: a sharded search does not replay the shards' write-ahead
 //! logs, so opening a shard's directory for writing (insert, delete, upsert, merge) is
 //! refused, and so is opening a sharded index one of whose shards' logs holds operations not
-//! merged into its files (see [`member`]). Rebuild the sharded index from the updated data.
+//! merged into its files (see [`crate::kinds::member`]). Rebuild the sharded index from the updated data.
 
 mod build;
 pub mod kind;

@@ -226,7 +226,7 @@ impl ProductQuantizer {
         })
     }
 
-    /// OPQ's rotation (vectors are quantised as `R x` after [`prepare`]); `None` for plain PQ.
+    /// OPQ's rotation (vectors are quantised as `R x` after `prepare`); `None` for plain PQ.
     pub fn rotation(&self) -> Option<&Rotation> {
         self.rotation.as_ref()
     }

@@ -116,7 +116,7 @@ pub trait Traversal<'v, G: GraphSource + 'v>: QueryMachine<GraphView<'v, G>> + H
 
 /// A traversal over a layout whose graph pages hold no vectors, followed by the re-rank that
 /// reads them ([`Rerank`]): expanded nodes enter the re-rank pool as they are explored, vector
-/// reads are routed by [`crate::kinds::graph::search::source::VECTOR_TAG`], the prefetch uses the slots the
+/// reads are routed by `VECTOR_TAG`, the prefetch uses the slots the
 /// traversal leaves free, and phase 2 runs once the traversal is over.
 #[derive(Debug, Default)]
 pub struct Reranked<M> {

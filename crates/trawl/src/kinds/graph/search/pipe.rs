@@ -640,7 +640,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
     }
 
     /// Hands back every landed buffer this query holds and forgets its pending nodes; reads
-    /// in flight are drained by the searcher ([`drain_engine`]).
+    /// in flight are drained by the searcher (`search::runner::drain_engine`).
     fn abort(&mut self, engine: &mut dyn IoEngine) {
         for &r in &self.live {
             let rd = &mut self.reads[r as usize];

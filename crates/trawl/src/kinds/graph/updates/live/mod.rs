@@ -3,7 +3,7 @@
 //!
 //! - Every acknowledged operation is first in the write-ahead log ([`crate::kinds::graph::updates::wal`], one
 //!   `fdatasync` per call), then applied in memory: inserted vectors go into the in-memory
-//!   delta ([`crate::kinds::graph::updates::delta`]), a Vamana graph searched beside the disk index; deleted disk
+//!   delta (`updates::delta`), a Vamana graph searched beside the disk index; deleted disk
 //!   nodes get a deletion stamp (never returned, still traversed).
 //! - Searches take the current version (an `Arc`) and read at its epoch: an operation is
 //!   seen whole or not at all, and a search that started before a merge finishes on the
