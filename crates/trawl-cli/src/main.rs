@@ -37,7 +37,8 @@ enum Command {
     /// Compute exact k-nearest-neighbour ground truth (DiskANN/big-ann format).
     Gt(cmd_gt::GtArgs),
     /// Build a disk index in a directory: a graph index (PQ + Vamana graph + page-packed
-    /// file) or, with --kind ivf, an IVF index (FusionANNS).
+    /// file), with --kind ivf an IVF index (FusionANNS), with --kind flat a flat index (exact
+    /// search over the vectors on disk).
     Build(cmd_index::BuildArgs),
     /// Sharded indexes: `trawl shard build` partitions the data and builds one index per
     /// shard (search it with `trawl search` / `trawl bench`, --probe P).
@@ -54,7 +55,8 @@ enum Command {
     /// (Re)build the in-memory entry index (PipeANN's entry points, OctopusANN's MemGraph) of
     /// a disk index, uniformly sampled or by visit frequency.
     Entry(cmd_index::EntryArgs),
-    /// Write other disk layouts of an index's graph: PageShuffle, All-in-Storage.
+    /// Write other disk layouts of an index's graph: PageShuffle, All-in-Storage, the decoupled
+    /// layout (DecoupleVS: compressed graph and vector files apart).
     Layout(cmd_index::LayoutArgs),
     /// Insert (or, with --upsert, replace) vectors into a disk index: logged and synced at
     /// once, searchable at once, written into the disk files by the next merge.

@@ -77,8 +77,8 @@ pub struct SearchOptions {
     #[arg(long, num_args = 0..=1, default_missing_value = "5:4,4,8,8,16,16,24,24,32",
           value_parser = |s: &str| s.parse::<WidthSchedule>())]
     pub dynamic_width: Option<WidthSchedule>,
-    /// Beam search: score every record on each page read and expand any of them later without
-    /// another read (Starling's in-page search, OctopusANN's PageSearch).
+    /// Beam search and PipeSearch: score every record on each page read and expand any of them
+    /// later without another read (Starling's in-page search, OctopusANN's PageSearch).
     #[arg(long)]
     pub page_search: bool,
     /// Queries each thread keeps in flight (throughput mode above 1; works with both

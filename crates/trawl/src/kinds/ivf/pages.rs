@@ -25,6 +25,10 @@ impl VectorSource for IvfPages<'_> {
         self.file.locate(id).0
     }
     #[inline]
+    fn locate(&self, id: u32, _key: u32) -> (u64, usize) {
+        self.file.locate(id)
+    }
+    #[inline]
     fn pages_per_read(&self) -> u32 {
         self.file.geometry().pages_per_vector as u32
     }
@@ -66,6 +70,26 @@ impl VectorSource for IvfPages<'_> {
             }
             _ => Err(SearchError::Internal(format!(
                 "vector {id} is not in the read of page {page}"
+            ))),
+        }
+    }
+    #[inline]
+    fn decode_at(
+        &self,
+        id: u32,
+        _key: u32,
+        page: u64,
+        at: usize,
+        bytes: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), SearchError> {
+        match bytes.get(at..at + out.len()) {
+            Some(src) => {
+                out.copy_from_slice(src);
+                Ok(())
+            }
+            None => Err(SearchError::Internal(format!(
+                "vector {id} at byte {at} is past the read of page {page}"
             ))),
         }
     }

@@ -78,8 +78,8 @@ struct Flight {
 
 struct Read {
     page: u64,
-    /// Ids of the vectors this read serves.
-    vectors: Vec<u32>,
+    /// (id, place in the read) of every vector this read serves.
+    vectors: Vec<(u32, usize)>,
 }
 
 /// A query whose filter stage is done: its candidates for the re-rank.
@@ -503,12 +503,13 @@ impl IvfSearcher<'_> {
             let mut misses = 0u64;
             for i in f.next..end {
                 let id = f.cands[i];
-                let page = vs.vector_page(id, NO_KEY);
+                let (page, at) = vs.locate(id, NO_KEY);
                 if let Some(bytes) = f.kept.get(page).filter(|_| p.page_buffer) {
                     hit_pages.push(page);
                     if !mates {
+                        let v = (id, at);
                         let d =
-                            exact::<T>(&vs, metric, query, id, page, bytes, &mut self.vec_words)?;
+                            exact::<T>(&vs, metric, query, v, page, bytes, &mut self.vec_words)?;
                         f.st.traversal.exact_distances += 1;
                         f.entered += usize::from(f.top.offer(d, id));
                     }
@@ -516,10 +517,10 @@ impl IvfSearcher<'_> {
                 }
                 misses += 1;
                 match f.reads.iter_mut().find(|r| p.page_merge && r.page == page) {
-                    Some(r) => r.vectors.push(id),
+                    Some(r) => r.vectors.push((id, at)),
                     None => f.reads.push(Read {
                         page,
-                        vectors: vec![id],
+                        vectors: vec![(id, at)],
                     }),
                 }
             }
@@ -733,17 +734,22 @@ fn score_read<T: Element>(
         &[]
     };
     if mates.is_empty() {
-        for &id in &read.vectors {
-            let d = exact::<T>(vs, metric, query, id, read.page, bytes, words)?;
+        for &(id, at) in &read.vectors {
+            let d = exact::<T>(vs, metric, query, (id, at), read.page, bytes, words)?;
             f.st.traversal.exact_distances += 1;
             f.entered += usize::from(f.top.offer(d, id));
         }
         return Ok(());
     }
-    // Every vector on the page; the candidates this read serves are among them.
+    // Every vector on the page (the j-th at j × vector bytes); the candidates this read
+    // serves are among them.
+    let n = std::mem::size_of_val(query);
     let mut scored = 0u64;
-    for &id in mates.iter().filter(|&&id| id != u32::MAX) {
-        let d = exact::<T>(vs, metric, query, id, read.page, bytes, words)?;
+    for (j, &id) in mates.iter().enumerate() {
+        if id == u32::MAX {
+            continue;
+        }
+        let d = exact::<T>(vs, metric, query, (id, j * n), read.page, bytes, words)?;
         scored += 1;
         f.entered += usize::from(f.top.offer(d, id));
     }
@@ -752,21 +758,21 @@ fn score_read<T: Element>(
     Ok(())
 }
 
-/// Exact distance between `query` and vector `id`, decoded from `bytes` (the read of `page`)
-/// into aligned words first.
+/// Exact distance between `query` and vector `id` at place `at` of `bytes` (the read of
+/// `page`), copied into aligned words first.
 #[inline]
 fn exact<T: Element>(
     vs: &IvfPages<'_>,
     metric: Metric,
     query: &[T],
-    id: u32,
+    (id, at): (u32, usize),
     page: u64,
     bytes: &[u8],
     words: &mut [u32],
 ) -> Result<f32, SearchError> {
     let w: &mut [u8] = bytemuck::cast_slice_mut(words);
     let n = std::mem::size_of_val(query);
-    vs.decode_vector(id, NO_KEY, page, bytes, &mut w[..n])?;
+    vs.decode_at(id, NO_KEY, page, at, bytes, &mut w[..n])?;
     let v: &[T] = bytemuck::cast_slice(&w[..n]);
     Ok(crate::kernels::distance(metric, query, v))
 }

@@ -48,6 +48,14 @@ pub trait VectorSource: Sync {
     /// list carried, where the layout keeps one — [`NO_KEY`] where it keeps none; where
     /// the vectors are not in id order, it says where the vector is).
     fn vector_page(&self, id: u32, key: u32) -> u64;
+    /// Page of `id`'s vector and its place in the read, for [`VectorSource::decode_at`]
+    /// (default: the page and 0, decoded by [`VectorSource::decode_vector`]). A source whose
+    /// vectors sit at fixed places says where here, so a read's vectors are found without
+    /// looking them up again.
+    #[inline]
+    fn locate(&self, id: u32, key: u32) -> (u64, usize) {
+        (self.vector_page(id, key), 0)
+    }
     /// Pages one vector read takes, from [`VectorSource::vector_page`] on (1 by default).
     #[inline]
     fn pages_per_read(&self) -> u32 {
@@ -70,8 +78,23 @@ pub trait VectorSource: Sync {
         bytes: &[u8],
         out: &mut [u8],
     ) -> Result<(), SearchError>;
+    /// Decodes `id`'s vector from `bytes`, the read from `page`, at place `at` (what
+    /// [`VectorSource::locate`] gave) into `out` (default: [`VectorSource::decode_vector`]).
+    #[inline]
+    fn decode_at(
+        &self,
+        id: u32,
+        key: u32,
+        page: u64,
+        _at: usize,
+        bytes: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), SearchError> {
+        self.decode_vector(id, key, page, bytes, out)
+    }
     /// The ids of the vectors on `page`, in order, `u32::MAX` for an empty place — for
-    /// re-ranking a page's other vectors with it (none by default).
+    /// re-ranking a page's other vectors with it (none by default); the `j`-th sits at place
+    /// `j × vector bytes` of the page's read ([`VectorSource::decode_at`]).
     #[inline]
     fn ids_on_page(&self, _page: u64) -> &[u32] {
         &[]
