@@ -10,6 +10,7 @@ the report gives the medians per binary and the median of the per-repetition rat
     python3 bench/before_after.py gen-1m --bin-a /tmp/trawl-before
     python3 bench/before_after.py glove-400k --repeat 5 --configs beam,pipe
     python3 bench/before_after.py glove-400k --repeat 30 --configs decoupled --lsizes 15
+    python3 bench/before_after.py glove-400k --configs decoupled,c5 --extra "--engine sim:80"
 
 With one list size per sweep the QPS at a target is that point's QPS when its recall reaches
 the target (both binaries must reach the same recall there; the report lists it).
@@ -150,6 +151,9 @@ def main() -> None:
     ap.add_argument("--pq-bytes", type=int, default=32)
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--out", default="bench/out/before_after")
+    ap.add_argument("--extra", default="",
+                    help="flags added to every sweep of both binaries, e.g. \"--engine sim:80\" "
+                         "(the simulated disk takes the shared disk's drift out of a ratio)")
     args = ap.parse_args()
     if args.bin_b is None:
         args.bin_b = str(common.default_trawl_bin())
@@ -174,8 +178,9 @@ def main() -> None:
             order = ["A", "B"] if (rep + ci) % 2 == 0 else ["B", "A"]
             for side in order:
                 f = out / f"{c}.{side}.{rep}.json"
-                rows = run_one(bins[side], ivf_idx if c == "ivf" else idx, ds, CONFIGS[c],
-                               args.lsizes or DEFAULT_L[c], f, args.threads)
+                rows = run_one(bins[side], ivf_idx if c == "ivf" else idx, ds,
+                               CONFIGS[c] + args.extra.split(), args.lsizes or DEFAULT_L[c], f,
+                               args.threads)
                 pts = [(r, q) for r, q, _ in rows]
                 results[c][side].append({t: qps_at(pts, t) for t in targets})
                 sweeps.setdefault((c, side), []).append([(r, p) for r, _, p in rows])
@@ -183,7 +188,8 @@ def main() -> None:
                     f"{t}: {results[c][side][-1][t] or float('nan'):.0f}" for t in targets))
     lines = [f"# before/after on {args.dataset}", "",
              f"A = `{args.bin_a}`, B = `{args.bin_b}`; {args.repeat} repetitions, A/B order "
-             f"alternating; {args.threads} threads, O_DIRECT; index R{args.R} L{args.L} "
+             f"alternating; {args.threads} threads, "
+             f"{('flags ' + repr(args.extra)) if args.extra else 'O_DIRECT'}; index R{args.R} L{args.L} "
              f"pq{args.pq_bytes}; machine: {json.dumps(common.machine_info())}",
              "", "| config | recall | QPS A (median) | QPS B (median) | B/A per repetition | "
              "B/A median |", "|---|---|---|---|---|---|"]
