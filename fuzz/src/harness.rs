@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use trawl::data::{self, DataError, Format, ProbeOptions, VectorReader};
 use trawl::dir::FileError;
 use trawl::kinds::graph::layout::decoupled::graph::GraphFile;
-use trawl::kinds::graph::layout::decoupled::vectors::VectorFile;
+use trawl::kinds::graph::layout::decoupled::vectors::CompressedVectorFile;
 use trawl::kinds::graph::layout::decoupled::{elias_fano, huffman};
 use trawl::kinds::graph::layout::packed::PackedFile;
 use trawl::kinds::graph::search::entry::EntryIndex;
@@ -326,7 +326,7 @@ fn dgraph(p: &Path) {
 }
 
 fn dvectors(p: &Path) {
-    let Some(v) = file_err(VectorFile::open(p), p) else {
+    let Some(v) = file_err(CompressedVectorFile::open(p), p) else {
         return;
     };
     let all = std::fs::read(p).expect("read back");
@@ -416,10 +416,10 @@ pub fn index_files(input: &[u8]) {
             }
         }
         1 => {
-            use trawl::kinds::ivf::vectors::VectorFile;
+            use trawl::kinds::slot_file::SlotFile;
             let f = TempFile::new("ivf-vectors.trawl", &bytes);
             let p = &f.path;
-            if let Some(v) = file_err(VectorFile::open(p), p) {
+            if let Some(v) = file_err(SlotFile::open(p), p) {
                 let g = *v.geometry();
                 assert_eq!(v.slots().len() as u64, g.n);
                 for id in 0..g.n.min(1 << 16) as u32 {
@@ -835,7 +835,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     use trawl::data::{GroundTruth, Matrix};
     use trawl::kinds::graph::layout::decoupled::graph::GraphWriter;
     use trawl::kinds::graph::layout::decoupled::vectors::{
-        VectorGeometry, VectorParams, VectorPlanner, VectorWriter,
+        CompressedGeometry, CompressedVectorWriter, VectorParams, VectorPlanner,
     };
     use trawl::kinds::graph::layout::packed::{PackedGeometry, PackedMeta, PackedWriter};
 
@@ -1005,12 +1005,13 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         ),
     ] {
         let v = dim * dtype.size_bytes();
-        let geo = VectorGeometry::new(dtype, dim, n as u64, &params).expect("geometry");
+        let geo = CompressedGeometry::new(dtype, dim, n as u64, &params).expect("geometry");
         let mut planner = VectorPlanner::new(geo).expect("planner");
         for x in data.chunks_exact(v) {
             planner.push(x).expect("plan");
         }
-        let mut w = VectorWriter::create(&p, planner.finish().expect("plan")).expect("vectors");
+        let mut w =
+            CompressedVectorWriter::create(&p, planner.finish().expect("plan")).expect("vectors");
         for x in data.chunks_exact(v) {
             w.push(x).expect("push");
         }

@@ -19,9 +19,9 @@ use trawl::kinds::graph::{DiskIndex, IndexLayout, OpenOptions, ShuffleParams};
 use trawl::kinds::AnyIndex;
 use trawl::progress::Control;
 
-use crate::cmd_graph::write_json;
 use crate::cmd_index::{load_queries, open, run_sweep, BenchArgs, BenchRow, SearchOptions};
 use crate::runtime::human_bytes;
+use crate::runtime::write_json;
 
 /// One configuration of the ablation: which techniques are on.
 #[derive(Debug, Clone, Copy, Default, Serialize)]

@@ -1,6 +1,6 @@
 //! `trawl graph build|search`: in-memory Vamana graphs and their quality.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -13,20 +13,20 @@ use trawl::progress::Control;
 use trawl::vamana::{self, Graph, SearchScratch, VamanaParams, VectorStore, VisitOrder};
 use trawl::{Element, Metric};
 
-use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
+use crate::runtime::{human_bytes, peak_rss_bytes, with_threads, write_json};
 
 /// `trawl graph …`
 #[derive(Debug, Subcommand)]
 pub enum GraphCommand {
     /// Build a Vamana graph over a vector file and save it.
-    Build(BuildArgs),
+    Build(GraphBuildArgs),
     /// Search a saved graph in memory and report recall, QPS and latency per list size.
-    Search(SearchArgs),
+    Search(GraphSearchArgs),
 }
 
 /// Arguments of `trawl graph build`.
 #[derive(Debug, Args)]
-pub struct BuildArgs {
+pub struct GraphBuildArgs {
     /// Vector file (.fbin/.u8bin/.i8bin, .fvecs/.bvecs, .npy).
     pub data: PathBuf,
     /// Output graph file.
@@ -65,7 +65,7 @@ pub struct BuildArgs {
 
 /// Arguments of `trawl graph search`.
 #[derive(Debug, Args)]
-pub struct SearchArgs {
+pub struct GraphSearchArgs {
     /// The vector file the graph was built on.
     pub data: PathBuf,
     /// The graph file.
@@ -157,13 +157,8 @@ pub fn run(cmd: GraphCommand, ctl: &Control) -> Result<()> {
     }
 }
 
-pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
-}
-
 /// Builds and saves a graph; returns the report.
-pub fn build(args: &BuildArgs, ctl: &Control) -> Result<BuildReport> {
+pub fn build(args: &GraphBuildArgs, ctl: &Control) -> Result<BuildReport> {
     let t0 = Instant::now();
     let data = crate::runtime::read_vectors(&args.data)?;
     let params = VamanaParams {
@@ -224,7 +219,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<BuildReport> {
 }
 
 /// Runs the list-size sweep.
-pub fn search(args: &SearchArgs) -> Result<Vec<SweepRow>> {
+pub fn search(args: &GraphSearchArgs) -> Result<Vec<SweepRow>> {
     let data = crate::runtime::read_vectors(&args.data)?;
     let queries = crate::runtime::read_vectors(&args.queries)?;
     let gt = trawl::data::groundtruth::read_ground_truth(&args.gt)?;
@@ -246,7 +241,7 @@ fn sweep<T: Element>(
     data: &Matrix<T>,
     queries: &Matrix<T>,
     gt: &GroundTruth,
-    args: &SearchArgs,
+    args: &GraphSearchArgs,
 ) -> Result<Vec<SweepRow>> {
     if graph.n() != data.n() {
         bail!(

@@ -69,6 +69,12 @@ pub fn map_vectors(path: &std::path::Path) -> Result<trawl::data::matrix::AnyMat
     Ok(m)
 }
 
+/// Writes `value` as pretty-printed JSON to `path`.
+pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,6 +142,18 @@ pub enum SynthError {
     Cancelled(#[from] Cancelled),
 }
 
+impl SynthError {
+    /// Bad parameters are [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput); a
+    /// write's failure keeps its own kind.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::InvalidParams(_) => crate::ErrorKind::InvalidInput,
+            Self::Data(e) => e.kind(),
+            Self::Cancelled(_) => crate::ErrorKind::Cancelled,
+        }
+    }
+}
+
 /// The drawn mixture.
 #[derive(Debug)]
 struct Mixture {

@@ -71,7 +71,15 @@ fn cancellation_stops_generation_and_leaves_no_file() {
     let p = SynthParams::new(1000, 0, 8, DType::F32, 1);
     let r = generate_to_file(&p, &base, None, Format::Bin, &ctl);
     assert!(matches!(r, Err(trawl::synth::SynthError::Cancelled(_))));
+    assert_eq!(r.unwrap_err().kind(), trawl::ErrorKind::Cancelled);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let bad = SynthParams::new(10, 0, 0, DType::F32, 1);
+    let e = generate_to_file(&bad, &base, None, Format::Bin, &Control::silent()).unwrap_err();
+    assert!(
+        matches!(e, trawl::synth::SynthError::InvalidParams(_)),
+        "{e}"
+    );
+    assert_eq!(e.kind(), trawl::ErrorKind::InvalidInput);
 }
 
 /// The mixture has the neighbourhood structure real embeddings have: its relative contrast

@@ -11,8 +11,8 @@ use trawl::dir::{EnvelopeWriter, FileErrorKind};
 use trawl::kernels::distance;
 use trawl::progress::Control;
 use trawl::vamana::{
-    build, estimate_bytes, recall_at_k, search, search_batch, BuildError, Graph, SearchError,
-    SearchScratch, VamanaParams, VectorStore, VisitOrder,
+    build, estimate_bytes, recall_at_k, search, search_batch, BuildError, Graph, SearchScratch,
+    VamanaParams, VamanaSearchError, VectorStore, VisitOrder,
 };
 use trawl::Metric;
 
@@ -301,16 +301,15 @@ fn bad_inputs_are_typed_errors() {
     let q = queries.row(0);
     assert!(matches!(
         search(&g, &store, q, 11, 10, &mut s),
-        Err(SearchError::InvalidK { .. })
+        Err(VamanaSearchError::InvalidK { .. })
     ));
     assert!(matches!(
         search(&g, &store, q, 0, 10, &mut s),
-        Err(SearchError::InvalidK { .. })
+        Err(VamanaSearchError::InvalidK { .. })
     ));
-    assert!(matches!(
-        search(&g, &store, &q[..3], 1, 10, &mut s),
-        Err(SearchError::DimMismatch { .. })
-    ));
+    let e = search(&g, &store, &q[..3], 1, 10, &mut s).unwrap_err();
+    assert!(matches!(e, VamanaSearchError::DimMismatch { .. }), "{e}");
+    assert_eq!(e.kind(), trawl::ErrorKind::InvalidInput);
     let (hits, stats) = search(&g, &store, q, 5, 20, &mut s).unwrap();
     assert_eq!(hits.len(), 5);
     assert!(hits.windows(2).all(|w| w[0].1 <= w[1].1));

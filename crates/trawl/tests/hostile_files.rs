@@ -12,7 +12,7 @@ use harness::{reseal, seed_file, set_field, TempFile};
 use trawl::data::{self, DataErrorKind, ProbeOptions};
 use trawl::dir::{FileError, FileErrorKind};
 use trawl::kinds::graph::layout::decoupled::graph::GraphFile;
-use trawl::kinds::graph::layout::decoupled::vectors::VectorFile;
+use trawl::kinds::graph::layout::decoupled::vectors::CompressedVectorFile;
 use trawl::kinds::graph::layout::packed::PackedFile;
 use trawl::kinds::graph::search::entry::EntryIndex;
 use trawl::quant::pq::{PqCodes, ProductQuantizer};
@@ -71,7 +71,10 @@ fn seeds_are_valid() {
     GraphFile::open(&f.path).unwrap().verify_all().unwrap();
     for nth in 0..2 {
         let f = TempFile::new("v.trawl", &seed_file("dvectors", nth));
-        VectorFile::open(&f.path).unwrap().scan(|_, _| {}).unwrap();
+        CompressedVectorFile::open(&f.path)
+            .unwrap()
+            .scan(|_, _| {})
+            .unwrap();
     }
     let f = TempFile::new("pq.trawl", &seed_file("pq", 0));
     ProductQuantizer::load(&f.path).unwrap();
@@ -99,9 +102,15 @@ fn seeds_are_valid() {
 #[test]
 fn vectors_zero_segment_is_refused() {
     let b = forged("dvectors", 0, &[(32, 8, 0)]);
-    invalid_containing(file_error(&b, "v.trawl", VectorFile::open), "per segment");
+    invalid_containing(
+        file_error(&b, "v.trawl", CompressedVectorFile::open),
+        "per segment",
+    );
     let b = forged("dvectors", 0, &[(40, 8, 0)]);
-    invalid_containing(file_error(&b, "v.trawl", VectorFile::open), "per chunk");
+    invalid_containing(
+        file_error(&b, "v.trawl", CompressedVectorFile::open),
+        "per chunk",
+    );
 }
 
 /// A data-page count near `u64::MAX` overflowed the metadata size (`D · 4`).
@@ -109,7 +118,10 @@ fn vectors_zero_segment_is_refused() {
 fn vectors_huge_page_count_is_refused() {
     for d in [u64::MAX, u64::MAX / 4 + 1, 1 << 62] {
         let b = forged("dvectors", 0, &[(68, 8, d)]);
-        invalid_containing(file_error(&b, "v.trawl", VectorFile::open), "data pages");
+        invalid_containing(
+            file_error(&b, "v.trawl", CompressedVectorFile::open),
+            "data pages",
+        );
     }
 }
 
@@ -118,7 +130,7 @@ fn vectors_huge_page_count_is_refused() {
 fn vectors_chunk_page_count_overflow_is_refused() {
     let b = seed_file("dvectors", 1);
     let f = TempFile::new("v.trawl", &b);
-    let v = VectorFile::open(&f.path).unwrap();
+    let v = CompressedVectorFile::open(&f.path).unwrap();
     let geo = *v.geometry();
     assert!(geo.chunks() >= 2, "the seed has several chunks");
     let meta_at = (1 + v.data_pages() as usize) * PAGE;
@@ -128,7 +140,7 @@ fn vectors_chunk_page_count_overflow_is_refused() {
     let at = meta_at + tables + record + 4;
     let b = forged("dvectors", 1, &[(at, 4, u64::from(u32::MAX))]);
     invalid_containing(
-        file_error(&b, "v.trawl", VectorFile::open),
+        file_error(&b, "v.trawl", CompressedVectorFile::open),
         "not consecutive",
     );
 }
@@ -541,7 +553,7 @@ fn huffman_without_tables_is_an_error() {
 // ---- issue 39: decoupled page counts, the IVF files ----------------------------------------
 
 /// A data page claiming more items than it holds (the last page one more vector than `n`,
-/// checksums re-sealed) panicked with an index out of bounds in `VectorFile::scan`
+/// checksums re-sealed) panicked with an index out of bounds in `CompressedVectorFile::scan`
 /// (`trawl info FILE --verify`); every reader of a page checks its count against the sparse
 /// index now (the graph file's pages share the check).
 #[test]
@@ -549,7 +561,7 @@ fn decoupled_page_claiming_more_items_is_refused() {
     for nth in 0..2 {
         let b = seed_file("dvectors", nth);
         let f = TempFile::new("v.trawl", &b);
-        let v = VectorFile::open(&f.path).unwrap();
+        let v = CompressedVectorFile::open(&f.path).unwrap();
         let n = v.geometry().n as u32;
         let last = v.data_pages() as usize;
         drop(f);
@@ -560,7 +572,7 @@ fn decoupled_page_claiming_more_items_is_refused() {
             let count = u64::from(u16::from_le_bytes([b[at], b[at + 1]]));
             let forged = forged("dvectors", nth, &[(at, 2, count + 1)]);
             let f = TempFile::new("v.trawl", &forged);
-            let v = VectorFile::open(&f.path).unwrap();
+            let v = CompressedVectorFile::open(&f.path).unwrap();
             let e = v.scan(|_, _| {}).unwrap_err();
             assert_eq!(e.path, f.path);
             invalid_containing(e.kind, "claims");
@@ -618,7 +630,7 @@ fn ivf_seeds_are_valid() {
     for nth in 0..3 {
         let b = harness::index_seed_file("ivf_vectors", nth);
         let f = TempFile::new("ivf-vectors.trawl", &b);
-        trawl::kinds::ivf::vectors::VectorFile::open(&f.path).unwrap();
+        trawl::kinds::slot_file::SlotFile::open(&f.path).unwrap();
         let mut r = b.clone();
         harness::reseal_index(1, &mut r, true);
         assert_eq!(r, b);
@@ -686,7 +698,7 @@ fn ivf_vectors_huge_page_count_is_refused() {
         let b = index_forged("ivf_vectors", 0, &[(28, 8, d)]);
         invalid_containing(
             file_error(&b, "ivf-vectors.trawl", |p| {
-                trawl::kinds::ivf::vectors::VectorFile::open(p)
+                trawl::kinds::slot_file::SlotFile::open(p)
             }),
             "data pages",
         );

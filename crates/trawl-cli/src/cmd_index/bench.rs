@@ -9,8 +9,8 @@ use trawl::data::matrix::AnyMatrix;
 use trawl::data::GroundTruth;
 use trawl::progress::Control;
 
-use crate::cmd_graph::write_json;
 use crate::runtime::peak_rss_bytes;
+use crate::runtime::write_json;
 
 use super::*;
 

@@ -11,7 +11,7 @@ use trawl::progress::Control;
 use trawl::vamana::{VamanaParams, VisitOrder};
 use trawl::Metric;
 
-use crate::cmd_graph::write_json;
+use crate::runtime::write_json;
 use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
 
 pub use trawl::kinds::build::DEFAULT_PQ_BYTES;

@@ -8,7 +8,7 @@ use trawl::kinds::graph::search::entry::{EntryParams, EntrySampling};
 use trawl::kinds::graph::{DiskIndex, OpenOptions};
 use trawl::progress::Control;
 
-use crate::cmd_graph::write_json;
+use crate::runtime::write_json;
 use crate::runtime::{human_bytes, peak_rss_bytes};
 
 /// Arguments of `trawl entry`.

@@ -10,7 +10,7 @@ use trawl::kinds::sharded::{build_sharded_index, ShardParams};
 use trawl::progress::Control;
 
 use super::build::{index_params, BuildArgs};
-use crate::cmd_graph::write_json;
+use crate::runtime::write_json;
 use crate::runtime::{human_bytes, peak_rss_bytes, with_threads};
 
 /// `trawl shard …`.

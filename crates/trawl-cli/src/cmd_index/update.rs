@@ -252,7 +252,7 @@ pub fn merge(args: &MergeArgs, ctl: &Control) -> Result<()> {
         );
     }
     if let Some(p) = &args.report {
-        crate::cmd_graph::write_json(p, &r)?;
+        crate::runtime::write_json(p, &r)?;
     }
     Ok(())
 }

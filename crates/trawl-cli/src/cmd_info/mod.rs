@@ -215,7 +215,7 @@ fn decoupled_graph(path: &Path, verify: bool) -> Result<()> {
 }
 
 fn decoupled_vectors(path: &Path, verify: bool) -> Result<()> {
-    let v = trawl::kinds::graph::layout::decoupled::vectors::VectorFile::open(path)?;
+    let v = trawl::kinds::graph::layout::decoupled::vectors::CompressedVectorFile::open(path)?;
     let g = v.geometry();
     let r = v.report();
     let raw = g.n * g.vector_bytes() as u64;

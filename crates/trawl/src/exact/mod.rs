@@ -144,6 +144,17 @@ pub enum ExactError {
     Cancelled(#[from] Cancelled),
 }
 
+impl ExactError {
+    /// [`ErrorKind::Cancelled`](crate::ErrorKind::Cancelled) when cancelled; every other
+    /// variant is the caller's: [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::Cancelled(_) => crate::ErrorKind::Cancelled,
+            _ => crate::ErrorKind::InvalidInput,
+        }
+    }
+}
+
 /// Block sizes derived from the parameters and the memory budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {

@@ -474,6 +474,11 @@ fn cancellation_stops_with_cancelled() {
         knn(&bytes, &bytes, 3, Metric::L2, &ExactParams::default(), &c),
         Err(ExactError::Cancelled(Cancelled))
     );
+    assert_eq!(
+        ExactError::Cancelled(Cancelled).kind(),
+        crate::ErrorKind::Cancelled
+    );
+    assert_eq!(ExactError::KZero.kind(), crate::ErrorKind::InvalidInput);
 }
 
 proptest! {

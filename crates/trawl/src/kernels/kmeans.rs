@@ -72,6 +72,17 @@ pub enum KMeansError {
     Cancelled(#[from] Cancelled),
 }
 
+impl KMeansError {
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) or
+    /// [`ErrorKind::Cancelled`](crate::ErrorKind::Cancelled).
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::InvalidInput(_) => crate::ErrorKind::InvalidInput,
+            Self::Cancelled(_) => crate::ErrorKind::Cancelled,
+        }
+    }
+}
+
 /// Points per reduction chunk at least; the chunking depends only on `n`, never on threads.
 const MIN_CHUNK: usize = 2048;
 /// k-means++ seeds from a sample of at most this many points per cluster: D² sampling costs

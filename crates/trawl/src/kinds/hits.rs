@@ -2,8 +2,9 @@
 
 use crate::search::QueryStats;
 
-/// Id of a missing result (fewer than `k` vectors reachable).
-pub const HOLE: u64 = crate::kinds::graph::updates::ids::HOLE;
+/// Id of a missing result (fewer than `k` vectors reachable), and of a free slot in an
+/// updatable graph index's id map (`ids.trawl`): no vector ever has it.
+pub const HOLE: u64 = u64::MAX;
 
 /// Results of a batch search: `nq × k` ids (missing ones [`HOLE`]) and exact distances,
 /// nearest first per query, with per-query statistics and the batch's wall time.

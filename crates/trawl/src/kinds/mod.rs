@@ -20,6 +20,8 @@ pub mod ivf;
 pub mod member;
 pub mod options;
 pub mod sharded;
+pub mod slot_file;
+mod verify;
 
 pub use crate::data::Queries;
 pub use any::{kind_of, open, AnyIndex};
@@ -113,7 +115,8 @@ pub trait IndexKind: Sized + Send + Sync {
     fn verify(&self, ctl: &crate::progress::Control) -> Result<VerifyReport, Error>;
 }
 
-pub use crate::kinds::graph::{VerifiedFile, VerifyReport};
+pub use crate::dir::component::VerifiedFile;
+pub use verify::VerifyReport;
 
 /// Search parameters of any kind, for [`AnyIndex::search`].
 #[derive(Debug, Clone)]

@@ -31,5 +31,7 @@ pub use build::{
 };
 pub use params::{BuildError, VamanaConfig, VamanaParams, VisitOrder, MAX_BUILD_L};
 pub use prune::{robust_prune, PruneLimits, PruneScratch};
-pub use search::{recall_at_k, search, search_batch, SearchError, SearchScratch, SearchStats};
+pub use search::{
+    recall_at_k, search, search_batch, SearchScratch, SearchStats, VamanaSearchError,
+};
 pub use store::{Probe, VectorStore};

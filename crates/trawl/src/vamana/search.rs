@@ -8,6 +8,7 @@ use crate::kernels::Element;
 use crate::vamana::adjacency::{Adjacency, Graph};
 use crate::vamana::queue::{CandidateList, Neighbor, VisitedSet};
 use crate::vamana::store::{Probe, VectorStore};
+use crate::ErrorKind;
 
 /// Counters of one search.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,7 +21,7 @@ pub struct SearchStats {
 
 /// Why a search was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SearchError {
+pub enum VamanaSearchError {
     /// `k` is zero or larger than `l`: ask for at least one result and use `l ≥ k`.
     #[error("invalid k = {k} for list size l = {l} (need 1 ≤ k ≤ l)")]
     InvalidK {
@@ -45,6 +46,13 @@ pub enum SearchError {
         /// Stored vectors.
         store: usize,
     },
+}
+
+impl VamanaSearchError {
+    /// Every variant is the caller's: [`ErrorKind::InvalidInput`].
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::InvalidInput
+    }
 }
 
 /// Reusable buffers of one search thread.
@@ -116,18 +124,18 @@ fn check(
     qdim: usize,
     k: usize,
     l: usize,
-) -> Result<(), SearchError> {
+) -> Result<(), VamanaSearchError> {
     if k == 0 || k > l {
-        return Err(SearchError::InvalidK { k, l });
+        return Err(VamanaSearchError::InvalidK { k, l });
     }
     if qdim != store.dim() {
-        return Err(SearchError::DimMismatch {
+        return Err(VamanaSearchError::DimMismatch {
             expected: store.dim(),
             got: qdim,
         });
     }
     if graph.n() != store.n() {
-        return Err(SearchError::SizeMismatch {
+        return Err(VamanaSearchError::SizeMismatch {
             graph: graph.n(),
             store: store.n(),
         });
@@ -144,7 +152,7 @@ pub fn search<T: Element>(
     k: usize,
     l: usize,
     scratch: &mut SearchScratch,
-) -> Result<(Vec<(u32, f32)>, SearchStats), SearchError> {
+) -> Result<(Vec<(u32, f32)>, SearchStats), VamanaSearchError> {
     check(graph, store, query.len(), k, l)?;
     let probe = store.query(query);
     let stats = greedy(graph, store, &probe, graph.medoid(), l, false, scratch);
@@ -165,7 +173,7 @@ pub fn search_batch<T: Element>(
     queries: &Matrix<T>,
     k: usize,
     l: usize,
-) -> Result<(Vec<u32>, SearchStats), SearchError> {
+) -> Result<(Vec<u32>, SearchStats), VamanaSearchError> {
     check(graph, store, queries.dim(), k, l)?;
     let mut ids = vec![u32::MAX; queries.n() * k];
     let stats = ids

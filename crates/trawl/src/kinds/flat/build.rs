@@ -12,7 +12,7 @@ use crate::io::PAGE_BYTES;
 use crate::kernels::{Element, Metric};
 use crate::kinds::flat::FILE_NAME;
 use crate::kinds::graph::{IndexBuildError, KindName};
-use crate::kinds::ivf::vectors;
+use crate::kinds::slot_file as vectors;
 use crate::progress::Control;
 
 /// What a flat build wrote.

@@ -7,7 +7,7 @@ use crate::dir::component::{verified_manifest, verify_files, Component, Named};
 use crate::dir::manifest::Manifest;
 use crate::kinds::flat::FILE_NAME;
 use crate::kinds::graph::OpenError;
-use crate::kinds::ivf::vectors::VectorFile;
+use crate::kinds::slot_file::SlotFile;
 use crate::kinds::VerifyReport;
 use crate::progress::Control;
 
@@ -36,7 +36,7 @@ static VECTORS: Named<FlatCx, OpenError> = Named {
     required: true,
     verify: |cx, name| {
         let path = cx.dir.join(name);
-        let file = VectorFile::open(&path)?;
+        let file = SlotFile::open(&path)?;
         let g = *file.geometry();
         let m = &cx.manifest;
         if g.n != m.n || g.dim != m.dim || g.dtype.name() != m.dtype {

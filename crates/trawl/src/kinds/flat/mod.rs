@@ -21,7 +21,7 @@ use crate::dir::FileError;
 use crate::io::IoFile;
 use crate::kernels::{DType, Element, Metric};
 use crate::kinds::graph::{IndexInfo, KindName, Manifest, OpenError, OpenOptions};
-use crate::kinds::ivf::vectors::VectorFile;
+use crate::kinds::slot_file::SlotFile;
 use crate::kinds::{Error, Hits, IndexKind, Queries, Run};
 
 /// The vector file of a flat index.
@@ -41,7 +41,7 @@ pub struct FlatIndex {
     opts: OpenOptions,
     manifest: Manifest,
     metric: Metric,
-    vectors: VectorFile,
+    vectors: SlotFile,
     file: IoFile,
 }
 
@@ -66,7 +66,7 @@ impl FlatIndex {
         }
         manifest.check_files(dir, &[FILE_NAME])?;
         let path = dir.join(FILE_NAME);
-        let vectors = VectorFile::open(&path)?;
+        let vectors = SlotFile::open(&path)?;
         let g = *vectors.geometry();
         let metric: Metric = manifest
             .metric
@@ -115,7 +115,7 @@ impl FlatIndex {
     }
 
     /// The vector file.
-    pub fn vectors(&self) -> &VectorFile {
+    pub fn vectors(&self) -> &SlotFile {
         &self.vectors
     }
 

@@ -8,7 +8,7 @@ use crate::dir::component::{Component, Named, Verified};
 use crate::dir::manifest::{entry_at, BuildRecord, KindName, Manifest};
 use crate::dir::{FileError, FileErrorKind};
 use crate::kinds::graph::layout::decoupled::graph::GraphFile;
-use crate::kinds::graph::layout::decoupled::vectors::{self as dvectors, VectorFile};
+use crate::kinds::graph::layout::decoupled::vectors::{self as dvectors, CompressedVectorFile};
 use crate::kinds::graph::layout::packed::{PackedFile, PackedMeta};
 use crate::kinds::graph::search::entry::{self, EntryIndex};
 use crate::kinds::graph::{
@@ -286,7 +286,7 @@ static DECOUPLED_VECTORS: Named<GraphCx, OpenError> = Named {
 /// checksum, and its shape is the graph's (a segment, or the one file of an index whose
 /// vector map says where each slot's vector is, holds only some of them).
 fn check_vectors(cx: &mut GraphCx, name: &str, segment: bool) -> Result<Verified, OpenError> {
-    let v = VectorFile::open(&cx.dir.join(name))?;
+    let v = CompressedVectorFile::open(&cx.dir.join(name))?;
     let mut n = 0u64;
     v.scan(|_, _| n += 1)?;
     let mapped = cx.dir.join(segments::FILE_NAME).is_file();
@@ -327,7 +327,7 @@ static VECTOR_MAP: Named<GraphCx, OpenError> = Named {
         let ids = ids::SlotIds::load(&cx.dir, b.n as usize)?;
         map.check_ids(&ids, &cx.dir.join(name))?;
         for (seg, count) in &map.segments {
-            let v = VectorFile::open(&cx.dir.join(seg))?;
+            let v = CompressedVectorFile::open(&cx.dir.join(seg))?;
             if v.geometry().n != *count {
                 return Err(cx.mismatch(format!(
                     "{seg} holds {} vectors, {name} says {count}",

@@ -19,7 +19,8 @@ use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kinds::graph::layout::decoupled::graph::GraphWriter;
 use crate::kinds::graph::layout::decoupled::vectors::{
-    self as dvectors, VectorGeometry, VectorOrder, VectorParams, VectorPlanner, VectorWriter,
+    self as dvectors, CompressedGeometry, CompressedVectorWriter, VectorOrder, VectorParams,
+    VectorPlanner,
 };
 use crate::kinds::graph::layout::packed::{self, PackedMeta, PackedWriter, RecordView};
 use crate::kinds::graph::layout::shuffle::{self, Csr, ShuffleReport};
@@ -387,7 +388,7 @@ impl DiskIndex {
         let txn = self.begin_txn()?;
         let graph_path = txn.path(IndexLayout::Decoupled.file_name());
         let vectors_path = txn.path(dvectors::FILE_NAME);
-        let geo = VectorGeometry::new(meta.dtype, meta.dim, meta.n, params).map_err(bad)?;
+        let geo = CompressedGeometry::new(meta.dtype, meta.dim, meta.n, params).map_err(bad)?;
         let gmeta = PackedMeta {
             neighbor_code_bytes: 0,
             permuted: false,
@@ -498,7 +499,7 @@ impl DiskIndex {
         plan: dvectors::VectorPlan,
         ctl: &Control,
     ) -> Result<dvectors::VectorWriteReport, IndexBuildError> {
-        let mut vw = VectorWriter::create(path, plan)?;
+        let mut vw = CompressedVectorWriter::create(path, plan)?;
         let bar = ctl.bar("decoupled: coding vectors", self.n() as u64);
         self.scan_records(ctl, |_, view| {
             vw.push(view.vector_bytes())?;
@@ -516,7 +517,7 @@ impl DiskIndex {
         &self,
         graph: Csr,
         per: usize,
-        geo: VectorGeometry,
+        geo: CompressedGeometry,
         gmeta: PackedMeta,
         txn: &crate::dir::txn::Txn,
         ctl: &Control,
@@ -600,7 +601,7 @@ impl DiskIndex {
         let plan = planner.finish().map_err(bad)?;
         let pass1_secs = t1.elapsed().as_secs_f64();
         let t3 = Instant::now();
-        let mut vw = VectorWriter::create(&vectors_path, plan)?;
+        let mut vw = CompressedVectorWriter::create(&vectors_path, plan)?;
         each("decoupled: coding vectors in graph order", &mut |v| {
             vw.push(v).map_err(IndexBuildError::from)
         })?;

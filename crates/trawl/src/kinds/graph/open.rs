@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::io::IoFile;
 use crate::kinds::graph::layout::decoupled::graph::{self as dgraph, GraphFile};
-use crate::kinds::graph::layout::decoupled::vectors::{self as dvectors, VectorFile};
+use crate::kinds::graph::layout::decoupled::vectors::{self as dvectors, CompressedVectorFile};
 use crate::kinds::graph::layout::packed::{self, PackedFile, PackedMeta};
 use crate::kinds::graph::search::entry::{self, EntryIndex};
 use crate::kinds::graph::search::{DecoupledLayout, LayoutReader, RecordLayout};
@@ -199,7 +199,7 @@ fn open_layout(dir: &Path, opts: &OpenOptions) -> Result<(LayoutReader, IoFile),
                     dir.display()
                 )));
             }
-            let vectors = VectorFile::open(&vectors_path)?;
+            let vectors = CompressedVectorFile::open(&vectors_path)?;
             let vg = vectors.geometry();
             if vg.n != *count || vg.dim != meta.dim || vg.dtype != meta.dtype {
                 return Err(mismatch(format!(

@@ -4,29 +4,13 @@
 
 use std::path::Path;
 
-use serde::Serialize;
-
 use crate::dir::manifest::Manifest;
 use crate::kinds::graph::layout::packed::PackedMeta;
 use crate::kinds::graph::{IndexLayout, OpenError};
 use crate::progress::Control;
 
 pub use crate::dir::component::VerifiedFile;
-
-/// Every file of an index, verified.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct VerifyReport {
-    /// Whether the index has a manifest (each file was also checked against it).
-    pub manifest: bool,
-    /// The files, in the order checked.
-    pub files: Vec<VerifiedFile>,
-    /// A graph index's connectivity from its medoid (every node must be reachable).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub connectivity: Option<crate::vamana::connectivity::Connectivity>,
-    /// The data pages of vectors checked (IVF and flat kinds).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub vector_pages: Option<u64>,
-}
+pub use crate::kinds::VerifyReport;
 
 /// Reads every file of the index in `dir` whole and checks it (see the module docs). The
 /// first damaged file ends the check with its error, which names it. Holds the directory's

@@ -14,7 +14,8 @@ use crate::dir::txn::Txn;
 use crate::kernels::{Element, Metric};
 use crate::kinds::graph::{payload_crc, IndexBuildError, PQ_CODES_FILE, PQ_FILE};
 use crate::kinds::ivf::file::{IvfMeta, FILE_NAME};
-use crate::kinds::ivf::{vectors, IvfParams};
+use crate::kinds::ivf::{IvfParams, VECTORS_BY_ID_FILE, VECTORS_FILE};
+use crate::kinds::slot_file as vectors;
 use crate::progress::Control;
 use crate::quant::pq::ProductQuantizer;
 use crate::vamana::{self, SearchScratch, VectorStore};
@@ -291,7 +292,7 @@ fn write_vectors<T: Element>(
     let ppv = vb.div_ceil(crate::io::PAGE_BYTES);
     let (slot, pages) = vectors::bucket_slots(n, buckets, per_page, ppv);
     let row = |i: usize| -> &[u8] { bytemuck::cast_slice(data.row(i)) };
-    let vpath = txn.path(vectors::FILE_NAME);
+    let vpath = txn.path(VECTORS_FILE);
     let vectors_bytes = vectors::write(&vpath, n, dim, T::DTYPE, &slot, pages, true, &row)?;
     let vectors_by_id_bytes = if by_id {
         let ident: Vec<u32> = (0..n as u32).collect();
@@ -300,7 +301,7 @@ fn write_vectors<T: Element>(
         } else {
             n.div_ceil(per_page) as u64
         };
-        let p = txn.path(vectors::BY_ID_FILE_NAME);
+        let p = txn.path(VECTORS_BY_ID_FILE);
         vectors::write(&p, n, dim, T::DTYPE, &ident, pages, false, &row)?
     } else {
         0
@@ -392,7 +393,7 @@ pub fn build_ivf<T: Element>(
     let (per_page, pages, vectors_bytes, vectors_by_id_bytes) =
         write_vectors(data, &buckets, params.by_id_file, &txn)?;
     let vectors_secs = t.elapsed().as_secs_f64();
-    let vfile = vectors::VectorFile::open(&txn.path(vectors::FILE_NAME))?;
+    let vfile = vectors::SlotFile::open(&txn.path(VECTORS_FILE))?;
 
     let meta = IvfMeta {
         n: n as u64,

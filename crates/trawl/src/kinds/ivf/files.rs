@@ -11,7 +11,8 @@ use crate::dir::manifest::{BuildRecord, KindName, Manifest};
 use crate::dir::{FileError, FileErrorKind};
 use crate::kinds::graph::{payload_crc, OpenError, PQ_CODES_FILE, PQ_FILE};
 use crate::kinds::ivf::file::{check_centroids, IvfMeta, FILE_NAME};
-use crate::kinds::ivf::vectors::{self, VectorFile};
+use crate::kinds::ivf::{VECTORS_BY_ID_FILE, VECTORS_FILE};
+use crate::kinds::slot_file::{self, SlotFile};
 use crate::kinds::VerifyReport;
 use crate::progress::Control;
 use crate::quant::pq::{PqCodes, ProductQuantizer};
@@ -167,7 +168,7 @@ static PQ_CODES: Named<IvfCx, OpenError> = Named {
 
 /// The vectors in bucket order (what a search reads by default).
 static VECTORS: Named<IvfCx, OpenError> = Named {
-    name: vectors::FILE_NAME,
+    name: VECTORS_FILE,
     role: "ivf_vectors",
     first: false,
     required: true,
@@ -176,7 +177,7 @@ static VECTORS: Named<IvfCx, OpenError> = Named {
 
 /// The vectors in id order (built with `--by-id-vectors`; the layout ablation's).
 static VECTORS_BY_ID: Named<IvfCx, OpenError> = Named {
-    name: vectors::BY_ID_FILE_NAME,
+    name: VECTORS_BY_ID_FILE,
     role: "ivf_vectors_by_id",
     first: false,
     required: false,
@@ -188,7 +189,7 @@ static VECTORS_BY_ID: Named<IvfCx, OpenError> = Named {
 /// and every data page against its checksum.
 fn check_vectors(cx: &mut IvfCx, name: &str, bucketed: bool) -> Result<String, OpenError> {
     let path = cx.dir.join(name);
-    let file = VectorFile::open(&path)?;
+    let file = SlotFile::open(&path)?;
     let meta = cx.meta(name)?;
     let g = *file.geometry();
     if g.n != meta.n || g.dim != meta.dim || g.dtype != meta.dtype {
@@ -218,7 +219,7 @@ fn check_vectors(cx: &mut IvfCx, name: &str, bucketed: bool) -> Result<String, O
 /// With one posting list per vector, the bucketed vector `file`'s slots must be the buckets
 /// those lists make (with replicas the layout cannot be derived from the lists, and any is
 /// accepted). Returns whether the layout was checked; errors name `path`, the index file.
-pub fn check_buckets(path: &Path, meta: &IvfMeta, file: &VectorFile) -> Result<bool, FileError> {
+pub fn check_buckets(path: &Path, meta: &IvfMeta, file: &SlotFile) -> Result<bool, FileError> {
     let g = file.geometry();
     let Some(sole) = meta.sole_lists().filter(|_| g.bucketed) else {
         return Ok(false);
@@ -228,13 +229,13 @@ pub fn check_buckets(path: &Path, meta: &IvfMeta, file: &VectorFile) -> Result<b
         buckets[l as usize].push(id as u32);
     }
     let (slot, pages) =
-        vectors::bucket_slots(meta.n as usize, &buckets, g.per_page, g.pages_per_vector);
+        slot_file::bucket_slots(meta.n as usize, &buckets, g.per_page, g.pages_per_vector);
     if pages != g.data_pages || slot.as_slice() != file.slots() {
         return Err(FileError::new(
             path,
             FileErrorKind::Invalid(format!(
                 "the posting lists do not match the buckets of {}",
-                vectors::FILE_NAME
+                VECTORS_FILE
             )),
         ));
     }

@@ -6,7 +6,7 @@
 //! | file | what | in memory at search time |
 //! |---|---|---|
 //! | `ivf.trawl` | centroids, centroid graph, posting lists ([`file`](mod@file)) | all |
-//! | `ivf-vectors.trawl` | vectors in bucketed 4 KiB pages, id → slot table ([`vectors`]) | the slot table (4 B/vector), page checksums |
+//! | `ivf-vectors.trawl` | vectors in bucketed 4 KiB pages, id → slot table ([`SlotFile`](crate::kinds::slot_file::SlotFile)) | the slot table (4 B/vector), page checksums |
 //! | `ivf-vectors-by-id.trawl` (optional) | the same vectors by id (ablation baseline) | as above |
 //! | `pq.trawl`, `pq-codes.trawl` | PQ quantiser and codes | all (on the accelerator's device) |
 //!
@@ -25,12 +25,16 @@ mod open;
 mod pages;
 mod params;
 pub mod search;
-pub mod vectors;
 
 pub use build::{build_ivf, IvfBuildReport};
 pub use open::{IvfIndex, IvfMemory, IvfVectorLayout};
 pub use params::{IvfSearchParams, MAX_IVF_PARAM};
 pub use search::IvfSearcher;
+
+/// File name of the bucketed vector file.
+pub const VECTORS_FILE: &str = "ivf-vectors.trawl";
+/// File name of the by-id vector file (the bucket layout's ablation baseline).
+pub const VECTORS_BY_ID_FILE: &str = "ivf-vectors-by-id.trawl";
 
 use crate::kernels::Metric;
 use crate::kinds::graph::IndexBuildError;

@@ -8,7 +8,8 @@ use crate::dir::FileError;
 use crate::io::IoFile;
 use crate::kinds::graph::{payload_crc, Manifest, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE};
 use crate::kinds::ivf::file::{IvfMeta, FILE_NAME};
-use crate::kinds::ivf::vectors::{self, VectorFile};
+use crate::kinds::ivf::{VECTORS_BY_ID_FILE, VECTORS_FILE};
+use crate::kinds::slot_file::SlotFile;
 use crate::quant::pq::{PqCodes, ProductQuantizer};
 
 /// Which vector file an IVF index reads its re-rank vectors from.
@@ -35,8 +36,8 @@ impl IvfVectorLayout {
     /// The file it reads.
     pub fn file_name(&self) -> &'static str {
         match self {
-            Self::Bucket => vectors::FILE_NAME,
-            Self::ById => vectors::BY_ID_FILE_NAME,
+            Self::Bucket => VECTORS_FILE,
+            Self::ById => VECTORS_BY_ID_FILE,
         }
     }
 }
@@ -60,7 +61,7 @@ pub struct IvfIndex {
     pub(super) meta: IvfMeta,
     pub(super) pq: ProductQuantizer,
     pub(super) codes: Arc<PqCodes>,
-    pub(super) vectors: VectorFile,
+    pub(super) vectors: SlotFile,
     pub(super) vfile: IoFile,
     pub(super) accel: Arc<dyn Accelerator>,
     /// Engines kept between searches of one query ([`IvfIndex::search_one`]).
@@ -122,7 +123,7 @@ impl IvfIndex {
                 ),
             });
         }
-        let vectors = VectorFile::open(&vpath)?;
+        let vectors = SlotFile::open(&vpath)?;
         let g = vectors.geometry();
         if g.n != meta.n || g.dim != meta.dim || g.dtype != meta.dtype {
             return Err(mismatch(format!(
@@ -232,7 +233,7 @@ impl IvfIndex {
     }
 
     /// The vector file.
-    pub fn vectors(&self) -> &VectorFile {
+    pub fn vectors(&self) -> &SlotFile {
         &self.vectors
     }
 
@@ -365,8 +366,8 @@ impl IvfIndex {
         let mut v = Vec::new();
         for name in [
             FILE_NAME,
-            vectors::FILE_NAME,
-            vectors::BY_ID_FILE_NAME,
+            VECTORS_FILE,
+            VECTORS_BY_ID_FILE,
             PQ_FILE,
             PQ_CODES_FILE,
         ] {

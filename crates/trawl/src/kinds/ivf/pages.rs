@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::io::PAGE_BYTES;
-use crate::kinds::ivf::vectors::VectorFile;
+use crate::kinds::slot_file::SlotFile;
 use crate::search::rerank::VectorSource;
 use crate::search::SearchError;
 
@@ -12,7 +12,7 @@ use crate::search::SearchError;
 /// pages it spans, and the ids on a page are known (page-mate scoring).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IvfPages<'a> {
-    pub(crate) file: &'a VectorFile,
+    pub(crate) file: &'a SlotFile,
     /// The file, for error messages.
     pub(crate) path: &'a Path,
     /// Check every page read against its stored checksum.

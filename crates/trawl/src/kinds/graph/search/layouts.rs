@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::kernels::Element;
 use crate::kinds::graph::layout::decoupled::graph::GraphFile;
-use crate::kinds::graph::layout::decoupled::vectors::VectorFile;
+use crate::kinds::graph::layout::decoupled::vectors::CompressedVectorFile;
 use crate::kinds::graph::layout::packed::{PackedFile, PackedMeta, RecordView};
 use crate::kinds::graph::search::explore::{corrupt, Frontier};
 use crate::kinds::graph::search::source::NO_KEY;
@@ -197,7 +197,7 @@ impl GraphSource for RecordLayout {
 pub struct DecoupledLayout {
     graph: GraphFile,
     /// Vector segments (the layout's `vectors.trawl`, then the files merges wrote).
-    segments: Vec<VectorFile>,
+    segments: Vec<CompressedVectorFile>,
     /// First page of each segment in the joint page space (after the graph file's pages).
     bases: Vec<u64>,
     /// Per slot `(segment, local id)` (`None`: slot `s` is local id `s` of segment 0).
@@ -215,7 +215,7 @@ impl DecoupledLayout {
     /// `list_cache_bytes`.
     pub fn new(
         graph: GraphFile,
-        segments: Vec<VectorFile>,
+        segments: Vec<CompressedVectorFile>,
         map: Option<Vec<(u32, u32)>>,
         list_cache_bytes: u64,
         verify: bool,
@@ -242,11 +242,11 @@ impl DecoupledLayout {
         &self.graph
     }
     /// The first vector segment (the layout's `vectors.trawl` until a merge moves vectors).
-    pub fn vectors(&self) -> &VectorFile {
+    pub fn vectors(&self) -> &CompressedVectorFile {
         &self.segments[0]
     }
     /// Every vector segment.
-    pub fn segments(&self) -> &[VectorFile] {
+    pub fn segments(&self) -> &[CompressedVectorFile] {
         &self.segments
     }
     /// Per slot `(segment, local id)` from `vmap.trawl` (`None`: slot `s` is local id `s` of
@@ -500,7 +500,10 @@ impl LayoutReader {
             Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => r.file.heap_bytes(),
             Self::Decoupled(d) => {
                 d.graph.heap_bytes()
-                    + d.segments.iter().map(VectorFile::heap_bytes).sum::<usize>()
+                    + d.segments
+                        .iter()
+                        .map(CompressedVectorFile::heap_bytes)
+                        .sum::<usize>()
                     + d.map.as_ref().map_or(0, |m| m.len() * 8)
             }
         }

@@ -19,8 +19,9 @@ pub const FILE_NAME: &str = "ids.trawl";
 const MAGIC: [u8; 8] = *b"TRAWLIDS";
 const VERSION: u32 = 1;
 
-/// The id stored for a free slot.
-pub const HOLE: u64 = u64::MAX;
+/// The id stored for a free slot: the contract's [`HOLE`](crate::kinds::HOLE), the id of no
+/// vector.
+pub use crate::kinds::HOLE;
 
 /// The largest id a caller may choose (`HOLE` marks free slots).
 pub const MAX_ID: u64 = u64::MAX - 1;

@@ -46,6 +46,18 @@ pub enum EfError {
     Corrupt(&'static str),
 }
 
+impl EfError {
+    /// An encoder given unsorted or out-of-range ids is a bug of its caller
+    /// ([`ErrorKind::Internal`](crate::ErrorKind::Internal)); bytes that decode to no list are
+    /// [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt).
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::Unsorted { .. } | Self::OutOfRange { .. } => crate::ErrorKind::Internal,
+            Self::Truncated { .. } | Self::Corrupt(_) => crate::ErrorKind::Corrupt,
+        }
+    }
+}
+
 /// Low bits per id for `n` ids below `universe`: `⌈log2(universe / n)⌉`, 0 when `n ≥ universe`.
 pub fn low_bits(n: usize, universe: u32) -> u32 {
     if n == 0 || universe as usize <= n {
@@ -263,10 +275,15 @@ mod tests {
         ));
         encode(&[1, 5, 9], 10, &mut buf).unwrap();
         let mut out = Vec::new();
-        assert!(matches!(
-            decode(&buf[..buf.len() - 1], 3, 10, &mut out),
-            Err(EfError::Truncated { .. })
-        ));
+        let e = decode(&buf[..buf.len() - 1], 3, 10, &mut out).unwrap_err();
+        assert!(matches!(e, EfError::Truncated { .. }), "{e}");
+        assert_eq!(e.kind(), crate::ErrorKind::Corrupt);
+        assert_eq!(
+            encode(&[3, 2], 10, &mut buf).unwrap_err().kind(),
+            crate::ErrorKind::Internal
+        );
+        buf.clear();
+        encode(&[1, 5, 9], 10, &mut buf).unwrap();
         // An extra set bit in the high bitmap, and a missing one.
         let l = low_bits(3, 10) as usize;
         let hs = 3 * l;

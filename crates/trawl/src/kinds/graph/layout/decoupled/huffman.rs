@@ -41,6 +41,18 @@ pub enum HuffError {
     Corrupt(&'static str),
 }
 
+impl HuffError {
+    /// A byte without a code is a bug of the encoder's caller
+    /// ([`ErrorKind::Internal`](crate::ErrorKind::Internal)); stored lengths or a stream that
+    /// no code explains are [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt).
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::NoCode { .. } => crate::ErrorKind::Internal,
+            Self::BadLengths(_) | Self::Corrupt(_) => crate::ErrorKind::Corrupt,
+        }
+    }
+}
+
 /// One lane's code: lengths, codes (bit-reversed for the LSB-first stream) and the decoding
 /// table (`symbol | length << 8` per `MAX_CODE_LEN`-bit window; length 0 = no code).
 #[derive(Clone)]
@@ -506,7 +518,10 @@ mod tests {
     #[test]
     fn bad_lengths_and_unknown_bytes_are_errors() {
         let mut lens = [1u8; 256];
-        assert!(CodeTable::from_lengths(&lens).is_err(), "Kraft sum 128");
+        let Err(e) = CodeTable::from_lengths(&lens) else {
+            panic!("Kraft sum 128 accepted")
+        };
+        assert_eq!(e.kind(), crate::ErrorKind::Corrupt);
         lens = [0u8; 256];
         lens[0] = 13;
         assert!(CodeTable::from_lengths(&lens).is_err());

@@ -3,7 +3,7 @@ use crate::io::PAGE_BYTES;
 use crate::kernels::{DType, Metric};
 use crate::kinds::graph::layout::decoupled::graph::{GraphFile, GraphWriter};
 use crate::kinds::graph::layout::decoupled::vectors::{
-    VectorFile, VectorGeometry, VectorParams, VectorPlanner, VectorWriter,
+    CompressedGeometry, CompressedVectorFile, CompressedVectorWriter, VectorParams, VectorPlanner,
 };
 use crate::kinds::graph::layout::packed::PackedMeta;
 use proptest::prelude::*;
@@ -158,25 +158,25 @@ fn write_vectors(
     dim: usize,
     data: &[u8],
     params: &VectorParams,
-) -> VectorFile {
+) -> CompressedVectorFile {
     let v = dim * dtype.size_bytes();
     let n = (data.len() / v) as u64;
-    let geo = VectorGeometry::new(dtype, dim, n, params).unwrap();
+    let geo = CompressedGeometry::new(dtype, dim, n, params).unwrap();
     let mut p = VectorPlanner::new(geo).unwrap();
     for x in data.chunks_exact(v) {
         p.push(x).unwrap();
     }
-    let mut w = VectorWriter::create(path, p.finish().unwrap()).unwrap();
+    let mut w = CompressedVectorWriter::create(path, p.finish().unwrap()).unwrap();
     for x in data.chunks_exact(v) {
         w.push(x).unwrap();
     }
     let rep = w.finish().unwrap();
-    let f = VectorFile::open(path).unwrap();
+    let f = CompressedVectorFile::open(path).unwrap();
     assert_eq!(*f.report(), rep);
     f
 }
 
-fn check_all(f: &VectorFile, path: &std::path::Path, data: &[u8]) {
+fn check_all(f: &CompressedVectorFile, path: &std::path::Path, data: &[u8]) {
     let v = f.geometry().vector_bytes();
     let all = std::fs::read(path).unwrap();
     let mut out = vec![0u8; v];
@@ -310,19 +310,19 @@ fn vector_file_corruption_is_detected() {
         let mut bad = good.clone();
         bad[at] ^= 0x20;
         std::fs::write(&path, &bad).unwrap();
-        assert!(VectorFile::open(&path).is_err(), "byte {at}");
+        assert!(CompressedVectorFile::open(&path).is_err(), "byte {at}");
     }
     std::fs::write(&path, &good[..good.len() - 1]).unwrap();
-    assert!(VectorFile::open(&path).is_err());
+    assert!(CompressedVectorFile::open(&path).is_err());
 }
 
 #[test]
 fn vector_geometry_follows_beta() {
-    let g = VectorGeometry::new(DType::F32, 100, 1_000_000, &VectorParams::default()).unwrap();
+    let g = CompressedGeometry::new(DType::F32, 100, 1_000_000, &VectorParams::default()).unwrap();
     // β = 0.001: C = 412 / (0.001 − 1/1024) ≈ 17.6 MB ≈ 44K vectors of 400 bytes.
     assert!((40_000..50_000).contains(&g.chunk_vectors), "{g:?}");
     assert_eq!(g.segment_vectors % g.chunk_vectors, 0);
-    assert!(VectorGeometry::new(
+    assert!(CompressedGeometry::new(
         DType::F32,
         100,
         10,
@@ -332,7 +332,7 @@ fn vector_geometry_follows_beta() {
         }
     )
     .is_err());
-    let big = VectorGeometry::new(DType::F32, 1100, 10, &VectorParams::default()).unwrap();
+    let big = CompressedGeometry::new(DType::F32, 1100, 10, &VectorParams::default()).unwrap();
     assert!(
         VectorPlanner::new(big).is_err(),
         "vectors above a page are refused"

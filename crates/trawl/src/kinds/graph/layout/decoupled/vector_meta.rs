@@ -1,12 +1,12 @@
 //! The metadata pages of the decoupled layout's vector file, parsed and checked when the file
-//! opens ([`super::vectors::VectorFile::open`]).
+//! opens ([`super::vectors::CompressedVectorFile::open`]).
 
 use std::path::Path;
 
 use crate::dir::{FileError, FileErrorKind};
 use crate::kinds::graph::layout::decoupled::graph::le32;
 use crate::kinds::graph::layout::decoupled::huffman::CodeTable;
-use crate::kinds::graph::layout::decoupled::vectors::VectorGeometry;
+use crate::kinds::graph::layout::decoupled::vectors::CompressedGeometry;
 
 /// What the metadata pages of a decoupled vector file hold, checked: the code tables of every
 /// segment and lane, each chunk's page range, flag and base vector, and each data page's first
@@ -21,7 +21,7 @@ pub(crate) type Meta = (
 /// Parses and checks the metadata pages `meta` of the vector file at `path` (see [`Meta`]).
 pub(crate) fn parse(
     path: &Path,
-    geo: &VectorGeometry,
+    geo: &CompressedGeometry,
     meta: &[u8],
     data_pages: u64,
 ) -> Result<Meta, FileError> {

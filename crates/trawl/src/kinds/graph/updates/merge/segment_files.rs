@@ -8,7 +8,7 @@ use super::{SegmentPolicy, SegmentReport};
 use crate::dir::{FileError, FileErrorKind};
 use crate::kernels::Element;
 use crate::kinds::graph::layout::decoupled::vectors::{
-    VectorGeometry, VectorParams, VectorPlanner, VectorWriter,
+    CompressedGeometry, CompressedVectorWriter, VectorParams, VectorPlanner,
 };
 use crate::kinds::graph::search::DecoupledLayout;
 use crate::kinds::graph::updates::segments::{self, VectorMap, GONE};
@@ -224,7 +224,7 @@ fn write_segment<T: Element>(
     dim: usize,
 ) -> Result<u64, IndexBuildError> {
     let bad = |m: String| IndexBuildError::File(FileError::new(path, FileErrorKind::Invalid(m)));
-    let geo = VectorGeometry::new(
+    let geo = CompressedGeometry::new(
         T::DTYPE,
         dim,
         written.len() as u64,
@@ -239,7 +239,7 @@ fn write_segment<T: Element>(
         planner.push(row(s)).map_err(bad)?;
     }
     let plan = planner.finish().map_err(bad)?;
-    let mut w = VectorWriter::create(path, plan)?;
+    let mut w = CompressedVectorWriter::create(path, plan)?;
     for &s in written {
         w.push(row(s))?;
     }

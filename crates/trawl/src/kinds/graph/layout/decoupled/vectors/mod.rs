@@ -42,7 +42,7 @@
 //! table lookup per coded byte only: a quarter of a float vector's bytes.
 //!
 //! The code: the format and the grouping here, the first pass ([`VectorPlanner`]) in `plan`,
-//! the second ([`VectorWriter`]) in `write`, the reader ([`VectorFile`]) in `read`.
+//! the second ([`CompressedVectorWriter`]) in `write`, the reader ([`CompressedVectorFile`]) in `read`.
 
 mod plan;
 mod read;
@@ -52,8 +52,8 @@ use crate::io::PAGE_BYTES;
 use crate::kernels::DType;
 
 pub use plan::{VectorPlan, VectorPlanner};
-pub use read::VectorFile;
-pub use write::{VectorWriteReport, VectorWriter};
+pub use read::CompressedVectorFile;
+pub use write::{CompressedVectorWriter, VectorWriteReport};
 
 /// Magic of decoupled vector files.
 pub const MAGIC: [u8; 8] = *b"TRAWLVEC";
@@ -115,7 +115,7 @@ impl Default for VectorParams {
 
 /// The grouping of `n` vectors of `vector_bytes` each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VectorGeometry {
+pub struct CompressedGeometry {
     /// Element type.
     pub dtype: DType,
     /// Dimension.
@@ -128,7 +128,7 @@ pub struct VectorGeometry {
     pub chunk_vectors: u64,
 }
 
-impl VectorGeometry {
+impl CompressedGeometry {
     /// Sizes chunks and segments from `params`.
     pub fn new(dtype: DType, dim: usize, n: u64, params: &VectorParams) -> Result<Self, String> {
         let v = (dim * dtype.size_bytes()) as f64;

@@ -1,14 +1,14 @@
 //! The first pass of writing a vector file: the chunks' base vectors and the segments' code
 //! lengths.
 
-use super::VectorGeometry;
+use super::CompressedGeometry;
 use crate::kinds::graph::layout::decoupled::huffman;
 
 /// What the first pass over the vectors decided: each chunk's base vector (or none) and each
 /// segment's code lengths.
 #[derive(Debug, Clone)]
 pub struct VectorPlan {
-    pub(super) geo: VectorGeometry,
+    pub(super) geo: CompressedGeometry,
     /// Per chunk: the base vector when the chunk is XOR-coded.
     pub(super) bases: Vec<Option<Vec<u8>>>,
     /// Per segment, per lane: code lengths.
@@ -26,7 +26,7 @@ impl VectorPlan {
 /// of each segment runs the entropy test and builds the segment's code lengths.
 #[derive(Debug)]
 pub struct VectorPlanner {
-    geo: VectorGeometry,
+    geo: CompressedGeometry,
     pos_counts: Vec<u32>,
     in_chunk: u64,
     next: u64,
@@ -47,7 +47,7 @@ struct PendingChunk {
 
 impl VectorPlanner {
     /// A planner for `geo`.
-    pub fn new(geo: VectorGeometry) -> Result<Self, String> {
+    pub fn new(geo: CompressedGeometry) -> Result<Self, String> {
         geo.check()?;
         let v = geo.vector_bytes();
         Ok(Self {

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use super::{VectorGeometry, VectorWriteReport, MAGIC, PAGE_HEADER, RAW_FLAG, VERSION};
+use super::{CompressedGeometry, VectorWriteReport, MAGIC, PAGE_HEADER, RAW_FLAG, VERSION};
 use crate::dir::file::read_header_page;
 use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
@@ -18,9 +18,9 @@ use crate::kinds::graph::layout::decoupled::huffman::{self, CodeTable};
 /// An opened, checked vector file: code tables, chunk metadata and the first id of every page
 /// in memory.
 #[derive(Debug, Clone)]
-pub struct VectorFile {
+pub struct CompressedVectorFile {
     path: PathBuf,
-    geo: VectorGeometry,
+    geo: CompressedGeometry,
     data_pages: u64,
     meta_pages: u64,
     meta_bytes: u64,
@@ -34,7 +34,7 @@ pub struct VectorFile {
     page_first_id: Vec<u32>,
 }
 
-impl VectorFile {
+impl CompressedVectorFile {
     /// Opens `path`, checking the header, the length, the metadata's checksum and its
     /// consistency (tables, chunk page ranges, increasing page ids).
     pub fn open(path: &Path) -> Result<Self, FileError> {
@@ -43,7 +43,7 @@ impl VectorFile {
         let hp = read_header_page(path, MAGIC, "trawl decoupled vectors", VERSION..=VERSION)?;
         let (mut file, actual, h) = (hp.file, hp.len, hp.bytes);
         let dtype = DType::from_code(h[16]).ok_or_else(|| invalid("element type".into()))?;
-        let geo = VectorGeometry {
+        let geo = CompressedGeometry {
             dtype,
             dim: le32(&h, 20) as usize,
             n: le64(&h, 24),
@@ -120,7 +120,7 @@ impl VectorFile {
         &self.path
     }
     /// The grouping.
-    pub fn geometry(&self) -> &VectorGeometry {
+    pub fn geometry(&self) -> &CompressedGeometry {
         &self.geo
     }
     /// What the writer recorded (sizes, raw vectors, XOR chunks).
@@ -173,7 +173,7 @@ impl VectorFile {
     }
 
     /// Decodes vector `id` from `page` (the bytes of file page `page_no`, which
-    /// [`VectorFile::locate`] gave) into `out` (`V` bytes), checking the page's CRC first when
+    /// [`CompressedVectorFile::locate`] gave) into `out` (`V` bytes), checking the page's CRC first when
     /// `verify`.
     pub fn decode(
         &self,

@@ -14,7 +14,7 @@ use crate::kinds::graph::layout::decoupled::huffman::{self, CodeTable};
 
 /// Second pass: codes the vectors into pages.
 #[derive(Debug)]
-pub struct VectorWriter {
+pub struct CompressedVectorWriter {
     path: PathBuf,
     tmp: PathBuf,
     out: Option<BufWriter<File>>,
@@ -35,7 +35,7 @@ pub struct VectorWriter {
     raw_vectors: u64,
 }
 
-impl VectorWriter {
+impl CompressedVectorWriter {
     /// Starts the file at `path` for `plan`.
     pub fn create(path: &Path, plan: VectorPlan) -> Result<Self, FileError> {
         let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
@@ -223,7 +223,7 @@ impl VectorWriter {
     }
 }
 
-impl Drop for VectorWriter {
+impl Drop for CompressedVectorWriter {
     fn drop(&mut self) {
         if self.out.take().is_some() {
             let _ = std::fs::remove_file(&self.tmp);
@@ -231,7 +231,7 @@ impl Drop for VectorWriter {
     }
 }
 
-/// What [`VectorWriter::finish`] wrote.
+/// What [`CompressedVectorWriter::finish`] wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VectorWriteReport {
     /// Bytes of the file.

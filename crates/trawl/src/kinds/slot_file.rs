@@ -1,6 +1,7 @@
-//! The IVF index's vector file (`ivf-vectors.trawl`): full-precision vectors in 4 KiB pages,
-//! grouped in buckets by their nearest centroid (FusionANNS §4.3), and the table that maps a
-//! vector id to its slot.
+//! The slot file: full-precision vectors in 4 KiB pages, each at a slot, and the table that
+//! maps a vector id to its slot. The IVF kind writes it with its vectors grouped in buckets by
+//! their nearest centroid (FusionANNS §4.3; `ivf-vectors.trawl`), and by id for the ablation
+//! baseline (`ivf-vectors-by-id.trawl`); the flat kind by id (`flat-vectors.trawl`).
 //!
 //! | pages | content |
 //! |---|---|
@@ -27,16 +28,12 @@ use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kernels::DType;
 
-/// File name of the bucketed vector file.
-pub const FILE_NAME: &str = "ivf-vectors.trawl";
-/// File name of the by-id vector file (the bucket layout's ablation baseline).
-pub const BY_ID_FILE_NAME: &str = "ivf-vectors-by-id.trawl";
 const MAGIC: [u8; 8] = *b"TRAWLIVV";
 const VERSION: u32 = 1;
 
 /// Shape and geometry of a vector file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VectorGeometry {
+pub struct SlotGeometry {
     /// Vectors.
     pub n: u64,
     /// Dimension.
@@ -55,7 +52,7 @@ pub struct VectorGeometry {
     pub bucketed: bool,
 }
 
-impl VectorGeometry {
+impl SlotGeometry {
     fn new(n: u64, dim: usize, dtype: DType, data_pages: u64, bucketed: bool) -> Self {
         let vector_bytes = dim * dtype.size_bytes();
         let per_page = PAGE_BYTES / vector_bytes.max(1);
@@ -172,7 +169,7 @@ pub(crate) fn write<'d>(
     row: &dyn Fn(usize) -> &'d [u8],
 ) -> Result<u64, FileError> {
     let fail = |e: std::io::Error| FileError::new(path, e.into());
-    let geo = VectorGeometry::new(n as u64, dim, dtype, data_pages, bucketed);
+    let geo = SlotGeometry::new(n as u64, dim, dtype, data_pages, bucketed);
     // Inverse map: which id sits in each slot.
     let slots_total = if geo.per_page == 0 {
         data_pages as usize / geo.pages_per_vector
@@ -239,8 +236,8 @@ pub(crate) fn write<'d>(
 
 /// A vector file opened: its geometry, the slot of every id and the page checksums.
 #[derive(Debug)]
-pub struct VectorFile {
-    geo: VectorGeometry,
+pub struct SlotFile {
+    geo: SlotGeometry,
     slot: Vec<u32>,
     /// The inverse of `slot`: the id in each slot (`u32::MAX` for an empty one).
     ids: Vec<u32>,
@@ -249,7 +246,7 @@ pub struct VectorFile {
     header_crc: u32,
 }
 
-impl VectorFile {
+impl SlotFile {
     /// Opens and checks `path`: header, size, both tables' checksums, and that the slot table
     /// is a one-to-one map into the data pages.
     pub fn open(path: &Path) -> Result<Self, FileError> {
@@ -273,7 +270,7 @@ impl VectorFile {
                 hp.len
             ))));
         }
-        let geo = VectorGeometry::new(n, dim, dtype, data_pages, h[25] != 0);
+        let geo = SlotGeometry::new(n, dim, dtype, data_pages, h[25] != 0);
         if geo.file_bytes() != hp.len {
             return Err(bad(FileErrorKind::SizeMismatch {
                 expected: geo.file_bytes(),
@@ -338,7 +335,7 @@ impl VectorFile {
     }
 
     /// Shape and geometry.
-    pub fn geometry(&self) -> &VectorGeometry {
+    pub fn geometry(&self) -> &SlotGeometry {
         &self.geo
     }
 
