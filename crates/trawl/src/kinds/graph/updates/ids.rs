@@ -19,7 +19,7 @@ pub const FILE_NAME: &str = "ids.trawl";
 const MAGIC: [u8; 8] = *b"TRAWLIDS";
 const VERSION: u32 = 1;
 
-/// The id stored for a free slot: the contract's [`HOLE`](crate::kinds::HOLE), the id of no
+/// The id stored for a free slot: the contract's [`HOLE`], the id of no
 /// vector.
 pub use crate::kinds::HOLE;
 
