@@ -13,6 +13,8 @@
 //! - [`vamana`]: Vamana graph build, robust prune, in-memory search.
 //! - [`dir`]: an index directory's machinery, knowing no kind: file envelopes (magic, version,
 //!   checksum), the manifest, atomic commits, file components.
+//! - [`filter`]: attributes of the vectors (labels, numeric fields), the filter language,
+//!   predicates.
 //! - [`search`]: what every kind's search shares: errors, per-query statistics, the runner.
 //! - [`kinds`]: the index kinds and their one contract: [`kinds::AnyIndex`] over
 //!   [`kinds::graph`] (the disk graph, [`kinds::graph::DiskIndex`]), [`kinds::ivf`],
@@ -26,6 +28,7 @@ pub mod data;
 pub mod dir;
 pub mod error;
 pub mod exact;
+pub mod filter;
 pub mod io;
 pub mod kernels;
 pub mod kinds;
