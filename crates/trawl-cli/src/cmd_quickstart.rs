@@ -144,6 +144,8 @@ fn build_index(
     let defaults = trawl::vamana::VamanaParams::default();
     crate::cmd_index::build(
         &BuildArgs {
+            labels: None,
+            attrs: None,
             data: base.to_path_buf(),
             index_dir: index_dir.to_path_buf(),
             metric,
@@ -197,6 +199,7 @@ fn bench_args(
         dw_max_width: 32,
         ablation_cache_nodes: None,
         opts: SearchOptions {
+            filter: Default::default(),
             strategy: "beam".into(),
             flash_batch: 0,
             staleness: trawl::kinds::graph::search::FlashParams::default().staleness,

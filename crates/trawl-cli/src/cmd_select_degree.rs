@@ -236,6 +236,7 @@ fn profile<T: Element>(
         let dir = work.join(format!("degree-{r}"));
         let t0 = Instant::now();
         let ip = IndexParams {
+            attrs: None,
             metric: args.metric,
             graph: VamanaParams {
                 r,

@@ -259,6 +259,7 @@ impl BuildParams {
         };
         let o = BuildOptions {
             kind: parse("kind", &self.kind)?,
+            attrs: None,
             metric: parse("metric", &self.metric)?,
             r: count("R", self.R, 0)?,
             l: count("L", self.L, 0)?,

@@ -8,6 +8,7 @@ mod common;
 use std::path::Path;
 
 use common::{data, truth};
+use trawl::filter::QueryFilter;
 use trawl::data::Matrix;
 use trawl::io::EngineKind;
 use trawl::kinds::flat::{build_flat, FlatIndex, FlatParams, FILE_NAME};
@@ -37,7 +38,7 @@ fn exact_everywhere<T: Element>(metric: Metric, dim: usize, seed: u64) {
                 threads,
                 interleave: 1,
             };
-            let out = ix.search((&q).into(), &FlatParams { k: 10 }, run).unwrap();
+            let out = ix.search((&q).into(), &FlatParams { k: 10 }, run, &QueryFilter::none()).unwrap();
             let what = format!("{metric:?} {} {engine:?} {threads}", T::DTYPE.name());
             for qi in 0..q.n() {
                 let want: Vec<u64> = gt.ids[qi * 10..qi * 10 + 10]
@@ -103,7 +104,7 @@ fn opens_describes_and_verifies_through_the_contract() {
     // Search parameters of another kind are refused.
     let p =
         trawl::kinds::KindParams::Graph(trawl::kinds::graph::search::SearchParams::beam(10, 20, 4));
-    let e = ix.search((&q).into(), &p, Run::default()).unwrap_err();
+    let e = ix.search((&q).into(), &p, Run::default(), &QueryFilter::none()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     // The options layer resolves flat parameters and refuses what a flat index lacks.
     let o = trawl::kinds::Options::default();
@@ -138,21 +139,21 @@ fn bad_queries_and_parameters_are_errors() {
     let p = |k| FlatParams { k };
     let q = Matrix::from_vec(vec![0.5f32; 8], 8).unwrap();
     for (k, needle) in [(0, "k = 0"), (501, "k = 501")] {
-        let e = ix.search((&q).into(), &p(k), Run::default()).unwrap_err();
+        let e = ix.search((&q).into(), &p(k), Run::default(), &QueryFilter::none()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
         assert!(e.to_string().contains(needle), "{e}");
     }
     let wrong = Matrix::from_vec(vec![0.5f32; 9], 9).unwrap();
     let e = ix
-        .search((&wrong).into(), &p(3), Run::default())
+        .search((&wrong).into(), &p(3), Run::default(), &QueryFilter::none())
         .unwrap_err();
     assert!(e.to_string().contains("dimension"), "{e}");
     let nan = Matrix::from_vec(vec![f32::NAN; 8], 8).unwrap();
-    let e = ix.search((&nan).into(), &p(3), Run::default()).unwrap_err();
+    let e = ix.search((&nan).into(), &p(3), Run::default(), &QueryFilter::none()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     let bytes = Matrix::from_vec(vec![1u8; 8], 8).unwrap();
     let e = ix
-        .search((&bytes).into(), &p(3), Run::default())
+        .search((&bytes).into(), &p(3), Run::default(), &QueryFilter::none())
         .unwrap_err();
     assert!(e.to_string().contains("u8"), "{e}");
     // Nothing to index, or NaN in the data.

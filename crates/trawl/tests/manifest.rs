@@ -50,6 +50,7 @@ fn an_index_built_before_manifests_opens_read_only() {
             (&q).into(),
             &trawl::kinds::graph::search::SearchParams::beam(10, 20, 4),
             trawl::kinds::Run::default(),
+            &trawl::filter::QueryFilter::none(),
         )
         .unwrap();
     assert!(out.ids.iter().all(|&id| id < 1_000));

@@ -100,8 +100,37 @@ pub struct BuildArgs {
     /// (exact search over the vectors on disk).
     #[arg(long, default_value = "graph", value_parser = |s: &str| s.parse::<KindName>())]
     pub kind: KindName,
+    /// Labels of the vectors for filtered search, DiskANN's format: one line per vector,
+    /// its labels separated by commas (an empty line: none). A label `key=value` is read by
+    /// filters as `key = "value"`, a plain label as `label = "…"`.
+    #[arg(long)]
+    pub labels: Option<PathBuf>,
+    /// Attributes of the vectors for filtered search, JSON lines: one object per vector; a
+    /// number is a numeric field (`year >= 2024`), a string or list of strings labels
+    /// `key=value` (`lang = "en"`), null or a missing key no value.
+    #[arg(long)]
+    pub attrs: Option<PathBuf>,
     #[command(flatten)]
     pub ivf: super::ivf::IvfBuildArgs,
+}
+
+/// The attributes `--labels` and `--attrs` give for `n` vectors (`None`: neither given).
+pub(crate) fn read_attributes(
+    labels: Option<&std::path::Path>,
+    attrs: Option<&std::path::Path>,
+    n: usize,
+) -> Result<Option<std::sync::Arc<trawl::filter::Attributes>>> {
+    if labels.is_none() && attrs.is_none() {
+        return Ok(None);
+    }
+    let mut b = trawl::filter::AttrsBuilder::new(n)?;
+    if let Some(p) = labels {
+        trawl::filter::input::read_label_file(p, n, &mut b)?;
+    }
+    if let Some(p) = attrs {
+        trawl::filter::input::read_attrs_jsonl(p, n, &mut b)?;
+    }
+    Ok(Some(std::sync::Arc::new(b.finish()?)))
 }
 
 impl BuildArgs {
@@ -114,6 +143,7 @@ impl BuildArgs {
         let iv = &self.ivf;
         let o = BuildOptions {
             kind: self.kind,
+            attrs: None,
             metric: self.metric,
             r: self.r,
             l: self.l,
@@ -147,7 +177,7 @@ pub(crate) fn build_flag_names(e: trawl::kinds::Error) -> anyhow::Error {
 
 /// `trawl build`: an index of the kind asked for.
 pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::kinds::Built> {
-    let o = args.options()?;
+    let mut o = args.options()?;
     let data = if args.memory_budget_gb.is_some() && o.kind == trawl::kinds::graph::KindName::Graph
     {
         crate::runtime::map_vectors(&args.data)?
@@ -158,6 +188,16 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::kinds::Built> {
         Some(path) => Some(crate::runtime::read_vectors(path)?),
         None => None,
     };
+    if o.kind != trawl::kinds::graph::KindName::Graph
+        && (args.labels.is_some() || args.attrs.is_some())
+    {
+        anyhow::bail!(
+            "--labels / --attrs: filtered search is built for the graph kind so far (not {})",
+            o.kind.label()
+        );
+    }
+    // Read and checked before anything is written.
+    o.attrs = read_attributes(args.labels.as_deref(), args.attrs.as_deref(), data.n())?;
     let dir = &args.index_dir;
     let (built, threads) = with_threads(args.threads, || -> Result<_> {
         let b = build_with(&data, sample.as_ref(), dir, &o, ctl).map_err(build_flag_names)?;

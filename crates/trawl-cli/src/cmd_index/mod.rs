@@ -4,6 +4,7 @@
 mod bench;
 mod build;
 mod entry;
+pub(crate) mod filter;
 pub(crate) mod ivf;
 mod layout;
 mod search;
@@ -38,6 +39,8 @@ use crate::runtime::human_bytes;
 /// How an index is opened and searched: options shared by `search` and `bench`.
 #[derive(Debug, Args, Clone)]
 pub struct SearchOptions {
+    #[command(flatten)]
+    pub filter: filter::FilterArgs,
     /// Search strategy: beam (DiskANN's rounds of W reads), pipe (PipeANN's pipelined
     /// search) or flash (FlashANNS's batch search: lists on the accelerator of --accel, reads
     /// chosen --staleness steps ahead).
@@ -400,7 +403,8 @@ pub(crate) fn search_at(
             ix.dim()
         );
     }
-    Ok((ix.search_matrix(q, &p, opts.run())?, p))
+    let filter = o.filter.query_filter(q.n())?;
+    Ok((ix.search_matrix(q, &p, opts.run(), &filter)?, p))
 }
 
 /// A library error about an option, with the option named as its flag: the library names

@@ -207,7 +207,9 @@ impl Index {
                 .detach(|| disk.search_rows(rows, p, threads, 1))
                 .py()?
                 .into(),
-            _ => py.detach(|| inner.search(q, p, run)).py()?,
+            _ => py
+                .detach(|| inner.search(q, p, run, &trawl::filter::QueryFilter::none()))
+                .py()?,
         };
         Ok((hits.ids, hits.dists, hits.stats))
     }

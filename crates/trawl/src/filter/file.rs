@@ -161,3 +161,14 @@ fn bitmap(r: &mut ByteReader<'_>) -> Result<RoaringBitmap, String> {
     }
     Ok(bits)
 }
+
+/// What a check of the file found, in words.
+pub fn describe(a: &Attributes) -> String {
+    format!(
+        "checksum matches; {} labels ({} occurrences, {} bytes of bitmaps), {} numeric fields",
+        a.labels().count(),
+        a.label_occurrences(),
+        a.label_bytes(),
+        a.fields().len()
+    )
+}

@@ -14,11 +14,13 @@ mod error;
 pub mod expr;
 pub mod file;
 pub mod input;
+pub mod plan;
 pub mod predicate;
 
 pub use attrs::{Attributes, AttrsBuilder, Number};
 pub use error::FilterError;
 pub use expr::{CmpOp, Expr, Value};
+pub use plan::{FilterParams, Filters, Plan, QueryFilter};
 pub use predicate::{Count, Predicate};
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use crate::kinds::graph::{IndexInfo, KindName, Manifest, OpenOptions};
 use crate::kinds::ivf::IvfIndex;
 use crate::kinds::sharded::ShardedIndex;
 use crate::kinds::{Error, GraphIndex, Hits, IndexKind, KindParams, Queries, Run};
+use crate::filter::QueryFilter;
 
 /// An opened index of any kind. The variants differ in size; an index is opened once and
 /// not moved about, so none is boxed.
@@ -120,18 +121,20 @@ impl AnyIndex {
         }
     }
 
-    /// Searches `queries` with the parameters of this index's kind.
+    /// Searches `queries` with the parameters of this index's kind, filtered by `filter`.
     pub fn search<T: Element>(
         &self,
         queries: Queries<'_, T>,
         params: &KindParams,
         run: Run,
+        filter: &QueryFilter<'_>,
     ) -> Result<Hits, Error> {
+        let f = filter;
         match (self, params) {
-            (Self::Graph(ix), KindParams::Graph(p)) => ix.search(queries, p, run),
-            (Self::Ivf(ix), KindParams::Ivf(p)) => ix.search(queries, p, run),
-            (Self::Sharded(ix), KindParams::Sharded(p)) => ix.search(queries, p, run),
-            (Self::Flat(ix), KindParams::Flat(p)) => ix.search(queries, p, run),
+            (Self::Graph(ix), KindParams::Graph(p)) => ix.search(queries, p, run, f),
+            (Self::Ivf(ix), KindParams::Ivf(p)) => ix.search(queries, p, run, f),
+            (Self::Sharded(ix), KindParams::Sharded(p)) => ix.search(queries, p, run, f),
+            (Self::Flat(ix), KindParams::Flat(p)) => ix.search(queries, p, run, f),
             (ix, p) => Err(Error::InvalidInput(format!(
                 "search parameters of a {} index given to a {} index",
                 p.kind().label(),
@@ -146,11 +149,12 @@ impl AnyIndex {
         queries: &AnyMatrix,
         params: &KindParams,
         run: Run,
+        filter: &QueryFilter<'_>,
     ) -> Result<Hits, Error> {
         match queries {
-            AnyMatrix::F32(m) => self.search(m.into(), params, run),
-            AnyMatrix::U8(m) => self.search(m.into(), params, run),
-            AnyMatrix::I8(m) => self.search(m.into(), params, run),
+            AnyMatrix::F32(m) => self.search(m.into(), params, run, filter),
+            AnyMatrix::U8(m) => self.search(m.into(), params, run, filter),
+            AnyMatrix::I8(m) => self.search(m.into(), params, run, filter),
         }
     }
 }

@@ -26,6 +26,8 @@ pub const DEFAULT_PQ_BYTES: usize = 32;
 pub struct BuildOptions {
     /// The kind to build.
     pub kind: KindName,
+    /// The vectors' attributes for filtered search (graph kind; row `i` is vector `i`).
+    pub attrs: Option<std::sync::Arc<crate::filter::Attributes>>,
     /// Distance.
     pub metric: Metric,
     /// Graph: maximum out-degree R.
@@ -73,6 +75,7 @@ impl Default for BuildOptions {
         let ivf = IvfParams::default();
         Self {
             kind: KindName::Graph,
+            attrs: None,
             metric: Metric::L2,
             r: g.r,
             l: g.l,
@@ -220,6 +223,7 @@ impl BuildOptions {
                 seed: self.seed,
                 sampling: self.entry_sampling,
             }),
+            attrs: self.attrs.clone(),
         })
     }
 

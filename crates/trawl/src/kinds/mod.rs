@@ -34,6 +34,7 @@ pub use sharded::kind::ShardedParams;
 
 use std::path::Path;
 
+use crate::filter::QueryFilter;
 use crate::kernels::{DType, Element, Metric};
 use crate::kinds::graph::{IndexInfo, KindName, OpenOptions};
 
@@ -89,12 +90,13 @@ pub trait IndexKind: Sized + Send + Sync {
     fn metric(&self) -> Metric;
 
     /// Searches every query: `params.k` results per query, nearest first, missing ones
-    /// [`HOLE`].
+    /// [`HOLE`]; a query with a filter (`filter`) returns only vectors that match it.
     fn search<T: Element>(
         &self,
         queries: Queries<'_, T>,
         params: &Self::Params,
         run: Run,
+        filter: &QueryFilter<'_>,
     ) -> Result<Hits, Error>;
 
     /// Its description.

@@ -12,7 +12,7 @@ mod stats;
 pub use runner::{BatchOutput, Cursor, AUTO_SPIN_US, MAX_SEARCH_THREADS};
 pub(crate) use stats::stop as stop_part;
 pub use stats::{
-    FlashStats, IoStats, IvfStats, PartStats, QueryStats, RerankStats, TraversalStats,
+    FilterStats, FlashStats, IoStats, IvfStats, PartStats, QueryStats, RerankStats, TraversalStats,
 };
 
 use crate::dir::FileError;
@@ -22,6 +22,15 @@ use crate::ErrorKind;
 /// Why a search failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
+    /// A query's filter does not fit the index's attributes (an unknown field, a label key
+    /// compared by order, …), or the index's attributes are damaged.
+    #[error("query {query}: {source}")]
+    Filter {
+        /// The query.
+        query: usize,
+        /// What is wrong.
+        source: crate::filter::FilterError,
+    },
     /// `k` is zero or above `l`: ask for at least one result and use `l ≥ k`.
     #[error("invalid k = {k} for list size L = {l} (need 1 ≤ k ≤ L)")]
     InvalidK {
@@ -139,6 +148,7 @@ impl SearchError {
             Self::File(e) => e.kind(),
             Self::Internal(_) => ErrorKind::Internal,
             Self::Accel(e) => e.kind(),
+            Self::Filter { source, .. } => source.kind(),
             Self::InvalidK { .. }
             | Self::KTooLarge { .. }
             | Self::InvalidBeamWidth { .. }

@@ -79,6 +79,26 @@ pub struct RerankStats {
     pub refine_ns: u64,
 }
 
+/// What a filter did (zero without one). Each query counts 1 in the field of the plan it
+/// took, so summed over a batch they count the queries per plan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FilterStats {
+    /// 1 when the query was searched by the graph or lists with the filter applied inline.
+    pub plan_inline: u64,
+    /// 1 when its matches were scored by their codes in memory and the best re-ranked.
+    pub plan_scan: u64,
+    /// 1 when every match was read and scored exactly.
+    pub plan_exact: u64,
+    /// Rows matching the filter (the planner's figure: exact when `matches_exact`).
+    pub matches: u64,
+    /// 1 when `matches` is exact.
+    pub matches_exact: u64,
+    /// The list size (or candidates re-ranked) the plan ran with.
+    pub filter_list: u64,
+    /// Candidates scored that the filter rejected.
+    pub rejected: u64,
+}
+
 /// What the IVF index's stages did (zero for graph indexes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct IvfStats {
@@ -184,6 +204,9 @@ pub struct QueryStats {
     /// FlashANNS's batch search.
     #[serde(flatten)]
     pub flash: FlashStats,
+    /// The filter.
+    #[serde(flatten)]
+    pub filter: FilterStats,
     /// CPU time by part (when timed).
     #[serde(flatten)]
     pub parts: PartStats,
@@ -283,6 +306,18 @@ impl AddAssign for IvfStats {
     }
 }
 
+impl AddAssign for FilterStats {
+    fn add_assign(&mut self, o: Self) {
+        self.plan_inline += o.plan_inline;
+        self.plan_scan += o.plan_scan;
+        self.plan_exact += o.plan_exact;
+        self.matches += o.matches;
+        self.matches_exact += o.matches_exact;
+        self.filter_list += o.filter_list;
+        self.rejected += o.rejected;
+    }
+}
+
 impl AddAssign for FlashStats {
     fn add_assign(&mut self, o: Self) {
         self.steps += o.steps;
@@ -313,6 +348,7 @@ impl AddAssign for QueryStats {
         self.rerank += o.rerank;
         self.ivf += o.ivf;
         self.flash += o.flash;
+        self.filter += o.filter;
         self.parts += o.parts;
         self.total_ns += o.total_ns;
     }

@@ -34,6 +34,7 @@ pub fn params(metric: Metric, pq_bytes: usize) -> IndexParams {
             ..PqParams::default()
         },
         entry: Some(EntryParams::default()),
+        attrs: None,
     }
 }
 

@@ -161,7 +161,13 @@ impl IndexKind for FlatIndex {
         q: Queries<'_, T>,
         p: &FlatParams,
         run: Run,
+        filter: &crate::filter::QueryFilter<'_>,
     ) -> Result<Hits, Error> {
+        if !filter.is_none() {
+            return Err(Error::InvalidInput(
+                "filters are not supported by the flat kind yet".into(),
+            ));
+        }
         Ok(self.scan(q, p.k, run.threads)?)
     }
 

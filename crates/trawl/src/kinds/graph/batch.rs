@@ -6,7 +6,7 @@ use crate::data::Matrix;
 use crate::io::{EngineConfig, IoError};
 use crate::kernels::Element;
 use crate::kinds::graph::search::{
-    GraphSpace, IndexView, LiveFilter, PqCodesAt, PqSource, SearchParams, Searcher, Strategy,
+    GraphSpace, IndexView, PqCodesAt, PqSource, ResultFilter, SearchParams, Searcher, Strategy,
     MAX_INTERLEAVE,
 };
 use crate::kinds::graph::DiskIndex;
@@ -124,7 +124,7 @@ impl DiskIndex {
         params: &SearchParams,
         threads: usize,
         interleave: usize,
-        filter: Option<LiveFilter<'_>>,
+        filter: Option<&dyn ResultFilter>,
     ) -> Result<BatchOutput, SearchError> {
         self.search_rows_with(rows, params, threads, interleave, filter, None)
     }
@@ -135,7 +135,7 @@ impl DiskIndex {
         params: &SearchParams,
         threads: usize,
         interleave: usize,
-        filter: Option<LiveFilter<'_>>,
+        filter: Option<&dyn ResultFilter>,
         hidden: Option<std::sync::Arc<[u32]>>,
     ) -> Result<BatchOutput, SearchError> {
         let dim = self.dim();
@@ -226,7 +226,7 @@ impl DiskIndex {
         interleave: usize,
         nq: usize,
         row: &(dyn Fn(usize) -> &'r [T] + Sync),
-        filter: Option<LiveFilter<'_>>,
+        filter: Option<&dyn ResultFilter>,
         hidden: Option<std::sync::Arc<[u32]>>,
     ) -> Result<(Vec<(usize, Vec<(u32, f32)>, QueryStats)>, f64), SearchError> {
         let spin = spin_for(threads, self.opts.spin_us);

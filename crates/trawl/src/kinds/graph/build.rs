@@ -28,6 +28,9 @@ pub struct IndexParams {
     /// The in-memory entry index (a sample graph searched before the disk search), or `None`
     /// for none. On by default (1% sample, R = 32, L = 64).
     pub entry: Option<EntryParams>,
+    /// The vectors' attributes (labels, numeric fields), stored as `attrs.trawl` for
+    /// filtered search; row `i` is vector `i`.
+    pub attrs: Option<std::sync::Arc<crate::filter::Attributes>>,
 }
 
 impl IndexParams {
@@ -60,6 +63,7 @@ impl Default for IndexParams {
             graph: VamanaParams::default(),
             pq: PqParams::default(),
             entry: Some(EntryParams::default()),
+            attrs: None,
         }
     }
 }
@@ -91,6 +95,9 @@ pub enum IndexBuildError {
     /// A build parameter is out of range.
     #[error("invalid build parameters: {0}")]
     InvalidParams(String),
+    /// The attributes do not fit the data.
+    #[error(transparent)]
+    Attrs(crate::filter::FilterError),
     /// The build was cancelled (Ctrl-C, a cancel flag); nothing was written.
     #[error("cancelled")]
     Cancelled,
@@ -125,6 +132,7 @@ impl IndexBuildError {
             Self::Txn(t) => t.kind(),
             Self::Dir { .. } => K::Storage,
             Self::InvalidParams(_) => K::InvalidInput,
+            Self::Attrs(e) => e.kind(),
             Self::Cancelled => K::Cancelled,
             Self::Internal(_) => K::Internal,
         }
@@ -401,6 +409,16 @@ fn build_with<T: Element>(
     let packed_bytes = write_packed(data, &g, &txn.path(packed::FILE_NAME), meta, ctl)?;
     let layout_secs = t_layout.elapsed().as_secs_f64();
 
+    if let Some(a) = &params.attrs {
+        if a.n() as usize != data.n() {
+            return Err(IndexBuildError::Attrs(crate::filter::FilterError::Attrs(format!(
+                "attributes of {} vectors for data of {}",
+                a.n(),
+                data.n()
+            ))));
+        }
+        crate::filter::file::save(a, &txn.path(crate::filter::file::FILE_NAME))?;
+    }
     let t_entry = Instant::now();
     let (entry_nodes, entry_bytes) = write_entry(data, params, &txn, &meta, ctl)?;
     let entry_secs = t_entry.elapsed().as_secs_f64();

@@ -122,6 +122,9 @@ pub fn describe(
     if let Some(e) = find(ids::FILE_NAME) {
         files.push(entry_at(&e, ids::FILE_NAME, IDS.role)?);
     }
+    if let Some(e) = find(crate::filter::file::FILE_NAME) {
+        files.push(entry_at(&e, crate::filter::file::FILE_NAME, ATTRS.role)?);
+    }
     Ok(Manifest::of_build(
         KindName::Graph,
         base.n,
@@ -428,8 +431,21 @@ static IDS: Named<GraphCx, OpenError> = Named {
     },
 };
 
+/// The attributes of the slots (labels, numeric fields) filters read.
+static ATTRS: Named<GraphCx, OpenError> = Named {
+    name: crate::filter::file::FILE_NAME,
+    role: "attrs",
+    first: false,
+    required: false,
+    verify: |cx, name| {
+        let meta = cx.built(name)?;
+        let a = crate::filter::file::load(&cx.dir.join(name), meta.n)?;
+        Ok(crate::filter::file::describe(&a))
+    },
+};
+
 /// Every component of the graph kind.
-pub static COMPONENTS: [&GraphComponent; 11] = [
+pub static COMPONENTS: [&GraphComponent; 12] = [
     &PACKED,
     &SHUFFLED,
     &ALL_IN_STORAGE,
@@ -441,6 +457,7 @@ pub static COMPONENTS: [&GraphComponent; 11] = [
     &PQ_CODES,
     &ENTRY,
     &IDS,
+    &ATTRS,
 ];
 
 /// Checks the file `name` with the component that owns it.

@@ -123,6 +123,7 @@ impl IndexKind for GraphIndex {
         q: Queries<'_, T>,
         p: &SearchParams,
         run: Run,
+        filter: &crate::filter::QueryFilter<'_>,
     ) -> Result<Hits, Error> {
         if q.dim() != self.dim() {
             return Err(SearchError::DimMismatch {
@@ -133,8 +134,22 @@ impl IndexKind for GraphIndex {
         }
         Ok(match &self.inner {
             Inner::Disk(d) => d
-                .search_rows(q.rows(), p, run.threads, run.interleave)?
+                .search_rows_where(
+                    q.rows(),
+                    p,
+                    run.threads,
+                    run.interleave,
+                    filter.filters,
+                    &filter.params,
+                    None,
+                )?
                 .into(),
+            Inner::Live(_) if !filter.is_none() => {
+                return Err(Error::InvalidInput(
+                    "filters on an index with unmerged updates are not supported yet: merge it                      first (trawl merge)"
+                        .into(),
+                ))
+            }
             Inner::Live(l) => l
                 .search_rows(q.rows(), p, run.threads, run.interleave)?
                 .into(),

@@ -16,6 +16,7 @@ pub(crate) mod batch;
 mod build;
 mod cache_load;
 mod entry_build;
+mod filtered;
 pub mod files;
 mod info;
 pub mod kind;
@@ -143,6 +144,8 @@ pub struct DiskIndex {
     /// neighbours' codes).
     codes: Option<PqCodes>,
     entry: Option<EntryIndex>,
+    /// The slots' attributes (`attrs.trawl`), when the index has them.
+    attrs: Option<std::sync::Arc<crate::filter::Attributes>>,
     opts: OpenOptions,
     /// The manifest the index was opened with (`None` for an index built before manifests).
     manifest: Option<Manifest>,
@@ -167,6 +170,11 @@ pub(crate) fn payload_crc(path: &Path) -> Result<u32, FileError> {
 }
 
 impl DiskIndex {
+    /// The slots' attributes, when the index has them.
+    pub fn attrs(&self) -> Option<&std::sync::Arc<crate::filter::Attributes>> {
+        self.attrs.as_ref()
+    }
+
     /// The flash strategy's accelerator: what it is (the CPU backend when no GPU was
     /// opened).
     pub fn flash_accel_info(&self) -> crate::accel::AccelInfo {

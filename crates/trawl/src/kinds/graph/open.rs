@@ -78,6 +78,9 @@ impl DiskIndex {
             if dir.join(entry::FILE_NAME).is_file() {
                 names.push(entry::FILE_NAME);
             }
+            if dir.join(crate::filter::file::FILE_NAME).is_file() {
+                names.push(crate::filter::file::FILE_NAME);
+            }
             m.check_files(dir, &names)?;
         }
         let (layout, file) = open_layout(dir, &opts)?;
@@ -99,6 +102,12 @@ impl DiskIndex {
                 meta.metric,
                 meta.pq_codes_crc,
             )?)
+        } else {
+            None
+        };
+        let attrs_path = dir.join(crate::filter::file::FILE_NAME);
+        let attrs = if attrs_path.is_file() {
+            Some(std::sync::Arc::new(crate::filter::file::load(&attrs_path, meta.n)?))
         } else {
             None
         };
@@ -126,6 +135,7 @@ impl DiskIndex {
             pq,
             codes,
             entry,
+            attrs,
             opts,
             manifest,
             flash_gpu,

@@ -39,7 +39,13 @@ impl IndexKind for IvfIndex {
         q: Queries<'_, T>,
         p: &IvfSearchParams,
         run: Run,
+        filter: &crate::filter::QueryFilter<'_>,
     ) -> Result<Hits, Error> {
+        if !filter.is_none() {
+            return Err(Error::InvalidInput(
+                "filters are not supported by the IVF kind yet".into(),
+            ));
+        }
         if q.n() == 1 && run.threads == 1 && q.dim() == self.dim() {
             return one_query(self, q.rows(), p);
         }

@@ -50,7 +50,13 @@ impl IndexKind for ShardedIndex {
         q: Queries<'_, T>,
         p: &ShardedParams,
         run: Run,
+        filter: &crate::filter::QueryFilter<'_>,
     ) -> Result<Hits, Error> {
+        if !filter.is_none() {
+            return Err(Error::InvalidInput(
+                "filters are not supported by the sharded kind yet".into(),
+            ));
+        }
         if q.dim() != self.dim() {
             return Err(crate::search::SearchError::DimMismatch {
                 expected: self.dim(),

@@ -34,6 +34,7 @@ pub mod machine;
 mod params;
 pub mod pipe;
 pub mod rerank;
+pub mod scan;
 mod searcher;
 pub mod source;
 pub mod width;
@@ -52,7 +53,7 @@ pub use pipe::{PipeParams, PipeQuery, WidthController, WidthPolicy};
 pub use rerank::RerankParams;
 pub use searcher::{IndexView, ResultSink, Searcher, MAX_INTERLEAVE};
 pub use source::{
-    Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource,
+    Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource, ResultFilter,
     RecordSource,
 };
 pub use width::WidthSchedule;

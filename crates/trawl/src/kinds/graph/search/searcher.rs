@@ -24,7 +24,7 @@ use crate::kinds::graph::search::flash::{self, FailSink};
 use crate::kinds::graph::search::layouts::LayoutReader;
 use crate::kinds::graph::search::machine::{GraphView, QueryMachine, Reranked, Turn};
 use crate::kinds::graph::search::pipe::PipeQuery;
-use crate::kinds::graph::search::source::{Expand, GraphSource, GraphSpace, LiveFilter};
+use crate::kinds::graph::search::source::{Expand, GraphSource, GraphSpace, ResultFilter};
 use crate::kinds::graph::search::{Capabilities, SearchConfig, SearchParams, Strategy};
 use crate::search::runner::{drain_engine, wait_some_polled};
 use crate::search::{QueryStats, SearchError};
@@ -105,7 +105,7 @@ pub struct Searcher<'i> {
     view: IndexView<'i>,
     io: Io,
     lanes: Lanes,
-    filter: Option<LiveFilter<'i>>,
+    filter: Option<&'i dyn ResultFilter>,
     flash: Option<&'i dyn FlashAccel>,
 }
 
@@ -145,9 +145,10 @@ impl<'i> Searcher<'i> {
         self.flash = accel;
     }
 
-    /// Hides the nodes `filter` says are deleted from every later result (they are still
-    /// traversed); `None` shows every node.
-    pub fn set_filter(&mut self, filter: Option<LiveFilter<'i>>) {
+    /// Hides the nodes `filter` does not keep from every later result (they are still
+    /// traversed): a live index's deleted nodes, those a query's filter rejects; `None` shows
+    /// every node.
+    pub fn set_filter(&mut self, filter: Option<&'i dyn ResultFilter>) {
         self.filter = filter;
     }
 
@@ -169,6 +170,16 @@ impl<'i> Searcher<'i> {
         }
         self.io.hidden = hidden;
         Ok(())
+    }
+
+    /// The view it searches.
+    pub fn view(&self) -> &IndexView<'i> {
+        &self.view
+    }
+
+    /// The engine, to read with (the filtered scan's reads).
+    pub(crate) fn engine_mut(&mut self) -> &mut dyn IoEngine {
+        self.io.engine.as_mut()
     }
 
     /// The engine (its counters include every read this searcher made).
@@ -268,14 +279,25 @@ impl<'i> Searcher<'i> {
         let sink: &mut ResultSink<'_> = match self.filter {
             None => sink,
             Some(f) => {
-                // Every explored node comes back, nearest first; the deleted ones are dropped
-                // and the first k of the rest kept.
+                // Every explored node comes back, nearest first; those the filter does not
+                // keep are dropped and the first k of the rest kept.
                 cfg.keep_all_results();
                 let k = cfg.k();
                 let mut kept = Vec::new();
-                filtered = move |id: usize, hits: &[(u32, f32)], st: QueryStats| {
+                filtered = move |id: usize, hits: &[(u32, f32)], mut st: QueryStats| {
                     kept.clear();
-                    kept.extend(hits.iter().filter(|h| f.visible(h.0)).take(k));
+                    let mut rejected = 0u64;
+                    for h in hits {
+                        if kept.len() == k {
+                            break;
+                        }
+                        if f.keep(id, h.0) {
+                            kept.push(*h);
+                        } else {
+                            rejected += 1;
+                        }
+                    }
+                    st.filter.rejected += rejected;
                     sink(id, &kept, st);
                 };
                 &mut filtered

@@ -80,6 +80,20 @@ pub struct LiveFilter<'a> {
     pub epoch: u32,
 }
 
+/// Which nodes a query may return (the others are still traversed): the nodes a live index
+/// has not deleted, those matching a query's filter, or both.
+pub trait ResultFilter: Sync {
+    /// Whether query `query` (as the query stream numbers it) may return node `id`.
+    fn keep(&self, query: usize, id: u32) -> bool;
+}
+
+impl ResultFilter for LiveFilter<'_> {
+    #[inline]
+    fn keep(&self, _query: usize, id: u32) -> bool {
+        self.visible(id)
+    }
+}
+
 impl LiveFilter<'_> {
     /// Whether `id` is visible at this filter's epoch (ids past the table are not).
     #[inline]

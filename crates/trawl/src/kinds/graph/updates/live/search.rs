@@ -73,7 +73,7 @@ impl LiveIndex {
                 params,
                 threads,
                 interleave,
-                Some(filter),
+                Some(&filter),
             )?;
             let nq = rows.len() / dim;
             for q in 0..nq {
@@ -85,7 +85,7 @@ impl LiveIndex {
             out
         } else {
             v.disk
-                .search_rows_filtered(rows, params, threads, interleave, Some(filter))?
+                .search_rows_filtered(rows, params, threads, interleave, Some(&filter))?
         };
         let k = out.k;
         let nq = out.stats.len();

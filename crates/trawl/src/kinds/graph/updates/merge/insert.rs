@@ -58,7 +58,7 @@ pub(super) fn insert<T: DeltaElement>(
                     &params,
                     input.threads,
                     8,
-                    Some(live_filter(input)),
+                    Some(&live_filter(input)),
                 )
                 .map_err(IndexBuildError::Search)?,
             )

@@ -1,0 +1,240 @@
+//! Filtered search of a disk graph: each query's filter compiled against the slots'
+//! attributes, counted, and planned ([`crate::filter::plan`]); inline queries run as
+//! sub-batches of one list size through the searcher with the filter as a
+//! [`ResultFilter`] (traversed, never returned); scan and exact queries read the records of
+//! their candidates ([`crate::kinds::graph::search::scan`]).
+
+use std::collections::BTreeMap;
+
+use crate::filter::{plan, FilterError, FilterParams, Filters, Plan, Predicate};
+use crate::kernels::Element;
+use crate::kinds::graph::search::scan::{can_score, score_records};
+use crate::kinds::graph::search::{LiveFilter, ResultFilter, SearchParams, Searcher, MAX_LIST};
+use crate::kinds::graph::DiskIndex;
+use crate::search::runner::{batch_threads, on_threads, BatchOutput, Cursor};
+use crate::search::{FilterStats, QueryStats, SearchError};
+
+/// The filters of one sub-batch: query `q` (numbered within it) keeps what its predicate
+/// matches and the live index has not deleted.
+struct GroupFilter<'a> {
+    preds: Vec<Option<&'a Predicate<'a>>>,
+    live: Option<&'a LiveFilter<'a>>,
+}
+
+impl ResultFilter for GroupFilter<'_> {
+    #[inline]
+    fn keep(&self, query: usize, id: u32) -> bool {
+        self.live.is_none_or(|l| l.visible(id))
+            && self
+                .preds
+                .get(query)
+                .copied()
+                .flatten()
+                .is_none_or(|p| p.matches(id))
+    }
+}
+
+fn stats_of(p: &plan::Planned) -> FilterStats {
+    FilterStats {
+        plan_inline: u64::from(p.plan == Plan::Inline),
+        plan_scan: u64::from(p.plan == Plan::Scan),
+        plan_exact: u64::from(p.plan == Plan::Exact),
+        matches: p.count.rows,
+        matches_exact: u64::from(p.count.exact),
+        filter_list: p.list as u64,
+        rejected: 0,
+    }
+}
+
+impl DiskIndex {
+    /// Searches every row of `rows` with `filters` (one per query, or one for all), planned
+    /// by `fp`; `live` hides a live index's deleted slots.
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_rows_where<T: Element>(
+        &self,
+        rows: &[T],
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+        filters: Filters<'_>,
+        fp: &FilterParams,
+        live: Option<&LiveFilter<'_>>,
+    ) -> Result<BatchOutput, SearchError> {
+        let dim = self.dim();
+        if filters.is_none() {
+            return self.search_rows_filtered(
+                rows,
+                params,
+                threads,
+                interleave,
+                live.map(|l| l as &dyn ResultFilter),
+            );
+        }
+        if dim == 0 || !rows.len().is_multiple_of(dim) {
+            return Err(SearchError::BadBatch(format!(
+                "the queries hold {} elements, not a multiple of the dimension {dim}",
+                rows.len()
+            )));
+        }
+        let nq = rows.len() / dim;
+        filters.check(nq).map_err(SearchError::BadBatch)?;
+        let attrs = self.attrs().ok_or(SearchError::Filter {
+            query: 0,
+            source: FilterError::NoAttributes,
+        })?;
+        let mut preds: Vec<Option<Predicate<'_>>> = Vec::with_capacity(nq);
+        for q in 0..nq {
+            preds.push(match filters.get(q) {
+                None => None,
+                Some(e) => Some(
+                    Predicate::compile(e, attrs)
+                        .map_err(|source| SearchError::Filter { query: q, source })?,
+                ),
+            });
+        }
+        let scorable = can_score(self.view().layout);
+        let code_bytes = self.codes().map(|c| c.m());
+        let n = u64::from(attrs.n());
+        let plans: Vec<Option<plan::Planned>> = preds
+            .iter()
+            .map(|p| {
+                p.as_ref().map(|p| {
+                    let mut fp = *fp;
+                    if !scorable {
+                        fp.plan = Some(Plan::Inline);
+                    }
+                    let mut pl = plan::plan(&fp, p.count(), n, params.k, params.l, code_bytes);
+                    pl.list = pl.list.min(MAX_LIST);
+                    pl
+                })
+            })
+            .collect();
+        let mut out = BatchOutput::empty(nq, params.k, 0.0);
+        let mut inline: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        let mut scans = Vec::new();
+        for (q, pl) in plans.iter().enumerate() {
+            match pl {
+                None => inline.entry(params.l).or_default().push(q),
+                Some(p) if p.plan == Plan::Inline => inline.entry(p.list).or_default().push(q),
+                Some(_) => scans.push(q),
+            }
+        }
+        for (list, qs) in inline {
+            let mut group_rows = Vec::with_capacity(qs.len() * dim);
+            for &q in &qs {
+                group_rows.extend_from_slice(&rows[q * dim..(q + 1) * dim]);
+            }
+            let gf = GroupFilter {
+                preds: qs.iter().map(|&q| preds[q].as_ref()).collect(),
+                live,
+            };
+            let mut p = params.clone();
+            p.l = list.max(params.l);
+            let got = self.search_rows_filtered(
+                &group_rows,
+                &p,
+                threads,
+                interleave,
+                Some(&gf as &dyn ResultFilter),
+            )?;
+            out.wall_secs += got.wall_secs;
+            for (i, &q) in qs.iter().enumerate() {
+                let mut st = got.stats[i];
+                let rejected = st.filter.rejected;
+                if let Some(pl) = &plans[q] {
+                    st.filter = stats_of(pl);
+                    st.filter.rejected = rejected;
+                }
+                let k = got.k;
+                let hits = (0..k)
+                    .map(|j| (got.ids[i * k + j], got.dists[i * k + j]))
+                    .filter(|h| h.0 != u32::MAX);
+                out.put(q, hits, st);
+            }
+        }
+        if !scans.is_empty() {
+            let done = self.run_scans(rows, params.k, threads, &scans, &preds, &plans, live)?;
+            out.wall_secs += done.1;
+            for (q, hits, st) in done.0 {
+                out.put(q, hits, st);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs the scan and exact queries `qs` over `threads` threads.
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    fn run_scans<T: Element>(
+        &self,
+        rows: &[T],
+        k: usize,
+        threads: usize,
+        qs: &[usize],
+        preds: &[Option<Predicate<'_>>],
+        plans: &[Option<plan::Planned>],
+        live: Option<&LiveFilter<'_>>,
+    ) -> Result<(Vec<(usize, Vec<(u32, f32)>, QueryStats)>, f64), SearchError> {
+        let dim = self.dim();
+        let threads = batch_threads(threads, qs.len())?;
+        let cursor = Cursor::new(qs.len());
+        let cfg = self.engine_config();
+        let (parts, wall) = on_threads(threads, |_| {
+            let engine = self.file().engine(self.options().engine, cfg)?;
+            let mut s = Searcher::with_engine(self.view(), engine);
+            let mut part = Vec::new();
+            let mut hits = Vec::new();
+            while let Some(i) = cursor.next() {
+                let q = qs[i];
+                let (Some(pred), Some(pl)) = (&preds[q], &plans[q]) else {
+                    continue;
+                };
+                let t0 = std::time::Instant::now();
+                let query = &rows[q * dim..(q + 1) * dim];
+                let mut st = QueryStats::default();
+                st.filter = stats_of(pl);
+                let mut ids: Vec<u32> = pred
+                    .collect()
+                    .iter()
+                    .filter(|&id| live.is_none_or(|l| l.visible(id)))
+                    .collect();
+                if pl.plan == Plan::Scan && ids.len() > pl.list {
+                    self.best_by_code(query, &mut ids, pl.list, &mut st)?;
+                }
+                score_records(&mut s, query, &ids, k, &mut hits, &mut st)?;
+                st.total_ns = t0.elapsed().as_nanos() as u64;
+                part.push((q, hits.clone(), st));
+            }
+            Ok(part)
+        })?;
+        Ok((parts.into_iter().flatten().collect(), wall))
+    }
+
+    /// Keeps the `keep` of `ids` nearest to `query` by PQ distance.
+    fn best_by_code<T: Element>(
+        &self,
+        query: &[T],
+        ids: &mut Vec<u32>,
+        keep: usize,
+        st: &mut QueryStats,
+    ) -> Result<(), SearchError> {
+        let Some(codes) = self.codes() else {
+            return Ok(());
+        };
+        let table = self
+            .pq()
+            .query_table(query)
+            .map_err(|e| SearchError::Internal(format!("PQ table: {e}")))?;
+        let mut d = vec![0f32; ids.len()];
+        table.distances_of(codes, ids, &mut d);
+        st.traversal.pq_distances += ids.len() as u64;
+        let mut order: Vec<(f32, u32)> = d.into_iter().zip(ids.iter().copied()).collect();
+        let cmp = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        if order.len() > keep {
+            order.select_nth_unstable_by(keep, cmp);
+            order.truncate(keep);
+        }
+        ids.clear();
+        ids.extend(order.into_iter().map(|(_, id)| id));
+        Ok(())
+    }
+}

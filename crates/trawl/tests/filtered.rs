@@ -1,0 +1,233 @@
+//! Filtered search of a graph index: every plan returns only matching vectors, the exact plan
+//! the exact filtered neighbours, the others a high recall of them; the planner's figures are
+//! in each query's stats; bad filters and attributes are clear errors.
+
+mod common;
+
+use std::sync::Arc;
+
+use trawl::data::Matrix;
+use trawl::filter::{
+    AttrsBuilder, CmpOp, Expr, FilterParams, Filters, Number, Plan, Predicate, QueryFilter, Value,
+};
+use trawl::kinds::graph::search::SearchParams;
+use trawl::kinds::graph::{build_index, OpenOptions};
+use trawl::kinds::{IndexKind, Run};
+use trawl::progress::Control;
+use trawl::{ErrorKind, Metric};
+
+const N: usize = 4000;
+
+fn attributes() -> trawl::filter::Attributes {
+    let mut b = AttrsBuilder::new(N).unwrap();
+    for row in 0..N as u32 {
+        b.add_label(row, &format!("L{}", row % 10)).unwrap();
+        if row % 97 == 0 {
+            b.add_label(row, "rare").unwrap();
+        }
+        if row % 3 == 0 {
+            b.add_label(row, "lang=en").unwrap();
+        }
+        b.set_number("year", row, Number::I64(i64::from(row % 50) + 1990))
+            .unwrap();
+    }
+    b.finish().unwrap()
+}
+
+fn label(l: &str) -> Expr {
+    Expr::Cmp {
+        field: "label".into(),
+        op: CmpOp::Eq,
+        value: Value::Str(l.into()),
+    }
+}
+
+fn year(op: CmpOp, y: i64) -> Expr {
+    Expr::Cmp {
+        field: "year".into(),
+        op,
+        value: Value::Int(y),
+    }
+}
+
+fn filters() -> Vec<(&'static str, Expr)> {
+    vec![
+        ("one label (10%)", label("L3")),
+        ("rare label (1%)", label("rare")),
+        (
+            "two-label AND (3.3%)",
+            Expr::And(vec![
+                label("L4"),
+                Expr::Cmp {
+                    field: "lang".into(),
+                    op: CmpOp::Eq,
+                    value: Value::Str("en".into()),
+                },
+            ]),
+        ),
+        ("OR (20%)", Expr::Or(vec![label("L1"), label("L2")])),
+        (
+            "range (52%)",
+            Expr::And(vec![year(CmpOp::Ge, 1995), year(CmpOp::Le, 2020)]),
+        ),
+        ("NOT (90%)", Expr::Not(Box::new(label("L0")))),
+        (
+            "label AND range (2%)",
+            Expr::And(vec![label("L5"), year(CmpOp::Lt, 2000)]),
+        ),
+    ]
+}
+
+/// The exact filtered top 10 of every query.
+fn truth(base: &Matrix<f32>, q: &Matrix<f32>, p: &Predicate<'_>) -> Vec<Vec<u32>> {
+    (0..q.n())
+        .map(|i| {
+            let mut d: Vec<(f32, u32)> = (0..base.n() as u32)
+                .filter(|&r| p.matches(r))
+                .map(|r| {
+                    let d = trawl::kernels::distance(Metric::L2, q.row(i), base.row(r as usize));
+                    (d, r)
+                })
+                .collect();
+            d.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            d.into_iter().take(10).map(|x| x.1).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn every_plan_returns_only_matches_with_high_recall() {
+    let (base, queries) = common::data::<f32>(N, 40, 16, 5);
+    let dir = tempfile::tempdir().unwrap();
+    let attrs = Arc::new(attributes());
+    let mut params = common::params(Metric::L2, 8);
+    params.attrs = Some(attrs.clone());
+    build_index(&base, dir.path(), &params, &Control::silent()).unwrap();
+    let ix = trawl::kinds::GraphIndex::open_dir(dir.path(), OpenOptions::default()).unwrap();
+    let sp = SearchParams::beam(10, 40, 4);
+    let nq = queries.n();
+    for (name, e) in filters() {
+        let p = Predicate::compile(&e, &attrs).unwrap();
+        let want = truth(&base, &queries, &p);
+        for plan in [None, Some(Plan::Inline), Some(Plan::Scan), Some(Plan::Exact)] {
+            let f = QueryFilter {
+                filters: Filters::All(&e),
+                params: FilterParams {
+                    plan,
+                    ..FilterParams::default()
+                },
+            };
+            let hits = ix
+                .search((&queries).into(), &sp, Run { threads: 2, interleave: 1 }, &f)
+                .unwrap();
+            let mut found = 0usize;
+            let mut wanted = 0usize;
+            for q in 0..nq {
+                let row = &hits.ids[q * 10..(q + 1) * 10];
+                for &id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
+                    assert!(p.matches(id as u32), "{name}, {plan:?}: {id} does not match");
+                }
+                found += want[q].iter().filter(|w| row.contains(&u64::from(**w))).count();
+                wanted += want[q].len();
+                let st = &hits.stats[q].filter;
+                assert_eq!(st.plan_inline + st.plan_scan + st.plan_exact, 1);
+                assert_eq!(st.matches, p.count().rows);
+                match plan {
+                    Some(Plan::Inline) => assert_eq!(st.plan_inline, 1),
+                    Some(Plan::Scan) => assert_eq!(st.plan_scan, 1),
+                    Some(Plan::Exact) => assert_eq!(st.plan_exact, 1),
+                    None => {}
+                }
+            }
+            let recall = found as f64 / wanted as f64;
+            let floor = if plan == Some(Plan::Exact) { 1.0 } else { 0.9 };
+            assert!(
+                recall >= floor,
+                "{name}, {plan:?}: recall {recall:.3} below {floor}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_filters_and_attributes_are_clear_errors() {
+    let (base, queries) = common::data::<f32>(N, 5, 16, 6);
+    let dir = tempfile::tempdir().unwrap();
+    // Attributes of the wrong size: refused before anything is committed.
+    let mut params = common::params(Metric::L2, 8);
+    params.attrs = Some(Arc::new(AttrsBuilder::new(N - 1).unwrap().finish().unwrap()));
+    let e = build_index(&base, dir.path(), &params, &Control::silent()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    assert!(!dir.path().join("manifest.trawl").exists());
+
+    // An index without attributes refuses a filter.
+    common::build(&base, dir.path(), Metric::L2, 8);
+    let ix = trawl::kinds::GraphIndex::open_dir(dir.path(), OpenOptions::default()).unwrap();
+    let sp = SearchParams::beam(10, 40, 4);
+    let e = label("L1");
+    let f = QueryFilter {
+        filters: Filters::All(&e),
+        ..QueryFilter::none()
+    };
+    let err = ix.search((&queries).into(), &sp, Run::default(), &f).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("no labels"), "{err}");
+
+    // With attributes: unknown fields, wrong types, a filter list of the wrong length.
+    let mut params = common::params(Metric::L2, 8);
+    params.attrs = Some(Arc::new(attributes()));
+    build_index(&base, dir.path(), &params, &Control::silent()).unwrap();
+    let ix = trawl::kinds::GraphIndex::open_dir(dir.path(), OpenOptions::default()).unwrap();
+    for (e, needle) in [
+        (
+            Expr::Cmp {
+                field: "tenant".into(),
+                op: CmpOp::Eq,
+                value: Value::Int(3),
+            },
+            "unknown field",
+        ),
+        (year(CmpOp::Eq, 0), ""),
+        (
+            Expr::Cmp {
+                field: "year".into(),
+                op: CmpOp::Eq,
+                value: Value::Str("x".into()),
+            },
+            "string",
+        ),
+    ] {
+        let f = QueryFilter {
+            filters: Filters::All(&e),
+            ..QueryFilter::none()
+        };
+        let r = ix.search((&queries).into(), &sp, Run::default(), &f);
+        if needle.is_empty() {
+            // Matches nothing: every result a hole.
+            let hits = r.unwrap();
+            assert!(hits.ids.iter().all(|&id| id == trawl::kinds::HOLE));
+        } else {
+            let err = r.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput);
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+    }
+    let few = vec![Some(label("L1")); 2];
+    let f = QueryFilter {
+        filters: Filters::PerQuery(&few),
+        ..QueryFilter::none()
+    };
+    let err = ix.search((&queries).into(), &sp, Run::default(), &f).unwrap_err();
+    assert!(err.to_string().contains("2 filters for 5 queries"), "{err}");
+
+    // The attribute file is verified, and damage to it refuses the open.
+    let report = trawl::kinds::graph::verify_index(dir.path(), &Control::silent()).unwrap();
+    assert!(report.files.iter().any(|f| f.name == "attrs.trawl"));
+    let path = dir.path().join("attrs.trawl");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = trawl::kinds::GraphIndex::open_dir(dir.path(), OpenOptions::default()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+}
