@@ -36,6 +36,19 @@ pub struct GtArgs {
     /// Memory budget for the search state in GiB (the base is streamed).
     #[arg(long)]
     pub memory_budget_gb: Option<f64>,
+    /// Filtered ground truth: the base's labels (as `trawl build --labels`).
+    #[arg(long)]
+    pub labels: Option<PathBuf>,
+    /// Filtered ground truth: the base's attributes (as `trawl build --attrs`).
+    #[arg(long)]
+    pub attrs: Option<PathBuf>,
+    /// Filtered ground truth: one filter for every query (the k nearest matches; fewer when
+    /// fewer match, the rest u32::MAX / +inf).
+    #[arg(long, conflicts_with = "filters")]
+    pub filter: Option<String>,
+    /// Filtered ground truth: one filter per query, line i for query i (empty: none).
+    #[arg(long)]
+    pub filters: Option<PathBuf>,
 }
 
 pub fn run(args: &GtArgs, ctl: &Control) -> Result<()> {
@@ -54,6 +67,9 @@ pub fn run(args: &GtArgs, ctl: &Control) -> Result<()> {
 pub fn compute(args: &GtArgs, ctl: &Control) -> Result<GroundTruth> {
     let base = crate::runtime::read_vectors(&args.base)?;
     let queries = crate::runtime::read_vectors(&args.queries)?;
+    if args.filter.is_some() || args.filters.is_some() {
+        return filtered(args, &base, &queries);
+    }
     let mut params = ExactParams::default();
     if let Some(gb) = args.memory_budget_gb {
         params.memory_budget_bytes = (gb * (1u64 << 30) as f64) as usize;
@@ -86,6 +102,58 @@ pub fn compute(args: &GtArgs, ctl: &Control) -> Result<GroundTruth> {
         base.n(),
         secs,
         queries.n() as f64 / secs.max(1e-9)
+    );
+    Ok(gt)
+}
+
+/// The filtered ground truth of `--filter` / `--filters`.
+fn filtered(args: &GtArgs, base: &AnyMatrix, queries: &AnyMatrix) -> Result<GroundTruth> {
+    use crate::cmd_index::filter::read_filter_file;
+    use trawl::filter::{truth::knn_filtered, Filters};
+    let Some(attrs) =
+        crate::cmd_index::read_attributes(args.labels.as_deref(), args.attrs.as_deref(), base.n())?
+    else {
+        bail!("--filter / --filters need the base's attributes: --labels and/or --attrs");
+    };
+    let one;
+    let per_query;
+    let filters = match (&args.filter, &args.filters) {
+        (Some(text), _) => {
+            one = trawl::filter::parse(text).map_err(|e| anyhow::anyhow!("--filter: {e}"))?;
+            Filters::All(&one)
+        }
+        (None, Some(path)) => {
+            per_query = read_filter_file(path)?;
+            Filters::PerQuery(&per_query)
+        }
+        (None, None) => Filters::None,
+    };
+    let t0 = Instant::now();
+    let gt = with_threads(args.threads, || -> Result<GroundTruth> {
+        Ok(match (base, queries) {
+            (AnyMatrix::F32(b), AnyMatrix::F32(q)) => {
+                trawl::data::validate_finite(b)?;
+                trawl::data::validate_finite(q)?;
+                knn_filtered(b, q, args.k, args.metric, &attrs, filters)?
+            }
+            (AnyMatrix::U8(b), AnyMatrix::U8(q)) => {
+                knn_filtered(b, q, args.k, args.metric, &attrs, filters)?
+            }
+            (AnyMatrix::I8(b), AnyMatrix::I8(q)) => {
+                knn_filtered(b, q, args.k, args.metric, &attrs, filters)?
+            }
+            _ => bail!(
+                "queries are {} but the base is {}: element types must match",
+                queries.dtype(),
+                base.dtype()
+            ),
+        })
+    })??;
+    eprintln!(
+        "filtered ground truth: {} queries × {} base in {:.2} s",
+        queries.n(),
+        base.n(),
+        t0.elapsed().as_secs_f64()
     );
     Ok(gt)
 }

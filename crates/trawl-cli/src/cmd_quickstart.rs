@@ -112,6 +112,10 @@ fn ground_truth(
         println!("[2/4] exact ground truth (k = 100)");
         crate::cmd_gt::run(
             &GtArgs {
+                labels: None,
+                attrs: None,
+                filter: None,
+                filters: None,
                 base: base.to_path_buf(),
                 queries: queries.to_path_buf(),
                 k: 100,

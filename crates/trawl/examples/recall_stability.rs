@@ -168,6 +168,7 @@ fn recall(found: &[u32], truth: &[u32], k: usize, which: &[bool], want: Option<b
 /// rows (`bshufN`: blocks of N consecutive rows in a seeded random order) done before the build.
 fn params(variant: &str) -> (IndexParams, usize, Option<usize>) {
     let mut p = IndexParams {
+        attrs: None,
         metric: Metric::L2,
         graph: VamanaParams {
             r: 64,

@@ -106,6 +106,7 @@ fn parse() -> Args {
 
 fn index_params(a: &Args) -> IndexParams {
     IndexParams {
+        attrs: None,
         metric: a.metric,
         graph: VamanaParams {
             r: a.r,

@@ -109,7 +109,12 @@ fn every_plan_returns_only_matches_with_high_recall() {
     for (name, e) in filters() {
         let p = Predicate::compile(&e, &attrs).unwrap();
         let want = truth(&base, &queries, &p);
-        for plan in [None, Some(Plan::Inline), Some(Plan::Scan), Some(Plan::Exact)] {
+        for plan in [
+            None,
+            Some(Plan::Inline),
+            Some(Plan::Scan),
+            Some(Plan::Exact),
+        ] {
             let f = QueryFilter {
                 filters: Filters::All(&e),
                 params: FilterParams {
@@ -118,16 +123,30 @@ fn every_plan_returns_only_matches_with_high_recall() {
                 },
             };
             let hits = ix
-                .search((&queries).into(), &sp, Run { threads: 2, interleave: 1 }, &f)
+                .search(
+                    (&queries).into(),
+                    &sp,
+                    Run {
+                        threads: 2,
+                        interleave: 1,
+                    },
+                    &f,
+                )
                 .unwrap();
             let mut found = 0usize;
             let mut wanted = 0usize;
             for q in 0..nq {
                 let row = &hits.ids[q * 10..(q + 1) * 10];
                 for &id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
-                    assert!(p.matches(id as u32), "{name}, {plan:?}: {id} does not match");
+                    assert!(
+                        p.matches(id as u32),
+                        "{name}, {plan:?}: {id} does not match"
+                    );
                 }
-                found += want[q].iter().filter(|w| row.contains(&u64::from(**w))).count();
+                found += want[q]
+                    .iter()
+                    .filter(|w| row.contains(&u64::from(**w)))
+                    .count();
                 wanted += want[q].len();
                 let st = &hits.stats[q].filter;
                 assert_eq!(st.plan_inline + st.plan_scan + st.plan_exact, 1);
@@ -163,7 +182,9 @@ fn bad_filters_and_attributes_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     // Attributes of the wrong size: refused before anything is committed.
     let mut params = common::params(Metric::L2, 8);
-    params.attrs = Some(Arc::new(AttrsBuilder::new(N - 1).unwrap().finish().unwrap()));
+    params.attrs = Some(Arc::new(
+        AttrsBuilder::new(N - 1).unwrap().finish().unwrap(),
+    ));
     let e = build_index(&base, dir.path(), &params, &Control::silent()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert!(!dir.path().join("manifest.trawl").exists());
@@ -177,7 +198,9 @@ fn bad_filters_and_attributes_are_clear_errors() {
         filters: Filters::All(&e),
         ..QueryFilter::none()
     };
-    let err = ix.search((&queries).into(), &sp, Run::default(), &f).unwrap_err();
+    let err = ix
+        .search((&queries).into(), &sp, Run::default(), &f)
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     assert!(err.to_string().contains("no labels"), "{err}");
 
@@ -225,7 +248,9 @@ fn bad_filters_and_attributes_are_clear_errors() {
         filters: Filters::PerQuery(&few),
         ..QueryFilter::none()
     };
-    let err = ix.search((&queries).into(), &sp, Run::default(), &f).unwrap_err();
+    let err = ix
+        .search((&queries).into(), &sp, Run::default(), &f)
+        .unwrap_err();
     assert!(err.to_string().contains("2 filters for 5 queries"), "{err}");
 
     // The attribute file is verified, and damage to it refuses the open.

@@ -407,6 +407,7 @@ fn flash_parameters_are_checked() {
         &base,
         plain.path(),
         &trawl::kinds::graph::IndexParams {
+            attrs: None,
             entry: None,
             ..common::params(Metric::L2, 8)
         },

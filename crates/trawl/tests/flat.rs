@@ -8,8 +8,8 @@ mod common;
 use std::path::Path;
 
 use common::{data, truth};
-use trawl::filter::QueryFilter;
 use trawl::data::Matrix;
+use trawl::filter::QueryFilter;
 use trawl::io::EngineKind;
 use trawl::kinds::flat::{build_flat, FlatIndex, FlatParams, FILE_NAME};
 use trawl::kinds::graph::{KindName, OpenOptions};
@@ -38,7 +38,14 @@ fn exact_everywhere<T: Element>(metric: Metric, dim: usize, seed: u64) {
                 threads,
                 interleave: 1,
             };
-            let out = ix.search((&q).into(), &FlatParams { k: 10 }, run, &QueryFilter::none()).unwrap();
+            let out = ix
+                .search(
+                    (&q).into(),
+                    &FlatParams { k: 10 },
+                    run,
+                    &QueryFilter::none(),
+                )
+                .unwrap();
             let what = format!("{metric:?} {} {engine:?} {threads}", T::DTYPE.name());
             for qi in 0..q.n() {
                 let want: Vec<u64> = gt.ids[qi * 10..qi * 10 + 10]
@@ -104,7 +111,9 @@ fn opens_describes_and_verifies_through_the_contract() {
     // Search parameters of another kind are refused.
     let p =
         trawl::kinds::KindParams::Graph(trawl::kinds::graph::search::SearchParams::beam(10, 20, 4));
-    let e = ix.search((&q).into(), &p, Run::default(), &QueryFilter::none()).unwrap_err();
+    let e = ix
+        .search((&q).into(), &p, Run::default(), &QueryFilter::none())
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     // The options layer resolves flat parameters and refuses what a flat index lacks.
     let o = trawl::kinds::Options::default();
@@ -139,7 +148,9 @@ fn bad_queries_and_parameters_are_errors() {
     let p = |k| FlatParams { k };
     let q = Matrix::from_vec(vec![0.5f32; 8], 8).unwrap();
     for (k, needle) in [(0, "k = 0"), (501, "k = 501")] {
-        let e = ix.search((&q).into(), &p(k), Run::default(), &QueryFilter::none()).unwrap_err();
+        let e = ix
+            .search((&q).into(), &p(k), Run::default(), &QueryFilter::none())
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
         assert!(e.to_string().contains(needle), "{e}");
     }
@@ -149,7 +160,9 @@ fn bad_queries_and_parameters_are_errors() {
         .unwrap_err();
     assert!(e.to_string().contains("dimension"), "{e}");
     let nan = Matrix::from_vec(vec![f32::NAN; 8], 8).unwrap();
-    let e = ix.search((&nan).into(), &p(3), Run::default(), &QueryFilter::none()).unwrap_err();
+    let e = ix
+        .search((&nan).into(), &p(3), Run::default(), &QueryFilter::none())
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     let bytes = Matrix::from_vec(vec![1u8; 8], 8).unwrap();
     let e = ix
@@ -183,7 +196,12 @@ fn damaged_or_truncated_files_are_clear_errors() {
     flip(&path, 4096 * 3 + 100);
     let ix = FlatIndex::open(dir.path(), OpenOptions::default()).unwrap();
     let e = ix
-        .search((&q).into(), &FlatParams { k: 5 }, Run::default())
+        .search(
+            (&q).into(),
+            &FlatParams { k: 5 },
+            Run::default(),
+            &QueryFilter::none(),
+        )
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Corrupt);
     assert!(e.to_string().contains(FILE_NAME), "{e}");

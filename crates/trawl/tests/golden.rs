@@ -70,6 +70,7 @@ fn make_fixture(dir: &Path) {
     let (base, _) =
         generate::<f32>(&SynthParams::new(1_000, 1, 16, trawl::DType::F32, 77)).unwrap();
     let params = IndexParams {
+        attrs: None,
         metric: trawl::Metric::L2,
         graph: VamanaParams {
             r: 16,
@@ -853,6 +854,7 @@ fn sharded_searches_return_the_golden_results_and_counters() {
     use trawl::kinds::sharded::{build_sharded_index, ShardParams, ShardedIndex};
     let tmp = fixture_copy("golden-sharded", |dir| {
         let params = trawl::kinds::graph::IndexParams {
+            attrs: None,
             metric: trawl::Metric::L2,
             graph: trawl::vamana::VamanaParams {
                 r: 16,

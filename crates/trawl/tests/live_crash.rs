@@ -295,6 +295,7 @@ fn run(name: &str, layout: IndexLayout) {
     let rows: Vec<f32> = (0..BASE).flat_map(|i| vector(i, 0)).collect();
     let base = Matrix::from_vec(rows, DIM).unwrap();
     let mut params = IndexParams {
+        attrs: None,
         metric: Metric::L2,
         ..IndexParams::default()
     };

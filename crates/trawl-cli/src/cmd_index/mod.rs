@@ -13,6 +13,7 @@ mod update;
 
 pub use bench::{bench, print_bench, print_parts, BenchArgs, BenchRow};
 pub(crate) use bench::{load_queries, run_sweep};
+pub(crate) use build::read_attributes;
 pub use build::{build, BuildArgs, DEFAULT_PQ_BYTES};
 pub use entry::{entry, EntryArgs};
 pub use layout::{layout, LayoutArgs};

@@ -124,11 +124,9 @@ impl Field {
         };
         match values {
             Column::I64(v) => order.sort_by_key(|&r| (v[r as usize], r)),
-            Column::F64(v) => order.sort_by(|&a, &b| {
-                v[a as usize]
-                    .total_cmp(&v[b as usize])
-                    .then(a.cmp(&b))
-            }),
+            Column::F64(v) => {
+                order.sort_by(|&a, &b| v[a as usize].total_cmp(&v[b as usize]).then(a.cmp(&b)))
+            }
         }
         order
     }
@@ -303,9 +301,7 @@ impl Attributes {
     /// The value of field `f` at `row`, if it has one.
     pub fn number(&self, f: u32, row: u32) -> Option<Number> {
         let field = &self.fields[f as usize];
-        field
-            .has(row)
-            .then(|| field.values.get(row as usize))
+        field.has(row).then(|| field.values.get(row as usize))
     }
 
     /// The attributes of the rows `rows` (in that order), renumbered from 0: a subset of an
@@ -348,8 +344,9 @@ pub struct AttrsBuilder {
 impl AttrsBuilder {
     /// Attributes of `n` rows, none set yet.
     pub fn new(n: usize) -> Result<Self, FilterError> {
-        let n = u32::try_from(n)
-            .map_err(|_| FilterError::Attrs(format!("{n} rows: at most {} are supported", u32::MAX)))?;
+        let n = u32::try_from(n).map_err(|_| {
+            FilterError::Attrs(format!("{n} rows: at most {} are supported", u32::MAX))
+        })?;
         Ok(Self {
             n,
             names: Vec::new(),
@@ -504,18 +501,28 @@ fn check_field(f: &Field, n: u32) -> Result<(), String> {
         }
     }
     let expected = f.present.as_ref().map_or(u64::from(n), RoaringBitmap::len);
-    if f.present.as_ref().is_some_and(|p| p.max().is_some_and(|m| m >= n)) {
+    if f.present
+        .as_ref()
+        .is_some_and(|p| p.max().is_some_and(|m| m >= n))
+    {
         return Err(format!("field {:?} marks a row past the {n} rows", f.name));
     }
     if f.order.len() as u64 != expected {
-        return Err(format!("field {:?}: its order holds {} rows, not {expected}", f.name, f.order.len()));
+        return Err(format!(
+            "field {:?}: its order holds {} rows, not {expected}",
+            f.name,
+            f.order.len()
+        ));
     }
     let sorted = f.order.windows(2).all(|w| {
         let (a, b) = (f.values.get(w[0] as usize), f.values.get(w[1] as usize));
         cmp_numbers(a, b).then(w[0].cmp(&w[1])) == std::cmp::Ordering::Less
     });
     if !sorted || f.order.iter().any(|&r| r >= n || !f.has(r)) {
-        return Err(format!("field {:?}: its order is not the rows sorted by value", f.name));
+        return Err(format!(
+            "field {:?}: its order is not the rows sorted by value",
+            f.name
+        ));
     }
     Ok(())
 }

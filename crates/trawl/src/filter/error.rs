@@ -54,7 +54,9 @@ pub enum FilterError {
         message: String,
     },
     /// A filter was given for an index without attributes.
-    #[error("the index has no labels or attributes to filter on (build it with --labels / --attrs)")]
+    #[error(
+        "the index has no labels or attributes to filter on (build it with --labels / --attrs)"
+    )]
     NoAttributes,
     /// The attribute file of an index is damaged.
     #[error(transparent)]

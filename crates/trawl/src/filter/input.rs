@@ -46,7 +46,9 @@ fn for_lines(
     if lines != n {
         return Err(FilterError::Shape {
             path: path.to_path_buf(),
-            message: format!("{what} has {lines} lines but the data has {n} vectors (one line per vector)"),
+            message: format!(
+                "{what} has {lines} lines but the data has {n} vectors (one line per vector)"
+            ),
         });
     }
     Ok(())

@@ -25,6 +25,7 @@ mod lex;
 pub mod parse;
 pub mod plan;
 pub mod predicate;
+pub mod truth;
 
 pub use attrs::{Attributes, AttrsBuilder, Number};
 pub use error::FilterError;

@@ -162,7 +162,11 @@ pub fn plan(
     code_bytes: Option<usize>,
 ) -> Planned {
     let m = count.rows;
-    let rerank = if p.rerank == 0 { (4 * k).max(32) } else { p.rerank };
+    let rerank = if p.rerank == 0 {
+        (4 * k).max(32)
+    } else {
+        p.rerank
+    };
     let sel = if n == 0 { 0.0 } else { m as f64 / n as f64 };
     let scale = (1.0 / sel.max(1e-12)).clamp(1.0, p.max_scale.max(1.0));
     let inline_list = ((l as f64 * scale).ceil() as usize).max(l);
@@ -180,8 +184,8 @@ pub fn plan(
                 }
             }
             Some(b) => {
-                let scan = m as f64 * b as f64 * p.cost.code_byte_ns
-                    + rerank as f64 * p.cost.expansion_ns;
+                let scan =
+                    m as f64 * b as f64 * p.cost.code_byte_ns + rerank as f64 * p.cost.expansion_ns;
                 let inline = inline_list as f64 * p.cost.expansion_ns;
                 if scan < inline {
                     Plan::Scan

@@ -174,13 +174,14 @@ impl<'a> Predicate<'a> {
             }
             Node::Const(false) => RoaringBitmap::new(),
             Node::Label(l) => self.attrs.bitmap(*l).clone(),
-            Node::AnyOf(ls) => ls.iter().map(|&l| self.attrs.bitmap(l)).fold(
-                RoaringBitmap::new(),
-                |mut acc, b| {
-                    acc |= b;
-                    acc
-                },
-            ),
+            Node::AnyOf(ls) => {
+                ls.iter()
+                    .map(|&l| self.attrs.bitmap(l))
+                    .fold(RoaringBitmap::new(), |mut acc, b| {
+                        acc |= b;
+                        acc
+                    })
+            }
             Node::AllOf(ls) => {
                 let mut it = ls.iter().map(|&l| self.attrs.bitmap(l));
                 let first = it.next().cloned().unwrap_or_default();
@@ -215,8 +216,10 @@ impl<'a> Predicate<'a> {
                         continue;
                     }
                     if has_num(x) {
-                        acc = RoaringBitmap::from_sorted_iter(acc.iter().filter(|&r| self.eval(x, r)))
-                            .unwrap_or_default();
+                        acc = RoaringBitmap::from_sorted_iter(
+                            acc.iter().filter(|&r| self.eval(x, r)),
+                        )
+                        .unwrap_or_default();
                     } else {
                         acc &= self.collect_of(x);
                     }
@@ -247,14 +250,20 @@ impl<'a> Predicate<'a> {
         match test {
             NumTest::Range { lo, hi } => self.span(field, *lo, *hi).len() as u64,
             NumTest::Ne(v) => total - self.eq_span(field, *v).len() as u64,
-            NumTest::In(vs) => vs.iter().map(|&v| self.eq_span(field, v).len() as u64).sum(),
+            NumTest::In(vs) => vs
+                .iter()
+                .map(|&v| self.eq_span(field, v).len() as u64)
+                .sum(),
         }
     }
 
     fn num_collect(&self, field: u32, test: &NumTest) -> RoaringBitmap {
         let order = &self.attrs.field_at(field).order;
         let rows = |spans: &[std::ops::Range<usize>]| {
-            let mut v: Vec<u32> = spans.iter().flat_map(|s| order[s.clone()].iter().copied()).collect();
+            let mut v: Vec<u32> = spans
+                .iter()
+                .flat_map(|s| order[s.clone()].iter().copied())
+                .collect();
             v.sort_unstable();
             v.dedup();
             RoaringBitmap::from_sorted_iter(v).unwrap_or_default()
@@ -449,25 +458,37 @@ fn tighter(a: Option<End>, b: Option<End>, low: bool) -> Option<End> {
     }
 }
 
-fn compile_cmp(field: &str, op: CmpOp, value: &Value, attrs: &Attributes) -> Result<Node, FilterError> {
+fn compile_cmp(
+    field: &str,
+    op: CmpOp,
+    value: &Value,
+    attrs: &Attributes,
+) -> Result<Node, FilterError> {
     if let Some((f, _)) = attrs.field(field) {
         let v = number(field, value)?;
-        let end = |strict| {
-            Some(End {
-                value: v,
-                strict,
-            })
-        };
+        let end = |strict| Some(End { value: v, strict });
         let test = match op {
             CmpOp::Eq => NumTest::Range {
                 lo: end(false),
                 hi: end(false),
             },
             CmpOp::Ne => NumTest::Ne(v),
-            CmpOp::Lt => NumTest::Range { lo: None, hi: end(true) },
-            CmpOp::Le => NumTest::Range { lo: None, hi: end(false) },
-            CmpOp::Gt => NumTest::Range { lo: end(true), hi: None },
-            CmpOp::Ge => NumTest::Range { lo: end(false), hi: None },
+            CmpOp::Lt => NumTest::Range {
+                lo: None,
+                hi: end(true),
+            },
+            CmpOp::Le => NumTest::Range {
+                lo: None,
+                hi: end(false),
+            },
+            CmpOp::Gt => NumTest::Range {
+                lo: end(true),
+                hi: None,
+            },
+            CmpOp::Ge => NumTest::Range {
+                lo: end(false),
+                hi: None,
+            },
         };
         return Ok(Node::Num { field: f, test });
     }
@@ -505,7 +526,11 @@ fn number(field: &str, v: &Value) -> Result<Number, FilterError> {
 }
 
 /// The label ids `field`'s values name (`None`: a label no row has).
-fn label_ids(field: &str, values: &[Value], attrs: &Attributes) -> Result<Vec<Option<u32>>, FilterError> {
+fn label_ids(
+    field: &str,
+    values: &[Value],
+    attrs: &Attributes,
+) -> Result<Vec<Option<u32>>, FilterError> {
     if field != LABEL_FIELD && !attrs.is_label_key(field) {
         let keys: Vec<&str> = attrs.label_keys().collect();
         let fields: Vec<&str> = attrs.fields().iter().map(|f| f.name.as_str()).collect();

@@ -109,7 +109,12 @@ fn naive(e: &Expr, r: &Raw, row: usize) -> bool {
         Expr::In { field, values } if is_num(field) => r.nums[row]
             .get(field)
             .is_some_and(|x| values.iter().any(|v| x.as_f64() == num(v))),
-        Expr::In { field, values } | Expr::Has { field, all: false, values } => values
+        Expr::In { field, values }
+        | Expr::Has {
+            field,
+            all: false,
+            values,
+        } => values
             .iter()
             .any(|v| r.labels[row].contains(&label_text(field, v))),
         Expr::Has { field, values, .. } => values
@@ -119,7 +124,14 @@ fn naive(e: &Expr, r: &Raw, row: usize) -> bool {
 }
 
 fn random_leaf(rng: &mut ChaCha8Rng) -> Expr {
-    let ops = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
+    let ops = [
+        CmpOp::Eq,
+        CmpOp::Ne,
+        CmpOp::Lt,
+        CmpOp::Le,
+        CmpOp::Gt,
+        CmpOp::Ge,
+    ];
     let label = |rng: &mut ChaCha8Rng| Value::Str(format!("L{}", rng.gen_range(0..45)));
     match rng.gen_range(0..7) {
         0 => Expr::Cmp {
@@ -165,8 +177,16 @@ fn random_expr(rng: &mut ChaCha8Rng, depth: u32) -> Expr {
         return random_leaf(rng);
     }
     match rng.gen_range(0..3) {
-        0 => Expr::And((0..rng.gen_range(2..4)).map(|_| random_expr(rng, depth - 1)).collect()),
-        1 => Expr::Or((0..rng.gen_range(2..4)).map(|_| random_expr(rng, depth - 1)).collect()),
+        0 => Expr::And(
+            (0..rng.gen_range(2..4))
+                .map(|_| random_expr(rng, depth - 1))
+                .collect(),
+        ),
+        1 => Expr::Or(
+            (0..rng.gen_range(2..4))
+                .map(|_| random_expr(rng, depth - 1))
+                .collect(),
+        ),
         _ => Expr::Not(Box::new(random_expr(rng, depth - 1))),
     }
 }
@@ -183,9 +203,15 @@ fn predicates_equal_the_naive_evaluation() {
             .filter(|&row| naive(&e, &r, row))
             .map(|row| row as u32)
             .collect();
-        let got: Vec<u32> = (0..r.labels.len() as u32).filter(|&row| p.matches(row)).collect();
+        let got: Vec<u32> = (0..r.labels.len() as u32)
+            .filter(|&row| p.matches(row))
+            .collect();
         assert_eq!(got, want, "case {case}: {e:?}");
-        assert_eq!(p.collect().iter().collect::<Vec<u32>>(), want, "case {case}: {e:?}");
+        assert_eq!(
+            p.collect().iter().collect::<Vec<u32>>(),
+            want,
+            "case {case}: {e:?}"
+        );
         let c = p.count();
         if c.exact {
             assert_eq!(c.rows, want.len() as u64, "case {case}: {e:?}");
@@ -198,29 +224,68 @@ fn ranges_of_one_field_merge_and_count_exactly() {
     let r = raw(5000, 3);
     let attrs = build(&r);
     let e = Expr::And(vec![
-        Expr::Cmp { field: "year".into(), op: CmpOp::Ge, value: Value::Int(2010) },
-        Expr::Cmp { field: "year".into(), op: CmpOp::Lt, value: Value::Int(2015) },
-        Expr::Cmp { field: "year".into(), op: CmpOp::Gt, value: Value::Float(2009.5) },
+        Expr::Cmp {
+            field: "year".into(),
+            op: CmpOp::Ge,
+            value: Value::Int(2010),
+        },
+        Expr::Cmp {
+            field: "year".into(),
+            op: CmpOp::Lt,
+            value: Value::Int(2015),
+        },
+        Expr::Cmp {
+            field: "year".into(),
+            op: CmpOp::Gt,
+            value: Value::Float(2009.5),
+        },
     ]);
     let p = Predicate::compile(&e, &attrs).unwrap();
     let want = (0..5000).filter(|&row| naive(&e, &r, row)).count() as u64;
     assert!(want > 0);
-    assert_eq!(p.count(), super::Count { rows: want, exact: true });
+    assert_eq!(
+        p.count(),
+        super::Count {
+            rows: want,
+            exact: true
+        }
+    );
 }
 
 #[test]
 fn unknown_fields_and_bad_comparisons_are_errors() {
     let attrs = build(&raw(100, 1));
-    let cmp = |field: &str, op, value| Expr::Cmp { field: field.into(), op, value };
+    let cmp = |field: &str, op, value| Expr::Cmp {
+        field: field.into(),
+        op,
+        value,
+    };
     let err = |e: Expr| Predicate::compile(&e, &attrs).unwrap_err();
-    assert!(matches!(err(cmp("tenant", CmpOp::Eq, Value::Int(3))), FilterError::UnknownField { .. }));
-    assert!(matches!(err(cmp("lang", CmpOp::Lt, Value::Str("en".into()))), FilterError::Type { .. }));
-    assert!(matches!(err(cmp("year", CmpOp::Eq, Value::Str("x".into()))), FilterError::Type { .. }));
-    let has = Expr::Has { field: "year".into(), all: true, values: vec![Value::Int(1)] };
+    assert!(matches!(
+        err(cmp("tenant", CmpOp::Eq, Value::Int(3))),
+        FilterError::UnknownField { .. }
+    ));
+    assert!(matches!(
+        err(cmp("lang", CmpOp::Lt, Value::Str("en".into()))),
+        FilterError::Type { .. }
+    ));
+    assert!(matches!(
+        err(cmp("year", CmpOp::Eq, Value::Str("x".into()))),
+        FilterError::Type { .. }
+    ));
+    let has = Expr::Has {
+        field: "year".into(),
+        all: true,
+        values: vec![Value::Int(1)],
+    };
     assert!(matches!(err(has), FilterError::Type { .. }));
-    assert_eq!(err(cmp("tenant", CmpOp::Eq, Value::Int(3))).kind(), crate::ErrorKind::InvalidInput);
+    assert_eq!(
+        err(cmp("tenant", CmpOp::Eq, Value::Int(3))).kind(),
+        crate::ErrorKind::InvalidInput
+    );
     // A label no row has matches nothing.
-    let p = Predicate::compile(&cmp("label", CmpOp::Eq, Value::Str("nope".into())), &attrs).unwrap();
+    let p =
+        Predicate::compile(&cmp("label", CmpOp::Eq, Value::Str("nope".into())), &attrs).unwrap();
     assert_eq!(p.count().rows, 0);
     let empty = AttrsBuilder::new(10).unwrap().finish().unwrap();
     assert!(matches!(
@@ -301,7 +366,10 @@ fn input_files_are_read_and_checked() {
         std::fs::write(&jsonl, text).unwrap();
         let mut b = AttrsBuilder::new(1).unwrap();
         let e = input::read_attrs_jsonl(&jsonl, 1, &mut b).unwrap_err();
-        assert!(e.to_string().contains(needle) && e.to_string().contains("line 1"), "{e}");
+        assert!(
+            e.to_string().contains(needle) && e.to_string().contains("line 1"),
+            "{e}"
+        );
     }
     let mut b = AttrsBuilder::new(1).unwrap();
     assert!(b.set_number("x", 0, Number::F64(f64::NAN)).is_err());

@@ -4,13 +4,13 @@
 use std::path::Path;
 
 use crate::data::AnyMatrix;
+use crate::filter::QueryFilter;
 use crate::kernels::{DType, Element, Metric};
 use crate::kinds::flat::FlatIndex;
 use crate::kinds::graph::{IndexInfo, KindName, Manifest, OpenOptions};
 use crate::kinds::ivf::IvfIndex;
 use crate::kinds::sharded::ShardedIndex;
 use crate::kinds::{Error, GraphIndex, Hits, IndexKind, KindParams, Queries, Run};
-use crate::filter::QueryFilter;
 
 /// An opened index of any kind. The variants differ in size; an index is opened once and
 /// not moved about, so none is boxed.

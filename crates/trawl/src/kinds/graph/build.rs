@@ -411,11 +411,9 @@ fn build_with<T: Element>(
 
     if let Some(a) = &params.attrs {
         if a.n() as usize != data.n() {
-            return Err(IndexBuildError::Attrs(crate::filter::FilterError::Attrs(format!(
-                "attributes of {} vectors for data of {}",
-                a.n(),
-                data.n()
-            ))));
+            return Err(IndexBuildError::Attrs(crate::filter::FilterError::Attrs(
+                format!("attributes of {} vectors for data of {}", a.n(), data.n()),
+            )));
         }
         crate::filter::file::save(a, &txn.path(crate::filter::file::FILE_NAME))?;
     }

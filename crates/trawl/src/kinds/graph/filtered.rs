@@ -128,7 +128,7 @@ impl DiskIndex {
                 preds: qs.iter().map(|&q| preds[q].as_ref()).collect(),
                 live,
             };
-            let mut p = params.clone();
+            let mut p = *params;
             p.l = list.max(params.l);
             let got = self.search_rows_filtered(
                 &group_rows,
@@ -190,8 +190,10 @@ impl DiskIndex {
                 };
                 let t0 = std::time::Instant::now();
                 let query = &rows[q * dim..(q + 1) * dim];
-                let mut st = QueryStats::default();
-                st.filter = stats_of(pl);
+                let mut st = QueryStats {
+                    filter: stats_of(pl),
+                    ..QueryStats::default()
+                };
                 let mut ids: Vec<u32> = pred
                     .collect()
                     .iter()

@@ -107,7 +107,10 @@ impl DiskIndex {
         };
         let attrs_path = dir.join(crate::filter::file::FILE_NAME);
         let attrs = if attrs_path.is_file() {
-            Some(std::sync::Arc::new(crate::filter::file::load(&attrs_path, meta.n)?))
+            Some(std::sync::Arc::new(crate::filter::file::load(
+                &attrs_path,
+                meta.n,
+            )?))
         } else {
             None
         };

@@ -16,6 +16,7 @@ fn data(n: usize, nq: usize, dim: usize, seed: u64) -> (Matrix<f32>, Matrix<f32>
 
 fn index_params(metric: Metric) -> IndexParams {
     IndexParams {
+        attrs: None,
         metric,
         graph: VamanaParams {
             r: 24,

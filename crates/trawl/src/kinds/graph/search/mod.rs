@@ -53,8 +53,8 @@ pub use pipe::{PipeParams, PipeQuery, WidthController, WidthPolicy};
 pub use rerank::RerankParams;
 pub use searcher::{IndexView, ResultSink, Searcher, MAX_INTERLEAVE};
 pub use source::{
-    Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource, ResultFilter,
-    RecordSource,
+    Expand, GraphSource, GraphSpace, Held, LiveFilter, PageRecords, PqCodesAt, PqSource,
+    RecordSource, ResultFilter,
 };
 pub use width::WidthSchedule;
 

@@ -59,7 +59,13 @@ pub fn score_records<T: Element>(
     let mut result = Ok(());
     'chunks: for chunk in runs.chunks(depth) {
         for (i, &(page, _, _)) in chunk.iter().enumerate() {
-            if let Err(e) = engine.submit(i as u64, ReadRequest { first_page: page, pages }) {
+            if let Err(e) = engine.submit(
+                i as u64,
+                ReadRequest {
+                    first_page: page,
+                    pages,
+                },
+            ) {
                 result = Err(e.into());
                 break 'chunks;
             }

@@ -1,0 +1,189 @@
+//! Filtered search from the command line: `build --labels --attrs`, `gt --filters`,
+//! `search` / `bench` with `--filter` / `--filters`, and the bad inputs each refused with a
+//! clear message and nothing written.
+
+mod common;
+
+use common::{fails, ok};
+
+fn write_inputs(dir: &std::path::Path, n: usize) {
+    let mut labels = String::new();
+    let mut attrs = String::new();
+    for i in 0..n {
+        labels.push_str(&format!("L{},lang={}\n", i % 10, ["en", "de"][i % 2]));
+        attrs.push_str(&format!("{{\"year\": {}}}\n", 1990 + i % 40));
+    }
+    std::fs::write(dir.join("labels.txt"), labels).unwrap();
+    std::fs::write(dir.join("attrs.jsonl"), attrs).unwrap();
+}
+
+#[test]
+fn build_gt_search_and_bench_with_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    ok(&[
+        "gen",
+        &p("base.fbin"),
+        "--queries",
+        &p("q.fbin"),
+        "-n",
+        "3000",
+        "--nq",
+        "20",
+        "--dim",
+        "16",
+    ]);
+    write_inputs(dir.path(), 3000);
+    ok(&[
+        "build",
+        &p("base.fbin"),
+        &p("idx"),
+        "--metric",
+        "l2",
+        "-R",
+        "24",
+        "-L",
+        "48",
+        "--pq-bytes",
+        "8",
+        "--labels",
+        &p("labels.txt"),
+        "--attrs",
+        &p("attrs.jsonl"),
+    ]);
+    let filters = "label = \"L3\"\nlang = \"en\" AND year >= 2020\n\nlabel IN (\"L1\", \"L2\") OR year < 1992\n";
+    std::fs::write(dir.path().join("filters.txt"), filters.repeat(5)).unwrap();
+    ok(&[
+        "gt",
+        &p("base.fbin"),
+        &p("q.fbin"),
+        "-k",
+        "10",
+        "--metric",
+        "l2",
+        "-o",
+        &p("gt.bin"),
+        "--filters",
+        &p("filters.txt"),
+        "--labels",
+        &p("labels.txt"),
+        "--attrs",
+        &p("attrs.jsonl"),
+    ]);
+    for plan in ["auto", "inline", "scan", "exact"] {
+        let out = ok(&[
+            "bench",
+            &p("idx"),
+            "--queries",
+            &p("q.fbin"),
+            "--gt",
+            &p("gt.bin"),
+            "--filters",
+            &p("filters.txt"),
+            "--filter-plan",
+            plan,
+            "--list-sizes",
+            "64",
+        ]);
+        // The recall column of the one row: every plan finds the filtered neighbours.
+        let row = out.lines().last().unwrap();
+        let recall: f64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!(recall >= 0.9, "{plan}: {out}");
+    }
+    ok(&[
+        "search",
+        &p("idx"),
+        "--queries",
+        &p("q.fbin"),
+        "-k",
+        "5",
+        "--filter",
+        "label = \"L7\"",
+    ]);
+    let v = ok(&["info", &p("idx"), "--verify"]);
+    assert!(v.contains("attrs.trawl"), "{v}");
+
+    // Bad filters: the position and the field named.
+    let e = fails(&[
+        "search",
+        &p("idx"),
+        "--queries",
+        &p("q.fbin"),
+        "--filter",
+        "year >= AND x",
+    ]);
+    assert!(e.contains("column"), "{e}");
+    let e = fails(&[
+        "search",
+        &p("idx"),
+        "--queries",
+        &p("q.fbin"),
+        "--filter",
+        "tenant = 3",
+    ]);
+    assert!(e.contains("unknown field"), "{e}");
+    let e = fails(&[
+        "search",
+        &p("idx"),
+        "--queries",
+        &p("q.fbin"),
+        "--filters",
+        &p("labels.txt"),
+    ]);
+    assert!(e.contains("labels.txt"), "{e}");
+}
+
+#[test]
+fn bad_attribute_files_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    ok(&[
+        "gen",
+        &p("base.fbin"),
+        "-n",
+        "500",
+        "--nq",
+        "1",
+        "--dim",
+        "8",
+    ]);
+    write_inputs(dir.path(), 499);
+    let e = fails(&[
+        "build",
+        &p("base.fbin"),
+        &p("idx"),
+        "--metric",
+        "l2",
+        "--labels",
+        &p("labels.txt"),
+    ]);
+    assert!(e.contains("499 lines but the data has 500"), "{e}");
+    write_inputs(dir.path(), 500);
+    std::fs::write(
+        dir.path().join("bad.jsonl"),
+        "{\"year\": 1}\n".repeat(499) + "{\"year\": NaN}\n",
+    )
+    .unwrap();
+    let e = fails(&[
+        "build",
+        &p("base.fbin"),
+        &p("idx"),
+        "--metric",
+        "l2",
+        "--attrs",
+        &p("bad.jsonl"),
+    ]);
+    assert!(e.contains("line 500"), "{e}");
+    std::fs::write(dir.path().join("bad.txt"), "a,b\n".repeat(499) + "x\ny\n").unwrap();
+    let e = fails(&[
+        "build",
+        &p("base.fbin"),
+        &p("idx"),
+        "--metric",
+        "l2",
+        "--labels",
+        &p("bad.txt"),
+    ]);
+    assert!(e.contains("501 lines"), "{e}");
+    assert!(!dir.path().join("idx").join("manifest.trawl").exists());
+}
