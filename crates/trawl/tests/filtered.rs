@@ -264,3 +264,68 @@ fn bad_filters_and_attributes_are_clear_errors() {
     let err = trawl::kinds::GraphIndex::open_dir(dir.path(), OpenOptions::default()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
 }
+
+#[test]
+fn the_flat_kind_returns_the_exact_filtered_neighbours() {
+    let (base, queries) = common::data::<f32>(N, 30, 16, 8);
+    let dir = tempfile::tempdir().unwrap();
+    let attrs = attributes();
+    trawl::kinds::flat::build_flat_with_attrs(
+        &base,
+        dir.path(),
+        Metric::L2,
+        Some(&attrs),
+        &Control::silent(),
+    )
+    .unwrap();
+    let ix = trawl::kinds::flat::FlatIndex::open_dir(dir.path(), OpenOptions::default()).unwrap();
+    let p = trawl::kinds::flat::FlatParams { k: 10 };
+    let per_query: Vec<Option<Expr>> = (0..queries.n())
+        .map(|q| {
+            let all = filters();
+            (q % 8 != 7).then(|| all[q % all.len()].1.clone())
+        })
+        .collect();
+    for filters in [Filters::All(&filters()[1].1), Filters::PerQuery(&per_query)] {
+        let f = QueryFilter {
+            filters,
+            ..QueryFilter::none()
+        };
+        let hits = ix
+            .search(
+                (&queries).into(),
+                &p,
+                Run {
+                    threads: 2,
+                    interleave: 1,
+                },
+                &f,
+            )
+            .unwrap();
+        let want =
+            trawl::filter::truth::knn_filtered(&base, &queries, 10, Metric::L2, &attrs, filters)
+                .unwrap();
+        let got: Vec<u32> = hits
+            .ids
+            .iter()
+            .map(|&id| {
+                if id == trawl::kinds::HOLE {
+                    u32::MAX
+                } else {
+                    id as u32
+                }
+            })
+            .collect();
+        assert_eq!(got, want.ids);
+        // The rare filter reads only the pages holding its rows.
+        if let Filters::All(e) = filters {
+            let pages: u64 = hits.stats.iter().map(|s| s.io.pages_read).sum();
+            let per = ix.vectors().geometry().per_page as u32;
+            let pred = Predicate::compile(e, &attrs).unwrap();
+            let mut holding: Vec<u32> = pred.collect().iter().map(|r| r / per).collect();
+            holding.dedup();
+            assert_eq!(pages, holding.len() as u64);
+            assert!(pages < ix.vectors().geometry().data_pages);
+        }
+    }
+}

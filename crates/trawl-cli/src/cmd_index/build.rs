@@ -188,11 +188,11 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::kinds::Built> {
         Some(path) => Some(crate::runtime::read_vectors(path)?),
         None => None,
     };
-    if o.kind != trawl::kinds::graph::KindName::Graph
+    if o.kind == trawl::kinds::graph::KindName::Ivf
         && (args.labels.is_some() || args.attrs.is_some())
     {
         anyhow::bail!(
-            "--labels / --attrs: filtered search is built for the graph kind so far (not {})",
+            "--labels / --attrs: filtered search is built for the graph and flat kinds so far (not {})",
             o.kind.label()
         );
     }

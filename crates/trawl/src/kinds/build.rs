@@ -509,10 +509,12 @@ fn build_flat(
     o: &BuildOptions,
     ctl: &Control,
 ) -> Result<Built, Error> {
+    use crate::kinds::flat::build_flat_with_attrs;
+    let attrs = o.attrs.as_deref();
     let r = match data {
-        AnyMatrix::F32(m) => crate::kinds::flat::build_flat(m, dir, o.metric, ctl),
-        AnyMatrix::U8(m) => crate::kinds::flat::build_flat(m, dir, o.metric, ctl),
-        AnyMatrix::I8(m) => crate::kinds::flat::build_flat(m, dir, o.metric, ctl),
+        AnyMatrix::F32(m) => build_flat_with_attrs(m, dir, o.metric, attrs, ctl),
+        AnyMatrix::U8(m) => build_flat_with_attrs(m, dir, o.metric, attrs, ctl),
+        AnyMatrix::I8(m) => build_flat_with_attrs(m, dir, o.metric, attrs, ctl),
     }?;
     let summary = vec![format!(
         "built flat index over {} × {} ({}) in {:.1} s: {} in {} ({} vectors per page), \

@@ -44,6 +44,17 @@ pub fn build_flat<T: Element>(
     metric: Metric,
     ctl: &Control,
 ) -> Result<FlatBuildReport, IndexBuildError> {
+    build_flat_with_attrs(data, dir, metric, None, ctl)
+}
+
+/// [`build_flat`] with the vectors' attributes (`attrs.trawl`, for filtered search).
+pub fn build_flat_with_attrs<T: Element>(
+    data: &Matrix<T>,
+    dir: &Path,
+    metric: Metric,
+    attrs: Option<&crate::filter::Attributes>,
+    ctl: &Control,
+) -> Result<FlatBuildReport, IndexBuildError> {
     let t0 = Instant::now();
     let (n, dim) = (data.n(), data.dim());
     if n == 0 || dim == 0 {
@@ -57,6 +68,13 @@ pub fn build_flat<T: Element>(
         )));
     }
     crate::data::validate_finite(data)?;
+    if let Some(a) = attrs {
+        if a.n() as usize != n {
+            return Err(IndexBuildError::Attrs(crate::filter::FilterError::Attrs(
+                format!("attributes of {} vectors for data of {n}", a.n()),
+            )));
+        }
+    }
     ctl.check().map_err(|_| IndexBuildError::Cancelled)?;
     let txn = Txn::begin_replacing(dir, crate::kinds::graph::refuse_unmerged_updates)?;
     let vb = dim * T::DTYPE.size_bytes();
@@ -70,6 +88,12 @@ pub fn build_flat<T: Element>(
     let row = |i: usize| -> &[u8] { bytemuck::cast_slice(data.row(i)) };
     let path = txn.path(FILE_NAME);
     let vectors_bytes = vectors::write(&path, n, dim, T::DTYPE, &ids, pages, false, &row)?;
+    let mut attrs_bytes = 0;
+    if let Some(a) = attrs {
+        crate::filter::file::save(a, &txn.path(crate::filter::file::FILE_NAME))?;
+        attrs_bytes =
+            std::fs::metadata(txn.path(crate::filter::file::FILE_NAME)).map_or(0, |m| m.len());
+    }
     ctl.check().map_err(|_| IndexBuildError::Cancelled)?;
     let files =
         crate::dir::component::entries(txn.staging(), &crate::kinds::flat::files::COMPONENTS)?;
@@ -92,7 +116,7 @@ pub fn build_flat<T: Element>(
         vectors_per_page: per_page,
         vectors_bytes,
         manifest_bytes,
-        disk_bytes: vectors_bytes + manifest_bytes,
+        disk_bytes: vectors_bytes + manifest_bytes + attrs_bytes,
         total_secs: t0.elapsed().as_secs_f64(),
     })
 }

@@ -54,8 +54,20 @@ static VECTORS: Named<FlatCx, OpenError> = Named {
     },
 };
 
+/// The vectors' attributes (labels, numeric fields) filters read.
+static ATTRS: Named<FlatCx, OpenError> = Named {
+    name: crate::filter::file::FILE_NAME,
+    role: "attrs",
+    first: false,
+    required: false,
+    verify: |cx, name| {
+        let a = crate::filter::file::load(&cx.dir.join(name), cx.manifest.n)?;
+        Ok(crate::filter::file::describe(&a))
+    },
+};
+
 /// Every component of the flat kind.
-pub static COMPONENTS: [&FlatComponent; 1] = [&VECTORS];
+pub static COMPONENTS: [&FlatComponent; 2] = [&VECTORS, &ATTRS];
 
 /// Reads the flat index in `dir` whole and checks it: its vector file against the manifest
 /// and every data page against its checksum.

@@ -13,7 +13,7 @@ mod build;
 pub mod files;
 mod search;
 
-pub use build::{build_flat, FlatBuildReport};
+pub use build::{build_flat, build_flat_with_attrs, FlatBuildReport};
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +43,8 @@ pub struct FlatIndex {
     metric: Metric,
     vectors: SlotFile,
     file: IoFile,
+    /// The vectors' attributes, when the index has them.
+    attrs: Option<crate::filter::Attributes>,
 }
 
 impl FlatIndex {
@@ -64,7 +66,12 @@ impl FlatIndex {
                 manifest.kind.label()
             )));
         }
-        manifest.check_files(dir, &[FILE_NAME])?;
+        let has_attrs = manifest.file(crate::filter::file::FILE_NAME).is_some();
+        let mut names = vec![FILE_NAME];
+        if has_attrs {
+            names.push(crate::filter::file::FILE_NAME);
+        }
+        manifest.check_files(dir, &names)?;
         let path = dir.join(FILE_NAME);
         let vectors = SlotFile::open(&path)?;
         let g = *vectors.geometry();
@@ -90,6 +97,14 @@ impl FlatIndex {
             )
             .into());
         }
+        let attrs = if has_attrs {
+            Some(crate::filter::file::load(
+                &dir.join(crate::filter::file::FILE_NAME),
+                g.n,
+            )?)
+        } else {
+            None
+        };
         let mut file = IoFile::open(&path, opts.direct)?;
         if opts.engine.needs_resident() {
             file.load_resident()?;
@@ -101,6 +116,7 @@ impl FlatIndex {
             metric,
             vectors,
             file,
+            attrs,
         })
     }
 
@@ -163,12 +179,7 @@ impl IndexKind for FlatIndex {
         run: Run,
         filter: &crate::filter::QueryFilter<'_>,
     ) -> Result<Hits, Error> {
-        if !filter.is_none() {
-            return Err(Error::InvalidInput(
-                "filters are not supported by the flat kind yet".into(),
-            ));
-        }
-        Ok(self.scan(q, p.k, run.threads)?)
+        Ok(self.scan(q, p.k, run.threads, filter.filters)?)
     }
 
     fn info(&self) -> Result<IndexInfo, Error> {
@@ -207,7 +218,7 @@ impl IndexKind for FlatIndex {
     }
 
     fn memory_bytes(&self) -> u64 {
-        self.vectors.heap_bytes()
+        self.vectors.heap_bytes() + self.attrs.as_ref().map_or(0, |a| a.memory_bytes())
     }
 
     fn disk_bytes(&self) -> u64 {

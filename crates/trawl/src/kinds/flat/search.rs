@@ -8,14 +8,23 @@ use std::time::Instant;
 
 use crate::data::Queries;
 use crate::exact::topk::{order_key, TopK};
+use crate::filter::{FilterError, Filters, Predicate};
 use crate::io::{Completion, EngineConfig, ReadRequest, PAGE_BYTES};
 use crate::kernels::{distance, Element};
 use crate::kinds::flat::FlatIndex;
 use crate::kinds::{Hits, HOLE};
 use crate::search::{QueryStats, SearchError};
+use roaring::RoaringBitmap;
 
 /// Reads in flight per thread when the options give no deeper queue.
 const MIN_DEPTH: usize = 8;
+
+/// The filters of a scan: per query its predicate (`None`: every row), and the rows any
+/// query may return (`None`: every row), so reads holding none of them are skipped.
+struct ScanFilter<'a> {
+    preds: Vec<Option<Predicate<'a>>>,
+    rows: Option<RoaringBitmap>,
+}
 
 /// What one thread found: per-query candidates and statistics.
 struct Part {
@@ -35,12 +44,50 @@ impl FlatIndex {
         }
     }
 
-    /// Exact search of every query: the `k` nearest by `(distance, id)`.
+    /// The predicates of `filters` for `nq` queries, and the rows any of them may return.
+    fn scan_filter(&self, filters: Filters<'_>, nq: usize) -> Result<ScanFilter<'_>, SearchError> {
+        let mut f = ScanFilter {
+            preds: Vec::with_capacity(nq),
+            rows: None,
+        };
+        if filters.is_none() {
+            return Ok(f);
+        }
+        filters.check(nq).map_err(SearchError::BadBatch)?;
+        let attrs = self.attrs.as_ref().ok_or(SearchError::Filter {
+            query: 0,
+            source: FilterError::NoAttributes,
+        })?;
+        let mut rows = Some(RoaringBitmap::new());
+        for qi in 0..nq {
+            let p = match filters.get(qi) {
+                None => None,
+                Some(e) => Some(
+                    Predicate::compile(e, attrs)
+                        .map_err(|source| SearchError::Filter { query: qi, source })?,
+                ),
+            };
+            match (&p, rows.as_mut()) {
+                (None, _) => rows = None,
+                (Some(p), Some(r)) if qi == 0 || !matches!(filters, Filters::All(_)) => {
+                    *r |= p.collect()
+                }
+                _ => {}
+            }
+            f.preds.push(p);
+        }
+        f.rows = rows;
+        Ok(f)
+    }
+
+    /// Exact search of every query: the `k` nearest by `(distance, id)` of the rows its
+    /// filter matches.
     pub(super) fn scan<T: Element>(
         &self,
         q: Queries<'_, T>,
         k: usize,
         threads: usize,
+        filters: Filters<'_>,
     ) -> Result<Hits, SearchError> {
         let g = *self.vectors.geometry();
         if T::DTYPE != g.dtype {
@@ -67,6 +114,7 @@ impl FlatIndex {
         for i in 0..nq {
             crate::search::check_query_values(q.row(i), i)?;
         }
+        let sf = self.scan_filter(filters, nq)?;
         let t0 = Instant::now();
         // A read is one page of vectors, or the pages of one vector that spans several.
         let units = g.data_pages / g.pages_per_vector as u64;
@@ -78,7 +126,7 @@ impl FlatIndex {
             crate::search::runner::on_threads(threads, |t| {
                 let range =
                     units * t as u64 / threads as u64..units * (t as u64 + 1) / threads as u64;
-                self.scan_range(q, k, range)
+                self.scan_range(q, k, range, &sf)
             })?
             .0
         };
@@ -106,6 +154,14 @@ impl FlatIndex {
                 hits.dists[qi * k + j] = c.dist;
             }
             hits.stats[qi].total_ns = (wall_secs * 1e9) as u64;
+            if let Some(Some(p)) = sf.preds.get(qi) {
+                let c = p.count();
+                let st = &mut hits.stats[qi].filter;
+                st.plan_exact = 1;
+                st.matches = c.rows;
+                st.matches_exact = u64::from(c.exact);
+                st.filter_list = c.rows;
+            }
         }
         Ok(hits)
     }
@@ -116,6 +172,7 @@ impl FlatIndex {
         q: Queries<'_, T>,
         k: usize,
         range: std::ops::Range<u64>,
+        sf: &ScanFilter<'_>,
     ) -> Result<Part, SearchError> {
         let g = *self.vectors.geometry();
         let nq = q.n();
@@ -125,17 +182,26 @@ impl FlatIndex {
         };
         let mut engine = self.file.engine(self.opts.engine, self.engine_config())?;
         let ppv = g.pages_per_vector as u64;
-        let (mut next, mut done) = (range.start, range.start);
         let mut landed: Vec<Completion> = Vec::new();
         let mut row: Vec<T> = vec![T::default(); g.dim * g.per_page.max(1)];
         let mut reads = 0u64;
-        while done < range.end {
-            while next < range.end && engine.can_submit() {
+        let per = g.per_page.max(1) as u64;
+        // Reads holding no row any query may return are not made.
+        let wanted = |unit: u64| {
+            sf.rows.as_ref().is_none_or(|r| {
+                r.range_cardinality((unit * per) as u32..((unit + 1) * per).min(g.n) as u32) > 0
+            })
+        };
+        let units: Vec<u64> = range.clone().filter(|&u| wanted(u)).collect();
+        let (mut next, mut done) = (0usize, 0usize);
+        while done < units.len() {
+            while next < units.len() && engine.can_submit() {
+                let unit = units[next];
                 let req = ReadRequest {
-                    first_page: 1 + next * ppv,
+                    first_page: 1 + unit * ppv,
                     pages: ppv as u32,
                 };
-                engine.submit(next, req)?;
+                engine.submit(unit, req)?;
                 next += 1;
             }
             landed.clear();
@@ -145,7 +211,7 @@ impl FlatIndex {
             for c in &landed {
                 let unit = c.tag;
                 let bytes = engine.buffer(c.slot);
-                let res = self.score_unit(unit, bytes, q, &mut row, &mut part.top);
+                let res = self.score_unit(unit, bytes, q, &mut row, &mut part, &sf.preds);
                 engine.release(c.slot);
                 res?;
                 // Each read counts once, to one query of the batch in turn.
@@ -158,11 +224,6 @@ impl FlatIndex {
                 done += 1;
             }
         }
-        let first = range.start * g.per_page.max(1) as u64;
-        let last = (range.end * g.per_page.max(1) as u64).min(g.n);
-        for st in &mut part.stats {
-            st.traversal.exact_distances += last.saturating_sub(first);
-        }
         Ok(part)
     }
 
@@ -173,7 +234,8 @@ impl FlatIndex {
         bytes: &[u8],
         q: Queries<'_, T>,
         row: &mut [T],
-        top: &mut [TopK],
+        part: &mut Part,
+        preds: &[Option<Predicate<'_>>],
     ) -> Result<(), SearchError> {
         let g = *self.vectors.geometry();
         let ppv = g.pages_per_vector as u64;
@@ -204,11 +266,18 @@ impl FlatIndex {
             }
         };
         // Queries outer, the page's vectors inner: a query stays in cache across the page.
-        for (qi, t) in top.iter_mut().enumerate() {
+        for (qi, (t, st)) in part.top.iter_mut().zip(&mut part.stats).enumerate() {
             let qr = q.row(qi);
+            let pred = preds.get(qi).and_then(Option::as_ref);
             for (j, v) in vecs.chunks_exact(g.dim).enumerate() {
+                let id = (first_id + j as u64) as u32;
+                if pred.is_some_and(|p| !p.matches(id)) {
+                    st.filter.rejected += 1;
+                    continue;
+                }
                 let d = distance(self.metric, qr, v);
-                t.push(order_key(d), (first_id + j as u64) as u32, d);
+                st.traversal.exact_distances += 1;
+                t.push(order_key(d), id, d);
             }
         }
         Ok(())
