@@ -329,3 +329,68 @@ fn the_flat_kind_returns_the_exact_filtered_neighbours() {
         }
     }
 }
+
+#[test]
+fn the_ivf_kind_filters_before_pq_scoring() {
+    use trawl::kinds::ivf::{build_ivf_with_attrs, IvfIndex, IvfSearchParams};
+    let (base, queries) = common::data::<f32>(N, 40, 16, 9);
+    let dir = tempfile::tempdir().unwrap();
+    let attrs = attributes();
+    let params = trawl::kinds::ivf::IvfParams {
+        metric: Metric::L2,
+        pq: trawl::quant::pq::PqParams {
+            bytes_per_vector: 8,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    build_ivf_with_attrs(&base, dir.path(), &params, Some(&attrs), &Control::silent()).unwrap();
+    let ix = IvfIndex::open_dir(dir.path(), OpenOptions::default()).unwrap();
+    let sp = IvfSearchParams {
+        k: 10,
+        ..IvfSearchParams::default()
+    };
+    for (name, e) in filters() {
+        let p = Predicate::compile(&e, &attrs).unwrap();
+        let want = truth(&base, &queries, &p);
+        for plan in [None, Some(Plan::Inline), Some(Plan::Scan)] {
+            let f = QueryFilter {
+                filters: Filters::All(&e),
+                params: FilterParams {
+                    plan,
+                    ..FilterParams::default()
+                },
+            };
+            let hits = ix
+                .search(
+                    (&queries).into(),
+                    &sp,
+                    Run {
+                        threads: 2,
+                        interleave: 2,
+                    },
+                    &f,
+                )
+                .unwrap();
+            let (mut found, mut wanted) = (0, 0);
+            for q in 0..queries.n() {
+                let row = &hits.ids[q * 10..(q + 1) * 10];
+                for &id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
+                    assert!(
+                        p.matches(id as u32),
+                        "{name}, {plan:?}: {id} does not match"
+                    );
+                }
+                found += want[q]
+                    .iter()
+                    .filter(|w| row.contains(&u64::from(**w)))
+                    .count();
+                wanted += want[q].len();
+                let st = &hits.stats[q].filter;
+                assert_eq!(st.plan_inline + st.plan_scan, 1);
+            }
+            let recall = found as f64 / wanted as f64;
+            assert!(recall >= 0.9, "{name}, {plan:?}: recall {recall:.3}");
+        }
+    }
+}

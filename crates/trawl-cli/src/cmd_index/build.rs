@@ -188,14 +188,6 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::kinds::Built> {
         Some(path) => Some(crate::runtime::read_vectors(path)?),
         None => None,
     };
-    if o.kind == trawl::kinds::graph::KindName::Ivf
-        && (args.labels.is_some() || args.attrs.is_some())
-    {
-        anyhow::bail!(
-            "--labels / --attrs: filtered search is built for the graph and flat kinds so far (not {})",
-            o.kind.label()
-        );
-    }
     // Read and checked before anything is written.
     o.attrs = read_attributes(args.labels.as_deref(), args.attrs.as_deref(), data.n())?;
     let dir = &args.index_dir;

@@ -439,10 +439,11 @@ fn build_ivf(
     t0: Instant,
 ) -> Result<Built, Error> {
     let p = o.ivf_params(data.dim())?;
+    let a = o.attrs.as_deref();
     let mut r = match data {
-        AnyMatrix::F32(m) => crate::kinds::ivf::build_ivf(m, dir, &p, ctl),
-        AnyMatrix::U8(m) => crate::kinds::ivf::build_ivf(m, dir, &p, ctl),
-        AnyMatrix::I8(m) => crate::kinds::ivf::build_ivf(m, dir, &p, ctl),
+        AnyMatrix::F32(m) => crate::kinds::ivf::build_ivf_with_attrs(m, dir, &p, a, ctl),
+        AnyMatrix::U8(m) => crate::kinds::ivf::build_ivf_with_attrs(m, dir, &p, a, ctl),
+        AnyMatrix::I8(m) => crate::kinds::ivf::build_ivf_with_attrs(m, dir, &p, a, ctl),
     }?;
     r.total_secs = t0.elapsed().as_secs_f64();
     let summary = vec![

@@ -344,10 +344,28 @@ pub fn build_ivf<T: Element>(
     params: &IvfParams,
     ctl: &Control,
 ) -> Result<IvfBuildReport, IndexBuildError> {
+    build_ivf_with_attrs(data, dir, params, None, ctl)
+}
+
+/// [`build_ivf`] with the vectors' attributes (`attrs.trawl`, for filtered search).
+pub fn build_ivf_with_attrs<T: Element>(
+    data: &Matrix<T>,
+    dir: &Path,
+    params: &IvfParams,
+    attrs: Option<&crate::filter::Attributes>,
+    ctl: &Control,
+) -> Result<IvfBuildReport, IndexBuildError> {
     let t0 = Instant::now();
     let (n, dim) = (data.n(), data.dim());
     params.validate(n, dim)?;
     crate::data::validate_finite(data)?;
+    if let Some(a) = attrs {
+        if a.n() as usize != n {
+            return Err(IndexBuildError::Attrs(crate::filter::FilterError::Attrs(
+                format!("attributes of {} vectors for data of {n}", a.n()),
+            )));
+        }
+    }
     let txn = Txn::begin_replacing(dir, crate::kinds::graph::refuse_unmerged_updates)?;
     let metric = params.metric;
 
@@ -412,6 +430,9 @@ pub fn build_ivf<T: Element>(
         list_ids,
     };
     let ivf_bytes = meta.save(&txn.path(FILE_NAME))?;
+    if let Some(a) = attrs {
+        crate::filter::file::save(a, &txn.path(crate::filter::file::FILE_NAME))?;
+    }
     let manifest =
         crate::kinds::ivf::files::describe(txn.staging(), Some(build_record(params, &pq, nlist)))?;
     let manifest_bytes = txn.commit(&manifest)?;

@@ -242,8 +242,25 @@ pub fn check_buckets(path: &Path, meta: &IvfMeta, file: &SlotFile) -> Result<boo
     Ok(true)
 }
 
+/// The vectors' attributes (labels, numeric fields) filters read.
+static ATTRS: Named<IvfCx, OpenError> = Named {
+    name: crate::filter::file::FILE_NAME,
+    role: "attrs",
+    first: false,
+    required: false,
+    verify: |cx, name| {
+        let n = match &cx.meta {
+            Some(m) => m.n,
+            None => IvfMeta::load(&cx.dir.join(FILE_NAME))?.n,
+        };
+        let a = crate::filter::file::load(&cx.dir.join(name), n)?;
+        Ok(crate::filter::file::describe(&a))
+    },
+};
+
 /// Every component of the IVF kind, the index file first.
-pub static COMPONENTS: [&IvfComponent; 5] = [&META, &PQ, &PQ_CODES, &VECTORS, &VECTORS_BY_ID];
+pub static COMPONENTS: [&IvfComponent; 6] =
+    [&META, &PQ, &PQ_CODES, &VECTORS, &VECTORS_BY_ID, &ATTRS];
 
 /// Describes the IVF index whose files are in `dir`: the files of [`COMPONENTS`] present
 /// (the by-id vector file is optional) and the vector layouts they make.

@@ -42,9 +42,7 @@ impl IndexKind for IvfIndex {
         filter: &crate::filter::QueryFilter<'_>,
     ) -> Result<Hits, Error> {
         if !filter.is_none() {
-            return Err(Error::InvalidInput(
-                "filters are not supported by the IVF kind yet".into(),
-            ));
+            return Ok(self.search_batch_where(q, p, run, filter)?.into());
         }
         if q.n() == 1 && run.threads == 1 && q.dim() == self.dim() {
             return one_query(self, q.rows(), p);

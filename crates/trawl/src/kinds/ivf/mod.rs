@@ -20,13 +20,15 @@ mod build;
 pub(crate) mod cluster;
 pub mod file;
 pub mod files;
+mod filtered;
 pub(crate) mod kind;
 mod open;
 mod pages;
 mod params;
+mod score;
 pub mod search;
 
-pub use build::{build_ivf, IvfBuildReport};
+pub use build::{build_ivf, build_ivf_with_attrs, IvfBuildReport};
 pub use open::{IvfIndex, IvfMemory, IvfVectorLayout};
 pub use params::{IvfSearchParams, MAX_IVF_PARAM};
 pub use search::IvfSearcher;

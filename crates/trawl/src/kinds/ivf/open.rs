@@ -66,6 +66,8 @@ pub struct IvfIndex {
     pub(super) accel: Arc<dyn Accelerator>,
     /// Engines kept between searches of one query ([`IvfIndex::search_one`]).
     pub(super) engines: crate::io::EnginePool,
+    /// The vectors' attributes, when the index has them.
+    pub(super) attrs: Option<crate::filter::Attributes>,
 }
 
 impl std::fmt::Debug for IvfIndex {
@@ -91,8 +93,13 @@ impl IvfIndex {
         };
         let manifest = Manifest::load_if_present(dir)?;
         let vname = opts.ivf_vectors.file_name();
+        let attrs_path = dir.join(crate::filter::file::FILE_NAME);
         if let Some(m) = &manifest {
-            m.check_files(dir, &[FILE_NAME, PQ_FILE, PQ_CODES_FILE, vname])?;
+            let mut names = vec![FILE_NAME, PQ_FILE, PQ_CODES_FILE, vname];
+            if attrs_path.is_file() {
+                names.push(crate::filter::file::FILE_NAME);
+            }
+            m.check_files(dir, &names)?;
         }
         let meta = IvfMeta::load(&dir.join(FILE_NAME))?;
         let pq_path = dir.join(PQ_FILE);
@@ -140,6 +147,11 @@ impl IvfIndex {
         if opts.engine.needs_resident() {
             vfile.load_resident()?;
         }
+        let attrs = if attrs_path.is_file() {
+            Some(crate::filter::file::load(&attrs_path, meta.n)?)
+        } else {
+            None
+        };
         let codes = Arc::new(codes);
         let accel = accel::open(opts.accel, codes.clone()).map_err(OpenError::Accel)?;
         Ok(Self {
@@ -152,7 +164,13 @@ impl IvfIndex {
             vfile,
             accel,
             engines: Default::default(),
+            attrs,
         })
+    }
+
+    /// The vectors' attributes, when the index has them.
+    pub fn attrs(&self) -> Option<&crate::filter::Attributes> {
+        self.attrs.as_ref()
     }
 
     /// The I/O engine configuration of a searcher.

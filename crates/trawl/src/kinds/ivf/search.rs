@@ -25,9 +25,12 @@ use std::time::{Duration, Instant};
 
 use crate::accel::{FilterJob, FilterPending, TABLE_ROW};
 use crate::data::Queries;
+use crate::filter::Plan;
 use crate::io::{Completion, IoEngine, ReadRequest, PAGE_BYTES};
 use crate::kernels::{Element, Metric};
+use crate::kinds::ivf::filtered::IvfFilter;
 use crate::kinds::ivf::pages::IvfPages;
+use crate::kinds::ivf::score::{exact, score_read};
 use crate::kinds::ivf::{IvfIndex, IvfSearchParams};
 use crate::kinds::Run;
 use crate::search::rerank::{BatchOutcome, PageBuffer, Stop, StopRule, TopK, VectorSource, NO_KEY};
@@ -53,33 +56,35 @@ pub struct IvfSearcher<'a> {
     flights: Vec<Option<Flight>>,
     /// Reads waiting for a free engine slot: (flight, read index).
     backlog: std::collections::VecDeque<(usize, usize)>,
+    /// Each query's filter and plan, by query row (empty: no filter).
+    pub(super) filters: &'a [Option<IvfFilter<'a>>],
 }
 
 /// One query's re-rank in progress.
-struct Flight {
+pub(super) struct Flight {
     row: usize,
     cands: Vec<u32>,
     /// Next candidate to batch.
     next: usize,
-    top: TopK,
+    pub(super) top: TopK,
     stop: Stop,
     /// Offers made in the current batch that entered the top-`K`.
-    entered: usize,
+    pub(super) entered: usize,
     /// Candidates in the current batch.
     batch_len: usize,
     /// The current batch's reads and how many are still out.
-    reads: Vec<Read>,
+    pub(super) reads: Vec<Read>,
     left: usize,
     /// Page buffer (inter-batch).
     kept: PageBuffer,
-    st: QueryStats,
+    pub(super) st: QueryStats,
     started: Instant,
 }
 
-struct Read {
-    page: u64,
+pub(super) struct Read {
+    pub(super) page: u64,
     /// (id, place in the read) of every vector this read serves.
-    vectors: Vec<(u32, usize)>,
+    pub(super) vectors: Vec<(u32, usize)>,
 }
 
 /// A query whose filter stage is done: its candidates for the re-rank.
@@ -152,6 +157,7 @@ impl IvfIndex {
             vec_words: vec![0; g.vector_bytes.div_ceil(4) * g.pages_per_vector.max(1)],
             flights: Vec::new(),
             backlog: std::collections::VecDeque::new(),
+            filters: &[],
         })
     }
 
@@ -166,11 +172,21 @@ impl IvfIndex {
         p: &IvfSearchParams,
         run: impl Into<Run>,
     ) -> Result<BatchOutput, SearchError> {
-        let queries: Queries<'q, T> = queries.into();
+        self.search_batch_with(queries.into(), p, run.into(), &[])
+    }
+
+    /// [`IvfIndex::search_batch`] with query `q`'s filter and plan at `filters[q]`.
+    pub(crate) fn search_batch_with<T: Element>(
+        &self,
+        queries: Queries<'_, T>,
+        p: &IvfSearchParams,
+        run: Run,
+        filters: &[Option<IvfFilter<'_>>],
+    ) -> Result<BatchOutput, SearchError> {
         let Run {
             threads,
             interleave,
-        } = run.into();
+        } = run;
         p.validate(self.n(), self.meta.nlist())?;
         if interleave == 0 || interleave > MAX_INTERLEAVE {
             return Err(SearchError::BadBatch(format!(
@@ -191,6 +207,7 @@ impl IvfIndex {
         let (parts, wall_secs) = on_threads(threads, |_| {
             let mut s = self.searcher()?;
             s.spin = spin;
+            s.filters = filters;
             let mut part = Part::new();
             s.run(
                 &queries,
@@ -443,6 +460,15 @@ impl IvfSearcher<'_> {
             .fill_rows(query, rows)
             .map_err(|e| SearchError::Internal(format!("distance table: {e}")))?;
         // The clustering space; an inner-product query is lifted by 0.
+        let filter = self.filters.get(row).and_then(Option::as_ref);
+        if let Some(f) = filter.filter(|f| f.plan.plan != Plan::Inline) {
+            // Scan: the matches are the candidates, no list probed.
+            let before = job.ids.len();
+            job.ids.extend(f.pred.collect().iter());
+            st.ivf.candidates += (job.ids.len() - before) as u64;
+            job.offsets.push(job.ids.len() as u32);
+            return Ok(());
+        }
         crate::kinds::ivf::build::prepare(ix.metric(), query, 0.0, &mut self.qc);
         if let Some(last) = self.qc.get_mut(ix.dim()) {
             *last = 0.0;
@@ -451,8 +477,8 @@ impl IvfSearcher<'_> {
             &ix.meta.graph,
             &self.store,
             &self.qc,
-            p.nprobe,
-            p.centroid_list(),
+            filter.map_or(p.nprobe, |f| f.plan.list),
+            p.centroid_list().max(filter.map_or(0, |f| f.plan.list)),
             &mut self.scratch,
         )
         .map_err(|e| SearchError::Internal(format!("centroid graph: {e}")))?;
@@ -461,8 +487,20 @@ impl IvfSearcher<'_> {
         st.ivf.lists_probed += lists.len() as u64;
         for &(l, _) in &lists {
             let ids = ix.meta.list(l);
-            job.ids.extend_from_slice(ids);
-            st.ivf.candidates += ids.len() as u64;
+            match filter {
+                // The predicate before PQ scoring: the accelerator gets the survivors.
+                Some(f) => {
+                    let before = job.ids.len();
+                    job.ids.extend(ids.iter().filter(|&&id| f.pred.matches(id)));
+                    let kept = job.ids.len() - before;
+                    st.filter.rejected += (ids.len() - kept) as u64;
+                    st.ivf.candidates += kept as u64;
+                }
+                None => {
+                    job.ids.extend_from_slice(ids);
+                    st.ivf.candidates += ids.len() as u64;
+                }
+            }
         }
         job.offsets.push(job.ids.len() as u32);
         Ok(())
@@ -625,6 +663,7 @@ impl IvfSearcher<'_> {
             };
             let bytes = &self.engine.buffer(c.slot)[..read_bytes];
             let query = rows.query(f.row);
+            let keep = self.filters.get(f.row).and_then(Option::as_ref);
             let scored = score_read::<T>(
                 &vs,
                 metric,
@@ -634,6 +673,7 @@ impl IvfSearcher<'_> {
                 bytes,
                 p.page_mates,
                 &mut self.vec_words,
+                keep.map(|k| &k.pred),
             );
             if scored.is_ok() && p.page_buffer {
                 f.kept.keep(f.reads[r].page, bytes);
@@ -711,68 +751,4 @@ impl Flight {
             started: r.started,
         }
     }
-}
-
-/// Scores the vectors read `r` of flight `f` serves — or, with `page_mates`, every vector on
-/// its page — into the flight's top-`K`, after checking the read.
-#[allow(clippy::too_many_arguments)]
-fn score_read<T: Element>(
-    vs: &IvfPages<'_>,
-    metric: Metric,
-    query: &[T],
-    f: &mut Flight,
-    r: usize,
-    bytes: &[u8],
-    page_mates: bool,
-    words: &mut [u32],
-) -> Result<(), SearchError> {
-    let read = &f.reads[r];
-    vs.check_read(read.page, bytes)?;
-    let mates = if page_mates {
-        vs.ids_on_page(read.page)
-    } else {
-        &[]
-    };
-    if mates.is_empty() {
-        for &(id, at) in &read.vectors {
-            let d = exact::<T>(vs, metric, query, (id, at), read.page, bytes, words)?;
-            f.st.traversal.exact_distances += 1;
-            f.entered += usize::from(f.top.offer(d, id));
-        }
-        return Ok(());
-    }
-    // Every vector on the page (the j-th at j × vector bytes); the candidates this read
-    // serves are among them.
-    let n = std::mem::size_of_val(query);
-    let mut scored = 0u64;
-    for (j, &id) in mates.iter().enumerate() {
-        if id == u32::MAX {
-            continue;
-        }
-        let d = exact::<T>(vs, metric, query, (id, j * n), read.page, bytes, words)?;
-        scored += 1;
-        f.entered += usize::from(f.top.offer(d, id));
-    }
-    f.st.traversal.exact_distances += scored;
-    f.st.ivf.page_mates += scored - read.vectors.len() as u64;
-    Ok(())
-}
-
-/// Exact distance between `query` and vector `id` at place `at` of `bytes` (the read of
-/// `page`), copied into aligned words first.
-#[inline]
-fn exact<T: Element>(
-    vs: &IvfPages<'_>,
-    metric: Metric,
-    query: &[T],
-    (id, at): (u32, usize),
-    page: u64,
-    bytes: &[u8],
-    words: &mut [u32],
-) -> Result<f32, SearchError> {
-    let w: &mut [u8] = bytemuck::cast_slice_mut(words);
-    let n = std::mem::size_of_val(query);
-    vs.decode_at(id, NO_KEY, page, at, bytes, &mut w[..n])?;
-    let v: &[T] = bytemuck::cast_slice(&w[..n]);
-    Ok(crate::kernels::distance(metric, query, v))
 }
