@@ -394,3 +394,57 @@ fn the_ivf_kind_filters_before_pq_scoring() {
         }
     }
 }
+
+#[test]
+fn the_sharded_kind_filters_every_shard_holding_a_match() {
+    use trawl::kinds::sharded::{build_sharded_index, ShardParams, ShardedIndex};
+    use trawl::kinds::ShardedParams;
+    let (base, queries) = common::data::<f32>(N, 30, 16, 10);
+    let dir = tempfile::tempdir().unwrap();
+    let attrs = Arc::new(attributes());
+    let mut params = common::params(Metric::L2, 8);
+    params.attrs = Some(attrs.clone());
+    let sp = ShardParams {
+        shards: 3,
+        ..ShardParams::default()
+    };
+    build_sharded_index(&base, dir.path(), &sp, &params, &Control::silent()).unwrap();
+    let ix = ShardedIndex::open_dir(dir.path(), OpenOptions::default()).unwrap();
+    let p = ShardedParams {
+        graph: SearchParams::beam(10, 40, 4),
+        probe: 1,
+    };
+    for (name, e) in filters() {
+        let pred = Predicate::compile(&e, &attrs).unwrap();
+        let want = truth(&base, &queries, &pred);
+        let f = QueryFilter {
+            filters: Filters::All(&e),
+            ..QueryFilter::none()
+        };
+        let hits = ix
+            .search(
+                (&queries).into(),
+                &p,
+                Run {
+                    threads: 2,
+                    interleave: 1,
+                },
+                &f,
+            )
+            .unwrap();
+        let (mut found, mut wanted) = (0, 0);
+        for q in 0..queries.n() {
+            let row = &hits.ids[q * 10..(q + 1) * 10];
+            for &id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
+                assert!(pred.matches(id as u32), "{name}: {id} does not match");
+            }
+            found += want[q]
+                .iter()
+                .filter(|w| row.contains(&u64::from(**w)))
+                .count();
+            wanted += want[q].len();
+        }
+        let recall = found as f64 / wanted as f64;
+        assert!(recall >= 0.9, "{name}: recall {recall:.3}");
+    }
+}

@@ -86,7 +86,10 @@ pub fn build(
     shard_params
         .validate(data.n())
         .map_err(|e| anyhow::anyhow!("--shards/--slack/--epsilon: {e}"))?;
-    let params = index_params(b, data.dim())?;
+    let mut params = index_params(b, data.dim())?;
+    // Every vector's attributes; each shard keeps its own rows'.
+    params.attrs =
+        super::build::read_attributes(b.labels.as_deref(), b.attrs.as_deref(), data.n())?;
     let dir = &b.index_dir;
     let (mut report, threads) = with_threads(b.threads, || -> Result<_> {
         let r = match &data {

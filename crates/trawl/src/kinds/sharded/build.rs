@@ -148,7 +148,15 @@ pub fn build_shard<T: Element>(
     let m = Matrix::from_vec(data.gather_rows(ids), dim)
         .ok_or_else(|| ShardError::Mismatch(format!("shard {shard} has no vectors")))?;
     let shard_dir = dir.join(&h.shards[shard].dir);
-    build_index(&m, &shard_dir, params, ctl).map_err(|source| ShardError::Build { shard, source })
+    // The shard's rows' attributes, renumbered as its vectors are.
+    let mut params = params.clone();
+    if let Some(a) = &params.attrs {
+        let sub = a
+            .select(ids)
+            .map_err(|e| ShardError::InvalidParams(format!("shard {shard}'s attributes: {e}")))?;
+        params.attrs = Some(std::sync::Arc::new(sub));
+    }
+    build_index(&m, &shard_dir, &params, ctl).map_err(|source| ShardError::Build { shard, source })
 }
 
 /// Writes `dir/shards.trawl` from the plan and the build ids of the shards' indexes (all

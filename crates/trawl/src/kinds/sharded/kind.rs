@@ -52,11 +52,6 @@ impl IndexKind for ShardedIndex {
         run: Run,
         filter: &crate::filter::QueryFilter<'_>,
     ) -> Result<Hits, Error> {
-        if !filter.is_none() {
-            return Err(Error::InvalidInput(
-                "filters are not supported by the sharded kind yet".into(),
-            ));
-        }
         if q.dim() != self.dim() {
             return Err(crate::search::SearchError::DimMismatch {
                 expected: self.dim(),
@@ -65,7 +60,14 @@ impl IndexKind for ShardedIndex {
             .into());
         }
         Ok(self
-            .search_rows(q.rows(), &p.graph, run.threads, run.interleave, p.probe)?
+            .search_rows_where(
+                q.rows(),
+                &p.graph,
+                run.threads,
+                run.interleave,
+                p.probe,
+                filter,
+            )?
             .into())
     }
 

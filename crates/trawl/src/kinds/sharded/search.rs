@@ -3,13 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::filter::{Expr, FilterError, Filters, Predicate, QueryFilter};
 use crate::kernels::{DType, Element, Metric};
 use crate::kinds::graph::search::SearchParams;
 use crate::kinds::graph::{updates::wal, BatchOutput, DiskIndex, OpenOptions};
 use crate::kinds::sharded::manifest::{ShardManifest, SHARD_MANIFEST_FILE};
 use crate::kinds::sharded::partition::{nearest_centroids, prepare};
 use crate::kinds::sharded::ShardError;
-use crate::search::QueryStats;
+use crate::search::{QueryStats, SearchError};
 
 /// An open sharded index: the manifest and one open [`DiskIndex`] per shard.
 pub struct ShardedIndex {
@@ -209,6 +210,29 @@ impl ShardedIndex {
         interleave: usize,
         probe: usize,
     ) -> Result<BatchOutput, ShardError> {
+        self.search_rows_where(
+            rows,
+            params,
+            threads,
+            interleave,
+            probe,
+            &QueryFilter::none(),
+        )
+    }
+
+    /// [`ShardedIndex::search_rows`] with `filter`: a filtered query visits every shard
+    /// holding a vector that matches it (so a rare label's matches are found whichever
+    /// shard they fell in), searched there by the shard's own planner; an unfiltered one its
+    /// `probe` nearest shards.
+    pub fn search_rows_where<T: Element>(
+        &self,
+        rows: &[T],
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+        probe: usize,
+        filter: &QueryFilter<'_>,
+    ) -> Result<BatchOutput, ShardError> {
         let dim = self.dim();
         if T::DTYPE != self.dtype {
             return Err(ShardError::BadQuery(format!(
@@ -232,11 +256,26 @@ impl ShardedIndex {
                 self.n()
             )));
         }
+        filter
+            .filters
+            .check(nq)
+            .map_err(|e| ShardError::BadQuery(e))?;
         // Route every query; then per shard, the queries that visit it.
         let mut per_shard: Vec<Vec<u32>> = vec![Vec::new(); self.shards.len()];
         for (qi, q) in rows.chunks_exact(dim).enumerate() {
-            for s in self.route(q, probe) {
-                per_shard[s as usize].push(qi as u32);
+            match filter.filters.get(qi) {
+                None => {
+                    for s in self.route(q, probe) {
+                        per_shard[s as usize].push(qi as u32);
+                    }
+                }
+                Some(e) => {
+                    for (s, shard) in self.shards.iter().enumerate() {
+                        if self.shard_matches(s, shard, e, qi)? {
+                            per_shard[s].push(qi as u32);
+                        }
+                    }
+                }
             }
         }
         let mut cands: Vec<Vec<(f32, u32)>> = vec![Vec::with_capacity(k * 2); nq];
@@ -253,8 +292,20 @@ impl ShardedIndex {
             // A shard smaller than k returns all it holds.
             let mut shard_params = *params;
             shard_params.k = k.min(self.shards[s].n());
+            let sub_filters: Vec<Option<Expr>> = qs
+                .iter()
+                .map(|&qi| filter.filters.get(qi as usize).cloned())
+                .collect();
             let out = self.shards[s]
-                .search_rows(&sub, &shard_params, threads, interleave)
+                .search_rows_where(
+                    &sub,
+                    &shard_params,
+                    threads,
+                    interleave,
+                    Filters::PerQuery(&sub_filters),
+                    &filter.params,
+                    None,
+                )
                 .map_err(|source| ShardError::Search { shard: s, source })?;
             let ids = &self.manifest.ids[s];
             for (j, &qi) in qs.iter().enumerate() {
@@ -295,5 +346,25 @@ impl ShardedIndex {
             stats,
             wall_secs: t0.elapsed().as_secs_f64(),
         })
+    }
+
+    /// Whether shard `s` holds a vector matching `e` (query `qi`'s filter).
+    fn shard_matches(
+        &self,
+        s: usize,
+        shard: &DiskIndex,
+        e: &Expr,
+        qi: usize,
+    ) -> Result<bool, ShardError> {
+        let source = |source| ShardError::Search {
+            shard: s,
+            source: SearchError::Filter { query: qi, source },
+        };
+        let attrs = shard
+            .attrs()
+            .ok_or_else(|| source(FilterError::NoAttributes))?;
+        let p = Predicate::compile(e, attrs).map_err(source)?;
+        let c = p.count();
+        Ok(!c.exact || c.rows > 0)
     }
 }
