@@ -256,10 +256,7 @@ impl ShardedIndex {
                 self.n()
             )));
         }
-        filter
-            .filters
-            .check(nq)
-            .map_err(|e| ShardError::BadQuery(e))?;
+        filter.filters.check(nq).map_err(ShardError::BadQuery)?;
         // Route every query; then per shard, the queries that visit it.
         let mut per_shard: Vec<Vec<u32>> = vec![Vec::new(); self.shards.len()];
         for (qi, q) in rows.chunks_exact(dim).enumerate() {
