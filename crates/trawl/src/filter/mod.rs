@@ -8,7 +8,7 @@
 //! - [`attrs`]: [`Attributes`], an index's attributes in memory (a Roaring bitmap per label,
 //!   numeric columns with their rows ordered by value), built with [`AttrsBuilder`].
 //! - [`input`]: attributes from DiskANN's label file and from JSON lines.
-//! - [`file`]: `attrs.trawl`, the attributes as a file of the index.
+//! - [`file`](mod@file): `attrs.trawl`, the attributes as a file of the index.
 //! - [`predicate`]: [`Predicate`], a filter compiled against attributes: `matches`, `count`,
 //!   `collect`.
 //! - [`plan`]: the filters of a batch ([`Filters`], [`QueryFilter`]) and the planner
