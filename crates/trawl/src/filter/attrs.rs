@@ -451,6 +451,17 @@ impl AttrsBuilder {
     }
 }
 
+/// Checks that `attrs` (if any) describe `n` rows: what a build checks before it writes.
+pub fn check_rows(attrs: Option<&Attributes>, n: usize) -> Result<(), FilterError> {
+    match attrs {
+        Some(a) if a.n() as usize != n => Err(FilterError::Attrs(format!(
+            "attributes of {} vectors for data of {n}",
+            a.n()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Checks a label's text.
 pub fn check_label(label: &str) -> Result<(), String> {
     if label.is_empty() {

@@ -68,13 +68,7 @@ pub fn build_flat_with_attrs<T: Element>(
         )));
     }
     crate::data::validate_finite(data)?;
-    if let Some(a) = attrs {
-        if a.n() as usize != n {
-            return Err(IndexBuildError::Attrs(crate::filter::FilterError::Attrs(
-                format!("attributes of {} vectors for data of {n}", a.n()),
-            )));
-        }
-    }
+    crate::filter::attrs::check_rows(attrs, n).map_err(IndexBuildError::Attrs)?;
     ctl.check().map_err(|_| IndexBuildError::Cancelled)?;
     let txn = Txn::begin_replacing(dir, crate::kinds::graph::refuse_unmerged_updates)?;
     let vb = dim * T::DTYPE.size_bytes();

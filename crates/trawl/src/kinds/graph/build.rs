@@ -410,11 +410,7 @@ fn build_with<T: Element>(
     let layout_secs = t_layout.elapsed().as_secs_f64();
 
     if let Some(a) = &params.attrs {
-        if a.n() as usize != data.n() {
-            return Err(IndexBuildError::Attrs(crate::filter::FilterError::Attrs(
-                format!("attributes of {} vectors for data of {}", a.n(), data.n()),
-            )));
-        }
+        crate::filter::attrs::check_rows(Some(a), data.n()).map_err(IndexBuildError::Attrs)?;
         crate::filter::file::save(a, &txn.path(crate::filter::file::FILE_NAME))?;
     }
     let t_entry = Instant::now();

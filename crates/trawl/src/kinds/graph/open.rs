@@ -24,9 +24,8 @@ impl DiskIndex {
                 reason: "no such directory".into(),
             });
         }
-        // Finish what an interrupted write left (see `txn`), then hold the directory's
-        // commit lock (shared) while the files are opened: a commit never moves files under
-        // an opening reader.
+        // Finish what an interrupted write left (`txn`), then hold the commit lock (shared)
+        // while the files are opened: a commit never moves files under an opening reader.
         crate::dir::txn::settle_for_reading(dir)?;
         let _lock = crate::dir::txn::Flock::dir(dir, false)?;
         if dir.join(crate::dir::txn::COMMIT_DIR).exists() {
@@ -75,11 +74,10 @@ impl DiskIndex {
             {
                 names.push(crate::kinds::graph::updates::ids::FILE_NAME);
             }
-            if dir.join(entry::FILE_NAME).is_file() {
-                names.push(entry::FILE_NAME);
-            }
-            if dir.join(crate::filter::file::FILE_NAME).is_file() {
-                names.push(crate::filter::file::FILE_NAME);
+            for name in [entry::FILE_NAME, crate::filter::file::FILE_NAME] {
+                if dir.join(name).is_file() {
+                    names.push(name);
+                }
             }
             m.check_files(dir, &names)?;
         }
@@ -105,15 +103,7 @@ impl DiskIndex {
         } else {
             None
         };
-        let attrs_path = dir.join(crate::filter::file::FILE_NAME);
-        let attrs = if attrs_path.is_file() {
-            Some(std::sync::Arc::new(crate::filter::file::load(
-                &attrs_path,
-                meta.n,
-            )?))
-        } else {
-            None
-        };
+        let attrs = load_attrs(dir, meta.n)?;
         let mut file = file;
         if opts.engine.needs_resident() {
             file.load_resident()?;
@@ -147,6 +137,20 @@ impl DiskIndex {
         };
         Ok(ix)
     }
+}
+
+/// The slots' attributes (`attrs.trawl`), when the index has them.
+fn load_attrs(
+    dir: &Path,
+    n: u64,
+) -> Result<Option<std::sync::Arc<crate::filter::Attributes>>, OpenError> {
+    let path = dir.join(crate::filter::file::FILE_NAME);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    Ok(Some(std::sync::Arc::new(crate::filter::file::load(
+        &path, n,
+    )?)))
 }
 
 /// The error for a layout whose file is missing.

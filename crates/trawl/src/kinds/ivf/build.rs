@@ -359,13 +359,7 @@ pub fn build_ivf_with_attrs<T: Element>(
     let (n, dim) = (data.n(), data.dim());
     params.validate(n, dim)?;
     crate::data::validate_finite(data)?;
-    if let Some(a) = attrs {
-        if a.n() as usize != n {
-            return Err(IndexBuildError::Attrs(crate::filter::FilterError::Attrs(
-                format!("attributes of {} vectors for data of {n}", a.n()),
-            )));
-        }
-    }
+    crate::filter::attrs::check_rows(attrs, n).map_err(IndexBuildError::Attrs)?;
     let txn = Txn::begin_replacing(dir, crate::kinds::graph::refuse_unmerged_updates)?;
     let metric = params.metric;
 
@@ -393,11 +387,7 @@ pub fn build_ivf_with_attrs<T: Element>(
     drop(space);
     let (list_offsets, list_ids, buckets, replicated) = posting_lists(&assign, cap, nlist);
     drop(assign);
-    let max_list = list_offsets
-        .windows(2)
-        .map(|w| (w[1] - w[0]) as usize)
-        .max()
-        .unwrap_or(0);
+    let max_list = longest_list(&list_offsets);
     let assign_secs = t.elapsed().as_secs_f64();
 
     // 4. PQ.
@@ -476,4 +466,13 @@ pub fn build_ivf_with_attrs<T: Element>(
             + pq_codes_bytes
             + manifest_bytes,
     })
+}
+
+/// The length of the longest posting list.
+fn longest_list(offsets: &[u32]) -> usize {
+    offsets
+        .windows(2)
+        .map(|w| (w[1] - w[0]) as usize)
+        .max()
+        .unwrap_or(0)
 }
