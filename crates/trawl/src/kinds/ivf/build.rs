@@ -469,7 +469,7 @@ pub fn build_ivf_with_attrs<T: Element>(
 }
 
 /// The length of the longest posting list.
-fn longest_list(offsets: &[u32]) -> usize {
+fn longest_list(offsets: &[u64]) -> usize {
     offsets
         .windows(2)
         .map(|w| (w[1] - w[0]) as usize)
