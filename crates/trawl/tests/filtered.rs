@@ -457,3 +457,64 @@ fn the_sharded_kind_filters_every_shard_holding_a_match() {
         assert!(recall >= 0.9, "{name}: recall {recall:.3}");
     }
 }
+
+/// The IVF filter stage on the GPU backend (Mesa's lavapipe in CI) gets the surviving ids and
+/// returns what the CPU backend returns, for every plan.
+#[test]
+fn the_filtered_ivf_stage_on_the_gpu_equals_the_cpu() {
+    use trawl::accel::AccelKind;
+    use trawl::kinds::ivf::{build_ivf_with_attrs, IvfIndex, IvfSearchParams};
+    let (base, queries) = common::data::<f32>(N, 20, 16, 11);
+    let dir = tempfile::tempdir().unwrap();
+    let attrs = attributes();
+    let params = trawl::kinds::ivf::IvfParams {
+        metric: Metric::L2,
+        pq: trawl::quant::pq::PqParams {
+            bytes_per_vector: 8,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    build_ivf_with_attrs(&base, dir.path(), &params, Some(&attrs), &Control::silent()).unwrap();
+    let open = |accel| {
+        IvfIndex::open_dir(
+            dir.path(),
+            OpenOptions {
+                accel,
+                ..OpenOptions::default()
+            },
+        )
+    };
+    let gpu = match open(AccelKind::Gpu) {
+        Ok(g) => g,
+        Err(e) => {
+            assert!(
+                std::env::var("TRAWL_REQUIRE_GPU").as_deref() != Ok("1"),
+                "TRAWL_REQUIRE_GPU=1 but the GPU backend did not open: {e}"
+            );
+            eprintln!("skipping a GPU test: {e}");
+            return;
+        }
+    };
+    let cpu = open(AccelKind::Cpu).unwrap();
+    let sp = IvfSearchParams {
+        k: 10,
+        ..IvfSearchParams::default()
+    };
+    for (name, e) in filters() {
+        for plan in [Some(Plan::Inline), Some(Plan::Scan)] {
+            let f = QueryFilter {
+                filters: Filters::All(&e),
+                params: FilterParams {
+                    plan,
+                    ..FilterParams::default()
+                },
+            };
+            let run = Run { threads: 1, interleave: 1 };
+            let a = cpu.search((&queries).into(), &sp, run, &f).unwrap();
+            let b = gpu.search((&queries).into(), &sp, run, &f).unwrap();
+            assert_eq!(a.ids, b.ids, "{name}, {plan:?}");
+            assert_eq!(a.dists, b.dists, "{name}, {plan:?}");
+        }
+    }
+}
