@@ -44,17 +44,26 @@ Sides (--sides, default all; each peer in a venv of its own, like bench/peers.py
               R 64, L 100, filter_complexity 100, α 1.2) on unit vectors (l2), search(q,
               filter_label=label) with complexity swept; one label per query: n/a for and2,
               or2 and range. In memory.
-  trawl       (unless --skip-trawl) `trawl build ... --labels --attrs`, `trawl gt --filters`
-              (compared with the numpy truth), `trawl bench --filters [--filter-plan P]`, and
-              the naive baseline `trawl search -k K` (unfiltered) post-filtered here.
-Each peer's knob is swept (--sweep-threads threads) until recall >= --stop-recall; at the
-cheapest point with recall >= 0.90 every --peer-threads count runs and the best QPS is kept.
+  trawl-naive the naive baseline today's CLI can run: `trawl search -k K -L max(K, 100)` without
+              a filter (--naive-k, default 10,100,1000) on an index without attributes (the
+              filtered one when built), the first 10 matching results kept here; QPS is the
+              search's own (the post-filter is not timed). O_DIRECT.
+  trawl       (unless --skip-trawl; needs a binary with filters, else a clear error)
+              `trawl build BASE --out DIR ... --labels --attrs` (positional DIR when the binary
+              has no --out), `trawl gt --filters --labels --attrs` per cell (compared with the
+              numpy truth: same ids except ties), `trawl bench --filters F --filter-plan P` per
+              plan of --filter-plans (default auto,inline,scan), list sizes --trawl-list-sizes.
+The trawl binary: $TRAWL_BIN, else release/trawl in cargo's target directory (common.py).
+Each peer's knob is swept (--sweep-threads threads, cheapest first) until recall reaches
+--stop-recall or stops rising (under 0.003 over two steps, above 0.3); at the point with recall
+>= 0.90 and the highest QPS every --peer-threads count runs and the best QPS is kept.
 QPS = queries / wall of the batch, queries issued from a thread pool (one query per call).
 
 Usage:
   python3 bench/filtered.py zipf-glove-400k --quick --skip-trawl      # development, minutes
   python3 bench/filtered.py pypi-labelled --quick --skip-trawl
-  python3 bench/filtered.py pypi-labelled --sides lancedb --skip-trawl --nq 1000
+  python3 bench/filtered.py pypi-labelled --sides lancedb --skip-trawl --nq 200 \
+      --sweep-threads 1 --cells label-s0.1,label-s1,label-s10,label-s50,none-s100
   python3 bench/filtered.py pypi-labelled --filters-only               # data, filters, GT only
   python3 bench/filtered.py pypi-labelled --report-only
 
@@ -76,7 +85,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("filtered.py needs numpy on the host python: python3 -m pip install numpy")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import filtered_data as fd  # noqa: E402
@@ -133,31 +145,33 @@ class Chooser:
         return lo <= c <= hi
 
     def pair_pool(self, op: str, bucket: str) -> list[tuple[str, str, int]]:
-        """Label pairs whose AND / OR count is in the bucket, over all labels (fallback): every
-        pair among the 60 most frequent labels, then random pairs (weighted by frequency)."""
+        """Label pairs whose AND / OR count is in the bucket, over all labels (the fallback):
+        for AND every pair among the 60 most frequent labels, then (both ops) 5000 pairs drawn
+        uniformly among the labels that can take part (AND: count >= the bucket's low end; OR:
+        count <= its high end)."""
         key = (op, bucket)
         if key in self._pair_pool:
             return self._pair_pool[key]
         lo, hi = bucket_range(bucket, self.n)
         rng = np.random.default_rng([SELECT_SEED, ("and", "or").index(op),
                                      list(BUCKETS).index(bucket)])
-        cand = []
-        top = self.labels[:60]
-        pairs = [(a, b) for i, a in enumerate(top) for b in top[i + 1:]]
-        w = np.array([self.idx.counts[lab] for lab in self.labels], dtype=np.float64)
-        w /= w.sum()
-        for _ in range(3000):
-            a, b = rng.choice(len(self.labels), 2, replace=False, p=w)
-            pairs.append((self.labels[a], self.labels[b]))
-        seen = set()
+        eligible = [lab for lab in self.labels
+                    if (self.idx.counts[lab] >= lo if op == "and" else self.idx.counts[lab] <= hi)]
+        pairs = []
+        if op == "and":
+            top = eligible[:60]
+            pairs = [(a, b) for i, a in enumerate(top) for b in top[i + 1:]]
+        if len(eligible) >= 2:
+            for _ in range(5000):
+                a, b = rng.choice(len(eligible), 2, replace=False)
+                pairs.append((eligible[a], eligible[b]))
+        cand, seen = [], set()
         for a, b in pairs:
             if (a, b) in seen or _nested(a, b):
                 continue
             seen.add((a, b))
             ca, cb = self.idx.counts[a], self.idx.counts[b]
-            if op == "and" and min(ca, cb) < lo:
-                continue
-            if op == "or" and (max(ca, cb) > hi or ca + cb < lo):
+            if op == "or" and ca + cb < lo:
                 continue
             inter, union = self.idx.pair_counts(a, b)
             c = inter if op == "and" else union
@@ -205,20 +219,22 @@ class Chooser:
         return {"op": op, "args": [parse_label(a), parse_label(b)]}, c, own_pick
 
     def range(self, own: dict, bucket: str) -> tuple[dict, int, bool] | None:
-        """A numeric window of about t*n matches, t log-uniform in the bucket: centred on the
-        query's own value of a field when that lands in the bucket, else at random (20 tries
-        per field); fields tried in order of presence (most present first)."""
+        """A numeric window of about t*n matches, t log-uniform in the bucket (drawn anew at
+        each try): centred on the query's own value of a field when that lands in the bucket
+        (ties can push a window out of it), else placed at random (50 tries per field);
+        fields tried in order of presence (most present first)."""
         lo, hi = bucket_range(bucket, self.n)
-        target = min(max(int(round(math.exp(self.rng.uniform(math.log(lo), math.log(hi))))),
-                         lo), hi)
         fields = sorted(self.idx.numeric, key=lambda k: -self.idx.numeric[k][0].size)
         for centred in (True, False):
             for field in fields:
                 ids, vals = self.idx.numeric[field]
                 if vals.size < lo or (centred and field not in own):
                     continue
-                c = min(target, vals.size)
-                for attempt in range(1 if centred else 20):
+                for attempt in range(5 if centred else 50):
+                    target = min(max(int(round(math.exp(self.rng.uniform(math.log(lo),
+                                                                         math.log(hi))))),
+                                     lo), hi)
+                    c = min(target, vals.size)
                     if centred:
                         mid = int(np.searchsorted(vals, own[field]))
                         start = min(max(mid - c // 2, 0), vals.size - c)
@@ -282,11 +298,20 @@ def make_filters(ds: fd.FilteredDataset, idx: fd.AttrIndex) -> dict:
             else:
                 got = ({"op": "all"}, ds.n, False)
             if got is None:
-                rows = None
-                break
+                rows.append(None)
+                continue
             f, c, own = got
             rows.append({"q": i, "filter": f, "count": c, "sel": c / ds.n, "own": own})
         name = cell_name(t, b)
+        # A query no filter of the bucket was found for borrows another query's (seeded).
+        done = [r for r in rows if r is not None]
+        borrowed = len(rows) - len(done)
+        for i, r in enumerate(rows):
+            if r is None and done:
+                d = done[ch.rng.integers(len(done))]
+                rows[i] = {**d, "q": i, "own": False, "borrowed": True}
+        if not done:
+            rows = None
         if rows is None:
             summary["cells"][name] = {"type": t, "bucket": b, "available": False,
                                       "why": "no label, pair or range of this selectivity"}
@@ -300,6 +325,7 @@ def make_filters(ds: fd.FilteredDataset, idx: fd.AttrIndex) -> dict:
                     "median": float(np.median(sel)), "p90": float(np.percentile(sel, 90)),
                     "max": float(sel.max()), "mean": float(sel.mean())},
             "matches_min": int(cnt.min()), "own_share": float(np.mean([r["own"] for r in rows])),
+            "borrowed": borrowed,
             "distinct_filters": len({json.dumps(r["filter"], sort_keys=True) for r in rows}),
             "example": fd.to_trawl(rows[0]["filter"])}
         with open(folder / f"{name}.jsonl", "w") as f:
@@ -718,7 +744,8 @@ def run_trawl_naive(ds: fd.FilteredDataset, idx: fd.AttrIndex, cells: list[dict]
                               args.threads, "--report", report, "--quiet"],
                              work / "trawl-plain-build.log")
             build = {"process": m.to_dict(), "report": json.loads(report.read_text()),
-                     "build_secs": m.wall_secs}
+                     "build_secs": m.wall_secs,
+                     "disk_bytes": sum(f.stat().st_size for f in index.iterdir())}
     return {"side": "trawl-naive", "version": trawl_version(), "index": str(index),
             "build": build, "build_params": {"R": args.R, "L": args.L, "pq": args.pq_bytes},
             "naive": naive_baseline(exe, index, run / "queries.fbin", cells, idx, nq, args,
@@ -816,7 +843,9 @@ def render(meta: dict) -> str:
             continue
         s = c["sel"]
         lines.append(f"| {name} | {s['median']:.3%} [{s['min']:.3%}, {s['max']:.3%}] | "
-                     f"{c['own_share']:.0%} | {c['distinct_filters']} | "
+                     f"{c['own_share']:.0%}"
+                     + (f" ({c['borrowed']} borrowed)" if c.get("borrowed") else "")
+                     + f" | {c['distinct_filters']} | "
                      f"`{c['example'] or '(none)'}` |")
     cols = [s for s in ("lancedb", "lancedb-flat", "faiss-hnsw", "diskann", "trawl",
                         "trawl-naive") if s.split("-flat")[0] in sides]
@@ -1001,4 +1030,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except FileNotFoundError as e:  # a missing trawl binary, label list or dataset file
+        sys.exit(f"filtered.py: {e}")
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"filtered.py: {' '.join(map(str, e.cmd))} failed (exit {e.returncode}); "
+                 "see the log above")

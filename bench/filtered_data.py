@@ -118,6 +118,9 @@ def read_pypi_rows(path: Path = PYPI_TSV) -> tuple[list[dict], dict]:
     seen: set[str] = set()
     rows: list[dict] = []
     c = {"rows": 0, "malformed": 0, "empty": 0, "under_3_words": 0, "duplicates": 0, "kept": 0}
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: the PyPI package list (name, version, month, rank, "
+                                "summary) is missing; set TRAWL_MINILM_TEXT_DIR to its folder")
     with open(path, encoding="utf-8", errors="replace") as f:
         header = f.readline().rstrip("\n").split("\t")
         want = ["name", "version", "month", "rank_among_15000_most_downloaded", "summary"]
