@@ -821,14 +821,19 @@ def _trawl_cell(rec: dict | None) -> str:
     return "; ".join(parts) or "-"
 
 
+def _load(v) -> str:
+    return "/".join(f"{x:.1f}" for x in v) if v else "-"
+
+
 def render(meta: dict) -> str:
     ds, summary, sides = meta["dataset"], meta["filters"], meta["sides"]
     mi = meta["machine"]
     lines = [f"# Filtered search: {ds['name']} ({ds['n']:,} base vectors, {meta['nq']} "
              f"queries, k = {K})", "",
              f"{meta['when']}; {mi.get('cpu_model')} ({mi.get('logical_cpus')} CPUs), "
-             f"commit {str(mi.get('git_commit'))[:12]}; load before {meta['loadavg_before']}, "
-             f"after {meta.get('loadavg_after')}.", "",
+             f"commit {str(mi.get('git_commit'))[:12]}; load average (1, 5, 15 min) before "
+             f"{_load(meta['loadavg_before'])}, after {_load(meta.get('loadavg_after'))} (the "
+             "machine's other work shares the cores: compare within one run).", "",
              "Recall@10 against the exact filtered top-10 (numpy; denominator min(10, "
              "matches)). QPS at the configuration with recall >= 0.90 and the highest QPS, at "
              "the best thread count of " + ",".join(map(str, meta["args"]["peer_threads"]))
