@@ -834,6 +834,9 @@ def render(meta: dict) -> str:
              f"commit {str(mi.get('git_commit'))[:12]}; load average (1, 5, 15 min) before "
              f"{_load(meta['loadavg_before'])}, after {_load(meta.get('loadavg_after'))} (the "
              "machine's other work shares the cores: compare within one run).", "",
+             "Sides run (end, load after): " + "; ".join(
+                 f"{k} {v.get('when', '?')} ({_load(v.get('loadavg_after'))}, {v.get('secs', 0):.0f} s)"
+                 for k, v in sides.items()) + ".", "",
              "Recall@10 against the exact filtered top-10 (numpy; denominator min(10, "
              "matches)). QPS at the configuration with recall >= 0.90 and the highest QPS, at "
              "the best thread count of " + ",".join(map(str, meta["args"]["peer_threads"]))
@@ -876,9 +879,9 @@ def render(meta: dict) -> str:
                 nv = sides["trawl-naive"]["naive"]["k"]
                 ok = [(v["qps"], k) for k, v in nv.items()
                       if (v["recall"].get(name) or 0) >= TARGET and v["qps"]]
-                mr = max((v["recall"].get(name) or 0 for v in nv.values()), default=0)
+                rs = [v["recall"][name] for v in nv.values() if name in v["recall"]]
                 row.append(f"{max(ok)[0]:.0f} (k {max(ok)[1]})" if ok else
-                           f"< 0.90 (max {mr:.3f})")
+                           f"< 0.90 (max {max(rs):.3f})" if rs else "-")
         lines.append(f"| {name} | " + " | ".join(row) + " |")
     lines += ["", "## Recall / QPS curves (sweep threads "
               f"{meta['args']['sweep_threads']})", ""]
@@ -988,6 +991,8 @@ def main() -> None:
         print(OUT_DIR / f"filtered-{tag}.md")
         return
     loadavg_before = os.getloadavg()
+    if "trawl" in args.sides:
+        trawl_caps(str(trawl_bin()))  # fail before any work when the CLI has no filters
     ds = fd.prepare(args.dataset, args.quick)
     t0 = time.perf_counter()
     idx = fd.AttrIndex.from_files(ds.labels, ds.attrs)
@@ -1020,8 +1025,15 @@ def main() -> None:
         else:
             sides[side] = run_peer(side, ds, cells, nq, args, work)
         sides[side]["secs"] = round(time.perf_counter() - t1, 1)
+        sides[side]["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        sides[side]["loadavg_after"] = os.getloadavg()
         write_json(work / f"{side}.json", sides[side])
         log(f"{side} done in {sides[side]['secs']:.0f}s")
+    if sides and old.get("nq") == nq:  # a partial run (--cells) keeps the other cells' rows
+        cells = cells + [c for c in old.get("cells", [])
+                         if c["name"] not in {x["name"] for x in cells}]
+        order = list(summary["cells"])
+        cells.sort(key=lambda c: order.index(c["name"]) if c["name"] in order else len(order))
     meta = {"dataset": fd.asdict(ds), "nq": nq, "run": str(run), "cells": cells,
             "filters": summary, "sides": sides, "args": vars(args),
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
