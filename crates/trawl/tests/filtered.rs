@@ -510,11 +510,94 @@ fn the_filtered_ivf_stage_on_the_gpu_equals_the_cpu() {
                     ..FilterParams::default()
                 },
             };
-            let run = Run { threads: 1, interleave: 1 };
+            let run = Run {
+                threads: 1,
+                interleave: 1,
+            };
             let a = cpu.search((&queries).into(), &sp, run, &f).unwrap();
             let b = gpu.search((&queries).into(), &sp, run, &f).unwrap();
             assert_eq!(a.ids, b.ids, "{name}, {plan:?}");
             assert_eq!(a.dists, b.dists, "{name}, {plan:?}");
+        }
+    }
+}
+
+/// Inline filtering through every graph strategy and the decoupled layout (whose filtered
+/// queries always run inline): only matches, and the recall of the beam search.
+#[test]
+fn inline_filtering_runs_through_every_strategy_and_layout() {
+    use trawl::kinds::graph::search::{FlashParams, PipeParams, Strategy};
+    use trawl::kinds::graph::IndexLayout;
+    let (base, queries) = common::data::<f32>(N, 30, 16, 12);
+    let dir = tempfile::tempdir().unwrap();
+    let attrs = Arc::new(attributes());
+    let mut params = common::params(Metric::L2, 8);
+    params.attrs = Some(attrs.clone());
+    build_index(&base, dir.path(), &params, &Control::silent()).unwrap();
+    let disk = trawl::kinds::graph::DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
+    disk.write_decoupled(&Default::default(), &Control::silent())
+        .unwrap();
+    drop(disk);
+    let filters = filters();
+    for layout in [IndexLayout::Packed, IndexLayout::Decoupled] {
+        let opts = OpenOptions {
+            layout,
+            ..OpenOptions::default()
+        };
+        let ix = trawl::kinds::GraphIndex::open_dir(dir.path(), opts).unwrap();
+        for strategy in [
+            Strategy::default(),
+            Strategy::Pipe(PipeParams::default()),
+            Strategy::Flash(FlashParams::default()),
+        ] {
+            if layout == IndexLayout::Decoupled && matches!(strategy, Strategy::Flash(_)) {
+                continue; // the flash strategy reads records layouts only
+            }
+            let sp = SearchParams {
+                k: 10,
+                l: 40,
+                strategy,
+                ..SearchParams::default()
+            };
+            for (name, e) in [&filters[0], &filters[3], &filters[4]] {
+                let pred = Predicate::compile(e, &attrs).unwrap();
+                let want = truth(&base, &queries, &pred);
+                let f = QueryFilter {
+                    filters: Filters::All(e),
+                    params: FilterParams {
+                        plan: Some(Plan::Inline),
+                        ..FilterParams::default()
+                    },
+                };
+                let hits = ix
+                    .search(
+                        (&queries).into(),
+                        &sp,
+                        Run {
+                            threads: 2,
+                            interleave: 1,
+                        },
+                        &f,
+                    )
+                    .unwrap();
+                let (mut found, mut wanted) = (0, 0);
+                for q in 0..queries.n() {
+                    let row = &hits.ids[q * 10..(q + 1) * 10];
+                    for &id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
+                        assert!(pred.matches(id as u32), "{name}, {layout:?}: {id}");
+                    }
+                    found += want[q]
+                        .iter()
+                        .filter(|w| row.contains(&u64::from(**w)))
+                        .count();
+                    wanted += want[q].len();
+                }
+                let recall = found as f64 / wanted as f64;
+                assert!(
+                    recall >= 0.9,
+                    "{name}, {layout:?}, {strategy:?}: recall {recall:.3}"
+                );
+            }
         }
     }
 }

@@ -32,6 +32,10 @@ impl ResultFilter for GroupFilter<'_> {
                 .flatten()
                 .is_none_or(|p| p.matches(id))
     }
+
+    fn prunes_rerank(&self) -> bool {
+        true
+    }
 }
 
 fn stats_of(p: &plan::Planned) -> FilterStats {

@@ -193,7 +193,7 @@ where
         let mut progressed = false;
         if !self.inner.traversed() {
             progressed |= self.inner.advance(src, t)?;
-            self.observe_new(src.graph.refine(), t.x.stats);
+            self.observe_new(src.graph.refine(), t.x.stats, t.x.keep);
             if !self.inner.traversed() {
                 let busy = self.inner.in_flight() + self.rerank.in_flight();
                 let free = prefetch_room(&*t.engine, self.inner.width(), busy);
@@ -207,7 +207,7 @@ where
         }
         if self.inner.traversed() {
             // Nodes expanded as the last reads landed (beam search expands on completion).
-            self.observe_new(src.graph.refine(), t.x.stats);
+            self.observe_new(src.graph.refine(), t.x.stats, t.x.keep);
             progressed |= self.rerank.step(&vectors, t)?;
         }
         Ok(progressed)
@@ -227,9 +227,16 @@ where
 impl<M: HasFrontier> Reranked<M> {
     /// Hands the nodes expanded since the last call to the re-rank, in expansion order, with
     /// their PQ distances — or their refinement-code distances when the layout holds them.
-    fn observe_new(&mut self, refine: Option<&RefineCodes>, stats: &mut QueryStats) {
+    /// Nodes `keep` rejects are left out: their vectors are never read.
+    fn observe_new(
+        &mut self,
+        refine: Option<&RefineCodes>,
+        stats: &mut QueryStats,
+        keep: Option<(usize, &dyn crate::kinds::graph::search::ResultFilter)>,
+    ) {
         let f = self.inner.frontier_ref();
         let new = &f.coded[self.seen..];
+        let kept = |id: u32| keep.is_none_or(|(q, k)| k.keep(q, id));
         match refine {
             Some(r) if self.refining => {
                 let t0 = std::time::Instant::now();
@@ -237,15 +244,19 @@ impl<M: HasFrontier> Reranked<M> {
                     r.prefetch(n.id as usize);
                 }
                 for (n, &key) in new.iter().zip(&f.coded_keys[self.seen..]) {
-                    let est = r.distance(&self.refine_q, n.id as usize);
-                    self.rerank.observe(n.id, est, key);
+                    if kept(n.id) {
+                        let est = r.distance(&self.refine_q, n.id as usize);
+                        self.rerank.observe(n.id, est, key);
+                    }
                 }
                 stats.rerank.refined += new.len() as u64;
                 stats.rerank.refine_ns += t0.elapsed().as_nanos() as u64;
             }
             _ => {
                 for (n, &key) in new.iter().zip(&f.coded_keys[self.seen..]) {
-                    self.rerank.observe(n.id, n.dist, key);
+                    if kept(n.id) {
+                        self.rerank.observe(n.id, n.dist, key);
+                    }
                 }
             }
         }

@@ -312,6 +312,7 @@ impl<'i> Searcher<'i> {
             return self.run_flash(&cfg, next, sink, fail);
         }
         let space = self.view.space;
+        let keep = self.filter.filter(|f| f.prunes_rerank());
         let io = &mut self.io;
         let l = &mut self.lanes;
         let beam = matches!(cfg.strategy(), Strategy::Beam(_));
@@ -319,9 +320,9 @@ impl<'i> Searcher<'i> {
             LayoutReader::Packed(g) | LayoutReader::Shuffled(g) | LayoutReader::AllInStorage(g) => {
                 let view = GraphView { space, graph: g };
                 if beam {
-                    run(io, &view, &cfg, &mut l.beam, interleave, next, sink)
+                    run(io, &view, &cfg, &mut l.beam, interleave, next, sink, None)
                 } else {
-                    run(io, &view, &cfg, &mut l.pipe, interleave, next, sink)
+                    run(io, &view, &cfg, &mut l.pipe, interleave, next, sink, None)
                 }
             }
             LayoutReader::Decoupled(d) => {
@@ -335,6 +336,7 @@ impl<'i> Searcher<'i> {
                         interleave,
                         next,
                         sink,
+                        keep,
                     )
                 } else {
                     run(
@@ -345,6 +347,7 @@ impl<'i> Searcher<'i> {
                         interleave,
                         next,
                         sink,
+                        keep,
                     )
                 }
             }
@@ -394,6 +397,7 @@ impl Searcher<'_> {
 
 /// Runs a stream of queries with machines `M` in `interleave` lanes; after an error, every
 /// slot is handed back and every read in flight drained before returning.
+#[allow(clippy::too_many_arguments)]
 fn run<'v, 'q, G, M, T>(
     io: &mut Io,
     view: &GraphView<'v, G>,
@@ -402,6 +406,7 @@ fn run<'v, 'q, G, M, T>(
     interleave: usize,
     next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
     sink: &mut ResultSink<'_>,
+    keep: Keep<'_>,
 ) -> Result<(), SearchError>
 where
     G: GraphSource,
@@ -414,7 +419,17 @@ where
     let lanes = &mut lanes[..interleave];
     let mut running: Vec<Option<Running<'q, T>>> = (0..interleave).map(|_| None).collect();
     let mut scratch: Vec<T> = Vec::new();
-    let result = drive(io, view, cfg, lanes, &mut running, &mut scratch, next, sink);
+    let result = drive(
+        io,
+        view,
+        cfg,
+        lanes,
+        &mut running,
+        &mut scratch,
+        next,
+        sink,
+        keep,
+    );
     if result.is_err() {
         for m in lanes.iter_mut() {
             m.abort(io.engine.as_mut());
@@ -435,6 +450,7 @@ fn drive<'v, 'q, G, M, T>(
     scratch: &mut Vec<T>,
     next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
     sink: &mut ResultSink<'_>,
+    keep: Keep<'_>,
 ) -> Result<(), SearchError>
 where
     G: GraphSource,
@@ -447,7 +463,7 @@ where
     let outcome = (|| -> Result<(), SearchError> {
         loop {
             if !exhausted {
-                exhausted = start_queries(io, view, cfg, lanes, running, scratch, next)?;
+                exhausted = start_queries(io, view, cfg, lanes, running, scratch, next, keep)?;
             }
             if running.iter().all(Option::is_none) {
                 return Ok(());
@@ -457,7 +473,7 @@ where
                 let i = (c.tag >> 32) as usize;
                 match running.get_mut(i).and_then(Option::as_mut) {
                     Some(r) => {
-                        let mut t = turn(io, r, scratch);
+                        let mut t = turn(io, r, scratch, keep);
                         lanes[i].on_completion(view, &mut t, c)?;
                     }
                     None => io.engine.release(c.slot),
@@ -468,7 +484,7 @@ where
             for (i, slot) in running.iter_mut().enumerate() {
                 let Some(r) = slot.as_mut() else { continue };
                 let m = &mut lanes[i];
-                progressed |= m.step(view, &mut turn(io, r, scratch))?;
+                progressed |= m.step(view, &mut turn(io, r, scratch, keep))?;
                 if !m.finished() {
                     continue;
                 }
@@ -485,8 +501,16 @@ where
     outcome
 }
 
+/// The filter a re-rank reads only the kept nodes of ([`ResultFilter::prunes_rerank`]).
+type Keep<'f> = Option<&'f dyn ResultFilter>;
+
 /// The machines' view of one running query.
-fn turn<'t, T>(io: &'t mut Io, r: &'t mut Running<'_, T>, scratch: &'t mut Vec<T>) -> Turn<'t, T> {
+fn turn<'t, T>(
+    io: &'t mut Io,
+    r: &'t mut Running<'_, T>,
+    scratch: &'t mut Vec<T>,
+    keep: Keep<'t>,
+) -> Turn<'t, T> {
     Turn {
         engine: io.engine.as_mut(),
         x: Expand {
@@ -494,6 +518,7 @@ fn turn<'t, T>(io: &'t mut Io, r: &'t mut Running<'_, T>, scratch: &'t mut Vec<T
             scratch,
             stats: &mut r.stats,
             hidden: r.hidden,
+            keep: keep.map(|f| (r.id, f)),
         },
         trace: &mut io.trace,
     }
@@ -509,6 +534,7 @@ fn start_queries<'v, 'q, G, M, T>(
     running: &mut [Option<Running<'q, T>>],
     scratch: &mut Vec<T>,
     next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
+    keep: Keep<'_>,
 ) -> Result<bool, SearchError>
 where
     G: GraphSource,
@@ -547,7 +573,7 @@ where
         let started = lanes[i].start(
             view,
             cfg,
-            &mut turn(io, &mut r, scratch),
+            &mut turn(io, &mut r, scratch, keep),
             &seeds,
             (i as u64) << 32,
         );
@@ -660,6 +686,7 @@ where
             queries.get(q - 1).map(|v| (q - 1, v.as_slice()))
         },
         &mut |i, hits, st| out[i] = (hits.to_vec(), st),
+        None,
     )?;
     Ok((out, io.trace.unwrap_or_default(), io.engine))
 }

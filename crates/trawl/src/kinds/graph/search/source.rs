@@ -85,6 +85,13 @@ pub struct LiveFilter<'a> {
 pub trait ResultFilter: Sync {
     /// Whether query `query` (as the query stream numbers it) may return node `id`.
     fn keep(&self, query: usize, id: u32) -> bool;
+
+    /// Whether a re-rank from a vector file reads only the nodes it keeps (a query's filter:
+    /// the others' vectors would be read for nothing). `false` (the live index's deletions)
+    /// re-ranks every expanded node and filters the results.
+    fn prunes_rerank(&self) -> bool {
+        false
+    }
 }
 
 impl ResultFilter for LiveFilter<'_> {
@@ -222,6 +229,9 @@ pub struct Expand<'e, T> {
     /// searches its own vectors as held-out queries (the recall monitor). Beam search and
     /// PipeSearch honour it.
     pub hidden: Option<u32>,
+    /// The query's number in the stream, and the filter of the nodes it may return, when the
+    /// re-rank reads only those ([`ResultFilter::prunes_rerank`]).
+    pub keep: Option<(usize, &'e dyn ResultFilter)>,
 }
 
 impl<T> std::fmt::Debug for Expand<'_, T> {

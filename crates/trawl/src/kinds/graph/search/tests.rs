@@ -781,6 +781,7 @@ fn a_broken_invariant_is_an_internal_error() {
         scratch: &mut scratch,
         stats: &mut stats,
         hidden: None,
+        keep: None,
     };
     let e = g
         .expand_held(&sp, &mut f, 3, &Held::default(), &mut x)
