@@ -42,17 +42,29 @@ runs the same shards as Ray actors::
     trawl.build_sharded(data, "my-shards", shards=4, params=trawl.BuildParams(metric="l2"))
     with trawl.ShardedIndex("my-shards") as index:
         ids, dists = index.batch_search(data[:100], k=10, probe=2)
+
+A graph index built with the vectors' labels and attributes answers filtered searches (the
+text form of a filter as a string, the JSON form as a dict, or one per query as a list)::
+
+    trawl.build(data, "my-filtered", labels=[["en", "news"], ...],   # one list per vector
+                attrs={"year": years, "price": np.ma.masked_invalid(prices)})
+    index = trawl.Index.open("my-filtered")
+    ids, dists = index.search(data[0], k=10, filter='label = "en" AND year >= 2020')
+    ids, dists = index.batch_search(queries, k=10, filter={"price": {"$lt": 9.5}})
+    truth, _ = trawl.filtered_ground_truth(data, queries, 10, "l2", labels=..., attrs=...,
+                                           filter='label = "en" AND year >= 2020')
 """
 
 from . import errors
 from ._trawl import (MISSING_ID, BuildParams, Index, SearchParams, ShardedIndex, __version__,
-                     build, build_shard, build_sharded, finish_sharded, plan_shards,
-                     shard_manifest)
+                     build, build_shard, build_sharded, filtered_ground_truth, finish_sharded,
+                     plan_shards, shard_manifest)
 from .errors import (CorruptIndexError, Error, IndexNotFoundError, InternalError,
                      InvalidInputError, StorageError)
 
 __all__ = [
     "build",
+    "filtered_ground_truth",
     "BuildParams",
     "Index",
     "SearchParams",

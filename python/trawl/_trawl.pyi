@@ -15,6 +15,32 @@ _Path = Union[str, "os.PathLike[str]"]
 _Ids = Union[npt.NDArray[np.integer[Any]], Sequence[int], int]
 """Ids: a 1-D integer numpy array (any integer dtype) or a list of ints; each in
 [0, 2**64 - 2]. A negative id is an InvalidInputError."""
+_Filter = Union[str, Dict[str, Any]]
+"""A filter: the text form (``'lang = "en" AND year >= 2024'``) or the JSON form
+(``{"lang": "en", "year": {"$gte": 2024}}``). Labels: ``label = "x"`` for a plain label,
+``key = "v"`` for a label ``key=v``; ``=``, ``!=``, ``IN (...)``, ``HAS ANY (...)``,
+``HAS ALL (...)``. Numeric fields: ``= != < <= > >=``, ``IN``, ``BETWEEN lo AND hi`` (a vector
+without a value matches no comparison). ``AND``, ``OR``, ``NOT``, parentheses. JSON:
+``$and``, ``$or``, ``$not``, ``$eq``, ``$ne``, ``$lt``, ``$lte``, ``$gt``, ``$gte``, ``$in``,
+``$nin``, ``$any``, ``$all``."""
+_Filters = Union[_Filter, Sequence[Optional[_Filter]]]
+"""One filter for every query, or (batch searches) a list of one per query, None = that
+query unfiltered."""
+_Labels = Union[
+    Sequence[Optional[Sequence[str]]],
+    Tuple[Union[npt.NDArray[np.integer[Any]], Sequence[int]], Union[npt.NDArray[Any], Sequence[str]]],
+    _Path,
+]
+"""The vectors' labels: one list of strings per vector (``key=value`` is the value of the
+label key ``key``), a CSR pair ``(offsets, values)`` (vector i has
+``values[offsets[i]:offsets[i+1]]``), or the path of a DiskANN label file (one line per
+vector, labels separated by commas)."""
+_Attrs = Union[Dict[str, Union[npt.NDArray[Any], Sequence[Any]]], _Path]
+"""The vectors' attributes: ``{name: one value per vector}`` — an integer numpy array is an
+int64 field, a float array a float64 field (NaN and inf refused; a ``numpy.ma`` masked array
+marks missing values), a boolean array the labels ``name=true`` / ``name=false``; a list holds
+per vector None (no value), a number, a string (the label ``name=value``) or a list of strings
+(several). Or the path of a JSON-lines attribute file (one object per vector)."""
 
 class BuildParams:
     """Parameters of `build`; the defaults are those of `trawl build`.
@@ -286,19 +312,40 @@ class Index:
     def __len__(self) -> int:
         """Live vectors: inserted ones counted, deleted ones not."""
     def search(
-        self, query: _Vectors, k: int = 10, params: Optional[SearchParams] = None
+        self,
+        query: _Vectors,
+        k: int = 10,
+        params: Optional[SearchParams] = None,
+        *,
+        filter: Optional[_Filter] = None,
+        filter_plan: str = "auto",
     ) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
         """The k nearest neighbours of one 1-D query: (uint64 ids, float32 distances),
-        nearest first; ``MISSING_ID`` / inf where fewer than k vectors are reachable."""
+        nearest first; ``MISSING_ID`` / inf where fewer than k vectors are reachable.
+
+        ``filter`` (a graph index built with ``labels`` / ``attrs``): only vectors that match
+        it are returned (fewer than k matches: padded with ``MISSING_ID``). ``filter_plan``:
+        ``"auto"`` (the planner's choice from the number of matches), ``"inline"`` (the graph
+        search, results filtered, list scaled), ``"scan"`` (the matches scored by PQ in memory,
+        the best read) or ``"exact"`` (every match read and scored exactly). A filter that does
+        not parse (the message gives the column, with a caret), names an unknown field or
+        compares labels by order, and any filter on an index without attributes, raise
+        InvalidInputError. ``last_stats`` has ``plan_inline`` / ``plan_scan`` / ``plan_exact``,
+        ``matches``, ``matches_exact``, ``filter_list`` and ``rejected`` per query."""
     def batch_search(
         self,
         queries: _Vectors,
         k: int = 10,
         params: Optional[SearchParams] = None,
         threads: int = 0,
+        *,
+        filter: Optional[_Filters] = None,
+        filter_plan: str = "auto",
     ) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
         """Every row of a 2-D array: uint64 ids and float32 distances of shape
-        (len(queries), k)."""
+        (len(queries), k). ``filter``: one for every query, or a list of one per query
+        (None: unfiltered; the list's length must be len(queries)); ``filter_plan`` as in
+        ``search``."""
     def insert(self, vectors: _Vectors, ids: Optional[_Ids] = None) -> npt.NDArray[np.uint64]:
         """Inserts vectors (2-D, or one 1-D vector, of the index's dtype and dimension)
         under new ids (None: assigned). Returns the ids. Searchable and logged when it
@@ -346,12 +393,36 @@ def build(
     index_dir: _Path,
     params: Optional[BuildParams] = None,
     query_sample: Optional[Union[_Vectors, _Path]] = None,
+    *,
+    labels: Optional[_Labels] = None,
+    attrs: Optional[_Attrs] = None,
 ) -> Dict[str, Any]:
     """Builds a graph index, or an IVF index with ``BuildParams(kind="ivf")``, replacing
     what ``index_dir`` holds; returns the build report (``kind`` names the index kind).
     ``query_sample`` (graph only; the data's dtype and dimension, not stored): queries like
     the ones the index will serve, whose exact nearest points the build links to one another
-    (``query_edges`` in the report)."""
+    (``query_edges`` in the report).
+
+    ``labels`` / ``attrs`` (graph only): the vectors' attributes, stored with the index for
+    filtered search (``Index.search(..., filter=...)``), one entry per vector (a length other
+    than the data's is an InvalidInputError, as are NaN, bad labels and bad field names;
+    nothing is written then). See ``_Labels`` and ``_Attrs``."""
+
+def filtered_ground_truth(
+    base: Union[_Vectors, _Path],
+    queries: Union[_Vectors, _Path],
+    k: int = 10,
+    metric: str = "l2",
+    *,
+    labels: Optional[_Labels] = None,
+    attrs: Optional[_Attrs] = None,
+    filter: Optional[_Filters] = None,
+) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
+    """The exact k nearest neighbours of every query among the rows of ``base`` its filter
+    matches (ties by id): uint64 ids and float32 distances of shape (len(queries), k),
+    ``MISSING_ID`` / inf where fewer than k rows match. ``labels`` / ``attrs`` as ``build``
+    takes them, ``filter`` as ``Index.batch_search`` does (None: every row). ``metric``:
+    ``"l2"``, ``"ip"`` or ``"cosine"``. What ``trawl gt --filter`` computes."""
 
 class ShardedIndex:
     """A sharded index (``build_sharded`` / ``trawl shard build``), every shard open in this
@@ -390,7 +461,12 @@ class ShardedIndex:
         params: Optional[SearchParams] = None,
         threads: int = 0,
         probe: int = 0,
-    ) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]: ...
+        *,
+        filter: Optional[_Filters] = None,
+        filter_plan: str = "auto",
+    ) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
+        """``filter``: sharded indexes are not filtered yet (a filter is an
+        InvalidInputError)."""
     @property
     def last_stats(self) -> Dict[str, npt.NDArray[Any]]:
         """Per-query counters of the last batch, summed over the shards each query visited."""

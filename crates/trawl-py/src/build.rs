@@ -8,11 +8,13 @@ use std::time::Duration;
 use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 use trawl::data::{read, AnyMatrix, Matrix};
+use trawl::kinds::graph::KindName;
 use trawl::progress::Control;
 use trawl::{DType, Element};
 
 use crate::arrays::{as_array, dtype_of, Elements};
 use crate::errors::{err, invalid, IntoPyErr, Kind, PyResultExt};
+use crate::filters::attributes;
 use crate::params::BuildParams;
 use crate::pyjson::ser_to_py;
 
@@ -87,24 +89,51 @@ pub(crate) fn worker(
 /// or a vector file with the data's dtype and dimension, not stored. The build links the exact
 /// nearest points of each sample query to one another (query-aware edges), which lifts recall
 /// of queries that fall between the data's clusters (`trawl build --query-sample`).
+///
+/// `labels` and `attrs` (graph kind only; keyword-only): the vectors' attributes, stored with
+/// the index (`attrs.trawl`) for filtered search (`Index.search(..., filter=...)`), as
+/// `trawl build --labels / --attrs` stores them. `labels`: one list of strings per vector
+/// (DiskANN's labels; `key=value` is the value of the label key `key`), a CSR pair
+/// `(offsets, values)` (vector `i` has `values[offsets[i]:offsets[i+1]]`), or the path of a
+/// DiskANN label file. `attrs`: a dict `{name: column}`, one value per vector — an integer
+/// numpy array is a numeric field of int64, a float array one of float64 (NaN and inf are
+/// refused; a `numpy.ma` masked array marks missing values), a boolean array the labels
+/// `name=true` / `name=false`; a list holds per vector None (no value), a number, a string
+/// (the label `name=value`) or a list of strings (several such labels). Or the path of a
+/// JSON-lines attribute file.
 #[pyfunction]
-#[pyo3(signature = (data, index_dir, params = None, query_sample = None))]
+#[pyo3(signature = (data, index_dir, params = None, query_sample = None, *, labels = None,
+    attrs = None))]
 pub fn build<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
     index_dir: PathBuf,
     params: Option<BuildParams>,
     query_sample: Option<&Bound<'py, PyAny>>,
+    labels: Option<&Bound<'py, PyAny>>,
+    attrs: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let params = params.unwrap_or_default();
     let o = params.options()?;
+    let labels = labels.filter(|l| !l.is_none());
+    let attrs = attrs.filter(|a| !a.is_none());
+    if o.kind != KindName::Graph && (labels.is_some() || attrs.is_some()) {
+        return Err(invalid(format!(
+            "labels / attrs: filtered search is built for the graph kind so far (not {})",
+            o.kind.label()
+        )));
+    }
     let threads = params.thread_count()?;
     let (pool, ctl, cancel) = worker(threads, params.progress)?;
     let dir = index_dir.as_path();
     let report = with_data(py, data, |m: &AnyMatrix| -> PyResult<serde_json::Value> {
+        // Read and checked before anything is written.
+        let mut o = o.clone();
+        o.attrs = attributes(py, labels, attrs, m.n())?;
+        let o = &o;
         let run = |q: Option<&AnyMatrix>| {
             run_interruptible(py, &cancel, || {
-                pool.install(|| trawl::kinds::build_with(m, q, dir, &o, &ctl))
+                pool.install(|| trawl::kinds::build_with(m, q, dir, o, &ctl))
             })
         };
         let built = match query_sample {

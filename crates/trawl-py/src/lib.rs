@@ -4,7 +4,8 @@
 //! `BuildParams(kind=...)`); `Index` wraps [`trawl::kinds::AnyIndex`], opened through the
 //! library's one options layer ([`trawl::kinds::open_with`]) and searched through its one
 //! contract (a graph index with updates is a `LiveIndex`: `insert` / `upsert` / `delete` /
-//! `merge` / `flush`). Result ids are `u64` everywhere. numpy arrays are read
+//! `merge` / `flush`). Filtered search: `build`'s `labels` / `attrs` and the searches'
+//! `filter` ([`filters`]). Result ids are `u64` everywhere. numpy arrays are read
 //! in place when C-contiguous; results come back as arrays that own their buffers. Every
 //! call that reads the disk, writes or computes releases the GIL; `build` and `merge` poll
 //! for Ctrl-C while they run.
@@ -12,6 +13,7 @@
 mod arrays;
 mod build;
 mod errors;
+mod filters;
 mod index;
 mod params;
 mod pyjson;
@@ -28,6 +30,7 @@ fn _trawl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<params::SearchParams>()?;
     m.add_class::<index::Index>()?;
     m.add_function(wrap_pyfunction!(build::build, m)?)?;
+    m.add_function(wrap_pyfunction!(filters::filtered_ground_truth, m)?)?;
     m.add_class::<shard::ShardedIndex>()?;
     m.add_function(wrap_pyfunction!(shard::build_sharded, m)?)?;
     m.add_function(wrap_pyfunction!(shard::plan_shards, m)?)?;

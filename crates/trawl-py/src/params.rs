@@ -20,7 +20,7 @@ pub fn count(name: &str, value: i64, min: i64) -> PyResult<usize> {
     usize::try_from(value).map_err(|_| invalid(format!("{name} = {value} is too large")))
 }
 
-fn parse<T: std::str::FromStr>(name: &str, value: &str) -> PyResult<T>
+pub(crate) fn parse<T: std::str::FromStr>(name: &str, value: &str) -> PyResult<T>
 where
     T::Err: std::fmt::Display,
 {

@@ -357,7 +357,12 @@ impl ShardedIndex {
     /// nearest shards (0 = all) by `threads` threads per shard (0 = one per core). Returns
     /// `(ids, distances)` of shape `(len(queries), k)`: global ids (row numbers of the data the
     /// index was built from; `MISSING_ID` where fewer than `k` were found), nearest first.
-    #[pyo3(signature = (queries, k = 10, params = None, threads = 0, probe = 0))]
+    ///
+    /// `filter` / `filter_plan`: as `Index.batch_search` takes them, but sharded indexes are
+    /// not filtered yet — a filter raises `InvalidInputError`.
+    #[pyo3(signature = (queries, k = 10, params = None, threads = 0, probe = 0, *,
+        filter = None, filter_plan = "auto"))]
+    #[allow(clippy::too_many_arguments)]
     fn batch_search<'py>(
         &self,
         py: Python<'py>,
@@ -366,7 +371,16 @@ impl ShardedIndex {
         params: Option<SearchParams>,
         threads: i64,
         probe: i64,
+        filter: Option<&Bound<'py, PyAny>>,
+        filter_plan: &str,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        crate::filters::filter_params(filter_plan)?;
+        if filter.is_some_and(|f| !f.is_none()) {
+            return Err(invalid(
+                "filter: filters are not supported by the sharded kind yet (build a graph \
+                 index with labels / attrs to filter)",
+            ));
+        }
         let k = count("k", k, 1)?;
         let probe = count("probe", probe, 0)?;
         let threads = match count("threads", threads, 0)? {

@@ -245,15 +245,30 @@ impl Index {
     /// Ids are the vectors' ids: row numbers of the data the index was built from, or the ids
     /// given to (or assigned by) `insert` / `upsert`. Missing results (fewer than `k`
     /// vectors reachable) are `MISSING_ID` (2**64 - 1) with distance `inf`.
-    #[pyo3(signature = (query, k = 10, params = None))]
+    ///
+    /// `filter` (a graph index built with `labels` / `attrs`): return only vectors that match
+    /// it — a string in the text form (`'lang = "en" AND year >= 2024'`; labels:
+    /// `label = "x"` for a plain label, `key = "v"` for the label `key=v`, `IN`, `HAS ANY`,
+    /// `HAS ALL`; numeric fields: `= != < <= > >=`, `IN`, `BETWEEN`; `AND`, `OR`, `NOT`,
+    /// parentheses) or a dict in the JSON form (`{"lang": "en", "year": {"$gte": 2024}}`).
+    /// Fewer than `k` matches are padded with `MISSING_ID`. `filter_plan`: how a filtered
+    /// query is searched — "auto" (the planner's choice from the number of matches), "inline"
+    /// (the graph search, results filtered, list scaled), "scan" (the matches scored by PQ in
+    /// memory, the best read) or "exact" (every match read and scored exactly). A filter that
+    /// does not parse, names an unknown field or compares a label by order, and a filter on
+    /// an index without attributes, raise `InvalidInputError`. `last_stats` tells the plan
+    /// taken (`plan_inline`, `plan_scan`, `plan_exact`), `matches` and `filter_list`.
+    #[pyo3(signature = (query, k = 10, params = None, *, filter = None, filter_plan = "auto"))]
     fn search<'py>(
         &self,
         py: Python<'py>,
         query: &Bound<'py, PyAny>,
         k: i64,
         params: Option<SearchParams>,
+        filter: Option<&Bound<'py, PyAny>>,
+        filter_plan: &str,
     ) -> PyResult<PyHits<'py>> {
-        self.search_query(py, query, k, params)
+        self.search_query(py, query, k, params, filter, filter_plan)
     }
 
     /// The `k` nearest neighbours of every row of `queries` (a 2-D array of the index's
@@ -261,7 +276,13 @@ impl Index {
     ///
     /// Returns `(ids, distances)`: uint64 and float32 arrays of shape `(len(queries), k)`;
     /// ids and missing results as in `search`.
-    #[pyo3(signature = (queries, k = 10, params = None, threads = 0))]
+    ///
+    /// `filter`: as in `search` (one filter for every query), or a list of one per query
+    /// (None: that query is not filtered; its length must be `len(queries)`). `filter_plan`
+    /// as in `search`.
+    #[pyo3(signature = (queries, k = 10, params = None, threads = 0, *, filter = None,
+        filter_plan = "auto"))]
+    #[allow(clippy::too_many_arguments)]
     fn batch_search<'py>(
         &self,
         py: Python<'py>,
@@ -269,8 +290,10 @@ impl Index {
         k: i64,
         params: Option<SearchParams>,
         threads: i64,
+        filter: Option<&Bound<'py, PyAny>>,
+        filter_plan: &str,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        self.search_queries(py, queries, k, params, threads)
+        self.search_queries(py, queries, k, params, threads, filter, filter_plan)
     }
 
     /// Inserts `vectors` (a 2-D array of the index's dtype and dimension, or one 1-D vector)

@@ -7,6 +7,7 @@ use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use trawl::data::Queries;
+use trawl::filter::QueryFilter;
 use trawl::kinds::{AnyIndex, Hits, KindParams, Run};
 use trawl::search::QueryStats;
 use trawl::{DType, Element};
@@ -14,6 +15,7 @@ use trawl::{DType, Element};
 use super::{lock, numpy_name, Index, PyHits, MISSING_ID};
 use crate::arrays::{as_array, dtype_of, Elements};
 use crate::errors::{invalid, PyResultExt};
+use crate::filters::{filter_params, PyFilters};
 use crate::params::{count, SearchParams};
 
 /// Per-query statistics as a dict of arrays: one uint64 array per counter of
@@ -40,6 +42,12 @@ pub(crate) fn stats_dict<'py>(
     Ok(d)
 }
 
+/// The filter of one search call: the filters read from Python and what the library takes.
+pub(super) struct Filtered<'f> {
+    filters: &'f PyFilters,
+    qf: QueryFilter<'f>,
+}
+
 impl Index {
     /// `search`: the `k` nearest neighbours of one query, padded with `MISSING_ID` and `inf`
     /// to `k`; the query's statistics recorded.
@@ -49,8 +57,12 @@ impl Index {
         query: &Bound<'py, PyAny>,
         k: i64,
         params: Option<SearchParams>,
+        filter: Option<&Bound<'py, PyAny>>,
+        filter_plan: &str,
     ) -> PyResult<PyHits<'py>> {
         let inner = self.inner()?;
+        let filters = PyFilters::read(filter, 1, false)?;
+        let qf = self.query_filter(&inner, &filters, filter_plan)?;
         let arr = as_array(query, "query")?;
         if arr.ndim() != 1 {
             return Err(invalid(format!(
@@ -60,9 +72,9 @@ impl Index {
         }
         let p = self.lib_params(py, &inner, k, params)?;
         let (hits, stats) = match self.check_dtype(&arr, "query")? {
-            DType::F32 => self.search_one(py, &inner, &Elements::<f32>::of(&arr)?, &p)?,
-            DType::U8 => self.search_one(py, &inner, &Elements::<u8>::of(&arr)?, &p)?,
-            DType::I8 => self.search_one(py, &inner, &Elements::<i8>::of(&arr)?, &p)?,
+            DType::F32 => self.search_one(py, &inner, &Elements::<f32>::of(&arr)?, &p, &qf)?,
+            DType::U8 => self.search_one(py, &inner, &Elements::<u8>::of(&arr)?, &p, &qf)?,
+            DType::I8 => self.search_one(py, &inner, &Elements::<i8>::of(&arr)?, &p, &qf)?,
         };
         let k = p.k();
         let mut ids = vec![MISSING_ID; k];
@@ -84,6 +96,8 @@ impl Index {
         k: i64,
         params: Option<SearchParams>,
         threads: i64,
+        filter: Option<&Bound<'py, PyAny>>,
+        filter_plan: &str,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let inner = self.inner()?;
         let arr = as_array(queries, "queries")?;
@@ -100,6 +114,8 @@ impl Index {
                 self.dim
             )));
         }
+        let filters = PyFilters::read(filter, nq, true)?;
+        let qf = self.query_filter(&inner, &filters, filter_plan)?;
         let p = self.lib_params(py, &inner, k, params)?;
         let threads = match count("threads", threads, 0)? {
             0 => std::thread::available_parallelism().map_or(1, |c| c.get()),
@@ -108,15 +124,15 @@ impl Index {
         let (ids, dists, stats) = match self.check_dtype(&arr, "query")? {
             DType::F32 => {
                 let e = Elements::<f32>::of(&arr)?;
-                self.search_batch(py, &inner, e.as_slice(), &p, threads)?
+                self.search_batch(py, &inner, e.as_slice(), &p, threads, &qf)?
             }
             DType::U8 => {
                 let e = Elements::<u8>::of(&arr)?;
-                self.search_batch(py, &inner, e.as_slice(), &p, threads)?
+                self.search_batch(py, &inner, e.as_slice(), &p, threads, &qf)?
             }
             DType::I8 => {
                 let e = Elements::<i8>::of(&arr)?;
-                self.search_batch(py, &inner, e.as_slice(), &p, threads)?
+                self.search_batch(py, &inner, e.as_slice(), &p, threads, &qf)?
             }
         };
         self.record(stats);
@@ -170,6 +186,7 @@ impl Index {
         inner: &Arc<AnyIndex>,
         query: &Elements<'_, T>,
         p: &KindParams,
+        qf: &Filtered<'_>,
     ) -> PyResult<(Vec<(u64, f32)>, QueryStats)> {
         let q = query.as_slice();
         if q.len() != self.dim {
@@ -179,9 +196,38 @@ impl Index {
                 self.dim
             )));
         }
-        let (ids, dists, stats) = self.search_batch(py, inner, q, p, 1)?;
+        let (ids, dists, stats) = self.search_batch(py, inner, q, p, 1, qf)?;
         let stats = stats.into_iter().next().unwrap_or_default();
         Ok((ids.into_iter().zip(dists).collect(), stats))
+    }
+
+    /// The filter of a search (`filter`, `filter_plan`) on `inner`: a filter on a graph index
+    /// built without attributes is refused here, in Python's words.
+    fn query_filter<'f>(
+        &self,
+        inner: &AnyIndex,
+        filters: &'f PyFilters,
+        filter_plan: &str,
+    ) -> PyResult<Filtered<'f>> {
+        let params = filter_params(filter_plan)?;
+        if !filters.is_none() {
+            if let Some(g) = inner.graph() {
+                if g.disk().attrs().is_none() {
+                    return Err(invalid(format!(
+                        "filter: the index in {} has no labels or attributes to filter on \
+                         (build it with trawl.build(..., labels=..., attrs=...))",
+                        self.dir.display()
+                    )));
+                }
+            }
+        }
+        Ok(Filtered {
+            filters,
+            qf: QueryFilter {
+                filters: filters.filters(),
+                params,
+            },
+        })
     }
 
     /// A batch: a writable graph index's disk files directly while nothing is written, else
@@ -194,6 +240,7 @@ impl Index {
         rows: &[T],
         p: &KindParams,
         threads: usize,
+        f: &Filtered<'_>,
     ) -> PyResult<(Vec<u64>, Vec<f32>, Vec<QueryStats>)> {
         let q = Queries::new(rows, self.dim).ok_or_else(|| {
             invalid("the queries do not hold whole vectors of the index's dimension")
@@ -202,14 +249,17 @@ impl Index {
             threads,
             interleave: 1,
         };
+        let qf = &f.qf;
         let hits: Hits = match (self.fast_disk(inner), p) {
             (Some(disk), KindParams::Graph(p)) => py
-                .detach(|| disk.search_rows(rows, p, threads, 1))
-                .py()?
+                .detach(|| {
+                    disk.search_rows_where(rows, p, threads, 1, qf.filters, &qf.params, None)
+                })
+                .map_err(|e| f.filters.search_error(e))?
                 .into(),
             _ => py
-                .detach(|| inner.search(q, p, run, &trawl::filter::QueryFilter::none()))
-                .py()?,
+                .detach(|| inner.search(q, p, run, qf))
+                .map_err(|e| f.filters.search_err(e))?,
         };
         Ok((hits.ids, hits.dists, hits.stats))
     }
