@@ -465,8 +465,8 @@ class ShardedIndex:
         filter: Optional[_Filters] = None,
         filter_plan: str = "auto",
     ) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
-        """``filter``: sharded indexes are not filtered yet (a filter is an
-        InvalidInputError)."""
+        """``filter`` / ``filter_plan``: as ``Index.batch_search`` takes them; a filtered
+        query visits every shard holding a match (whatever ``probe``)."""
     @property
     def last_stats(self) -> Dict[str, npt.NDArray[Any]]:
         """Per-query counters of the last batch, summed over the shards each query visited."""
@@ -484,9 +484,12 @@ def build_sharded(
     *,
     slack: float = 0.1,
     epsilon: float = 0.0,
+    labels: Optional[Any] = None,
+    attrs: Optional[Any] = None,
 ) -> Dict[str, Any]:
     """Partitions ``data`` by balanced k-means into ``shards`` graph indexes under
-    ``index_dir`` and writes the shard manifest; returns the build report."""
+    ``index_dir`` and writes the shard manifest; returns the build report. ``labels`` /
+    ``attrs``: as ``build`` takes them (each shard keeps its rows')."""
 
 def plan_shards(
     data: Union[_Vectors, _Path],

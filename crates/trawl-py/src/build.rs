@@ -8,7 +8,6 @@ use std::time::Duration;
 use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 use trawl::data::{read, AnyMatrix, Matrix};
-use trawl::kinds::graph::KindName;
 use trawl::progress::Control;
 use trawl::{DType, Element};
 
@@ -117,12 +116,6 @@ pub fn build<'py>(
     let o = params.options()?;
     let labels = labels.filter(|l| !l.is_none());
     let attrs = attrs.filter(|a| !a.is_none());
-    if o.kind != KindName::Graph && (labels.is_some() || attrs.is_some()) {
-        return Err(invalid(format!(
-            "labels / attrs: filtered search is built for the graph kind so far (not {})",
-            o.kind.label()
-        )));
-    }
     let threads = params.thread_count()?;
     let (pool, ctl, cancel) = worker(threads, params.progress)?;
     let dir = index_dir.as_path();

@@ -65,9 +65,13 @@ fn graph_params(params: &BuildParams) -> PyResult<trawl::kinds::graph::IndexPara
 /// the shard manifest `index_dir/shards.trawl`. `slack` bounds a shard at
 /// `ceil((1 + slack) * n / shards)` vectors; `epsilon` > 0 also puts a vector into its
 /// second-nearest shard when that centroid is at most (1 + epsilon) times as far as the
-/// nearest. Returns the build report (a dict). The GIL is released; Ctrl-C stops it.
+/// nearest. `labels` / `attrs`: the vectors' attributes, as `trawl.build` takes them (each
+/// shard keeps its rows'). Returns the build report (a dict). The GIL is released; Ctrl-C
+/// stops it.
 #[pyfunction]
-#[pyo3(signature = (data, index_dir, shards, params = None, *, slack = 0.1, epsilon = 0.0))]
+#[pyo3(signature = (data, index_dir, shards, params = None, *, slack = 0.1, epsilon = 0.0,
+    labels = None, attrs = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn build_sharded<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
@@ -76,23 +80,28 @@ pub fn build_sharded<'py>(
     params: Option<BuildParams>,
     slack: f64,
     epsilon: f64,
+    labels: Option<&Bound<'py, PyAny>>,
+    attrs: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let params = params.unwrap_or_default();
-    let lib = graph_params(&params)?;
+    let mut lib = graph_params(&params)?;
     let sp = shard_params(shards, slack, epsilon, params.seed)?;
     let (pool, ctl, cancel) = worker(params.thread_count()?, params.progress)?;
     let dir = index_dir.as_path();
     let report = with_data(py, data, |m: &AnyMatrix| {
+        // Every vector's attributes (each shard keeps its rows'), checked before a write.
+        lib.attrs = crate::filters::attributes(py, labels, attrs, m.n())?;
+        let lib = &lib;
         run_interruptible(py, &cancel, || {
             pool.install(|| match m {
                 AnyMatrix::F32(m) => {
-                    trawl::kinds::sharded::build_sharded_index(m, dir, &sp, &lib, &ctl)
+                    trawl::kinds::sharded::build_sharded_index(m, dir, &sp, lib, &ctl)
                 }
                 AnyMatrix::U8(m) => {
-                    trawl::kinds::sharded::build_sharded_index(m, dir, &sp, &lib, &ctl)
+                    trawl::kinds::sharded::build_sharded_index(m, dir, &sp, lib, &ctl)
                 }
                 AnyMatrix::I8(m) => {
-                    trawl::kinds::sharded::build_sharded_index(m, dir, &sp, &lib, &ctl)
+                    trawl::kinds::sharded::build_sharded_index(m, dir, &sp, lib, &ctl)
                 }
             })
         })
@@ -358,8 +367,8 @@ impl ShardedIndex {
     /// `(ids, distances)` of shape `(len(queries), k)`: global ids (row numbers of the data the
     /// index was built from; `MISSING_ID` where fewer than `k` were found), nearest first.
     ///
-    /// `filter` / `filter_plan`: as `Index.batch_search` takes them, but sharded indexes are
-    /// not filtered yet — a filter raises `InvalidInputError`.
+    /// `filter` / `filter_plan`: as `Index.batch_search` takes them; a filtered query visits
+    /// every shard holding a match (whatever `probe`).
     #[pyo3(signature = (queries, k = 10, params = None, threads = 0, probe = 0, *,
         filter = None, filter_plan = "auto"))]
     #[allow(clippy::too_many_arguments)]
@@ -374,13 +383,7 @@ impl ShardedIndex {
         filter: Option<&Bound<'py, PyAny>>,
         filter_plan: &str,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        crate::filters::filter_params(filter_plan)?;
-        if filter.is_some_and(|f| !f.is_none()) {
-            return Err(invalid(
-                "filter: filters are not supported by the sharded kind yet (build a graph \
-                 index with labels / attrs to filter)",
-            ));
-        }
+        let fparams = crate::filters::filter_params(filter_plan)?;
         let k = count("k", k, 1)?;
         let probe = count("probe", probe, 0)?;
         let threads = match count("threads", threads, 0)? {
@@ -400,6 +403,11 @@ impl ShardedIndex {
             let p = o.graph_params(k, false).py()?;
             let arr = as_array(queries, "queries")?;
             let (nq, _) = shape2(&arr, ix.dim())?;
+            let pf = crate::filters::PyFilters::read(filter, nq, true)?;
+            let qf = trawl::filter::QueryFilter {
+                filters: pf.filters(),
+                params: fparams,
+            };
             let dt = dtype_of(&arr)?;
             if dt != ix.dtype() {
                 return Err(invalid(format!(
@@ -413,17 +421,17 @@ impl ShardedIndex {
                 DType::F32 => {
                     let e = Elements::<f32>::of(&arr)?;
                     let rows = e.as_slice();
-                    py.detach(|| ix.search_rows(rows, &p, threads, 1, probe))
+                    py.detach(|| ix.search_rows_where(rows, &p, threads, 1, probe, &qf))
                 }
                 DType::U8 => {
                     let e = Elements::<u8>::of(&arr)?;
                     let rows = e.as_slice();
-                    py.detach(|| ix.search_rows(rows, &p, threads, 1, probe))
+                    py.detach(|| ix.search_rows_where(rows, &p, threads, 1, probe, &qf))
                 }
                 DType::I8 => {
                     let e = Elements::<i8>::of(&arr)?;
                     let rows = e.as_slice();
-                    py.detach(|| ix.search_rows(rows, &p, threads, 1, probe))
+                    py.detach(|| ix.search_rows_where(rows, &p, threads, 1, probe, &qf))
                 }
             }
             .py()?;

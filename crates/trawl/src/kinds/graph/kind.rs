@@ -146,7 +146,8 @@ impl IndexKind for GraphIndex {
                 .into(),
             Inner::Live(_) if !filter.is_none() => {
                 return Err(Error::InvalidInput(
-                    "filters on an index with unmerged updates are not supported yet: merge it                      first (trawl merge)"
+                    "filters on an index with unmerged updates are not supported yet: merge it \
+                     first (trawl merge)"
                         .into(),
                 ))
             }
