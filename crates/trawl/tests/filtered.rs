@@ -95,6 +95,26 @@ fn truth(base: &Matrix<f32>, q: &Matrix<f32>, p: &Predicate<'_>) -> Vec<Vec<u32>
         .collect()
 }
 
+/// Asserts that every id `hits` returned matches `p`; returns the recall of `want` (every
+/// query's exact filtered top 10).
+fn matched_recall(
+    hits: &trawl::kinds::Hits,
+    want: &[Vec<u32>],
+    p: &Predicate<'_>,
+    what: &str,
+) -> f64 {
+    let (mut found, mut wanted) = (0usize, 0usize);
+    for (q, w) in want.iter().enumerate() {
+        let row = &hits.ids[q * 10..(q + 1) * 10];
+        for &id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
+            assert!(p.matches(id as u32), "{what}: {id} does not match");
+        }
+        found += w.iter().filter(|x| row.contains(&u64::from(**x))).count();
+        wanted += w.len();
+    }
+    found as f64 / wanted.max(1) as f64
+}
+
 #[test]
 fn every_plan_returns_only_matches_with_high_recall() {
     let (base, queries) = common::data::<f32>(N, 40, 16, 5);
@@ -105,7 +125,6 @@ fn every_plan_returns_only_matches_with_high_recall() {
     build_index(&base, dir.path(), &params, &Control::silent()).unwrap();
     let ix = trawl::kinds::GraphIndex::open_dir(dir.path(), OpenOptions::default()).unwrap();
     let sp = SearchParams::beam(10, 40, 4);
-    let nq = queries.n();
     for (name, e) in filters() {
         let p = Predicate::compile(&e, &attrs).unwrap();
         let want = truth(&base, &queries, &p);
@@ -133,22 +152,9 @@ fn every_plan_returns_only_matches_with_high_recall() {
                     &f,
                 )
                 .unwrap();
-            let mut found = 0usize;
-            let mut wanted = 0usize;
-            for q in 0..nq {
-                let row = &hits.ids[q * 10..(q + 1) * 10];
-                for &id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
-                    assert!(
-                        p.matches(id as u32),
-                        "{name}, {plan:?}: {id} does not match"
-                    );
-                }
-                found += want[q]
-                    .iter()
-                    .filter(|w| row.contains(&u64::from(**w)))
-                    .count();
-                wanted += want[q].len();
-                let st = &hits.stats[q].filter;
+            let recall = matched_recall(&hits, &want, &p, &format!("{name}, {plan:?}"));
+            for st in &hits.stats {
+                let st = &st.filter;
                 assert_eq!(st.plan_inline + st.plan_scan + st.plan_exact, 1);
                 assert_eq!(st.matches, p.count().rows);
                 match plan {
@@ -158,7 +164,6 @@ fn every_plan_returns_only_matches_with_high_recall() {
                     None => {}
                 }
             }
-            let recall = found as f64 / wanted as f64;
             // The exact plan is exact; the planner's choice and the scan reach 0.9 at every
             // selectivity. Inline alone cannot reach a rare label's matches spread over the
             // graph (0.73 at 1% here: why the planner scans them) and is held to it only
@@ -381,24 +386,10 @@ fn the_ivf_kind_filters_before_pq_scoring() {
                     &f,
                 )
                 .unwrap();
-            let (mut found, mut wanted) = (0, 0);
-            for q in 0..queries.n() {
-                let row = &hits.ids[q * 10..(q + 1) * 10];
-                for &id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
-                    assert!(
-                        p.matches(id as u32),
-                        "{name}, {plan:?}: {id} does not match"
-                    );
-                }
-                found += want[q]
-                    .iter()
-                    .filter(|w| row.contains(&u64::from(**w)))
-                    .count();
-                wanted += want[q].len();
-                let st = &hits.stats[q].filter;
-                assert_eq!(st.plan_inline + st.plan_scan, 1);
+            let recall = matched_recall(&hits, &want, &p, &format!("{name}, {plan:?}"));
+            for st in &hits.stats {
+                assert_eq!(st.filter.plan_inline + st.filter.plan_scan, 1);
             }
-            let recall = found as f64 / wanted as f64;
             assert!(recall >= 0.9, "{name}, {plan:?}: recall {recall:.3}");
         }
     }
@@ -441,19 +432,7 @@ fn the_sharded_kind_filters_every_shard_holding_a_match() {
                 &f,
             )
             .unwrap();
-        let (mut found, mut wanted) = (0, 0);
-        for q in 0..queries.n() {
-            let row = &hits.ids[q * 10..(q + 1) * 10];
-            for &id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
-                assert!(pred.matches(id as u32), "{name}: {id} does not match");
-            }
-            found += want[q]
-                .iter()
-                .filter(|w| row.contains(&u64::from(**w)))
-                .count();
-            wanted += want[q].len();
-        }
-        let recall = found as f64 / wanted as f64;
+        let recall = matched_recall(&hits, &want, &pred, name);
         assert!(recall >= 0.9, "{name}: recall {recall:.3}");
     }
 }
@@ -580,19 +559,7 @@ fn inline_filtering_runs_through_every_strategy_and_layout() {
                         &f,
                     )
                     .unwrap();
-                let (mut found, mut wanted) = (0, 0);
-                for q in 0..queries.n() {
-                    let row = &hits.ids[q * 10..(q + 1) * 10];
-                    for &id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
-                        assert!(pred.matches(id as u32), "{name}, {layout:?}: {id}");
-                    }
-                    found += want[q]
-                        .iter()
-                        .filter(|w| row.contains(&u64::from(**w)))
-                        .count();
-                    wanted += want[q].len();
-                }
-                let recall = found as f64 / wanted as f64;
+                let recall = matched_recall(&hits, &want, &pred, &format!("{name}, {layout:?}"));
                 assert!(
                     recall >= 0.9,
                     "{name}, {layout:?}, {strategy:?}: recall {recall:.3}"

@@ -162,6 +162,12 @@ fn bitmap(r: &mut ByteReader<'_>) -> Result<RoaringBitmap, String> {
     Ok(bits)
 }
 
+/// Reads and checks the attribute file `name` of the index in `dir` of `n` rows: what its
+/// component's check says (every kind registers one).
+pub fn verify(dir: &Path, name: &str, n: u64) -> Result<String, FileError> {
+    Ok(describe(&load(&dir.join(name), n)?))
+}
+
 /// What a check of the file found, in words.
 pub fn describe(a: &Attributes) -> String {
     format!(

@@ -60,10 +60,7 @@ static ATTRS: Named<FlatCx, OpenError> = Named {
     role: "attrs",
     first: false,
     required: false,
-    verify: |cx, name| {
-        let a = crate::filter::file::load(&cx.dir.join(name), cx.manifest.n)?;
-        Ok(crate::filter::file::describe(&a))
-    },
+    verify: |cx, name| Ok(crate::filter::file::verify(&cx.dir, name, cx.manifest.n)?),
 };
 
 /// Every component of the flat kind.

@@ -438,9 +438,8 @@ static ATTRS: Named<GraphCx, OpenError> = Named {
     first: false,
     required: false,
     verify: |cx, name| {
-        let meta = cx.built(name)?;
-        let a = crate::filter::file::load(&cx.dir.join(name), meta.n)?;
-        Ok(crate::filter::file::describe(&a))
+        let n = cx.built(name)?.n;
+        Ok(crate::filter::file::verify(&cx.dir, name, n)?)
     },
 };
 

@@ -253,8 +253,7 @@ static ATTRS: Named<IvfCx, OpenError> = Named {
             Some(m) => m.n,
             None => IvfMeta::load(&cx.dir.join(FILE_NAME))?.n,
         };
-        let a = crate::filter::file::load(&cx.dir.join(name), n)?;
-        Ok(crate::filter::file::describe(&a))
+        Ok(crate::filter::file::verify(&cx.dir, name, n)?)
     },
 };
 
