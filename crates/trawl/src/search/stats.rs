@@ -377,7 +377,13 @@ mod tests {
         assert_eq!(o["refine_ns"], 0);
         assert_eq!(o["pq_score_ns"], 0);
         assert!(!o.contains_key("timed"));
-        assert_eq!(o.len(), 46, "{o:?}");
+        for name in ["plan_inline", "plan_scan", "plan_exact", "matches", "matches_exact"] {
+            assert_eq!(o[name], 0, "{name}");
+        }
+        assert_eq!(o["filter_list"], 0);
+        assert_eq!(o["rejected"], 0);
+        // Every field under its own name: no two groups' fields collide when flattened.
+        assert_eq!(o.len(), 53, "{o:?}");
         let mut t = s;
         t += s;
         assert_eq!(t.io.pages_read, 6);
