@@ -377,7 +377,13 @@ mod tests {
         assert_eq!(o["refine_ns"], 0);
         assert_eq!(o["pq_score_ns"], 0);
         assert!(!o.contains_key("timed"));
-        for name in ["plan_inline", "plan_scan", "plan_exact", "matches", "matches_exact"] {
+        for name in [
+            "plan_inline",
+            "plan_scan",
+            "plan_exact",
+            "matches",
+            "matches_exact",
+        ] {
             assert_eq!(o[name], 0, "{name}");
         }
         assert_eq!(o["filter_list"], 0);
