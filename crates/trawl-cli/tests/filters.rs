@@ -187,3 +187,115 @@ fn bad_attribute_files_write_nothing() {
     assert!(e.contains("501 lines"), "{e}");
     assert!(!dir.path().join("idx").join("manifest.trawl").exists());
 }
+
+/// The ids of a results file (`search -o`: u32 nq, u32 k, then the ids).
+fn result_ids(path: &std::path::Path) -> Vec<u32> {
+    let b = std::fs::read(path).unwrap();
+    let w = |i: usize| u32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().unwrap());
+    let (nq, k) = (w(0) as usize, w(1) as usize);
+    (0..nq * k).map(|i| w(2 + i)).collect()
+}
+
+#[test]
+fn inserted_vectors_carry_their_labels_through_the_log_and_a_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    ok(&[
+        "gen",
+        &p("base.fbin"),
+        "--queries",
+        &p("q.fbin"),
+        "-n",
+        "1000",
+        "--nq",
+        "5",
+        "--dim",
+        "8",
+    ]);
+    ok(&[
+        "gen",
+        &p("more.fbin"),
+        "-n",
+        "200",
+        "--nq",
+        "1",
+        "--dim",
+        "8",
+        "--seed",
+        "9",
+    ]);
+    write_inputs(dir.path(), 1000);
+    ok(&[
+        "build",
+        &p("base.fbin"),
+        &p("idx"),
+        "--metric",
+        "l2",
+        "--pq-bytes",
+        "8",
+        "--labels",
+        &p("labels.txt"),
+        "--attrs",
+        &p("attrs.jsonl"),
+    ]);
+    std::fs::write(dir.path().join("new.txt"), "fresh,lang=fr\n".repeat(200)).unwrap();
+    std::fs::write(
+        dir.path().join("new.jsonl"),
+        "{\"year\": 2030}\n".repeat(200),
+    )
+    .unwrap();
+    let out = ok(&[
+        "insert",
+        &p("idx"),
+        &p("more.fbin"),
+        "--labels",
+        &p("new.txt"),
+        "--attrs",
+        &p("new.jsonl"),
+    ]);
+    assert!(out.contains("assigned ids 1000..=1199"), "{out}");
+    ok(&["delete", &p("idx"), "--id", "1000,1001,1002"]);
+    let search = |filter: &str| {
+        ok(&[
+            "search",
+            &p("idx"),
+            "--queries",
+            &p("q.fbin"),
+            "-k",
+            "5",
+            "--filter",
+            filter,
+            "-o",
+            &p("res.bin"),
+        ]);
+        result_ids(&dir.path().join("res.bin"))
+    };
+    for round in ["unmerged", "merged"] {
+        for f in ["label = \"fresh\"", "lang = \"fr\" AND year > 2029"] {
+            let ids = search(f);
+            assert_eq!(ids.len(), 25, "{round}");
+            assert!(
+                ids.iter().all(|&i| (1003..1200).contains(&i)),
+                "{round}, {f}: {ids:?}"
+            );
+        }
+        let ids = search("year < 2030");
+        assert!(ids.iter().all(|&i| i < 1000), "{round}: {ids:?}");
+        if round == "unmerged" {
+            let out = ok(&["merge", &p("idx")]);
+            assert!(out.contains("197 inserted"), "{out}");
+        }
+    }
+    // A name used the other way round is refused, nothing logged.
+    std::fs::write(dir.path().join("clash.txt"), "year=2020\n".repeat(200)).unwrap();
+    let e = fails(&[
+        "insert",
+        &p("idx"),
+        &p("more.fbin"),
+        "--labels",
+        &p("clash.txt"),
+    ]);
+    assert!(e.contains("\"year\""), "{e}");
+    let v = ok(&["info", &p("idx"), "--verify"]);
+    assert!(v.contains("attrs.trawl"), "{v}");
+}

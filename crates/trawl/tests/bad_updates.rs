@@ -38,6 +38,7 @@ fn insert(ids: &[u64], rows: &[f32], dim: usize) -> LogOp {
     LogOp::Insert {
         ids: ids.to_vec(),
         vectors: f32_vectors(rows, dim),
+        attrs: None,
     }
 }
 
@@ -91,6 +92,7 @@ fn replay_and_verify_refuse_records_the_api_would_refuse() {
             LogOp::Upsert {
                 ids: vec![90_002],
                 vectors: LogVectors::from_rows(&[7u8; DIM], DIM),
+                attrs: None,
             },
             format!("vectors of u8 × {DIM} for an index of f32 × {DIM}"),
         ),

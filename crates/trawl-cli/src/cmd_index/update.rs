@@ -26,6 +26,15 @@ pub struct InsertArgs {
     /// Replace the vectors of ids already in the index (upsert) instead of refusing them.
     #[arg(long)]
     pub upsert: bool,
+    /// Labels of the vectors (as `trawl build --labels`: one line per vector, labels
+    /// separated by commas). An upserted vector's labels and attributes replace its old
+    /// ones; without --labels / --attrs it has none.
+    #[arg(long)]
+    pub labels: Option<PathBuf>,
+    /// Attributes of the vectors, JSON lines (as `trawl build --attrs`). A name keeps its
+    /// meaning: a numeric field of the index cannot arrive as a label key, nor the reverse.
+    #[arg(long)]
+    pub attrs: Option<PathBuf>,
 }
 
 /// Arguments of `trawl delete`.
@@ -126,15 +135,19 @@ pub fn insert(args: &InsertArgs, _ctl: &Control) -> Result<()> {
     if args.upsert && ids.is_none() {
         bail!("--upsert needs --ids (the vectors to replace)");
     }
+    let attrs =
+        super::build::read_attributes(args.labels.as_deref(), args.attrs.as_deref(), data.n())?;
+    let attrs = attrs.as_deref();
     let ix = open_writer(&args.index_dir)?;
     let t0 = std::time::Instant::now();
+    let up = ids.as_deref().unwrap_or(&[]);
     let got = match (&data, args.upsert) {
-        (AnyMatrix::F32(m), false) => ix.insert(ids.as_deref(), m.as_slice()),
-        (AnyMatrix::U8(m), false) => ix.insert(ids.as_deref(), m.as_slice()),
-        (AnyMatrix::I8(m), false) => ix.insert(ids.as_deref(), m.as_slice()),
-        (AnyMatrix::F32(m), true) => ix.upsert(ids.as_deref().unwrap_or(&[]), m.as_slice()),
-        (AnyMatrix::U8(m), true) => ix.upsert(ids.as_deref().unwrap_or(&[]), m.as_slice()),
-        (AnyMatrix::I8(m), true) => ix.upsert(ids.as_deref().unwrap_or(&[]), m.as_slice()),
+        (AnyMatrix::F32(m), false) => ix.insert_with(ids.as_deref(), m.as_slice(), attrs),
+        (AnyMatrix::U8(m), false) => ix.insert_with(ids.as_deref(), m.as_slice(), attrs),
+        (AnyMatrix::I8(m), false) => ix.insert_with(ids.as_deref(), m.as_slice(), attrs),
+        (AnyMatrix::F32(m), true) => ix.upsert_with(up, m.as_slice(), attrs),
+        (AnyMatrix::U8(m), true) => ix.upsert_with(up, m.as_slice(), attrs),
+        (AnyMatrix::I8(m), true) => ix.upsert_with(up, m.as_slice(), attrs),
     }
     .with_context(|| format!("inserting {}", args.data.display()))?;
     println!(

@@ -117,7 +117,7 @@ impl Field {
         })
     }
 
-    fn sort_order(values: &Column, present: Option<&RoaringBitmap>) -> Vec<u32> {
+    pub(super) fn sort_order(values: &Column, present: Option<&RoaringBitmap>) -> Vec<u32> {
         let mut order: Vec<u32> = match present {
             None => (0..values.len() as u32).collect(),
             Some(p) => p.iter().collect(),
@@ -144,12 +144,14 @@ pub fn cmp_numbers(a: Number, b: Number) -> std::cmp::Ordering {
 /// The attributes of every row of an index.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Attributes {
-    n: u32,
-    names: Vec<String>,
-    ids: HashMap<String, u32>,
-    bitmaps: Vec<RoaringBitmap>,
-    fields: Vec<Field>,
-    keys: BTreeMap<String, u32>,
+    pub(super) n: u32,
+    pub(super) names: Vec<String>,
+    pub(super) ids: HashMap<String, u32>,
+    pub(super) bitmaps: Vec<RoaringBitmap>,
+    pub(super) fields: Vec<Field>,
+    /// Label keys with the number of their labels some row has; a key of count 0 is one only
+    /// the schema knows ([`Attributes::extend_schema`]).
+    pub(super) keys: BTreeMap<String, u32>,
 }
 
 impl Attributes {
@@ -187,7 +189,7 @@ impl Attributes {
         Ok(a)
     }
 
-    fn index_keys(&mut self) -> Result<(), String> {
+    pub(super) fn index_keys(&mut self) -> Result<(), String> {
         self.keys.clear();
         for (name, bits) in self.names.iter().zip(&self.bitmaps) {
             let key = name.split_once('=').map_or(LABEL_FIELD, |(k, _)| k);
@@ -207,9 +209,9 @@ impl Attributes {
         self.n
     }
 
-    /// Whether there is no label and no field.
+    /// Whether there is no label, no label key and no field.
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty() && self.fields.is_empty()
+        self.names.is_empty() && self.fields.is_empty() && self.keys.is_empty()
     }
 
     /// Labels, in id order.

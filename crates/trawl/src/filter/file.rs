@@ -32,16 +32,24 @@ pub const VERSION: u32 = 1;
 
 /// Writes `attrs` to `path` (a temporary name, `fsync`, rename); returns the payload CRC.
 pub fn save(attrs: &Attributes, path: &Path) -> Result<u64, FileError> {
+    let payload = encode(attrs).map_err(|e| FileError::new(path, e.into()))?;
+    let mut env = EnvelopeWriter::create(path, MAGIC, VERSION)?;
+    env.write(&payload)?;
+    env.finish()
+}
+
+/// The payload of `attrs` (the table above): what the file holds inside its envelope, and
+/// what a log record of an insert carries.
+pub fn encode(attrs: &Attributes) -> std::io::Result<Vec<u8>> {
     let mut w = ByteWriter::new();
     w.u32(attrs.n());
     let labels: Vec<_> = attrs.labels().collect();
     w.u32(labels.len() as u32);
-    let fail = |e: std::io::Error| FileError::new(path, e.into());
     for (name, bits) in labels {
         w.u32(name.len() as u32);
         w.bytes(name.as_bytes());
         let mut b = Vec::with_capacity(bits.serialized_size());
-        bits.serialize_into(&mut b).map_err(fail)?;
+        bits.serialize_into(&mut b)?;
         w.u32(b.len() as u32);
         w.bytes(&b);
     }
@@ -52,14 +60,14 @@ pub fn save(attrs: &Attributes, path: &Path) -> Result<u64, FileError> {
         match &f.values {
             Column::I64(v) => {
                 w.u8(0);
-                write_presence(&mut w, f.present.as_ref()).map_err(fail)?;
+                write_presence(&mut w, f.present.as_ref())?;
                 for x in v {
                     w.u64(*x as u64);
                 }
             }
             Column::F64(v) => {
                 w.u8(1);
-                write_presence(&mut w, f.present.as_ref()).map_err(fail)?;
+                write_presence(&mut w, f.present.as_ref())?;
                 for x in v {
                     w.u64(x.to_bits());
                 }
@@ -68,9 +76,7 @@ pub fn save(attrs: &Attributes, path: &Path) -> Result<u64, FileError> {
         w.u32(f.order.len() as u32);
         w.u32s(&f.order);
     }
-    let mut env = EnvelopeWriter::create(path, MAGIC, VERSION)?;
-    env.write(&w.into_inner())?;
-    env.finish()
+    Ok(w.into_inner())
 }
 
 fn write_presence(w: &mut ByteWriter, present: Option<&RoaringBitmap>) -> std::io::Result<()> {
@@ -91,7 +97,7 @@ fn write_presence(w: &mut ByteWriter, present: Option<&RoaringBitmap>) -> std::i
 pub fn load(path: &Path, n: u64) -> Result<Attributes, FileError> {
     let (_, payload) = read_envelope(path, MAGIC, "trawl attributes", VERSION)?;
     let invalid = |m: String| FileError::new(path, FileErrorKind::Invalid(m));
-    let attrs = parse(&payload).map_err(invalid)?;
+    let attrs = decode(&payload).map_err(invalid)?;
     if u64::from(attrs.n()) != n {
         return Err(invalid(format!(
             "attributes of {} rows for an index of {n}",
@@ -101,7 +107,8 @@ pub fn load(path: &Path, n: u64) -> Result<Attributes, FileError> {
     Ok(attrs)
 }
 
-fn parse(payload: &[u8]) -> Result<Attributes, String> {
+/// Reads and checks a payload written by [`encode`].
+pub fn decode(payload: &[u8]) -> Result<Attributes, String> {
     let mut r = ByteReader::new(payload);
     let short = |e: crate::dir::bytes::ShortPayload| e.to_string();
     let n = r.u32().map_err(short)?;

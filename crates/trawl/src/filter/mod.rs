@@ -15,6 +15,7 @@
 //!   ([`Plan`]: inline, scan or exact).
 
 pub mod attrs;
+mod combine;
 mod display;
 mod error;
 pub mod expr;

@@ -64,6 +64,25 @@ impl DiskIndex {
         fp: &FilterParams,
         live: Option<&LiveFilter<'_>>,
     ) -> Result<BatchOutput, SearchError> {
+        let attrs = self.attrs().map(|a| &**a);
+        self.search_rows_where_in(rows, params, threads, interleave, filters, fp, live, attrs)
+    }
+
+    /// [`DiskIndex::search_rows_where`] with the filters compiled against `attrs` (rows =
+    /// slots) instead of the index's own: a live index's, which know the names its new
+    /// vectors brought.
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_rows_where_in<T: Element>(
+        &self,
+        rows: &[T],
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+        filters: Filters<'_>,
+        fp: &FilterParams,
+        live: Option<&LiveFilter<'_>>,
+        attrs: Option<&crate::filter::Attributes>,
+    ) -> Result<BatchOutput, SearchError> {
         let dim = self.dim();
         if filters.is_none() {
             return self.search_rows_filtered(
@@ -82,10 +101,17 @@ impl DiskIndex {
         }
         let nq = rows.len() / dim;
         filters.check(nq).map_err(SearchError::BadBatch)?;
-        let attrs = self.attrs().ok_or(SearchError::Filter {
+        let attrs = attrs.ok_or(SearchError::Filter {
             query: 0,
             source: FilterError::NoAttributes,
         })?;
+        if attrs.n() as usize != self.n() {
+            return Err(SearchError::Internal(format!(
+                "attributes of {} rows for an index of {} slots",
+                attrs.n(),
+                self.n()
+            )));
+        }
         let mut preds: Vec<Option<Predicate<'_>>> = Vec::with_capacity(nq);
         for q in 0..nq {
             preds.push(match filters.get(q) {

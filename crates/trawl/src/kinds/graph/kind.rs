@@ -144,15 +144,15 @@ impl IndexKind for GraphIndex {
                     None,
                 )?
                 .into(),
-            Inner::Live(_) if !filter.is_none() => {
-                return Err(Error::InvalidInput(
-                    "filters on an index with unmerged updates are not supported yet: merge it \
-                     first (trawl merge)"
-                        .into(),
-                ))
-            }
             Inner::Live(l) => l
-                .search_rows(q.rows(), p, run.threads, run.interleave)?
+                .search_rows_where(
+                    q.rows(),
+                    p,
+                    run.threads,
+                    run.interleave,
+                    filter.filters,
+                    &filter.params,
+                )?
                 .into(),
         })
     }

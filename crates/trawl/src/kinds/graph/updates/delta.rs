@@ -10,8 +10,11 @@
 //! for a whole batch.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use parking_lot::RwLock;
+
+use crate::filter::{Attributes, Expr, FilterError, Predicate};
 
 use crate::kernels::{self, DType, Element, Metric};
 use crate::progress::Control;
@@ -81,7 +84,17 @@ pub(crate) struct Delta {
     metric: Metric,
     cfg: VamanaConfig,
     inner: RwLock<AnyRows>,
+    /// The attributes of the nodes (row `i` = node `i`; nodes past its rows have none);
+    /// `None` until a vector with attributes is inserted.
+    attrs: RwLock<Option<Arc<Attributes>>>,
 }
+
+/// A filtered delta search scans the matching nodes exactly when they are at most this many
+/// (the vectors are in memory: a scan of this many costs about what a greedy search with a
+/// list of 100 and degree 64 does).
+const DELTA_EXACT_UP_TO: u64 = 8192;
+/// Largest list of a filtered greedy search of the delta.
+const DELTA_MAX_LIST: usize = 2000;
 
 impl<T: Element> Rows<T> {
     fn new(cfg: &VamanaConfig) -> Self {
@@ -175,7 +188,50 @@ impl Delta {
             metric,
             cfg,
             inner: RwLock::new(rows),
+            attrs: RwLock::new(None),
         }
+    }
+
+    /// Gives the nodes from `first` on the attributes `a` (one row per node).
+    pub(crate) fn set_attrs(&self, first: usize, a: &Attributes) -> Result<(), FilterError> {
+        let mut g = self.attrs.write();
+        let at =
+            u32::try_from(first).map_err(|_| FilterError::Attrs(format!("{first} delta nodes")))?;
+        let cur = g.clone().unwrap_or_else(|| Arc::new(Attributes::empty(0)));
+        *g = Some(Arc::new(cur.appended(at, a)?));
+        Ok(())
+    }
+
+    /// The nodes' attributes, covering every node there is now and knowing the label keys
+    /// and fields of `schema` (extended in place when they do not yet); `None` when no node
+    /// has attributes and there is no schema.
+    pub(crate) fn attrs_for(&self, schema: Option<&Attributes>) -> Option<Arc<Attributes>> {
+        let n = u32::try_from(self.len()).unwrap_or(u32::MAX);
+        let cur = self.attrs.read().clone();
+        let fits = |a: &Attributes| a.n() >= n && schema.is_none_or(|s| a.has_schema_of(s));
+        if let Some(a) = &cur {
+            if fits(a) {
+                return cur;
+            }
+        }
+        let mut g = self.attrs.write();
+        let base = g
+            .clone()
+            .or_else(|| schema.map(|_| Arc::new(Attributes::empty(0))))?;
+        if fits(&base) {
+            return Some(base);
+        }
+        let mut a = if base.n() < n {
+            base.appended(n, &Attributes::empty(0)).ok()?
+        } else {
+            (*base).clone()
+        };
+        if let Some(s) = schema {
+            a.extend_schema(s);
+        }
+        let a = Arc::new(a);
+        *g = Some(a.clone());
+        Some(a)
     }
 
     /// Nodes, deleted ones included.
@@ -196,11 +252,19 @@ impl Delta {
                 + (r.born.capacity() + r.dead.capacity()) * 4) as u64
                 + SlotGraph::bytes_for(r.graph.node_count(), r.graph.slots())
         }
-        match &*self.inner.read() {
-            AnyRows::F32(r) => of(r),
-            AnyRows::U8(r) => of(r),
-            AnyRows::I8(r) => of(r),
-        }
+        let attrs = self.attrs.read().as_ref().map_or(0, |a| a.memory_bytes());
+        attrs
+            + match &*self.inner.read() {
+                AnyRows::F32(r) => of(r),
+                AnyRows::U8(r) => of(r),
+                AnyRows::I8(r) => of(r),
+            }
+    }
+
+    /// The nodes' attributes as they are (rows may stop short of the nodes: those past
+    /// them have none).
+    pub(crate) fn attrs(&self) -> Option<Arc<Attributes>> {
+        self.attrs.read().clone()
     }
 
     /// Appends `ext.len()` vectors (`rows`, row-major, of the delta's element type) born at
@@ -330,6 +394,60 @@ impl Delta {
             }
         }
         out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    }
+
+    /// The `k` live nodes nearest to `query` that match `filter` (compiled against `attrs`,
+    /// from [`Delta::attrs_for`]), as `(id, exact distance)`, nearest first: the matching
+    /// nodes scanned exactly when they are few, else a greedy search whose list grows with
+    /// the filter's rarity (non-matching nodes traversed, never returned). Returns the number
+    /// of nodes the filter matches.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn search_where<T: DeltaElement>(
+        &self,
+        query: &[T],
+        k: usize,
+        l: usize,
+        epoch: u32,
+        filter: &Expr,
+        attrs: &Attributes,
+        scratch: &mut SearchScratch,
+        out: &mut Vec<(u64, f32)>,
+    ) -> Result<u64, FilterError> {
+        out.clear();
+        let pred = Predicate::compile(filter, attrs)?;
+        let g = self.inner.read();
+        let Some(r) = T::rows(&g) else { return Ok(0) };
+        let n = r.n().min(attrs.n() as usize);
+        let keep = |i: usize| i < n && r.visible(i, epoch) && pred.matches(i as u32);
+        let count = pred.count().rows;
+        let dist = |i: usize| {
+            kernels::distance(
+                self.metric,
+                query,
+                &r.rows[i * self.dim..(i + 1) * self.dim],
+            )
+        };
+        if count <= DELTA_EXACT_UP_TO {
+            for i in pred.collect().iter().map(|i| i as usize) {
+                if keep(i) {
+                    out.push((r.ext[i], dist(i)));
+                }
+            }
+        } else if n > 0 {
+            let sel = (count as f64 / n as f64).clamp(1e-6, 1.0);
+            let list = ((l.max(k) as f64 / sel).ceil() as usize).clamp(l.max(k), DELTA_MAX_LIST);
+            let store = r.store(self.dim, self.metric);
+            let probe = store.query(query);
+            greedy(&r.graph, &store, &probe, 0, list, false, scratch);
+            for nb in scratch.list.iter() {
+                if keep(nb.id as usize) {
+                    out.push((r.ext[nb.id as usize], dist(nb.id as usize)));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        out.truncate(k);
+        Ok(count)
     }
 
     /// Runs `f` over a read-only view of the delta (`None` when `T` is not its element type).

@@ -60,6 +60,16 @@ pub(crate) fn check_op(
         if v.count() != ids.len() {
             return Err(format!("{} vectors for {} ids", v.count(), ids.len()));
         }
+        if let Some(a) = op.attrs() {
+            let a = a.decode().map_err(|e| format!("attributes: {e}"))?;
+            if a.n() as usize != ids.len() {
+                return Err(format!(
+                    "attributes of {} vectors for {} ids",
+                    a.n(),
+                    ids.len()
+                ));
+            }
+        }
         if dtype == DType::F32 {
             let rows = v.rows::<f32>().ok_or("vectors that do not decode")?;
             if let Some((i, f)) = rows
@@ -109,10 +119,22 @@ pub(super) fn apply(
     })
     .map_err(bad)?;
     let e = v.epoch.load(Ordering::Acquire) + 1;
+    // The attributes, decoded and checked against the names the index uses before anything
+    // changes.
+    let attrs = match r.op.attrs() {
+        None => None,
+        Some(a) => {
+            let a = a.decode().map_err(|e| bad(format!("attributes: {e}")))?;
+            if let Some(cur) = v.attrs.read().as_ref() {
+                cur.check_compatible(&a).map_err(|e| bad(e.to_string()))?;
+            }
+            Some(a)
+        }
+    };
     let (delete, insert): (&[u64], Option<(&[u64], &LogVectors)>) = match &r.op {
-        LogOp::Insert { ids, vectors } => (&[], Some((ids, vectors))),
+        LogOp::Insert { ids, vectors, .. } => (&[], Some((ids, vectors))),
         LogOp::Delete { ids } => (ids, None),
-        LogOp::Upsert { ids, vectors } => (ids, Some((ids, vectors))),
+        LogOp::Upsert { ids, vectors, .. } => (ids, Some((ids, vectors))),
     };
     for &id in delete {
         match w.map.remove(&id) {
@@ -131,6 +153,12 @@ pub(super) fn apply(
     }
     if let Some((ids, vectors)) = insert {
         let first = insert_rows(&v.active, ids, vectors, e).map_err(bad)?;
+        if let Some(a) = &attrs {
+            v.active
+                .set_attrs(first, a)
+                .map_err(|e| bad(e.to_string()))?;
+            extend_schema(v, a);
+        }
         for (k, &id) in ids.iter().enumerate() {
             w.map.insert(id, Loc::Active((first + k) as u32));
             w.next_id = w.next_id.max(id.saturating_add(1));
@@ -138,6 +166,20 @@ pub(super) fn apply(
     }
     v.epoch.store(e, Ordering::Release);
     Ok(())
+}
+
+/// Makes the version's disk attributes know the names of `a` (an insert's): a clone, only
+/// when `a` brings a new label key or field (or the index had no attributes).
+fn extend_schema(v: &Version, a: &crate::filter::Attributes) {
+    let mut g = v.attrs.write();
+    let next = match g.as_ref() {
+        Some(cur) if cur.has_schema_of(a) => return,
+        Some(cur) => (**cur).clone(),
+        None => crate::filter::Attributes::empty(v.disk.n() as u32),
+    };
+    let mut next = next;
+    next.extend_schema(a);
+    *g = Some(std::sync::Arc::new(next));
 }
 
 fn insert_rows(delta: &Delta, ids: &[u64], vectors: &LogVectors, e: u32) -> Result<usize, String> {

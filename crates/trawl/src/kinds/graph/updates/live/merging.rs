@@ -119,6 +119,7 @@ impl LiveIndex {
                     self.cfg,
                 )),
                 disk_empty: cur.disk_empty,
+                attrs: cur.attrs.clone(),
             });
             for loc in w.map.values_mut() {
                 if let Loc::Active(i) = *loc {

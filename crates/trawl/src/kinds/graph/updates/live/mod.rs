@@ -86,7 +86,15 @@ struct Version {
     /// Every disk slot is free (a merge after every vector was deleted): the disk graph has
     /// no vector to search from, only the deltas are searched.
     disk_empty: bool,
+    /// The attributes filters of the disk slots compile against: the disk files' ones (rows
+    /// = slots; empty rows when the files have none) knowing the label keys and fields of
+    /// every vector inserted since ([`SharedAttrs`]); `None` while no vector has any.
+    attrs: SharedAttrs,
 }
+
+/// A version's [`Version::attrs`], shared with the versions made from it without a merge
+/// (a freeze, a cache load), so an insert's new names reach them all.
+type SharedAttrs = Arc<RwLock<Option<Arc<crate::filter::Attributes>>>>;
 
 #[derive(Debug)]
 struct Writer {

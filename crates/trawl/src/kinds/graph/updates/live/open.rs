@@ -33,15 +33,6 @@ impl LiveIndex {
                 if let Some(why) = crate::kinds::member::updates_refused(dir) {
                     return Err(LiveError::InvalidInput(why));
                 }
-                // A merge renumbers the slots the attributes are keyed by: until updates
-                // carry attributes, an index with them takes none (never a wrong answer).
-                if dir.join(crate::filter::file::FILE_NAME).is_file() {
-                    return Err(LiveError::InvalidInput(
-                        "this index has labels / attributes (attrs.trawl), and updates of such \
-                         an index are not supported yet: rebuild it with the new vectors"
-                            .into(),
-                    ));
-                }
                 let lock = crate::dir::txn::take_writer_lock(dir, "a live index open for writing")?;
                 // What a killed writer left: its decided commit finished, its staging removed
                 // (readers leave both to the lock holder, which is now this handle).
@@ -197,7 +188,9 @@ pub(super) fn new_version(disk: DiskIndex, ids: SlotIds, cfg: &VamanaConfig) -> 
         .collect();
     let active = Arc::new(Delta::new(disk.dtype(), disk.dim(), disk.metric(), *cfg));
     let disk_empty = ids.live() == 0;
+    let attrs = Arc::new(RwLock::new(disk.attrs().cloned()));
     Version {
+        attrs,
         disk_empty,
         disk: Arc::new(disk),
         ids: Arc::new(ids),

@@ -8,12 +8,14 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::filter::{Attributes, Expr, FilterError, FilterParams, Filters};
 use crate::kernels::{DType, Element};
 use crate::kinds::graph::search::{CachePolicy, LiveFilter, SearchParams};
 use crate::kinds::graph::updates::delta::Delta;
 use crate::kinds::graph::updates::ids::HOLE;
 use crate::kinds::graph::DiskIndex;
 use crate::progress::Control;
+use crate::search::runner::BatchOutput;
 use crate::search::{QueryStats, SearchError};
 use crate::vamana::search::SearchScratch;
 
@@ -46,6 +48,30 @@ impl LiveIndex {
         threads: usize,
         interleave: usize,
     ) -> Result<LiveBatch, SearchError> {
+        self.search_rows_where(
+            rows,
+            params,
+            threads,
+            interleave,
+            Filters::None,
+            &FilterParams::default(),
+        )
+    }
+
+    /// [`LiveIndex::search_rows`] with `filters` (one per query, or one for all): the disk
+    /// slots searched as a disk index searches them (planned by `fp`), the deltas' nodes
+    /// that match scanned exactly when they are few, else searched with a list that grows
+    /// with the filter's rarity. Each query's filter statistics count the matches of both.
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_rows_where<T: Element>(
+        &self,
+        rows: &[T],
+        params: &SearchParams,
+        threads: usize,
+        interleave: usize,
+        filters: Filters<'_>,
+        fp: &FilterParams,
+    ) -> Result<LiveBatch, SearchError> {
         let t0 = Instant::now();
         let v = self.current.read().clone();
         let e = v.epoch.load(Ordering::Acquire);
@@ -53,42 +79,28 @@ impl LiveIndex {
             dead: &v.dead,
             epoch: e,
         };
-        let out = if v.disk_empty {
-            // Checked as a disk search checks them (none is run: its graph has no vector).
-            let dim = v.disk.dim();
-            if dim == 0 || !rows.len().is_multiple_of(dim) {
-                return Err(SearchError::BadBatch(format!(
-                    "the queries hold {} elements, not a multiple of the dimension {dim}",
-                    rows.len()
-                )));
-            }
-            if T::DTYPE != v.disk.dtype() {
-                return Err(SearchError::DTypeMismatch {
-                    expected: v.disk.dtype().name(),
-                    got: T::DTYPE.name(),
-                });
-            }
-            let mut out = v.disk.search_rows_filtered(
-                &rows[..0],
+        let attrs = v.attrs.read().clone();
+        if !filters.is_none() && attrs.is_none() {
+            return Err(SearchError::Filter {
+                query: 0,
+                source: FilterError::NoAttributes,
+            });
+        }
+        let mut out = if v.disk_empty {
+            empty_disk(&v, rows, params, threads, interleave, &filter)?
+        } else {
+            v.disk.search_rows_where_in(
+                rows,
                 params,
                 threads,
                 interleave,
+                filters,
+                fp,
                 Some(&filter),
-            )?;
-            let nq = rows.len() / dim;
-            for q in 0..nq {
-                crate::search::check_query_values(&rows[q * dim..(q + 1) * dim], q)?;
-            }
-            out.ids = vec![u32::MAX; nq * out.k];
-            out.dists = vec![f32::INFINITY; nq * out.k];
-            out.stats = vec![QueryStats::default(); nq];
-            out
-        } else {
-            v.disk
-                .search_rows_filtered(rows, params, threads, interleave, Some(&filter))?
+                attrs.as_deref(),
+            )?
         };
         let k = out.k;
-        let nq = out.stats.len();
         let dim = v.disk.dim();
         let mut ids: Vec<u64> = out
             .ids
@@ -96,18 +108,27 @@ impl LiveIndex {
             .map(|&s| if s == u32::MAX { HOLE } else { v.ids.id(s) })
             .collect();
         let mut dists = out.dists;
-        let deltas: Vec<&Arc<Delta>> = std::iter::once(&v.active)
+        let deltas: Vec<(&Arc<Delta>, Option<Arc<Attributes>>)> = std::iter::once(&v.active)
             .chain(v.frozen.iter())
             .filter(|d| d.len() > 0)
+            .map(|d| {
+                let a = if filters.is_none() {
+                    None
+                } else {
+                    d.attrs_for(attrs.as_deref())
+                };
+                (d, a)
+            })
             .collect();
         if !deltas.is_empty() {
             let l = params.l;
             ids.par_chunks_mut(k.max(1))
                 .zip(dists.par_chunks_mut(k.max(1)))
+                .zip(out.stats.par_iter_mut())
                 .enumerate()
-                .for_each_init(
+                .try_for_each_init(
                     || (SearchScratch::new(0), Vec::new(), Vec::new()),
-                    |(scratch, hits, all), (q, (qi, qd))| {
+                    |(scratch, hits, all), (q, ((qi, qd), st))| {
                         all.clear();
                         all.extend(
                             qi.iter()
@@ -116,8 +137,18 @@ impl LiveIndex {
                                 .filter(|h| h.0 != HOLE),
                         );
                         let query = &rows[q * dim..(q + 1) * dim];
-                        for d in &deltas {
-                            search_delta(d, query, k, l, e, scratch, hits);
+                        for (d, a) in &deltas {
+                            match (filters.get(q), a) {
+                                (Some(x), Some(a)) => {
+                                    st.filter.matches +=
+                                        search_delta_where(d, query, k, l, e, x, a, scratch, hits)
+                                            .map_err(|source| SearchError::Filter {
+                                                query: q,
+                                                source,
+                                            })?;
+                                }
+                                _ => search_delta(d, query, k, l, e, scratch, hits),
+                            }
                             all.extend_from_slice(hits);
                         }
                         all.sort_by(|a: &(u64, f32), b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
@@ -128,10 +159,10 @@ impl LiveIndex {
                             qi[j] = id;
                             qd[j] = d;
                         }
+                        Ok::<(), SearchError>(())
                     },
-                );
+                )?;
         }
-        let _ = nq;
         Ok(LiveBatch {
             k,
             ids,
@@ -181,6 +212,7 @@ impl LiveIndex {
             frozen: cur.frozen.clone(),
             active: cur.active.clone(),
             disk_empty: cur.disk_empty,
+            attrs: cur.attrs.clone(),
         });
         *self.current.write() = v;
         *self.node_cache.lock() = (nodes > 0).then_some((nodes, policy, threads.max(1)));
@@ -201,5 +233,87 @@ fn search_delta<T: Element>(
         DType::F32 => d.search::<f32>(bytemuck::cast_slice(query), k, l, e, scratch, out),
         DType::U8 => d.search::<u8>(bytemuck::cast_slice(query), k, l, e, scratch, out),
         DType::I8 => d.search::<i8>(bytemuck::cast_slice(query), k, l, e, scratch, out),
+    }
+}
+
+/// The disk part of a search of a version whose disk slots are all free: the queries checked
+/// as a disk search checks them, no result (its graph has no vector to start from).
+fn empty_disk<T: Element>(
+    v: &Version,
+    rows: &[T],
+    params: &SearchParams,
+    threads: usize,
+    interleave: usize,
+    filter: &LiveFilter<'_>,
+) -> Result<BatchOutput, SearchError> {
+    let dim = v.disk.dim();
+    if dim == 0 || !rows.len().is_multiple_of(dim) {
+        return Err(SearchError::BadBatch(format!(
+            "the queries hold {} elements, not a multiple of the dimension {dim}",
+            rows.len()
+        )));
+    }
+    if T::DTYPE != v.disk.dtype() {
+        return Err(SearchError::DTypeMismatch {
+            expected: v.disk.dtype().name(),
+            got: T::DTYPE.name(),
+        });
+    }
+    let mut out =
+        v.disk
+            .search_rows_filtered(&rows[..0], params, threads, interleave, Some(filter))?;
+    let nq = rows.len() / dim;
+    for q in 0..nq {
+        crate::search::check_query_values(&rows[q * dim..(q + 1) * dim], q)?;
+    }
+    out.ids = vec![u32::MAX; nq * out.k];
+    out.dists = vec![f32::INFINITY; nq * out.k];
+    out.stats = vec![QueryStats::default(); nq];
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn search_delta_where<T: Element>(
+    d: &Delta,
+    query: &[T],
+    k: usize,
+    l: usize,
+    e: u32,
+    filter: &Expr,
+    attrs: &Attributes,
+    scratch: &mut SearchScratch,
+    out: &mut Vec<(u64, f32)>,
+) -> Result<u64, FilterError> {
+    match T::DTYPE {
+        DType::F32 => d.search_where::<f32>(
+            bytemuck::cast_slice(query),
+            k,
+            l,
+            e,
+            filter,
+            attrs,
+            scratch,
+            out,
+        ),
+        DType::U8 => d.search_where::<u8>(
+            bytemuck::cast_slice(query),
+            k,
+            l,
+            e,
+            filter,
+            attrs,
+            scratch,
+            out,
+        ),
+        DType::I8 => d.search_where::<i8>(
+            bytemuck::cast_slice(query),
+            k,
+            l,
+            e,
+            filter,
+            attrs,
+            scratch,
+            out,
+        ),
     }
 }

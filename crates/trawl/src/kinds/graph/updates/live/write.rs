@@ -2,9 +2,10 @@
 
 use std::collections::HashSet;
 
+use crate::filter::Attributes;
 use crate::kernels::Element;
 use crate::kinds::graph::updates::ids::MAX_ID;
-use crate::kinds::graph::updates::wal::{LogOp, LogRecord, LogVectors, LogWriter};
+use crate::kinds::graph::updates::wal::{LogAttrs, LogOp, LogRecord, LogVectors, LogWriter};
 
 use super::apply::{apply, row_fault_words};
 use super::{log_path, Durability, LiveError, LiveIndex, Version, Writer};
@@ -26,19 +27,44 @@ impl LiveIndex {
         ids: Option<&[u64]>,
         rows: &[T],
     ) -> Result<Vec<u64>, LiveError> {
-        self.write_vectors(ids, rows, false)
+        self.write_vectors(ids, rows, None, false)
+    }
+
+    /// [`LiveIndex::insert`] of vectors with attributes: `attrs` holds one row per vector
+    /// (labels, numeric fields), logged with them and searchable by filters at once. A name
+    /// must keep its meaning: a numeric field of the index cannot arrive as a label key, nor
+    /// the reverse.
+    pub fn insert_with<T: Element>(
+        &self,
+        ids: Option<&[u64]>,
+        rows: &[T],
+        attrs: Option<&Attributes>,
+    ) -> Result<Vec<u64>, LiveError> {
+        self.write_vectors(ids, rows, attrs, false)
     }
 
     /// Inserts or replaces: each id's old vector (if any) is deleted and `rows` inserted, as
     /// one operation.
     pub fn upsert<T: Element>(&self, ids: &[u64], rows: &[T]) -> Result<Vec<u64>, LiveError> {
-        self.write_vectors(Some(ids), rows, true)
+        self.write_vectors(Some(ids), rows, None, true)
+    }
+
+    /// [`LiveIndex::upsert`] with the new vectors' attributes (an upserted vector's old
+    /// attributes go with its old vector; without `attrs` the new one has none).
+    pub fn upsert_with<T: Element>(
+        &self,
+        ids: &[u64],
+        rows: &[T],
+        attrs: Option<&Attributes>,
+    ) -> Result<Vec<u64>, LiveError> {
+        self.write_vectors(Some(ids), rows, attrs, true)
     }
 
     fn write_vectors<T: Element>(
         &self,
         ids: Option<&[u64]>,
         rows: &[T],
+        attrs: Option<&Attributes>,
         upsert: bool,
     ) -> Result<Vec<u64>, LiveError> {
         let writer = self.writer()?;
@@ -58,6 +84,19 @@ impl LiveIndex {
             )));
         }
         let n = rows.len() / dim;
+        let attrs = attrs.filter(|a| !a.is_empty());
+        if let Some(a) = attrs {
+            if a.n() as usize != n {
+                return Err(LiveError::InvalidInput(format!(
+                    "attributes of {} vectors for {n} vectors",
+                    a.n()
+                )));
+            }
+            if let Some(cur) = v.attrs.read().as_ref() {
+                cur.check_compatible(a)
+                    .map_err(|e| LiveError::InvalidInput(e.to_string()))?;
+            }
+        }
         if let Some((row, f)) = (0..n)
             .find_map(|i| crate::data::row_fault(&rows[i * dim..(i + 1) * dim]).map(|f| (i, f)))
         {
@@ -99,15 +138,18 @@ impl LiveIndex {
             return Ok(ids);
         }
         let vectors = LogVectors::from_rows(rows, dim);
+        let attrs = attrs.map(LogAttrs::encode);
         let op = if upsert {
             LogOp::Upsert {
                 ids: ids.clone(),
                 vectors,
+                attrs,
             }
         } else {
             LogOp::Insert {
                 ids: ids.clone(),
                 vectors,
+                attrs,
             }
         };
         self.log_and_apply(&mut w, &v, op)?;

@@ -124,3 +124,40 @@ pub(super) fn monitor<T: DeltaElement>(
     drop(staged);
     Ok(measured)
 }
+
+/// The attributes of the new version, when the old one or the delta has any: the kept slots'
+/// rows where they are, the new vectors' rows at their slots (`attrs.trawl`). Returns the
+/// bytes written.
+pub(super) fn write_attrs<T: DeltaElement>(
+    input: &MergeInput<'_>,
+    plan: &Plan<'_, T>,
+    staging: &Path,
+) -> Result<u64, IndexBuildError> {
+    let delta = input.delta.attrs();
+    let old = input.old.attrs();
+    if delta.is_none() && old.is_none() {
+        return Ok(0);
+    }
+    let n_old = input.old.n() as u32;
+    let empty = crate::filter::Attributes::empty(n_old);
+    let old = old.map_or(&empty, |a| &**a);
+    let kept: roaring::RoaringBitmap = (0..n_old).filter(|&s| !plan.is_free(s)).collect();
+    let mut placed: Vec<(u32, u32)> = plan
+        .delta_slot
+        .iter()
+        .map(|(&d, &s)| (d as u32, s))
+        .collect();
+    placed.sort_unstable();
+    let n = u32::try_from(plan.n_slots).map_err(|_| {
+        IndexBuildError::Attrs(crate::filter::FilterError::Attrs(format!(
+            "{} slots",
+            plan.n_slots
+        )))
+    })?;
+    let merged = old
+        .merged(n, &kept, delta.as_deref(), &placed)
+        .map_err(IndexBuildError::Attrs)?;
+    let path = staging.join(crate::filter::file::FILE_NAME);
+    crate::filter::file::save(&merged, &path)?;
+    Ok(std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0))
+}

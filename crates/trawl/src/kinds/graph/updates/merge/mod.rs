@@ -237,6 +237,7 @@ fn merge_typed<T: DeltaElement>(
     let ids = SlotIds::Table(std::mem::take(&mut plan.slot_ids));
     report.bytes_written +=
         ids.save(&staging.join(crate::kinds::graph::updates::ids::FILE_NAME))?;
+    report.bytes_written += finish::write_attrs(input, &plan, staging)?;
     if let (Some(d), Some(policy)) = (decoupled(input), input.segments) {
         let n_old = old.n();
         let keep = |s: u32| (s as usize) < n_old && !plan.is_free(s);

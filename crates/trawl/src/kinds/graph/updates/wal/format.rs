@@ -7,7 +7,9 @@ use crate::dir::bytes::ByteReader;
 use crate::dir::{FileError, FileErrorKind};
 use crate::kernels::DType;
 
-use super::{corrupt, LogOp, LogRecord, LogVectors, WalError, HEADER_LEN, MAX_BODY_LEN, VERSION};
+use super::{
+    corrupt, LogAttrs, LogOp, LogRecord, LogVectors, WalError, HEADER_LEN, MAX_BODY_LEN, VERSION,
+};
 
 const MAGIC: [u8; 8] = *b"TRAWLWAL";
 const KIND_NAME: &str = "trawl write-ahead log";
@@ -17,17 +19,25 @@ pub(super) const PREFIX_LEN: usize = 8;
 pub(super) const FIXED_LEN: usize = 13;
 /// Bytes of the fixed part of an insert or upsert: plus `u8 dtype`, `u32 dim`.
 const FIXED_VEC_LEN: usize = 18;
+/// Bytes of the fixed part of an insert or upsert with attributes: plus `u32 attrs_len`.
+const FIXED_ATTRS_LEN: usize = 22;
 
 pub(super) const OP_INSERT: u8 = 1;
 const OP_DELETE: u8 = 2;
 pub(super) const OP_UPSERT: u8 = 3;
+/// Since version 2.
+const OP_INSERT_ATTRS: u8 = 4;
+/// Since version 2.
+const OP_UPSERT_ATTRS: u8 = 5;
 
 impl LogOp {
     fn code(&self) -> u8 {
         match self {
-            Self::Insert { .. } => OP_INSERT,
+            Self::Insert { attrs: None, .. } => OP_INSERT,
+            Self::Insert { .. } => OP_INSERT_ATTRS,
             Self::Delete { .. } => OP_DELETE,
-            Self::Upsert { .. } => OP_UPSERT,
+            Self::Upsert { attrs: None, .. } => OP_UPSERT,
+            Self::Upsert { .. } => OP_UPSERT_ATTRS,
         }
     }
 }
@@ -122,6 +132,12 @@ pub(super) fn body_len(op: &LogOp) -> Result<u32, String> {
         }
         len += (FIXED_VEC_LEN - FIXED_LEN) as u64 + v.bytes.len() as u64;
     }
+    if let Some(a) = op.attrs() {
+        if a.bytes.len() > MAX_BODY_LEN as usize {
+            return Err(format!("{} bytes of attributes", a.bytes.len()));
+        }
+        len += (FIXED_ATTRS_LEN - FIXED_VEC_LEN) as u64 + a.bytes.len() as u64;
+    }
     u32::try_from(len)
         .ok()
         .filter(|&l| l <= MAX_BODY_LEN)
@@ -144,11 +160,17 @@ pub(super) fn encode_record(buf: &mut Vec<u8>, seq: u64, op: &LogOp, body_len: u
         buf.push(v.dtype.code());
         buf.extend_from_slice(&(v.dim as u32).to_le_bytes());
     }
+    if let Some(a) = op.attrs() {
+        buf.extend_from_slice(&(a.bytes.len() as u32).to_le_bytes());
+    }
     for id in ids {
         buf.extend_from_slice(&id.to_le_bytes());
     }
     if let Some(v) = op.vectors() {
         buf.extend_from_slice(&v.bytes);
+    }
+    if let Some(a) = op.attrs() {
+        buf.extend_from_slice(&a.bytes);
     }
     let crc = crc32fast::hash(&buf[body_start..]);
     buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
@@ -186,9 +208,13 @@ pub(super) fn decode_body(body: &[u8]) -> Result<LogRecord, String> {
     let mut r = ByteReader::new(body);
     let seq = r.u64().map_err(short)?;
     let op = r.u8().map_err(short)?;
-    if !matches!(op, OP_INSERT | OP_DELETE | OP_UPSERT) {
+    if !matches!(
+        op,
+        OP_INSERT | OP_DELETE | OP_UPSERT | OP_INSERT_ATTRS | OP_UPSERT_ATTRS
+    ) {
         return Err(format!("unknown operation code {op}"));
     }
+    let with_attrs = matches!(op, OP_INSERT_ATTRS | OP_UPSERT_ATTRS);
     let count = r.u32().map_err(short)? as usize;
     let vec_shape = if op == OP_DELETE {
         None
@@ -201,6 +227,11 @@ pub(super) fn decode_body(body: &[u8]) -> Result<LogRecord, String> {
             return Err("vectors of dimension 0".into());
         }
         Some((dtype, dim))
+    };
+    let attrs_len = if with_attrs {
+        Some(r.u32().map_err(short)? as usize)
+    } else {
+        None
     };
     let id_bytes = count
         .checked_mul(8)
@@ -227,6 +258,15 @@ pub(super) fn decode_body(body: &[u8]) -> Result<LogRecord, String> {
             Some(LogVectors { dtype, dim, bytes })
         }
     };
+    let attrs = match attrs_len {
+        None => None,
+        Some(len) => Some(LogAttrs {
+            bytes: r
+                .bytes(len)
+                .map_err(|_| format!("{len} bytes of attributes do not fit in the record"))?
+                .to_vec(),
+        }),
+    };
     if r.remaining() != 0 {
         return Err(format!(
             "{} bytes left over after the operation",
@@ -235,8 +275,16 @@ pub(super) fn decode_body(body: &[u8]) -> Result<LogRecord, String> {
     }
     let op = match (op, vectors) {
         (OP_DELETE, _) => LogOp::Delete { ids },
-        (OP_INSERT, Some(vectors)) => LogOp::Insert { ids, vectors },
-        (_, Some(vectors)) => LogOp::Upsert { ids, vectors },
+        (OP_INSERT | OP_INSERT_ATTRS, Some(vectors)) => LogOp::Insert {
+            ids,
+            vectors,
+            attrs,
+        },
+        (_, Some(vectors)) => LogOp::Upsert {
+            ids,
+            vectors,
+            attrs,
+        },
         (_, None) => return Err("vectors missing".into()),
     };
     Ok(LogRecord { seq, op })
@@ -258,6 +306,18 @@ pub(super) fn implied_body_len(body_prefix: &[u8]) -> Option<u64> {
                 .checked_mul(dim)?
                 .checked_mul(dtype.size_bytes() as u64)?;
             (FIXED_VEC_LEN as u64 + 8 * count).checked_add(elems)
+        }
+        OP_INSERT_ATTRS | OP_UPSERT_ATTRS => {
+            let fixed = body_prefix.get(..FIXED_ATTRS_LEN)?;
+            let dtype = DType::from_code(fixed[13])?;
+            let dim = u64::from(le_u32(fixed, 14));
+            let attrs = u64::from(le_u32(fixed, 18));
+            let elems = count
+                .checked_mul(dim)?
+                .checked_mul(dtype.size_bytes() as u64)?;
+            (FIXED_ATTRS_LEN as u64 + 8 * count)
+                .checked_add(elems)?
+                .checked_add(attrs)
         }
         _ => None,
     }

@@ -4,7 +4,7 @@
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 8 | magic `TRAWLWAL` |
-//! | 8 | 4 | format version (1), `u32` little-endian |
+//! | 8 | 4 | format version (2; version 1 logs, without ops 4 and 5, are read), `u32` little-endian |
 //! | 12 | 4 | reserved, zero |
 //! | 16 | 8 | `base_seq`: the records that follow are numbered `base_seq + 1`, `+ 2`, ... |
 //! | 24 | 4 | reserved, zero |
@@ -16,7 +16,11 @@
 //! - op 1 (insert) and op 3 (upsert): `u32 count`, `u8 dtype code`
 //!   ([`DType::code`](crate::kernels::DType::code)), `u32 dim`, `count × u64 ids`, then
 //!   `count × dim` elements, little-endian;
-//! - op 2 (delete): `u32 count`, `count × u64 ids`.
+//! - op 2 (delete): `u32 count`, `count × u64 ids`;
+//! - op 4 (insert with attributes) and op 5 (upsert with attributes): as ops 1 and 3 with a
+//!   `u32 attrs_len` after `dim`, and after the elements `attrs_len` bytes: the vectors'
+//!   attributes, one row per vector, as the payload of `attrs.trawl`
+//!   ([`crate::filter::file`]).
 //!
 //! A body is at most [`MAX_BODY_LEN`] bytes; everything is little-endian.
 //!
@@ -53,14 +57,14 @@ use crate::dir::{FileError, FileErrorKind};
 use crate::ErrorKind;
 
 pub use read::{read_log, LogContents, TornTail};
-pub use record::{LogOp, LogRecord, LogVectors};
+pub use record::{LogAttrs, LogOp, LogRecord, LogVectors};
 pub use write::{checkpoint, LogWriter};
 
 /// File name of the write-ahead log inside an index directory.
 pub const FILE_NAME: &str = crate::dir::LOG_FILE;
 
 /// Format version written (and the newest read).
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Bytes of the log's header.
 pub const HEADER_LEN: u64 = 32;

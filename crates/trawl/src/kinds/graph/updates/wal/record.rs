@@ -60,6 +60,29 @@ fn to_little_endian(bytes: &mut [u8], size: usize) {
     }
 }
 
+/// The attributes (labels, numeric fields) of an insert's or upsert's vectors, one row per
+/// vector: the payload of an `attrs.trawl` file ([`crate::filter::file::encode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogAttrs {
+    /// The encoded attributes.
+    pub bytes: Vec<u8>,
+}
+
+impl LogAttrs {
+    /// Encodes `attrs`.
+    pub fn encode(attrs: &crate::filter::Attributes) -> Self {
+        Self {
+            // Writing to a vector fails only when memory does.
+            bytes: crate::filter::file::encode(attrs).unwrap_or_default(),
+        }
+    }
+
+    /// Decodes and checks them.
+    pub fn decode(&self) -> Result<crate::filter::Attributes, String> {
+        crate::filter::file::decode(&self.bytes)
+    }
+}
+
 /// One logged operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogOp {
@@ -69,6 +92,8 @@ pub enum LogOp {
         ids: Vec<u64>,
         /// The vectors.
         vectors: LogVectors,
+        /// Their attributes, when they have any.
+        attrs: Option<LogAttrs>,
     },
     /// Removal of ids.
     Delete {
@@ -81,6 +106,8 @@ pub enum LogOp {
         ids: Vec<u64>,
         /// The vectors.
         vectors: LogVectors,
+        /// Their attributes (replacing the old vectors' ones), when they have any.
+        attrs: Option<LogAttrs>,
     },
 }
 
@@ -96,6 +123,14 @@ impl LogOp {
     pub fn vectors(&self) -> Option<&LogVectors> {
         match self {
             Self::Insert { vectors, .. } | Self::Upsert { vectors, .. } => Some(vectors),
+            Self::Delete { .. } => None,
+        }
+    }
+
+    /// The attributes of an insert or upsert that carries them.
+    pub fn attrs(&self) -> Option<&LogAttrs> {
+        match self {
+            Self::Insert { attrs, .. } | Self::Upsert { attrs, .. } => attrs.as_ref(),
             Self::Delete { .. } => None,
         }
     }

@@ -30,9 +30,17 @@ fn i8_op(kind: u8, ids: &[u64], dim: usize) -> LogOp {
 fn vec_op(kind: u8, ids: &[u64], vectors: LogVectors) -> LogOp {
     let ids = ids.to_vec();
     if kind == OP_INSERT {
-        LogOp::Insert { ids, vectors }
+        LogOp::Insert {
+            ids,
+            vectors,
+            attrs: None,
+        }
     } else {
-        LogOp::Upsert { ids, vectors }
+        LogOp::Upsert {
+            ids,
+            vectors,
+            attrs: None,
+        }
     }
 }
 
@@ -111,7 +119,7 @@ fn round_trip_all_ops_and_types_across_reopen() {
     assert_eq!(c.records, records(100, &ops));
 
     // The element values survive.
-    let LogOp::Insert { ids, vectors } = &c.records[0].op else {
+    let LogOp::Insert { ids, vectors, .. } = &c.records[0].op else {
         panic!("not an insert")
     };
     assert_eq!(ids, &[1, 2, 3]);
@@ -465,7 +473,7 @@ fn wrong_magic_and_newer_version_are_refused() {
     assert!(err.to_string().contains(FILE_NAME));
 
     let mut h = encode_header(0);
-    h[8..12].copy_from_slice(&2u32.to_le_bytes());
+    h[8..12].copy_from_slice(&3u32.to_le_bytes());
     let crc = crc32fast::hash(&h[..28]);
     h[28..].copy_from_slice(&crc.to_le_bytes());
     fs::write(&path, h).unwrap();
@@ -473,7 +481,7 @@ fn wrong_magic_and_newer_version_are_refused() {
     assert!(
         matches!(
             &err,
-            WalError::File(f) if matches!(f.kind, FileErrorKind::UnsupportedVersion { found: 2, supported: 1 })
+            WalError::File(f) if matches!(f.kind, FileErrorKind::UnsupportedVersion { found: 3, supported: 2 })
         ),
         "{err}"
     );
@@ -544,6 +552,7 @@ fn invalid_ops_are_refused_before_writing() {
     let short = LogOp::Insert {
         ids: vec![1, 2],
         vectors: LogVectors::from_rows(&[1.0f32, 2.0, 3.0], 2),
+        attrs: None,
     };
     let dim0 = LogOp::Upsert {
         ids: vec![],
@@ -552,6 +561,7 @@ fn invalid_ops_are_refused_before_writing() {
             dim: 0,
             bytes: vec![],
         },
+        attrs: None,
     };
     for bad in [short, dim0] {
         let err = w.append(&[del(&[1]), bad], true).unwrap_err();
