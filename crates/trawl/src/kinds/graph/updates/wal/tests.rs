@@ -44,6 +44,31 @@ fn vec_op(kind: u8, ids: &[u64], vectors: LogVectors) -> LogOp {
     }
 }
 
+/// An op of `kind` whose vectors carry attributes (a label, a keyed label and a number each).
+fn attrs_op(kind: u8, ids: &[u64], dim: usize) -> LogOp {
+    let mut b = crate::filter::AttrsBuilder::new(ids.len()).unwrap();
+    for r in 0..ids.len() as u32 {
+        b.add_label(r, &format!("L{r}")).unwrap();
+        b.add_label(r, "lang=en").unwrap();
+        b.set_number("year", r, crate::filter::Number::I64(2000 + i64::from(r)))
+            .unwrap();
+    }
+    let attrs = Some(LogAttrs::encode(&b.finish().unwrap()));
+    match f32_op(kind, ids, dim, 0.5) {
+        LogOp::Insert { ids, vectors, .. } => LogOp::Insert {
+            ids,
+            vectors,
+            attrs,
+        },
+        LogOp::Upsert { ids, vectors, .. } => LogOp::Upsert {
+            ids,
+            vectors,
+            attrs,
+        },
+        d => d,
+    }
+}
+
 fn del(ids: &[u64]) -> LogOp {
     LogOp::Delete { ids: ids.to_vec() }
 }
@@ -57,6 +82,8 @@ fn mixed_ops() -> Vec<LogOp> {
         f32_op(OP_UPSERT, &[3], 4, -1.0),
         u8_op(OP_INSERT, &[], 5),
         del(&[]),
+        attrs_op(OP_INSERT, &[20, 21], 3),
+        attrs_op(OP_UPSERT, &[20], 3),
         i8_op(OP_UPSERT, &[12, 13, 14], 2),
     ]
 }
@@ -114,7 +141,7 @@ fn round_trip_all_ops_and_types_across_reopen() {
 
     let mut w = LogWriter::open_append(&path, &c).unwrap();
     assert_eq!(w.next_seq(), 105);
-    assert_eq!(w.append(&ops[4..], true).unwrap(), 105..=108);
+    assert_eq!(w.append(&ops[4..], true).unwrap(), 105..=110);
     let c = read_log(&path).unwrap();
     assert_eq!(c.records, records(100, &ops));
 
@@ -485,7 +512,7 @@ fn wrong_magic_and_newer_version_are_refused() {
         ),
         "{err}"
     );
-    assert!(err.to_string().contains("version 2"), "{err}");
+    assert!(err.to_string().contains("version 3"), "{err}");
     assert_eq!(err.kind(), ErrorKind::Corrupt);
 
     let missing = read_log(&dir.path().join("nope")).unwrap_err();
@@ -648,4 +675,28 @@ fn vectors_helpers() {
         bytes: vec![1],
     };
     assert_eq!(dim0.count(), 0);
+}
+
+#[test]
+fn attributes_round_trip_and_a_version_1_log_still_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let ops = vec![attrs_op(OP_INSERT, &[5, 6, 7], 4)];
+    let (path, _) = write_log(dir.path(), 0, &ops);
+    let c = read_log(&path).unwrap();
+    let a = c.records[0].op.attrs().unwrap().decode().unwrap();
+    assert_eq!(a.n(), 3);
+    assert_eq!(a.labels_of(2), vec!["lang=en", "L2"]);
+    // A log of version 1 (no operation with attributes) reads as before.
+    let mut bytes = encode_header(0).to_vec();
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..28]);
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    let op = f32_op(OP_INSERT, &[1], 2, 0.0);
+    let len = body_len(&op).unwrap();
+    encode_record(&mut bytes, 1, &op, len);
+    let old = dir.path().join("old.trawl");
+    fs::write(&old, &bytes).unwrap();
+    let c = read_log(&old).unwrap();
+    assert_eq!(c.records.len(), 1);
+    assert_eq!(c.records[0].op, op);
 }
