@@ -588,7 +588,8 @@ def peer_params(side: str, ds: fd.FilteredDataset, args: argparse.Namespace) -> 
         kinds = fd.lance_columns(meta["base_labels"]["max_values_per_vector"])
         b = {"partitions": parts, "sub_vectors": m, "label_columns": kinds}
         s = {"nprobes": doubling(1, parts), "refine": args.lance_refine,
-             "index_cache_bytes": ds.n * (m + 8) + 16 * 2 ** 20, "flat_max_sel": 0.2}
+             "index_cache_bytes": ds.n * (m + 8) + 16 * 2 ** 20,
+             "flat_max_sel": args.lance_flat_max_sel}
         return b, s, folder / f"lancedb-ivfpq-P{parts}-m{m}"
     if side == "faiss-hnsw":
         b = {"M": 32, "efc": 100, "threads": args.threads}
@@ -1153,6 +1154,11 @@ def parse_args() -> argparse.Namespace:
                     help="largest faiss efSearch / diskann search L of the sweeps")
     ap.add_argument("--lance-refine", type=int_list, default=[1, 5],
                     help="LanceDB refine factors swept (0: no refine)")
+    ap.add_argument("--lance-flat-max-sel", type=float, default=0.2,
+                    help="LanceDB's exact prefiltered scan (bypass_vector_index) also runs on "
+                         "the cells whose median selectivity is at most this (0: never); it "
+                         "reads every match, so on the full datasets it costs minutes per cell "
+                         "above ~2%%")
     ap.add_argument("--pq-bytes", type=int, default=48,
                     help="trawl PQ bytes; LanceDB takes the divisor of dim closest to it")
     ap.add_argument("-R", type=int, default=64)
