@@ -961,14 +961,15 @@ def render_acceptance(meta: dict) -> list[str]:
              + ("; trawl: " + ",".join(map(str, sides["trawl"].get("threads", [])))
                 if has_trawl else "") + "), the fastest "
              "configuration with recall >= 0.90 (LanceDB: IVF_PQ or the exact prefiltered "
-             "scan, whichever is faster; `flat` marks the scan). trawl: the `auto` plan (the planner's choice; "
+             "scan, whichever is faster; `flat` marks the scan)." + (" trawl: the `auto` plan (the planner's choice; "
              "the fastest plan beside it)"
              + (f", --interleave {sides['trawl']['interleave']}"
                 if sides.get("trawl", {}).get("interleave") else "")
              + ". trawl / unfiltered: over trawl's own QPS without a filter (none-s100"
              + (f": {unf['qps']:.0f} QPS, {unf.get('pages_per_query') or 0:.1f} pages/query"
                 if unf else "") + "); pages / unfiltered: trawl's pages per query over the "
-             "unfiltered search's, each at the row reported. n/a: no filter of that type has "
+             "unfiltered search's, each at the row reported." if has_trawl else "")
+             + " n/a: no filter of that type has "
              "that selectivity here (or diskannpy, one label per query, cannot express it).", ""]
     head = ["cell", "sel. median"] + peers + (
         ["trawl", "trawl best plan", "trawl / LanceDB", "trawl / unfiltered", "trawl pages/q",
