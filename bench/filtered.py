@@ -668,7 +668,8 @@ def help_text(exe: str, sub: str) -> str:
 def trawl_caps(exe: str) -> dict:
     """Which of the filter flags this trawl binary has (from each subcommand's --help)."""
     h = {s: help_text(exe, s) for s in ("build", "gt", "bench", "search")}
-    caps = {"build_out": "--out" in h["build"], "build_labels": "--labels" in h["build"]
+    caps = {"build_out": re.search(r"--out(?![\w-])", h["build"]) is not None,
+            "build_labels": "--labels" in h["build"]
             and "--attrs" in h["build"], "gt_filters": "--filters" in h["gt"],
             "bench_filters": "--filters" in h["bench"], "filter_plan": "--filter-plan" in h["bench"],
             "search_filters": "--filters" in h["search"]}
