@@ -27,8 +27,11 @@ Files in each folder:
                                  name, version, month, rank and summary
 
 Embedding (pypi-labelled): bench/minilm_embed.py in bench/.venv-minilm (bench/datasets.py's
-ensure_minilm_venv), ~400 texts/s on 2 cores: ~9 min for 210,000 texts. Every step is
-idempotent (an output that exists is reused; delete the folder to redo it).
+ensure_minilm_venv), ~400 texts/s on 2 idle cores: ~9 min for 210,000 texts (31 min, 114
+texts/s, on 2 cores shared with compilers). Every step is idempotent (an output that exists is
+reused; delete the folder to redo it). --embed-nice is added to this script's own niceness
+(`nice -n 10 python3 ... --embed-nice 10` runs the embedding at 19): under an outer nice, pass
+--embed-nice 0.
 
 Usage:
   python3 bench/filtered_data.py pypi-labelled [--quick] [--embed-nice 10]

@@ -113,9 +113,11 @@ def plateau(points: list, stop_recall: float) -> bool:
     return r[-1] >= stop_recall or (len(r) >= 3 and r[-1] > 0.3 and r[-1] - r[-3] < 0.003)
 
 
-def sweep_points(cell: dict, job: dict, knobs: list, make_fn, stop: bool = True) -> list:
+def sweep_points(cell: dict, job: dict, knobs: list, make_fn, stop: bool = True,
+                 clean=None) -> list:
     """Run `knobs` (dicts, cheapest first) for one cell at sweep_threads threads; make_fn(knob)
-    -> fn(i) returning the ids of query i. Ends early at a plateau (see `plateau`)."""
+    -> fn(i) returning the ids of query i. Ends early at a plateau (see `plateau`). clean(i,
+    ids) -> the valid ids, applied after the timed batch (recall and mean_results)."""
     nq = job["nq"]
     gt_ids, _ = read_gt(Path(cell["gt"]))
     gt_ids = gt_ids[:nq]
@@ -125,6 +127,8 @@ def sweep_points(cell: dict, job: dict, knobs: list, make_fn, stop: bool = True)
         fn = make_fn(knob)
         fn(0)  # warm this configuration once
         ids, wall, lat = run_pool(fn, nq, st)
+        if clean is not None:
+            ids = [clean(i, x) for i, x in enumerate(ids)]
         r = recall(ids, gt_ids)
         p = {**knob, "recall": r, "qps": nq / wall, "threads": st,
              "mean_us": float(lat.mean()), "p50_us": float(np.percentile(lat, 50)),
@@ -158,9 +162,9 @@ def best_over_threads(cell: dict, job: dict, points: list, keys: tuple, make_fn)
             "qps_per_threads": {str(t): q for t, q in sorted(per_threads.items())}}
 
 
-def sweep(cell: dict, job: dict, knobs: list, make_fn) -> dict:
+def sweep(cell: dict, job: dict, knobs: list, make_fn, clean=None) -> dict:
     """sweep_points, then best_over_threads: {"points", "best", "max_recall"}."""
-    points = sweep_points(cell, job, knobs, make_fn)
+    points = sweep_points(cell, job, knobs, make_fn, clean=clean)
     best = best_over_threads(cell, job, points, tuple(knobs[0]), make_fn)
     return {"points": points, "best": best,
             "max_recall": max((p["recall"] for p in points), default=None)}
@@ -418,6 +422,17 @@ def diskann_search(job: dict) -> dict:
                                   distance_metric="l2", vector_dtype=np.float32,
                                   dimensions=q.shape[1], enable_filters=True)
     out = {"index_rss_bytes": cur_rss() - rss0, "cells": {}}
+    # diskannpy 0.7.0's search(filter_label=) returns k slots whatever it found: when the
+    # filtered search reaches fewer than k points ("Found fewer than K elements for query" on
+    # stderr) the rest are uninitialised memory (any id, a denormal distance). A real result
+    # carries the query's label, so the ids kept for recall are those that carry it.
+    labels_of = fd.read_labels(Path(ds["labels"]))
+    post: dict = {}
+    for j, ls in enumerate(labels_of):
+        for lab in ls:
+            post.setdefault(lab, []).append(j)
+    postings = {lab: np.asarray(v, dtype=np.int64) for lab, v in post.items()}
+    del labels_of, post
     for cell in load_cells(job):
         labs = Path(cell["diskann"]).read_text().split("\n")[:job["nq"]]
 
@@ -427,7 +442,17 @@ def diskann_search(job: dict) -> dict:
                 return np.asarray(r.identifiers)
             return fn
 
-        res = sweep(cell, job, [{"L": v} for v in p["L"]], make)
+        def clean(i: int, ids: np.ndarray) -> np.ndarray:
+            if not labs[i]:
+                return ids
+            m = postings.get(labs[i], np.zeros(0, dtype=np.int64))
+            ids = np.asarray(ids, dtype=np.int64)
+            pos = np.searchsorted(m, ids)
+            ok = (pos < m.size) & (m[np.minimum(pos, max(m.size - 1, 0))] == ids) \
+                if m.size else np.zeros(ids.size, dtype=bool)
+            return ids[ok]
+
+        res = sweep(cell, job, [{"L": v} for v in p["L"]], make, clean=clean)
         out["cells"][cell["name"]] = res
     out["peak_rss_self_bytes"] = peak_rss()
     return out
