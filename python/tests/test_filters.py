@@ -274,14 +274,42 @@ def test_build_report_and_stats(filtered):
     assert "plan_exact" in index.stats and "matches" in index.stats
 
 
-def test_an_index_with_attributes_takes_no_updates_yet(filtered, tmp_path):
-    """A merge renumbers the slots the attributes are keyed by: opening for writing is
-    refused (never a wrong answer after a merge)."""
-    index = filtered[0]
+def test_updates_carry_attributes_through_the_log_and_a_merge(filtered, tmp_path):
+    """Inserts and upserts with labels / attrs, deletes: filtered searches return only live
+    vectors that match, before and after a merge and a reopen; a name used the other way
+    round is refused, nothing changed."""
+    index, data, queries = filtered[0], filtered[1], filtered[2]
     d = tmp_path / "copy"
     shutil.copytree(index.info()["dir"], d, ignore=shutil.ignore_patterns(".trawl.lock"))
-    with pytest.raises(trawl.InvalidInputError, match="attributes"):
-        trawl.Index.open(d, writable=True)
+    rng = np.random.default_rng(3)
+    new = rng.standard_normal((300, DIM)).astype(np.float32)
+    with trawl.Index.open(d, writable=True) as ix:
+        ids = ix.insert(new, labels=[["fresh", "lang=de"]] * 300,
+                        attrs={"year": np.full(300, 2030, dtype=np.int64)})
+        assert ids.tolist() == list(range(N, N + 300))
+        ix.delete(ids[:100])
+        ix.upsert(np.arange(10), new[:10], labels=[["fresh"]] * 10)
+        with pytest.raises(trawl.InvalidInputError, match="year"):
+            ix.insert(new[:1], labels=[["year=1"]])
+        fresh = set(range(N + 100, N + 300)) | set(range(10))
+        de = set(range(N + 100, N + 300))
+        for stage in ("unmerged", "merged"):
+            for text, allowed in [('label = "fresh"', fresh),
+                                  ('lang = "de" AND year >= 2030', de)]:
+                for plan in PLANS:
+                    got, _ = ix.batch_search(queries, K, filter=text, filter_plan=plan)
+                    assert got.shape == (NQ, K)
+                    assert set(got.ravel().tolist()) <= allowed, (stage, text, plan)
+                    # Every query finds k of them: the exact plan the exact ones.
+                    if plan == "exact":
+                        assert (got != trawl.MISSING_ID).all()
+            got, _ = ix.batch_search(queries, K, filter="year < 2030")
+            assert not (set(got.ravel().tolist()) & (fresh | set(range(N, N + 100))))
+            if stage == "unmerged":
+                ix.merge()
+    with trawl.Index.open(d) as ro:
+        got, _ = ro.batch_search(queries, K, filter='label = "fresh"', filter_plan="exact")
+        assert set(got.ravel().tolist()) <= fresh
 
 
 # --- errors ---------------------------------------------------------------------------------

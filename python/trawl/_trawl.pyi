@@ -346,13 +346,31 @@ class Index:
         (len(queries), k). ``filter``: one for every query, or a list of one per query
         (None: unfiltered; the list's length must be len(queries)); ``filter_plan`` as in
         ``search``."""
-    def insert(self, vectors: _Vectors, ids: Optional[_Ids] = None) -> npt.NDArray[np.uint64]:
+    def insert(
+        self,
+        vectors: _Vectors,
+        ids: Optional[_Ids] = None,
+        *,
+        labels: Optional[_Labels] = None,
+        attrs: Optional[_Attrs] = None,
+    ) -> npt.NDArray[np.uint64]:
         """Inserts vectors (2-D, or one 1-D vector, of the index's dtype and dimension)
         under new ids (None: assigned). Returns the ids. Searchable and logged when it
         returns. An id already present or given twice, a negative id, a wrong dtype or
-        dimension, NaN or inf: InvalidInputError, nothing changed."""
-    def upsert(self, ids: _Ids, vectors: _Vectors) -> None:
-        """Inserts or replaces the vectors of ``ids`` (one operation)."""
+        dimension, NaN or inf: InvalidInputError, nothing changed. ``labels`` / ``attrs``:
+        the vectors' attributes, in the forms ``build`` takes, logged with them and
+        filterable at once (a numeric field arriving as a label key, or the reverse:
+        InvalidInputError)."""
+    def upsert(
+        self,
+        ids: _Ids,
+        vectors: _Vectors,
+        *,
+        labels: Optional[_Labels] = None,
+        attrs: Optional[_Attrs] = None,
+    ) -> None:
+        """Inserts or replaces the vectors of ``ids`` (one operation); ``labels`` /
+        ``attrs`` replace their attributes (without them the new vectors have none)."""
     def delete(self, ids: _Ids) -> int:
         """Deletes ``ids`` (each must be present, given once; otherwise InvalidInputError and
         nothing deleted). Returns the number deleted."""

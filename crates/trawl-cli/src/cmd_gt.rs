@@ -41,7 +41,7 @@ pub struct GtArgs {
     pub labels: Option<PathBuf>,
     /// Filtered ground truth: the base's attributes (as `trawl build --attrs`).
     #[arg(long)]
-    pub attrs: Option<PathBuf>,
+    pub attrs: Vec<PathBuf>,
     /// Filtered ground truth: one filter for every query (the k nearest matches; fewer when
     /// fewer match, the rest u32::MAX / +inf).
     #[arg(long, conflicts_with = "filters")]
@@ -111,7 +111,7 @@ fn filtered(args: &GtArgs, base: &AnyMatrix, queries: &AnyMatrix) -> Result<Grou
     use crate::cmd_index::filter::read_filter_file;
     use trawl::filter::{truth::knn_filtered, Filters};
     let Some(attrs) =
-        crate::cmd_index::read_attributes(args.labels.as_deref(), args.attrs.as_deref(), base.n())?
+        crate::cmd_index::read_attributes(args.labels.as_deref(), &args.attrs, base.n())?
     else {
         bail!("--filter / --filters need the base's attributes: --labels and/or --attrs");
     };

@@ -113,7 +113,7 @@ fn ground_truth(
         crate::cmd_gt::run(
             &GtArgs {
                 labels: None,
-                attrs: None,
+                attrs: Vec::new(),
                 filter: None,
                 filters: None,
                 base: base.to_path_buf(),
@@ -149,7 +149,7 @@ fn build_index(
     crate::cmd_index::build(
         &BuildArgs {
             labels: None,
-            attrs: None,
+            attrs: Vec::new(),
             data: base.to_path_buf(),
             index_dir: index_dir.to_path_buf(),
             metric,

@@ -299,3 +299,106 @@ fn inserted_vectors_carry_their_labels_through_the_log_and_a_merge() {
     let v = ok(&["info", &p("idx"), "--verify"]);
     assert!(v.contains("attrs.trawl"), "{v}");
 }
+
+/// Writes a one-column `.npy` file of `descr` holding `bytes` (`n` values).
+fn write_npy(path: &std::path::Path, descr: &str, n: usize, bytes: &[u8]) {
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({n},), }}");
+    let mut head = dict.into_bytes();
+    while (10 + head.len() + 1) % 64 != 0 {
+        head.push(b' ');
+    }
+    head.push(b'\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(head.len() as u16).to_le_bytes());
+    out.extend_from_slice(&head);
+    out.extend_from_slice(bytes);
+    std::fs::write(path, out).unwrap();
+}
+
+#[test]
+fn numpy_columns_are_attributes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    ok(&[
+        "gen",
+        &p("base.fbin"),
+        "--queries",
+        &p("q.fbin"),
+        "-n",
+        "600",
+        "--nq",
+        "4",
+        "--dim",
+        "8",
+    ]);
+    let score: Vec<u8> = (0..600).flat_map(|i| (i as f64).to_le_bytes()).collect();
+    write_npy(&dir.path().join("score.npy"), "<f8", 600, &score);
+    let rank: Vec<u8> = (0..600)
+        .flat_map(|i| (600 - i as i32).to_le_bytes())
+        .collect();
+    write_npy(&dir.path().join("r.npy"), "<i4", 600, &rank);
+    let flag: Vec<u8> = (0..600).map(|i| u8::from(i % 2 == 0)).collect();
+    write_npy(&dir.path().join("flag.npy"), "|b1", 600, &flag);
+    ok(&[
+        "build",
+        &p("base.fbin"),
+        &p("idx"),
+        "--metric",
+        "l2",
+        "--pq-bytes",
+        "8",
+        "--attrs",
+        &p("score.npy"),
+        "--attrs",
+        &format!("rank={}", p("r.npy")),
+        "--attrs",
+        &p("flag.npy"),
+    ]);
+    ok(&[
+        "search",
+        &p("idx"),
+        "--queries",
+        &p("q.fbin"),
+        "-k",
+        "5",
+        "--filter",
+        "score >= 300 AND flag = \"true\" AND rank > 100",
+        "-o",
+        &p("res.bin"),
+    ]);
+    let ids = result_ids(&dir.path().join("res.bin"));
+    assert_eq!(ids.len(), 20);
+    assert!(
+        ids.iter().all(|&i| (300..500).contains(&i) && i % 2 == 0),
+        "{ids:?}"
+    );
+    // A NaN, a column of the wrong length: errors naming the file, nothing written.
+    let mut bad = score.clone();
+    bad[8 * 7..8 * 8].copy_from_slice(&f64::NAN.to_le_bytes());
+    write_npy(&dir.path().join("nan.npy"), "<f8", 600, &bad);
+    let e = fails(&[
+        "build",
+        &p("base.fbin"),
+        &p("idx2"),
+        "--metric",
+        "l2",
+        "--attrs",
+        &p("nan.npy"),
+    ]);
+    assert!(
+        e.contains("nan.npy") && e.contains("not a finite number"),
+        "{e}"
+    );
+    write_npy(&dir.path().join("short.npy"), "<f8", 599, &score[..599 * 8]);
+    let e = fails(&[
+        "build",
+        &p("base.fbin"),
+        &p("idx2"),
+        "--metric",
+        "l2",
+        "--attrs",
+        &p("short.npy"),
+    ]);
+    assert!(e.contains("599 values but the data has 600"), "{e}");
+    assert!(!dir.path().join("idx2").join("manifest.trawl").exists());
+}

@@ -107,9 +107,12 @@ pub struct BuildArgs {
     pub labels: Option<PathBuf>,
     /// Attributes of the vectors for filtered search, JSON lines: one object per vector; a
     /// number is a numeric field (`year >= 2024`), a string or list of strings labels
-    /// `key=value` (`lang = "en"`), null or a missing key no value.
+    /// `key=value` (`lang = "en"`), null or a missing key no value. Or a numpy column,
+    /// `NAME=PATH.npy` (or `PATH.npy`, named by its file name), one value per vector:
+    /// integers an int64 field, floats a float64 one, booleans the labels `NAME=true|false`.
+    /// Repeatable.
     #[arg(long)]
-    pub attrs: Option<PathBuf>,
+    pub attrs: Vec<PathBuf>,
     #[command(flatten)]
     pub ivf: super::ivf::IvfBuildArgs,
 }
@@ -117,18 +120,32 @@ pub struct BuildArgs {
 /// The attributes `--labels` and `--attrs` give for `n` vectors (`None`: neither given).
 pub(crate) fn read_attributes(
     labels: Option<&std::path::Path>,
-    attrs: Option<&std::path::Path>,
+    attrs: &[PathBuf],
     n: usize,
 ) -> Result<Option<std::sync::Arc<trawl::filter::Attributes>>> {
-    if labels.is_none() && attrs.is_none() {
+    if labels.is_none() && attrs.is_empty() {
         return Ok(None);
     }
     let mut b = trawl::filter::AttrsBuilder::new(n)?;
     if let Some(p) = labels {
         trawl::filter::input::read_label_file(p, n, &mut b)?;
     }
-    if let Some(p) = attrs {
-        trawl::filter::input::read_attrs_jsonl(p, n, &mut b)?;
+    for p in attrs {
+        let text = p.to_string_lossy();
+        if text.ends_with(".npy") {
+            let (name, path) = match text.split_once('=') {
+                Some((name, path)) => (name.to_string(), PathBuf::from(path)),
+                None => (
+                    p.file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    p.clone(),
+                ),
+            };
+            trawl::filter::input::read_npy_column(&path, &name, n, &mut b)?;
+        } else {
+            trawl::filter::input::read_attrs_jsonl(p, n, &mut b)?;
+        }
     }
     Ok(Some(std::sync::Arc::new(b.finish()?)))
 }
@@ -189,7 +206,7 @@ pub fn build(args: &BuildArgs, ctl: &Control) -> Result<trawl::kinds::Built> {
         None => None,
     };
     // Read and checked before anything is written.
-    o.attrs = read_attributes(args.labels.as_deref(), args.attrs.as_deref(), data.n())?;
+    o.attrs = read_attributes(args.labels.as_deref(), &args.attrs, data.n())?;
     let dir = &args.index_dir;
     let (built, threads) = with_threads(args.threads, || -> Result<_> {
         let b = build_with(&data, sample.as_ref(), dir, &o, ctl).map_err(build_flag_names)?;

@@ -88,8 +88,7 @@ pub fn build(
         .map_err(|e| anyhow::anyhow!("--shards/--slack/--epsilon: {e}"))?;
     let mut params = index_params(b, data.dim())?;
     // Every vector's attributes; each shard keeps its own rows'.
-    params.attrs =
-        super::build::read_attributes(b.labels.as_deref(), b.attrs.as_deref(), data.n())?;
+    params.attrs = super::build::read_attributes(b.labels.as_deref(), &b.attrs, data.n())?;
     let dir = &b.index_dir;
     let (mut report, threads) = with_threads(b.threads, || -> Result<_> {
         let r = match &data {

@@ -34,7 +34,7 @@ pub struct InsertArgs {
     /// Attributes of the vectors, JSON lines (as `trawl build --attrs`). A name keeps its
     /// meaning: a numeric field of the index cannot arrive as a label key, nor the reverse.
     #[arg(long)]
-    pub attrs: Option<PathBuf>,
+    pub attrs: Vec<PathBuf>,
 }
 
 /// Arguments of `trawl delete`.
@@ -135,8 +135,7 @@ pub fn insert(args: &InsertArgs, _ctl: &Control) -> Result<()> {
     if args.upsert && ids.is_none() {
         bail!("--upsert needs --ids (the vectors to replace)");
     }
-    let attrs =
-        super::build::read_attributes(args.labels.as_deref(), args.attrs.as_deref(), data.n())?;
+    let attrs = super::build::read_attributes(args.labels.as_deref(), &args.attrs, data.n())?;
     let attrs = attrs.as_deref();
     let ix = open_writer(&args.index_dir)?;
     let t0 = std::time::Instant::now();

@@ -305,28 +305,40 @@ impl Index {
     /// Raises `InvalidInputError` (nothing changed) for a wrong dtype or dimension, NaN or
     /// infinite values, an id already in the index (use `upsert`), an id given twice, a
     /// negative id, or an index open read-only.
-    #[pyo3(signature = (vectors, ids = None))]
+    ///
+    /// `labels` and `attrs` (keyword-only): the vectors' attributes for filtered search, in
+    /// the forms `trawl.build` takes (one row per vector), logged with them and searchable
+    /// by `filter=` at once. A name keeps its meaning: a numeric field of the index cannot
+    /// arrive as a label key, nor the reverse (`InvalidInputError`, nothing changed).
+    #[pyo3(signature = (vectors, ids = None, *, labels = None, attrs = None))]
     fn insert<'py>(
         &self,
         py: Python<'py>,
         vectors: &Bound<'py, PyAny>,
         ids: Option<&Bound<'py, PyAny>>,
+        labels: Option<&Bound<'py, PyAny>>,
+        attrs: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let ids = ids.map(|i| id_list(i, "ids")).transpose()?;
-        let out = self.write_vectors(py, vectors, ids.as_deref(), false)?;
+        let out = self.write_vectors(py, vectors, ids.as_deref(), (labels, attrs), false)?;
         Ok(PyArray1::from_vec(py, out))
     }
 
     /// Inserts or replaces: each id's vector (if the index holds the id) is deleted and the
     /// new one inserted, as one operation. `ids` and `vectors` as in `insert` (ids required).
+    /// `labels` / `attrs` as in `insert`: the new vectors' attributes replace the old ones
+    /// (without them an upserted vector has none).
+    #[pyo3(signature = (ids, vectors, *, labels = None, attrs = None))]
     fn upsert<'py>(
         &self,
         py: Python<'py>,
         ids: &Bound<'py, PyAny>,
         vectors: &Bound<'py, PyAny>,
+        labels: Option<&Bound<'py, PyAny>>,
+        attrs: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<()> {
         let ids = id_list(ids, "ids")?;
-        self.write_vectors(py, vectors, Some(&ids), true)?;
+        self.write_vectors(py, vectors, Some(&ids), (labels, attrs), true)?;
         Ok(())
     }
 

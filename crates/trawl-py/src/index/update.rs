@@ -88,6 +88,7 @@ impl Index {
         py: Python<'_>,
         vectors: &Bound<'_, PyAny>,
         ids: Option<&[u64]>,
+        (labels, attrs): (Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>),
         upsert: bool,
     ) -> PyResult<Vec<u64>> {
         let inner = self.inner()?;
@@ -109,27 +110,36 @@ impl Index {
                 self.dim
             )));
         }
+        let n = if arr.ndim() == 1 { 1 } else { arr.shape()[0] };
+        let a = crate::filters::attributes(py, labels, attrs, n)?;
+        let a = a.as_deref();
+        #[allow(clippy::too_many_arguments)]
         fn go<T: Element + numpy::Element>(
             this: &Index,
             py: Python<'_>,
             live: &LiveIndex,
             arr: &Bound<'_, PyUntypedArray>,
             ids: Option<&[u64]>,
+            a: Option<&trawl::filter::Attributes>,
             upsert: bool,
         ) -> PyResult<Vec<u64>> {
             let e = Elements::<T>::of(arr)?;
             let rows = e.as_slice();
             if upsert {
                 let ids = ids.unwrap_or(&[]);
-                this.write(py, || live.upsert(ids, rows), |_, _| None)
+                this.write(py, || live.upsert_with(ids, rows, a), |_, _| None)
             } else {
-                this.write(py, || live.insert(ids, rows), |new, n| Some(n + new.len()))
+                this.write(
+                    py,
+                    || live.insert_with(ids, rows, a),
+                    |new, n| Some(n + new.len()),
+                )
             }
         }
         match self.check_dtype(&arr, "vector")? {
-            DType::F32 => go::<f32>(self, py, live, &arr, ids, upsert),
-            DType::U8 => go::<u8>(self, py, live, &arr, ids, upsert),
-            DType::I8 => go::<i8>(self, py, live, &arr, ids, upsert),
+            DType::F32 => go::<f32>(self, py, live, &arr, ids, a, upsert),
+            DType::U8 => go::<u8>(self, py, live, &arr, ids, a, upsert),
+            DType::I8 => go::<i8>(self, py, live, &arr, ids, a, upsert),
         }
     }
 

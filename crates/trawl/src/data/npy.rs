@@ -92,6 +92,27 @@ pub fn parse_dict(text: &str, data_offset: u64) -> Result<NpyHeader, DataErrorKi
     })
 }
 
+/// Parses the header dict of a one-column array (an attribute column): its `descr` and rows
+/// (shape `(n,)` or `(n, 1)`, C order).
+pub fn parse_column_dict(text: &str) -> Result<(String, u64), DataErrorKind> {
+    let bad = |m: String| DataErrorKind::BadHeader(m);
+    let descr = dict_value(text, "descr").ok_or_else(|| bad("npy header has no 'descr'".into()))?;
+    let descr = unquote(descr)
+        .ok_or_else(|| DataErrorKind::UnsupportedDtype(format!("{descr} (structured dtype)")))?;
+    if dict_value(text, "fortran_order").map(str::trim) != Some("False") {
+        return Err(bad(
+            "a column must be a C-order array (fortran_order False)".into(),
+        ));
+    }
+    let shape = dict_value(text, "shape").ok_or_else(|| bad("npy header has no 'shape'".into()))?;
+    match parse_shape(shape).as_deref() {
+        Some(&[n]) | Some(&[n, 1]) => Ok((descr.to_string(), n)),
+        _ => Err(bad(format!(
+            "shape {shape}: an attribute column is one value per vector, shape (n,)"
+        ))),
+    }
+}
+
 /// The raw text of the value of `key` in a flat Python dict literal.
 fn dict_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     let pos = text
