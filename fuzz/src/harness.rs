@@ -1107,7 +1107,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
 fn index_seeds(dir: &Path) -> Vec<(&'static str, Vec<u8>)> {
     use trawl::kinds::graph::updates::ids::{SlotIds, HOLE};
     use trawl::kinds::graph::updates::segments::{VectorMap, GONE};
-    use trawl::kinds::graph::updates::wal::{LogOp, LogVectors, LogWriter};
+    use trawl::kinds::graph::updates::wal::{LogAttrs, LogOp, LogVectors, LogWriter};
     use trawl::kinds::ivf::{build_ivf, IvfParams};
 
     let mut out: Vec<(&'static str, Vec<u8>)> = Vec::new();
@@ -1177,7 +1177,8 @@ fn index_seeds(dir: &Path) -> Vec<(&'static str, Vec<u8>)> {
     reseal_envelope(&mut m, *b"TRAWLSHD", false);
     push("shards", m);
 
-    // Write-ahead log: an insert (f32), a delete, an upsert (u8), an insert (i8).
+    // Write-ahead log: an insert (f32, with attributes), a delete, an upsert (u8), an insert
+    // (i8).
     let p = dir.join("wal.trawl");
     let mut w = LogWriter::create(&p, 5).expect("log");
     w.append(
@@ -1185,6 +1186,13 @@ fn index_seeds(dir: &Path) -> Vec<(&'static str, Vec<u8>)> {
             LogOp::Insert {
                 ids: vec![40, 41],
                 vectors: LogVectors::from_rows(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], 3),
+                attrs: Some(LogAttrs::encode(&{
+                    let mut b = trawl::filter::AttrsBuilder::new(2).expect("attrs");
+                    b.add_label(0, "lang=en").expect("label");
+                    b.set_number("year", 1, trawl::filter::Number::I64(2024))
+                        .expect("number");
+                    b.finish().expect("attrs")
+                })),
             },
             LogOp::Delete { ids: vec![3, 40] },
         ],
@@ -1195,6 +1203,7 @@ fn index_seeds(dir: &Path) -> Vec<(&'static str, Vec<u8>)> {
         &[LogOp::Upsert {
             ids: vec![7],
             vectors: LogVectors::from_rows(&[9u8, 8, 7], 3),
+            attrs: None,
         }],
         true,
     )
@@ -1203,6 +1212,7 @@ fn index_seeds(dir: &Path) -> Vec<(&'static str, Vec<u8>)> {
         &[LogOp::Insert {
             ids: vec![50, 51, 52],
             vectors: LogVectors::from_rows(&[-1i8, 0, 1, 2, 3, 4, -5, -6, -7], 3),
+            attrs: None,
         }],
         false,
     )

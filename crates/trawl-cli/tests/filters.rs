@@ -333,9 +333,7 @@ fn numpy_columns_are_attributes() {
     ]);
     let score: Vec<u8> = (0..600).flat_map(|i| (i as f64).to_le_bytes()).collect();
     write_npy(&dir.path().join("score.npy"), "<f8", 600, &score);
-    let rank: Vec<u8> = (0..600)
-        .flat_map(|i| (600 - i as i32).to_le_bytes())
-        .collect();
+    let rank: Vec<u8> = (0..600i32).flat_map(|i| (600 - i).to_le_bytes()).collect();
     write_npy(&dir.path().join("r.npy"), "<i4", 600, &rank);
     let flag: Vec<u8> = (0..600).map(|i| u8::from(i % 2 == 0)).collect();
     write_npy(&dir.path().join("flag.npy"), "|b1", 600, &flag);

@@ -35,14 +35,14 @@ struct Row {
 fn row(i: usize, v: usize) -> Row {
     let mut r = Row::default();
     r.labels.push(format!("L{}", (i + v) % 10));
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         r.labels.push("lang=en".into());
     }
     r.numbers
         .push(("year", Number::I64(1990 + (i % 50) as i64)));
     if i >= BUILT || v > 0 {
         r.labels.push("fresh".into());
-        if i % 4 == 0 {
+        if i.is_multiple_of(4) {
             r.labels.push("lang=de".into());
         }
         r.numbers
