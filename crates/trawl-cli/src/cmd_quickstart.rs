@@ -150,6 +150,7 @@ fn build_index(
         &BuildArgs {
             labels: None,
             attrs: Vec::new(),
+            label_aware: Default::default(),
             data: base.to_path_buf(),
             index_dir: index_dir.to_path_buf(),
             metric,

@@ -250,6 +250,7 @@ fn profile<T: Element>(
                 ..PqParams::default()
             },
             entry: None,
+            label_aware: Default::default(),
         };
         let report = with_threads(args.threads.max(1), || {
             build_random_link_index(&sample, &dir, &ip, ctl)

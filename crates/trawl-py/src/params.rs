@@ -279,6 +279,7 @@ impl BuildParams {
             ivf_epsilon: finite("ivf_epsilon", self.ivf_epsilon)?,
             ivf_max_replicas: count("ivf_max_replicas", self.ivf_max_replicas, 1)?,
             by_id_vectors: self.by_id_vectors,
+            label_aware: Default::default(),
         };
         o.validate().py()?;
         Ok(o)

@@ -180,6 +180,7 @@ fn params(variant: &str) -> (IndexParams, usize, Option<usize>) {
             ..PqParams::default()
         },
         entry: None,
+        label_aware: Default::default(),
     };
     let mut entry_list = 0;
     let mut block = None;

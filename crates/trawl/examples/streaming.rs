@@ -118,6 +118,7 @@ fn index_params(a: &Args) -> IndexParams {
             ..PqParams::default()
         },
         entry: None,
+        label_aware: Default::default(),
     }
 }
 

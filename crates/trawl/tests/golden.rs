@@ -85,6 +85,7 @@ fn make_fixture(dir: &Path) {
             ratio: 0.03,
             ..EntryParams::default()
         }),
+        label_aware: Default::default(),
     };
     std::fs::create_dir_all(dir).unwrap();
     rayon::ThreadPoolBuilder::new()
@@ -866,6 +867,7 @@ fn sharded_searches_return_the_golden_results_and_counters() {
                 ..Default::default()
             },
             entry: None,
+            label_aware: Default::default(),
         };
         let sp = ShardParams {
             shards: 3,

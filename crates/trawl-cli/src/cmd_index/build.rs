@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
+use trawl::kinds::graph::label_starts::LabelAware;
 use trawl::kinds::graph::search::entry::{EntryParams, EntrySampling};
 use trawl::kinds::graph::{IndexParams, KindName};
 use trawl::kinds::{build_with, BuildOptions};
@@ -113,6 +114,14 @@ pub struct BuildArgs {
     /// Repeatable.
     #[arg(long)]
     pub attrs: Vec<PathBuf>,
+    /// Build the graph label-aware from the labels (FilteredVamana: a start node per label,
+    /// each vector also linked through searches among the vectors sharing a label, a prune
+    /// that keeps a path for every label), so that a filtered search for a rare label reaches
+    /// its matches: `on`, `off`, or `auto` (on unless --memory-budget-gb is given). Labels on
+    /// more than 10% of the vectors are left to the plain graph; each vector searches at most
+    /// 4 of its labels, the rarest.
+    #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<LabelAware>())]
+    pub label_aware: LabelAware,
     #[command(flatten)]
     pub ivf: super::ivf::IvfBuildArgs,
 }
@@ -180,6 +189,7 @@ impl BuildArgs {
             ivf_epsilon: iv.ivf_epsilon,
             ivf_max_replicas: iv.ivf_max_replicas,
             by_id_vectors: iv.by_id_vectors,
+            label_aware: self.label_aware,
         };
         o.validate().map_err(build_flag_names)?;
         Ok(o)

@@ -102,6 +102,42 @@ impl<'a> Predicate<'a> {
         }
     }
 
+    /// Labels every matching row carries one of (`None`: no such labels, e.g. a numeric
+    /// range or a `NOT`): a label → itself; `ANY` / `OR` → the union of its operands' (`None`
+    /// when one has none); `ALL` / `AND` → the operand's with the fewest rows. A label-aware
+    /// graph search starts from these labels' start nodes. Empty when nothing matches.
+    pub fn label_cover(&self) -> Option<Vec<u32>> {
+        let mut out = self.cover_of(&self.root)?;
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+
+    fn cover_of(&self, node: &Node) -> Option<Vec<u32>> {
+        let rows = |ls: &[u32]| -> u64 { ls.iter().map(|&l| self.attrs.bitmap(l).len()).sum() };
+        match node {
+            Node::Const(false) => Some(Vec::new()),
+            Node::Const(true) | Node::Num { .. } | Node::Not(_) => None,
+            Node::Label(l) => Some(vec![*l]),
+            Node::AnyOf(ls) => Some(ls.clone()),
+            Node::AllOf(ls) => ls
+                .iter()
+                .min_by_key(|&&l| (self.attrs.bitmap(l).len(), l))
+                .map(|&l| vec![l]),
+            Node::Or(xs) => {
+                let mut out = Vec::new();
+                for x in xs {
+                    out.extend(self.cover_of(x)?);
+                }
+                Some(out)
+            }
+            Node::And(xs) => xs
+                .iter()
+                .filter_map(|x| self.cover_of(x))
+                .min_by_key(|c| rows(c)),
+        }
+    }
+
     /// How many rows match.
     pub fn count(&self) -> Count {
         self.count_of(&self.root)

@@ -66,6 +66,8 @@ pub struct BuildOptions {
     pub ivf_max_replicas: usize,
     /// IVF: also write the vectors in id order.
     pub by_id_vectors: bool,
+    /// Graph: build the graph label-aware from the attributes' labels (FilteredVamana).
+    pub label_aware: crate::kinds::graph::label_starts::LabelAware,
 }
 
 impl Default for BuildOptions {
@@ -95,6 +97,7 @@ impl Default for BuildOptions {
             ivf_epsilon: ivf.epsilon,
             ivf_max_replicas: ivf.max_replicas,
             by_id_vectors: false,
+            label_aware: Default::default(),
         }
     }
 }
@@ -224,6 +227,7 @@ impl BuildOptions {
                 sampling: self.entry_sampling,
             }),
             attrs: self.attrs.clone(),
+            label_aware: self.label_aware,
         })
     }
 
@@ -384,6 +388,12 @@ fn graph_summary(r: &graph::IndexBuildReport, dir: &Path) -> Vec<String> {
         c.in_degree[2],
         c.in_degree[4]
     ));
+    if r.label_starts > 0 {
+        out.push(format!(
+            "label-aware graph: {} labels with a start node, {} label searches",
+            r.label_starts, r.label_searches
+        ));
+    }
     if r.query_sample > 0 {
         out.push(format!(
             "query sample: the nearest points of {} queries linked to one another ({} edges)",

@@ -341,7 +341,7 @@ fn shard_loop<T: Element, U: Element>(
         let local = VectorStore::new(&vecs, dim, metric).expect("shard shape is valid");
         let mut shard_cfg = *cfg;
         shard_cfg.seed = cfg.seed.wrapping_add(u64::from(s));
-        let (g, d) = build_in_memory(&local, &shard_cfg, ctl)?;
+        let (g, d, _) = build_in_memory(&local, &shard_cfg, None, ctl)?;
         drop(local);
         drop(vecs);
         dists += d;

@@ -13,14 +13,17 @@ use rayon::prelude::*;
 
 use crate::data::Matrix;
 use crate::kernels::{Element, Metric};
-use crate::progress::{Cancelled, Control};
+use crate::progress::Control;
 use crate::vamana::adjacency::{Adjacency, Graph, SlotGraph};
+use crate::vamana::labels::BuildLabels;
 use crate::vamana::params::{BuildError, VamanaConfig, VamanaParams, VisitOrder};
-use crate::vamana::prune::{robust_prune, PruneLimits, PruneScratch};
+use crate::vamana::prune::{robust_prune, robust_prune_labelled, PruneLimits, PruneScratch};
 use crate::vamana::queue::Neighbor;
-use crate::vamana::search::{greedy, SearchScratch};
+use crate::vamana::search::{greedy, greedy_where, SearchScratch};
 use crate::vamana::store::VectorStore;
 use crate::vamana::{budget, defaults};
+
+pub use crate::vamana::query_edges::link_query_neighbours;
 
 /// What a build did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -45,6 +48,10 @@ pub struct BuildStats {
     pub query_sample: usize,
     /// Edges the query sample added ([`link_query_neighbours`]).
     pub query_edges: usize,
+    /// Labels the build linked by, each with a start node (0: not a label-aware build).
+    pub label_starts: usize,
+    /// Label searches the label-aware build ran (one per point and tracked label searched).
+    pub label_searches: u64,
 }
 
 /// Builds a Vamana graph over `data` for `metric`; every node is reachable from the medoid
@@ -73,6 +80,20 @@ pub fn build_with_queries<T: Element>(
     queries: Option<&Matrix<T>>,
     ctl: &Control,
 ) -> Result<(Graph, BuildStats), BuildError> {
+    build_labelled(data, metric, params, queries, None, ctl)
+}
+
+/// [`build_with_queries`], label-aware with `labels` ([`crate::vamana::labels`]): start nodes
+/// ([`BuildLabels::starts`]), label searches, label-aware prunes. A build split into parts by a
+/// memory budget is not label-aware (no starts, `label_starts` 0).
+pub fn build_labelled<T: Element>(
+    data: &Matrix<T>,
+    metric: Metric,
+    params: &VamanaParams,
+    queries: Option<&Matrix<T>>,
+    mut labels: Option<&mut BuildLabels>,
+    ctl: &Control,
+) -> Result<(Graph, BuildStats), BuildError> {
     let cfg = params.validate()?;
     if let Some(q) = queries {
         if q.n() > 0 && q.dim() != data.dim() {
@@ -91,6 +112,7 @@ pub fn build_with_queries<T: Element>(
     }
     let t0 = Instant::now();
     let single = estimate_bytes::<T>(n, data.dim(), metric, &cfg);
+    let mut label_searches = 0;
     let (graph, dists, shards, est) = match cfg.memory_budget_bytes {
         Some(budget) if single > usable_budget(budget) => {
             let (g, d, s, e) = budget::build_in_parts(data, metric, &cfg, budget, ctl)?;
@@ -102,7 +124,11 @@ pub fn build_with_queries<T: Element>(
             let owned = data.resident_copy();
             let rows = owned.as_deref().unwrap_or(data.as_slice());
             let store = VectorStore::new(rows, data.dim(), metric).expect("matrix shape is valid");
-            let (g, d) = build_in_memory(&store, &cfg, ctl)?;
+            if let Some(lb) = labels.as_deref_mut() {
+                lb.choose_starts(&store, ctl)?;
+            }
+            let (g, d, searches) = build_in_memory(&store, &cfg, labels.as_deref(), ctl)?;
+            label_searches = searches;
             (g, d, 1, single)
         }
     };
@@ -145,6 +171,13 @@ pub fn build_with_queries<T: Element>(
     stats.distance_computations = dists;
     stats.shards = shards;
     stats.estimated_peak_bytes = est;
+    stats.label_searches = label_searches;
+    stats.label_starts = labels.map_or(0, |lb| {
+        lb.starts()
+            .iter()
+            .filter(|&&s| s != crate::vamana::labels::NO_START)
+            .count()
+    });
     Ok((graph, stats))
 }
 
@@ -222,7 +255,12 @@ struct Scratch {
     out: Vec<u32>,
     copy: Vec<u32>,
     copy_dists: Vec<f32>,
+    /// Labels of the point being linked that it searches.
+    searched: Vec<u32>,
+    /// The candidates sharing a label with the pruned point, and their prune.
+    lab: (Vec<Neighbor>, Vec<u32>),
     dists: u64,
+    label_searches: u64,
 }
 
 /// One scratch per pool thread, picked by thread index (no allocation per point).
@@ -247,7 +285,14 @@ impl ScratchPool {
         self.0[i].lock()
     }
     fn dists(self) -> u64 {
-        self.0.into_iter().map(|m| m.into_inner().dists).sum()
+        self.totals().0
+    }
+    /// Distances computed and label searches run.
+    fn totals(self) -> (u64, u64) {
+        self.0.into_iter().fold((0, 0), |(d, l), m| {
+            let s = m.into_inner();
+            (d + s.dists, l + s.label_searches)
+        })
     }
 }
 
@@ -256,15 +301,17 @@ struct Builder<'s, 'a, 'g, T: Element> {
     graph: &'g SlotGraph,
     cfg: VamanaConfig,
     medoid: u32,
+    labels: Option<&'g BuildLabels>,
 }
 
-/// Builds the graph of every vector of `store` in memory. Returns it with the number of
-/// distances computed.
+/// Builds the graph of every vector of `store` in memory (label-aware with `labels`, their
+/// starts chosen). Returns it with the number of distances computed and of label searches.
 pub(super) fn build_in_memory<T: Element>(
     store: &VectorStore<'_, T>,
     cfg: &VamanaConfig,
+    labels: Option<&BuildLabels>,
     ctl: &Control,
-) -> Result<(Graph, u64), BuildError> {
+) -> Result<(Graph, u64, u64), BuildError> {
     let n = store.n();
     let medoid = medoid(store, ctl)?;
     let graph = SlotGraph::new(n, cfg.slots);
@@ -273,6 +320,7 @@ pub(super) fn build_in_memory<T: Element>(
         graph: &graph,
         cfg: *cfg,
         medoid,
+        labels,
     };
     let order = visit_order(n, cfg);
     let scratch = ScratchPool::new(n);
@@ -307,7 +355,8 @@ pub(super) fn build_in_memory<T: Element>(
     bar.finish_and_clear();
     drop(order);
     b.final_prune(&scratch, ctl)?;
-    Ok((graph.into_graph(cfg.r, medoid), n as u64 + scratch.dists()))
+    let (dists, searches) = scratch.totals();
+    Ok((graph.into_graph(cfg.r, medoid), n as u64 + dists, searches))
 }
 
 /// Links `points` (ids of `store`, whose lists in `graph` are empty) into `graph` in
@@ -328,6 +377,7 @@ pub(crate) fn link_points<T: Element>(
         graph,
         cfg: *cfg,
         medoid: start,
+        labels: None,
     };
     let scratch = ScratchPool::new(graph.node_count());
     let cursor = std::sync::atomic::AtomicUsize::new(0);
@@ -359,6 +409,47 @@ impl<T: Element> Builder<'_, '_, '_, T> {
         }
     }
 
+    /// Robust prune of `p`'s `pool` into `out`; with labels, label-aware, and up to half the
+    /// list kept for the candidates sharing a label with `p` (a rare label's are far).
+    fn prune(
+        &self,
+        p: u32,
+        pool: &mut Vec<Neighbor>,
+        scratch: &mut PruneScratch,
+        out: &mut Vec<u32>,
+        lab: &mut (Vec<Neighbor>, Vec<u32>),
+    ) -> u64 {
+        let Some(lb) = self.labels.filter(|lb| !lb.of(p).is_empty()) else {
+            return robust_prune(self.store, p, pool, self.limits(), scratch, out);
+        };
+        let mine = lb.of(p);
+        let mask = |q: u32| lb.mask(mine, q);
+        let (shared, kept) = lab;
+        shared.clear();
+        shared.extend(pool.iter().filter(|c| mask(c.id) != 0));
+        let limits = self.limits();
+        let mut d = robust_prune_labelled(self.store, p, pool, limits, scratch, out, mask);
+        if shared.iter().all(|c| c.id == p) {
+            return d;
+        }
+        let half = PruneLimits {
+            degree: (limits.degree / 2).max(1),
+            ..limits
+        };
+        d += robust_prune_labelled(self.store, p, shared, half, scratch, kept, mask);
+        // The label candidates kept first, then the others the whole prune chose.
+        for &q in out.iter() {
+            if kept.len() >= limits.degree {
+                break;
+            }
+            if !kept.contains(&q) {
+                kept.push(q);
+            }
+        }
+        std::mem::swap(out, kept);
+        d
+    }
+
     /// Search, prune, set and back-link point `p` (with `keep`, its current neighbours are
     /// candidates of the prune too).
     fn link(&self, p: u32, keep: bool, s: &mut Scratch) {
@@ -375,6 +466,28 @@ impl<T: Element> Builder<'_, '_, '_, T> {
         s.dists += st.distance_computations;
         s.pool.clear();
         s.pool.extend_from_slice(&s.search.expanded);
+        if let Some(lb) = self.labels {
+            // FilteredVamana: the subgraph of each label of p, from the label's start node.
+            let mut searched = std::mem::take(&mut s.searched);
+            lb.searched(p, &mut searched);
+            for &l in &searched {
+                let start = lb.starts()[l as usize];
+                let st = greedy_where(
+                    self.graph,
+                    self.store,
+                    &probe,
+                    start,
+                    self.cfg.l,
+                    true,
+                    &mut s.search,
+                    |id| lb.has(id, l),
+                );
+                s.dists += st.distance_computations;
+                s.label_searches += 1;
+                s.pool.extend_from_slice(&s.search.expanded);
+            }
+            s.searched = searched;
+        }
         if keep {
             self.graph.neighbors_into(p, &mut s.copy);
             s.copy.retain(|j| !s.pool.iter().any(|c| c.id == *j));
@@ -387,14 +500,7 @@ impl<T: Element> Builder<'_, '_, '_, T> {
                     .map(|(&id, &dist)| Neighbor { id, dist }),
             );
         }
-        s.dists += robust_prune(
-            self.store,
-            p,
-            &mut s.pool,
-            self.limits(),
-            &mut s.prune,
-            &mut s.out,
-        );
+        s.dists += self.prune(p, &mut s.pool, &mut s.prune, &mut s.out, &mut s.lab);
         {
             let g = self.graph.lock(p);
             self.graph.set(&g, &s.out);
@@ -432,14 +538,7 @@ impl<T: Element> Builder<'_, '_, '_, T> {
         );
         s.dists += s.copy.len() as u64;
         let mut out = std::mem::take(&mut s.out);
-        s.dists += robust_prune(
-            self.store,
-            j,
-            &mut s.pool,
-            self.limits(),
-            &mut s.prune,
-            &mut out,
-        );
+        s.dists += self.prune(j, &mut s.pool, &mut s.prune, &mut out, &mut s.lab);
         let g = self.graph.lock(j);
         self.graph.set(&g, &out);
         s.out = out;
@@ -519,104 +618,6 @@ pub fn link_unreachable<T: Element>(
                 crate::vamana::connectivity::reach_with_parents(&*g, &mut seen, &mut parent, u, v);
             }
         }
-    }
-    Ok(added)
-}
-
-/// Query-aware edges: the exact top `k` of each query of a sample (`neighbours`, row-major
-/// `nq × k` node ids) are linked to one another, as graphs built for a query distribution do
-/// (RoarGraph, VLDB'24): the nearest neighbours of a query that lies away from the data (in
-/// a region with no points of its own) are often far apart from each other, in regions the
-/// graph does not connect, and a search stays in the first it enters. Each node that gains
-/// candidates is pruned again over its list and them (`limits`; at most the graph's row
-/// capacity); `reserve` keeps at least that many of its query candidates (the nearest) in the
-/// list, replacing its farthest other neighbours. Returns the edges that were not there before.
-pub fn link_query_neighbours<T: Element>(
-    g: &mut Graph,
-    store: &VectorStore<'_, T>,
-    neighbours: &[u32],
-    k: usize,
-    limits: PruneLimits,
-    reserve: usize,
-    ctl: &Control,
-) -> Result<usize, Cancelled> {
-    let n = g.n();
-    let mut cand: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for row in neighbours.chunks(k.max(1)) {
-        for &a in row {
-            if a as usize >= n {
-                continue;
-            }
-            for &b in row {
-                if a != b && (b as usize) < n {
-                    cand[a as usize].push(b);
-                }
-            }
-        }
-    }
-    let limits = PruneLimits {
-        degree: limits.degree.min(g.r),
-        ..limits
-    };
-    let nodes: Vec<u32> = (0..n as u32)
-        .filter(|&i| !cand[i as usize].is_empty())
-        .collect();
-    let lists: Vec<(u32, Vec<u32>, usize)> = nodes
-        .par_iter()
-        .map_init(
-            || (PruneScratch::default(), Vec::new(), Vec::new(), Vec::new()),
-            |(scratch, pool, ids, dists), &p| {
-                let c = &mut cand[p as usize].clone();
-                c.sort_unstable();
-                c.dedup();
-                ids.clear();
-                ids.extend_from_slice(g.neighbors(p));
-                let old = ids.len();
-                ids.extend(c.iter().copied().filter(|j| !g.neighbors(p).contains(j)));
-                let probe = store.point(p);
-                store.dist_batch(&probe, ids, dists);
-                pool.clear();
-                pool.extend(
-                    ids.iter()
-                        .zip(dists.iter())
-                        .map(|(&id, &dist)| Neighbor { id, dist }),
-                );
-                let mut out = Vec::new();
-                robust_prune(store, p, pool, limits, scratch, &mut out);
-                // Keep at least `reserve` query candidates, the nearest, in place of the
-                // farthest other neighbours.
-                let want = reserve.min(c.len()).min(limits.degree);
-                let have = out.iter().filter(|j| c.binary_search(j).is_ok()).count();
-                if have < want {
-                    let mut qc: Vec<(f32, u32)> = ids
-                        .iter()
-                        .zip(dists.iter())
-                        .filter(|(j, _)| c.binary_search(j).is_ok() && !out.contains(j))
-                        .map(|(&j, &d)| (d, j))
-                        .collect();
-                    qc.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    for (_, j) in qc.into_iter().take(want - have) {
-                        if out.len() < limits.degree {
-                            out.push(j);
-                        } else if let Some(pos) =
-                            out.iter().rposition(|x| c.binary_search(x).is_err())
-                        {
-                            out[pos] = j;
-                        }
-                    }
-                }
-                let added = out.iter().filter(|j| !ids[..old].contains(j)).count();
-                (p, out, added)
-            },
-        )
-        .collect();
-    ctl.check()?;
-    let mut added = 0;
-    for (p, out, a) in lists {
-        let row = p as usize * g.r;
-        g.ids[row..row + out.len()].copy_from_slice(&out);
-        g.degrees[p as usize] = out.len() as u32;
-        added += a;
     }
     Ok(added)
 }

@@ -55,3 +55,16 @@ pub const SHARD_IMBALANCE: f64 = 1.6;
 /// Nearest points of each sample query linked to one another by a build given a query sample
 /// (`link_query_neighbours`): recall@10 is what the sample's edges are for.
 pub const QUERY_EDGE_K: usize = 10;
+
+/// Labels a label-aware build tracks: those on at most this share of the points. A search
+/// restricted to a label that common finds what the plain search from the medoid finds, and
+/// the inline filtered search reaches its points at a list only `1/share` times longer.
+pub const LABEL_MAX_SHARE: f64 = 0.1;
+
+/// Most labels of one point a label-aware build searches from their start nodes (the
+/// rarest): the build does at most this many more searches per point.
+pub const LABEL_SEARCHES: usize = 4;
+
+/// Most labels whose start node one point is (DiskANN's load-balanced start nodes: a node's
+/// `R` out-links must serve every label starting there).
+pub const STARTS_PER_NODE: usize = 4;

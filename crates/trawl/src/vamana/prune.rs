@@ -27,6 +27,8 @@ pub struct PruneScratch {
     raw: Vec<f32>,
     /// The pool's distances to the pruned point.
     pd: Vec<f32>,
+    /// Label masks of the pool ([`robust_prune_labelled`]; zero without labels).
+    masks: Vec<u64>,
 }
 
 /// The limits of one prune.
@@ -45,6 +47,10 @@ pub struct PruneLimits {
 /// Raises each occlusion factor `occ[t]` still at most `alpha` to `pd[t] / d(chosen, t)`,
 /// with `d` rebuilt from the raw kernel result; a zero distance occludes fully. Branch-free per
 /// candidate, so the loop vectorises.
+/// A candidate `t` is occluded only when its mask has no bit the chosen one's lacks
+/// (`masks[t] & !mask_chosen == 0`: every label it shares with the pruned point, the chosen
+/// candidate carries too); all-zero masks occlude as plain robust prune does.
+#[allow(clippy::too_many_arguments)]
 fn occlude_update<T: Element>(
     store: &VectorStore<'_, T>,
     occ: &mut [f32],
@@ -53,6 +59,7 @@ fn occlude_update<T: Element>(
     aux: &[f32],
     aux_chosen: f32,
     alpha: f32,
+    (masks, mask_chosen): (&[u64], u64),
 ) {
     #[inline(always)]
     fn run(
@@ -61,18 +68,25 @@ fn occlude_update<T: Element>(
         raw: &[f32],
         aux: &[f32],
         alpha: f32,
+        (masks, keep): (&[u64], u64),
         dist: impl Fn(f32, f32) -> f32,
     ) {
-        for (((o, &p), &r), &a) in occ.iter_mut().zip(pd).zip(raw).zip(aux) {
+        for ((((o, &p), &r), &a), &m) in occ.iter_mut().zip(pd).zip(raw).zip(aux).zip(masks) {
             let d = dist(r, a);
             let ratio = if d == 0.0 { f32::MAX } else { p / d };
-            *o = if *o <= alpha && ratio > *o { ratio } else { *o };
+            let may = m & !keep == 0;
+            *o = if may && *o <= alpha && ratio > *o {
+                ratio
+            } else {
+                *o
+            };
         }
     }
+    let m = (masks, mask_chosen);
     if store.pair_is_l2() {
-        run(occ, pd, raw, aux, alpha, |r, _| r);
+        run(occ, pd, raw, aux, alpha, m, |r, _| r);
     } else {
-        run(occ, pd, raw, aux, alpha, |r, a| {
+        run(occ, pd, raw, aux, alpha, m, |r, a| {
             store.pair_from_raw(r, aux_chosen, a)
         });
     }
@@ -95,6 +109,23 @@ pub fn robust_prune<T: Element>(
     scratch: &mut PruneScratch,
     out: &mut Vec<u32>,
 ) -> u64 {
+    robust_prune_labelled(store, p, pool, limits, scratch, out, |_| 0)
+}
+
+/// [`robust_prune`] keeping a path for every label (Filtered-DiskANN's `FilteredRobustPrune`):
+/// `mask(q)` holds a bit for each label of `p` that candidate `q` carries, and a chosen
+/// candidate `r` occludes `q` only when it carries every label `p` and `q` share
+/// (`mask(q) & !mask(r) == 0`) — so the nearest candidate sharing a rare label with `p` is
+/// never pruned away by one without it. `|_| 0` is plain robust prune.
+pub fn robust_prune_labelled<T: Element>(
+    store: &VectorStore<'_, T>,
+    p: u32,
+    pool: &mut Vec<Neighbor>,
+    limits: PruneLimits,
+    scratch: &mut PruneScratch,
+    out: &mut Vec<u32>,
+    mask: impl Fn(u32) -> u64,
+) -> u64 {
     out.clear();
     pool.retain(|c| c.id != p);
     pool.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
@@ -112,7 +143,10 @@ pub fn robust_prune<T: Element>(
         x,
         raw,
         pd,
+        masks,
     } = scratch;
+    masks.clear();
+    masks.extend(pool.iter().map(|c| mask(c.id)));
     pd.clear();
     pd.extend(pool.iter().map(|c| c.dist));
     occlude.clear();
@@ -162,9 +196,10 @@ pub fn robust_prune<T: Element>(
                 &mut occlude[span.clone()],
                 &pd[span.clone()],
                 raw,
-                &aux[span],
+                &aux[span.clone()],
                 aux[i],
                 limits.alpha,
+                (&masks[span], masks[i]),
             );
         }
         cur_alpha *= defaults::ALPHA_STEP;

@@ -87,6 +87,23 @@ pub(crate) fn greedy<T: Element, A: Adjacency>(
     keep_expanded: bool,
     s: &mut SearchScratch,
 ) -> SearchStats {
+    greedy_where(adj, store, probe, start, l, keep_expanded, s, |_| true)
+}
+
+/// [`greedy`] through the nodes `accept` takes only (the others are never scored, listed or
+/// expanded): a search of one label's subgraph (FilteredVamana's `FilteredGreedySearch`).
+/// `start` is taken as it is.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn greedy_where<T: Element, A: Adjacency>(
+    adj: &A,
+    store: &VectorStore<'_, T>,
+    probe: &Probe<'_, T>,
+    start: u32,
+    l: usize,
+    keep_expanded: bool,
+    s: &mut SearchScratch,
+    accept: impl Fn(u32) -> bool,
+) -> SearchStats {
     s.list.reset(l);
     s.visited.reset(adj.node_count());
     s.expanded.clear();
@@ -102,7 +119,7 @@ pub(crate) fn greedy<T: Element, A: Adjacency>(
         adj.neighbors_into(c.id, &mut s.nbrs);
         s.fresh.clear();
         for &id in &s.nbrs {
-            if s.visited.insert(id) {
+            if s.visited.insert(id) && accept(id) {
                 s.fresh.push(id);
             }
         }

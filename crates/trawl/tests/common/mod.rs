@@ -35,6 +35,7 @@ pub fn params(metric: Metric, pq_bytes: usize) -> IndexParams {
         },
         entry: Some(EntryParams::default()),
         attrs: None,
+        label_aware: Default::default(),
     }
 }
 

@@ -8,6 +8,7 @@ use crate::dir::manifest::BuildRecord;
 use crate::dir::txn::Txn;
 use crate::dir::FileError;
 use crate::kernels::{Element, Metric};
+use crate::kinds::graph::label_starts::{self, LabelAware, LabelStarts};
 use crate::kinds::graph::layout::packed::{self, PackedMeta, PackedWriter};
 use crate::kinds::graph::search::entry::{self, EntryIndex, EntryParams, EntrySampling};
 use crate::kinds::graph::{payload_crc, PQ_CODES_FILE, PQ_FILE};
@@ -31,6 +32,12 @@ pub struct IndexParams {
     /// The vectors' attributes (labels, numeric fields), stored as `attrs.trawl` for
     /// filtered search; row `i` is vector `i`.
     pub attrs: Option<std::sync::Arc<crate::filter::Attributes>>,
+    /// Whether the graph is built label-aware from the attributes' labels (FilteredVamana:
+    /// per-label start nodes, a prune that keeps a path for every label; see
+    /// [`crate::vamana::labels`]) — when a label is on at most
+    /// [`crate::vamana::defaults::LABEL_MAX_SHARE`] of the vectors. `Auto` (the default): unless
+    /// a memory budget is given.
+    pub label_aware: LabelAware,
 }
 
 impl IndexParams {
@@ -64,6 +71,7 @@ impl Default for IndexParams {
             pq: PqParams::default(),
             entry: Some(EntryParams::default()),
             attrs: None,
+            label_aware: LabelAware::Auto,
         }
     }
 }
@@ -195,6 +203,10 @@ pub struct IndexBuildReport {
     pub query_sample: usize,
     /// Edges the query sample added (query-aware edges).
     pub query_edges: usize,
+    /// Labels with a start node in a label-aware graph (0: the plain build).
+    pub label_starts: usize,
+    /// Label-restricted searches the label-aware build ran.
+    pub label_searches: u64,
     /// The recall monitor's figures (also in the manifest; `None` for a random-link index).
     pub recall: Option<crate::kinds::graph::monitor::RecallRecord>,
     /// Seconds the recall monitor took.
@@ -359,6 +371,70 @@ fn build_record(params: &IndexParams, pq: &ProductQuantizer, query_sample: usize
     }
 }
 
+/// Writes the attributes and, from a label-aware build, the start nodes of their labels.
+fn write_attrs(
+    params: &IndexParams,
+    labels: Option<&vamana::BuildLabels>,
+    txn: &Txn,
+    meta: &PackedMeta,
+) -> Result<(), IndexBuildError> {
+    let Some(a) = &params.attrs else {
+        return Ok(());
+    };
+    crate::filter::attrs::check_rows(Some(a), meta.n as usize).map_err(IndexBuildError::Attrs)?;
+    let attrs_path = txn.path(crate::filter::file::FILE_NAME);
+    crate::filter::file::save(a, &attrs_path)?;
+    if let Some(lb) = labels {
+        LabelStarts::new(lb.starts().to_vec()).save(
+            &txn.path(label_starts::FILE_NAME),
+            meta.n,
+            meta.pq_codes_crc,
+            payload_crc(&attrs_path)?,
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether the build is label-aware: `On`, or `Auto` without a memory budget (a budget is
+/// given for the largest sets, where the build's time and memory matter most).
+fn label_aware(params: &IndexParams) -> bool {
+    match params.label_aware {
+        LabelAware::On => true,
+        LabelAware::Auto => params.graph.memory_budget_bytes.is_none(),
+        LabelAware::Off => false,
+    }
+}
+
+/// The labels of the attributes a label-aware build links by (`None`: not label-aware, no
+/// attributes, no label tracked; `vamana`: a Vamana graph is built).
+fn build_labels(
+    params: &IndexParams,
+    n: usize,
+    vamana: bool,
+) -> Result<Option<vamana::BuildLabels>, IndexBuildError> {
+    let Some(attrs) = params
+        .attrs
+        .as_ref()
+        .filter(|_| vamana && label_aware(params))
+    else {
+        return Ok(None);
+    };
+    let share = vamana::defaults::LABEL_MAX_SHARE;
+    let most = (share * n as f64) as u64;
+    let members: Vec<Vec<u32>> = attrs
+        .labels()
+        .map(|(_, bits)| {
+            if (2..=most).contains(&bits.len()) {
+                bits.iter().collect()
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
+    let labels = vamana::BuildLabels::new(n, members, share)?;
+    Ok((labels.tracked() > 0).then_some(labels))
+}
+
 fn build_with<T: Element>(
     data: &Matrix<T>,
     dir: &Path,
@@ -385,8 +461,16 @@ fn build_with<T: Element>(
     let (pq_path, codes_path) = (txn.path(PQ_FILE), txn.path(PQ_CODES_FILE));
     let pq_secs = t0.elapsed().as_secs_f64();
 
+    let mut labels = build_labels(params, data.n(), random_links.is_none())?;
     let (g, gstats) = match random_links {
-        None => vamana::build_with_queries(data, params.metric, &params.graph, queries, ctl)?,
+        None => vamana::build_labelled(
+            data,
+            params.metric,
+            &params.graph,
+            queries,
+            labels.as_mut(),
+            ctl,
+        )?,
         Some(seed) => vamana::random_links(data, params.metric, params.graph.r, seed, ctl)?,
     };
     let graph_secs = gstats.wall_secs;
@@ -409,10 +493,8 @@ fn build_with<T: Element>(
     let packed_bytes = write_packed(data, &g, &txn.path(packed::FILE_NAME), meta, ctl)?;
     let layout_secs = t_layout.elapsed().as_secs_f64();
 
-    if let Some(a) = &params.attrs {
-        crate::filter::attrs::check_rows(Some(a), data.n()).map_err(IndexBuildError::Attrs)?;
-        crate::filter::file::save(a, &txn.path(crate::filter::file::FILE_NAME))?;
-    }
+    let starts = labels.as_ref().filter(|_| gstats.label_starts > 0);
+    write_attrs(params, starts, &txn, &meta)?;
     let t_entry = Instant::now();
     let (entry_nodes, entry_bytes) = write_entry(data, params, &txn, &meta, ctl)?;
     let entry_secs = t_entry.elapsed().as_secs_f64();
@@ -466,6 +548,8 @@ fn build_with<T: Element>(
         relinked: gstats.relinked,
         query_sample: gstats.query_sample,
         query_edges: gstats.query_edges,
+        label_starts: gstats.label_starts,
+        label_searches: gstats.label_searches,
         recall,
         monitor_secs,
     })

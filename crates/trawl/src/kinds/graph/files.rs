@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::dir::component::{Component, Named, Verified};
 use crate::dir::manifest::{entry_at, BuildRecord, KindName, Manifest};
 use crate::dir::{FileError, FileErrorKind};
+use crate::kinds::graph::label_starts::{self, LabelStarts};
 use crate::kinds::graph::layout::decoupled::graph::GraphFile;
 use crate::kinds::graph::layout::decoupled::vectors::{self as dvectors, CompressedVectorFile};
 use crate::kinds::graph::layout::packed::{PackedFile, PackedMeta};
@@ -124,6 +125,9 @@ pub fn describe(
     }
     if let Some(e) = find(crate::filter::file::FILE_NAME) {
         files.push(entry_at(&e, crate::filter::file::FILE_NAME, ATTRS.role)?);
+    }
+    if let Some(e) = find(label_starts::FILE_NAME) {
+        files.push(entry_at(&e, label_starts::FILE_NAME, LABEL_STARTS.role)?);
     }
     Ok(Manifest::of_build(
         KindName::Graph,
@@ -443,8 +447,29 @@ static ATTRS: Named<GraphCx, OpenError> = Named {
     },
 };
 
+/// The start nodes of a label-aware graph's labels.
+static LABEL_STARTS: Named<GraphCx, OpenError> = Named {
+    name: label_starts::FILE_NAME,
+    role: "label_starts",
+    first: false,
+    required: false,
+    verify: |cx, name| {
+        let meta = cx.built(name)?;
+        let attrs_path = cx.dir.join(crate::filter::file::FILE_NAME);
+        let attrs = crate::filter::file::load(&attrs_path, meta.n)?;
+        let starts = LabelStarts::load(
+            &cx.dir.join(name),
+            meta.n,
+            meta.pq_codes_crc,
+            crate::kinds::graph::payload_crc(&attrs_path)?,
+            &attrs,
+        )?;
+        Ok(starts.describe())
+    },
+};
+
 /// Every component of the graph kind.
-pub static COMPONENTS: [&GraphComponent; 12] = [
+pub static COMPONENTS: [&GraphComponent; 13] = [
     &PACKED,
     &SHUFFLED,
     &ALL_IN_STORAGE,
@@ -457,6 +482,7 @@ pub static COMPONENTS: [&GraphComponent; 12] = [
     &ENTRY,
     &IDS,
     &ATTRS,
+    &LABEL_STARTS,
 ];
 
 /// Checks the file `name` with the component that owns it.

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use roaring::RoaringBitmap;
+
 use crate::filter::{plan, FilterError, FilterParams, Filters, Plan, Predicate};
 use crate::kernels::Element;
 use crate::kinds::graph::search::scan::{can_score, score_records};
@@ -19,6 +21,10 @@ use crate::search::{FilterStats, QueryStats, SearchError};
 struct GroupFilter<'a> {
     preds: Vec<Option<&'a Predicate<'a>>>,
     live: Option<&'a LiveFilter<'a>>,
+    /// Query `q`'s start nodes (a label-aware graph's, of the labels its filter requires).
+    seeds: Vec<Vec<u32>>,
+    /// Query `q`'s traversal: the nodes carrying one of those labels (with start nodes only).
+    gates: Vec<Option<RoaringBitmap>>,
 }
 
 impl ResultFilter for GroupFilter<'_> {
@@ -35,6 +41,20 @@ impl ResultFilter for GroupFilter<'_> {
 
     fn prunes_rerank(&self) -> bool {
         true
+    }
+
+    fn gate(&self, query: usize) -> Option<&RoaringBitmap> {
+        self.gates.get(query).and_then(Option::as_ref)
+    }
+
+    fn seeds(&self, query: usize, out: &mut Vec<u32>) {
+        if let Some(s) = self.seeds.get(query) {
+            for &id in s {
+                if !out.contains(&id) {
+                    out.push(id);
+                }
+            }
+        }
     }
 }
 
@@ -112,33 +132,7 @@ impl DiskIndex {
                 self.n()
             )));
         }
-        let mut preds: Vec<Option<Predicate<'_>>> = Vec::with_capacity(nq);
-        for q in 0..nq {
-            preds.push(match filters.get(q) {
-                None => None,
-                Some(e) => Some(
-                    Predicate::compile(e, attrs)
-                        .map_err(|source| SearchError::Filter { query: q, source })?,
-                ),
-            });
-        }
-        let scorable = can_score(self.view().layout);
-        let code_bytes = self.codes().map(|c| c.m());
-        let n = u64::from(attrs.n());
-        let plans: Vec<Option<plan::Planned>> = preds
-            .iter()
-            .map(|p| {
-                p.as_ref().map(|p| {
-                    let mut fp = *fp;
-                    if !scorable {
-                        fp.plan = Some(Plan::Inline);
-                    }
-                    let mut pl = plan::plan(&fp, p.count(), n, params.k, params.l, code_bytes);
-                    pl.list = pl.list.min(MAX_LIST);
-                    pl
-                })
-            })
-            .collect();
+        let (preds, plans) = self.plan_queries(filters, attrs, nq, params, fp)?;
         let mut out = BatchOutput::empty(nq, params.k, 0.0);
         let mut inline: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         let mut scans = Vec::new();
@@ -154,9 +148,15 @@ impl DiskIndex {
             for &q in &qs {
                 group_rows.extend_from_slice(&rows[q * dim..(q + 1) * dim]);
             }
+            let (seeds, gates) = qs
+                .iter()
+                .map(|&q| self.label_gate(preds[q].as_ref(), params))
+                .unzip();
             let gf = GroupFilter {
                 preds: qs.iter().map(|&q| preds[q].as_ref()).collect(),
                 live,
+                seeds,
+                gates,
             };
             let mut p = *params;
             p.l = list.max(params.l);
@@ -190,6 +190,98 @@ impl DiskIndex {
             }
         }
         Ok(out)
+    }
+
+    /// Each query's filter compiled against `attrs` and planned.
+    #[allow(clippy::type_complexity)]
+    fn plan_queries<'a>(
+        &self,
+        filters: Filters<'_>,
+        attrs: &'a crate::filter::Attributes,
+        nq: usize,
+        params: &SearchParams,
+        fp: &FilterParams,
+    ) -> Result<(Vec<Option<Predicate<'a>>>, Vec<Option<plan::Planned>>), SearchError> {
+        let mut preds: Vec<Option<Predicate<'a>>> = Vec::with_capacity(nq);
+        for q in 0..nq {
+            preds.push(match filters.get(q) {
+                None => None,
+                Some(e) => Some(
+                    Predicate::compile(e, attrs)
+                        .map_err(|source| SearchError::Filter { query: q, source })?,
+                ),
+            });
+        }
+        let scorable = can_score(self.view().layout);
+        let code_bytes = self.codes().map(|c| c.m());
+        let n = u64::from(attrs.n());
+        let plans: Vec<Option<plan::Planned>> = preds
+            .iter()
+            .map(|p| {
+                p.as_ref().map(|p| {
+                    let mut fp = *fp;
+                    if !scorable {
+                        fp.plan = Some(Plan::Inline);
+                    }
+                    // On a label-aware graph only the required labels' nodes are traversed:
+                    // the inline list grows with the share of them the filter rejects.
+                    let rows = self.gated_rows(p, params).unwrap_or(n);
+                    let mut pl = plan::plan(&fp, p.count(), rows, params.k, params.l, code_bytes);
+                    pl.list = pl.list.min(MAX_LIST);
+                    pl
+                })
+            })
+            .collect();
+        Ok((preds, plans))
+    }
+
+    /// The start nodes and the gate of a query with predicate `p` on a label-aware graph:
+    /// the starts of the labels `p` requires and the nodes carrying them, when every one
+    /// has a start (else none: the plain traversal).
+    fn label_gate(
+        &self,
+        p: Option<&Predicate<'_>>,
+        params: &SearchParams,
+    ) -> (Vec<u32>, Option<RoaringBitmap>) {
+        let mut seeds = Vec::new();
+        let (Some(ls), Some(p), true) = (self.label_starts(), p, self.gates(params)) else {
+            return (seeds, None);
+        };
+        ls.seeds_for(p, &mut seeds);
+        if seeds.is_empty() {
+            return (seeds, None);
+        }
+        let gate =
+            p.label_cover()
+                .unwrap_or_default()
+                .iter()
+                .fold(RoaringBitmap::new(), |mut g, &l| {
+                    g |= p.attrs().bitmap(l);
+                    g
+                });
+        (seeds, Some(gate))
+    }
+
+    /// Whether searches with `params` take start nodes and a gate: beam search and PipeSearch
+    /// over a layout of records with the PQ codes in memory (the flash strategy and the
+    /// decoupled layout's machines start from the medoid or the entry index only).
+    fn gates(&self, params: &SearchParams) -> bool {
+        use crate::kinds::graph::search::{LayoutReader, Strategy};
+        matches!(params.strategy, Strategy::Beam(_) | Strategy::Pipe(_))
+            && matches!(
+                self.view().layout,
+                LayoutReader::Packed(_) | LayoutReader::Shuffled(_)
+            )
+    }
+
+    /// The nodes a gated traversal of `p` may enter, counted (`None`: not gated).
+    fn gated_rows(&self, p: &Predicate<'_>, params: &SearchParams) -> Option<u64> {
+        let ls = self.label_starts().filter(|_| self.gates(params))?;
+        let cover = p.label_cover()?;
+        if cover.is_empty() || cover.iter().any(|&l| ls.of(l).is_none()) {
+            return None;
+        }
+        Some(cover.iter().map(|&l| p.attrs().bitmap(l).len()).sum())
     }
 
     /// Runs the scan and exact queries `qs` over `threads` threads.

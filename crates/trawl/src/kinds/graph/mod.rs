@@ -20,6 +20,7 @@ pub mod files;
 mod filtered;
 mod info;
 pub mod kind;
+pub mod label_starts;
 pub mod layout;
 mod layouts;
 pub mod monitor;
@@ -146,6 +147,8 @@ pub struct DiskIndex {
     entry: Option<EntryIndex>,
     /// The slots' attributes (`attrs.trawl`), when the index has them.
     attrs: Option<std::sync::Arc<crate::filter::Attributes>>,
+    /// The start nodes of its labels, when the graph was built label-aware.
+    label_starts: Option<label_starts::LabelStarts>,
     opts: OpenOptions,
     /// The manifest the index was opened with (`None` for an index built before manifests).
     manifest: Option<Manifest>,
@@ -173,6 +176,11 @@ impl DiskIndex {
     /// The slots' attributes, when the index has them.
     pub fn attrs(&self) -> Option<&std::sync::Arc<crate::filter::Attributes>> {
         self.attrs.as_ref()
+    }
+
+    /// The start nodes of the labels, when the graph was built label-aware.
+    pub fn label_starts(&self) -> Option<&label_starts::LabelStarts> {
+        self.label_starts.as_ref()
     }
 
     /// The flash strategy's accelerator: what it is (the CPU backend when no GPU was

@@ -74,11 +74,7 @@ impl DiskIndex {
             {
                 names.push(crate::kinds::graph::updates::ids::FILE_NAME);
             }
-            for name in [entry::FILE_NAME, crate::filter::file::FILE_NAME] {
-                if dir.join(name).is_file() {
-                    names.push(name);
-                }
-            }
+            names.extend(OPTIONAL_FILES.iter().filter(|n| dir.join(n).is_file()));
             m.check_files(dir, &names)?;
         }
         let (layout, file) = open_layout(dir, &opts)?;
@@ -103,7 +99,7 @@ impl DiskIndex {
         } else {
             None
         };
-        let attrs = load_attrs(dir, meta.n)?;
+        let (attrs, label_starts) = load_attrs(dir, &meta)?;
         let mut file = file;
         if opts.engine.needs_resident() {
             file.load_resident()?;
@@ -129,6 +125,7 @@ impl DiskIndex {
             codes,
             entry,
             attrs,
+            label_starts,
             opts,
             manifest,
             flash_gpu,
@@ -139,18 +136,53 @@ impl DiskIndex {
     }
 }
 
-/// The slots' attributes (`attrs.trawl`), when the index has them.
+/// The files an index may hold beside its layout and PQ files.
+const OPTIONAL_FILES: [&str; 3] = [
+    entry::FILE_NAME,
+    crate::filter::file::FILE_NAME,
+    crate::kinds::graph::label_starts::FILE_NAME,
+];
+
+type Attrs = (
+    Option<std::sync::Arc<crate::filter::Attributes>>,
+    Option<crate::kinds::graph::label_starts::LabelStarts>,
+);
+
+/// The slots' attributes (`attrs.trawl`) and the start nodes of their labels, when the index
+/// has them.
 fn load_attrs(
     dir: &Path,
-    n: u64,
-) -> Result<Option<std::sync::Arc<crate::filter::Attributes>>, OpenError> {
+    meta: &crate::kinds::graph::layout::packed::PackedMeta,
+) -> Result<Attrs, OpenError> {
     let path = dir.join(crate::filter::file::FILE_NAME);
     if !path.is_file() {
-        return Ok(None);
+        return Ok((None, None));
     }
-    Ok(Some(std::sync::Arc::new(crate::filter::file::load(
-        &path, n,
-    )?)))
+    let attrs = crate::filter::file::load(&path, meta.n)?;
+    let starts = load_label_starts(dir, meta, Some(&attrs))?;
+    Ok((Some(std::sync::Arc::new(attrs)), starts))
+}
+
+/// The start nodes of a label-aware graph's labels (`label-starts.trawl`), when the index has
+/// them and its attributes.
+fn load_label_starts(
+    dir: &Path,
+    meta: &crate::kinds::graph::layout::packed::PackedMeta,
+    attrs: Option<&crate::filter::Attributes>,
+) -> Result<Option<crate::kinds::graph::label_starts::LabelStarts>, OpenError> {
+    use crate::kinds::graph::label_starts::{LabelStarts, FILE_NAME};
+    let path = dir.join(FILE_NAME);
+    let Some(attrs) = attrs.filter(|_| path.is_file()) else {
+        return Ok(None);
+    };
+    let attrs_tag = crate::kinds::graph::payload_crc(&dir.join(crate::filter::file::FILE_NAME))?;
+    Ok(Some(LabelStarts::load(
+        &path,
+        meta.n,
+        meta.pq_codes_crc,
+        attrs_tag,
+        attrs,
+    )?))
 }
 
 /// The error for a layout whose file is missing.

@@ -43,17 +43,34 @@ pub struct Frontier {
     fresh: Vec<u32>,
     /// A decoded neighbour list.
     pub(crate) nbrs: Vec<u32>,
+    /// The only nodes the traversal may enter ([`ResultFilter::gate`]), when restricted.
+    ///
+    /// [`ResultFilter::gate`]: crate::kinds::graph::search::ResultFilter::gate
+    gate: Option<roaring::RoaringBitmap>,
 }
 
 impl Frontier {
     /// Empties the list, the visited set and the explored nodes for a query with list size `l`.
     pub fn reset(&mut self, n: usize, l: usize) {
+        self.gate = None;
         self.list.reset(l);
         self.visited.reset(n);
         self.full.clear();
         self.coded.clear();
         self.coded_keys.clear();
         self.scored.reset(if self.page_search { n } else { 0 });
+    }
+
+    /// Restricts this query's traversal (after [`Frontier::reset`]) to the nodes of `gate`:
+    /// no other neighbour is offered to the list.
+    pub fn set_gate(&mut self, gate: Option<&roaring::RoaringBitmap>) {
+        self.gate = gate.cloned();
+    }
+
+    /// Whether the traversal may enter `id`.
+    #[inline]
+    fn open(&self, id: u32) -> bool {
+        self.gate.as_ref().is_none_or(|g| g.contains(id))
     }
 
     /// Hides `id` from this query (after [`Frontier::reset`]): visited from the start, so
@@ -174,7 +191,7 @@ impl Frontier {
             // All-in-Storage: the neighbours' codes came with the record.
             let mut scored = 0u64;
             for (i, nb) in view.neighbors().enumerate() {
-                if self.visited.insert(nb) {
+                if self.visited.insert(nb) && self.open(nb) {
                     let code = view.neighbor_code(i).unwrap_or(&[]);
                     self.list.insert(nb, table.distance(code));
                     scored += 1;
@@ -197,7 +214,7 @@ impl Frontier {
         let t0 = stats.parts.start();
         self.fresh.clear();
         for nb in neighbors {
-            if self.visited.insert(nb) {
+            if self.visited.insert(nb) && self.open(nb) {
                 self.fresh.push(nb);
             }
         }

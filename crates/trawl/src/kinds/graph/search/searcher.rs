@@ -313,6 +313,8 @@ impl<'i> Searcher<'i> {
         }
         let space = self.view.space;
         let keep = self.filter.filter(|f| f.prunes_rerank());
+        // The filter's entry points and gate, whatever the layout.
+        let seeder = self.filter;
         let io = &mut self.io;
         let l = &mut self.lanes;
         let beam = matches!(cfg.strategy(), Strategy::Beam(_));
@@ -320,9 +322,27 @@ impl<'i> Searcher<'i> {
             LayoutReader::Packed(g) | LayoutReader::Shuffled(g) | LayoutReader::AllInStorage(g) => {
                 let view = GraphView { space, graph: g };
                 if beam {
-                    run(io, &view, &cfg, &mut l.beam, interleave, next, sink, None)
+                    run(
+                        io,
+                        &view,
+                        &cfg,
+                        &mut l.beam,
+                        interleave,
+                        next,
+                        sink,
+                        (None, seeder),
+                    )
                 } else {
-                    run(io, &view, &cfg, &mut l.pipe, interleave, next, sink, None)
+                    run(
+                        io,
+                        &view,
+                        &cfg,
+                        &mut l.pipe,
+                        interleave,
+                        next,
+                        sink,
+                        (None, seeder),
+                    )
                 }
             }
             LayoutReader::Decoupled(d) => {
@@ -336,7 +356,7 @@ impl<'i> Searcher<'i> {
                         interleave,
                         next,
                         sink,
-                        keep,
+                        (keep, seeder),
                     )
                 } else {
                     run(
@@ -347,7 +367,7 @@ impl<'i> Searcher<'i> {
                         interleave,
                         next,
                         sink,
-                        keep,
+                        (keep, seeder),
                     )
                 }
             }
@@ -406,7 +426,7 @@ fn run<'v, 'q, G, M, T>(
     interleave: usize,
     next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
     sink: &mut ResultSink<'_>,
-    keep: Keep<'_>,
+    (keep, seeder): (Keep<'_>, Keep<'_>),
 ) -> Result<(), SearchError>
 where
     G: GraphSource,
@@ -429,6 +449,7 @@ where
         next,
         sink,
         keep,
+        seeder,
     );
     if result.is_err() {
         for m in lanes.iter_mut() {
@@ -451,6 +472,7 @@ fn drive<'v, 'q, G, M, T>(
     next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
     sink: &mut ResultSink<'_>,
     keep: Keep<'_>,
+    seeder: Keep<'_>,
 ) -> Result<(), SearchError>
 where
     G: GraphSource,
@@ -463,7 +485,8 @@ where
     let outcome = (|| -> Result<(), SearchError> {
         loop {
             if !exhausted {
-                exhausted = start_queries(io, view, cfg, lanes, running, scratch, next, keep)?;
+                exhausted =
+                    start_queries(io, view, cfg, lanes, running, scratch, next, (keep, seeder))?;
             }
             if running.iter().all(Option::is_none) {
                 return Ok(());
@@ -534,7 +557,7 @@ fn start_queries<'v, 'q, G, M, T>(
     running: &mut [Option<Running<'q, T>>],
     scratch: &mut Vec<T>,
     next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
-    keep: Keep<'_>,
+    (keep, seeder): (Keep<'_>, Keep<'_>),
 ) -> Result<bool, SearchError>
 where
     G: GraphSource,
@@ -569,11 +592,27 @@ where
                 e.search(query, cfg.entry_list(), &mut io.entry, &mut io.seeds);
             crate::search::stop_part(t0, &mut r.stats.parts.entry_ns);
         }
+        if let (Some(f), Some(_)) = (seeder, view.space.pq.in_memory()) {
+            // The filter's own entry points (scored by their PQ codes, so only with the codes
+            // in memory), beside the medoid when the entry index gave none.
+            // A restricted traversal starts inside its gate only.
+            let gate = f.gate(id);
+            if let Some(g) = gate {
+                io.seeds.retain(|&s| g.contains(s));
+            }
+            let had = io.seeds.len();
+            f.seeds(id, &mut io.seeds);
+            let added = io.seeds.len() > had;
+            if gate.is_none() && had == 0 && added && !io.seeds.contains(&view.space.medoid) {
+                io.seeds.insert(0, view.space.medoid);
+            }
+        }
         let seeds = std::mem::take(&mut io.seeds);
         let started = lanes[i].start(
             view,
             cfg,
-            &mut turn(io, &mut r, scratch, keep),
+            // The machine takes its gate from the filter at its start.
+            &mut turn(io, &mut r, scratch, keep.or(seeder)),
             &seeds,
             (i as u64) << 32,
         );
@@ -686,7 +725,7 @@ where
             queries.get(q - 1).map(|v| (q - 1, v.as_slice()))
         },
         &mut |i, hits, st| out[i] = (hits.to_vec(), st),
-        None,
+        (None, None),
     )?;
     Ok((out, io.trace.unwrap_or_default(), io.engine))
 }

@@ -92,6 +92,19 @@ pub trait ResultFilter: Sync {
     fn prunes_rerank(&self) -> bool {
         false
     }
+
+    /// Appends to `out` more entry points of query `query` (a label-aware graph's start
+    /// nodes of the labels its filter requires), searched beside the medoid or the entry
+    /// index's seeds. None by default.
+    fn seeds(&self, _query: usize, _out: &mut Vec<u32>) {}
+
+    /// The only nodes query `query`'s traversal may enter (`None`: every node): on a
+    /// label-aware graph, the nodes carrying a label the filter requires, whose subgraph the
+    /// build keeps connected from the labels' start nodes (Filtered-DiskANN's filtered
+    /// search). The seeds are kept to these nodes too.
+    fn gate(&self, _query: usize) -> Option<&roaring::RoaringBitmap> {
+        None
+    }
 }
 
 impl ResultFilter for LiveFilter<'_> {
