@@ -102,6 +102,11 @@ fn build_gt_search_and_bench_with_filters() {
     ]);
     let v = ok(&["info", &p("idx"), "--verify"]);
     assert!(v.contains("attrs.trawl"), "{v}");
+    let i = ok(&["info", &p("idx")]);
+    assert!(
+        i.contains("attributes in memory:") && i.contains("6000 label occurrences"),
+        "{i}"
+    );
 
     // Bad filters: the position and the field named.
     let e = fails(&[

@@ -379,6 +379,23 @@ fn print_memory(ix: &trawl::kinds::graph::DiskIndex) {
         human_bytes(mem.checksum_bytes),
         human_bytes(mem.entry_bytes)
     );
+    if let Some(a) = ix.attrs() {
+        let n = u64::from(a.n()).max(1);
+        let occ = a.label_occurrences();
+        println!(
+            "attributes in memory: {} ({:.2} B per vector; {} labels, {occ} label occurrences, \
+             bitmaps {:.2} B per occurrence; {} numeric fields) (attrs.trawl {})",
+            human_bytes(a.memory_bytes()),
+            a.memory_bytes() as f64 / n as f64,
+            a.labels().count(),
+            a.label_bytes() as f64 / occ.max(1) as f64,
+            a.fields().len(),
+            human_bytes(
+                std::fs::metadata(ix.dir().join(trawl::filter::file::FILE_NAME))
+                    .map_or(0, |m| m.len())
+            ),
+        );
+    }
 }
 
 fn ivf_dir(
