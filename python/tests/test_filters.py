@@ -272,6 +272,34 @@ def test_build_report_and_stats(filtered):
     index, report = filtered[0], filtered[-1]
     assert report["kind"] == "graph"
     assert "plan_exact" in index.stats and "matches" in index.stats
+    # The attributes' memory is part of the index's memory report.
+    mem = index.info()["memory_bytes"]
+    assert mem["attrs_bytes"] > 0
+
+
+def test_label_aware_build_switch(tmp_path):
+    """BuildParams(label_aware=): "on" writes the labels' start nodes (d at 2 % and rare are
+    tracked), "off" does not, both answer a rare-label filter with matching ids only; a bad
+    value is refused before anything is written."""
+    data, queries, labels, _, masks = make_inputs()
+    assert trawl.BuildParams().label_aware == "auto"
+    truth = numpy_truth(data, queries, masks["has"]["d"], K)
+    for mode in ("on", "off"):
+        p = trawl.BuildParams(threads=2, label_aware=mode, **FAST)
+        assert f'label_aware="{mode}"' in repr(p)
+        d = tmp_path / mode
+        rep = trawl.build(data, d, p, labels=labels)
+        assert (d / "label-starts.trawl").is_file() == (mode == "on")
+        assert rep["label_starts"] == (2 if mode == "on" else 0)
+        with trawl.Index.open(d) as index:
+            ids, _ = index.batch_search(queries, k=K, filter='label = "d"',
+                                        params=trawl.SearchParams(L=64), threads=2)
+        assert all(masks["has"]["d"][i] for i in ids.ravel() if i != trawl.MISSING_ID)
+        assert filtered_recall(ids, truth) >= 0.9
+    with pytest.raises(trawl.InvalidInputError, match="label_aware"):
+        trawl.build(data, tmp_path / "bad", trawl.BuildParams(label_aware="maybe", **FAST),
+                    labels=labels)
+    assert not (tmp_path / "bad" / "manifest.trawl").exists()
 
 
 def test_updates_carry_attributes_through_the_log_and_a_merge(filtered, tmp_path):

@@ -84,6 +84,9 @@ class BuildParams:
     by_id_vectors: bool
     """IVF: also write the vectors in id order, searched with
     ``Index.open(..., ivf_vectors="by_id")``."""
+    label_aware: str
+    """A label-aware graph build when labels are given (per-label start nodes, a prune that
+    keeps a path for every label): "auto" (on unless a memory budget is set), "on", "off"."""
     progress: bool
     def __init__(
         self,
@@ -109,6 +112,7 @@ class BuildParams:
         ivf_epsilon: float = 0.25,
         ivf_max_replicas: int = 8,
         by_id_vectors: bool = False,
+        label_aware: str = "auto",
         progress: bool = True,
     ) -> None: ...
 

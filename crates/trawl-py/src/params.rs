@@ -89,6 +89,10 @@ pub struct BuildParams {
     /// IVF: also write the vectors in id order (`ivf-vectors-by-id.trawl`), searched with
     /// `Index.open(..., ivf_vectors="by_id")` (the bucket layout's ablation baseline).
     pub by_id_vectors: bool,
+    /// A label-aware graph build (FilteredVamana: per-label start nodes, a prune that keeps
+    /// a path for every label) when labels are given: "auto" (on unless a memory budget is
+    /// set), "on" or "off".
+    pub label_aware: String,
     /// Show progress bars on stderr (only when it is a terminal).
     pub progress: bool,
 }
@@ -104,7 +108,7 @@ impl BuildParams {
         ivf_list_size = trawl::kinds::ivf::DEFAULT_LIST_SIZE as i64,
         ivf_epsilon = f32_as_f64(trawl::kinds::ivf::DEFAULT_EPSILON),
         ivf_max_replicas = trawl::kinds::ivf::DEFAULT_MAX_REPLICAS as i64, by_id_vectors = false,
-        progress = true))]
+        label_aware = "auto".to_string(), progress = true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         kind: String,
@@ -128,6 +132,7 @@ impl BuildParams {
         ivf_epsilon: f64,
         ivf_max_replicas: i64,
         by_id_vectors: bool,
+        label_aware: String,
         progress: bool,
     ) -> Self {
         Self {
@@ -152,6 +157,7 @@ impl BuildParams {
             ivf_epsilon,
             ivf_max_replicas,
             by_id_vectors,
+            label_aware,
             progress,
         }
     }
@@ -161,7 +167,7 @@ impl BuildParams {
             "BuildParams(kind={:?}, metric={:?}, R={}, L={}, alpha={}, pq_bytes={}, threads={}, \
              seed={}, memory_budget_gb={}, saturate={}, visit_order={:?}, opq={}, entry_ratio={}, entry_degree={}, \
              entry_build_list={}, entry_sampling={:?}, decoupled={}, ivf_list_size={}, \
-             ivf_epsilon={}, ivf_max_replicas={}, by_id_vectors={}, progress={})",
+             ivf_epsilon={}, ivf_max_replicas={}, by_id_vectors={}, label_aware={:?}, progress={})",
             self.kind,
             self.metric,
             self.R,
@@ -184,6 +190,7 @@ impl BuildParams {
             py_float(self.ivf_epsilon),
             self.ivf_max_replicas,
             py_bool(self.by_id_vectors),
+            self.label_aware,
             py_bool(self.progress),
         )
     }
@@ -240,6 +247,7 @@ impl Default for BuildParams {
             f32_as_f64(trawl::kinds::ivf::DEFAULT_EPSILON),
             trawl::kinds::ivf::DEFAULT_MAX_REPLICAS as i64,
             false,
+            "auto".into(),
             true,
         )
     }
@@ -279,7 +287,7 @@ impl BuildParams {
             ivf_epsilon: finite("ivf_epsilon", self.ivf_epsilon)?,
             ivf_max_replicas: count("ivf_max_replicas", self.ivf_max_replicas, 1)?,
             by_id_vectors: self.by_id_vectors,
-            label_aware: Default::default(),
+            label_aware: parse("label_aware", &self.label_aware)?,
         };
         o.validate().py()?;
         Ok(o)

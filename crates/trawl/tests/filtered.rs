@@ -400,6 +400,12 @@ fn the_sharded_kind_filters_every_shard_holding_a_match() {
         ..ShardParams::default()
     };
     build_sharded_index(&base, dir.path(), &sp, &params, &Control::silent()).unwrap();
+    // Each shard is built label-aware from its own rows' labels (`rare` on 1% is tracked).
+    for s in 0..3 {
+        let shard = dir.path().join(trawl::kinds::sharded::shard_dir_name(s));
+        let starts = shard.join(trawl::kinds::graph::label_starts::FILE_NAME);
+        assert!(starts.is_file(), "shard {s} has no label start nodes");
+    }
     let ix = ShardedIndex::open_dir(dir.path(), OpenOptions::default()).unwrap();
     let p = ShardedParams {
         graph: SearchParams::beam(10, 40, 4),

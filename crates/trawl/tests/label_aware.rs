@@ -169,3 +169,137 @@ fn inline_search_of_a_rare_label_reaches_its_neighbours_on_a_label_aware_graph()
     }
     assert!(recall[1][0] >= recall[0][0], "label-aware {recall:?}");
 }
+
+/// Recall@10 of a live index's inline plan for `e` at list size `l` against the exact
+/// filtered top 10 of `model` (id → vector, labels); every id returned is live and matches.
+fn live_recall(
+    ix: &trawl::kinds::graph::updates::live::LiveIndex,
+    model: &std::collections::BTreeMap<u64, (Vec<f32>, Vec<&'static str>)>,
+    queries: &Matrix<f32>,
+    want: &str,
+    l: usize,
+) -> f64 {
+    let e = label(want);
+    let fp = FilterParams {
+        plan: Some(Plan::Inline),
+        ..FilterParams::default()
+    };
+    let got = ix
+        .search_rows_where(
+            queries.as_slice(),
+            &SearchParams::beam(10, l, 4),
+            2,
+            1,
+            Filters::All(&e),
+            &fp,
+        )
+        .unwrap();
+    let (mut found, mut wanted) = (0, 0);
+    for q in 0..queries.n() {
+        let mut d: Vec<(f32, u64)> = model
+            .iter()
+            .filter(|(_, (_, labels))| labels.contains(&want))
+            .map(|(&id, (v, _))| (trawl::kernels::distance(Metric::L2, queries.row(q), v), id))
+            .collect();
+        d.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let row = &got.ids[q * 10..(q + 1) * 10];
+        for id in row.iter().filter(|&&id| id != trawl::kinds::HOLE) {
+            let m = model.get(id).unwrap_or_else(|| panic!("{id} is not live"));
+            assert!(m.1.contains(&want), "{id} does not carry {want}");
+        }
+        found += d.iter().take(10).filter(|x| row.contains(&x.1)).count();
+        wanted += d.len().min(10);
+    }
+    found as f64 / wanted as f64
+}
+
+#[test]
+fn a_merge_keeps_a_label_aware_graph_label_aware() {
+    use trawl::kinds::graph::updates::live::{Access, LiveIndex};
+    const NEW: usize = 1500;
+    let (all, queries) = common::data::<f32>(N + NEW, 40, 16, 11);
+    let base = Matrix::from_vec(all.as_slice()[..N * 16].to_vec(), 16).unwrap();
+    let attrs = Arc::new(attributes());
+    let dir = tempfile::tempdir().unwrap();
+    let mut params = common::params(Metric::L2, 8);
+    params.graph.r = 16;
+    params.graph.l = 32;
+    params.attrs = Some(attrs.clone());
+    params.label_aware = LabelAware::On;
+    build_index(&base, dir.path(), &params, &Control::silent()).unwrap();
+    let rare_start = {
+        let ix = trawl::kinds::GraphIndex::open_dir(dir.path(), OpenOptions::default()).unwrap();
+        let disk = ix.disk();
+        let ls = disk.label_starts().expect("label-aware");
+        ls.of(attrs.label_id("rare").unwrap()).unwrap()
+    };
+    // The model: id → (vector, labels).
+    let labels_of = |row: u32| -> Vec<&'static str> {
+        ["rare", "ten", "half"]
+            .into_iter()
+            .filter(|l| {
+                attrs
+                    .label_id(l)
+                    .is_some_and(|id| attrs.bitmap(id).contains(row))
+            })
+            .collect()
+    };
+    let mut model: std::collections::BTreeMap<u64, (Vec<f32>, Vec<&'static str>)> = (0..N)
+        .map(|i| (i as u64, (all.row(i).to_vec(), labels_of(i as u32))))
+        .collect();
+    let ix = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
+    // New vectors: `rare` on 1%, `ten` on 5%, and `fresh`, a label the disk rows lack, on 2%.
+    let mut b = AttrsBuilder::new(NEW).unwrap();
+    for j in 0..NEW {
+        let mut ls = Vec::new();
+        if j % 100 == 7 {
+            ls.push("rare");
+        }
+        if j % 20 == 3 {
+            ls.push("ten");
+        }
+        if j % 50 == 11 {
+            ls.push("fresh");
+        }
+        for l in &ls {
+            b.add_label(j as u32, l).unwrap();
+        }
+        model.insert((N + j) as u64, (all.row(N + j).to_vec(), ls));
+    }
+    let ids: Vec<u64> = (N..N + NEW).map(|i| i as u64).collect();
+    let data = all.as_slice()[N * 16..].to_vec();
+    ix.insert_with(Some(&ids), &data, Some(&b.finish().unwrap()))
+        .unwrap();
+    // Deletes: a tenth of the disk rows, with the rare label's start node.
+    let mut gone: Vec<u64> = (0..N as u64).filter(|i| i % 10 == 3).collect();
+    gone.push(u64::from(rare_start));
+    gone.sort_unstable();
+    gone.dedup();
+    ix.delete(&gone).unwrap();
+    for id in &gone {
+        model.remove(id);
+    }
+    let report = ix.merge(2, &Control::silent()).unwrap();
+    // `rare`, `ten` and `fresh` have start nodes; `half` (untracked at the build) has none.
+    assert_eq!(report.label_starts, 3, "{report:?}");
+    assert!(dir.path().join(label_starts::FILE_NAME).is_file());
+    let v = trawl::kinds::graph::verify_index(dir.path(), &Control::silent()).unwrap();
+    let f = v
+        .files
+        .iter()
+        .find(|f| f.name == label_starts::FILE_NAME)
+        .expect("the merged start nodes are a checked component");
+    assert!(
+        f.checked.contains("start nodes of 3 of 4 labels"),
+        "{}",
+        f.checked
+    );
+    // Inline searches from the new start nodes reach the rare labels' neighbours, old and new.
+    let rare = live_recall(&ix, &model, &queries, "rare", 10);
+    let fresh = live_recall(&ix, &model, &queries, "fresh", 10);
+    let ten = live_recall(&ix, &model, &queries, "ten", 40);
+    eprintln!("merged: rare {rare:.3}, fresh {fresh:.3}, ten (L 40) {ten:.3}");
+    assert!(rare >= 0.9, "rare after the merge: {rare:.3}");
+    assert!(fresh >= 0.9, "fresh after the merge: {fresh:.3}");
+    assert!(ten >= 0.95, "ten after the merge: {ten:.3}");
+}

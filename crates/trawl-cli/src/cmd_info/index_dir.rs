@@ -372,12 +372,13 @@ fn print_other_layouts(dir: &Path, db: &trawl::kinds::graph::DiskBytes) {
 fn print_memory(ix: &trawl::kinds::graph::DiskIndex) {
     let mem = ix.memory();
     println!(
-        "memory at search time: {} (PQ codes {}, codebooks {} (with the OPQ rotation if any), page checksums and order map {}, entry index {}; plus the cache if one is asked for)",
+        "memory at search time: {} (PQ codes {}, codebooks {} (with the OPQ rotation if any), page checksums and order map {}, entry index {}, attributes {}; plus the cache if one is asked for)",
         human_bytes(mem.total()),
         human_bytes(mem.pq_codes_bytes),
         human_bytes(mem.pq_codebook_bytes),
         human_bytes(mem.checksum_bytes),
-        human_bytes(mem.entry_bytes)
+        human_bytes(mem.entry_bytes),
+        human_bytes(mem.attrs_bytes)
     );
     if let Some(a) = ix.attrs() {
         let n = u64::from(a.n()).max(1);

@@ -117,6 +117,15 @@ impl BuildLabels {
         &self.starts
     }
 
+    /// Makes `s` the start node of tracked label `l` (a merge keeps the start a label had
+    /// while it stays). Ignored unless `l` is tracked and `s` carries it.
+    pub fn set_start(&mut self, l: u32, s: u32) {
+        let tracked = self.members(l).binary_search(&s).is_ok();
+        if let (true, Some(at)) = (tracked, self.starts.get_mut(l as usize)) {
+            *at = s;
+        }
+    }
+
     /// Bits of `labels` (a point's labels, the first 64) that point `q` carries.
     #[inline]
     pub fn mask(&self, labels: &[u32], q: u32) -> u64 {

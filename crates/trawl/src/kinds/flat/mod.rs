@@ -185,7 +185,10 @@ impl IndexKind for FlatIndex {
     fn info(&self) -> Result<IndexInfo, Error> {
         let m = Manifest::load_if_present(&self.dir)?.unwrap_or_else(|| self.manifest.clone());
         let disk = self.disk_bytes();
-        let mem = crate::kinds::graph::MemoryReport::default();
+        let mem = crate::kinds::graph::MemoryReport {
+            attrs_bytes: self.attrs.as_ref().map_or(0, |a| a.memory_bytes()),
+            ..Default::default()
+        };
         Ok(IndexInfo {
             dir: self.dir.display().to_string(),
             kind: KindName::Flat,

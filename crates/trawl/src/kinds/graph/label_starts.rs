@@ -90,6 +90,11 @@ impl LabelStarts {
         Self { starts }
     }
 
+    /// Bytes held in memory.
+    pub fn heap_bytes(&self) -> u64 {
+        (self.starts.capacity() * 4) as u64
+    }
+
     /// Labels with a start node.
     pub fn tracked(&self) -> usize {
         self.starts.iter().filter(|&&s| s != NO_START).count()

@@ -84,6 +84,9 @@ pub struct MemoryReport {
     /// Decoupled layout: the in-memory refinement codes that order the re-rank
     /// ([`DiskIndex::load_refine`]).
     pub refine_bytes: u64,
+    /// The vectors' attributes (a Roaring bitmap per label, numeric columns;
+    /// [`crate::filter::Attributes::memory_bytes`]) and a label-aware graph's start nodes.
+    pub attrs_bytes: u64,
 }
 
 impl MemoryReport {
@@ -96,6 +99,7 @@ impl MemoryReport {
             + self.entry_bytes
             + self.list_cache_bytes
             + self.refine_bytes
+            + self.attrs_bytes
     }
 }
 
@@ -316,6 +320,8 @@ impl DiskIndex {
                 .decoupled()
                 .and_then(|d| d.refine())
                 .map_or(0, |r| r.heap_bytes()),
+            attrs_bytes: self.attrs.as_ref().map_or(0, |a| a.memory_bytes())
+                + self.label_starts.as_ref().map_or(0, |s| s.heap_bytes()),
         }
     }
 

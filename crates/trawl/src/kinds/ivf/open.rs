@@ -300,6 +300,7 @@ impl IvfIndex {
             checksum_bytes: mem.vector_table,
             // The centroids, their graph and the posting lists: the IVF index's "entry".
             entry_bytes: mem.centroids + mem.centroid_graph + mem.posting_lists,
+            attrs_bytes: self.attrs.as_ref().map_or(0, |a| a.memory_bytes()),
             ..MemoryReport::default()
         };
         let g = self.vectors.geometry();

@@ -1,16 +1,20 @@
-//! The merge's other files: the PQ codes, the entry index and the recall monitor's figures on
-//! the merged version.
+//! The merge's other files: the PQ codes, the attributes and their labels' start nodes, the
+//! entry index and the recall monitor's figures on the merged version.
 
 use std::path::Path;
 
 use super::{decoupled, MergeInput, Plan};
 use crate::data::Matrix;
+use crate::filter::Attributes;
+use crate::kinds::graph::label_starts::{self, LabelStarts};
 use crate::kinds::graph::layout::packed::PackedMeta;
 use crate::kinds::graph::monitor::RecallPoint;
 use crate::kinds::graph::search::entry::{self, EntryIndex, EntryParams};
 use crate::kinds::graph::updates::delta::DeltaElement;
 use crate::kinds::graph::updates::ids::SlotIds;
-use crate::kinds::graph::{DiskIndex, IndexBuildError, IndexLayout, PQ_CODES_FILE, PQ_FILE};
+use crate::kinds::graph::{
+    payload_crc, DiskIndex, IndexBuildError, IndexLayout, PQ_CODES_FILE, PQ_FILE,
+};
 use crate::progress::Control;
 use crate::quant::pq::PqCodes;
 use crate::vamana::VectorStore;
@@ -126,20 +130,18 @@ pub(super) fn monitor<T: DeltaElement>(
 }
 
 /// The attributes of the new version, when the old one or the delta has any: the kept slots'
-/// rows where they are, the new vectors' rows at their slots (`attrs.trawl`). Returns the
-/// bytes written.
-pub(super) fn write_attrs<T: DeltaElement>(
+/// rows where they are, the new vectors' rows at their slots.
+pub(super) fn merged_attrs<T: DeltaElement>(
     input: &MergeInput<'_>,
     plan: &Plan<'_, T>,
-    staging: &Path,
-) -> Result<u64, IndexBuildError> {
+) -> Result<Option<Attributes>, IndexBuildError> {
     let delta = input.delta.attrs();
     let old = input.old.attrs();
     if delta.is_none() && old.is_none() {
-        return Ok(0);
+        return Ok(None);
     }
     let n_old = input.old.n() as u32;
-    let empty = crate::filter::Attributes::empty(n_old);
+    let empty = Attributes::empty(n_old);
     let old = old.map_or(&empty, |a| &**a);
     let kept: roaring::RoaringBitmap = (0..n_old).filter(|&s| !plan.is_free(s)).collect();
     let mut placed: Vec<(u32, u32)> = plan
@@ -157,7 +159,33 @@ pub(super) fn write_attrs<T: DeltaElement>(
     let merged = old
         .merged(n, &kept, delta.as_deref(), &placed)
         .map_err(IndexBuildError::Attrs)?;
+    Ok(Some(merged))
+}
+
+/// Writes the new version's attributes (`attrs.trawl`) and, from a label-aware merge, the
+/// start nodes of their labels (`label-starts.trawl`, tagged with the new PQ codes and
+/// attributes). Returns the bytes written.
+pub(super) fn write_attrs(
+    merged: Option<&Attributes>,
+    labels: Option<&crate::vamana::BuildLabels>,
+    meta: &PackedMeta,
+    staging: &Path,
+) -> Result<u64, IndexBuildError> {
+    let Some(merged) = merged else {
+        return Ok(0);
+    };
     let path = staging.join(crate::filter::file::FILE_NAME);
-    crate::filter::file::save(&merged, &path)?;
-    Ok(std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0))
+    crate::filter::file::save(merged, &path)?;
+    let mut bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    if let Some(lb) = labels {
+        let starts = staging.join(label_starts::FILE_NAME);
+        LabelStarts::new(lb.starts().to_vec()).save(
+            &starts,
+            meta.n,
+            meta.pq_codes_crc,
+            payload_crc(&path)?,
+        )?;
+        bytes += std::fs::metadata(&starts).map(|m| m.len()).unwrap_or(0);
+    }
+    Ok(bytes)
 }

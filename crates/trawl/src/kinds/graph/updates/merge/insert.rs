@@ -13,7 +13,7 @@ use crate::kinds::graph::updates::ids::HOLE;
 use crate::kinds::graph::{DiskIndex, IndexBuildError};
 use crate::progress::Control;
 use crate::vamana::search::SearchScratch;
-use crate::vamana::{PruneLimits, PruneScratch, VectorStore};
+use crate::vamana::{BuildLabels, PruneLimits, PruneScratch, VectorStore};
 
 /// The new nodes' lists and the back-edges `Δ` they call for.
 pub(super) struct Inserted {
@@ -25,12 +25,16 @@ pub(super) struct Inserted {
     pub new_of_slot: HashMap<u32, usize>,
 }
 
-/// Candidates for each new vector from the old disk graph and the delta graph, pruned to `R`.
+/// Candidates for each new vector from the old disk graph and the delta graph (and, from a
+/// label-aware merge, `extra[i]`: its labels' candidates, [`super::labels::candidates`]),
+/// pruned to `R` (keeping a path for every label when `labels` are given).
 pub(super) fn insert<T: DeltaElement>(
     input: &MergeInput<'_>,
     plan: &Plan<'_, T>,
     store: &VectorStore<'_, T>,
     limits: PruneLimits,
+    labels: Option<&BuildLabels>,
+    extra: &[Vec<u32>],
     ctl: &Control,
 ) -> Result<Inserted, IndexBuildError> {
     let old = input.old;
@@ -90,9 +94,12 @@ pub(super) fn insert<T: DeltaElement>(
                                     ids.push(slot);
                                 }
                             }
+                            if let Some(e) = extra.get(i) {
+                                ids.extend_from_slice(e);
+                            }
                             ids.sort_unstable();
                             ids.dedup();
-                            let out = prune(store, s, &ids, limits, ps, dists);
+                            let out = prune(store, s, &ids, limits, ps, dists, labels);
                             if i % 1024 == 0 {
                                 bar.inc(1024);
                             }

@@ -19,12 +19,16 @@
 //! deleted nodes' lists, the new nodes' lists and `Δ`, never the whole graph. New vectors get PQ
 //! codes from the existing codebook; the entry index is rebuilt over the new slots.
 //!
+//! A version built label-aware stays so: the merge links new vectors by their labels too,
+//! prunes keeping a path for every label, and writes the labels' start nodes (`labels`).
+//!
 //! The code follows the phases: the plan of the slots here, the read pass in `read`, the insert
-//! phase in `insert`, the delete + patch pass in `patch`, the PQ codes, the entry index and the
+//! phase in `insert` (with the labels' candidates from `labels`), the delete + patch pass in `patch`, the PQ codes, the entry index and the
 //! recall monitor in `finish`, the decoupled layout's vector segments in `segment_files`.
 
 mod finish;
 mod insert;
+mod labels;
 mod patch;
 mod read;
 mod segment_files;
@@ -55,6 +59,9 @@ pub struct MergeReport {
     pub patched: u64,
     /// Edges added to link back nodes the merge left unreachable from the medoid.
     pub relinked: usize,
+    /// Labels with a start node in the new version (a label-aware merge: the old version was
+    /// built label-aware; 0 otherwise).
+    pub label_starts: usize,
     /// The recall monitor's figures on the merged version ([`crate::kinds::graph::monitor`]).
     pub recall: Vec<crate::kinds::graph::monitor::RecallPoint>,
     /// Vectors the monitor searched.
@@ -203,9 +210,22 @@ fn merge_typed<T: DeltaElement>(
         saturate: input.cfg.saturate,
     };
 
-    // 2. Insert: candidates from the old disk graph and the delta graph.
+    // The new version's attributes; a label-aware merge's labels and start nodes.
+    let merged = finish::merged_attrs(input, &plan)?;
+    let labels = match &merged {
+        Some(a) => labels::labels(input, &plan, a, &store, ctl)?,
+        None => None,
+    };
+    report.label_starts = labels.as_ref().map_or(0, |lb| lb.tracked());
+
+    // 2. Insert: candidates from the old disk graph and the delta graph (and the labels').
     let t_ins = Instant::now();
-    let inserted = insert::insert(input, &plan, &store, limits, ctl)?;
+    let extra = match (&labels, &merged) {
+        (Some(lb), Some(a)) => labels::candidates(input, &plan, lb, a, &store, ctl)?,
+        _ => Vec::new(),
+    };
+    let inserted = insert::insert(input, &plan, &store, limits, labels.as_ref(), &extra, ctl)?;
+    drop(extra);
     report.insert_secs = t_ins.elapsed().as_secs_f64();
     let medoid = insert::new_medoid(old, &plan, &store, &read.medoid_vec);
 
@@ -224,6 +244,7 @@ fn merge_typed<T: DeltaElement>(
         new_lists: &inserted.new_lists,
         store: &store,
         limits,
+        labels: labels.as_ref(),
     };
     let written = patch::write_graph(input, &plan, &repair, &read.vectors, medoid, staging, ctl)?;
     report.relinked = written.relinked;
@@ -237,7 +258,8 @@ fn merge_typed<T: DeltaElement>(
     let ids = SlotIds::Table(std::mem::take(&mut plan.slot_ids));
     report.bytes_written +=
         ids.save(&staging.join(crate::kinds::graph::updates::ids::FILE_NAME))?;
-    report.bytes_written += finish::write_attrs(input, &plan, staging)?;
+    report.bytes_written +=
+        finish::write_attrs(merged.as_ref(), labels.as_ref(), &written.meta, staging)?;
     if let (Some(d), Some(policy)) = (decoupled(input), input.segments) {
         let n_old = old.n();
         let keep = |s: u32| (s as usize) < n_old && !plan.is_free(s);

@@ -17,7 +17,9 @@ use crate::kinds::graph::updates::ids::HOLE;
 use crate::kinds::graph::{payload_crc, IndexBuildError, IndexLayout, PQ_CODES_FILE, PQ_FILE};
 use crate::progress::Control;
 use crate::vamana::queue::Neighbor;
-use crate::vamana::{robust_prune, PruneLimits, PruneScratch, VectorStore};
+use crate::vamana::{
+    robust_prune, robust_prune_labelled, BuildLabels, PruneLimits, PruneScratch, VectorStore,
+};
 
 /// What the patch pass needs to give a slot its new list.
 pub(super) struct Repair<'a, T: Element> {
@@ -34,6 +36,8 @@ pub(super) struct Repair<'a, T: Element> {
     /// Every vector of the new version.
     pub store: &'a VectorStore<'a, T>,
     pub limits: PruneLimits,
+    /// A label-aware merge's labels: its prunes keep a path for every label.
+    pub labels: Option<&'a BuildLabels>,
 }
 
 /// What the patch pass wrote.
@@ -262,13 +266,14 @@ impl<T: Element> Repair<'_, T> {
         list.sort_unstable();
         list.dedup();
         if must_prune || list.len() > self.limits.degree {
-            list = prune(self.store, s, &list, self.limits, ps, dists);
+            list = prune(self.store, s, &list, self.limits, ps, dists, self.labels);
         }
         (list, repaired, patched)
     }
 }
 
-/// Robust prune of candidates `ids` for node `s`, with exact distances.
+/// Robust prune of candidates `ids` for node `s`, with exact distances; keeping a path for
+/// every tracked label of `s` when `labels` are given.
 pub(super) fn prune<T: Element>(
     store: &VectorStore<'_, T>,
     s: u32,
@@ -276,6 +281,7 @@ pub(super) fn prune<T: Element>(
     limits: PruneLimits,
     ps: &mut PruneScratch,
     dists: &mut Vec<f32>,
+    labels: Option<&BuildLabels>,
 ) -> Vec<u32> {
     let probe = store.point(s);
     store.dist_batch(&probe, ids, dists);
@@ -285,6 +291,15 @@ pub(super) fn prune<T: Element>(
         .map(|(&id, &dist)| Neighbor { id, dist })
         .collect();
     let mut out = Vec::new();
-    robust_prune(store, s, &mut pool, limits, ps, &mut out);
+    match labels.map(|lb| (lb, lb.of(s))) {
+        Some((lb, mine)) if !mine.is_empty() => {
+            robust_prune_labelled(store, s, &mut pool, limits, ps, &mut out, |q| {
+                lb.mask(mine, q)
+            });
+        }
+        _ => {
+            robust_prune(store, s, &mut pool, limits, ps, &mut out);
+        }
+    }
     out
 }
