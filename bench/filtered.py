@@ -1022,6 +1022,70 @@ def render_acceptance(meta: dict) -> list[str]:
     return lines + [""]
 
 
+def planner_fit(meta: dict) -> dict | None:
+    """The planner's costs (`CostModel`) measured on this run from trawl's forced plans at
+    --threads, machine time per query = threads / QPS: `page_ns` = time / pages over every
+    inline row; `inline_pages` = pages − L over the unfiltered sweep (what a search reads
+    beyond its list); `code_byte_ns` from the scan rows of cells with at least 10,000
+    matches = (time − page_ns × pages) / (matches × code bytes). Medians. Then per cell,
+    `auto` against the faster of the forced plans at recall >= 0.90."""
+    t = meta["sides"].get("trawl")
+    if not t:
+        return None
+    code_bytes = int(meta["args"].get("pq_bytes") or 0)
+    page, beyond, byte_ns, per_cell = [], [], [], {}
+    for c in meta["cells"]:
+        rec = t["cells"].get(c["name"], {}).get("bench", {})
+        for r in rec.get("inline", {}).get("rows", []):
+            if r.get("qps") and r.get("pages_per_query"):
+                page.append(rec["inline"]["threads"] * 1e9 / r["qps"] / r["pages_per_query"])
+        for r in rec.get("default", {}).get("rows", []):
+            if r.get("pages_per_query"):
+                beyond.append(r["pages_per_query"] - r["L"])
+    if not page:
+        return None
+    e = float(np.median(page))
+    for c in meta["cells"]:
+        rec = t["cells"].get(c["name"], {}).get("bench", {})
+        rows = read_cell_rows(c, meta["nq"]) if c.get("jsonl") and c["type"] != "none" else []
+        m = float(np.mean([r["count"] for r in rows])) if rows else 0.0
+        if "scan" in rec and m >= 10_000 and code_bytes:
+            for r in rec["scan"]["rows"]:
+                if r.get("qps"):
+                    ns = rec["scan"]["threads"] * 1e9 / r["qps"]
+                    byte_ns.append((ns - e * (r.get("pages_per_query") or 0))
+                                   / (m * code_bytes))
+        best = {p: trawl_best({"bench": rec}, p) for p in ("auto", "inline", "scan")}
+        forced = [b["qps"] for p, b in best.items() if p != "auto" and b]
+        if best["auto"] and forced:
+            per_cell[c["name"]] = {"auto": best["auto"]["qps"], "best_forced": max(forced),
+                                   "auto_over_best": best["auto"]["qps"] / max(forced)}
+    return {"page_ns": e, "inline_pages": float(np.median(beyond)) if beyond else None,
+            "code_byte_ns": float(np.median(byte_ns)) if byte_ns else None,
+            "inline_rows": len(page), "scan_rows": len(byte_ns), "cells": per_cell}
+
+
+def render_planner(meta: dict) -> list[str]:
+    f = planner_fit(meta)
+    if not f:
+        return []
+    cb = f"{f['code_byte_ns']:.2f}" if f["code_byte_ns"] is not None else "n/a"
+    ip = f"{f['inline_pages']:.1f}" if f["inline_pages"] is not None else "n/a"
+    lines = ["## Planner: the cost model measured on this run", "",
+             f"Machine time per query (threads / QPS) of trawl's forced plans: a page read "
+             f"costs {f['page_ns'] / 1000:.1f} µs (`page_ns`; median of {f['inline_rows']} "
+             f"inline rows); an unfiltered search reads {ip} pages beyond its list "
+             f"(`inline_pages`); a scan {cb} ns per code byte scored beside its re-rank "
+             f"reads (`code_byte_ns`; median of {f['scan_rows']} rows with >= 10,000 "
+             "matches). The planner's defaults are `CostModel` in "
+             "`crates/trawl/src/filter/plan.rs`.", "",
+             "| cell | auto QPS | faster forced plan | auto / forced |", "|---|---|---|---|"]
+    for name, c in f["cells"].items():
+        lines.append(f"| {name} | {c['auto']:.0f} | {c['best_forced']:.0f} | "
+                     f"{c['auto_over_best']:.2f} |")
+    return lines + [""]
+
+
 def _load(v) -> str:
     return "/".join(f"{x:.1f}" for x in v) if v else "-"
 
@@ -1058,7 +1122,7 @@ def render(meta: dict) -> str:
                      f"`{c['example'] or '(none)'}` |")
     cols = [s for s in ("lancedb", "lancedb-flat", "faiss-hnsw", "diskann", "trawl",
                         "trawl-naive") if s.split("-flat")[0] in sides]
-    lines += [""] + render_acceptance(meta)
+    lines += [""] + render_acceptance(meta) + render_planner(meta)
     lines += ["## QPS at recall@10 >= 0.90, every configuration", "",
               "| cell | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for c in meta["cells"]:
@@ -1203,6 +1267,7 @@ def main() -> None:
     if args.report_only:
         meta = json.loads(out_json.read_text())
         meta["acceptance"] = acceptance(meta)
+        meta["planner"] = planner_fit(meta)
         write_json(out_json, meta)
         (OUT_DIR / f"filtered-{tag}.md").write_text(render(meta))
         print(OUT_DIR / f"filtered-{tag}.md")
@@ -1257,6 +1322,7 @@ def main() -> None:
             "machine": machine_info(), "loadavg_before": loadavg_before,
             "loadavg_after": os.getloadavg()}
     meta["acceptance"] = acceptance(meta)
+    meta["planner"] = planner_fit(meta)
     write_json(out_json, meta)
     md = OUT_DIR / f"filtered-{tag}.md"
     md.write_text(render(meta))

@@ -6,13 +6,15 @@
 //! - **inline**: the index's own search (graph traversal, IVF lists) with the filter applied
 //!   to what it returns: rows that do not match are traversed, never returned; the list size
 //!   grows as the filter narrows (`L / selectivity`, at most `max_scale × L`);
-//! - **scan**: every matching row scored by its code in memory (PQ), the best `rerank` read
-//!   and scored exactly — no traversal, one round trip of reads;
+//! - **scan**: every matching row scored by its code in memory (PQ, a `u16` table that stays
+//!   in L1, the codes fetched ahead), the best `rerank` (the list size, between `k` and
+//!   `max(4·k, 32)`) read and scored exactly — no traversal, one round trip of reads;
 //! - **exact**: every matching row read and scored exactly (when they are fewer than a scan
 //!   would re-rank).
 //!
-//! The cost model compares the CPU of scoring the matches' codes with the expansions an
-//! inline search adds; its two constants are in [`CostModel`] with how they were measured.
+//! The cost model compares scoring the matches' codes and reading the re-rank's pages with
+//! the pages an inline search reads; its constants are in [`CostModel`] with how they were
+//! measured.
 
 use crate::filter::{Count, Expr};
 
@@ -99,7 +101,8 @@ pub struct FilterParams {
     pub plan: Option<Plan>,
     /// Largest factor the inline plan multiplies the list size by.
     pub max_scale: f64,
-    /// Candidates a scan re-ranks exactly (0: `max(4·k, 32)`).
+    /// Candidates a scan re-ranks exactly (0: the list size `L`, at least `k` and at most
+    /// `max(4·k, 32)`: `L` is the one knob of recall against speed for every plan).
     pub rerank: usize,
     /// The cost model.
     pub cost: CostModel,
@@ -116,25 +119,36 @@ impl Default for FilterParams {
     }
 }
 
-/// The planner's costs, in nanoseconds of one search thread.
+/// The planner's costs, in nanoseconds of machine time per query (threads / QPS): an inline
+/// search reads about `inline_pages` pages beyond its list (the descent from its seeds, the
+/// beam's reads that do not pay off), each at `page_ns`; a scan scores every match's code at
+/// `code_byte_ns` a byte and reads the pages of its re-rank.
 ///
-/// Initial figures from the development machine (AMD EPYC, 2 cores, the shared virtio disk,
-/// GloVe-400K at 32-byte PQ): scoring one code with a query's table costs about 1.2 ns per
-/// sub-quantiser; an expansion of an inline search about 15 µs of a thread's time at full
-/// throughput (reads included). `bench/filtered.py` measures both plans per selectivity.
+/// Measured by `bench/filtered.py` (its "Planner" section fits them from trawl's forced
+/// `inline` and `scan` sweeps and its unfiltered one; `python3 bench/filtered.py
+/// zipf-glove-400k --nq 200 --sides trawl --trawl-interleave 4`) on the development machine
+/// (AMD EPYC, 2 cores, the shared virtio disk, O_DIRECT, 2 threads × 4 queries in flight;
+/// GloVe-400K, 48-byte PQ): a page about 30 µs (mostly device time at that depth), 25 pages
+/// beyond the list (30 pages at L 10 unfiltered), a code byte about 0.5 ns (the `u16` table,
+/// codes fetched ahead, the matches gathered). What decides a plan is their ratio: a scan wins
+/// below ~20% of the rows where no label start node narrows the traversal, and for a gated
+/// label below a few percent.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostModel {
     /// One code scored, per byte of code.
     pub code_byte_ns: f64,
-    /// One node expanded by a traversal (or one exact read), all included.
-    pub expansion_ns: f64,
+    /// One page read and its record expanded or re-ranked, all included.
+    pub page_ns: f64,
+    /// Pages an inline search reads beyond its list size.
+    pub inline_pages: f64,
 }
 
 impl Default for CostModel {
     fn default() -> Self {
         Self {
-            code_byte_ns: 1.2,
-            expansion_ns: 15_000.0,
+            code_byte_ns: 0.5,
+            page_ns: 30_000.0,
+            inline_pages: 25.0,
         }
     }
 }
@@ -163,7 +177,7 @@ pub fn plan(
 ) -> Planned {
     let m = count.rows;
     let rerank = if p.rerank == 0 {
-        (4 * k).max(32)
+        l.clamp(k, (4 * k).max(32).max(k))
     } else {
         p.rerank
     };
@@ -184,9 +198,9 @@ pub fn plan(
                 }
             }
             Some(b) => {
-                let scan =
-                    m as f64 * b as f64 * p.cost.code_byte_ns + rerank as f64 * p.cost.expansion_ns;
-                let inline = inline_list as f64 * p.cost.expansion_ns;
+                let c = &p.cost;
+                let scan = m as f64 * b as f64 * c.code_byte_ns + rerank as f64 * c.page_ns;
+                let inline = (inline_list as f64 + c.inline_pages) * c.page_ns;
                 if scan < inline {
                     Plan::Scan
                 } else {
@@ -225,5 +239,77 @@ impl QueryFilter<'_> {
     /// Whether no query is filtered.
     pub fn is_none(&self) -> bool {
         self.filters.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(rows: u64) -> Count {
+        Count { rows, exact: true }
+    }
+
+    #[test]
+    fn a_scan_reranks_the_list_size_within_its_bounds() {
+        let p = FilterParams {
+            plan: Some(Plan::Scan),
+            ..FilterParams::default()
+        };
+        let list = |k, l| plan(&p, count(50_000), 1_000_000, k, l, Some(32)).list;
+        assert_eq!(list(10, 10), 10);
+        assert_eq!(list(10, 20), 20);
+        assert_eq!(list(10, 100), 40);
+        assert_eq!(list(50, 10), 50);
+        assert_eq!(list(50, 1000), 200);
+        // A forced scan without codes in memory reads every match.
+        let pl = plan(&p, count(500), 1_000_000, 10, 10, None);
+        assert_eq!((pl.plan, pl.list), (Plan::Exact, 500));
+        // Under the planner, as few matches as a scan would re-rank are read exactly.
+        let auto = FilterParams::default();
+        let pl = plan(&auto, count(30), 1_000_000, 10, 100, Some(32));
+        assert_eq!((pl.plan, pl.list), (Plan::Exact, 30));
+    }
+
+    #[test]
+    fn the_planner_scans_narrow_filters_and_traverses_wide_ones() {
+        let p = FilterParams::default();
+        let n = 1_000_000;
+        let pick = |m| plan(&p, count(m), n, 10, 20, Some(32)).plan;
+        // 0.5% of the rows: a traversal would grow its list 16×; scoring 5,000 codes is cheap.
+        assert_eq!(pick(5_000), Plan::Scan);
+        // A label whose start nodes gate the traversal counts against its own rows (list
+        // ×1): a scan of its few thousand codes still beats the descent's pages, not of
+        // its hundred thousand.
+        let gated = |m| plan(&p, count(m), m, 10, 10, Some(48)).plan;
+        assert_eq!(gated(3_000), Plan::Scan);
+        assert_eq!(gated(100_000), Plan::Inline);
+        // Half the rows: the list doubles; scoring half a million codes is not cheap.
+        assert_eq!(pick(500_000), Plan::Inline);
+        // The inline list grows as the filter narrows, at most max_scale×.
+        let pl = plan(
+            &FilterParams {
+                plan: Some(Plan::Inline),
+                ..p
+            },
+            count(100_000),
+            n,
+            10,
+            20,
+            Some(32),
+        );
+        assert_eq!(pl.list, 200);
+        let pl = plan(
+            &FilterParams {
+                plan: Some(Plan::Inline),
+                ..p
+            },
+            count(10),
+            n,
+            10,
+            20,
+            Some(32),
+        );
+        assert_eq!(pl.list, 320);
     }
 }

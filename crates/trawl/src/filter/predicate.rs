@@ -200,6 +200,35 @@ impl<'a> Predicate<'a> {
         self.collect_of(&self.root)
     }
 
+    /// The rows that match, each once, in no particular order, into `out` (cleared first):
+    /// a numeric test's rows straight from the column's value order (no sort, no bitmap),
+    /// other filters' from [`Predicate::collect`]. For a scan, which scores every one.
+    pub fn rows_into(&self, out: &mut Vec<u32>) {
+        out.clear();
+        if let Node::Num { field, test } = &self.root {
+            let order = &self.attrs.field_at(*field).order;
+            let spans = match test {
+                NumTest::Range { lo, hi } => vec![self.span(*field, *lo, *hi)],
+                NumTest::Ne(v) => {
+                    let eq = self.eq_span(*field, *v);
+                    vec![0..eq.start, eq.end..order.len()]
+                }
+                NumTest::In(vs) => {
+                    let mut spans: Vec<_> = vs.iter().map(|&v| self.eq_span(*field, v)).collect();
+                    // Values listed twice give one span.
+                    spans.sort_by_key(|r| (r.start, r.end));
+                    spans.dedup();
+                    spans
+                }
+            };
+            for s in spans {
+                out.extend_from_slice(&order[s]);
+            }
+            return;
+        }
+        out.extend(self.collect().iter());
+    }
+
     fn collect_of(&self, node: &Node) -> RoaringBitmap {
         let n = self.attrs.n();
         match node {

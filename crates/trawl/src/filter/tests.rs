@@ -212,6 +212,11 @@ fn predicates_equal_the_naive_evaluation() {
             want,
             "case {case}: {e:?}"
         );
+        // The scan's rows: the same set, each once, in any order.
+        let mut rows = vec![7u32];
+        p.rows_into(&mut rows);
+        rows.sort_unstable();
+        assert_eq!(rows, want, "case {case}: rows_into {e:?}");
         let c = p.count();
         if c.exact {
             assert_eq!(c.rows, want.len() as u64, "case {case}: {e:?}");

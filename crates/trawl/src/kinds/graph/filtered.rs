@@ -316,11 +316,11 @@ impl DiskIndex {
                     filter: stats_of(pl),
                     ..QueryStats::default()
                 };
-                let mut ids: Vec<u32> = pred
-                    .collect()
-                    .iter()
-                    .filter(|&id| live.is_none_or(|l| l.visible(id)))
-                    .collect();
+                let mut ids: Vec<u32> = Vec::new();
+                pred.rows_into(&mut ids);
+                if let Some(l) = live {
+                    ids.retain(|&id| l.visible(id));
+                }
                 if pl.plan == Plan::Scan && ids.len() > pl.list {
                     self.best_by_code(query, &mut ids, pl.list, &mut st)?;
                 }
@@ -348,11 +348,13 @@ impl DiskIndex {
             .pq()
             .query_table(query)
             .map_err(|e| SearchError::Internal(format!("PQ table: {e}")))?;
-        let mut d = vec![0f32; ids.len()];
+        // The table with u16 entries: it stays in L1 over the many codes of a scan.
+        let table = table.quantized();
+        let mut d = vec![0u32; ids.len()];
         table.distances_of(codes, ids, &mut d);
         st.traversal.pq_distances += ids.len() as u64;
-        let mut order: Vec<(f32, u32)> = d.into_iter().zip(ids.iter().copied()).collect();
-        let cmp = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        let mut order: Vec<(u32, u32)> = d.into_iter().zip(ids.iter().copied()).collect();
+        let cmp = |a: &(u32, u32), b: &(u32, u32)| a.cmp(b);
         if order.len() > keep {
             order.select_nth_unstable_by(keep, cmp);
             order.truncate(keep);

@@ -35,7 +35,7 @@ mod train;
 pub use encode::PqCodes;
 pub use file::{PQ_CODES_MAGIC, PQ_CODES_VERSION, PQ_MAGIC, PQ_VERSION};
 pub use rotation::Rotation;
-pub use table::QueryTable;
+pub use table::{QuantTable, QueryTable};
 
 use crate::data::Matrix;
 use crate::kernels::kmeans::KMeansError;

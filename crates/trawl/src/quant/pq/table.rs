@@ -99,6 +99,140 @@ impl QueryTable {
     }
 }
 
+/// A query's ADC table with `u16` entries, for scans over many codes: `M × 256 × 2` bytes
+/// (24 KiB at 48-byte codes, inside a core's L1 where the `f32` table's 48 KiB is not).
+/// Entry `(s, c)` is `round((e(s, c) − min_s) / step)`, `min_s` the row's smallest finite
+/// entry and `step` the widest row's span over 65535; `+∞` entries (centroids a quantiser
+/// does not have, which no code names) become 65535. A distance is the `u32` sum, which
+/// orders codes as the `f32` table does up to `M · step / 2`
+/// ([`QuantTable::to_f32`] maps it back).
+#[derive(Debug, Clone)]
+pub struct QuantTable {
+    rows: Vec<[u16; MAX_CENTROIDS]>,
+    step: f32,
+    offset: f32,
+}
+
+impl QueryTable {
+    /// This table with `u16` entries ([`QuantTable`]).
+    pub fn quantized(&self) -> QuantTable {
+        let finite = |r: &[f32; MAX_CENTROIDS]| {
+            r.iter()
+                .copied()
+                .filter(|x| x.is_finite())
+                .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
+                    (lo.min(x), hi.max(x))
+                })
+        };
+        let spans: Vec<(f32, f32)> = self.rows.iter().map(finite).collect();
+        let widest = spans
+            .iter()
+            .filter(|(lo, hi)| lo <= hi)
+            .map(|(lo, hi)| hi - lo)
+            .fold(0f32, f32::max);
+        let step = if widest > 0.0 { widest / 65535.0 } else { 1.0 };
+        let mut offset = self.bias;
+        let rows = self
+            .rows
+            .iter()
+            .zip(&spans)
+            .map(|(r, &(lo, hi))| {
+                let lo = if lo <= hi { lo } else { 0.0 };
+                offset += lo;
+                let mut q = [u16::MAX; MAX_CENTROIDS];
+                for (o, &x) in q.iter_mut().zip(r) {
+                    if x.is_finite() {
+                        *o = ((x - lo) / step).round().clamp(0.0, 65535.0) as u16;
+                    }
+                }
+                q
+            })
+            .collect();
+        QuantTable { rows, step, offset }
+    }
+}
+
+impl QuantTable {
+    /// Bytes per code.
+    pub fn m(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The quantised distance to the vector with `code` (as [`QueryTable::distance`]).
+    #[inline]
+    pub fn distance(&self, code: &[u8]) -> u32 {
+        let mut acc = [0u32; 4];
+        let mut rows = self.rows.chunks_exact(4);
+        let mut codes = code.chunks_exact(4);
+        for (r, c) in (&mut rows).zip(&mut codes) {
+            acc[0] += u32::from(r[0][usize::from(c[0])]);
+            acc[1] += u32::from(r[1][usize::from(c[1])]);
+            acc[2] += u32::from(r[2][usize::from(c[2])]);
+            acc[3] += u32::from(r[3][usize::from(c[3])]);
+        }
+        for (r, &c) in rows.remainder().iter().zip(codes.remainder()) {
+            acc[0] += u32::from(r[usize::from(c)]);
+        }
+        (acc[0] + acc[1]) + (acc[2] + acc[3])
+    }
+
+    /// Quantised distances to the codes of vectors `ids` in `codes`; `u32::MAX` for an id
+    /// out of range. The codes of the ids 16 on (`PREFETCH_AHEAD`) are fetched ahead (a scan's
+    /// ids are scattered over the codes: each code is a cache miss otherwise).
+    pub fn distances_of(&self, codes: &PqCodes, ids: &[u32], out: &mut [u32]) {
+        let n = codes.n();
+        for (i, (o, &id)) in out.iter_mut().zip(ids).enumerate() {
+            if let Some(&ahead) = ids.get(i + PREFETCH_AHEAD) {
+                if (ahead as usize) < n {
+                    prefetch(codes.code(ahead as usize));
+                }
+            }
+            *o = if (id as usize) < n {
+                self.distance(codes.code(id as usize))
+            } else {
+                u32::MAX
+            };
+        }
+    }
+
+    /// The `f32` distance a quantised one stands for (within `M · step / 2`).
+    pub fn to_f32(&self, d: u32) -> f32 {
+        self.offset + d as f32 * self.step
+    }
+
+    /// The quantisation step.
+    pub fn step(&self) -> f32 {
+        self.step
+    }
+}
+
+/// How many ids ahead [`QuantTable::distances_of`] fetches codes.
+pub const PREFETCH_AHEAD: usize = 16;
+
+/// Hints the CPU to load the cache lines of `bytes` (a no-op off x86-64).
+#[inline]
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let base = bytes.as_ptr().cast::<i8>();
+        // Every line from the first byte's to the last byte's.
+        let first = base as usize & !63;
+        let end = base as usize + bytes.len();
+        for line in (first..end).step_by(64) {
+            // SAFETY: prefetch never faults; the address is in a line `bytes` touches.
+            unsafe {
+                _mm_prefetch(
+                    base.wrapping_add(line.saturating_sub(base as usize)),
+                    _MM_HINT_T0,
+                )
+            };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 impl DistanceTable for QueryTable {
     fn code_bytes(&self) -> usize {
         self.m()

@@ -96,6 +96,54 @@ fn check_adc_matches_decoded(pq: &ProductQuantizer, data: &Matrix<f32>, queries:
     }
 }
 
+/// The `u16` table orders codes as the `f32` one up to its bound (`M · step / 2` apart), and
+/// maps its sums back to the `f32` distances within that bound.
+fn check_quantized_table(pq: &ProductQuantizer, data: &Matrix<f32>, queries: &Matrix<f32>) {
+    let codes = pq.encode(data, &silent()).unwrap();
+    let ids: Vec<u32> = (0..codes.n() as u32).rev().chain([u32::MAX]).collect();
+    for q in queries.rows() {
+        let t = pq.query_table(q).unwrap();
+        let qt = t.quantized();
+        assert_eq!(qt.m(), t.m());
+        let bound = qt.m() as f32 * qt.step() / 2.0 + 1e-5 * (1.0 + qt.step());
+        let mut got = vec![0u32; ids.len()];
+        qt.distances_of(&codes, &ids, &mut got);
+        assert_eq!(got[ids.len() - 1], u32::MAX, "an id out of range");
+        for (&id, &d) in ids.iter().zip(&got).take(codes.n()) {
+            let want = t.distance(codes.code(id as usize));
+            assert_eq!(d, qt.distance(codes.code(id as usize)));
+            let back = qt.to_f32(d);
+            assert!(
+                (back - want).abs() <= bound + 1e-4 * want.abs(),
+                "{}: {back} vs {want} (bound {bound})",
+                pq.metric()
+            );
+        }
+        // Codes the f32 table sets more than twice the bound apart keep their order.
+        for (i, j) in (1..codes.n()).map(|i| (i - 1, i)) {
+            let (fa, fb) = (
+                t.distance(codes.code(ids[i] as usize)),
+                t.distance(codes.code(ids[j] as usize)),
+            );
+            if fa + 2.0 * bound < fb {
+                assert!(got[i] < got[j], "{fa} < {fb} but {} >= {}", got[i], got[j]);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_u16_table_follows_the_f32_table() {
+    let data = mixture(700, 13, 8, 2);
+    let queries = mixture(5, 13, 3, 3);
+    for metric in [Metric::L2, Metric::InnerProduct, Metric::Cosine] {
+        for m in [1, 5, 13] {
+            let pq = ProductQuantizer::train(&data, metric, &params(m), &silent()).unwrap();
+            check_quantized_table(&pq, &data, &queries);
+        }
+    }
+}
+
 #[test]
 fn adc_equals_distance_to_reconstruction() {
     // 13 dims in 5 subspaces: widths 3,3,3,2,2.
