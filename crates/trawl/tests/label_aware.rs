@@ -94,6 +94,15 @@ fn inline_recall(
     found as f64 / wanted as f64
 }
 
+/// What `verify_index` found checking the index's start-node file (a checked component).
+fn starts_checked(dir: &std::path::Path) -> String {
+    let v = trawl::kinds::graph::verify_index(dir, &Control::silent()).unwrap();
+    let f = v.files.iter().find(|f| f.name == label_starts::FILE_NAME);
+    f.expect("the start nodes are a checked component")
+        .checked
+        .clone()
+}
+
 #[test]
 fn inline_search_of_a_rare_label_reaches_its_neighbours_on_a_label_aware_graph() {
     let (base, queries) = common::data::<f32>(N, 40, 16, 11);
@@ -137,16 +146,10 @@ fn inline_search_of_a_rare_label_reaches_its_neighbours_on_a_label_aware_graph()
             assert!(or >= or_off - 0.01, "OR: {or:.3} vs {or_off:.3} plain");
             assert!(ten_40 >= 0.95, "10% label at L 40: recall {ten_40:.3}");
             assert!(or_40 >= 0.95, "OR at L 40: recall {or_40:.3}");
-            let v = trawl::kinds::graph::verify_index(dir.path(), &Control::silent()).unwrap();
-            let f = v
-                .files
-                .iter()
-                .find(|f| f.name == label_starts::FILE_NAME)
-                .expect("the start nodes are checked");
+            let checked = starts_checked(dir.path());
             assert!(
-                f.checked.contains("start nodes of 2 of 3 labels"),
-                "{}",
-                f.checked
+                checked.contains("start nodes of 2 of 3 labels"),
+                "{checked}"
             );
             // A damaged start-node file is refused at open, as corrupt.
             drop(ix);
@@ -283,16 +286,10 @@ fn a_merge_keeps_a_label_aware_graph_label_aware() {
     // `rare`, `ten` and `fresh` have start nodes; `half` (untracked at the build) has none.
     assert_eq!(report.label_starts, 3, "{report:?}");
     assert!(dir.path().join(label_starts::FILE_NAME).is_file());
-    let v = trawl::kinds::graph::verify_index(dir.path(), &Control::silent()).unwrap();
-    let f = v
-        .files
-        .iter()
-        .find(|f| f.name == label_starts::FILE_NAME)
-        .expect("the merged start nodes are a checked component");
+    let checked = starts_checked(dir.path());
     assert!(
-        f.checked.contains("start nodes of 3 of 4 labels"),
-        "{}",
-        f.checked
+        checked.contains("start nodes of 3 of 4 labels"),
+        "{checked}"
     );
     // Inline searches from the new start nodes reach the rare labels' neighbours, old and new.
     let rare = live_recall(&ix, &model, &queries, "rare", 10);
