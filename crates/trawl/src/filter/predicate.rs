@@ -213,13 +213,7 @@ impl<'a> Predicate<'a> {
                     let eq = self.eq_span(*field, *v);
                     vec![0..eq.start, eq.end..order.len()]
                 }
-                NumTest::In(vs) => {
-                    let mut spans: Vec<_> = vs.iter().map(|&v| self.eq_span(*field, v)).collect();
-                    // Values listed twice give one span.
-                    spans.sort_by_key(|r| (r.start, r.end));
-                    spans.dedup();
-                    spans
-                }
+                NumTest::In(vs) => self.in_spans(*field, vs),
             };
             for s in spans {
                 out.extend_from_slice(&order[s]);
@@ -302,6 +296,16 @@ impl<'a> Predicate<'a> {
         start..end.max(start)
     }
 
+    /// The spans of the column's value order holding `vs`, each once (a value listed twice,
+    /// or as `3` and `3.0`, gives one span).
+    fn in_spans(&self, field: u32, vs: &[Number]) -> Vec<std::ops::Range<usize>> {
+        let mut spans: Vec<_> = vs.iter().map(|&v| self.eq_span(field, v)).collect();
+        spans.retain(|r| !r.is_empty());
+        spans.sort_by_key(|r| (r.start, r.end));
+        spans.dedup();
+        spans
+    }
+
     fn eq_span(&self, field: u32, v: Number) -> std::ops::Range<usize> {
         let end = Some(End {
             value: v,
@@ -315,9 +319,10 @@ impl<'a> Predicate<'a> {
         match test {
             NumTest::Range { lo, hi } => self.span(field, *lo, *hi).len() as u64,
             NumTest::Ne(v) => total - self.eq_span(field, *v).len() as u64,
-            NumTest::In(vs) => vs
+            NumTest::In(vs) => self
+                .in_spans(field, vs)
                 .iter()
-                .map(|&v| self.eq_span(field, v).len() as u64)
+                .map(|s| s.len() as u64)
                 .sum(),
         }
     }
@@ -339,10 +344,7 @@ impl<'a> Predicate<'a> {
                 let eq = self.eq_span(field, *v);
                 rows(&[0..eq.start, eq.end..order.len()])
             }
-            NumTest::In(vs) => {
-                let spans: Vec<_> = vs.iter().map(|&v| self.eq_span(field, v)).collect();
-                rows(&spans)
-            }
+            NumTest::In(vs) => rows(&self.in_spans(field, vs)),
         }
     }
 }

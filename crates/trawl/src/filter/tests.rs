@@ -385,3 +385,27 @@ fn input_files_are_read_and_checked() {
     b.add_label(1, "kind=x").unwrap();
     assert!(b.finish().is_err());
 }
+
+#[test]
+fn a_value_listed_twice_in_an_in_counts_once() {
+    let r = raw(3000, 5);
+    let attrs = build(&r);
+    for text in [
+        "year IN (2010, 2010, 2012)",
+        "year IN (2010, 2010.0)",
+        "NOT year IN (2001, 2001)",
+    ] {
+        let e = crate::filter::parse(text).unwrap();
+        let p = Predicate::compile(&e, &attrs).unwrap();
+        let want: Vec<u32> = (0..3000u32)
+            .filter(|&row| naive(&e, &r, row as usize))
+            .collect();
+        assert!(!want.is_empty(), "{text}");
+        assert_eq!(p.count().rows, want.len() as u64, "{text}");
+        assert_eq!(p.collect().iter().collect::<Vec<u32>>(), want, "{text}");
+        let mut rows = Vec::new();
+        p.rows_into(&mut rows);
+        rows.sort_unstable();
+        assert_eq!(rows, want, "{text}");
+    }
+}
