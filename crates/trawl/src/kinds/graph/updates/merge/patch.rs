@@ -17,9 +17,7 @@ use crate::kinds::graph::updates::ids::HOLE;
 use crate::kinds::graph::{payload_crc, IndexBuildError, IndexLayout, PQ_CODES_FILE, PQ_FILE};
 use crate::progress::Control;
 use crate::vamana::queue::Neighbor;
-use crate::vamana::{
-    robust_prune, robust_prune_labelled, BuildLabels, PruneLimits, PruneScratch, VectorStore,
-};
+use crate::vamana::{robust_prune_labelled, BuildLabels, PruneLimits, PruneScratch, VectorStore};
 
 /// What the patch pass needs to give a slot its new list.
 pub(super) struct Repair<'a, T: Element> {
@@ -291,15 +289,10 @@ pub(super) fn prune<T: Element>(
         .map(|(&id, &dist)| Neighbor { id, dist })
         .collect();
     let mut out = Vec::new();
-    match labels.map(|lb| (lb, lb.of(s))) {
-        Some((lb, mine)) if !mine.is_empty() => {
-            robust_prune_labelled(store, s, &mut pool, limits, ps, &mut out, |q| {
-                lb.mask(mine, q)
-            });
-        }
-        _ => {
-            robust_prune(store, s, &mut pool, limits, ps, &mut out);
-        }
-    }
+    // No labels (or none on `s`): every mask is 0, the plain robust prune.
+    let mine = labels.map_or(&[][..], |lb| lb.of(s));
+    robust_prune_labelled(store, s, &mut pool, limits, ps, &mut out, |q| {
+        labels.map_or(0, |lb| lb.mask(mine, q))
+    });
     out
 }
