@@ -10,6 +10,7 @@ mod cmd_index;
 mod cmd_info;
 mod cmd_quickstart;
 mod cmd_select_degree;
+mod cmd_serve;
 mod runtime;
 
 use std::path::PathBuf;
@@ -88,6 +89,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve indexes over HTTP: search, insert, upsert, delete and merge, with API keys,
+    /// TLS, limits, a bounded queue, Prometheus metrics and a graceful shutdown on SIGTERM.
+    Serve(cmd_serve::ServeArgs),
     /// Build and search in-memory Vamana graphs.
     #[command(subcommand)]
     Graph(cmd_graph::GraphCommand),
@@ -135,7 +139,12 @@ fn main() -> ExitCode {
     } else {
         trawl::progress::Control::with_progress()
     };
-    let interrupted = interrupt::install();
+    // The service handles SIGTERM and Ctrl-C itself (a graceful shutdown, exit 0).
+    let interrupted = if matches!(cli.command, Command::Serve(_)) {
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false))
+    } else {
+        interrupt::install()
+    };
     let ctl = ctl.with_cancel_flag(std::sync::Arc::clone(&interrupted));
     let result = match cli.command {
         Command::Gen(args) => cmd_gen::run(&args, &ctl),
@@ -166,6 +175,7 @@ fn main() -> ExitCode {
         Command::Graph(cmd) => cmd_graph::run(cmd, &ctl),
         Command::Quickstart(args) => cmd_quickstart::run(&args, &ctl),
         Command::AccelBench(args) => cmd_accel_bench::run(&args),
+        Command::Serve(args) => cmd_serve::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -14,6 +14,23 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Control {
     show_progress: bool,
     cancel: Option<Arc<AtomicBool>>,
+    watch: Option<Arc<Watch>>,
+}
+
+/// The phase a long operation is in and how far it is, readable from another thread (the
+/// network service reports a merge's progress from it): the last bar [`Control::bar`] made.
+#[derive(Debug, Default)]
+pub struct Watch {
+    current: std::sync::Mutex<Option<(String, ProgressBar)>>,
+}
+
+impl Watch {
+    /// The current phase, its steps done and its length; `None` before the first phase.
+    pub fn now(&self) -> Option<(String, u64, u64)> {
+        let g = self.current.lock().ok()?;
+        g.as_ref()
+            .map(|(phase, bar)| (phase.clone(), bar.position(), bar.length().unwrap_or(0)))
+    }
 }
 
 /// Returned by long operations that were cancelled through [`Control`].
@@ -32,12 +49,19 @@ impl Control {
         Self {
             show_progress: true,
             cancel: None,
+            watch: None,
         }
     }
 
     /// Attach a flag that, once set to `true`, makes the operation stop with [`Cancelled`].
     pub fn with_cancel_flag(mut self, flag: Arc<AtomicBool>) -> Self {
         self.cancel = Some(flag);
+        self
+    }
+
+    /// Report every phase to `watch` too.
+    pub fn with_watch(mut self, watch: Arc<Watch>) -> Self {
+        self.watch = Some(watch);
         self
     }
 
@@ -48,8 +72,19 @@ impl Control {
 
     /// A progress bar for one phase of `len` steps (hidden when progress is off).
     pub fn bar(&self, phase: &str, len: u64) -> ProgressBar {
+        let bar = self.draw(phase, len);
+        if let Some(w) = &self.watch {
+            if let Ok(mut g) = w.current.lock() {
+                *g = Some((phase.to_string(), bar.clone()));
+            }
+        }
+        bar
+    }
+
+    fn draw(&self, phase: &str, len: u64) -> ProgressBar {
         if !self.show_progress {
-            return ProgressBar::hidden();
+            // Hidden, yet counting (a watch reads its position).
+            return ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
         }
         let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
         let style = ProgressStyle::with_template(

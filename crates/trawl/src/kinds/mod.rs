@@ -18,6 +18,7 @@ mod hits;
 pub mod info;
 pub mod ivf;
 pub mod member;
+pub mod named;
 pub mod options;
 pub mod sharded;
 pub mod slot_file;
