@@ -442,8 +442,7 @@ mod tests {
         };
         let j: Value = serde_json::from_str("[[1, 256]]").unwrap();
         assert!(err(from_json(&j, "vectors", u)).contains("from 0 to 255"));
-        let many: Value =
-            serde_json::from_str(&format!("[{}]", ["[1,2]"; 11].join(","))).unwrap();
+        let many: Value = serde_json::from_str(&format!("[{}]", ["[1,2]"; 11].join(","))).unwrap();
         assert_eq!(from_json(&many, "vectors", e).unwrap_err().status, 413);
     }
 }

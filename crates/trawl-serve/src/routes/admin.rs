@@ -107,7 +107,7 @@ pub async fn metrics(State(app): State<Arc<App>>) -> Response {
 fn brief(name: &str, s: &Served) -> Value {
     match &*s.state.read() {
         IndexState::Ready(ix) => json!({
-            "name": name, "state": "ready", "kind": ix.kind().label(), "n": ix.n(),
+            "name": name, "state": "ready", "kind": ix.kind().name(), "n": ix.n(),
             "dim": ix.dim(), "dtype": ix.dtype().name(), "metric": ix.metric().name(),
             "writable": Served::writer(ix, name).is_ok(),
         }),

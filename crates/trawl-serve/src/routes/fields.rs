@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use trawl::filter::{Attributes, AttrsBuilder, Expr, FilterParams, Plan};
+use trawl::kinds::named::ParamValue;
+use trawl::kinds::Options;
 
 use crate::error::{ApiError, ApiResult};
 use crate::sched::OwnedFilters;
@@ -77,19 +79,32 @@ impl Fields {
         }
     }
 
-    /// The search parameters: the `params` object of a JSON body, or every remaining field of
-    /// a query string (called last).
-    pub fn params(&mut self) -> ApiResult<Map<String, Value>> {
+    /// `base` with the search parameters set: the `params` object of a JSON body, or every
+    /// remaining field of a query string (called last).
+    pub fn options(&mut self, base: &Options) -> ApiResult<Options> {
+        let mut o = base.clone();
         if self.text {
-            return Ok(std::mem::take(&mut self.map));
+            for (name, v) in std::mem::take(&mut self.map) {
+                let text = v.as_str().unwrap_or_default();
+                o.set_search_param(&name, ParamValue::Text(text))?;
+            }
+        } else {
+            match self.take("params") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(m)) => {
+                    for (name, v) in &m {
+                        o.set_search_param(name, ParamValue::Json(v))?;
+                    }
+                }
+                Some(v) => {
+                    return Err(ApiError::invalid(format!(
+                        "params = {v}: expected an object of search parameters"
+                    )))
+                }
+            }
         }
-        match self.take("params") {
-            None | Some(Value::Null) => Ok(Map::new()),
-            Some(Value::Object(m)) => Ok(m),
-            Some(v) => Err(ApiError::invalid(format!(
-                "params = {v}: expected an object of search parameters"
-            ))),
-        }
+        o.validate()?;
+        Ok(o)
     }
 
     /// The filters of `nq` queries: `filter` as text, a JSON object, or a list of one per

@@ -111,10 +111,9 @@ pub async fn search(
         )));
     }
     let (filters, filter_params) = f.filters(v.n())?;
-    let params = f.params()?;
+    let opts = f.options(&app.config.options)?;
     f.finish(SEARCH_FIELDS)?;
     check_values(&v.matrix)?;
-    let opts = app.config.options.with_search_params(&params)?;
     let kind_params = opts.params(&ix, k)?;
     let deadline = Instant::now() + app.config.limits.request_timeout;
     let single = v.single;
