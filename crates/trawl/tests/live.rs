@@ -527,3 +527,59 @@ fn inserts_do_not_deadlock_searches_running_on_the_rayon_pool() {
     work.join().unwrap();
     assert_eq!(ix.len(), 9_000);
 }
+
+/// Writes that race merges: every insert and delete acknowledged while merges run is in the
+/// index after them, and after a reopen. (A write once read the current version before it
+/// took the writer lock: a merge freezing the active delta in between left the write in the
+/// delta being merged, and the merge's replay of the log then refused it as a duplicate,
+/// dropping every later write from the id map.)
+#[test]
+fn writes_racing_merges_are_never_lost() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let (all, _) = data::<f32>(6_000, 8, DIM, 5);
+    let base = Matrix::from_vec(rows(&all, 0, 2_000), DIM).unwrap();
+    build(&base, dir.path(), Metric::L2, 16);
+    let ix = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
+    let stop = AtomicBool::new(false);
+    let (present, gone) = std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            let mut present: Vec<u64> = Vec::new();
+            let mut gone: Vec<u64> = Vec::new();
+            let mut next = 2_000usize;
+            while !stop.load(Ordering::Acquire) && next + 4 <= 6_000 {
+                let ids: Vec<u64> = (next as u64..next as u64 + 4).collect();
+                ix.insert(Some(&ids), &rows(&all, next, 4)).unwrap();
+                present.extend(&ids);
+                next += 4;
+                if next % 40 == 0 {
+                    let d = [present.remove(0), present.remove(0)];
+                    ix.delete(&d).unwrap();
+                    gone.extend(d);
+                }
+            }
+            (present, gone)
+        });
+        for _ in 0..6 {
+            ix.merge(1, &Control::silent()).unwrap();
+        }
+        stop.store(true, Ordering::Release);
+        w.join().unwrap()
+    });
+    assert!(present.len() > 40, "too few writes raced the merges");
+    let check = |ix: &LiveIndex| {
+        for &id in &present {
+            assert!(ix.contains(id), "acknowledged insert {id} is lost");
+        }
+        for &id in &gone {
+            assert!(!ix.contains(id), "acknowledged delete {id} is undone");
+        }
+        assert_eq!(ix.len(), 2_000 + present.len());
+    };
+    check(&ix);
+    ix.merge(1, &Control::silent()).unwrap();
+    check(&ix);
+    drop(ix);
+    let ix = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
+    check(&ix);
+}

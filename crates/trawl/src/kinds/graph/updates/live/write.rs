@@ -8,7 +8,7 @@ use crate::kinds::graph::updates::ids::MAX_ID;
 use crate::kinds::graph::updates::wal::{LogAttrs, LogOp, LogRecord, LogVectors, LogWriter};
 
 use super::apply::{apply, row_fault_words};
-use super::{log_path, Durability, LiveError, LiveIndex, Version, Writer};
+use super::{log_path, Durability, LiveError, LiveIndex, Writer};
 
 /// What a delete did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -152,7 +152,7 @@ impl LiveIndex {
                 attrs,
             }
         };
-        self.log_and_apply(&mut w, &v, op)?;
+        self.log_and_apply(&mut w, op)?;
         Ok(ids)
     }
 
@@ -161,7 +161,6 @@ impl LiveIndex {
     pub fn delete(&self, ids: &[u64]) -> Result<DeleteReport, LiveError> {
         let writer = self.writer()?;
         check_ids(ids)?;
-        let v = self.current.read().clone();
         let mut w = writer.lock();
         let unknown: Vec<u64> = ids
             .iter()
@@ -183,7 +182,7 @@ impl LiveIndex {
         if ids.is_empty() {
             return Ok(DeleteReport::default());
         }
-        self.log_and_apply(&mut w, &v, LogOp::Delete { ids: ids.to_vec() })?;
+        self.log_and_apply(&mut w, LogOp::Delete { ids: ids.to_vec() })?;
         Ok(DeleteReport { deleted: ids.len() })
     }
 
@@ -196,7 +195,13 @@ impl LiveIndex {
         Ok(())
     }
 
-    fn log_and_apply(&self, w: &mut Writer, v: &Version, op: LogOp) -> Result<(), LiveError> {
+    /// Logs `op` and applies it to the current version. The caller holds the writer lock
+    /// (`w`), and the version is read under it: a merge freezes the active delta, and later
+    /// installs its merged version, under that lock too, so an operation is never applied to
+    /// a version a merge has replaced (a version read before the lock could hold the delta
+    /// being merged as its active one, and the operation would be lost with it).
+    fn log_and_apply(&self, w: &mut Writer, op: LogOp) -> Result<(), LiveError> {
+        let v = self.current.read().clone();
         let sync = w.durability == Durability::Sync;
         if w.log.is_none() {
             let base = v.disk.manifest().and_then(|m| m.log_seq).unwrap_or(0);
@@ -208,7 +213,7 @@ impl LiveIndex {
             seq: *seqs.start(),
             op,
         };
-        apply(&self.dir, v, w, &r)
+        apply(&self.dir, &v, w, &r)
     }
 }
 
