@@ -59,11 +59,16 @@ from . import errors
 from ._trawl import (MISSING_ID, BuildParams, Index, SearchParams, ShardedIndex, __version__,
                      build, build_shard, build_sharded, filtered_ground_truth, finish_sharded,
                      plan_shards, shard_manifest)
+from .client import AuthError, Client, ServerBusyError, ServerUnreachableError
 from .errors import (CorruptIndexError, Error, IndexNotFoundError, InternalError,
                      InvalidInputError, StorageError)
 
 __all__ = [
     "build",
+    "Client",
+    "AuthError",
+    "ServerBusyError",
+    "ServerUnreachableError",
     "filtered_ground_truth",
     "BuildParams",
     "Index",

@@ -151,7 +151,11 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
         resp.headers_mut().insert("x-request-id", v);
     }
     let ms = secs * 1e3;
-    if status.is_server_error() {
+    let probe = route == "/readyz" || route == "/healthz";
+    if probe {
+        // Probes poll: a 503 before the indexes are ready is their answer, not a failure.
+        tracing::debug!(parent: &span, status = status.as_u16(), ms, "probe");
+    } else if status.is_server_error() {
         tracing::error!(parent: &span, status = status.as_u16(), ms, "request failed");
     } else if status.is_client_error() {
         tracing::info!(parent: &span, status = status.as_u16(), ms, "request refused");
