@@ -844,3 +844,104 @@ fn sigterm_finishes_requests_in_flight_syncs_the_log_and_exits_zero() {
     assert_eq!(c.json()["present"], json!([true]));
     assert!(s.terminate().success());
 }
+
+#[test]
+fn trawl_search_remote_answers_as_the_local_search_over_http_and_https() {
+    let t = tempfile::tempdir().unwrap();
+    graph_index(t.path(), "ix", 1500, DIM, false);
+    let dir = t.path().join("ix");
+    let q = t.path().join("q.fbin");
+    server::write_fbin(&q, DIM, &values(31, 20 * DIM));
+    let local = t.path().join("local.bin");
+    let p = |x: &Path| x.to_str().unwrap().to_string();
+    server::trawl_ok(&[
+        "search",
+        &p(&dir),
+        "--queries",
+        &p(&q),
+        "-k",
+        "5",
+        "-L",
+        "40",
+        "--strategy",
+        "pipe",
+        "-o",
+        &p(&local),
+    ]);
+    let tls = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/tests/data/tls");
+    let k = keys(t.path());
+    for secure in [false, true] {
+        let mut args = vec![p(&dir), "--api-keys".into(), k.clone()];
+        if secure {
+            args.extend([
+                "--tls-cert".into(),
+                format!("{tls}/cert.pem"),
+                "--tls-key".into(),
+                format!("{tls}/key.pem"),
+            ]);
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let s = Server::start(&a, &t.path().join("log"));
+        s.wait_ready_with(secure);
+        let url = format!("{}://{}", if secure { "https" } else { "http" }, s.addr);
+        let remote = t.path().join("remote.bin");
+        let mut cmd = vec![
+            "search",
+            "ix",
+            "--remote",
+            &url,
+            "--api-key",
+            "rrrrrrrrrrrrrrrrrrrr",
+            "--queries",
+        ];
+        let (qs, rs) = (p(&q), p(&remote));
+        let ca = format!("{tls}/ca.pem");
+        cmd.extend([
+            qs.as_str(),
+            "-k",
+            "5",
+            "-L",
+            "40",
+            "--strategy",
+            "pipe",
+            "-o",
+            rs.as_str(),
+        ]);
+        if secure {
+            cmd.extend(["--ca-cert", ca.as_str()]);
+        }
+        let out = server::trawl_ok(&cmd);
+        assert!(out.contains(&format!("served by {url}")), "{out}");
+        assert_eq!(
+            std::fs::read(&remote).unwrap(),
+            std::fs::read(&local).unwrap(),
+            "{url}"
+        );
+        // A wrong key is the server's 401, as an error.
+        let bad = std::process::Command::new(env!("CARGO_BIN_EXE_trawl"))
+            .args([
+                "search",
+                "ix",
+                "--remote",
+                &url,
+                "--api-key",
+                "nonono-nonono-nonono",
+                "--queries",
+                &qs,
+            ])
+            .args(if secure {
+                vec!["--ca-cert", ca.as_str()]
+            } else {
+                vec![]
+            })
+            .output()
+            .unwrap();
+        assert!(!bad.status.success());
+        assert!(
+            String::from_utf8_lossy(&bad.stderr).contains("HTTP 401: the API key is not valid"),
+            "{}",
+            String::from_utf8_lossy(&bad.stderr)
+        );
+        assert!(s.terminate().success());
+    }
+}

@@ -7,6 +7,7 @@ mod entry;
 pub(crate) mod filter;
 pub(crate) mod ivf;
 mod layout;
+mod remote;
 mod search;
 pub(crate) mod shard;
 mod update;

@@ -13,11 +13,22 @@ use super::*;
 /// Arguments of `trawl search`.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// Index directory.
+    /// Index directory (with --remote: the index's name on the server).
     pub index_dir: PathBuf,
     /// Query vectors.
     #[arg(long)]
     pub queries: PathBuf,
+    /// Search on a `trawl serve` server (`http://host:7700` or `https://...`) instead of
+    /// opening the index here; the search flags that differ from the defaults are sent as
+    /// parameters, the server opens the index with its own.
+    #[arg(long)]
+    pub remote: Option<String>,
+    /// --remote: the API key (else $TRAWL_API_KEY).
+    #[arg(long, requires = "remote")]
+    pub api_key: Option<String>,
+    /// --remote over https: a CA certificate (PEM) to trust besides the usual roots.
+    #[arg(long, requires = "remote")]
+    pub ca_cert: Option<PathBuf>,
     /// Neighbours per query.
     #[arg(short = 'k', default_value_t = 10)]
     pub k: usize,
@@ -38,16 +49,23 @@ pub struct SearchArgs {
 /// `trawl search`: one list size, results to a file.
 pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
     let queries = crate::runtime::read_vectors(&args.queries)?;
-    let (ix, _) = super::open(&args.index_dir, &args.opts, ctl)?;
-    let (out, _) = super::search_at(&ix, &queries, args.k, args.l, &args.opts)?;
+    let out = if args.remote.is_some() {
+        super::remote::search_remote(args, &queries)?
+    } else {
+        let (ix, _) = super::open(&args.index_dir, &args.opts, ctl)?;
+        super::search_at(&ix, &queries, args.k, args.l, &args.opts)?.0
+    };
     let nq = queries.n().max(1) as f64;
     let t = out.total();
     println!(
-        "{} queries in {:.3} s ({:.0} QPS, {} thread(s)); per query: {:.1} pages, {:.1} I/Os, {:.1} hops, {:.1} cache hits",
+        "{} queries in {:.3} s ({:.0} QPS, {}); per query: {:.1} pages, {:.1} I/Os, {:.1} hops, {:.1} cache hits",
         queries.n(),
         out.wall_secs,
         nq / out.wall_secs,
-        args.opts.threads,
+        match &args.remote {
+            Some(url) => format!("served by {url}"),
+            None => format!("{} thread(s)", args.opts.threads),
+        },
         t.io.pages_read as f64 / nq,
         t.io.io_requests as f64 / nq,
         t.traversal.hops as f64 / nq,

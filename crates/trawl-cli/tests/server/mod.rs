@@ -100,6 +100,22 @@ impl Server {
         }
     }
 
+    /// Waits until `/readyz` answers 200 (over TLS when `tls`: then by the log line).
+    pub fn wait_ready_with(&self, tls: bool) {
+        if !tls {
+            return self.wait_ready();
+        }
+        let t = Instant::now();
+        while !self.log_text().contains("index ready") {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "not ready: {}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits until `/readyz` answers 200.
     pub fn wait_ready(&self) {
         let t = Instant::now();

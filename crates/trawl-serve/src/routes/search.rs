@@ -175,7 +175,24 @@ fn binary(h: &Hits) -> Response {
     if let Ok(v) = HeaderValue::from_str(&format!("{},{}", h.nq(), h.k)) {
         hs.insert("x-trawl-shape", v);
     }
+    if let Ok(v) = HeaderValue::from_str(&stats(h)) {
+        hs.insert("x-trawl-stats", v);
+    }
     r
+}
+
+/// The batch's summed statistics, as JSON (the JSON answer's `stats`; the binary answer's
+/// `X-Trawl-Stats` header).
+fn stats(h: &Hits) -> String {
+    let t = h.total();
+    format!(
+        "{{\"queries\":{},\"pages_read\":{},\"io_requests\":{},\"cache_hits\":{},\"hops\":{}}}",
+        h.nq(),
+        t.io.pages_read,
+        t.io.io_requests,
+        t.traversal.cache_hits,
+        t.traversal.hops
+    )
 }
 
 /// JSON answer: `{"ids": [[...]], "distances": [[...]], "stats": {...}}` (one vector: flat
@@ -218,16 +235,7 @@ fn json(h: &Hits, single: bool) -> Response {
             let _ = write!(s, "{}", h.dists[i]);
         }
     });
-    let t = h.total();
-    let _ = write!(
-        s,
-        ",\"stats\":{{\"queries\":{},\"pages_read\":{},\"io_requests\":{},\"cache_hits\":{},\"hops\":{}}}}}",
-        h.nq(),
-        t.io.pages_read,
-        t.io.io_requests,
-        t.traversal.cache_hits,
-        t.traversal.hops
-    );
+    let _ = write!(s, ",\"stats\":{}}}", stats(h));
     let mut r = (StatusCode::OK, s).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,

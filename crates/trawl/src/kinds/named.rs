@@ -195,6 +195,61 @@ impl Options {
         Ok(())
     }
 
+    /// The value of search parameter `name` (a name of [`SEARCH_PARAM_NAMES`]) as JSON, as
+    /// [`Options::set_search_param`] takes it back; `None` for an unknown name.
+    pub fn search_param(&self, name: &str) -> Option<serde_json::Value> {
+        use serde_json::json;
+        Some(match name {
+            "L" => json!(self.l),
+            "beam_width" => json!(self.beam_width),
+            "strategy" => json!(self.strategy),
+            "entry_list" => json!(self.entry_list),
+            "pipe_width" => json!(self.pipe_width.name()),
+            "pipe_start_width" => json!(self.pipe_start_width),
+            "pipe_max_width" => json!(self.pipe_max_width),
+            "dynamic_width" => json!(self.dynamic_width.map(|w| w.to_string())),
+            "page_search" => json!(self.page_search),
+            "rerank_batch" => json!(self.rerank_batch),
+            "rerank_threshold" => json!(self.rerank_threshold),
+            "rerank_bound" => json!(self.rerank_bound),
+            "prefetch" => json!(self.prefetch),
+            "prefetch_window" => json!(self.prefetch_window),
+            "converge_prefetch" => json!(self.converge_prefetch),
+            "rerank_lookahead" => json!(self.rerank_lookahead),
+            "rerank_depth" => json!(self.rerank_depth),
+            "rerank_n" => json!(self.rerank_n),
+            "ivf_batch" => json!(self.ivf_batch),
+            "ivf_epsilon" => json!(self.ivf_epsilon),
+            "ivf_beta" => json!(self.ivf_beta),
+            "heuristic" => json!(self.heuristic),
+            "page_merge" => json!(self.page_merge),
+            "page_buffer" => json!(self.page_buffer),
+            "page_mates" => json!(self.page_mates),
+            "centroid_list" => json!(self.centroid_list),
+            "accel_batch" => json!(self.accel_batch),
+            "batch" => json!(self.flash_batch),
+            "staleness" => json!(self.staleness),
+            "grain" => json!(self.grain.name()),
+            "strict_steps" => json!(self.strict_steps),
+            "probe" => json!(self.probe),
+            _ => return None,
+        })
+    }
+
+    /// The search parameters where these options differ from `base`, by name.
+    pub fn search_params_changed(
+        &self,
+        base: &Options,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        SEARCH_PARAM_NAMES
+            .iter()
+            .filter_map(|&n| {
+                let v = self.search_param(n)?;
+                (Some(&v) != base.search_param(n).as_ref()).then(|| (n.to_string(), v))
+            })
+            .collect()
+    }
+
     /// These options with every parameter of the JSON object `params` set
     /// ([`Options::set_search_param`]), then checked.
     pub fn with_search_params(
@@ -247,8 +302,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("grain"), "{e}");
-        // Every listed name is known.
+        // Every listed name is known, and reads back what was set.
+        let mut back = Options::default();
+        for (name, v) in o.search_params_changed(&Options::default()) {
+            back.set_search_param(&name, ParamValue::Json(&v)).unwrap();
+        }
+        assert_eq!(back, o);
         for name in SEARCH_PARAM_NAMES {
+            assert!(o.search_param(name).is_some(), "{name}");
             let e = o.set_search_param(name, ParamValue::Json(&j("{}")));
             if let Err(e) = e {
                 assert!(!e.to_string().contains("unknown"), "{name}: {e}");
