@@ -159,3 +159,43 @@ def test_a_tls_round_trip_with_a_test_certificate(tmp_path):
             trawl.Client(s.url.replace("https", "http"), timeout=5)
     finally:
         s.stop()
+
+
+def test_a_full_queue_is_retried_after_retry_after_then_raised(tmp_path):
+    import threading
+
+    data = gaussian(2000, 16, seed=17)
+    trawl.build(data, tmp_path / "ix", trawl.BuildParams(threads=1, **FAST))
+    # One search thread, one request waiting at most, every read 3 ms: a burst overflows it.
+    s = Server([tmp_path / "ix", "--search-threads", "1", "--queue", "1", "--engine", "sim:3000"],
+               tmp_path / "log")
+    try:
+        c = trawl.Client(s.url, retries=0)
+        wait_ready(c)
+        q = gaussian(8, 16, seed=18)
+        errors_seen, answers = [], []
+
+        def one(client):
+            try:
+                answers.append(client.batch_search(q, k=3))
+            except trawl.ServerBusyError as e:
+                errors_seen.append(e)
+
+        ts = [threading.Thread(target=one, args=(c,)) for _ in range(6)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert errors_seen and answers
+        assert all(e.status == 429 and e.retry_after >= 1 for e in errors_seen)
+        # With retries, every request is answered in the end.
+        patient = trawl.Client(s.url, retries=5)
+        answers.clear()
+        ts = [threading.Thread(target=one, args=(patient,)) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert len(answers) == 4
+    finally:
+        s.stop()

@@ -144,7 +144,10 @@ class Client:
     ``url``: ``http://host:port`` (or ``https://``); ``api_key``: sent as ``Authorization:
     Bearer``; ``index``: the index's name (``None``: the server's only index; an error if it
     serves several); ``timeout``: seconds per request; ``cafile`` / ``ssl_context``: TLS trust
-    for a server whose certificate is not in the system's store."""
+    for a server whose certificate is not in the system's store; ``retries``: times a request
+    refused with 429 (queue full) or 503 (index opening) is sent again after the server's
+    ``Retry-After`` (safe for writes too: a refused request changed nothing), then
+    :class:`ServerBusyError`."""
 
     def __init__(
         self,
@@ -155,10 +158,12 @@ class Client:
         timeout: float = 60.0,
         cafile: Optional[str] = None,
         ssl_context: Optional[ssl.SSLContext] = None,
+        retries: int = 3,
     ) -> None:
         self.url = url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
+        self.retries = retries
         if ssl_context is None and cafile is not None:
             ssl_context = ssl.create_default_context(cafile=cafile)
         self._ssl = ssl_context
@@ -196,14 +201,20 @@ class Client:
             req.add_header("Accept", accept)
         if self.api_key:
             req.add_header("Authorization", f"Bearer {self.api_key}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as r:
-                return r.read(), r.headers
-        except urllib.error.HTTPError as e:
-            raise _error(e.code, e.read(), e.headers) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            reason = getattr(e, "reason", e)
-            raise ServerUnreachableError(f"{self.url}: {reason}") from e
+        for attempt in range(max(0, self.retries) + 1):
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as r:
+                    return r.read(), r.headers
+            except urllib.error.HTTPError as e:
+                err = _error(e.code, e.read(), e.headers)
+                if e.code in (429, 503) and attempt < self.retries:
+                    time.sleep(min(float(getattr(err, "retry_after", 1.0) or 1.0), 30.0))
+                    continue
+                raise err from None
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+                reason = getattr(e, "reason", e)
+                raise ServerUnreachableError(f"{self.url}: {reason}") from e
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _json(self, method: str, path: str, payload: Any = None) -> Any:
         body = None if payload is None else json.dumps(payload).encode()
@@ -223,6 +234,7 @@ class Client:
         """A client of another index of the same server."""
         c = Client.__new__(Client)
         c.url, c.api_key, c.timeout, c._ssl = self.url, self.api_key, self.timeout, self._ssl
+        c.retries = self.retries
         c.name, c._meta = name, None
         return c
 

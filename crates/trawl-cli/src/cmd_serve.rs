@@ -56,8 +56,8 @@ pub struct ServeArgs {
     /// Search threads (0: one per core).
     #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub search_threads: usize,
-    /// Search requests that may wait for a search thread; beyond, 429 (0: twice the search
-    /// threads).
+    /// Search requests that may wait for a search thread; beyond, 429 (0: as many as search
+    /// threads: an admitted request then waits about one search).
     #[arg(long, default_value_t = 0)]
     pub queue: usize,
     /// Queries of a request searched in one turn: larger batches are split and take turns
@@ -70,7 +70,7 @@ pub struct ServeArgs {
     /// Threads of a merge (0: one per core; merges run at a lower priority than searches).
     #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub merge_threads: usize,
-    /// Threads answering HTTP (0: one per core, at most 4).
+    /// Threads answering HTTP (0: one per two cores, at least 1, at most 4).
     #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub io_threads: usize,
     /// Write logs as JSON lines (else text); RUST_LOG sets the level.
@@ -151,7 +151,7 @@ pub fn config(args: &ServeArgs) -> Result<ServeConfig> {
         c.search_threads = args.search_threads;
     }
     c.queue = match args.queue {
-        0 => 2 * c.search_threads,
+        0 => c.search_threads,
         q => q,
     };
     c.chunk = args.chunk;

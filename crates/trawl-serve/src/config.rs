@@ -100,11 +100,13 @@ impl ServeConfig {
             tls: None,
             limits: Limits::default(),
             search_threads: cores,
-            queue: 2 * cores,
+            queue: cores,
             chunk: 16,
             max_pending_writes: 64,
             merge_threads: 0,
-            io_threads: cores.clamp(1, 4),
+            // HTTP is light beside the searches: one runtime thread per two cores, at most 4
+            // (a second runtime thread on 2 cores only added wake-ups).
+            io_threads: (cores / 2).clamp(1, 4),
         }
     }
 

@@ -20,7 +20,7 @@ pub struct Metrics {
     pub queue_wait: HistogramVec,
     /// HTTP requests being handled.
     pub in_flight: IntGauge,
-    /// Search requests waiting for a search thread (set at every change).
+    /// Search requests no search thread has started yet (set at every change).
     pub queue_requests: IntGauge,
     /// Queries of the waiting search requests.
     pub queue_queries: IntGauge,

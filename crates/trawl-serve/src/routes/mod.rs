@@ -152,9 +152,11 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
     }
     let ms = secs * 1e3;
     let probe = route == "/readyz" || route == "/healthz";
-    if probe {
-        // Probes poll: a 503 before the indexes are ready is their answer, not a failure.
-        tracing::debug!(parent: &span, status = status.as_u16(), ms, "probe");
+    if probe || status == axum::http::StatusCode::TOO_MANY_REQUESTS {
+        // Probes poll (a 503 before the indexes are ready is their answer, not a failure),
+        // and a 429 is backpressure working (counted in the metrics): an overloaded server
+        // must not also write a log line per refusal.
+        tracing::debug!(parent: &span, status = status.as_u16(), ms, "request");
     } else if status.is_server_error() {
         tracing::error!(parent: &span, status = status.as_u16(), ms, "request failed");
     } else if status.is_client_error() {

@@ -22,17 +22,19 @@ const SEARCH_FIELDS: &str = "vectors (or vector), k, params, filter, filter_plan
 
 /// The vectors and fields of a request to an index of `e`'s type: from a JSON body (the
 /// vectors in `field` or, as one vector, `vector`), or from a binary body (fields in the
-/// query string).
+/// query string). `admit` runs once the body is read, before it is decoded (a search refused
+/// for a full queue is refused cheaply, its connection kept).
 pub(super) async fn vectors_and_fields(
     app: &App,
     headers: &HeaderMap,
     query: Vec<(String, String)>,
     body: Body,
-    e: Expect,
-    field: &str,
+    (e, field): (Expect, &str),
+    admit: impl FnOnce() -> ApiResult<()>,
 ) -> ApiResult<(Vectors, Fields)> {
     let enc = body::encoding(headers)?;
     let bytes = body::read(body, headers, app.config.limits.max_body_bytes).await?;
+    admit()?;
     match enc {
         Encoding::Json => {
             if !query.is_empty() {
@@ -102,7 +104,10 @@ pub async fn search(
         dim: ix.dim(),
         max: app.config.limits.max_vectors,
     };
-    let (v, mut f) = vectors_and_fields(&app, &headers, query, body, e, "vectors").await?;
+    let (v, mut f) = vectors_and_fields(&app, &headers, query, body, (e, "vectors"), || {
+        app.sched.check_room()
+    })
+    .await?;
     let k = f.count("k")?.unwrap_or(10);
     if k == 0 || k > app.config.limits.max_k {
         return Err(ApiError::invalid(format!(
@@ -127,7 +132,7 @@ pub async fn search(
         interleave: opts.interleave.max(1),
         deadline,
     })?;
-    let hits = match tokio::time::timeout_at(deadline.into(), rx).await {
+    let answer = match tokio::time::timeout_at(deadline.into(), rx).await {
         Ok(Ok(r)) => r?,
         Ok(Err(_)) => return Err(ApiError::internal("the search thread dropped the request")),
         Err(_) => {
@@ -142,11 +147,20 @@ pub async fn search(
             ))
         }
     };
-    Ok(if wants_binary(&headers) {
-        binary(&hits)
+    let mut r = if wants_binary(&headers) {
+        binary(&answer.hits)
     } else {
-        json(&hits, single)
-    })
+        json(&answer.hits, single)
+    };
+    let timing = format!(
+        "queue;dur={:.3}, search;dur={:.3}",
+        answer.queue_secs * 1e3,
+        answer.search_secs * 1e3
+    );
+    if let Ok(v) = HeaderValue::from_str(&timing) {
+        r.headers_mut().insert("server-timing", v);
+    }
+    Ok(r)
 }
 
 fn wants_binary(headers: &HeaderMap) -> bool {

@@ -91,8 +91,9 @@ async fn write_vectors(
 ) -> ApiResult<Json<Value>> {
     let ix = app.served(&name)?.ready()?;
     Served::writer(&ix, &name)?;
+    let e = expect(&app, &ix);
     let (v, mut f) =
-        vectors_and_fields(&app, &headers, query, body, expect(&app, &ix), "vectors").await?;
+        vectors_and_fields(&app, &headers, query, body, (e, "vectors"), || Ok(())).await?;
     let ids = f.ids("ids")?;
     let attrs = f.attributes(v.n())?;
     f.finish("vectors (or vector), ids, labels, attrs, attributes")?;

@@ -1,7 +1,13 @@
 //! [`EnginePool`]: I/O engines kept between searches of one query on the calling thread (an
 //! io_uring engine with its aligned, registered buffers costs more to set up than a query).
+//!
+//! An engine goes back to the thread that used it last when it can: an io_uring ring in
+//! defer mode belongs to one thread, and an engine taken by another rebuilds its ring (about
+//! the cost of a new engine). Callers that search from several threads (the network
+//! service's search threads, Python threads) so keep one warm engine each.
 
 use std::sync::Mutex;
+use std::thread::ThreadId;
 
 use crate::io::{EngineConfig, EngineKind, IoEngine, IoError, IoFile};
 
@@ -11,7 +17,9 @@ const MAX_IDLE: usize = 16;
 /// Idle engines of one file, by configuration.
 #[derive(Default)]
 pub struct EnginePool {
-    idle: Mutex<Vec<(EngineConfig, Box<dyn IoEngine>)>>,
+    /// Idle engines: configuration, the thread that used each last, the engine.
+    #[allow(clippy::type_complexity)]
+    idle: Mutex<Vec<(EngineConfig, ThreadId, Box<dyn IoEngine>)>>,
 }
 
 impl std::fmt::Debug for EnginePool {
@@ -22,16 +30,19 @@ impl std::fmt::Debug for EnginePool {
 }
 
 impl EnginePool {
-    /// An idle engine of configuration `cfg`, or a new one of `file`.
+    /// An idle engine of configuration `cfg` — the calling thread's own when there is one —
+    /// or a new one of `file`.
     pub fn take(
         &self,
         file: &IoFile,
         kind: EngineKind,
         cfg: EngineConfig,
     ) -> Result<Box<dyn IoEngine>, IoError> {
+        let me = std::thread::current().id();
         if let Ok(mut idle) = self.idle.lock() {
-            if let Some(i) = idle.iter().position(|(c, _)| *c == cfg) {
-                return Ok(idle.swap_remove(i).1);
+            let own = idle.iter().position(|(c, t, _)| *c == cfg && *t == me);
+            if let Some(i) = own.or_else(|| idle.iter().position(|(c, _, _)| *c == cfg)) {
+                return Ok(idle.swap_remove(i).2);
             }
         }
         file.engine(kind, cfg)
@@ -45,7 +56,7 @@ impl EnginePool {
         }
         if let Ok(mut idle) = self.idle.lock() {
             if idle.len() < MAX_IDLE {
-                idle.push((cfg, engine));
+                idle.push((cfg, std::thread::current().id(), engine));
             }
         }
     }
