@@ -126,9 +126,10 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
         .to_string();
     let path = req.uri().path().to_string();
     app.metrics.in_flight.inc();
-    let span = tracing::info_span!("request", id = %id, method = %method, path = %path);
-    let _enter = span.enter();
-    drop(_enter);
+    // The handler's own events carry the request id at debug level (a span recorded for every
+    // request costs an overloaded server time it does not have); the request's log line below
+    // carries it at every level.
+    let span = tracing::debug_span!("request", id = %id);
     let mut resp = match scope_of(&method, &route) {
         Some(need) => match app.config.keys.check(req.headers(), need) {
             Ok(()) => tracing::Instrument::instrument(next.run(req), span.clone()).await,
@@ -156,13 +157,13 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
         // Probes poll (a 503 before the indexes are ready is their answer, not a failure),
         // and a 429 is backpressure working (counted in the metrics): an overloaded server
         // must not also write a log line per refusal.
-        tracing::debug!(parent: &span, status = status.as_u16(), ms, "request");
+        tracing::debug!(%id, %method, %path, status = status.as_u16(), ms, "request");
     } else if status.is_server_error() {
-        tracing::error!(parent: &span, status = status.as_u16(), ms, "request failed");
+        tracing::error!(%id, %method, %path, status = status.as_u16(), ms, "request failed");
     } else if status.is_client_error() {
-        tracing::info!(parent: &span, status = status.as_u16(), ms, "request refused");
+        tracing::info!(%id, %method, %path, status = status.as_u16(), ms, "request refused");
     } else {
-        tracing::debug!(parent: &span, status = status.as_u16(), ms, "request");
+        tracing::debug!(%id, %method, %path, status = status.as_u16(), ms, "request");
     }
     resp
 }

@@ -231,8 +231,16 @@ impl DiskIndex {
     ) -> Result<(Vec<(usize, Vec<(u32, f32)>, QueryStats)>, f64), SearchError> {
         let spin = spin_for(threads, self.opts.spin_us);
         let cursor = Cursor::new(nq);
-        let (parts, wall_secs) = on_threads(threads, |_| {
-            let engine = self.file.engine(self.opts.engine, cfg)?;
+        // One thread: the calling one, with a pooled engine (the network service searches a
+        // batch in chunks on threads of its own; a thread and an engine per chunk cost more
+        // than a query). More: threads of their own, an engine each.
+        let pooled = threads == 1;
+        let work = |_| {
+            let engine = if pooled {
+                self.engines.take(&self.file, self.opts.engine, cfg)?
+            } else {
+                self.file.engine(self.opts.engine, cfg)?
+            };
             let mut searcher = Searcher::with_engine(self.view(), engine);
             searcher.set_flash_accel(self.flash_gpu());
             searcher.set_spin(spin);
@@ -240,14 +248,26 @@ impl DiskIndex {
             searcher.set_filter(filter);
             searcher.set_hidden(hidden.clone())?;
             let mut part = Vec::new();
-            searcher.search_stream(
+            let r = searcher.search_stream(
                 params,
                 interleave,
                 &mut || cursor.next().map(|q| (q, row(q))),
                 &mut |q, hits, st| part.push((q, hits.to_vec(), st)),
-            )?;
+            );
+            if pooled {
+                self.engines.give(cfg, searcher.into_engine());
+            }
+            r?;
             Ok(part)
-        })?;
+        };
+        let (parts, wall_secs) = if pooled {
+            let t0 = Instant::now();
+            let part = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(0)))
+                .unwrap_or_else(|_| Err(SearchError::Internal("a search panicked".into())))?;
+            (vec![part], t0.elapsed().as_secs_f64())
+        } else {
+            on_threads(threads, work)?
+        };
         Ok((parts.into_iter().flatten().collect(), wall_secs))
     }
 }
