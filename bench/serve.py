@@ -166,7 +166,7 @@ def report(res: dict, args, ds_name: str, png: str | None) -> str:
         f"{args.singles} --clients {args.clients} --overload-secs {args.overload_secs}` — "
         f"{time.strftime('%Y-%m-%d')}, {cpu_name()}, {os.cpu_count()} cores, loopback, O_DIRECT, "
         f"`trawl serve --read-only --search-threads {args.threads}{(' ' + args.server_args) if args.server_args else ''}` (queue: "
-        f"{args.queue or 'default, = threads'}); k {res['k']}, L {res['L']}, {res['nq']} queries; "
+        f"{args.queue or 'default, half the threads'}); k {res['k']}, L {res['L']}, {res['nq']} queries; "
         f"in-process and served alternated {res['reps']} times, medians.",
         "",
         "| measure | in-process | served | ratio / difference | target |",

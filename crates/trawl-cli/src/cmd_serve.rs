@@ -56,8 +56,8 @@ pub struct ServeArgs {
     /// Search threads (0: one per core).
     #[arg(long, default_value_t = 0, value_parser = crate::parse_threads)]
     pub search_threads: usize,
-    /// Search requests that may wait for a search thread; beyond, 429 (0: as many as search
-    /// threads: an admitted request then waits about one search).
+    /// Search requests that may wait, not started, for a search thread; beyond, 429 (0: half
+    /// the search threads, at least 1: an admitted request then waits about half a search).
     #[arg(long, default_value_t = 0)]
     pub queue: usize,
     /// Queries of a request searched in one turn: larger batches are split and take turns
@@ -151,7 +151,7 @@ pub fn config(args: &ServeArgs) -> Result<ServeConfig> {
         c.search_threads = args.search_threads;
     }
     c.queue = match args.queue {
-        0 => c.search_threads,
+        0 => (c.search_threads / 2).max(1),
         q => q,
     };
     c.chunk = args.chunk;

@@ -355,7 +355,16 @@ fn every_error_path_gives_its_status_and_the_server_keeps_serving() {
     let mut nan = q.clone();
     nan[3] = f32::NAN;
     let big = vec![0u8; 60_000];
-    let cases: Vec<(&str, &str, Vec<(&str, &str)>, Vec<u8>, u16, &str)> = vec![
+    // (method, path, headers, body, status, what the message says)
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        Vec<(&'a str, &'a str)>,
+        Vec<u8>,
+        u16,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
         (
             "POST",
             "/indexes/ix/search",

@@ -69,11 +69,11 @@ impl Rng {
 fn stream(addr: &str, model: &Mutex<Model>, stop: &AtomicBool, seed: u64, next_id: &mut u64) {
     let mut rng = Rng(seed | 1);
     // Odd rounds merge (a kill lands in a merge), even ones do not.
-    let merges = seed % 2 == 0;
+    let merges = seed.is_multiple_of(2);
     let mut i = 0u64;
     while !stop.load(Ordering::Relaxed) {
         i += 1;
-        if merges && i % 40 == 0 {
+        if merges && i.is_multiple_of(40) {
             match try_post(addr, "/indexes/ix/merge", &json!({"threads": 1})) {
                 Some((202, _)) => model.lock().unwrap().merges_started += 1,
                 Some((409, _)) => {}
@@ -84,7 +84,7 @@ fn stream(addr: &str, model: &Mutex<Model>, stop: &AtomicBool, seed: u64, next_i
         }
         let op = {
             let m = model.lock().unwrap();
-            if rng.next() % 3 == 0 && m.present.len() > 10 {
+            if rng.next().is_multiple_of(3) && m.present.len() > 10 {
                 let v: Vec<u64> = m.present.iter().copied().collect();
                 let a = v[(rng.next() % v.len() as u64) as usize];
                 let b = v[(rng.next() % v.len() as u64) as usize];

@@ -73,7 +73,8 @@ pub struct ServeConfig {
     pub limits: Limits,
     /// Search threads (the engine's; the async runtime never searches).
     pub search_threads: usize,
-    /// Search requests waiting for a search thread beyond which requests get `429`.
+    /// Search requests not yet started beyond which requests get `429` (default: half the
+    /// search threads, at least 1: an admitted request waits for about half a search).
     pub queue: usize,
     /// Queries of one request searched in one go; a larger batch is split and its parts take
     /// turns with other requests, so one huge batch cannot starve single queries.
@@ -100,7 +101,7 @@ impl ServeConfig {
             tls: None,
             limits: Limits::default(),
             search_threads: cores,
-            queue: cores,
+            queue: (cores / 2).max(1),
             chunk: 16,
             max_pending_writes: 64,
             merge_threads: 0,

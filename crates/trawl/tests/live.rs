@@ -552,7 +552,7 @@ fn writes_racing_merges_are_never_lost() {
                 ix.insert(Some(&ids), &rows(&all, next, 4)).unwrap();
                 present.extend(&ids);
                 next += 4;
-                if next % 40 == 0 {
+                if next.is_multiple_of(40) {
                     let d = [present.remove(0), present.remove(0)];
                     ix.delete(&d).unwrap();
                     gone.extend(d);

@@ -10,14 +10,27 @@ use trawl::data::matrix::AnyMatrix;
 use trawl::kinds::{Hits, Options};
 use trawl::search::QueryStats;
 
-use super::search::SearchArgs;
+use std::path::Path;
+
+use super::SearchOptions;
+
+/// Where the server is and how to reach it.
+#[derive(Debug, Clone, Copy)]
+pub struct Remote<'a> {
+    /// `http://host:port` or `https://...`.
+    pub url: &'a str,
+    /// The API key (else `$TRAWL_API_KEY`).
+    pub api_key: Option<&'a str>,
+    /// A CA certificate to trust besides the usual roots.
+    pub ca_cert: Option<&'a Path>,
+}
 
 /// Environment variable holding the API key of `--remote` when `--api-key` is not given.
 pub const KEY_ENV: &str = "TRAWL_API_KEY";
 
-fn agent(args: &SearchArgs) -> Result<ureq::Agent> {
+fn agent(r: &Remote<'_>) -> Result<ureq::Agent> {
     let mut b = ureq::AgentBuilder::new();
-    if let Some(ca) = &args.ca_cert {
+    if let Some(ca) = r.ca_cert {
         use rustls::pki_types::pem::PemObject;
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -51,21 +64,23 @@ fn raw(m: &AnyMatrix) -> (Vec<u8>, &'static str) {
     }
 }
 
-/// Searches `queries` on the server of `args.remote`; returns the hits (statistics summed
-/// into the first query's) and the wall time.
-pub fn search_remote(args: &SearchArgs, queries: &AnyMatrix) -> Result<Hits> {
-    let url = args
-        .remote
-        .as_deref()
-        .unwrap_or_default()
-        .trim_end_matches('/');
-    let name = args.index_dir.to_string_lossy();
-    let opts = args.opts.options(args.l);
-    let mut req = agent(args)?
+/// Searches `queries` for `k` neighbours (list size `l`, the search flags `o`) in the index
+/// `name` of the server `r`; returns the hits (statistics summed into the first query's,
+/// the wall time the request's).
+pub fn search_remote(
+    r: &Remote<'_>,
+    name: &str,
+    (k, l): (usize, Option<usize>),
+    o: &SearchOptions,
+    queries: &AnyMatrix,
+) -> Result<Hits> {
+    let url = r.url.trim_end_matches('/');
+    let opts = o.options(l);
+    let mut req = agent(r)?
         .post(&format!("{url}/indexes/{name}/search"))
         .set("content-type", "application/octet-stream")
         .set("accept", "application/octet-stream")
-        .query("k", &args.k.to_string());
+        .query("k", &k.to_string());
     let (body, dtype) = raw(queries);
     req = req.set("x-trawl-dtype", dtype).set(
         "x-trawl-shape",
@@ -78,7 +93,7 @@ pub fn search_remote(args: &SearchArgs, queries: &AnyMatrix) -> Result<Hits> {
         };
         req = req.query(&name, &text);
     }
-    let f = &args.opts.filter;
+    let f = &o.filter;
     if f.filters.is_some() {
         bail!("--remote takes one --filter for every query (per-query filters: the JSON API)");
     }
@@ -88,9 +103,9 @@ pub fn search_remote(args: &SearchArgs, queries: &AnyMatrix) -> Result<Hits> {
     if f.filter_plan != "auto" {
         req = req.query("filter_plan", &f.filter_plan);
     }
-    let key = args
+    let key = r
         .api_key
-        .clone()
+        .map(str::to_string)
         .or_else(|| std::env::var(KEY_ENV).ok().filter(|k| !k.is_empty()));
     if let Some(k) = key {
         req = req.set("authorization", &format!("Bearer {k}"));

@@ -49,8 +49,14 @@ pub struct SearchArgs {
 /// `trawl search`: one list size, results to a file.
 pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
     let queries = crate::runtime::read_vectors(&args.queries)?;
-    let out = if args.remote.is_some() {
-        super::remote::search_remote(args, &queries)?
+    let out = if let Some(url) = &args.remote {
+        let r = super::remote::Remote {
+            url,
+            api_key: args.api_key.as_deref(),
+            ca_cert: args.ca_cert.as_deref(),
+        };
+        let name = args.index_dir.to_string_lossy();
+        super::remote::search_remote(&r, &name, (args.k, args.l), &args.opts, &queries)?
     } else {
         let (ix, _) = super::open(&args.index_dir, &args.opts, ctl)?;
         super::search_at(&ix, &queries, args.k, args.l, &args.opts)?.0
