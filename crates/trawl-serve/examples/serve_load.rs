@@ -110,18 +110,8 @@ fn server_timing(v: &str) -> (f64, f64) {
 }
 
 fn npy(rows: &[f32], n: usize, dim: usize) -> Vec<u8> {
-    let mut h = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n}, {dim}), }}");
-    while (10 + h.len() + 1) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    out.extend_from_slice(h.as_bytes());
-    for x in rows {
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out
+    let payload: Vec<u8> = rows.iter().flat_map(|x| x.to_le_bytes()).collect();
+    trawl_serve::body::encode_npy("<f4", &format!("({n}, {dim})"), &payload)
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {

@@ -328,6 +328,23 @@ pub fn from_npy(data: &[u8], e: Expect) -> ApiResult<Vectors> {
     from_le(&data[start..], dtype, &shape, e)
 }
 
+/// A `.npy` file (format 1.0, C order) of `descr` (`<f4`, `|u1`, `|i1`), `shape` as numpy
+/// writes it (`(n, d)`, `(d,)`) and `payload` (the little-endian values): what the service
+/// takes as a binary body (its clients and tests write them with this).
+pub fn encode_npy(descr: &str, shape: &str, payload: &[u8]) -> Vec<u8> {
+    let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    // The header ends with a newline at a multiple of 64 bytes, as numpy pads it.
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    out.extend_from_slice(h.as_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
 /// `(descr, shape, data offset)` of a `.npy` file.
 fn npy_header(data: &[u8]) -> ApiResult<(String, Vec<usize>, usize)> {
     let bad = |m: &str| ApiError::invalid(format!("not a .npy array: {m}"));
@@ -385,16 +402,7 @@ mod tests {
     use super::*;
 
     fn npy(descr: &str, shape: &str, payload: &[u8]) -> Vec<u8> {
-        let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + h.len() + 1) % 64 != 0 {
-            h.push(' ');
-        }
-        h.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-        out.extend_from_slice(h.as_bytes());
-        out.extend_from_slice(payload);
-        out
+        encode_npy(descr, shape, payload)
     }
 
     #[test]

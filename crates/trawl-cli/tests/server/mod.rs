@@ -271,16 +271,7 @@ pub fn npy_f32(values: &[f32], shape: &str) -> Vec<u8> {
 
 /// A `.npy` array of `descr` and `shape` holding `payload`.
 pub fn npy(descr: &str, shape: &str, payload: &[u8]) -> Vec<u8> {
-    let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + h.len() + 1) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    out.extend_from_slice(h.as_bytes());
-    out.extend_from_slice(payload);
-    out
+    trawl_serve::body::encode_npy(descr, shape, payload)
 }
 
 /// Seeded pseudo-random values in [-1, 1) (xorshift).
