@@ -221,6 +221,8 @@ fn bench_args(
             layout: trawl::kinds::graph::IndexLayout::Packed,
             threads,
             probe: 0,
+            memory_budget: None,
+            warm: "wait".into(),
             cache_nodes: 0,
             cache_policy: trawl::kinds::graph::search::CachePolicy::default(),
             cache_samples: None,

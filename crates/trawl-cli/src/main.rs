@@ -88,6 +88,21 @@ enum Command {
         /// For an index directory: print its description (the library's `IndexInfo`) as JSON.
         #[arg(long)]
         json: bool,
+        /// For an index directory: print what it would keep in memory within this budget
+        /// (e.g. 512M, 2G), item by item, as `--memory-budget` plans it — reading only the
+        /// files' headers. With --json, the plan as JSON.
+        #[arg(long, value_parser = |s: &str| trawl::kinds::plan::parse_bytes(s))]
+        plan: Option<u64>,
+        /// With --plan: the layout asked for (packed, shuffle, ais, decoupled).
+        #[arg(long, default_value = "packed", requires = "plan",
+              value_parser = |s: &str| s.parse::<trawl::kinds::graph::IndexLayout>())]
+        layout: trawl::kinds::graph::IndexLayout,
+        /// With --plan: search threads and queries each keeps in flight.
+        #[arg(long, default_value_t = 1, requires = "plan")]
+        threads: usize,
+        /// With --plan: queries each search thread keeps in flight.
+        #[arg(long, default_value_t = 1, requires = "plan")]
+        interleave: usize,
     },
     /// Serve indexes over HTTP: search, insert, upsert, delete and merge, with API keys,
     /// TLS, limits, a bounded queue, Prometheus metrics and a graceful shutdown on SIGTERM.
@@ -167,10 +182,20 @@ fn main() -> ExitCode {
         Command::Merge(args) => cmd_index::merge(&args, &ctl),
         Command::SelectDegree(args) => cmd_select_degree::run(&args, &ctl),
         Command::Info {
+            file: Some(file),
+            plan: Some(budget),
+            json,
+            layout,
+            threads,
+            interleave,
+            ..
+        } => cmd_info::plan(&file, budget, layout, threads, interleave, json),
+        Command::Info {
             file,
             verify,
             json,
             accel,
+            ..
         } => cmd_info::run(file.as_deref(), verify, json, accel, &ctl),
         Command::Graph(cmd) => cmd_graph::run(cmd, &ctl),
         Command::Quickstart(args) => cmd_quickstart::run(&args, &ctl),

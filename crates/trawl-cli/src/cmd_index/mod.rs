@@ -101,6 +101,17 @@ pub struct SearchOptions {
     /// shards).
     #[arg(long, default_value_t = 0)]
     pub probe: usize,
+    /// Memory the index may keep, e.g. 512M or 2G (K, M, G, T = 2^10 … 2^40; a plain number
+    /// is bytes): the engine plans every in-memory structure within it — PQ codes (or the
+    /// All-in-Storage layout when they do not fit), the entry index, the node or list cache —
+    /// and says so (`trawl info DIR --plan BUDGET` prints the plan). Below the index's minimum
+    /// it is an error naming the minimum.
+    #[arg(long, value_parser = |s: &str| trawl::kinds::plan::parse_bytes(s))]
+    pub memory_budget: Option<u64>,
+    /// How the static node cache fills at open: wait (before the first search) or background
+    /// (on a thread of its own while searches run; a node not there yet is read from disk).
+    #[arg(long, default_value = "wait", value_parser = ["wait", "background"])]
+    pub warm: String,
     /// Nodes kept in the static in-memory cache.
     #[arg(long, default_value_t = 0)]
     pub cache_nodes: usize,
@@ -221,6 +232,9 @@ impl SearchOptions {
             ivf_vectors: iv.ivf_vectors,
             writable: false,
             durability: Default::default(),
+            memory_budget: self.memory_budget,
+            warm_background: self.warm == "background",
+            load_entry: true,
             l,
             strategy: self.strategy.clone(),
             beam_width: self.beam_width,

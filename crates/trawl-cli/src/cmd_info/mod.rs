@@ -13,6 +13,31 @@ use trawl::vamana::Graph;
 use crate::runtime::human_bytes;
 use index_dir::index_dir;
 
+/// `trawl info DIR --plan BUDGET`: the memory plan of the index in `dir`.
+pub fn plan(
+    dir: &Path,
+    budget: u64,
+    layout: trawl::kinds::graph::IndexLayout,
+    threads: usize,
+    interleave: usize,
+    json: bool,
+) -> Result<()> {
+    let o = trawl::kinds::Options {
+        memory_budget: Some(budget),
+        layout,
+        threads,
+        interleave,
+        ..Default::default()
+    };
+    let plan = trawl::kinds::plan_memory(dir, &o)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+    } else {
+        print!("{}", plan.describe());
+    }
+    Ok(())
+}
+
 pub fn run(
     path: Option<&Path>,
     verify: bool,

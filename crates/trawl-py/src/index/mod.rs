@@ -113,6 +113,15 @@ impl Index {
     /// 0 (the default) = off; read-only opens of a decoupled index. queue_depth: reads in flight
     /// per search thread (bounds beam_width and pipe_max_width).
     ///
+    /// memory_budget: bytes the index may keep in memory (an int, or a size such as "512M",
+    /// "2G"): the engine plans every in-memory structure within it — the PQ codes (or the
+    /// All-in-Storage layout when they do not fit), the entry index, the node or list cache —
+    /// instead of cache_nodes / list_cache_mb (which must then be left unset); the plan is in
+    /// `cache_report()["memory_plan"]`. Below the index's minimum it is an
+    /// `InvalidInputError` naming the minimum. warm: "wait" (the default: the node cache is
+    /// filled before `open` returns) or "background" (it fills on a thread of its own while
+    /// searches run, reading from disk what has not arrived; see `warm_progress`).
+    ///
     /// writable: open for writing (`insert`, `upsert`, `delete`, `merge`, `flush`); takes the
     /// directory's writer lock for the handle's life (until `close()`), so a second writer —
     /// in this process or another — gets a `StorageError`. Read-only handles (the default)
@@ -203,6 +212,17 @@ impl Index {
             .graph()
             .and_then(|g| g.live())
             .map_or(0, |l| l.delta_len()))
+    }
+
+    /// How far the node cache's fill has got: {"filled": records in memory, "total": records
+    /// the cache will hold, "done": whether the fill is over, "error": why it stopped early,
+    /// or None}. Complete at once unless the index was opened with warm="background".
+    #[getter]
+    fn warm_progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let p = self.inner()?.warm_progress();
+        let mut v = serde_json::to_value(&p).unwrap_or_default();
+        v["done"] = p.done().into();
+        crate::pyjson::to_py(py, &v)
     }
 
     /// Number of live vectors (what a search can return).

@@ -24,7 +24,8 @@ use crate::params::count;
 /// given; the library checks the values). Every open option of the library that Python names:
 /// `layout`, `engine`, `direct`, `verify_pages`, `cache_nodes`, `cache_policy`,
 /// `list_cache_mb`, `list_pin`, `refine_bits`, `queue_depth` (None: automatic), `writable`,
-/// `durability`, `accel`, `ivf_vectors`.
+/// `durability`, `accel`, `ivf_vectors`, `memory_budget` (bytes, or a size such as "512M"),
+/// `warm` ("wait" or "background").
 pub(super) fn open_options(kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
     let mut o = Options {
         threads: std::thread::available_parallelism().map_or(1, |c| c.get()),
@@ -61,6 +62,29 @@ pub(super) fn open_options(kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
                 o.queue_depth = d.map(|d| count("queue_depth", d, 1)).transpose()?
             }
             "writable" => o.writable = v.extract()?,
+            "memory_budget" => {
+                o.memory_budget = if v.is_none() {
+                    None
+                } else if let Ok(b) = v.extract::<i64>() {
+                    Some(count("memory_budget", b, 1)? as u64)
+                } else {
+                    Some(
+                        trawl::kinds::plan::parse_bytes(&text(&v)?)
+                            .map_err(|e| parsed("memory_budget", e))?,
+                    )
+                }
+            }
+            "warm" => {
+                o.warm_background = match text(&v)?.as_str() {
+                    "wait" => false,
+                    "background" => true,
+                    other => {
+                        return Err(invalid(format!(
+                            "warm = {other:?}: expected \"wait\" or \"background\""
+                        )))
+                    }
+                }
+            }
             "durability" => {
                 o.durability = match text(&v)?.as_str() {
                     "sync" => Durability::Sync,
@@ -108,6 +132,9 @@ impl Index {
         }
         if let Some(r) = report.refine {
             cache["refine"] = serde_json::to_value(r).unwrap_or_default();
+        }
+        if let Some(p) = report.plan {
+            cache["memory_plan"] = serde_json::to_value(p).unwrap_or_default();
         }
         // Searches go through the live index from the first update on: one at open, or the
         // first write through this handle (a writer holds the lock: nobody else adds any).

@@ -23,8 +23,10 @@ pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// `GET /readyz`: `200` once every index is open (and its cache loaded), `503` before, when
-/// one failed to open, or while shutting down; the body gives each index's state.
+/// `GET /readyz`: `200` once every index is open, `503` before, when one failed to open, or
+/// while shutting down; the body gives each index's state, and for a ready one how far its
+/// node cache has filled (`warm`: filled, total, done; an index opened with `--warm
+/// background` serves while it fills, reading from disk what has not arrived).
 pub async fn readyz(State(app): State<Arc<App>>) -> Response {
     let states: serde_json::Map<String, Value> = app
         .indexes
@@ -32,7 +34,11 @@ pub async fn readyz(State(app): State<Arc<App>>) -> Response {
         .map(|(name, s)| {
             let v = match &*s.state.read() {
                 IndexState::Opening => json!({"state": "opening"}),
-                IndexState::Ready(_) => json!({"state": "ready"}),
+                IndexState::Ready(ix) => {
+                    let w = ix.warm_progress();
+                    json!({"state": "ready", "warm": {"filled": w.filled, "total": w.total,
+                        "done": w.done(), "error": w.error}})
+                }
                 IndexState::Failed(e) => json!({"state": "failed", "error": e}),
             };
             (name.clone(), v)

@@ -113,6 +113,26 @@ impl AnyIndex {
         delegate!(self, ix => IndexKind::verify(ix, ctl))
     }
 
+    /// How far the static node cache's fill has got (a graph index opened with
+    /// `warm_background`; summed over a sharded index's shards); complete (0 of 0) for a kind
+    /// or an index without one.
+    pub fn warm_progress(&self) -> crate::kinds::graph::search::WarmProgress {
+        match self {
+            Self::Graph(g) => g.disk().warm_progress(),
+            Self::Sharded(s) => {
+                let mut p = crate::kinds::graph::search::WarmProgress::default();
+                for shard in s.shards() {
+                    let q = shard.warm_progress();
+                    p.filled += q.filled;
+                    p.total += q.total;
+                    p.error = p.error.or(q.error);
+                }
+                p
+            }
+            _ => crate::kinds::graph::search::WarmProgress::default(),
+        }
+    }
+
     /// The graph index, when it is one.
     pub fn graph(&self) -> Option<&GraphIndex> {
         match self {

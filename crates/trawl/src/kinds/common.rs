@@ -48,6 +48,9 @@ pub struct OpenOptions {
     pub accel: crate::accel::AccelKind,
     /// IVF index: which vector file the re-rank reads.
     pub ivf_vectors: crate::kinds::ivf::IvfVectorLayout,
+    /// Graph index: load the entry index when the directory has one (a memory plan may
+    /// leave it on disk).
+    pub load_entry: bool,
 }
 
 impl Default for OpenOptions {
@@ -66,6 +69,7 @@ impl Default for OpenOptions {
             list_cache_bytes: DEFAULT_LIST_CACHE_BYTES,
             accel: crate::accel::AccelKind::Cpu,
             ivf_vectors: crate::kinds::ivf::IvfVectorLayout::Bucket,
+            load_entry: true,
         }
     }
 }

@@ -27,6 +27,18 @@ pub enum Error {
     /// A build failed.
     #[error(transparent)]
     Build(#[from] crate::kinds::graph::IndexBuildError),
+    /// The memory budget cannot hold what the index needs.
+    #[error(transparent)]
+    Budget(#[from] crate::kinds::plan::PlanError),
+}
+
+impl From<crate::kinds::graph::plan::GraphPlanError> for Error {
+    fn from(e: crate::kinds::graph::plan::GraphPlanError) -> Self {
+        match e {
+            crate::kinds::graph::plan::GraphPlanError::Open(e) => Self::Open(e),
+            crate::kinds::graph::plan::GraphPlanError::Plan(e) => Self::Budget(e),
+        }
+    }
 }
 
 impl From<crate::dir::FileError> for Error {
@@ -51,6 +63,7 @@ impl Error {
             Self::Live(e) => e.kind(),
             Self::Shard(e) => e.kind(),
             Self::Build(e) => e.kind(),
+            Self::Budget(_) => ErrorKind::InvalidInput,
         }
     }
 }

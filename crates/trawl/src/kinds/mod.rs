@@ -20,6 +20,7 @@ pub mod ivf;
 pub mod member;
 pub mod named;
 pub mod options;
+pub mod plan;
 pub mod sharded;
 pub mod slot_file;
 mod verify;
@@ -30,7 +31,8 @@ pub use build::{build_with, BuildOptions, Built};
 pub use error::Error;
 pub use graph::kind::GraphIndex;
 pub use hits::{Hits, HOLE};
-pub use options::{open_with, OpenReport, Options};
+pub use options::{open_with, plan_memory, OpenReport, Options};
+pub use plan::{MemoryPlan, PlanError, PlanItem};
 pub use sharded::kind::ShardedParams;
 
 use std::path::Path;

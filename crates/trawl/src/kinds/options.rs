@@ -78,6 +78,15 @@ pub struct Options {
     pub writable: bool,
     /// When an acknowledged update is durable (writable only).
     pub durability: Durability,
+    /// Bytes the index may keep in memory: the engine plans every in-memory structure
+    /// within it ([`plan_memory`]) and sets `layout` (All-in-Storage when the PQ codes do
+    /// not fit), `cache_nodes` and `list_cache_mb` by the plan. `None`: each by its own option.
+    pub memory_budget: Option<u64>,
+    /// Fill the static node cache on a thread of its own while searches run (they read a
+    /// node from disk until it has arrived), instead of before the open returns.
+    pub warm_background: bool,
+    /// Graph index: load its entry index (when it has one).
+    pub load_entry: bool,
 
     // ---- Searching ----
     /// List size (IVF: lists probed); `None`: `max(100, k)` (IVF: 32, or every list).
@@ -177,6 +186,9 @@ impl Default for Options {
             ivf_vectors: o.ivf_vectors,
             writable: false,
             durability: Durability::default(),
+            memory_budget: None,
+            warm_background: false,
+            load_entry: true,
             l: None,
             strategy: "beam".into(),
             beam_width: DEFAULT_BEAM_WIDTH,
@@ -298,6 +310,7 @@ impl Options {
             }),
             accel: self.accel,
             ivf_vectors: self.ivf_vectors,
+            load_entry: self.load_entry,
             ..OpenOptions::default()
         }
     }
@@ -473,9 +486,68 @@ pub fn resolve_layout(dir: &Path, asked: IndexLayout) -> IndexLayout {
     }
 }
 
+/// The memory plan of the index in `dir` for `o.memory_budget` (an error when `o` has none,
+/// or the budget is below the index's minimum). Reads the files' headers and checksum
+/// tables only.
+pub fn plan_memory(dir: &Path, o: &Options) -> Result<crate::kinds::plan::MemoryPlan, Error> {
+    let Some(budget) = o.memory_budget else {
+        return bad("no memory_budget to plan".into());
+    };
+    match kind_of(dir)? {
+        KindName::Graph => {
+            let opts = o.open_options(dir);
+            Ok(crate::kinds::graph::plan::plan(
+                dir,
+                &crate::kinds::graph::plan::PlanAsk {
+                    budget,
+                    layout: opts.layout,
+                    threads: o.threads.max(1),
+                    interleave: o.interleave.max(1),
+                    queue_depth: opts.queue_depth,
+                },
+            )?)
+        }
+        other => bad(format!(
+            "memory_budget: planning {} index is not supported yet (open it without a budget)",
+            other.with_article()
+        )),
+    }
+}
+
+impl Options {
+    /// These options with `plan` applied: its layout, node cache, list cache and entry
+    /// index. Options the plan sets are refused when also given.
+    fn with_plan(
+        &self,
+        dir: &Path,
+        plan: &crate::kinds::plan::MemoryPlan,
+    ) -> Result<Options, Error> {
+        if self.cache_nodes > 0 || self.list_pin > 0.0 || self.refine_bits > 0 {
+            return bad(format!(
+                "{}: memory_budget plans the caches; leave cache_nodes, list_pin and \
+                 refine_bits unset with it",
+                dir.display()
+            ));
+        }
+        let mut o = self.clone();
+        if let Some(name) = &plan.layout {
+            o.layout = name
+                .parse()
+                .map_err(|e: String| Error::InvalidInput(format!("the plan's layout: {e}")))?;
+        }
+        o.cache_nodes = plan.cache_nodes;
+        o.list_cache_mb = plan.list_cache_bytes as f64 / (1u64 << 20) as f64;
+        o.load_entry = plan.entry;
+        Ok(o)
+    }
+}
+
 /// What opening an index loaded, and in how long.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct OpenReport {
+    /// The memory plan the index was opened by (with a `memory_budget`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<crate::kinds::plan::MemoryPlan>,
     /// The static node cache (graph: the index's; sharded: summed over the shards).
     pub cache: crate::kinds::graph::CacheReport,
     /// Decoupled layout: the pinned lists.
@@ -494,6 +566,16 @@ pub fn open_with(dir: &Path, o: &Options, ctl: &Control) -> Result<(AnyIndex, Op
     o.validate()?;
     let t = Instant::now();
     let mut report = OpenReport::default();
+    let planned;
+    let o = match o.memory_budget {
+        None => o,
+        Some(_) => {
+            let plan = plan_memory(dir, o)?;
+            planned = o.with_plan(dir, &plan)?;
+            report.plan = Some(plan);
+            &planned
+        }
+    };
     let index = match kind_of(dir)? {
         KindName::Graph => AnyIndex::Graph(open_graph(dir, o, ctl, &mut report)?),
         KindName::Ivf => {
@@ -605,7 +687,13 @@ fn open_graph(
     let threads = o.threads.max(1);
     if !o.writable && !GraphIndex::has_updates(dir) {
         let mut ix = DiskIndex::open(dir, opts)?;
-        report.cache = ix.load_cache(o.cache_nodes, o.cache_policy(), threads, ctl)?;
+        report.cache = ix.load_cache_with(
+            o.cache_nodes,
+            o.cache_policy(),
+            threads,
+            o.warm_background,
+            ctl,
+        )?;
         if o.list_pin > 0.0 {
             let (l, w) = match CachePolicy::default() {
                 CachePolicy::Frequency { l, beam_width, .. } => (l, beam_width),

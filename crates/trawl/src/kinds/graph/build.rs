@@ -190,6 +190,10 @@ pub struct IndexBuildReport {
     pub entry_secs: f64,
     /// Bytes of the entry index file.
     pub entry_bytes: u64,
+    /// Seconds to rank the nodes for caches (the hot-node order, [`crate::kinds::graph::hot`]).
+    pub hot_secs: f64,
+    /// Bytes of the hot-node order's file.
+    pub hot_bytes: u64,
     /// Bytes of the manifest.
     pub manifest_bytes: u64,
     /// Bytes of the whole index on disk.
@@ -306,6 +310,20 @@ fn write_entry<T: Element>(
         }
         None => (0, 0),
     })
+}
+
+/// Ranks the nodes of the index staged in `txn` for caches and writes the hot-node order;
+/// returns its bytes.
+fn write_hot(txn: &Txn, ctl: &Control) -> Result<u64, IndexBuildError> {
+    let mut ix = crate::kinds::graph::DiskIndex::open(
+        txn.staging(),
+        crate::kinds::graph::OpenOptions::default(),
+    )?;
+    ix.save_hot_order(
+        &txn.path(crate::kinds::graph::hot::FILE_NAME),
+        rayon::current_num_threads(),
+        ctl,
+    )
 }
 
 /// The recall monitor's figures of the index written in `dir` (the build's record).
@@ -498,6 +516,9 @@ fn build_with<T: Element>(
     let t_entry = Instant::now();
     let (entry_nodes, entry_bytes) = write_entry(data, params, &txn, &meta, ctl)?;
     let entry_secs = t_entry.elapsed().as_secs_f64();
+    let t_hot = Instant::now();
+    let hot_bytes = write_hot(&txn, ctl)?;
+    let hot_secs = t_hot.elapsed().as_secs_f64();
     let t_monitor = Instant::now();
     let recall = if random_links.is_none() {
         measure_recall(data, txn.staging())?
@@ -542,8 +563,15 @@ fn build_with<T: Element>(
         entry_nodes,
         entry_secs,
         entry_bytes,
+        hot_secs,
+        hot_bytes,
         manifest_bytes,
-        disk_bytes: packed_bytes + pq_bytes + pq_codes_bytes + entry_bytes + manifest_bytes,
+        disk_bytes: packed_bytes
+            + pq_bytes
+            + pq_codes_bytes
+            + entry_bytes
+            + hot_bytes
+            + manifest_bytes,
         connectivity,
         relinked: gstats.relinked,
         query_sample: gstats.query_sample,

@@ -6,8 +6,10 @@ use rand::seq::index::sample;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::io::{Completion, ReadRequest};
+use crate::io::{Completion, EngineConfig, EngineKind, IoEngine, IoFile, ReadRequest};
 use crate::kernels::{DType, Element};
+use crate::kinds::graph::hot::{self, HotOrder};
+use crate::kinds::graph::layout::packed::PackedFile;
 use crate::kinds::graph::search::{CachePolicy, ListCache, NodeCache, PinnedLists, SearchParams};
 use crate::kinds::graph::DiskIndex;
 use crate::progress::Control;
@@ -30,54 +32,11 @@ pub struct CacheReport {
 impl DiskIndex {
     /// Reads the records of `ids` (any order, duplicates allowed) and calls `f(id, record
     /// bytes)` for each. Returns the pages read.
-    pub fn read_records(
-        &self,
-        ids: &[u32],
-        mut f: impl FnMut(u32, &[u8]),
-    ) -> Result<u64, SearchError> {
+    pub fn read_records(&self, ids: &[u32], f: impl FnMut(u32, &[u8])) -> Result<u64, SearchError> {
         let mut engine = self
             .file()
             .engine(self.options().engine, self.engine_config())?;
-        let packed = self.packed_file()?;
-        let geo = *packed.geometry();
-        let pages = geo.read_pages() as u32;
-        let mut done: Vec<Completion> = Vec::new();
-        let mut read = 0u64;
-        for chunk in ids.chunks(engine.depth()) {
-            for (i, &id) in chunk.iter().enumerate() {
-                let (first_page, _) = packed.locate(id);
-                engine.submit(i as u64, ReadRequest { first_page, pages })?;
-            }
-            done.clear();
-            let mut got = 0;
-            while got < chunk.len() {
-                got += engine.wait(chunk.len() - got, &mut done)?;
-            }
-            read += chunk.len() as u64 * u64::from(pages);
-            let mut result = Ok(());
-            for c in &done {
-                let id = chunk[c.tag as usize];
-                let (page, at) = packed.locate(id);
-                let bytes = engine.buffer(c.slot);
-                if result.is_ok() {
-                    result = packed
-                        .check_pages(page, bytes)
-                        .map_err(|p| format!("checksum mismatch in page {p}"))
-                        .and_then(|()| packed.record(id, bytes).map(|_| ()))
-                        .map_err(|detail| SearchError::Corrupt {
-                            path: packed.path().to_path_buf(),
-                            page,
-                            detail,
-                        });
-                    if result.is_ok() {
-                        f(id, &bytes[at..at + geo.record_bytes]);
-                    }
-                }
-                engine.release(c.slot);
-            }
-            result?;
-        }
-        Ok(read)
+        read_records_in(engine.as_mut(), self.packed_file()?, ids, f)
     }
 
     /// Chooses `nodes` nodes by `policy`, reads their records and keeps them in memory,
@@ -87,6 +46,22 @@ impl DiskIndex {
         nodes: usize,
         policy: CachePolicy,
         threads: usize,
+        ctl: &Control,
+    ) -> Result<CacheReport, SearchError> {
+        self.load_cache_with(nodes, policy, threads, false, ctl)
+    }
+
+    /// [`DiskIndex::load_cache`], and with `background` the records are read by a thread of
+    /// their own while searches run ([`DiskIndex::warm_progress`]): a node is read from disk
+    /// until its chunk of the cache has arrived. The default policy takes the index's
+    /// hot-node order ([`crate::kinds::graph::hot`]) when it has one, and runs sample
+    /// searches otherwise (or when `policy` names a sample count).
+    pub fn load_cache_with(
+        &mut self,
+        nodes: usize,
+        policy: CachePolicy,
+        threads: usize,
+        background: bool,
         ctl: &Control,
     ) -> Result<CacheReport, SearchError> {
         let t0 = Instant::now();
@@ -104,36 +79,173 @@ impl DiskIndex {
                     .into(),
             ));
         }
-        let (ids, mut pages) = match policy {
-            CachePolicy::Bfs => self.bfs_order(nodes)?,
-            CachePolicy::Frequency {
-                sample_queries,
-                l,
-                beam_width,
-            } => self.frequent_nodes(nodes, sample_queries, l, beam_width, threads, ctl)?,
+        let (ids, pages) = match (policy, self.hot_order()?) {
+            (
+                CachePolicy::Frequency {
+                    sample_queries: 0, ..
+                },
+                Some(hot),
+            ) => (hot.first(nodes, self.n()), 0),
+            (CachePolicy::Bfs, _) => self.bfs_order(nodes)?,
+            (
+                CachePolicy::Frequency {
+                    sample_queries,
+                    l,
+                    beam_width,
+                },
+                _,
+            ) => self.frequent_nodes(nodes, sample_queries, l, beam_width, threads, ctl)?,
         };
-        let rb = self.packed_file()?.geometry().record_bytes;
-        let mut records = vec![0u8; ids.len() * rb];
-        let mut slot_of = std::collections::HashMap::with_capacity(ids.len());
-        for (i, &id) in ids.iter().enumerate() {
-            slot_of.insert(id, i);
-        }
-        pages += self.read_records(&ids, |id, rec| {
-            let i = slot_of[&id];
-            records[i * rb..(i + 1) * rb].copy_from_slice(rec);
-        })?;
-        let cache = NodeCache::from_records(&ids, records, rb);
-        let bytes = cache.heap_bytes() as u64;
-        self.layout
+        let records = self
+            .layout
             .records_mut()
-            .ok_or_else(|| SearchError::Internal("a record layout lost its records".into()))?
-            .set_cache(cache);
+            .ok_or_else(|| SearchError::Internal("a record layout lost its records".into()))?;
+        let cache = NodeCache::planned(ids, records.file().geometry().record_bytes);
+        records.set_cache(cache.clone());
+        let fill = CacheFill {
+            cache,
+            file: self.file.clone(),
+            packed: records.shared_file(),
+            engine: self.opts.engine,
+            config: self.engine_config(),
+        };
+        let bytes = fill.cache.heap_bytes() as u64;
+        let nodes = fill.cache.len();
+        let filled = if background {
+            std::thread::Builder::new()
+                .name("trawl-warm".into())
+                .spawn(move || {
+                    if let Err(e) = fill.run() {
+                        fill.cache.fail(e.to_string());
+                    }
+                })
+                .map_err(|e| SearchError::Internal(format!("starting the cache fill: {e}")))?;
+            0
+        } else {
+            fill.run()?
+        };
         Ok(CacheReport {
-            nodes: ids.len(),
+            nodes,
             bytes,
             secs: t0.elapsed().as_secs_f64(),
-            pages_read: pages,
+            pages_read: pages + filled,
         })
+    }
+
+    /// How far the static cache's fill has got (complete for a cache loaded in the
+    /// foreground, and for the decoupled layout, whose list cache fills as searches run).
+    pub fn warm_progress(&self) -> crate::kinds::graph::search::WarmProgress {
+        self.cache().progress()
+    }
+
+    /// The index's hot-node order (`hot.trawl`), when it has one.
+    pub fn hot_order(&self) -> Result<Option<HotOrder>, SearchError> {
+        let path = self.dir().join(hot::FILE_NAME);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        HotOrder::load(&path, self.n() as u64, self.meta().pq_codes_crc)
+            .map(Some)
+            .map_err(|e| SearchError::Internal(e.to_string()))
+    }
+
+    /// Ranks the nodes by how often [`hot::sample_searches`] beam searches (L 15, W 4, no
+    /// cache) of indexed vectors read them: the hot-node order. The record layouts search
+    /// with the vectors their records hold, the decoupled layout with the vectors the PQ
+    /// codes decode to. Returns the order and the pages read.
+    pub fn rank_hot_nodes(
+        &mut self,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<(HotOrder, u64), SearchError> {
+        let n = self.n();
+        let samples = hot::sample_searches(n);
+        let picks = sampled_ids(n, samples);
+        let (l, w) = match CachePolicy::default() {
+            CachePolicy::Frequency { l, beam_width, .. } => (l, beam_width),
+            CachePolicy::Bfs => (15, 4),
+        };
+        // Searched with no cache, so every expansion is a read and is counted.
+        let old_cache = self
+            .layout
+            .records_mut()
+            .map(|r| r.swap_cache(NodeCache::empty()));
+        let old_lists = self
+            .layout
+            .decoupled_mut()
+            .map(|d| d.set_lists(ListCache::disabled()));
+        let counted = self.sample_visits(&picks, l, w, threads, ctl);
+        if let (Some(d), Some(old)) = (self.layout.decoupled_mut(), old_lists) {
+            d.set_lists(old);
+        }
+        if let (Some(r), Some(old)) = (self.layout.records_mut(), old_cache) {
+            r.swap_cache(old);
+        }
+        let (counts, pages) = counted?;
+        Ok((HotOrder::from_counts(&counts, picks.len(), l, w), pages))
+    }
+
+    /// Ranks the nodes ([`DiskIndex::rank_hot_nodes`]) and writes the order to `path`
+    /// (`hot.trawl` of a staging directory); returns the file's bytes.
+    pub(crate) fn save_hot_order(
+        &mut self,
+        path: &std::path::Path,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<u64, crate::kinds::graph::IndexBuildError> {
+        let (hot, _) = self.rank_hot_nodes(threads, ctl)?;
+        let meta = *self.meta();
+        Ok(hot.save(path, meta.n, meta.pq_codes_crc)?)
+    }
+
+    /// The hot-node order of this index's files, ranked on an index opened afresh from its
+    /// directory (no cache), so that `&self` suffices; for the operations that rewrite
+    /// files beside it (`trawl layout`, `trawl entry`).
+    pub(crate) fn fresh_hot_order(
+        &self,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<HotOrder, crate::kinds::graph::IndexBuildError> {
+        let mut fresh = DiskIndex::open(self.dir(), self.options().clone())?;
+        Ok(fresh.rank_hot_nodes(threads, ctl)?.0)
+    }
+
+    /// Per-node read counts of beam searches of the indexed vectors `picks` (from their
+    /// records, or decoded from their PQ codes when the layout holds no vectors with its
+    /// graph), and the pages read.
+    fn sample_visits(
+        &self,
+        picks: &[u32],
+        l: usize,
+        beam_width: usize,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<(Vec<u32>, u64), SearchError> {
+        let (raw, pages) = match self.packed() {
+            Some(p) => {
+                let vb = p.geometry().vector_bytes;
+                let mut vectors = vec![0u8; picks.len() * vb];
+                let mut pos = std::collections::HashMap::with_capacity(picks.len());
+                for (i, &id) in picks.iter().enumerate() {
+                    pos.insert(id, i);
+                }
+                let pages = self.read_records(picks, |id, rec| {
+                    let i = pos[&id];
+                    vectors[i * vb..(i + 1) * vb].copy_from_slice(&rec[..vb]);
+                })?;
+                (vectors, pages)
+            }
+            None => {
+                let codes = self.codes().ok_or_else(|| {
+                    SearchError::Internal(
+                        "the decoupled layout keeps its PQ codes in memory".into(),
+                    )
+                })?;
+                (self.decoded(codes, picks)?, 0)
+            }
+        };
+        let (counts, more) = self.visit_counts(&raw, l, beam_width, threads, ctl)?;
+        Ok((counts, pages + more))
     }
 
     /// The first `nodes` nodes of a breadth-first walk from the medoid.
@@ -251,22 +363,30 @@ impl DiskIndex {
         if pin_budget <= fixed {
             return Ok(CacheReport::default());
         }
-        let codes = self.codes().ok_or_else(|| {
-            SearchError::Internal("the decoupled layout keeps its PQ codes in memory".into())
-        })?;
-        let samples = if samples == 0 { 20_000 } else { samples }.clamp(1, n);
-        let raw = self.decoded(codes, &sampled_ids(n, samples))?;
-        // Searched with no list cache, so every expansion is a read and is counted.
-        let old = self
-            .layout
-            .decoupled_mut()
-            .map(|d| d.set_lists(ListCache::disabled()));
-        let counts = self.visit_counts(&raw, l, beam_width, threads, ctl);
-        if let (Some(d), Some(old)) = (self.layout.decoupled_mut(), old) {
-            d.set_lists(old);
-        }
-        let (counts, pages) = counts?;
-        let ranked = most_read(&counts);
+        let (ranked, pages) = match (samples, self.hot_order()?) {
+            // The hot-node order chosen when the index was built or merged.
+            (0, Some(hot)) => (hot.ids().to_vec(), 0),
+            _ => {
+                let codes = self.codes().ok_or_else(|| {
+                    SearchError::Internal(
+                        "the decoupled layout keeps its PQ codes in memory".into(),
+                    )
+                })?;
+                let samples = if samples == 0 { 20_000 } else { samples }.clamp(1, n);
+                let raw = self.decoded(codes, &sampled_ids(n, samples))?;
+                // Searched with no list cache, so every expansion is a read and is counted.
+                let old = self
+                    .layout
+                    .decoupled_mut()
+                    .map(|d| d.set_lists(ListCache::disabled()));
+                let counts = self.visit_counts(&raw, l, beam_width, threads, ctl);
+                if let (Some(d), Some(old)) = (self.layout.decoupled_mut(), old) {
+                    d.set_lists(old);
+                }
+                let (counts, pages) = counts?;
+                (most_read(&counts), pages)
+            }
+        };
         let d = self
             .layout
             .decoupled()
@@ -397,6 +517,94 @@ impl DiskIndex {
             }
         }
         Ok((counts, pages))
+    }
+}
+
+/// Reads the records of `ids` (any order, duplicates allowed) from `packed` through
+/// `engine`, checking each page, and calls `f(id, record bytes)` for each. Returns the pages
+/// read.
+fn read_records_in(
+    engine: &mut dyn IoEngine,
+    packed: &PackedFile,
+    ids: &[u32],
+    mut f: impl FnMut(u32, &[u8]),
+) -> Result<u64, SearchError> {
+    let geo = *packed.geometry();
+    let pages = geo.read_pages() as u32;
+    let mut done: Vec<Completion> = Vec::new();
+    let mut read = 0u64;
+    for chunk in ids.chunks(engine.depth()) {
+        for (i, &id) in chunk.iter().enumerate() {
+            let (first_page, _) = packed.locate(id);
+            engine.submit(i as u64, ReadRequest { first_page, pages })?;
+        }
+        done.clear();
+        let mut got = 0;
+        while got < chunk.len() {
+            got += engine.wait(chunk.len() - got, &mut done)?;
+        }
+        read += chunk.len() as u64 * u64::from(pages);
+        let mut result = Ok(());
+        for c in &done {
+            let id = chunk[c.tag as usize];
+            let (page, at) = packed.locate(id);
+            let bytes = engine.buffer(c.slot);
+            if result.is_ok() {
+                result = packed
+                    .check_pages(page, bytes)
+                    .map_err(|p| format!("checksum mismatch in page {p}"))
+                    .and_then(|()| packed.record(id, bytes).map(|_| ()))
+                    .map_err(|detail| SearchError::Corrupt {
+                        path: packed.path().to_path_buf(),
+                        page,
+                        detail,
+                    });
+                if result.is_ok() {
+                    f(id, &bytes[at..at + geo.record_bytes]);
+                }
+            }
+            engine.release(c.slot);
+        }
+        result?;
+    }
+    Ok(read)
+}
+
+/// What filling a node cache needs, owned, so that a thread of its own can run it.
+struct CacheFill {
+    cache: NodeCache,
+    file: IoFile,
+    packed: std::sync::Arc<PackedFile>,
+    engine: EngineKind,
+    config: EngineConfig,
+}
+
+impl CacheFill {
+    /// Reads the cache's records chunk by chunk, in its order (the most read nodes first),
+    /// publishing each chunk as it completes; stops early when the cache is dropped or
+    /// replaced. Returns the pages read.
+    fn run(&self) -> Result<u64, SearchError> {
+        let mut engine = self.file.engine(self.engine, self.config)?;
+        let rb = self.cache.record_bytes();
+        let mut pages = 0;
+        for c in 0..self.cache.chunk_count() {
+            if self.cache.stopping() {
+                self.cache
+                    .fail("stopped: the cache was replaced or its index closed".into());
+                break;
+            }
+            let ids = self.cache.chunk_ids(c);
+            let mut records = vec![0u8; ids.len() * rb].into_boxed_slice();
+            // Reads complete in any order: each id's place in the chunk.
+            let place: std::collections::HashMap<u32, usize> =
+                ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+            pages += read_records_in(engine.as_mut(), &self.packed, ids, |id, rec| {
+                let i = place[&id];
+                records[i * rb..(i + 1) * rb].copy_from_slice(rec);
+            })?;
+            self.cache.fill_chunk(c, records);
+        }
+        Ok(pages)
     }
 }
 

@@ -114,6 +114,13 @@ impl DiskIndex {
         let path = txn.path(entry::FILE_NAME);
         let meta = *self.packed_file()?.meta();
         let file_bytes = e.save(&path, meta.n, meta.pq_codes_crc)?;
+        // The hot-node order too (the operation that refreshes what open-time choices read).
+        let hot = self.fresh_hot_order(threads, ctl)?;
+        hot.save(
+            &txn.path(crate::kinds::graph::hot::FILE_NAME),
+            meta.n,
+            meta.pq_codes_crc,
+        )?;
         let manifest = crate::kinds::graph::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
         let report = EntryReport {

@@ -120,6 +120,9 @@ pub fn describe(
     if let Some(e) = find(entry::FILE_NAME) {
         files.push(entry_at(&e, entry::FILE_NAME, ENTRY.role)?);
     }
+    if let Some(e) = find(crate::kinds::graph::hot::FILE_NAME) {
+        files.push(entry_at(&e, crate::kinds::graph::hot::FILE_NAME, HOT.role)?);
+    }
     if let Some(e) = find(ids::FILE_NAME) {
         files.push(entry_at(&e, ids::FILE_NAME, IDS.role)?);
     }
@@ -418,6 +421,23 @@ static ENTRY: Named<GraphCx, OpenError> = Named {
     },
 };
 
+/// The hot-node order (nodes ranked by sample searches' reads; chooses caches at open).
+static HOT: Named<GraphCx, OpenError> = Named {
+    name: crate::kinds::graph::hot::FILE_NAME,
+    role: "hot",
+    first: false,
+    required: false,
+    verify: |cx, name| {
+        let meta = cx.built(name)?;
+        let h = crate::kinds::graph::hot::HotOrder::load(
+            &cx.dir.join(name),
+            meta.n,
+            meta.pq_codes_crc,
+        )?;
+        Ok(h.describe())
+    },
+};
+
 /// The stable ids of a live index's slots.
 static IDS: Named<GraphCx, OpenError> = Named {
     name: ids::FILE_NAME,
@@ -469,7 +489,7 @@ static LABEL_STARTS: Named<GraphCx, OpenError> = Named {
 };
 
 /// Every component of the graph kind.
-pub static COMPONENTS: [&GraphComponent; 13] = [
+pub static COMPONENTS: [&GraphComponent; 14] = [
     &PACKED,
     &SHUFFLED,
     &ALL_IN_STORAGE,
@@ -480,6 +500,7 @@ pub static COMPONENTS: [&GraphComponent; 13] = [
     &PQ,
     &PQ_CODES,
     &ENTRY,
+    &HOT,
     &IDS,
     &ATTRS,
     &LABEL_STARTS,

@@ -228,6 +228,7 @@ impl DiskIndex {
                 },
             ));
         }
+        let hot = self.fresh_hot_order(rayon::current_num_threads(), ctl)?;
         let txn = self.begin_txn()?;
         let out_path = txn.path(layout.file_name());
         let mut report = LayoutReport {
@@ -246,6 +247,11 @@ impl DiskIndex {
             IndexLayout::Shuffled => self.write_shuffled(&out_path, params, &mut report, ctl)?,
         };
         report.file_bytes = file_bytes;
+        hot.save(
+            &txn.path(crate::kinds::graph::hot::FILE_NAME),
+            meta.n,
+            meta.pq_codes_crc,
+        )?;
         report.records_per_page = packed::PackedGeometry::of(&PackedMeta {
             neighbor_code_bytes: if layout == IndexLayout::AllInStorage {
                 meta.pq_bytes
@@ -385,7 +391,13 @@ impl DiskIndex {
         let src = self.layout_source()?;
         let bad = |m: String| invalid(src.path(), m);
         let meta = *src.meta();
+        let hot = self.fresh_hot_order(rayon::current_num_threads(), ctl)?;
         let txn = self.begin_txn()?;
+        hot.save(
+            &txn.path(crate::kinds::graph::hot::FILE_NAME),
+            meta.n,
+            meta.pq_codes_crc,
+        )?;
         let graph_path = txn.path(IndexLayout::Decoupled.file_name());
         let vectors_path = txn.path(dvectors::FILE_NAME);
         let geo = CompressedGeometry::new(meta.dtype, meta.dim, meta.n, params).map_err(bad)?;

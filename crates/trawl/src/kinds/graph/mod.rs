@@ -8,6 +8,7 @@
 //! | `pq.trawl` | PQ codebooks | all |
 //! | `pq-codes.trawl` | one PQ code per vector | all |
 //! | `entry.trawl` (optional) | the entry index: a sample graph with its vectors ([`crate::kinds::graph::search::entry`]) | all |
+//! | `hot.trawl` (optional) | the hot-node order: nodes ranked by sample searches' reads ([`hot`]) | while a cache is chosen |
 //!
 //! The packed header holds the payload checksums of both PQ files, so files from different
 //! builds are never mixed.
@@ -18,6 +19,7 @@ mod cache_load;
 mod entry_build;
 pub mod files;
 mod filtered;
+pub mod hot;
 mod info;
 pub mod kind;
 pub mod label_starts;
@@ -25,6 +27,7 @@ pub mod layout;
 mod layouts;
 pub mod monitor;
 mod open;
+pub mod plan;
 mod refine;
 pub mod search;
 pub mod updates;

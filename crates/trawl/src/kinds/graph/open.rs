@@ -87,7 +87,7 @@ impl DiskIndex {
                 .is_some_and(|r| r.file().meta().neighbor_code_bytes > 0),
         )?;
         let entry_path = dir.join(entry::FILE_NAME);
-        let entry = if entry_path.is_file() {
+        let entry = if opts.load_entry && entry_path.is_file() {
             Some(EntryIndex::load(
                 &entry_path,
                 meta.n,
@@ -137,8 +137,9 @@ impl DiskIndex {
 }
 
 /// The files an index may hold beside its layout and PQ files.
-const OPTIONAL_FILES: [&str; 3] = [
+const OPTIONAL_FILES: [&str; 4] = [
     entry::FILE_NAME,
+    crate::kinds::graph::hot::FILE_NAME,
     crate::filter::file::FILE_NAME,
     crate::kinds::graph::label_starts::FILE_NAME,
 ];
@@ -206,7 +207,10 @@ fn missing_layout(dir: &Path, layout: IndexLayout) -> OpenError {
 }
 
 /// Opens the layout's reader and the file (or files) searches read.
-fn open_layout(dir: &Path, opts: &OpenOptions) -> Result<(LayoutReader, IoFile), OpenError> {
+pub(crate) fn open_layout(
+    dir: &Path,
+    opts: &OpenOptions,
+) -> Result<(LayoutReader, IoFile), OpenError> {
     let path = dir.join(opts.layout.file_name());
     let mismatch = |reason: String| OpenError::Mismatch {
         dir: dir.to_path_buf(),

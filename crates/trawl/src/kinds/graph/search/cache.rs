@@ -72,12 +72,51 @@ impl Hasher for IdHasher {
     }
 }
 
-/// Cached records: node id → its record bytes (vector, degree, neighbour ids).
+/// Records a chunk of the cache holds: the unit a background fill publishes.
+pub const FILL_CHUNK: usize = 256;
+
+/// Cached records: node id → its record bytes (vector, degree, neighbour ids), shared by the
+/// index's searchers and, while it fills, by the thread that fills it. The nodes are fixed when
+/// the cache is made; their records arrive in chunks of [`FILL_CHUNK`] (at once, or from a
+/// background fill while searches run), and a node counts as cached only once its chunk has
+/// arrived: until then searches read it from disk. A chunk, once set, never changes, so a node
+/// [`NodeCache::contains`] reports stays readable.
 #[derive(Debug, Default, Clone)]
 pub struct NodeCache {
+    inner: std::sync::Arc<CacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct CacheInner {
     slots: HashMap<u32, u32, BuildHasherDefault<IdHasher>>,
-    records: Vec<u8>,
+    /// The ids in slot order (the order they are filled in).
+    ids: Vec<u32>,
+    chunks: Box<[std::sync::OnceLock<Box<[u8]>>]>,
     record_bytes: usize,
+    /// Records filled so far.
+    filled: std::sync::atomic::AtomicUsize,
+    /// Set when the fill failed (its error), or was stopped.
+    failed: std::sync::Mutex<Option<String>>,
+    /// Asks a background fill to stop (the cache was dropped or replaced).
+    stop: std::sync::atomic::AtomicBool,
+}
+
+/// How far a cache's fill has got.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct WarmProgress {
+    /// Records in memory.
+    pub filled: usize,
+    /// Records the cache will hold.
+    pub total: usize,
+    /// Why the fill stopped early, if it did (searches go on reading those nodes from disk).
+    pub error: Option<String>,
+}
+
+impl WarmProgress {
+    /// Whether the fill is over (complete, or stopped by an error).
+    pub fn done(&self) -> bool {
+        self.filled >= self.total || self.error.is_some()
+    }
 }
 
 impl NodeCache {
@@ -86,51 +125,140 @@ impl NodeCache {
         Self::default()
     }
 
-    /// A cache of `ids` whose records are the consecutive `record_bytes`-byte slices of
-    /// `records`.
-    pub(crate) fn from_records(ids: &[u32], records: Vec<u8>, record_bytes: usize) -> Self {
+    /// A cache of `ids` (distinct), none of whose records has arrived yet
+    /// ([`NodeCache::fill_chunk`]).
+    pub(crate) fn planned(ids: Vec<u32>, record_bytes: usize) -> Self {
         let mut slots = HashMap::with_capacity_and_hasher(ids.len(), Default::default());
         for (i, &id) in ids.iter().enumerate() {
             slots.insert(id, i as u32);
         }
+        let chunks = (0..ids.len().div_ceil(FILL_CHUNK))
+            .map(|_| std::sync::OnceLock::new())
+            .collect();
         Self {
-            slots,
-            records,
-            record_bytes,
+            inner: std::sync::Arc::new(CacheInner {
+                slots,
+                ids,
+                chunks,
+                record_bytes,
+                ..CacheInner::default()
+            }),
         }
     }
 
-    /// Cached nodes.
+    /// Chunks of [`FILL_CHUNK`] records (the last may be short).
+    pub(crate) fn chunk_count(&self) -> usize {
+        self.inner.chunks.len()
+    }
+
+    /// The slots of chunk `c`.
+    pub(crate) fn chunk_span(&self, c: usize) -> std::ops::Range<usize> {
+        let start = c * FILL_CHUNK;
+        start..(start + FILL_CHUNK).min(self.inner.ids.len())
+    }
+
+    /// The ids of chunk `c`, in slot order.
+    pub(crate) fn chunk_ids(&self, c: usize) -> &[u32] {
+        &self.inner.ids[self.chunk_span(c)]
+    }
+
+    /// Record size in bytes.
+    pub(crate) fn record_bytes(&self) -> usize {
+        self.inner.record_bytes
+    }
+
+    /// Publishes chunk `c`'s records (its ids' records, in slot order); a chunk already set
+    /// is left as it is.
+    pub(crate) fn fill_chunk(&self, c: usize, records: Box<[u8]>) {
+        use std::sync::atomic::Ordering;
+        let n = self.chunk_span(c).len();
+        debug_assert_eq!(records.len(), n * self.inner.record_bytes);
+        if self.inner.chunks[c].set(records).is_ok() {
+            self.inner.filled.fetch_add(n, Ordering::AcqRel);
+        }
+    }
+
+    /// Records the fill's failure; the nodes not filled are read from disk.
+    pub(crate) fn fail(&self, why: String) {
+        if let Ok(mut f) = self.inner.failed.lock() {
+            f.get_or_insert(why);
+        }
+    }
+
+    /// Whether the fill should stop (the cache was dropped by its index or replaced).
+    pub(crate) fn stopping(&self) -> bool {
+        self.inner.stop.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Asks a background fill to stop.
+    pub(crate) fn stop(&self) {
+        self.inner
+            .stop
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// How far the fill has got.
+    pub fn progress(&self) -> WarmProgress {
+        WarmProgress {
+            filled: self.inner.filled.load(std::sync::atomic::Ordering::Acquire),
+            total: self.inner.ids.len(),
+            error: self.inner.failed.lock().ok().and_then(|f| f.clone()),
+        }
+    }
+
+    /// Nodes the cache holds once filled.
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.inner.ids.len()
     }
 
-    /// Whether nothing is cached.
+    /// Whether the cache holds no node.
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.inner.ids.is_empty()
     }
 
-    /// Whether `id` is cached.
+    /// Whether `id`'s record is in memory.
     #[inline]
     pub fn contains(&self, id: u32) -> bool {
-        !self.slots.is_empty() && self.slots.contains_key(&id)
+        self.record(id).is_some()
     }
 
-    /// The record of `id`, if cached.
+    /// The record of `id`, if it is in memory.
     #[inline]
     pub fn record(&self, id: u32) -> Option<&[u8]> {
-        let i = *self.slots.get(&id)? as usize;
-        self.records
-            .get(i * self.record_bytes..(i + 1) * self.record_bytes)
+        if self.inner.ids.is_empty() {
+            return None;
+        }
+        let slot = *self.inner.slots.get(&id)? as usize;
+        let chunk = self.inner.chunks.get(slot / FILL_CHUNK)?.get()?;
+        let at = (slot % FILL_CHUNK) * self.inner.record_bytes;
+        chunk.get(at..at + self.inner.record_bytes)
     }
 
-    /// The cached ids, in no particular order.
+    /// The cached ids (whether filled yet or not), in fill order.
     pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.slots.keys().copied()
+        self.inner.ids.iter().copied()
     }
 
-    /// Bytes of memory held (records plus the id map).
+    /// Bytes of memory the cache holds once filled (records, the id map and the id list).
     pub fn heap_bytes(&self) -> usize {
-        self.records.capacity() + self.slots.capacity() * 16
+        Self::bytes_for(self.len(), self.inner.record_bytes)
+    }
+
+    /// Bytes of memory a filled cache of `nodes` records of `record_bytes` holds: the records,
+    /// the id map (16 bytes per entry at its load factor) and the id list.
+    pub fn bytes_for(nodes: usize, record_bytes: usize) -> usize {
+        if nodes == 0 {
+            return 0;
+        }
+        // The id map: a swiss table of 8-byte entries and a control byte per bucket, its
+        // buckets a power of two at most 7/8 full.
+        let buckets = if nodes < 4 {
+            4
+        } else if nodes < 8 {
+            8
+        } else {
+            (nodes * 8 / 7).next_power_of_two()
+        };
+        nodes * record_bytes + buckets * 9 + 16 + nodes * 4 + nodes.div_ceil(FILL_CHUNK) * 32
     }
 }

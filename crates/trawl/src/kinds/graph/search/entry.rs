@@ -357,6 +357,20 @@ impl EntryIndex {
         w.finish()
     }
 
+    /// The bytes an entry index in the file at `path` holds once loaded (ids, vectors and a
+    /// graph of `R` slots per node), from its header alone; `None` when the header cannot be
+    /// read (loading it then fails with the reason).
+    pub fn heap_bytes_of(path: &Path) -> Option<u64> {
+        use std::io::Read;
+        let mut h = [0u8; crate::dir::file::HEADER_BYTES + 32];
+        std::fs::File::open(path).ok()?.read_exact(&mut h).ok()?;
+        let p = &h[crate::dir::file::HEADER_BYTES..];
+        let u32_at = |o: usize| u64::from(u32::from_le_bytes([p[o], p[o + 1], p[o + 2], p[o + 3]]));
+        let size = DType::from_code(p[12])?.size_bytes() as u64;
+        let (dim, m, r) = (u32_at(16), u32_at(20), u32_at(24));
+        Some(m * 4 + (m * dim * size).div_ceil(4) * 4 + m * (r + 1) * 4)
+    }
+
     /// Reads an entry index written by [`EntryIndex::save`] and checks it belongs to a disk
     /// index of `n` vectors of `dtype`, `dim` and `metric` whose PQ codes have CRC `index_tag`.
     pub fn load(

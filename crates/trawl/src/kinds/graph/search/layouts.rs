@@ -26,7 +26,8 @@ use crate::search::SearchError;
 /// whole records.
 #[derive(Debug)]
 pub struct RecordLayout {
-    file: PackedFile,
+    /// Shared with a background fill of the cache.
+    file: std::sync::Arc<PackedFile>,
     cache: NodeCache,
     verify: bool,
 }
@@ -35,10 +36,14 @@ impl RecordLayout {
     /// The layout of `file`; pages are checked against their CRCs when `verify`.
     pub fn new(file: PackedFile, verify: bool) -> Self {
         Self {
-            file,
+            file: std::sync::Arc::new(file),
             cache: NodeCache::empty(),
             verify,
         }
+    }
+    /// The page-packed file, shared (for a background fill of the cache).
+    pub(crate) fn shared_file(&self) -> std::sync::Arc<PackedFile> {
+        self.file.clone()
     }
     /// The page-packed file.
     pub fn file(&self) -> &PackedFile {
@@ -48,9 +53,21 @@ impl RecordLayout {
     pub fn cache(&self) -> &NodeCache {
         &self.cache
     }
-    /// Replaces the static node cache.
+    /// Replaces the static node cache and returns the old one, its fill (if any) left running.
+    pub(crate) fn swap_cache(&mut self, cache: NodeCache) -> NodeCache {
+        std::mem::replace(&mut self.cache, cache)
+    }
+    /// Replaces the static node cache (a fill of the old one still running stops).
     pub fn set_cache(&mut self, cache: NodeCache) {
+        self.cache.stop();
         self.cache = cache;
+    }
+}
+
+impl Drop for RecordLayout {
+    fn drop(&mut self) {
+        // A background fill of the cache has no one left to fill it for.
+        self.cache.stop();
     }
 }
 

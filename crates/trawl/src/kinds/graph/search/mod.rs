@@ -40,7 +40,7 @@ pub mod source;
 pub mod width;
 
 pub use beam::BeamQuery;
-pub use cache::{CachePolicy, NodeCache};
+pub use cache::{CachePolicy, NodeCache, WarmProgress, FILL_CHUNK};
 pub use explore::Frontier;
 pub use flash::{FlashParams, Grain};
 pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};

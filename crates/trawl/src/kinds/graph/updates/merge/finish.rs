@@ -100,15 +100,16 @@ pub(super) fn write_entry<T: DeltaElement>(
 }
 
 /// The recall monitor on the merged version in `staging` (read through the page cache: just
-/// written): its figures and the number of vectors searched.
+/// written): its figures and the number of vectors searched. Then the merged version's
+/// hot-node order ([`crate::kinds::graph::hot`]), written into `staging`, and its bytes.
 pub(super) fn monitor<T: DeltaElement>(
     input: &MergeInput<'_>,
     staging: &Path,
     vectors: &[T],
     ids: &SlotIds,
-) -> Result<(Vec<RecallPoint>, usize), IndexBuildError> {
+) -> Result<(Vec<RecallPoint>, usize, u64), IndexBuildError> {
     let dim = input.old.dim();
-    let staged = DiskIndex::open(
+    let mut staged = DiskIndex::open(
         staging,
         crate::kinds::graph::OpenOptions {
             layout: if decoupled(input).is_some() {
@@ -125,8 +126,13 @@ pub(super) fn monitor<T: DeltaElement>(
         &|s| &vectors[s as usize * dim..(s as usize + 1) * dim],
         &|s| !ids.is_hole(s),
     )?;
+    let hot_bytes = staged.save_hot_order(
+        &staging.join(crate::kinds::graph::hot::FILE_NAME),
+        rayon::current_num_threads(),
+        &Control::silent(),
+    )?;
     drop(staged);
-    Ok(measured)
+    Ok((measured.0, measured.1, hot_bytes))
 }
 
 /// The attributes of the new version, when the old one or the delta has any: the kept slots'

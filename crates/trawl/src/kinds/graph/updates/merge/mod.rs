@@ -281,7 +281,10 @@ fn merge_typed<T: DeltaElement>(
     report.bytes_written += finish::write_entry(old, &ids, &store, &written.meta, staging, ctl)?;
     // The recall monitor on the merged version (read through the page cache: just written).
     let t_mon = Instant::now();
-    (report.recall, report.recall_samples) = finish::monitor(input, staging, &read.vectors, &ids)?;
+    let hot_bytes;
+    (report.recall, report.recall_samples, hot_bytes) =
+        finish::monitor(input, staging, &read.vectors, &ids)?;
+    report.bytes_written += hot_bytes;
     report.finish_secs += t_mon.elapsed().as_secs_f64();
     report.slots = plan.n_slots as u64;
     report.holes = ids.len() as u64 - ids.live() as u64;

@@ -1,0 +1,250 @@
+//! The hot-node order: the index's nodes ranked by how often sample searches read them, chosen
+//! when the index is built or merged (and again by `trawl entry` / `trawl layout`), so that
+//! opening an index with a node cache or pinned lists reads a ranking instead of running
+//! thousands of sample searches, and the memory planner knows what a cache of `k` nodes
+//! saves ([`HotOrder::reads_saved`]).
+//!
+//! Stored beside the index as `hot.trawl` (magic `TRAWLHOT`, version 1, the trawl envelope:
+//! length and CRC-32 of the payload and of the header), payload little-endian:
+//!
+//! | offset | size | field |
+//! |---:|---:|---|
+//! | 0 | 4 | index tag: payload CRC of the index's `pq-codes.trawl` |
+//! | 4 | 8 | `n` of the index, `u64` |
+//! | 12 | 4 | sample searches, `u32` |
+//! | 16 | 4 | their list size `L`, `u32` |
+//! | 20 | 4 | their beam width `W`, `u32` |
+//! | 24 | 4 | ranked nodes `m` (those read at least once), `u32` |
+//! | 28 | 4·m | the nodes, most read first (ties by id) |
+//! | 28 + 4·m | 4·m | how many sample searches read each, non-increasing, ≥ 1 |
+//!
+//! Loading checks the tag (a file of another build is refused), that every node is a node of
+//! the index and appears once, and that the counts are ordered and within the sample count.
+
+use std::path::Path;
+
+use crate::dir::bytes::{ByteReader, ByteWriter};
+use crate::dir::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
+
+/// File name inside an index directory.
+pub const FILE_NAME: &str = "hot.trawl";
+/// Magic.
+pub const MAGIC: [u8; 8] = *b"TRAWLHOT";
+/// Format version.
+pub const VERSION: u32 = 1;
+
+/// Sample searches a ranking is made from: `n / 50`, between 2,000 and 20,000 (20,000 beam
+/// searches at L 15 read ~25 nodes each; on gen-1M they rank ~X nodes, past which the
+/// counts are ones and twos).
+pub fn sample_searches(n: usize) -> usize {
+    (n / 50).clamp(2000, 20_000).min(n.max(1))
+}
+
+/// The nodes sample searches read, most read first, with their counts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HotOrder {
+    ids: Vec<u32>,
+    reads: Vec<u32>,
+    samples: u32,
+    l: u32,
+    beam_width: u32,
+}
+
+impl HotOrder {
+    /// The ranking of per-node read counts `counts` over `samples` searches (list size `l`,
+    /// width `beam_width`): the nodes read at least once, most read first, ties by id.
+    pub fn from_counts(counts: &[u32], samples: usize, l: usize, beam_width: usize) -> Self {
+        let mut ranked: Vec<(u32, u32)> = counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (c, i as u32))
+            .collect();
+        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let (reads, ids) = ranked.into_iter().unzip();
+        Self::new(ids, reads, samples as u32, l as u32, beam_width as u32)
+    }
+
+    fn new(ids: Vec<u32>, reads: Vec<u32>, samples: u32, l: u32, beam_width: u32) -> Self {
+        Self {
+            ids,
+            reads,
+            samples,
+            l,
+            beam_width,
+        }
+    }
+
+    /// Ranked nodes (those read at least once).
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether no node was read (an empty index).
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The ranked nodes, most read first.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// Sample searches the ranking was made from.
+    pub fn samples(&self) -> usize {
+        self.samples as usize
+    }
+
+    /// Reads per sample search that a cache of the first `k` nodes would have served: the
+    /// expected disk reads it saves a search like the samples (L 15, W 4; a search at a larger
+    /// L reads more nodes, the hot ones among them).
+    pub fn reads_saved(&self, k: usize) -> f64 {
+        let k = k.min(self.ids.len());
+        let sum: u64 = self.reads[..k].iter().map(|&r| u64::from(r)).sum();
+        sum as f64 / f64::from(self.samples.max(1))
+    }
+
+    /// Reads per sample search in all (every read of the samples).
+    pub fn reads_per_search(&self) -> f64 {
+        self.reads_saved(self.ids.len())
+    }
+
+    /// The first `k` nodes, topped up with the unranked nodes in id order when `k` is more
+    /// than the ranking holds (nodes no sample search read are about equally unlikely to be
+    /// read; choosing among them would cost reads at open).
+    pub fn first(&self, k: usize, n: usize) -> Vec<u32> {
+        let k = k.min(n);
+        let mut out: Vec<u32> = self.ids[..k.min(self.ids.len())].to_vec();
+        if out.len() < k {
+            let mut ranked = vec![false; n];
+            for &id in &self.ids {
+                ranked[id as usize] = true;
+            }
+            out.extend(
+                (0..n as u32)
+                    .filter(|&i| !ranked[i as usize])
+                    .take(k - self.ids.len()),
+            );
+        }
+        out
+    }
+
+    /// Writes the file for an index of `n` nodes whose PQ codes have payload CRC `index_tag`;
+    /// returns its bytes.
+    pub fn save(&self, path: &Path, n: u64, index_tag: u32) -> Result<u64, FileError> {
+        let mut w = ByteWriter::new();
+        w.u32(index_tag);
+        w.u64(n);
+        w.u32(self.samples);
+        w.u32(self.l);
+        w.u32(self.beam_width);
+        w.u32(self.ids.len() as u32);
+        w.u32s(&self.ids);
+        w.u32s(&self.reads);
+        let mut env = EnvelopeWriter::create(path, MAGIC, VERSION)?;
+        env.write(&w.into_inner())?;
+        env.finish()
+    }
+
+    /// Reads the file at `path` and checks it belongs to the index of `n` nodes whose PQ codes
+    /// have payload CRC `index_tag`.
+    pub fn load(path: &Path, n: u64, index_tag: u32) -> Result<Self, FileError> {
+        let (_, payload) = read_envelope(path, MAGIC, "trawl hot-node order", VERSION)?;
+        let bad = |m: String| FileError::new(path, FileErrorKind::Invalid(m));
+        let short = |e: crate::dir::bytes::ShortPayload| bad(e.to_string());
+        let mut r = ByteReader::new(&payload);
+        let tag = r.u32().map_err(short)?;
+        let file_n = r.u64().map_err(short)?;
+        if tag != index_tag || file_n != n {
+            return Err(bad(
+                "the hot-node order belongs to another build of the index (rebuild it with \
+                 `trawl entry` or `trawl layout`)"
+                    .into(),
+            ));
+        }
+        let samples = r.u32().map_err(short)?;
+        let (l, w) = (r.u32().map_err(short)?, r.u32().map_err(short)?);
+        let m = r.u32().map_err(short)? as usize;
+        if m as u64 > n {
+            return Err(bad(format!("{m} ranked nodes in an index of {n}")));
+        }
+        let ids = r.u32s(m).map_err(short)?;
+        let reads = r.u32s(m).map_err(short)?;
+        if r.remaining() != 0 {
+            return Err(bad(format!("{} bytes after the counts", r.remaining())));
+        }
+        let mut seen = vec![false; n as usize];
+        for &id in &ids {
+            if u64::from(id) >= n || std::mem::replace(&mut seen[id as usize], true) {
+                return Err(bad(format!("node {id} is out of range or ranked twice")));
+            }
+        }
+        if reads
+            .iter()
+            .any(|&c| c == 0 || c > samples.saturating_mul(l.max(1)))
+            || reads.windows(2).any(|p| p[0] < p[1])
+        {
+            return Err(bad("the read counts are not ordered or out of range".into()));
+        }
+        Ok(Self::new(ids, reads, samples, l, w))
+    }
+
+    /// Bytes of the file for `m` ranked nodes.
+    pub fn file_bytes(m: usize) -> u64 {
+        (crate::dir::file::HEADER_BYTES + 28 + 8 * m) as u64
+    }
+
+    /// What a check of the file found, in words.
+    pub fn describe(&self) -> String {
+        format!(
+            "checksum matches; {} nodes ranked by {} sample searches (L {}, W {}; {:.1} reads \
+             each, the first 1% of the ranking {:.1})",
+            self.ids.len(),
+            self.samples,
+            self.l,
+            self.beam_width,
+            self.reads_per_search(),
+            self.reads_saved(self.ids.len() / 100)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(FILE_NAME);
+        let h = HotOrder::from_counts(&[0, 5, 2, 5, 0, 1], 4, 15, 4);
+        assert_eq!(h.ids(), &[1, 3, 2, 5]);
+        assert_eq!(h.reads_saved(2), 10.0 / 4.0);
+        assert_eq!(h.reads_per_search(), 13.0 / 4.0);
+        assert_eq!(h.first(6, 6), vec![1, 3, 2, 5, 0, 4]);
+        assert_eq!(h.first(2, 6), vec![1, 3]);
+        h.save(&p, 6, 77).unwrap();
+        assert_eq!(HotOrder::load(&p, 6, 77).unwrap(), h);
+        assert!(HotOrder::load(&p, 6, 78).is_err(), "another build");
+        assert!(HotOrder::load(&p, 7, 77).is_err(), "another size");
+        let mut bytes = std::fs::read(&p).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(HotOrder::load(&p, 6, 77).is_err(), "flipped bit");
+        std::fs::write(&p, &bytes[..bytes.len() - 3]).unwrap();
+        assert!(HotOrder::load(&p, 6, 77).is_err(), "truncated");
+    }
+
+    #[test]
+    fn a_ranking_out_of_order_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(FILE_NAME);
+        let h = HotOrder::new(vec![0, 1], vec![1, 3], 4, 15, 4);
+        h.save(&p, 2, 1).unwrap();
+        assert!(HotOrder::load(&p, 2, 1).is_err());
+        let h = HotOrder::new(vec![1, 1], vec![3, 3], 4, 15, 4);
+        h.save(&p, 2, 1).unwrap();
+        assert!(HotOrder::load(&p, 2, 1).is_err());
+    }
+}

@@ -1,0 +1,310 @@
+//! The graph kind's memory plan ([`crate::kinds::plan`]): from the layout's header and
+//! checksum table and the other files' sizes, before anything else is loaded.
+//!
+//! Required, in this order: the PQ codebooks, the layout's handle (page checksums; PageShuffle's
+//! order; the decoupled layout's sparse index and vector metadata), the PQ codes (not for
+//! All-in-Storage, whose records carry them), the attributes and label start nodes when the
+//! index has them, and the search threads' buffers (each thread's engine slots, and per query
+//! in flight its visited set). When the codes do not fit and the index has an All-in-Storage
+//! layout, the plan takes it instead. Then, while the budget lasts:
+//!
+//! 1. the entry index (a few hundred KiB per million vectors that cut hops from the medoid —
+//!    the most reads saved per byte of any use);
+//! 2. the static node cache (record layouts: the hot-node order's first nodes, each saving
+//!    the reads [`crate::kinds::graph::hot::HotOrder::reads_saved`] counts) or the list cache
+//!    (decoupled layout: an LRU of coded lists, filled as searches run), capped where every
+//!    node fits.
+//!
+//! Loads that need a transient copy are planned at their peak: the entry index is read whole
+//! and then parsed, so it is granted only when the budget holds it and its file.
+
+use std::path::Path;
+
+use crate::kinds::graph::hot::{self, HotOrder};
+use crate::kinds::graph::search::{ListCache, NodeCache};
+use crate::kinds::graph::{IndexLayout, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE};
+use crate::kinds::plan::{human, MemoryPlan, PlanError, PlanItem};
+
+/// What a plan depends on besides the index's files.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanAsk {
+    /// The budget, bytes.
+    pub budget: u64,
+    /// The layout asked for (the plan may take All-in-Storage instead when codes do not fit).
+    pub layout: IndexLayout,
+    /// Search threads.
+    pub threads: usize,
+    /// Queries each thread keeps in flight.
+    pub interleave: usize,
+    /// Reads in flight per thread (engine slots).
+    pub queue_depth: usize,
+}
+
+/// Why a graph index cannot be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum GraphPlanError {
+    /// The index's files.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// The budget.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// Payload bytes of the trawl file `name` in `dir` (0 when absent).
+fn payload(dir: &Path, name: &str) -> u64 {
+    std::fs::metadata(dir.join(name))
+        .map(|m| {
+            m.len()
+                .saturating_sub(crate::dir::file::HEADER_BYTES as u64)
+        })
+        .unwrap_or(0)
+}
+
+/// The required items of `layout` in `dir`, and the facts the optional ones need.
+struct Base {
+    items: Vec<PlanItem>,
+    n: usize,
+    /// The PQ codes' payload CRC (the hot-node order's tag).
+    tag: u32,
+    record_bytes: usize,
+    list_entry_bytes: usize,
+}
+
+fn required(dir: &Path, layout: IndexLayout, ask: &PlanAsk) -> Result<Base, OpenError> {
+    let opts = OpenOptions {
+        layout,
+        list_cache_bytes: 0,
+        ..OpenOptions::default()
+    };
+    let (reader, _file) = crate::kinds::graph::open::open_layout(dir, &opts)?;
+    let meta = *reader.meta();
+    let n = meta.n as usize;
+    let mut items = vec![
+        PlanItem {
+            name: "pq_codebooks",
+            // Held in two layouts (by subspace, for tables; by dimension, for decoding).
+            bytes: 2 * payload(dir, PQ_FILE),
+            required: true,
+            detail: format!("{} subspaces", meta.pq_bytes),
+        },
+        PlanItem {
+            name: "layout",
+            bytes: reader.heap_bytes() as u64,
+            required: true,
+            detail: "page checksums and the layout's tables".into(),
+        },
+    ];
+    if layout != IndexLayout::AllInStorage {
+        items.push(PlanItem {
+            name: "pq_codes",
+            bytes: payload(dir, PQ_CODES_FILE),
+            required: true,
+            detail: format!("{n} codes of {} B", meta.pq_bytes),
+        });
+    }
+    let attrs = payload(dir, crate::filter::file::FILE_NAME)
+        + payload(dir, crate::kinds::graph::label_starts::FILE_NAME);
+    if attrs > 0 {
+        items.push(PlanItem {
+            name: "attrs",
+            bytes: attrs,
+            required: true,
+            detail: "labels and fields filters read".into(),
+        });
+    }
+    let per_thread = ask.queue_depth as u64 * reader.pages_per_read() as u64 * 4096
+        + ask.interleave as u64 * ((n as u64).div_ceil(64) * 8 + (64 << 10));
+    items.push(PlanItem {
+        name: "search",
+        bytes: ask.threads as u64 * per_thread,
+        required: true,
+        detail: format!(
+            "{} thread(s) × {} reads in flight, {} queries each",
+            ask.threads, ask.queue_depth, ask.interleave
+        ),
+    });
+    let record_bytes = reader
+        .records()
+        .map_or(0, |r| r.file().geometry().record_bytes);
+    let list_entry_bytes = reader
+        .decoupled()
+        .map_or(0, |d| d.graph().cache_entry_bytes());
+    Ok(Base {
+        items,
+        n,
+        tag: meta.pq_codes_crc,
+        record_bytes,
+        list_entry_bytes,
+    })
+}
+
+/// Plans `dir`'s memory within `ask.budget`.
+pub fn plan(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, GraphPlanError> {
+    let mut layout = ask.layout;
+    let mut base = required(dir, layout, ask)?;
+    let mut notes = Vec::new();
+    let minimum = |b: &Base| b.items.iter().map(|i| i.bytes).sum::<u64>();
+    let ais = dir.join(IndexLayout::AllInStorage.file_name()).is_file();
+    if minimum(&base) > ask.budget && layout != IndexLayout::AllInStorage && ais {
+        let alt = required(dir, IndexLayout::AllInStorage, ask)?;
+        if minimum(&alt) <= ask.budget {
+            notes.push(format!(
+                "the PQ codes do not fit ({} layout needs {}): All-in-Storage, whose records \
+                 carry their neighbours' codes",
+                layout.name(),
+                human(minimum(&base))
+            ));
+            layout = IndexLayout::AllInStorage;
+            base = alt;
+        }
+    }
+    let min = minimum(&base);
+    if min > ask.budget {
+        let what = base
+            .items
+            .iter()
+            .map(|i| format!("{} {}", i.name, human(i.bytes)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let hint = if layout != IndexLayout::AllInStorage && !ais {
+            " — an All-in-Storage layout (`trawl layout DIR --ais`) needs no PQ codes in memory"
+                .to_string()
+        } else {
+            String::new()
+        };
+        return Err(PlanError::BelowMinimum {
+            budget: ask.budget,
+            minimum: min,
+            what,
+            hint,
+        }
+        .into());
+    }
+    let mut plan = MemoryPlan {
+        budget: ask.budget,
+        minimum: min,
+        layout: Some(layout.name().to_string()),
+        items: std::mem::take(&mut base.items),
+        notes,
+        ..MemoryPlan::default()
+    };
+    let mut left = ask.budget - min;
+    // 1. The entry index, at its loading peak (the file read whole, then parsed).
+    let entry_path = dir.join(crate::kinds::graph::search::entry::FILE_NAME);
+    let entry_file = payload(dir, crate::kinds::graph::search::entry::FILE_NAME);
+    let entry =
+        crate::kinds::graph::search::entry::EntryIndex::heap_bytes_of(&entry_path).unwrap_or(0);
+    if entry > 0 {
+        if left >= entry + entry_file {
+            plan.entry = true;
+            left -= entry;
+            plan.items.push(PlanItem {
+                name: "entry",
+                bytes: entry,
+                required: false,
+                detail: format!(
+                    "entry index (MemGraph); its file ({}) too while it loads",
+                    human(entry_file)
+                ),
+            });
+        } else {
+            plan.notes.push(format!(
+                "the entry index ({}, and its file {} while it loads) does not fit",
+                human(entry),
+                human(entry_file)
+            ));
+        }
+    }
+    // 2. The node or list cache.
+    if layout == IndexLayout::Decoupled {
+        let per = (base.list_entry_bytes.max(2) + ListCache::OVERHEAD) as u64;
+        let cap = per * base.n as u64;
+        plan.list_cache_bytes = left.min(cap);
+        if plan.list_cache_bytes >= per {
+            plan.items.push(PlanItem {
+                name: "list_cache",
+                bytes: plan.list_cache_bytes,
+                required: false,
+                detail: format!(
+                    "up to {} coded lists, filled as searches run",
+                    plan.list_cache_bytes / per
+                ),
+            });
+        } else {
+            plan.list_cache_bytes = 0;
+        }
+    } else {
+        plan_node_cache(dir, &base, left, &mut plan)?;
+    }
+    Ok(plan)
+}
+
+/// The largest node cache within `left` bytes, from the hot-node order when the index has
+/// one (its load, a transient of 8 bytes per ranked node and one per node, must fit in what
+/// the cache will take).
+fn plan_node_cache(
+    dir: &Path,
+    base: &Base,
+    left: u64,
+    plan: &mut MemoryPlan,
+) -> Result<(), OpenError> {
+    let rb = base.record_bytes;
+    if rb == 0 || base.n == 0 {
+        return Ok(());
+    }
+    let fits = |k: usize| NodeCache::bytes_for(k, rb) as u64 <= left;
+    let (mut lo, mut hi) = (0usize, base.n);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let k = lo;
+    if k == 0 {
+        return Ok(());
+    }
+    let hot_path = dir.join(hot::FILE_NAME);
+    let hot = if hot_path.is_file() {
+        Some(HotOrder::load(&hot_path, base.n as u64, base.tag)?)
+    } else {
+        None
+    };
+    let bytes = NodeCache::bytes_for(k, rb) as u64;
+    let transient = hot
+        .as_ref()
+        .map_or(0, |h| 8 * h.len() as u64 + base.n as u64);
+    if transient > bytes {
+        plan.notes.push(format!(
+            "a node cache of {k} nodes ({}) is smaller than choosing it takes ({}): none",
+            human(bytes),
+            human(transient)
+        ));
+        return Ok(());
+    }
+    plan.cache_nodes = k;
+    let detail = match &hot {
+        Some(h) => format!(
+            "{k} nodes ({:.1}% of {}): {:.1} of the sample searches' {:.1} reads each",
+            100.0 * k as f64 / base.n as f64,
+            base.n,
+            h.reads_saved(k),
+            h.reads_per_search()
+        ),
+        None => format!(
+            "{k} nodes ({:.1}%); no hot-node order (`trawl entry` writes one): chosen by sample \
+             searches at open",
+            100.0 * k as f64 / base.n as f64
+        ),
+    };
+    plan.items.push(PlanItem {
+        name: "node_cache",
+        bytes,
+        required: false,
+        detail,
+    });
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! The memory budget and the cold start: the hot-node order written with the index and read
+//! at open instead of sample searches, the background cache fill, and the memory plan
+//! (required items first, a budget below them refused with the minimum, every planned item
+//! at least what the opened index holds).
+
+mod common;
+
+use common::{build, data};
+use trawl::filter::QueryFilter;
+use trawl::kinds::graph::{hot, IndexLayout};
+use trawl::kinds::{open_with, Error, Options, Queries, Run};
+use trawl::progress::Control;
+use trawl::Metric;
+
+fn opts(budget: Option<u64>) -> Options {
+    Options {
+        memory_budget: budget,
+        l: Some(40),
+        threads: 1,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn the_hot_order_is_written_with_the_index_and_read_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(6_000, 50, 24, 3);
+    build(&base, dir.path(), Metric::L2, 8);
+    assert!(dir.path().join(hot::FILE_NAME).is_file());
+    let m = trawl::kinds::graph::Manifest::load_if_present(dir.path())
+        .unwrap()
+        .unwrap();
+    assert!(m.files.iter().any(|f| f.name == hot::FILE_NAME));
+    let o = Options {
+        cache_nodes: 500,
+        ..opts(None)
+    };
+    let (ix, rep) = open_with(dir.path(), &o, &Control::silent()).unwrap();
+    // No sample search ran: the pages read are the cached records' alone.
+    assert_eq!(rep.cache.nodes, 500);
+    assert_eq!(rep.cache.pages_read, 500);
+    let disk = ix.graph().unwrap().disk();
+    let order = disk.hot_order().unwrap().unwrap();
+    let cached: std::collections::HashSet<u32> = disk.cache().ids().collect();
+    assert!(order.ids()[..500].iter().all(|id| cached.contains(id)));
+    // The ranking is what sample searches read: the most read node is read by most of them.
+    assert!(order.reads_saved(1) > 0.5, "{}", order.reads_saved(1));
+    // A cache chosen by the hot order saves reads.
+    let p = o.params(&ix, 10).unwrap();
+    let hits = ix
+        .search(Queries::from(&q), &p, Run::default(), &QueryFilter::none())
+        .unwrap();
+    let hits_cached: u64 = hits.stats.iter().map(|s| s.traversal.cache_hits).sum();
+    assert!(hits_cached > 0);
+    // The file is checked by verify, and damage to it is an error at open, not a silent
+    // fall back to sample searches.
+    let report = ix.verify(&Control::silent()).unwrap();
+    assert!(format!("{report:?}").contains(hot::FILE_NAME));
+    drop(ix);
+    let path = dir.path().join(hot::FILE_NAME);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() - 5;
+    bytes[at] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = open_with(dir.path(), &o, &Control::silent()).unwrap_err();
+    assert!(err.to_string().contains("hot.trawl"), "{err}");
+}
+
+#[test]
+fn a_background_fill_serves_the_same_results_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(8_000, 200, 24, 5);
+    build(&base, dir.path(), Metric::L2, 8);
+    let wait = Options {
+        cache_nodes: 4_000,
+        ..opts(None)
+    };
+    let (ix, _) = open_with(dir.path(), &wait, &Control::silent()).unwrap();
+    let p = wait.params(&ix, 10).unwrap();
+    let want = ix
+        .search(Queries::from(&q), &p, Run::default(), &QueryFilter::none())
+        .unwrap();
+    assert!(ix.warm_progress().done());
+    assert_eq!(ix.warm_progress().filled, 4_000);
+    drop(ix);
+    let bg = Options {
+        warm_background: true,
+        ..wait.clone()
+    };
+    let (ix, rep) = open_with(dir.path(), &bg, &Control::silent()).unwrap();
+    assert_eq!(rep.cache.nodes, 4_000);
+    // Searches run while the cache fills: a cache never changes results.
+    let mut seen_partial = false;
+    for i in 0..q.n() {
+        let prog = ix.warm_progress();
+        seen_partial |= !prog.done();
+        let one = Queries::new(q.row(i), q.dim()).unwrap();
+        let got = ix
+            .search(one, &p, Run::default(), &QueryFilter::none())
+            .unwrap();
+        assert_eq!(got.ids, want.ids[i * 10..(i + 1) * 10]);
+    }
+    while !ix.warm_progress().done() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let prog = ix.warm_progress();
+    assert_eq!((prog.filled, prog.total, prog.error), (4_000, 4_000, None));
+    let full = ix
+        .search(Queries::from(&q), &p, Run::default(), &QueryFilter::none())
+        .unwrap();
+    assert_eq!(full.ids, want.ids);
+    let hits =
+        |h: &trawl::kinds::Hits| -> u64 { h.stats.iter().map(|s| s.traversal.cache_hits).sum() };
+    assert_eq!(
+        hits(&full),
+        hits(&want),
+        "the filled cache is the same cache"
+    );
+    // (Whether a search saw the fill unfinished depends on timing; it is not asserted.)
+    let _ = seen_partial;
+}
+
+#[test]
+fn a_plan_fits_its_budget_and_the_index_fits_its_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _) = data::<f32>(10_000, 10, 32, 9);
+    build(&base, dir.path(), Metric::L2, 8);
+    let min = trawl::kinds::plan_memory(dir.path(), &opts(Some(u64::MAX / 4)))
+        .unwrap()
+        .minimum;
+    let mut last_nodes = 0;
+    for budget in [min, min + (256 << 10), min + (2 << 20), 64 << 20] {
+        let plan = trawl::kinds::plan_memory(dir.path(), &opts(Some(budget))).unwrap();
+        assert_eq!(plan.minimum, min);
+        assert!(plan.planned() <= budget, "{}", plan.describe());
+        assert!(
+            plan.cache_nodes >= last_nodes,
+            "more budget, no fewer cached nodes"
+        );
+        last_nodes = plan.cache_nodes;
+        let (ix, rep) = open_with(dir.path(), &opts(Some(budget)), &Control::silent()).unwrap();
+        assert_eq!(rep.plan.as_ref(), Some(&plan));
+        let mem = ix.info().unwrap().memory_bytes;
+        let item = |name: &str| {
+            plan.items
+                .iter()
+                .find(|i| i.name == name)
+                .map_or(0, |i| i.bytes)
+        };
+        // Every part the index holds is within its planned item.
+        assert!(mem.pq_codes_bytes <= item("pq_codes"), "{mem:?}");
+        assert!(mem.pq_codebook_bytes <= item("pq_codebooks"), "{mem:?}");
+        assert!(mem.checksum_bytes <= item("layout"), "{mem:?}");
+        assert!(
+            mem.entry_bytes <= item("entry"),
+            "{mem:?}\n{}",
+            plan.describe()
+        );
+        assert!(mem.cache_bytes <= item("node_cache"), "{mem:?}");
+        assert_eq!(ix.graph().unwrap().disk().cache().len(), plan.cache_nodes);
+    }
+    assert_eq!(last_nodes, 10_000, "64 MiB holds every node");
+    // The minimum holds no cache and no entry index.
+    let plan = trawl::kinds::plan_memory(dir.path(), &opts(Some(min))).unwrap();
+    assert_eq!((plan.cache_nodes, plan.entry), (0, false));
+    // Below the minimum: an error naming it, before anything is loaded.
+    let err = open_with(dir.path(), &opts(Some(min - 1)), &Control::silent()).unwrap_err();
+    assert!(matches!(err, Error::Budget(_)), "{err}");
+    assert_eq!(err.kind(), trawl::ErrorKind::InvalidInput);
+    let text = err.to_string();
+    assert!(
+        text.contains("minimum") && text.contains("pq_codes"),
+        "{text}"
+    );
+    // A budget and an explicit cache are refused together.
+    let both = Options {
+        cache_nodes: 10,
+        ..opts(Some(64 << 20))
+    };
+    assert!(open_with(dir.path(), &both, &Control::silent()).is_err());
+}
+
+#[test]
+fn when_the_codes_do_not_fit_the_plan_takes_all_in_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(20_000, 20, 16, 2);
+    build(&base, dir.path(), Metric::L2, 16);
+    let ask = |budget| trawl::kinds::plan_memory(dir.path(), &opts(Some(budget)));
+    let min = ask(u64::MAX / 4).unwrap().minimum;
+    // Without an All-in-Storage layout, the error says how to get one.
+    let err = ask(min - 1).unwrap_err().to_string();
+    assert!(err.contains("--ais"), "{err}");
+    let ix = trawl::kinds::graph::DiskIndex::open(dir.path(), Default::default()).unwrap();
+    ix.write_layout(
+        IndexLayout::AllInStorage,
+        &Default::default(),
+        &Control::silent(),
+    )
+    .unwrap();
+    drop(ix);
+    let plan = ask(min - 1).unwrap();
+    assert_eq!(plan.layout.as_deref(), Some("ais"));
+    assert!(plan.minimum < min);
+    assert!(plan.items.iter().all(|i| i.name != "pq_codes"));
+    let (ix, _) = open_with(dir.path(), &opts(Some(min - 1)), &Control::silent()).unwrap();
+    assert_eq!(
+        ix.graph().unwrap().disk().options().layout,
+        IndexLayout::AllInStorage
+    );
+    assert!(ix.graph().unwrap().disk().codes().is_none());
+    let p = opts(None).params(&ix, 10).unwrap();
+    ix.search(Queries::from(&q), &p, Run::default(), &QueryFilter::none())
+        .unwrap();
+}
