@@ -504,6 +504,7 @@ pub fn plan_memory(dir: &Path, o: &Options) -> Result<crate::kinds::plan::Memory
                     threads: o.threads.max(1),
                     interleave: o.interleave.max(1),
                     queue_depth: opts.queue_depth,
+                    writable: o.writable,
                 },
             )?)
         }
@@ -675,6 +676,7 @@ fn open_graph(
     ctl: &Control,
     report: &mut OpenReport,
 ) -> Result<GraphIndex, Error> {
+    let planned = report.plan.clone();
     let opts = o.open_options(dir);
     let decoupled = opts.layout == IndexLayout::Decoupled;
     if (o.list_pin > 0.0 || o.refine_bits > 0) && (o.writable || !decoupled) {
@@ -727,6 +729,9 @@ fn open_graph(
     let live = LiveIndex::open(dir, opts, access)?;
     if o.writable {
         live.set_durability(o.durability)?;
+        if let Some(p) = planned {
+            live.set_delta_limit(Some(p.delta_bytes));
+        }
     }
     // The static node cache of a live index is chosen again after every merge.
     if o.cache_nodes > 0 {

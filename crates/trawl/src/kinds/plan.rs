@@ -5,8 +5,9 @@
 //! Every kind plans the same way: first what its search cannot run without (the *required*
 //! items — codebooks, the layout's page checksums, PQ codes or All-in-Storage records, the
 //! attributes filters read, the search threads' buffers), then the uses that buy the most
-//! reads per byte, in a fixed order per kind (the graph kind: the entry index, then the node
-//! or list cache; [`crate::kinds::graph`]'s planner documents the order). A budget below the
+//! reads per byte, in a fixed order per kind (the graph kind: the entry index, the update
+//! delta of a writable open, then the node or list cache; `kinds::graph::plan` documents the
+//! order). A budget below the
 //! required items is refused with the minimum ([`PlanError::BelowMinimum`]). The plan is
 //! printed by `trawl info --plan BUDGET` and kept in the opened index's memory report.
 
@@ -42,6 +43,9 @@ pub struct MemoryPlan {
     pub list_cache_bytes: u64,
     /// Graph kind: load the entry index.
     pub entry: bool,
+    /// Graph kind, writable: bytes the update delta and a write's log buffer may take (the
+    /// live index refuses inserts beyond them until a merge).
+    pub delta_bytes: u64,
     /// What the planner noted (a layout changed to fit, a use left out and why).
     pub notes: Vec<String>,
 }

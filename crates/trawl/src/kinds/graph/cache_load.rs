@@ -100,7 +100,12 @@ impl DiskIndex {
             .layout
             .records_mut()
             .ok_or_else(|| SearchError::Internal("a record layout lost its records".into()))?;
-        let cache = NodeCache::planned(ids, records.file().geometry().record_bytes);
+        // In page order, so that the fill reads the file in long sequential runs.
+        let mut ids = ids;
+        let packed = records.file();
+        ids.sort_by_key(|&id| (packed.locate(id).0, id));
+        let (ids_len, packed_rb) = (ids.len(), packed.geometry().record_bytes);
+        let cache = NodeCache::planned(ids, packed_rb);
         records.set_cache(cache.clone());
         let fill = CacheFill {
             cache,
@@ -108,6 +113,8 @@ impl DiskIndex {
             packed: records.shared_file(),
             engine: self.opts.engine,
             config: self.engine_config(),
+            depth: if background { 1 } else { FILL_DEPTH },
+            run_pages: fill_run_pages((ids_len * packed_rb) as u64, background),
         };
         let bytes = fill.cache.heap_bytes() as u64;
         let nodes = fill.cache.len();
@@ -577,35 +584,158 @@ struct CacheFill {
     packed: std::sync::Arc<PackedFile>,
     engine: EngineKind,
     config: EngineConfig,
+    /// Reads in flight and the largest read, in pages: [`FILL_DEPTH`] and [`FILL_RUN_PAGES`]
+    /// before the open returns; one read of [`BACKGROUND_RUN_PAGES`] while searches run (a
+    /// search's 4 KiB read waits behind at most 64 KiB of the fill's).
+    depth: usize,
+    run_pages: usize,
+}
+
+/// Largest read of a background fill, in pages (64 KiB: 646 MB/s at one in flight on the
+/// disk measured, against 1.2 GB/s for 1 MiB reads).
+pub(crate) const BACKGROUND_RUN_PAGES: usize = 16;
+
+/// Reads in flight of a cache fill.
+pub(crate) const FILL_DEPTH: usize = 2;
+/// Largest read of a cache fill, in pages (1 MiB).
+pub(crate) const FILL_RUN_PAGES: usize = 256;
+/// Pages no cached record needs that a fill's read may span to join two runs: reading them
+/// costs less than another request (about 3.4 µs each at 1.2 GB/s against ~20 µs per 4 KiB
+/// read at depth).
+const FILL_GAP_PAGES: u64 = 16;
+
+/// The largest read of a fill of a cache of `records` bytes, in pages: [`FILL_RUN_PAGES`]
+/// before the open returns, [`BACKGROUND_RUN_PAGES`] while searches run, and for a small
+/// cache no more than keeps the fill's buffers within an eighth of it (at least one page).
+pub(crate) fn fill_run_pages(records: u64, background: bool) -> usize {
+    let most = if background {
+        BACKGROUND_RUN_PAGES
+    } else {
+        FILL_RUN_PAGES
+    };
+    ((records / 8 / (FILL_DEPTH as u64 * 4096)) as usize).clamp(1, most)
+}
+
+/// Bytes of the engine buffers a fill of a cache of `records` bytes holds while it runs
+/// (records spanning several pages are read whole: at least their pages).
+pub(crate) fn fill_buffer_bytes(records: u64, record_pages: usize) -> u64 {
+    (FILL_DEPTH * fill_run_pages(records, false).max(record_pages) * 4096) as u64
 }
 
 impl CacheFill {
-    /// Reads the cache's records chunk by chunk, in its order (the most read nodes first),
-    /// publishing each chunk as it completes; stops early when the cache is dropped or
-    /// replaced. Returns the pages read.
+    /// Reads the cache's records (its slots are in page order) in runs of up to
+    /// [`FILL_RUN_PAGES`] pages, [`FILL_DEPTH`] in flight, publishing each chunk of the cache
+    /// as soon as its records are in; stops early when the cache is dropped or replaced.
+    /// Returns the pages read.
     fn run(&self) -> Result<u64, SearchError> {
-        let mut engine = self.file.engine(self.engine, self.config)?;
+        let geo = *self.packed.geometry();
+        let rec_pages = geo.read_pages() as u64;
+        let cfg = EngineConfig {
+            depth: self.depth,
+            max_pages_per_read: self.run_pages.max(rec_pages as usize),
+            register_buffers: false,
+            ..self.config
+        };
+        let mut engine = self.file.engine(self.engine, cfg)?;
+        let ids: Vec<u32> = self.cache.ids().collect();
+        let runs = fill_runs(&ids, &self.packed, rec_pages, cfg.max_pages_per_read as u64);
         let rb = self.cache.record_bytes();
-        let mut pages = 0;
-        for c in 0..self.cache.chunk_count() {
+        let mut chunk: Vec<u8> = Vec::with_capacity(crate::kinds::graph::search::FILL_CHUNK * rb);
+        let (mut next, mut slot, mut pages) = (0usize, 0usize, 0u64);
+        let mut landed: std::collections::BTreeMap<u64, crate::io::Slot> = Default::default();
+        let mut done: Vec<Completion> = Vec::new();
+        for (r, run) in runs.iter().enumerate() {
             if self.cache.stopping() {
                 self.cache
                     .fail("stopped: the cache was replaced or its index closed".into());
                 break;
             }
-            let ids = self.cache.chunk_ids(c);
-            let mut records = vec![0u8; ids.len() * rb].into_boxed_slice();
-            // Reads complete in any order: each id's place in the chunk.
-            let place: std::collections::HashMap<u32, usize> =
-                ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
-            pages += read_records_in(engine.as_mut(), &self.packed, ids, |id, rec| {
-                let i = place[&id];
-                records[i * rb..(i + 1) * rb].copy_from_slice(rec);
-            })?;
-            self.cache.fill_chunk(c, records);
+            while next < runs.len() && next < r + self.depth {
+                let (first_page, n_pages, _) = runs[next];
+                engine.submit(
+                    next as u64,
+                    ReadRequest {
+                        first_page,
+                        pages: n_pages as u32,
+                    },
+                )?;
+                next += 1;
+            }
+            while !landed.contains_key(&(r as u64)) {
+                done.clear();
+                engine.wait(1, &mut done)?;
+                landed.extend(done.iter().map(|c| (c.tag, c.slot)));
+            }
+            let Some(buf_slot) = landed.remove(&(r as u64)) else {
+                continue;
+            };
+            let (first_page, n_pages, slots_end) = *run;
+            pages += n_pages;
+            let bytes = engine.buffer(buf_slot);
+            let checked = self
+                .packed
+                .check_pages(first_page, &bytes[..n_pages as usize * 4096])
+                .map_err(|p| corrupt_fill(&self.packed, p, "checksum mismatch".into()));
+            let copied = checked.and_then(|()| {
+                while slot < slots_end {
+                    let id = ids[slot];
+                    let (page, at) = self.packed.locate(id);
+                    let off = (page - first_page) as usize * 4096;
+                    let rec = &bytes[off..off + rec_pages as usize * 4096];
+                    self.packed
+                        .record(id, rec)
+                        .map_err(|d| corrupt_fill(&self.packed, page, d))?;
+                    chunk.extend_from_slice(&rec[at..at + rb]);
+                    slot += 1;
+                    if slot % crate::kinds::graph::search::FILL_CHUNK == 0 || slot == ids.len() {
+                        let c = (slot - 1) / crate::kinds::graph::search::FILL_CHUNK;
+                        self.cache
+                            .fill_chunk(c, std::mem::take(&mut chunk).into_boxed_slice());
+                        chunk.reserve(crate::kinds::graph::search::FILL_CHUNK * rb);
+                    }
+                }
+                Ok(())
+            });
+            engine.release(buf_slot);
+            copied?;
         }
+        // Reads still in flight (a stopped fill) are waited for when the engine drops.
         Ok(pages)
     }
+}
+
+fn corrupt_fill(packed: &PackedFile, page: u64, detail: String) -> SearchError {
+    SearchError::Corrupt {
+        path: packed.path().to_path_buf(),
+        page,
+        detail,
+    }
+}
+
+/// The reads of a cache fill over `ids` (in page order): `(first page, pages, end of its
+/// slots)`, each run at most `max_pages` pages, joining records whose pages are at most
+/// [`FILL_GAP_PAGES`] apart.
+fn fill_runs(
+    ids: &[u32],
+    packed: &PackedFile,
+    rec_pages: u64,
+    max_pages: u64,
+) -> Vec<(u64, u64, usize)> {
+    let mut runs: Vec<(u64, u64, usize)> = Vec::new();
+    for (i, &id) in ids.iter().enumerate() {
+        let (page, _) = packed.locate(id);
+        let end = page + rec_pages;
+        if let Some(last) = runs.last_mut() {
+            let last_end = last.0 + last.1;
+            if page <= last_end + FILL_GAP_PAGES && end - last.0 <= max_pages {
+                last.1 = last.1.max(end - last.0);
+                last.2 = i + 1;
+                continue;
+            }
+        }
+        runs.push((page, rec_pages, i + 1));
+    }
+    runs
 }
 
 /// A seeded sample of `samples` of the ids `0..n`, in id order (the same for every call).

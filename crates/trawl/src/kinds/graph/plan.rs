@@ -38,7 +38,12 @@ pub struct PlanAsk {
     pub interleave: usize,
     /// Reads in flight per thread (engine slots).
     pub queue_depth: usize,
+    /// Opened for updates: the update delta and a write's log buffer get a share.
+    pub writable: bool,
 }
+
+/// Vectors the update delta of a writable open holds at least (one linking chunk).
+pub const DELTA_MIN_VECTORS: u64 = 256;
 
 /// Why a graph index cannot be planned.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +70,8 @@ fn payload(dir: &Path, name: &str) -> u64 {
 struct Base {
     items: Vec<PlanItem>,
     n: usize,
+    /// Pages a record read takes.
+    record_pages: usize,
     /// The PQ codes' payload CRC (the hot-node order's tag).
     tag: u32,
     record_bytes: usize,
@@ -124,6 +131,26 @@ fn required(dir: &Path, layout: IndexLayout, ask: &PlanAsk) -> Result<Base, Open
             ask.threads, ask.queue_depth, ask.interleave
         ),
     });
+    if ask.writable {
+        let slots = crate::vamana::VamanaParams {
+            r: meta.r.max(1),
+            ..crate::vamana::VamanaParams::default()
+        }
+        .validate()
+        .map_or(meta.r * 2, |c| c.slots);
+        let per = crate::kinds::graph::updates::delta::vector_bytes(
+            meta.dim,
+            meta.dtype.size_bytes(),
+            slots,
+        );
+        let row = (meta.dim * meta.dtype.size_bytes() + 16) as u64;
+        items.push(PlanItem {
+            name: "delta",
+            bytes: DELTA_MIN_VECTORS * (per + row),
+            required: true,
+            detail: format!("update delta: {per} B per vector with its growth"),
+        });
+    }
     let record_bytes = reader
         .records()
         .map_or(0, |r| r.file().geometry().record_bytes);
@@ -134,6 +161,7 @@ fn required(dir: &Path, layout: IndexLayout, ask: &PlanAsk) -> Result<Base, Open
         items,
         n,
         tag: meta.pq_codes_crc,
+        record_pages: reader.pages_per_read(),
         record_bytes,
         list_entry_bytes,
     })
@@ -216,6 +244,13 @@ pub fn plan(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, GraphPlanError> {
             ));
         }
     }
+    // The update delta of a writable open: a quarter of what is left, on top of its minimum.
+    if let Some(d) = plan.items.iter_mut().find(|i| i.name == "delta") {
+        let extra = left / 4;
+        d.bytes += extra;
+        left -= extra;
+        plan.delta_bytes = d.bytes;
+    }
     // 2. The node or list cache.
     if layout == IndexLayout::Decoupled {
         let per = (base.list_entry_bytes.max(2) + ListCache::OVERHEAD) as u64;
@@ -253,7 +288,12 @@ fn plan_node_cache(
     if rb == 0 || base.n == 0 {
         return Ok(());
     }
-    let fits = |k: usize| NodeCache::bytes_for(k, rb) as u64 <= left;
+    // The records, and while they are read the fill's buffers and a chunk being assembled.
+    let fill = |k: usize| {
+        super::cache_load::fill_buffer_bytes((k * rb) as u64, base.record_pages)
+            + (crate::kinds::graph::search::FILL_CHUNK.min(k) * rb) as u64
+    };
+    let fits = |k: usize| NodeCache::bytes_for(k, rb) as u64 + fill(k) <= left;
     let (mut lo, mut hi) = (0usize, base.n);
     while lo < hi {
         let mid = lo + (hi - lo).div_ceil(2);
@@ -273,7 +313,8 @@ fn plan_node_cache(
     } else {
         None
     };
-    let bytes = NodeCache::bytes_for(k, rb) as u64;
+    let fill = fill(k);
+    let bytes = NodeCache::bytes_for(k, rb) as u64 + fill;
     let transient = hot
         .as_ref()
         .map_or(0, |h| 8 * h.len() as u64 + base.n as u64);
@@ -288,9 +329,11 @@ fn plan_node_cache(
     plan.cache_nodes = k;
     let detail = match &hot {
         Some(h) => format!(
-            "{k} nodes ({:.1}% of {}): {:.1} of the sample searches' {:.1} reads each",
+            "{k} nodes ({:.1}% of {}; {} of it only while they are read): {:.1} of the \
+             sample searches' {:.1} reads each",
             100.0 * k as f64 / base.n as f64,
             base.n,
+            human(fill),
             h.reads_saved(k),
             h.reads_per_search()
         ),

@@ -146,22 +146,6 @@ impl NodeCache {
         }
     }
 
-    /// Chunks of [`FILL_CHUNK`] records (the last may be short).
-    pub(crate) fn chunk_count(&self) -> usize {
-        self.inner.chunks.len()
-    }
-
-    /// The slots of chunk `c`.
-    pub(crate) fn chunk_span(&self, c: usize) -> std::ops::Range<usize> {
-        let start = c * FILL_CHUNK;
-        start..(start + FILL_CHUNK).min(self.inner.ids.len())
-    }
-
-    /// The ids of chunk `c`, in slot order.
-    pub(crate) fn chunk_ids(&self, c: usize) -> &[u32] {
-        &self.inner.ids[self.chunk_span(c)]
-    }
-
     /// Record size in bytes.
     pub(crate) fn record_bytes(&self) -> usize {
         self.inner.record_bytes
@@ -171,7 +155,8 @@ impl NodeCache {
     /// is left as it is.
     pub(crate) fn fill_chunk(&self, c: usize, records: Box<[u8]>) {
         use std::sync::atomic::Ordering;
-        let n = self.chunk_span(c).len();
+        let start = c * FILL_CHUNK;
+        let n = (start + FILL_CHUNK).min(self.inner.ids.len()) - start.min(self.inner.ids.len());
         debug_assert_eq!(records.len(), n * self.inner.record_bytes);
         if self.inner.chunks[c].set(records).is_ok() {
             self.inner.filled.fetch_add(n, Ordering::AcqRel);

@@ -175,6 +175,14 @@ impl<'a, T: Element> DeltaView<'a, T> {
     }
 }
 
+/// Bytes one vector of `dim` values of `elem_bytes` each takes in a delta whose graph has
+/// `slots` neighbour slots per node (its row, norms, id, stamps and graph row), and the
+/// factor its arrays' growth by doubling is planned at: while one grows, the old and the new
+/// array (twice as long) are held together.
+pub(crate) fn vector_bytes(dim: usize, elem_bytes: usize, slots: usize) -> u64 {
+    3 * ((dim * elem_bytes) as u64 + 24 + SlotGraph::bytes_for(1, slots))
+}
+
 impl Delta {
     /// An empty delta for vectors of `dtype` × `dim` under `metric`, linked with `cfg`.
     pub(crate) fn new(dtype: DType, dim: usize, metric: Metric, cfg: VamanaConfig) -> Self {

@@ -14,6 +14,24 @@ pub enum LiveError {
     /// The call is wrong (shapes, ids, values): nothing was changed.
     #[error("{0}")]
     InvalidInput(String),
+    /// The update delta's memory budget is full: nothing was changed; merge first.
+    #[error(
+        "the update delta holds {held} vectors and its memory budget ({limit} bytes, {per} \
+         per vector with its growth) takes {most}: {asked} more do not fit; merge (`trawl \
+         merge`, `index.merge()`) to empty it, or open with a larger memory_budget"
+    )]
+    DeltaFull {
+        /// Vectors in the delta now.
+        held: usize,
+        /// Vectors the call adds.
+        asked: usize,
+        /// Vectors the budget holds.
+        most: u64,
+        /// The budget, bytes.
+        limit: u64,
+        /// Bytes per vector it is counted at.
+        per: u64,
+    },
     /// The index was opened read-only.
     #[error("{}: the index is open read-only: open it for writing to change it", dir.display())]
     ReadOnly {
@@ -52,7 +70,9 @@ impl LiveError {
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::InvalidInput(_) | Self::ReadOnly { .. } => ErrorKind::InvalidInput,
+            Self::InvalidInput(_) | Self::ReadOnly { .. } | Self::DeltaFull { .. } => {
+                ErrorKind::InvalidInput
+            }
             Self::Open(e) => e.kind(),
             Self::Wal(e) => e.kind(),
             Self::Txn(e) => e.kind(),

@@ -120,6 +120,9 @@ pub struct LiveIndex {
     /// The static node cache asked for ([`LiveIndex::set_node_cache`]): nodes, policy and
     /// sampling threads, loaded again from the new files after every merge.
     node_cache: Mutex<Option<(usize, CachePolicy, usize)>>,
+    /// Bytes the in-memory delta and a write's log buffer may take (0: no limit;
+    /// [`LiveIndex::set_delta_limit`]).
+    delta_limit: std::sync::atomic::AtomicU64,
 }
 
 fn log_path(dir: &Path) -> PathBuf {
@@ -178,6 +181,26 @@ impl LiveIndex {
             Some(w) => w.lock().map.get(&id).copied(),
             None => self.reader_map.get(&id).copied(),
         }
+    }
+
+    /// Limits the memory of the update delta (and of a write's log record) to `bytes`, a
+    /// memory plan's `delta` item (`None`: no limit). An insert or upsert that would take the
+    /// delta past it is refused with [`LiveError::DeltaFull`] until a merge empties the
+    /// delta; deletes are not limited (a deleted disk vector takes no delta memory).
+    pub fn set_delta_limit(&self, bytes: Option<u64>) {
+        self.delta_limit
+            .store(bytes.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Bytes the delta is planned to take per vector (growth included,
+    /// [`crate::kinds::graph::updates::delta::vector_bytes`]).
+    pub fn delta_vector_bytes(&self) -> u64 {
+        let v = self.current.read().clone();
+        crate::kinds::graph::updates::delta::vector_bytes(
+            v.disk.dim(),
+            v.disk.dtype().size_bytes(),
+            self.cfg.slots,
+        )
     }
 
     /// Bytes the in-memory deltas hold (vectors, graph, ids, stamps).

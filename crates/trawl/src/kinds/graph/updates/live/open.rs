@@ -159,6 +159,7 @@ impl LiveIndex {
             merging: Mutex::new(()),
             reader_map,
             node_cache: Mutex::new(None),
+            delta_limit: Default::default(),
         })
     }
 }

@@ -108,6 +108,7 @@ impl LiveIndex {
             }));
         }
         let mut w = writer.lock();
+        self.check_delta_room(n, dim * std::mem::size_of::<T>())?;
         let ids: Vec<u64> = match ids {
             Some(ids) => {
                 if ids.len() != n {
@@ -214,6 +215,30 @@ impl LiveIndex {
             op,
         };
         apply(&self.dir, &v, w, &r)
+    }
+}
+
+impl LiveIndex {
+    /// Refuses `n` more vectors (of `row_bytes` each, also held once more while their log
+    /// record is written) when the delta's memory limit cannot hold them.
+    fn check_delta_room(&self, n: usize, row_bytes: usize) -> Result<(), LiveError> {
+        let limit = self.delta_limit.load(std::sync::atomic::Ordering::Relaxed);
+        if limit == 0 || n == 0 {
+            return Ok(());
+        }
+        let per = self.delta_vector_bytes();
+        let held = self.delta_len();
+        let need = (held + n) as u64 * per + (n * (row_bytes + 16)) as u64;
+        if need > limit {
+            return Err(LiveError::DeltaFull {
+                held,
+                asked: n,
+                most: limit / per,
+                limit,
+                per,
+            });
+        }
+        Ok(())
     }
 }
 
