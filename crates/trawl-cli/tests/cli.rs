@@ -1211,3 +1211,66 @@ fn accel_bench_measures_both_stages_and_refuses_bad_sizes() {
     assert_eq!(info["backend"], "cpu");
     assert!(info["adapters"].is_array());
 }
+
+#[test]
+fn a_memory_budget_is_planned_printed_and_held() {
+    let d = pipeline("l2");
+    let ix = d.graph.parent().unwrap().join("index");
+    build_disk_index(&d, &ix, &[]);
+    let plan = ok(&["info", s(&ix), "--plan", "8M", "--threads", "2"]);
+    assert!(
+        plan.contains("memory plan for a budget of 8.0 MiB"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("pq_codes") && plan.contains("node_cache"),
+        "{plan}"
+    );
+    let json = ok(&["info", s(&ix), "--plan", "8M", "--json"]);
+    let p: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        p["cache_nodes"].as_u64(),
+        Some(3000),
+        "8 MiB holds every node: {json}"
+    );
+    let err = fails(&["info", s(&ix), "--plan", "10K"]);
+    assert!(err.contains("below this index's minimum"), "{err}");
+    let err = fails(&["info", s(&ix), "--plan", "lots"]);
+    assert!(err.contains("not a size"), "{err}");
+    let out_json = ix.with_extension("budget.json");
+    ok(&[
+        "bench",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "-k",
+        "10",
+        "-L",
+        "40",
+        "--memory-budget",
+        "1M",
+        "--warm",
+        "background",
+        "--json",
+        s(&out_json),
+    ]);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_json).unwrap()).unwrap();
+    let text = r.to_string();
+    assert!(text.contains("\"memory_plan\""), "{text}");
+    let err = fails(&[
+        "bench",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "-L",
+        "40",
+        "--memory-budget",
+        "10K",
+    ]);
+    assert!(err.contains("below this index's minimum"), "{err}");
+}

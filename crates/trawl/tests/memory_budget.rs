@@ -218,3 +218,98 @@ fn when_the_codes_do_not_fit_the_plan_takes_all_in_storage() {
     ix.search(Queries::from(&q), &p, Run::default(), &QueryFilter::none())
         .unwrap();
 }
+
+#[test]
+fn an_ivf_plan_holds_what_the_index_holds() {
+    use trawl::kinds::ivf::{build_ivf, IvfParams};
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(6_000, 20, 32, 4);
+    let params = IvfParams {
+        metric: Metric::L2,
+        pq: trawl::quant::pq::PqParams {
+            bytes_per_vector: 8,
+            ..Default::default()
+        },
+        ..IvfParams::default()
+    };
+    build_ivf(&base, dir.path(), &params, &Control::silent()).unwrap();
+    let plan = trawl::kinds::plan_memory(dir.path(), &opts(Some(1 << 30))).unwrap();
+    let (ix, rep) = open_with(dir.path(), &opts(Some(plan.minimum)), &Control::silent()).unwrap();
+    assert_eq!(rep.plan.as_ref().map(|p| p.minimum), Some(plan.minimum));
+    let mem = ix.info().unwrap().memory_bytes;
+    let search = plan
+        .items
+        .iter()
+        .find(|i| i.name == "search")
+        .unwrap()
+        .bytes;
+    assert!(
+        mem.total() <= plan.minimum - search,
+        "holds {mem:?}, planned {}",
+        plan.describe()
+    );
+    let p = opts(None).params(&ix, 10).unwrap();
+    ix.search(Queries::from(&q), &p, Run::default(), &QueryFilter::none())
+        .unwrap();
+    let err = open_with(
+        dir.path(),
+        &opts(Some(plan.minimum - 1)),
+        &Control::silent(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::Budget(_)), "{err}");
+}
+
+#[test]
+fn sharded_and_flat_indexes_plan_too() {
+    use trawl::kinds::sharded::{build_sharded_index, ShardParams};
+    let (base, q) = data::<f32>(9_000, 20, 16, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let sp = ShardParams {
+        shards: 3,
+        ..ShardParams::default()
+    };
+    build_sharded_index(
+        &base,
+        dir.path(),
+        &sp,
+        &common::params(Metric::L2, 8),
+        &Control::silent(),
+    )
+    .unwrap();
+    let min = trawl::kinds::plan_memory(dir.path(), &opts(Some(1 << 40)))
+        .unwrap()
+        .minimum;
+    let budget = min + (2 << 20);
+    let plan = trawl::kinds::plan_memory(dir.path(), &opts(Some(budget))).unwrap();
+    assert!(plan.planned() <= budget, "{}", plan.describe());
+    assert!(
+        plan.cache_nodes > 0 && plan.cache_nodes < 9_000,
+        "{}",
+        plan.describe()
+    );
+    let (ix, rep) = open_with(dir.path(), &opts(Some(budget)), &Control::silent()).unwrap();
+    assert_eq!(rep.cache.nodes, plan.cache_nodes);
+    assert!(ix.info().unwrap().memory_bytes.total() <= plan.planned());
+    let p = opts(None).params(&ix, 10).unwrap();
+    ix.search(Queries::from(&q), &p, Run::default(), &QueryFilter::none())
+        .unwrap();
+    let err = open_with(dir.path(), &opts(Some(min - 1)), &Control::silent()).unwrap_err();
+    assert!(matches!(err, Error::Budget(_)), "{err}");
+
+    let flat = tempfile::tempdir().unwrap();
+    trawl::kinds::flat::build_flat(&base, flat.path(), Metric::L2, &Control::silent()).unwrap();
+    let plan = trawl::kinds::plan_memory(flat.path(), &opts(Some(1 << 30))).unwrap();
+    let (ix, _) = open_with(flat.path(), &opts(Some(plan.minimum)), &Control::silent()).unwrap();
+    let p = opts(None).params(&ix, 10).unwrap();
+    ix.search(Queries::from(&q), &p, Run::default(), &QueryFilter::none())
+        .unwrap();
+    assert!(matches!(
+        open_with(
+            flat.path(),
+            &opts(Some(plan.minimum - 1)),
+            &Control::silent()
+        ),
+        Err(Error::Budget(_))
+    ));
+}

@@ -353,6 +353,8 @@ fn describe(
                    "lookahead": o.rerank_lookahead, "bound": o.rerank_bound,
                    "depth": o.rerank_depth},
         "refine": report.refine,
+        "memory_plan": report.plan,
+        "warm": o.warm,
     });
     match ix {
         AnyIndex::Graph(g) => {

@@ -117,7 +117,7 @@ impl Index {
     /// "2G"): the engine plans every in-memory structure within it — the PQ codes (or the
     /// All-in-Storage layout when they do not fit), the entry index, the node or list cache —
     /// instead of cache_nodes / list_cache_mb (which must then be left unset); the plan is in
-    /// `cache_report()["memory_plan"]`. Below the index's minimum it is an
+    /// `info()["cache"]["memory_plan"]`. Below the index's minimum it is an
     /// `InvalidInputError` naming the minimum. warm: "wait" (the default: the node cache is
     /// filled before `open` returns) or "background" (it fills on a thread of its own while
     /// searches run, reading from disk what has not arrived; see `warm_progress`).

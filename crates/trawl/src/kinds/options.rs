@@ -508,10 +508,45 @@ pub fn plan_memory(dir: &Path, o: &Options) -> Result<crate::kinds::plan::Memory
                 },
             )?)
         }
-        other => bad(format!(
-            "memory_budget: planning {} index is not supported yet (open it without a budget)",
-            other.with_article()
-        )),
+        KindName::Ivf => {
+            if o.writable {
+                return bad(format!(
+                    "{}: IVF indexes do not take updates yet: open it read-only",
+                    dir.display()
+                ));
+            }
+            Ok(crate::kinds::ivf::plan::plan(
+                dir,
+                o.ivf_vectors,
+                budget,
+                o.threads.max(1),
+            )??)
+        }
+        KindName::Sharded => {
+            if o.writable {
+                return bad(format!(
+                    "{}: updates to sharded indexes are not supported: open it read-only",
+                    dir.display()
+                ));
+            }
+            let first = dir.join(crate::kinds::sharded::shard_dir_name(0));
+            let opts = o.open_options(&first);
+            crate::kinds::sharded::plan::plan(
+                dir,
+                &crate::kinds::graph::plan::PlanAsk {
+                    budget,
+                    layout: opts.layout,
+                    threads: o.threads.max(1),
+                    interleave: o.interleave.max(1),
+                    queue_depth: opts.queue_depth,
+                    writable: false,
+                },
+            )
+        }
+        KindName::Flat => {
+            check_read_only(dir, o, KindName::Flat)?;
+            crate::kinds::flat::plan(dir, budget, o.threads.max(1))
+        }
     }
 }
 
@@ -657,9 +692,18 @@ fn open_sharded(
     let first = dir.join(crate::kinds::sharded::shard_dir_name(0));
     let mut ix = ShardedIndex::open(dir, o.open_options(&first))?;
     let n = ix.n().max(1);
+    // A plan gives each shard its own cache; else the nodes are shared out by shard size.
+    let planned: Vec<usize> = report
+        .plan
+        .as_ref()
+        .map(|p| p.shard_cache_nodes.clone())
+        .unwrap_or_default();
     if o.cache_nodes > 0 {
-        for s in ix.shards_mut() {
-            let share = (o.cache_nodes as u128 * s.n() as u128 / n as u128) as usize;
+        for (i, s) in ix.shards_mut().iter_mut().enumerate() {
+            let share = planned
+                .get(i)
+                .copied()
+                .unwrap_or((o.cache_nodes as u128 * s.n() as u128 / n as u128) as usize);
             let r = s.load_cache(share, o.cache_policy(), o.threads.max(1), ctl)?;
             report.cache.nodes += r.nodes;
             report.cache.bytes += r.bytes;

@@ -39,6 +39,9 @@ pub struct MemoryPlan {
     pub items: Vec<PlanItem>,
     /// Graph kind: nodes of the static node cache.
     pub cache_nodes: usize,
+    /// Sharded kind: each shard's node cache (their sum is `cache_nodes`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shard_cache_nodes: Vec<usize>,
     /// Graph kind, decoupled layout: bytes of the list cache.
     pub list_cache_bytes: u64,
     /// Graph kind: load the entry index.

@@ -240,3 +240,62 @@ impl IndexKind for FlatIndex {
         Ok(e.info())
     }
 }
+
+/// The flat kind's memory plan ([`crate::kinds::plan`]): the vector file's slot table and page
+/// checksums, the attributes, and per search thread the scan's buffers; nothing is cached, so
+/// a larger budget buys nothing more.
+pub fn plan(
+    dir: &Path,
+    budget: u64,
+    threads: usize,
+) -> Result<crate::kinds::plan::MemoryPlan, crate::kinds::Error> {
+    use crate::kinds::plan::{human, MemoryPlan, PlanError, PlanItem};
+    let table = SlotFile::open(&dir.join(FILE_NAME))?.heap_bytes();
+    let attrs = std::fs::metadata(dir.join(crate::filter::file::FILE_NAME)).map_or(0, |m| m.len());
+    let mut items = vec![
+        PlanItem {
+            name: "vector_table",
+            bytes: table,
+            required: true,
+            detail: "the vector file's slot table and page checksums".into(),
+        },
+        PlanItem {
+            name: "search",
+            bytes: threads as u64 * (1 << 20),
+            required: true,
+            detail: format!("{threads} thread(s): pages in flight and the top-k"),
+        },
+    ];
+    if attrs > 0 {
+        items.push(PlanItem {
+            name: "attrs",
+            bytes: attrs,
+            required: true,
+            detail: "labels and fields filters read".into(),
+        });
+    }
+    let minimum: u64 = items.iter().map(|i| i.bytes).sum();
+    if minimum > budget {
+        return Err(crate::kinds::Error::Budget(PlanError::BelowMinimum {
+            budget,
+            minimum,
+            what: items
+                .iter()
+                .map(|i| format!("{} {}", i.name, human(i.bytes)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            hint: String::new(),
+        }));
+    }
+    Ok(MemoryPlan {
+        budget,
+        minimum,
+        items,
+        notes: vec![
+            "a flat index reads every vector and caches nothing: a larger budget buys \
+                     nothing more"
+                .into(),
+        ],
+        ..MemoryPlan::default()
+    })
+}

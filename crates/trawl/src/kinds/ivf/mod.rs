@@ -25,6 +25,7 @@ pub(crate) mod kind;
 mod open;
 mod pages;
 mod params;
+pub mod plan;
 mod score;
 pub mod search;
 

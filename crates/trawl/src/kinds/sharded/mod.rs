@@ -30,6 +30,7 @@ mod build;
 pub mod kind;
 pub mod manifest;
 mod partition;
+pub mod plan;
 mod search;
 
 pub use build::{
