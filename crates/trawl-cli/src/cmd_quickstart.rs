@@ -223,6 +223,7 @@ fn bench_args(
             probe: 0,
             memory_budget: None,
             warm: "wait".into(),
+            no_entry_index: false,
             cache_nodes: 0,
             cache_policy: trawl::kinds::graph::search::CachePolicy::default(),
             cache_samples: None,

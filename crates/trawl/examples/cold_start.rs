@@ -84,9 +84,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(t.elapsed().as_secs_f64() * 1e3)
     };
     let mut cold = Vec::with_capacity(first);
+    let mut at = Vec::with_capacity(first);
     let mut first_result = 0.0;
     for i in 0..first {
         cold.push(one(i)?);
+        at.push(t0.elapsed().as_secs_f64());
         if i == 0 {
             first_result = t0.elapsed().as_secs_f64();
         }
@@ -135,7 +137,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "open_secs": open_secs, "first_result_secs": first_result,
             "cold_secs": cold_done, "warm_done_secs": warm_at,
             "cold_p50_ms": percentile(&cold, 0.5), "cold_p99_ms": percentile(&cold, 0.99),
-            "cold_p50_per_100_ms": window,
+            "cold_p50_per_100_ms": window, "cold_ms": cold, "cold_at_secs": at,
             "steady_p50_ms": percentile(&steady, 0.5), "steady_p99_ms": percentile(&steady, 0.99),
             "qps": qps, "qps_median": percentile(&qps, 0.5), "recall": recall,
             "peak_rss_bytes": trawl::mem::peak_rss_bytes(),

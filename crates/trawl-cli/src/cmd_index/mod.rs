@@ -112,6 +112,9 @@ pub struct SearchOptions {
     /// (on a thread of its own while searches run; a node not there yet is read from disk).
     #[arg(long, default_value = "wait", value_parser = ["wait", "background"])]
     pub warm: String,
+    /// Leave the entry index on disk (graph index; to compare memory mixes by hand).
+    #[arg(long)]
+    pub no_entry_index: bool,
     /// Nodes kept in the static in-memory cache.
     #[arg(long, default_value_t = 0)]
     pub cache_nodes: usize,
@@ -234,7 +237,7 @@ impl SearchOptions {
             durability: Default::default(),
             memory_budget: self.memory_budget,
             warm_background: self.warm == "background",
-            load_entry: true,
+            load_entry: !self.no_entry_index,
             l,
             strategy: self.strategy.clone(),
             beam_width: self.beam_width,

@@ -313,17 +313,19 @@ fn write_entry<T: Element>(
 }
 
 /// Ranks the nodes of the index staged in `txn` for caches and writes the hot-node order;
-/// returns its bytes.
-fn write_hot(txn: &Txn, ctl: &Control) -> Result<u64, IndexBuildError> {
+/// returns its bytes and the seconds it took.
+fn write_hot(txn: &Txn, ctl: &Control) -> Result<(u64, f64), IndexBuildError> {
+    let t = Instant::now();
     let mut ix = crate::kinds::graph::DiskIndex::open(
         txn.staging(),
         crate::kinds::graph::OpenOptions::default(),
     )?;
-    ix.save_hot_order(
+    let bytes = ix.save_hot_order(
         &txn.path(crate::kinds::graph::hot::FILE_NAME),
         rayon::current_num_threads(),
         ctl,
-    )
+    )?;
+    Ok((bytes, t.elapsed().as_secs_f64()))
 }
 
 /// The recall monitor's figures of the index written in `dir` (the build's record).
@@ -516,9 +518,7 @@ fn build_with<T: Element>(
     let t_entry = Instant::now();
     let (entry_nodes, entry_bytes) = write_entry(data, params, &txn, &meta, ctl)?;
     let entry_secs = t_entry.elapsed().as_secs_f64();
-    let t_hot = Instant::now();
-    let hot_bytes = write_hot(&txn, ctl)?;
-    let hot_secs = t_hot.elapsed().as_secs_f64();
+    let (hot_bytes, hot_secs) = write_hot(&txn, ctl)?;
     let t_monitor = Instant::now();
     let recall = if random_links.is_none() {
         measure_recall(data, txn.staging())?
@@ -533,15 +533,8 @@ fn build_with<T: Element>(
     )?;
     manifest.recall = recall.clone();
     let manifest_bytes = txn.commit(&manifest)?;
-    let geo = packed::PackedGeometry::of(&meta).unwrap_or(packed::PackedGeometry {
-        vector_bytes: 0,
-        record_bytes: 0,
-        per_page: 0,
-        pages_per_record: 0,
-        data_pages: 0,
-        checksum_pages: 0,
-        order_pages: 0,
-    });
+    let per_page = packed::PackedGeometry::of(&meta).map_or(0, |g| g.per_page);
+    let disk_bytes = packed_bytes + pq_bytes + pq_codes_bytes + entry_bytes + hot_bytes;
     Ok(IndexBuildReport {
         n: data.n(),
         dim: data.dim(),
@@ -556,7 +549,7 @@ fn build_with<T: Element>(
         avg_degree: gstats.avg_degree,
         max_degree: gstats.max_degree,
         shards: gstats.shards,
-        records_per_page: geo.per_page,
+        records_per_page: per_page,
         packed_bytes,
         pq_bytes,
         pq_codes_bytes,
@@ -566,12 +559,7 @@ fn build_with<T: Element>(
         hot_secs,
         hot_bytes,
         manifest_bytes,
-        disk_bytes: packed_bytes
-            + pq_bytes
-            + pq_codes_bytes
-            + entry_bytes
-            + hot_bytes
-            + manifest_bytes,
+        disk_bytes: disk_bytes + manifest_bytes,
         connectivity,
         relinked: gstats.relinked,
         query_sample: gstats.query_sample,

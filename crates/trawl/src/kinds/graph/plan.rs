@@ -8,12 +8,17 @@
 //! in flight its visited set). When the codes do not fit and the index has an All-in-Storage
 //! layout, the plan takes it instead. Then, while the budget lasts:
 //!
-//! 1. the entry index (a few hundred KiB per million vectors that cut hops from the medoid —
-//!    the most reads saved per byte of any use);
-//! 2. the static node cache (record layouts: the hot-node order's first nodes, each saving
+//! 1. the static node cache (record layouts: the hot-node order's first nodes, each saving
 //!    the reads [`crate::kinds::graph::hot::HotOrder::reads_saved`] counts) or the list cache
 //!    (decoupled layout: an LRU of coded lists, filled as searches run), capped where every
-//!    node fits.
+//!    node fits;
+//! 2. the entry index, with what is left (not on All-in-Storage, whose searches cannot seed
+//!    from it). Measured on gen-1M at 48 MiB: the entry index and 17,450 cached nodes read
+//!    29.1 pages per query at recall 0.90, its bytes given to the cache instead 23.5 — the
+//!    cache holds the nodes searches from the medoid read most, and seeds from the entry
+//!    index skip them (`bench/results/memory-budget-gen-1m.md`).
+//!
+//! A writable open's update delta gets a quarter of what is left above the minimum first.
 //!
 //! Loads that need a transient copy are planned at their peak: the entry index is read whole
 //! and then parsed, so it is granted only when the budget holds it and its file.
@@ -218,32 +223,6 @@ pub fn plan(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, GraphPlanError> {
         ..MemoryPlan::default()
     };
     let mut left = ask.budget - min;
-    // 1. The entry index, at its loading peak (the file read whole, then parsed).
-    let entry_path = dir.join(crate::kinds::graph::search::entry::FILE_NAME);
-    let entry_file = payload(dir, crate::kinds::graph::search::entry::FILE_NAME);
-    let entry =
-        crate::kinds::graph::search::entry::EntryIndex::heap_bytes_of(&entry_path).unwrap_or(0);
-    if entry > 0 {
-        if left >= entry + entry_file {
-            plan.entry = true;
-            left -= entry;
-            plan.items.push(PlanItem {
-                name: "entry",
-                bytes: entry,
-                required: false,
-                detail: format!(
-                    "entry index (MemGraph); its file ({}) too while it loads",
-                    human(entry_file)
-                ),
-            });
-        } else {
-            plan.notes.push(format!(
-                "the entry index ({}, and its file {} while it loads) does not fit",
-                human(entry),
-                human(entry_file)
-            ));
-        }
-    }
     // The update delta of a writable open: a quarter of what is left, on top of its minimum.
     if let Some(d) = plan.items.iter_mut().find(|i| i.name == "delta") {
         let extra = left / 4;
@@ -251,7 +230,7 @@ pub fn plan(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, GraphPlanError> {
         left -= extra;
         plan.delta_bytes = d.bytes;
     }
-    // 2. The node or list cache.
+    // 1. The node or list cache.
     if layout == IndexLayout::Decoupled {
         let per = (base.list_entry_bytes.max(2) + ListCache::OVERHEAD) as u64;
         let cap = per * base.n as u64;
@@ -271,6 +250,39 @@ pub fn plan(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, GraphPlanError> {
         }
     } else {
         plan_node_cache(dir, &base, left, &mut plan)?;
+    }
+    // 2. The entry index with what the cache left, at its loading peak (the file read whole,
+    // then parsed); never on All-in-Storage, whose searches cannot seed from it.
+    left -= plan
+        .items
+        .iter()
+        .filter(|i| i.name == "node_cache" || i.name == "list_cache")
+        .map(|i| i.bytes)
+        .sum::<u64>();
+    let entry_path = dir.join(crate::kinds::graph::search::entry::FILE_NAME);
+    let entry_file = payload(dir, crate::kinds::graph::search::entry::FILE_NAME);
+    let entry =
+        crate::kinds::graph::search::entry::EntryIndex::heap_bytes_of(&entry_path).unwrap_or(0);
+    if entry > 0 && layout != IndexLayout::AllInStorage {
+        if left >= entry + entry_file {
+            plan.entry = true;
+            plan.items.push(PlanItem {
+                name: "entry",
+                bytes: entry,
+                required: false,
+                detail: format!(
+                    "entry index (MemGraph); its file ({}) too while it loads",
+                    human(entry_file)
+                ),
+            });
+        } else {
+            plan.notes.push(format!(
+                "the entry index ({}, and its file {} while it loads) stays on disk: the \
+                 cache took the budget (it saves more reads per byte; docs/memory.md)",
+                human(entry),
+                human(entry_file)
+            ));
+        }
     }
     Ok(plan)
 }

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""QPS at a recall target and peak RSS against the memory budget, per layout, and the planner's
+mix against mixes chosen by hand.
+
+For every budget (sizes, or `min`: each layout's minimum) and every layout whose file the index
+has (packed, shuffle with PageSearch, ais, decoupled), alternating within each budget:
+`trawl bench --memory-budget B --layout X` over list sizes bracketing the recall target, 2
+threads, O_DIRECT; QPS at the target is interpolated between the list sizes around it. On the
+packed layout, at each budget, two mixes by hand beside the planner's: the entry index first and
+the cache in what it leaves (twice the entry index's bytes: it and its file while it loads); the
+entry index and no cache. Writes bench/results/memory-budget-<tag>.md/.json and a plot (bench/.venv-plot).
+
+Usage:
+  python3 bench/memory_budget.py --index .bench-cache/gen-1m/idx-R64-L100-pq32 \\
+      --queries .bench-cache/gen-1m/query.fbin --gt .bench-cache/gen-1m/gt100.bin --tag gen-1m \\
+      [--budgets min,48M,64M,128M,256M,1G] [--target 0.90] [--max-queries 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import REPO_ROOT, import_pyplot, log, machine_info, trawl_bin  # noqa: E402
+
+LAYOUT_FILES = {"packed": "packed.trawl", "shuffle": "packed-shuffled.trawl",
+                "ais": "packed-ais.trawl", "decoupled": "graph.trawl"}
+LAYOUT_FLAGS = {"shuffle": ["--page-search"]}
+
+
+def size(s: str) -> int:
+    units = {"K": 10, "M": 20, "G": 30, "T": 40}
+    s = s.strip().upper().removesuffix("IB").removesuffix("B")
+    if s and s[-1] in units:
+        return int(float(s[:-1]) * (1 << units[s[-1]]))
+    return int(s)
+
+
+def plan(index: Path, budget: int, layout: str) -> dict | None:
+    r = subprocess.run([str(trawl_bin()), "info", str(index), "--plan", str(budget), "--layout",
+                        layout, "--threads", "2", "--json"], capture_output=True, text=True)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def entry_heap(index: Path) -> int:
+    """The entry index's bytes in memory, as the plan at a budget holding everything says."""
+    p = plan(index, 1 << 40, "packed")
+    return next((i["bytes"] for i in p["items"] if i["name"] == "entry"), 0)
+
+
+def bench(args, layout: str, extra: list[str], out: Path) -> dict:
+    cmd = [str(trawl_bin()), "bench", str(args.index), "--queries", str(args.queries), "--gt",
+           str(args.gt), "-k", "10", "-L", args.lists, "--threads", "2", "--max-queries",
+           str(args.max_queries), "--layout", layout, "--json", str(out), "--quiet",
+           *LAYOUT_FLAGS.get(layout, []), *extra]
+    t = time.time()
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    r = json.loads(out.read_text())
+    r["wall"] = time.time() - t
+    return r
+
+
+def at_target(rows: list[dict], target: float) -> tuple[float | None, float | None]:
+    """QPS and pages per query at the recall target, linear between the list sizes around it."""
+    pts = sorted((r["recall"], r["qps"], r.get("pages_per_query", 0.0)) for r in rows)
+    for (r0, q0, p0), (r1, q1, p1) in zip(pts, pts[1:]):
+        if r0 <= target <= r1:
+            f = 0.0 if r1 == r0 else (target - r0) / (r1 - r0)
+            return q0 + f * (q1 - q0), p0 + f * (p1 - p0)
+    return None, None
+
+
+def rows_of(r: dict) -> list[dict]:
+    return r.get("rows") or r.get("results") or []
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--index", type=Path, required=True)
+    ap.add_argument("--queries", type=Path, required=True)
+    ap.add_argument("--gt", type=Path, required=True)
+    ap.add_argument("--tag", default="gen-1m")
+    ap.add_argument("--budgets", default="min,48M,64M,128M,256M,1G")
+    ap.add_argument("--layouts", default="packed,shuffle,ais,decoupled")
+    ap.add_argument("--lists", default="10,12,14,16,20,25,30,40")
+    ap.add_argument("--target", type=float, default=0.90)
+    ap.add_argument("--max-queries", type=int, default=3000)
+    args = ap.parse_args()
+    out_dir = REPO_ROOT / "bench" / "out" / f"memory-budget-{args.tag}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    layouts = [l for l in args.layouts.split(",") if (args.index / LAYOUT_FILES[l]).exists()]
+    results = []
+    for b in args.budgets.split(","):
+        for layout in layouts:
+            mins = plan(args.index, 1 << 40, layout)
+            budget = mins["minimum"] if b == "min" else size(b)
+            p = plan(args.index, budget, layout)
+            if p is None:
+                log(f"{layout} at {budget}: below the minimum")
+                results.append({"layout": layout, "budget": budget, "mix": "plan", "fits": False})
+                continue
+            entry = ["--entry-list", "10"] if p["entry"] else []
+            mixes = [("plan", ["--memory-budget", str(budget), *entry])]
+            if layout == "packed" and p["cache_nodes"] > 0 and not p["entry"]:
+                # By hand: the entry index first and the cache in what it leaves (the order
+                # the planner had before this measurement), and the entry index alone.
+                items = {i["name"]: i["bytes"] for i in p["items"]}
+                per = items["node_cache"] / p["cache_nodes"]
+                entry_bytes = entry_heap(args.index)
+                fewer = max(0, p["cache_nodes"] - int(2 * entry_bytes / per) - 1)
+                seeds = ["--entry-list", "10"]
+                mixes += [("entry first, the cache in what it leaves",
+                           ["--cache-nodes", str(fewer), *seeds]),
+                          ("entry index, no cache", seeds)]
+            for mix, extra in mixes:
+                r = bench(args, layout, extra, out_dir / f"{layout}-{budget}-{len(results)}.json")
+                qps, pages = at_target(rows_of(r), args.target)
+                res = {"layout": layout, "budget": budget, "mix": mix, "fits": True,
+                       "qps_at_target": qps, "pages_at_target": pages,
+                       "peak_rss": r.get("info", r).get("peak_rss_bytes"),
+                       "planned": sum(i["bytes"] for i in p["items"]) if mix == "plan" else None,
+                       "cache_nodes": r.get("cache", {}).get("nodes", 0),
+                       "entry": "--entry-list" in extra}
+                log(json.dumps(res))
+                results.append(res)
+    report = {"machine": machine_info(), "args": {k: str(v) for k, v in vars(args).items()},
+              "results": results}
+    res_dir = REPO_ROOT / "bench" / "results"
+    (res_dir / f"memory-budget-{args.tag}.json").write_text(json.dumps(report, indent=1))
+    write_md(report, res_dir / f"memory-budget-{args.tag}.md", args)
+    plot(report, res_dir / f"memory-budget-{args.tag}.png", args.target)
+
+
+def write_md(report: dict, path: Path, args) -> None:
+    m = report["machine"]
+    lines = [f"# QPS at recall {args.target} and peak RSS against the memory budget ({args.tag})",
+             "", f"Machine: {m.get('cpu_model')}, {m.get('logical_cpus')} logical CPUs; O_DIRECT; 2 search threads; "
+             f"{args.max_queries} queries; list sizes {args.lists}. Command: `python3 "
+             f"bench/memory_budget.py --index {args.index} --queries {args.queries} --gt "
+             f"{args.gt} --tag {args.tag} --budgets {args.budgets}`.", "",
+             "QPS is noisy (single runs on a shared disk); pages per query at the target are "
+             "exact counts. Peak RSS is the bench process's: the budget plus its runtime, the "
+             "queries and the ground truth.", "",
+             "| budget | layout | mix | cache nodes | entry index | QPS @ target | pages/query | "
+             "peak RSS |", "|---|---|---|---|---|---|---|---|"]
+    for r in report["results"]:
+        if not r["fits"]:
+            lines.append(f"| {r['budget'] / 2**20:.1f} MiB | {r['layout']} | below the minimum "
+                         "| | | | | |")
+            continue
+        q = "—" if r["qps_at_target"] is None else f"{r['qps_at_target']:.0f}"
+        pg = "—" if r["pages_at_target"] is None else f"{r['pages_at_target']:.1f}"
+        rss = "" if r["peak_rss"] is None else f"{r['peak_rss'] / 2**20:.0f} MiB"
+        lines.append(f"| {r['budget'] / 2**20:.1f} MiB | {r['layout']} | {r['mix']} | "
+                     f"{r['cache_nodes']} | {r['entry']} | {q} | {pg} | {rss} |")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def plot(report: dict, path: Path, target: float) -> None:
+    plt = import_pyplot("memory_budget")
+    if plt is None:
+        return
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for layout in LAYOUT_FILES:
+        pts = [r for r in report["results"] if r["layout"] == layout and r["mix"] == "plan"
+               and r["fits"] and r["qps_at_target"]]
+        if not pts:
+            continue
+        xs = [r["budget"] / 2**20 for r in pts]
+        a.plot(xs, [r["qps_at_target"] for r in pts], marker="o", label=layout)
+        b.plot(xs, [r["peak_rss"] / 2**20 for r in pts], marker="o", label=layout)
+    a.set_xscale("log")
+    a.set_xlabel("memory budget (MiB)")
+    a.set_ylabel(f"QPS at recall@10 {target}")
+    a.legend()
+    b.set_xscale("log")
+    b.set_yscale("log")
+    lim = [min(r["budget"] for r in report["results"]) / 2**20,
+           max(r["budget"] for r in report["results"]) / 2**20]
+    b.plot(lim, lim, "k--", lw=0.8, label="RSS = budget")
+    b.set_xlabel("memory budget (MiB)")
+    b.set_ylabel("peak RSS of the bench process (MiB)")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
