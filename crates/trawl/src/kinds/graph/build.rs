@@ -316,9 +316,14 @@ fn write_entry<T: Element>(
 /// returns its bytes and the seconds it took.
 fn write_hot(txn: &Txn, ctl: &Control) -> Result<(u64, f64), IndexBuildError> {
     let t = Instant::now();
+    // Through the page cache: the file was just written, and the counts do not depend on
+    // how pages are read.
     let mut ix = crate::kinds::graph::DiskIndex::open(
         txn.staging(),
-        crate::kinds::graph::OpenOptions::default(),
+        crate::kinds::graph::OpenOptions {
+            direct: false,
+            ..crate::kinds::graph::OpenOptions::default()
+        },
     )?;
     let bytes = ix.save_hot_order(
         &txn.path(crate::kinds::graph::hot::FILE_NAME),

@@ -213,7 +213,13 @@ impl DiskIndex {
         threads: usize,
         ctl: &Control,
     ) -> Result<HotOrder, crate::kinds::graph::IndexBuildError> {
-        let mut fresh = DiskIndex::open(self.dir(), self.options().clone())?;
+        // Through the page cache: the counts do not depend on how pages are read, and a file
+        // just written is read from memory.
+        let opts = crate::kinds::graph::OpenOptions {
+            direct: false,
+            ..*self.options()
+        };
+        let mut fresh = DiskIndex::open(self.dir(), opts)?;
         Ok(fresh.rank_hot_nodes(threads, ctl)?.0)
     }
 

@@ -192,8 +192,9 @@ impl LiveIndex {
             .store(bytes.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Bytes the delta is planned to take per vector (growth included,
-    /// [`crate::kinds::graph::updates::delta::vector_bytes`]).
+    /// Bytes the delta is planned to take per vector: its row, norms, id, stamps and graph
+    /// row, three times over (its arrays grow by doubling, the old copy held while the new one
+    /// fills).
     pub fn delta_vector_bytes(&self) -> u64 {
         let v = self.current.read().clone();
         crate::kinds::graph::updates::delta::vector_bytes(
