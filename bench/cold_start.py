@@ -68,7 +68,7 @@ def main() -> None:
     med = lambda name, k: statistics.median(r[k] for r in runs[name])  # noqa: E731
     m = machine_info()
     lines = [f"# Cold start ({args.tag})", "",
-             f"Machine: {m.get('cpu')}, {m.get('cores')} cores; O_DIRECT; page cache dropped "
+             f"Machine: {m.get('cpu_model')}, {m.get('logical_cpus')} logical CPUs; O_DIRECT; page cache dropped "
              f"before each open; L {args.l}; medians of {args.reps} alternating runs. Command: "
              f"`python3 bench/cold_start.py --index {args.index} --queries {args.queries} --gt "
              f"{args.gt} --tag {args.tag} --configs {args.configs}"

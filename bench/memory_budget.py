@@ -175,6 +175,7 @@ def plot(report: dict, path: Path, target: float) -> None:
         a.plot(xs, [r["qps_at_target"] for r in pts], marker="o", label=layout)
         b.plot(xs, [r["peak_rss"] / 2**20 for r in pts], marker="o", label=layout)
     a.set_xscale("log")
+    a.set_yscale("log")
     a.set_xlabel("memory budget (MiB)")
     a.set_ylabel(f"QPS at recall@10 {target}")
     a.legend()

@@ -98,7 +98,13 @@ fn a_build_records_its_files_layouts_and_parameters() {
     let names: Vec<&str> = m.files.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(
         names,
-        ["pq.trawl", "pq-codes.trawl", "packed.trawl", "entry.trawl", "hot.trawl"]
+        [
+            "pq.trawl",
+            "pq-codes.trawl",
+            "packed.trawl",
+            "entry.trawl",
+            "hot.trawl"
+        ]
     );
     for f in &m.files {
         let len = std::fs::metadata(dir.path().join(&f.name)).unwrap().len();
