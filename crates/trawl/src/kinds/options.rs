@@ -494,20 +494,10 @@ pub fn plan_memory(dir: &Path, o: &Options) -> Result<crate::kinds::plan::Memory
         return bad("no memory_budget to plan".into());
     };
     match kind_of(dir)? {
-        KindName::Graph => {
-            let opts = o.open_options(dir);
-            Ok(crate::kinds::graph::plan::plan(
-                dir,
-                &crate::kinds::graph::plan::PlanAsk {
-                    budget,
-                    layout: opts.layout,
-                    threads: o.threads.max(1),
-                    interleave: o.interleave.max(1),
-                    queue_depth: opts.queue_depth,
-                    writable: o.writable,
-                },
-            )?)
-        }
+        KindName::Graph => Ok(crate::kinds::graph::plan::plan(
+            dir,
+            &o.plan_ask(dir, budget),
+        )?),
         KindName::Ivf => {
             if o.writable {
                 return bad(format!(
@@ -530,18 +520,7 @@ pub fn plan_memory(dir: &Path, o: &Options) -> Result<crate::kinds::plan::Memory
                 ));
             }
             let first = dir.join(crate::kinds::sharded::shard_dir_name(0));
-            let opts = o.open_options(&first);
-            crate::kinds::sharded::plan::plan(
-                dir,
-                &crate::kinds::graph::plan::PlanAsk {
-                    budget,
-                    layout: opts.layout,
-                    threads: o.threads.max(1),
-                    interleave: o.interleave.max(1),
-                    queue_depth: opts.queue_depth,
-                    writable: false,
-                },
-            )
+            crate::kinds::sharded::plan::plan(dir, &o.plan_ask(&first, budget))
         }
         KindName::Flat => {
             check_read_only(dir, o, KindName::Flat)?;
@@ -551,6 +530,20 @@ pub fn plan_memory(dir: &Path, o: &Options) -> Result<crate::kinds::plan::Memory
 }
 
 impl Options {
+    /// What a graph index's plan (in `dir`, or a sharded index's shard there) depends on
+    /// besides its files, for `budget`.
+    fn plan_ask(&self, dir: &Path, budget: u64) -> crate::kinds::graph::plan::PlanAsk {
+        let opts = self.open_options(dir);
+        crate::kinds::graph::plan::PlanAsk {
+            budget,
+            layout: opts.layout,
+            threads: self.threads.max(1),
+            interleave: self.interleave.max(1),
+            queue_depth: opts.queue_depth,
+            writable: self.writable,
+        }
+    }
+
     /// These options with `plan` applied: its layout, node cache, list cache and entry
     /// index. Options the plan sets are refused when also given.
     fn with_plan(

@@ -26,6 +26,18 @@ pub struct PlanItem {
     pub detail: String,
 }
 
+impl PlanItem {
+    /// The required item of the attributes filters read (`bytes` of them), if any.
+    pub fn attrs(bytes: u64) -> Option<PlanItem> {
+        (bytes > 0).then(|| PlanItem {
+            name: "attrs",
+            bytes,
+            required: true,
+            detail: "labels and fields filters read".into(),
+        })
+    }
+}
+
 /// What an index keeps in memory within a budget.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct MemoryPlan {
@@ -115,6 +127,57 @@ pub enum PlanError {
         /// How to open it in less (another layout), or empty.
         hint: String,
     },
+}
+
+impl MemoryPlan {
+    /// The plan of a kind whose every item is required (nothing to buy with more budget):
+    /// `items` within `budget`, or the error naming the minimum.
+    pub fn required_only(
+        budget: u64,
+        items: Vec<PlanItem>,
+        notes: Vec<String>,
+    ) -> Result<MemoryPlan, PlanError> {
+        let minimum = PlanError::check(budget, &items, String::new())?;
+        Ok(MemoryPlan {
+            budget,
+            minimum,
+            items,
+            notes,
+            ..MemoryPlan::default()
+        })
+    }
+}
+
+impl PlanError {
+    /// The sum of `required`, or the error when `budget` is below it (`hint`: how to open
+    /// in less, or empty).
+    pub fn check(budget: u64, required: &[PlanItem], hint: String) -> Result<u64, PlanError> {
+        let minimum: u64 = required.iter().map(|i| i.bytes).sum();
+        if minimum <= budget {
+            return Ok(minimum);
+        }
+        Err(PlanError::BelowMinimum {
+            budget,
+            minimum,
+            what: required
+                .iter()
+                .map(|i| format!("{} {}", i.name, human(i.bytes)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            hint,
+        })
+    }
+}
+
+/// Payload bytes of the trawl file `name` in `dir` (its size less the envelope's header; 0
+/// when absent).
+pub fn payload_bytes(dir: &std::path::Path, name: &str) -> u64 {
+    std::fs::metadata(dir.join(name))
+        .map(|m| {
+            m.len()
+                .saturating_sub(crate::dir::file::HEADER_BYTES as u64)
+        })
+        .unwrap_or(0)
 }
 
 /// `bytes` in binary units, e.g. `1.5 GiB`.

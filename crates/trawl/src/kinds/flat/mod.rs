@@ -249,9 +249,9 @@ pub fn plan(
     budget: u64,
     threads: usize,
 ) -> Result<crate::kinds::plan::MemoryPlan, crate::kinds::Error> {
-    use crate::kinds::plan::{human, MemoryPlan, PlanError, PlanItem};
+    use crate::kinds::plan::{MemoryPlan, PlanItem};
     let table = SlotFile::open(&dir.join(FILE_NAME))?.heap_bytes();
-    let attrs = std::fs::metadata(dir.join(crate::filter::file::FILE_NAME)).map_or(0, |m| m.len());
+    let attrs = crate::kinds::plan::payload_bytes(dir, crate::filter::file::FILE_NAME);
     let mut items = vec![
         PlanItem {
             name: "vector_table",
@@ -266,36 +266,14 @@ pub fn plan(
             detail: format!("{threads} thread(s): pages in flight and the top-k"),
         },
     ];
-    if attrs > 0 {
-        items.push(PlanItem {
-            name: "attrs",
-            bytes: attrs,
-            required: true,
-            detail: "labels and fields filters read".into(),
-        });
-    }
-    let minimum: u64 = items.iter().map(|i| i.bytes).sum();
-    if minimum > budget {
-        return Err(crate::kinds::Error::Budget(PlanError::BelowMinimum {
-            budget,
-            minimum,
-            what: items
-                .iter()
-                .map(|i| format!("{} {}", i.name, human(i.bytes)))
-                .collect::<Vec<_>>()
-                .join(", "),
-            hint: String::new(),
-        }));
-    }
-    Ok(MemoryPlan {
+    items.extend(PlanItem::attrs(attrs));
+    Ok(MemoryPlan::required_only(
         budget,
-        minimum,
         items,
-        notes: vec![
+        vec![
             "a flat index reads every vector and caches nothing: a larger budget buys \
-                     nothing more"
+              nothing more"
                 .into(),
         ],
-        ..MemoryPlan::default()
-    })
+    )?)
 }

@@ -757,12 +757,5 @@ fn sampled_ids(n: usize, samples: usize) -> Vec<u32> {
 
 /// The nodes read at least once, most read first (ties by id).
 fn most_read(counts: &[u32]) -> Vec<u32> {
-    let mut ranked: Vec<(u32, u32)> = counts
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c > 0)
-        .map(|(i, &c)| (c, i as u32))
-        .collect();
-    ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    ranked.into_iter().map(|(_, id)| id).collect()
+    HotOrder::from_counts(counts, 1, 0, 0).ids().to_vec()
 }

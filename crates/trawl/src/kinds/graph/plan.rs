@@ -28,7 +28,7 @@ use std::path::Path;
 use crate::kinds::graph::hot::{self, HotOrder};
 use crate::kinds::graph::search::{ListCache, NodeCache};
 use crate::kinds::graph::{IndexLayout, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE};
-use crate::kinds::plan::{human, MemoryPlan, PlanError, PlanItem};
+use crate::kinds::plan::{human, payload_bytes as payload, MemoryPlan, PlanError, PlanItem};
 
 /// What a plan depends on besides the index's files.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,16 +59,6 @@ pub enum GraphPlanError {
     /// The budget.
     #[error(transparent)]
     Plan(#[from] PlanError),
-}
-
-/// Payload bytes of the trawl file `name` in `dir` (0 when absent).
-fn payload(dir: &Path, name: &str) -> u64 {
-    std::fs::metadata(dir.join(name))
-        .map(|m| {
-            m.len()
-                .saturating_sub(crate::dir::file::HEADER_BYTES as u64)
-        })
-        .unwrap_or(0)
 }
 
 /// The required items of `layout` in `dir`, and the facts the optional ones need.
@@ -117,14 +107,7 @@ fn required(dir: &Path, layout: IndexLayout, ask: &PlanAsk) -> Result<Base, Open
     }
     let attrs = payload(dir, crate::filter::file::FILE_NAME)
         + payload(dir, crate::kinds::graph::label_starts::FILE_NAME);
-    if attrs > 0 {
-        items.push(PlanItem {
-            name: "attrs",
-            bytes: attrs,
-            required: true,
-            detail: "labels and fields filters read".into(),
-        });
-    }
+    items.extend(PlanItem::attrs(attrs));
     let per_thread = ask.queue_depth as u64 * reader.pages_per_read() as u64 * 4096
         + ask.interleave as u64 * ((n as u64).div_ceil(64) * 8 + (64 << 10));
     items.push(PlanItem {
@@ -192,28 +175,13 @@ pub fn plan(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, GraphPlanError> {
             base = alt;
         }
     }
-    let min = minimum(&base);
-    if min > ask.budget {
-        let what = base
-            .items
-            .iter()
-            .map(|i| format!("{} {}", i.name, human(i.bytes)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let hint = if layout != IndexLayout::AllInStorage && !ais {
-            " — an All-in-Storage layout (`trawl layout DIR --ais`) needs no PQ codes in memory"
-                .to_string()
-        } else {
-            String::new()
-        };
-        return Err(PlanError::BelowMinimum {
-            budget: ask.budget,
-            minimum: min,
-            what,
-            hint,
-        }
-        .into());
-    }
+    let hint = if layout != IndexLayout::AllInStorage && !ais {
+        " — an All-in-Storage layout (`trawl layout DIR --ais`) needs no PQ codes in memory"
+            .to_string()
+    } else {
+        String::new()
+    };
+    let min = PlanError::check(ask.budget, &base.items, hint)?;
     let mut plan = MemoryPlan {
         budget: ask.budget,
         minimum: min,

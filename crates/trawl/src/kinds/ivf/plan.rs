@@ -10,16 +10,7 @@ use std::path::Path;
 use crate::kinds::graph::{OpenError, PQ_CODES_FILE, PQ_FILE};
 use crate::kinds::ivf::file::FILE_NAME;
 use crate::kinds::ivf::IvfVectorLayout;
-use crate::kinds::plan::{human, MemoryPlan, PlanError, PlanItem};
-
-fn payload(dir: &Path, name: &str) -> u64 {
-    std::fs::metadata(dir.join(name))
-        .map(|m| {
-            m.len()
-                .saturating_sub(crate::dir::file::HEADER_BYTES as u64)
-        })
-        .unwrap_or(0)
-}
+use crate::kinds::plan::{payload_bytes as payload, MemoryPlan, PlanError, PlanItem};
 
 /// Plans the IVF index in `dir` (reading `vectors`, its vector file) within `budget`.
 pub fn plan(
@@ -28,6 +19,7 @@ pub fn plan(
     budget: u64,
     threads: usize,
 ) -> Result<Result<MemoryPlan, PlanError>, OpenError> {
+    // (The outer error: the files; the inner: the budget.)
     let table =
         crate::kinds::slot_file::SlotFile::open(&dir.join(vectors.file_name()))?.heap_bytes();
     let mut items = vec![
@@ -65,36 +57,14 @@ pub fn plan(
         },
     ];
     let attrs = payload(dir, crate::filter::file::FILE_NAME);
-    if attrs > 0 {
-        items.push(PlanItem {
-            name: "attrs",
-            bytes: attrs,
-            required: true,
-            detail: "labels and fields filters read".into(),
-        });
-    }
-    let minimum: u64 = items.iter().map(|i| i.bytes).sum();
-    if minimum > budget {
-        return Ok(Err(PlanError::BelowMinimum {
-            budget,
-            minimum,
-            what: items
-                .iter()
-                .map(|i| format!("{} {}", i.name, human(i.bytes)))
-                .collect::<Vec<_>>()
-                .join(", "),
-            hint: String::new(),
-        }));
-    }
-    Ok(Ok(MemoryPlan {
+    items.extend(PlanItem::attrs(attrs));
+    Ok(MemoryPlan::required_only(
         budget,
-        minimum,
         items,
-        notes: vec![
+        vec![
             "an IVF index keeps what it searches with in memory and has no cache: a larger \
              budget buys nothing more"
                 .into(),
         ],
-        ..MemoryPlan::default()
-    }))
+    ))
 }
