@@ -167,11 +167,20 @@ impl DiskIndex {
     ) -> Result<(HotOrder, u64), SearchError> {
         let n = self.n();
         let samples = hot::sample_searches(n);
-        let picks = sampled_ids(n, samples);
+        // Sample only live slots: a merged index's freed slots hold no vector.
+        let ids = crate::kinds::graph::updates::ids::SlotIds::load(self.dir(), n)
+            .map_err(|e| SearchError::Internal(e.to_string()))?;
+        let picks: Vec<u32> = sampled_ids(n, samples)
+            .into_iter()
+            .filter(|&s| !ids.is_hole(s))
+            .collect();
         let (l, w) = match CachePolicy::default() {
             CachePolicy::Frequency { l, beam_width, .. } => (l, beam_width),
             CachePolicy::Bfs => (15, 4),
         };
+        if picks.is_empty() {
+            return Ok((HotOrder::from_counts(&[], 0, l, w), 0));
+        }
         // Searched with no cache, so every expansion is a read and is counted.
         let old_cache = self
             .layout
