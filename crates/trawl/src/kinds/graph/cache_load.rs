@@ -182,6 +182,14 @@ impl DiskIndex {
             return Ok((HotOrder::from_counts(&[], 0, l, w), 0));
         }
         // Searched with no cache, so every expansion is a read and is counted.
+        let counted = self.without_caches(|ix| ix.sample_visits(&picks, l, w, threads, ctl));
+        let (counts, pages) = counted?;
+        Ok((HotOrder::from_counts(&counts, picks.len(), l, w), pages))
+    }
+
+    /// Runs `f` with the node cache and the list cache taken out (so that every expansion is
+    /// a read and is counted), then puts them back as they were (a fill left running).
+    fn without_caches<R>(&mut self, f: impl FnOnce(&Self) -> R) -> R {
         let old_cache = self
             .layout
             .records_mut()
@@ -190,15 +198,14 @@ impl DiskIndex {
             .layout
             .decoupled_mut()
             .map(|d| d.set_lists(ListCache::disabled()));
-        let counted = self.sample_visits(&picks, l, w, threads, ctl);
+        let out = f(self);
         if let (Some(d), Some(old)) = (self.layout.decoupled_mut(), old_lists) {
             d.set_lists(old);
         }
         if let (Some(r), Some(old)) = (self.layout.records_mut(), old_cache) {
             r.swap_cache(old);
         }
-        let (counts, pages) = counted?;
-        Ok((HotOrder::from_counts(&counts, picks.len(), l, w), pages))
+        out
     }
 
     /// Ranks the nodes ([`DiskIndex::rank_hot_nodes`]) and writes the order to `path`
@@ -397,14 +404,8 @@ impl DiskIndex {
                 let samples = if samples == 0 { 20_000 } else { samples }.clamp(1, n);
                 let raw = self.decoded(codes, &sampled_ids(n, samples))?;
                 // Searched with no list cache, so every expansion is a read and is counted.
-                let old = self
-                    .layout
-                    .decoupled_mut()
-                    .map(|d| d.set_lists(ListCache::disabled()));
-                let counts = self.visit_counts(&raw, l, beam_width, threads, ctl);
-                if let (Some(d), Some(old)) = (self.layout.decoupled_mut(), old) {
-                    d.set_lists(old);
-                }
+                let counts =
+                    self.without_caches(|ix| ix.visit_counts(&raw, l, beam_width, threads, ctl));
                 let (counts, pages) = counts?;
                 (most_read(&counts), pages)
             }
