@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{build, data};
+use common::{build, data, params};
 use trawl::kinds::graph::{
     DiskIndex, IndexLayout, KindName, Manifest, OpenError, OpenOptions, MANIFEST_FILE,
 };
@@ -81,6 +81,24 @@ fn an_index_built_before_manifests_opens_read_only() {
         "no build record for an index built before manifests"
     );
     assert!(open(tmp.path(), IndexLayout::Shuffled).is_ok());
+}
+
+#[test]
+fn the_build_report_and_info_count_the_same_bytes_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _) = data::<f32>(1_500, 1, 16, 9);
+    let report = trawl::kinds::graph::build_index(
+        &base,
+        dir.path(),
+        &params(Metric::L2, 8),
+        &Control::silent(),
+    )
+    .unwrap();
+    let ix = open(dir.path(), IndexLayout::Packed).unwrap();
+    let db = ix.disk_bytes();
+    assert!(db.hot > 0, "the hot-node order is counted");
+    assert_eq!(report.disk_bytes, db.total());
+    assert_eq!(ix.info().unwrap().disk_bytes.total, report.disk_bytes);
 }
 
 #[test]

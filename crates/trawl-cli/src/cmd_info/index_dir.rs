@@ -317,6 +317,9 @@ fn print_files(ix: &trawl::kinds::graph::DiskIndex, db: &trawl::kinds::graph::Di
             e.max_degree()
         );
     }
+    if db.hot > 0 {
+        row("hot.trawl", db.hot);
+    }
     println!("  total           {:>12}", human_bytes(db.total()));
 }
 

@@ -123,6 +123,8 @@ pub struct DiskBytes {
     pub entry: u64,
     /// The manifest (0 for an index built before manifests).
     pub manifest: u64,
+    /// The hot-node order (`hot.trawl`; 0 without one).
+    pub hot: u64,
 }
 
 impl DiskBytes {
@@ -135,6 +137,7 @@ impl DiskBytes {
             + self.pq_codes
             + self.entry
             + self.manifest
+            + self.hot
     }
 }
 
@@ -354,6 +357,7 @@ impl DiskIndex {
             } else {
                 0
             },
+            hot: len(self.dir.join(hot::FILE_NAME)),
         }
     }
 }

@@ -292,6 +292,7 @@ impl IvfIndex {
             pq_codes: size(PQ_CODES_FILE),
             entry: 0,
             manifest: size(crate::kinds::graph::MANIFEST_FILE),
+            hot: 0,
         };
         let mem = self.memory();
         let report = MemoryReport {
