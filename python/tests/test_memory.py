@@ -41,6 +41,19 @@ def test_a_budget_is_planned_and_reported(index_dir):
         trawl.Index.open(index_dir, memory_budget="16M", cache_nodes=10)
 
 
+def test_the_planner_picks_the_layout(index_dir):
+    q = gaussian(20, 32, seed=14)
+    with trawl.Index.open(index_dir, memory_budget="16M", layout="auto") as ix:
+        plan = ix.info()["cache"]["memory_plan"]
+        # The index has the packed layout only: it is the pick, and the plan says so.
+        assert plan["layout_picked"] and plan["layout"] == "packed"
+        assert any("picked" in n for n in plan["notes"])
+        ids, _ = ix.batch_search(q, k=10, params=trawl.SearchParams(L=40))
+        assert ids.shape == (20, 10)
+    with pytest.raises(trawl.InvalidInputError, match="memory budget"):
+        trawl.Index.open(index_dir, layout="auto")
+
+
 def test_a_background_warm_serves_while_it_fills(index_dir):
     q = gaussian(50, 32, seed=13)
     with trawl.Index.open(index_dir, cache_nodes=3000) as ix:

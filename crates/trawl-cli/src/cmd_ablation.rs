@@ -140,13 +140,13 @@ pub fn configurations() -> Vec<(&'static str, Techniques)> {
 /// The search options of a configuration, from the bench's own (`base`).
 fn options(base: &SearchOptions, t: &Techniques, args: &BenchArgs, n: usize) -> SearchOptions {
     let mut o = base.clone();
-    o.layout = if t.all_in_storage {
+    o.layout = crate::cmd_index::LayoutArg::Named(if t.all_in_storage {
         IndexLayout::AllInStorage
     } else if t.page_shuffle {
         IndexLayout::Shuffled
     } else {
         IndexLayout::Packed
-    };
+    });
     o.cache_nodes = if t.cache {
         args.ablation_cache_nodes.unwrap_or((n / 1000).max(1))
     } else {
@@ -196,7 +196,11 @@ pub struct ConfigRun {
 }
 
 fn command_line(o: &SearchOptions) -> String {
-    let mut s = format!("--layout {} --threads {}", o.layout.name(), o.threads);
+    let mut s = format!(
+        "--layout {} --threads {}",
+        o.layout.named().name(),
+        o.threads
+    );
     if o.strategy == "pipe" {
         let _ = write!(
             s,

@@ -218,7 +218,7 @@ fn bench_args(
             entry_list: 0,
             dynamic_width: None,
             page_search: false,
-            layout: trawl::kinds::graph::IndexLayout::Packed,
+            layout: crate::cmd_index::LayoutArg::Named(trawl::kinds::graph::IndexLayout::Packed),
             threads,
             probe: 0,
             memory_budget: None,

@@ -93,10 +93,11 @@ enum Command {
         /// files' headers. With --json, the plan as JSON.
         #[arg(long, value_parser = |s: &str| trawl::kinds::plan::parse_bytes(s))]
         plan: Option<u64>,
-        /// With --plan: the layout asked for (packed, shuffle, ais, decoupled).
+        /// With --plan: the layout asked for (packed, shuffle, ais, decoupled), or auto (the
+        /// planner picks the one reading the fewest pages at the budget).
         #[arg(long, default_value = "packed", requires = "plan",
-              value_parser = |s: &str| s.parse::<trawl::kinds::graph::IndexLayout>())]
-        layout: trawl::kinds::graph::IndexLayout,
+              value_parser = |s: &str| s.parse::<cmd_index::LayoutArg>())]
+        layout: cmd_index::LayoutArg,
         /// With --plan: search threads and queries each keeps in flight.
         #[arg(long, default_value_t = 1, requires = "plan")]
         threads: usize,

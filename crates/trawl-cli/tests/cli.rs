@@ -1237,6 +1237,45 @@ fn a_memory_budget_is_planned_printed_and_held() {
     assert!(err.contains("below this index's minimum"), "{err}");
     let err = fails(&["info", s(&ix), "--plan", "lots"]);
     assert!(err.contains("not a size"), "{err}");
+    ok(&["layout", s(&ix), "--shuffle"]);
+    let auto = ok(&["info", s(&ix), "--plan", "8M", "--layout", "auto"]);
+    assert!(
+        auto.contains("shuffle layout") && auto.contains("picked by the planner: shuffle"),
+        "{auto}"
+    );
+    let out_auto = ix.with_extension("auto.json");
+    ok(&[
+        "bench",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "--gt",
+        s(&d.gt),
+        "-L",
+        "40",
+        "--memory-budget",
+        "8M",
+        "--layout",
+        "auto",
+        "--json",
+        s(&out_auto),
+    ]);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_auto).unwrap()).unwrap();
+    assert_eq!(
+        (r["layout"].as_str(), r["page_search"].as_bool()),
+        (Some("shuffle"), Some(true)),
+        "{r}"
+    );
+    let err = fails(&[
+        "search",
+        s(&ix),
+        "--queries",
+        s(&d.queries),
+        "--layout",
+        "auto",
+    ]);
+    assert!(err.contains("memory budget"), "{err}");
     let out_json = ix.with_extension("budget.json");
     ok(&[
         "bench",

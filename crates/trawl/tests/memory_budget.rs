@@ -220,6 +220,93 @@ fn when_the_codes_do_not_fit_the_plan_takes_all_in_storage() {
 }
 
 #[test]
+fn the_planner_picks_the_layout_that_reads_least() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(20_000, 30, 16, 7);
+    build(&base, dir.path(), Metric::L2, 16);
+    let ix = trawl::kinds::graph::DiskIndex::open(dir.path(), Default::default()).unwrap();
+    for l in [IndexLayout::AllInStorage, IndexLayout::Shuffled] {
+        ix.write_layout(l, &Default::default(), &Control::silent())
+            .unwrap();
+    }
+    drop(ix);
+    let auto = |budget| Options {
+        layout_auto: true,
+        ..opts(Some(budget))
+    };
+    let plan = |o: &Options| trawl::kinds::plan_memory(dir.path(), o);
+    let packed_min = plan(&opts(Some(u64::MAX / 4))).unwrap().minimum;
+    let shuffle_min = plan(&Options {
+        layout: IndexLayout::Shuffled,
+        ..opts(Some(u64::MAX / 4))
+    })
+    .unwrap()
+    .minimum;
+    // Below the record layouts with codes, All-in-Storage is the one that fits.
+    let p = plan(&auto(packed_min.min(shuffle_min) - 1)).unwrap();
+    assert_eq!(p.layout.as_deref(), Some("ais"));
+    assert!(p.layout_picked && !p.page_search);
+    // With every node cached, shuffle and packed read nothing; the tie goes to shuffle, with
+    // PageSearch.
+    let all = auto(1 << 30);
+    let p = plan(&all).unwrap();
+    assert_eq!(p.layout.as_deref(), Some("shuffle"), "{}", p.describe());
+    assert!(p.page_search && p.reads_left == Some(0.0));
+    assert!(p.notes.iter().any(|n| n.contains("picked")));
+    // Between: the pick is the layout with the fewest expected reads of those planned.
+    let mid = auto(shuffle_min.max(packed_min) + (2 << 20));
+    let p = plan(&mid).unwrap();
+    let reads = |l: IndexLayout| {
+        plan(&Options {
+            layout: l,
+            ..opts(mid.memory_budget)
+        })
+        .unwrap()
+        .reads_left
+        .unwrap()
+    };
+    let scores = [
+        reads(IndexLayout::Shuffled) * trawl::kinds::graph::plan::PAGE_SEARCH_READS,
+        reads(IndexLayout::Packed),
+        reads(IndexLayout::AllInStorage),
+    ];
+    let best = scores.iter().cloned().fold(f64::INFINITY, f64::min);
+    let picked = ["shuffle", "packed", "ais"]
+        .iter()
+        .position(|l| Some(*l) == p.layout.as_deref())
+        .unwrap();
+    assert_eq!(scores[picked], best, "{scores:?}: {}", p.describe());
+    // Opened by it: the picked layout, searched with PageSearch when it is shuffle.
+    let (ix, rep) = open_with(dir.path(), &all, &Control::silent()).unwrap();
+    assert!(rep.plan.unwrap().layout_picked);
+    assert_eq!(
+        ix.graph().unwrap().disk().options().layout,
+        IndexLayout::Shuffled
+    );
+    let hits = ix
+        .search(
+            Queries::from(&q),
+            &all.params(&ix, 10).unwrap(),
+            Run::default(),
+            &QueryFilter::none(),
+        )
+        .unwrap();
+    assert!(format!("{:?}", all.params(&ix, 10).unwrap()).contains("page_search: true"));
+    assert_eq!(hits.ids.len(), 30 * 10);
+    // Without a budget, or on another kind, `auto` is refused with the reason.
+    let err = open_with(
+        dir.path(),
+        &Options {
+            layout_auto: true,
+            ..opts(None)
+        },
+        &Control::silent(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("memory budget"), "{err}");
+}
+
+#[test]
 fn an_ivf_plan_holds_what_the_index_holds() {
     use trawl::kinds::ivf::{build_ivf, IvfParams};
     let dir = tempfile::tempdir().unwrap();
@@ -234,6 +321,12 @@ fn an_ivf_plan_holds_what_the_index_holds() {
     };
     build_ivf(&base, dir.path(), &params, &Control::silent()).unwrap();
     let plan = trawl::kinds::plan_memory(dir.path(), &opts(Some(1 << 30))).unwrap();
+    let auto = Options {
+        layout_auto: true,
+        ..opts(Some(1 << 30))
+    };
+    let err = trawl::kinds::plan_memory(dir.path(), &auto).unwrap_err();
+    assert!(err.to_string().contains("graph index"), "{err}");
     let (ix, rep) = open_with(dir.path(), &opts(Some(plan.minimum)), &Control::silent()).unwrap();
     assert_eq!(rep.plan.as_ref().map(|p| p.minimum), Some(plan.minimum));
     let mem = ix.info().unwrap().memory_bytes;

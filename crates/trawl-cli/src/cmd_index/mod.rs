@@ -133,9 +133,11 @@ pub struct SearchOptions {
     /// Disk layout to search: packed (as built), shuffle (PageShuffle), ais (All-in-Storage)
     /// or decoupled (DecoupleVS: compressed lists and vectors in two files); all but packed
     /// are written by `trawl layout`. An index left with the decoupled layout alone (after a
-    /// decoupled merge) is searched on it when packed is asked for.
-    #[arg(long, default_value = "packed", value_parser = |s: &str| s.parse::<IndexLayout>())]
-    pub layout: IndexLayout,
+    /// decoupled merge) is searched on it when packed is asked for. `auto` (with
+    /// --memory-budget): the planner picks among the index's layouts the one that reads the
+    /// fewest pages at the budget (PageSearch on for shuffle; docs/memory.md).
+    #[arg(long, default_value = "packed", value_parser = |s: &str| s.parse::<LayoutArg>())]
+    pub layout: LayoutArg,
     /// Decoupled layout: memory for the LRU cache of compressed neighbour lists, in MiB.
     #[arg(long, default_value_t = (trawl::kinds::graph::DEFAULT_LIST_CACHE_BYTES >> 20) as f64)]
     pub list_cache_mb: f64,
@@ -216,7 +218,8 @@ impl SearchOptions {
     pub fn options(&self, l: Option<usize>) -> Options {
         let iv = &self.ivf;
         Options {
-            layout: self.layout,
+            layout: self.layout.named(),
+            layout_auto: self.layout == LayoutArg::Auto,
             engine: self.engine,
             direct: !self.buffered,
             verify_pages: !self.no_verify,
@@ -279,6 +282,37 @@ impl SearchOptions {
 /// Opens the index in `dir` with the search flags, whatever its kind (a graph index with
 /// updates as a live index); prints what was opened; returns the index and its description
 /// (the index's own, shared with `trawl info` and Python, then the run's).
+/// `--layout`: a layout, or `auto` (the memory planner picks it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutArg {
+    /// The planner picks (needs a memory budget).
+    Auto,
+    /// This layout.
+    Named(IndexLayout),
+}
+
+impl LayoutArg {
+    /// The named layout (packed for `auto`, which the plan replaces).
+    pub fn named(self) -> IndexLayout {
+        match self {
+            LayoutArg::Auto => IndexLayout::Packed,
+            LayoutArg::Named(l) => l,
+        }
+    }
+}
+
+impl std::str::FromStr for LayoutArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(LayoutArg::Auto);
+        }
+        s.parse::<IndexLayout>()
+            .map(LayoutArg::Named)
+            .map_err(|e| format!("{e}, or auto"))
+    }
+}
+
 pub(crate) fn open(
     dir: &Path,
     o: &SearchOptions,
@@ -344,7 +378,8 @@ fn describe(
         "interleave": o.interleave, "page_bytes": trawl::io::PAGE_BYTES,
         "load_secs": report.load_secs, "passes_per_L": 1, "warmup": false,
         "cache": report.cache, "cache_policy": format!("{:?}", o.options(None).cache_policy()),
-        "strategy": o.strategy, "beam_width": o.beam_width, "page_search": o.page_search,
+        "strategy": o.strategy, "beam_width": o.beam_width,
+        "page_search": o.page_search || report.plan.as_ref().is_some_and(|p| p.page_search),
         "entry_list": o.entry_list,
         "dynamic_width": o.dynamic_width.map(|s| s.to_string()),
         "dynamic_width_max": o.dynamic_width.map(|s| s.max_width()),

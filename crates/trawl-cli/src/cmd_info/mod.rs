@@ -17,14 +17,15 @@ use index_dir::index_dir;
 pub fn plan(
     dir: &Path,
     budget: u64,
-    layout: trawl::kinds::graph::IndexLayout,
+    layout: crate::cmd_index::LayoutArg,
     threads: usize,
     interleave: usize,
     json: bool,
 ) -> Result<()> {
     let o = trawl::kinds::Options {
         memory_budget: Some(budget),
-        layout,
+        layout: layout.named(),
+        layout_auto: layout == crate::cmd_index::LayoutArg::Auto,
         threads,
         interleave,
         ..Default::default()

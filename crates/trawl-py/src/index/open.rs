@@ -22,7 +22,7 @@ use crate::params::count;
 
 /// `Index.open`'s keyword arguments as the library's options (its defaults for the ones not
 /// given; the library checks the values). Every open option of the library that Python names:
-/// `layout`, `engine`, `direct`, `verify_pages`, `cache_nodes`, `cache_policy`,
+/// `layout` (or "auto": the planner picks it within `memory_budget`), `engine`, `direct`, `verify_pages`, `cache_nodes`, `cache_policy`,
 /// `list_cache_mb`, `list_pin`, `refine_bits`, `queue_depth` (None: automatic), `writable`,
 /// `durability`, `accel`, `ivf_vectors`, `memory_budget` (bytes, or a size such as "512M"),
 /// `warm` ("wait" or "background").
@@ -36,7 +36,11 @@ pub(super) fn open_options(kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
         let text = |v: &Bound<'_, PyAny>| -> PyResult<String> { v.extract::<String>() };
         let parsed = |what: &str, e: String| invalid(format!("{what}: {e}"));
         match key.as_str() {
-            "layout" => o.layout = text(&v)?.parse().map_err(|e| parsed("layout", e))?,
+            "layout" => match text(&v)?.as_str() {
+                // The memory planner picks it (with `memory_budget`).
+                "auto" => o.layout_auto = true,
+                l => o.layout = l.parse().map_err(|e| parsed("layout", e))?,
+            },
             "engine" => {
                 o.engine = text(&v)?
                     .parse::<EngineKind>()

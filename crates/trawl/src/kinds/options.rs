@@ -87,6 +87,10 @@ pub struct Options {
     pub warm_background: bool,
     /// Graph index: load its entry index (when it has one).
     pub load_entry: bool,
+    /// Graph index, with `memory_budget`: the planner picks the layout (`layout` is ignored)
+    /// among those the index has — the one that reads the fewest pages at the budget
+    /// ([`crate::kinds::graph::plan::plan_auto`]), with PageSearch on the shuffled layout.
+    pub layout_auto: bool,
 
     // ---- Searching ----
     /// List size (IVF: lists probed); `None`: `max(100, k)` (IVF: 32, or every list).
@@ -189,6 +193,7 @@ impl Default for Options {
             memory_budget: None,
             warm_background: false,
             load_entry: true,
+            layout_auto: false,
             l: None,
             strategy: "beam".into(),
             beam_width: DEFAULT_BEAM_WIDTH,
@@ -287,6 +292,13 @@ impl Options {
                 self.rerank_bound
             ));
         }
+        if self.layout_auto && self.memory_budget.is_none() {
+            return bad(
+                "layout = auto: the planner picks the layout within a memory budget; \
+                        give memory_budget too, or name a layout"
+                    .into(),
+            );
+        }
         Ok(())
     }
 
@@ -340,6 +352,17 @@ impl Options {
         Ok(match index {
             AnyIndex::Graph(g) => {
                 let gpu = g.disk().flash_accel_info().backend == "gpu";
+                // The planner plans the shuffled layout for PageSearch.
+                if self.layout_auto
+                    && !self.page_search
+                    && g.disk().options().layout == IndexLayout::Shuffled
+                {
+                    let o = Options {
+                        page_search: true,
+                        ..self.clone()
+                    };
+                    return Ok(KindParams::Graph(o.graph_params(k, gpu)?));
+                }
                 KindParams::Graph(self.graph_params(k, gpu)?)
             }
             AnyIndex::Ivf(ix) => KindParams::Ivf(self.ivf_params(ix, k)?),
@@ -493,7 +516,19 @@ pub fn plan_memory(dir: &Path, o: &Options) -> Result<crate::kinds::plan::Memory
     let Some(budget) = o.memory_budget else {
         return bad("no memory_budget to plan".into());
     };
-    match kind_of(dir)? {
+    let kind = kind_of(dir)?;
+    if o.layout_auto && kind != KindName::Graph {
+        return bad(format!(
+            "{}: an automatic layout is picked for a graph index; this is {} index",
+            dir.display(),
+            kind.with_article()
+        ));
+    }
+    match kind {
+        KindName::Graph if o.layout_auto => Ok(crate::kinds::graph::plan::plan_auto(
+            dir,
+            &o.plan_ask(dir, budget),
+        )?),
         KindName::Graph => Ok(crate::kinds::graph::plan::plan(
             dir,
             &o.plan_ask(dir, budget),
@@ -567,6 +602,7 @@ impl Options {
         o.cache_nodes = plan.cache_nodes;
         o.list_cache_mb = plan.list_cache_bytes as f64 / (1u64 << 20) as f64;
         o.load_entry = plan.entry;
+        o.page_search |= plan.page_search;
         Ok(o)
     }
 }

@@ -5,9 +5,9 @@
 //! Every kind plans the same way: first what its search cannot run without (the *required*
 //! items — codebooks, the layout's page checksums, PQ codes or All-in-Storage records, the
 //! attributes filters read, the search threads' buffers), then the uses that buy the most
-//! reads per byte, in a fixed order per kind (the graph kind: the entry index, the update
-//! delta of a writable open, then the node or list cache; `kinds::graph::plan` documents the
-//! order). A budget below the
+//! reads per byte, in a fixed order per kind (the graph kind: the update delta of a writable
+//! open, the node or list cache, then the entry index; `kinds::graph::plan` documents the
+//! order, measured, and how it picks a layout when asked to). A budget below the
 //! required items is refused with the minimum ([`PlanError::BelowMinimum`]). The plan is
 //! printed by `trawl info --plan BUDGET` and kept in the opened index's memory report.
 
@@ -47,6 +47,15 @@ pub struct MemoryPlan {
     pub minimum: u64,
     /// The layout the plan is for (graph kind).
     pub layout: Option<String>,
+    /// Graph kind: the planner picked the layout ([`crate::kinds::Options::layout_auto`]).
+    pub layout_picked: bool,
+    /// Graph kind, a record layout with a hot-node order: disk reads per sample search
+    /// (L 15, W 4) the node cache leaves (`hot.trawl`'s counts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reads_left: Option<f64>,
+    /// Graph kind: search with PageSearch (the planner picked the shuffled layout, whose
+    /// pages it reads whole).
+    pub page_search: bool,
     /// Every item, required first, then in the order they were granted.
     pub items: Vec<PlanItem>,
     /// Graph kind: nodes of the static node cache.

@@ -20,6 +20,15 @@
 //!
 //! A writable open's update delta gets a quarter of what is left above the minimum first.
 //!
+//! **Picking the layout** ([`plan_auto`]): the first of shuffle (with PageSearch), packed,
+//! All-in-Storage and decoupled that the index has and whose minimum the budget holds. The
+//! order is measured (`bench/results/memory-budget-gen-1m.md`, pages per query at recall
+//! 0.90, exact counts): at every budget where several fit, shuffle with PageSearch read the
+//! fewest pages (19.6 against packed's 23.5 at 48 MiB, 11.6 against 13.4 at 256 MiB), packed
+//! and All-in-Storage about as many at their minimum (35.8) and packed fewer with a cache
+//! (All-in-Storage's larger records leave room for fewer nodes), decoupled the most (its
+//! re-rank reads full vectors). With everything in memory packed and shuffle read none.
+//!
 //! Loads that need a transient copy are planned at their peak: the entry index is read whole
 //! and then parsed, so it is granted only when the budget holds it and its file.
 
@@ -155,14 +164,19 @@ fn required(dir: &Path, layout: IndexLayout, ask: &PlanAsk) -> Result<Base, Open
     })
 }
 
-/// Plans `dir`'s memory within `ask.budget`.
+/// Plans `dir`'s memory within `ask.budget` (on All-in-Storage when the asked layout's PQ
+/// codes do not fit and the index has it).
 pub fn plan(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, GraphPlanError> {
+    plan_on(dir, ask, true)
+}
+
+fn plan_on(dir: &Path, ask: &PlanAsk, to_ais: bool) -> Result<MemoryPlan, GraphPlanError> {
     let mut layout = ask.layout;
     let mut base = required(dir, layout, ask)?;
     let mut notes = Vec::new();
     let minimum = |b: &Base| b.items.iter().map(|i| i.bytes).sum::<u64>();
     let ais = dir.join(IndexLayout::AllInStorage.file_name()).is_file();
-    if minimum(&base) > ask.budget && layout != IndexLayout::AllInStorage && ais {
+    if to_ais && minimum(&base) > ask.budget && layout != IndexLayout::AllInStorage && ais {
         let alt = required(dir, IndexLayout::AllInStorage, ask)?;
         if minimum(&alt) <= ask.budget {
             notes.push(format!(
@@ -255,6 +269,95 @@ pub fn plan(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, GraphPlanError> {
     Ok(plan)
 }
 
+/// Layouts in the order [`plan_auto`] breaks ties in (see the module documentation).
+pub const AUTO_ORDER: [IndexLayout; 4] = [
+    IndexLayout::Shuffled,
+    IndexLayout::Packed,
+    IndexLayout::AllInStorage,
+    IndexLayout::Decoupled,
+];
+
+/// Pages a search reads on the shuffled layout with PageSearch, per page the packed layout
+/// reads with the same cache: 0.85 (measured on gen-1M at recall 0.90: 0.82–0.87 of packed's
+/// pages at every budget from 48 MiB to 256 MiB, with a smaller cache;
+/// `bench/results/memory-budget-gen-1m.md`).
+pub const PAGE_SEARCH_READS: f64 = 0.85;
+
+/// Plans `dir`'s memory within `ask.budget` on the layout expected to read the fewest pages
+/// at that budget (`ask.layout` is ignored). Each record layout the index has (shuffle with
+/// PageSearch, packed, All-in-Storage) is planned; its expected reads are the sample
+/// searches' reads its node cache leaves to the disk
+/// ([`crate::kinds::graph::hot::HotOrder::reads_saved`]), times [`PAGE_SEARCH_READS`] on
+/// shuffle. The fewest wins, ties in [`AUTO_ORDER`]; without a hot-node order, the first in
+/// that order that fits. Decoupled only when no record layout fits. Below every layout's
+/// minimum, the error names the smallest.
+pub fn plan_auto(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, GraphPlanError> {
+    let present: Vec<IndexLayout> = AUTO_ORDER
+        .into_iter()
+        .filter(|l| dir.join(l.file_name()).is_file())
+        .collect();
+    let mut refused: Option<PlanError> = None;
+    let mut best: Option<(f64, MemoryPlan)> = None;
+    let mut considered = Vec::new();
+    for &layout in &present {
+        if layout == IndexLayout::Decoupled && best.is_some() {
+            break;
+        }
+        let p = match plan_on(dir, &PlanAsk { layout, ..*ask }, false) {
+            Ok(p) => p,
+            Err(GraphPlanError::Plan(e)) => {
+                let smaller = match (&refused, &e) {
+                    (None, _) => true,
+                    (
+                        Some(PlanError::BelowMinimum { minimum: a, .. }),
+                        PlanError::BelowMinimum { minimum: b, .. },
+                    ) => b < a,
+                };
+                if smaller {
+                    refused = Some(e);
+                }
+                considered.push(format!("{} below its minimum", layout.name()));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let factor = if layout == IndexLayout::Shuffled {
+            PAGE_SEARCH_READS
+        } else {
+            1.0
+        };
+        // Without a hot-node order every layout scores the same: the first fitting wins.
+        let score = p.reads_left.map_or(0.0, |r| r * factor);
+        considered.push(match p.reads_left {
+            Some(r) => format!("{} {:.1}", layout.name(), r * factor),
+            None => format!("{} fits", layout.name()),
+        });
+        if best.as_ref().is_none_or(|(b, _)| score < *b) {
+            best = Some((score, p));
+        }
+    }
+    let Some((_, mut p)) = best else {
+        return match refused {
+            Some(e) => Err(e.into()),
+            None => plan(dir, ask),
+        };
+    };
+    p.layout_picked = true;
+    p.page_search = p.layout.as_deref() == Some(IndexLayout::Shuffled.name());
+    p.notes.push(format!(
+        "layout picked by the planner: {}{} (expected disk reads per sample search: {}; \
+         docs/memory.md)",
+        p.layout.as_deref().unwrap_or("?"),
+        if p.page_search {
+            " with PageSearch"
+        } else {
+            ""
+        },
+        considered.join(", ")
+    ));
+    Ok(p)
+}
+
 /// The largest node cache within `left` bytes, from the hot-node order when the index has
 /// one (its load, a transient of 8 bytes per ranked node and one per node, must fit in what
 /// the cache will take).
@@ -268,6 +371,13 @@ fn plan_node_cache(
     if rb == 0 || base.n == 0 {
         return Ok(());
     }
+    let hot_path = dir.join(hot::FILE_NAME);
+    let hot = if hot_path.is_file() {
+        Some(HotOrder::load(&hot_path, base.n as u64, base.tag)?)
+    } else {
+        None
+    };
+    plan.reads_left = hot.as_ref().map(|h| h.reads_per_search());
     // The records, and while they are read the fill's buffers and a chunk being assembled.
     let fill = |k: usize| {
         super::cache_load::fill_buffer_bytes((k * rb) as u64, base.record_pages)
@@ -287,12 +397,6 @@ fn plan_node_cache(
     if k == 0 {
         return Ok(());
     }
-    let hot_path = dir.join(hot::FILE_NAME);
-    let hot = if hot_path.is_file() {
-        Some(HotOrder::load(&hot_path, base.n as u64, base.tag)?)
-    } else {
-        None
-    };
     let fill = fill(k);
     let bytes = NodeCache::bytes_for(k, rb) as u64 + fill;
     let transient = hot
@@ -307,6 +411,9 @@ fn plan_node_cache(
         return Ok(());
     }
     plan.cache_nodes = k;
+    plan.reads_left = hot
+        .as_ref()
+        .map(|h| (h.reads_per_search() - h.reads_saved(k)).max(0.0));
     let detail = match &hot {
         Some(h) => format!(
             "{k} nodes ({:.1}% of {}; {} of it only while they are read): {:.1} of the \
