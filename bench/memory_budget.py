@@ -8,12 +8,16 @@ has (packed, shuffle with PageSearch, ais, decoupled), alternating within each b
 threads, O_DIRECT; QPS at the target is interpolated between the list sizes around it. On the
 packed layout, at each budget, two mixes by hand beside the planner's: the entry index first and
 the cache in what it leaves (twice the entry index's bytes: it and its file while it loads); the
-entry index and no cache. Writes bench/results/memory-budget-<tag>.md/.json and a plot (bench/.venv-plot).
+entry index and no cache. At each budget the planner's own pick (`--layout auto`) is run too
+and compared with the best of the rows measured by hand at that budget. With `--ivf-index`, an
+IVF index of the same data is run at each budget its minimum fits (list sizes = lists probed,
+`--ivf-lists`). Writes bench/results/memory-budget-<tag>.md/.json and a plot (bench/.venv-plot).
 
 Usage:
   python3 bench/memory_budget.py --index .bench-cache/gen-1m/idx-R64-L100-pq32 \\
       --queries .bench-cache/gen-1m/query.fbin --gt .bench-cache/gen-1m/gt100.bin --tag gen-1m \\
-      [--budgets min,48M,64M,128M,256M,1G] [--target 0.90] [--max-queries 3000]
+      [--budgets 6M,33M,41M,48M,64M,128M,256M,1G] [--target 0.90] [--max-queries 3000] \\
+      [--ivf-index .bench-cache/gen-1m/ivf-nl4096-pq32]
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ def size(s: str) -> int:
 
 
 def plan(index: Path, budget: int, layout: str) -> dict | None:
+    """The plan `trawl info --plan` prints (layout `auto`: the planner's pick), or None below
+    the minimum."""
     r = subprocess.run([str(trawl_bin()), "info", str(index), "--plan", str(budget), "--layout",
                         layout, "--threads", "2", "--json"], capture_output=True, text=True)
     return json.loads(r.stdout) if r.returncode == 0 else None
@@ -53,11 +59,13 @@ def entry_heap(index: Path) -> int:
     return next((i["bytes"] for i in p["items"] if i["name"] == "entry"), 0)
 
 
-def bench(args, layout: str, extra: list[str], out: Path) -> dict:
-    cmd = [str(trawl_bin()), "bench", str(args.index), "--queries", str(args.queries), "--gt",
-           str(args.gt), "-k", "10", "-L", args.lists, "--threads", "2", "--max-queries",
-           str(args.max_queries), "--layout", layout, "--json", str(out), "--quiet",
-           *LAYOUT_FLAGS.get(layout, []), *extra]
+def bench(args, layout: str, extra: list[str], out: Path, index: Path | None = None,
+          lists: str | None = None) -> dict:
+    layout_args = [] if layout == "ivf" else ["--layout", layout, *LAYOUT_FLAGS.get(layout, [])]
+    cmd = [str(trawl_bin()), "bench", str(index or args.index), "--queries", str(args.queries),
+           "--gt", str(args.gt), "-k", "10", "-L", lists or args.lists, "--threads", "2",
+           "--max-queries", str(args.max_queries), "--json", str(out), "--quiet", *layout_args,
+           *extra]
     t = time.time()
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     r = json.loads(out.read_text())
@@ -85,27 +93,44 @@ def main() -> None:
     ap.add_argument("--queries", type=Path, required=True)
     ap.add_argument("--gt", type=Path, required=True)
     ap.add_argument("--tag", default="gen-1m")
-    ap.add_argument("--budgets", default="min,48M,64M,128M,256M,1G")
+    ap.add_argument("--budgets", default="6M,33M,41M,48M,64M,128M,256M,1G")
     ap.add_argument("--layouts", default="packed,shuffle,ais,decoupled")
     ap.add_argument("--lists", default="10,12,14,16,20,25,30,40")
     ap.add_argument("--target", type=float, default=0.90)
     ap.add_argument("--max-queries", type=int, default=3000)
+    ap.add_argument("--ivf-index", type=Path, default=None)
+    ap.add_argument("--ivf-lists", default="4,6,8,12,16,24,32,48,64")
     args = ap.parse_args()
     out_dir = REPO_ROOT / "bench" / "out" / f"memory-budget-{args.tag}"
     out_dir.mkdir(parents=True, exist_ok=True)
     layouts = [l for l in args.layouts.split(",") if (args.index / LAYOUT_FILES[l]).exists()]
     results = []
+
+    def record(layout, budget, mix, extra, p, index=None, lists=None):
+        r = bench(args, layout, extra, out_dir / f"{layout}-{budget}-{len(results)}.json",
+                  index, lists)
+        qps, pages = at_target(rows_of(r), args.target)
+        res = {"layout": r.get("layout", layout) if layout != "ivf" else "ivf",
+               "budget": budget, "mix": mix, "fits": True,
+               "qps_at_target": qps, "pages_at_target": pages,
+               "peak_rss": r.get("info", r).get("peak_rss_bytes"),
+               "planned": sum(i["bytes"] for i in p["items"]) if p else None,
+               "cache_nodes": r.get("cache", {}).get("nodes", 0),
+               "entry": "--entry-list" in extra, "page_search": r.get("page_search")}
+        log(json.dumps(res))
+        results.append(res)
+
     for b in args.budgets.split(","):
         for layout in layouts:
             mins = plan(args.index, 1 << 40, layout)
             budget = mins["minimum"] if b == "min" else size(b)
             p = plan(args.index, budget, layout)
-            if p is None:
+            if p is None or (p["layout"] != layout and b != "min"):
                 log(f"{layout} at {budget}: below the minimum")
                 results.append({"layout": layout, "budget": budget, "mix": "plan", "fits": False})
                 continue
             entry = ["--entry-list", "10"] if p["entry"] else []
-            mixes = [("plan", ["--memory-budget", str(budget), *entry])]
+            record(layout, budget, "plan", ["--memory-budget", str(budget), *entry], p)
             if layout == "packed" and p["cache_nodes"] > 0 and not p["entry"]:
                 # By hand: the entry index first and the cache in what it leaves (the order
                 # the planner had before this measurement), and the entry index alone.
@@ -114,20 +139,28 @@ def main() -> None:
                 entry_bytes = entry_heap(args.index)
                 fewer = max(0, p["cache_nodes"] - int(2 * entry_bytes / per) - 1)
                 seeds = ["--entry-list", "10"]
-                mixes += [("entry first, the cache in what it leaves",
-                           ["--cache-nodes", str(fewer), *seeds]),
-                          ("entry index, no cache", seeds)]
-            for mix, extra in mixes:
-                r = bench(args, layout, extra, out_dir / f"{layout}-{budget}-{len(results)}.json")
-                qps, pages = at_target(rows_of(r), args.target)
-                res = {"layout": layout, "budget": budget, "mix": mix, "fits": True,
-                       "qps_at_target": qps, "pages_at_target": pages,
-                       "peak_rss": r.get("info", r).get("peak_rss_bytes"),
-                       "planned": sum(i["bytes"] for i in p["items"]) if mix == "plan" else None,
-                       "cache_nodes": r.get("cache", {}).get("nodes", 0),
-                       "entry": "--entry-list" in extra}
-                log(json.dumps(res))
-                results.append(res)
+                record(layout, budget, "entry first, the cache in what it leaves",
+                       ["--cache-nodes", str(fewer), *seeds], None)
+                record(layout, budget, "entry index, no cache", seeds, None)
+        if b == "min":
+            continue
+        budget = size(b)
+        p = plan(args.index, budget, "auto")
+        if p is not None:
+            entry = ["--entry-list", "10"] if p["entry"] else []
+            # `--layout auto` turns PageSearch on for shuffle itself (no LAYOUT_FLAGS).
+            record("auto", budget, "planner's pick (--layout auto)",
+                   ["--memory-budget", str(budget), *entry], p)
+        if args.ivf_index:
+            r = subprocess.run([str(trawl_bin()), "info", str(args.ivf_index), "--plan",
+                                str(budget), "--threads", "2", "--json"],
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                record("ivf", budget, "plan", ["--memory-budget", str(budget)],
+                       json.loads(r.stdout), args.ivf_index, args.ivf_lists)
+            else:
+                results.append({"layout": "ivf", "budget": budget, "mix": "plan",
+                                "fits": False})
     report = {"machine": machine_info(), "args": {k: str(v) for k, v in vars(args).items()},
               "results": results}
     res_dir = REPO_ROOT / "bench" / "results"
@@ -148,6 +181,7 @@ def write_md(report: dict, path: Path, args) -> None:
              "queries and the ground truth.", "",
              "| budget | layout | mix | cache nodes | entry index | QPS @ target | pages/query | "
              "peak RSS |", "|---|---|---|---|---|---|---|---|"]
+    lines_pick = picks(report)
     for r in report["results"]:
         if not r["fits"]:
             lines.append(f"| {r['budget'] / 2**20:.1f} MiB | {r['layout']} | below the minimum "
@@ -158,7 +192,32 @@ def write_md(report: dict, path: Path, args) -> None:
         rss = "" if r["peak_rss"] is None else f"{r['peak_rss'] / 2**20:.0f} MiB"
         lines.append(f"| {r['budget'] / 2**20:.1f} MiB | {r['layout']} | {r['mix']} | "
                      f"{r['cache_nodes']} | {r['entry']} | {q} | {pg} | {rss} |")
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines + lines_pick) + "\n")
+
+
+def picks(report: dict) -> list[str]:
+    """The planner's pick at each budget against the best graph row measured by hand there."""
+    out = ["", "## The planner's pick against the best measured by hand", "",
+           "At each budget: the graph rows measured (every layout with the planner's cache, "
+           "and the packed mixes by hand), the best of them by QPS and by pages per query, and "
+           "the run of `--layout auto` (the planner's pick, measured in its own run).", "",
+           "| budget | best by hand (QPS) | QPS | planner's pick | QPS | ratio | pages: best | "
+           "pages: pick |", "|---|---|---|---|---|---|---|---|"]
+    budgets = sorted({r["budget"] for r in report["results"] if r["mix"].startswith("planner")})
+    for b in budgets:
+        rows = [r for r in report["results"] if r["budget"] == b and r["fits"]
+                and r["layout"] != "ivf" and r.get("qps_at_target")]
+        hand = [r for r in rows if not r["mix"].startswith("planner")]
+        auto = next((r for r in rows if r["mix"].startswith("planner")), None)
+        if not hand or auto is None:
+            continue
+        best = max(hand, key=lambda r: r["qps_at_target"])
+        fewest = min(r["pages_at_target"] for r in hand)
+        out.append(f"| {b / 2**20:.0f} MiB | {best['layout']} ({best['mix']}) | "
+                   f"{best['qps_at_target']:.0f} | {auto['layout']} | {auto['qps_at_target']:.0f} "
+                   f"| {auto['qps_at_target'] / best['qps_at_target']:.2f} | {fewest:.1f} | "
+                   f"{auto['pages_at_target']:.1f} |")
+    return out
 
 
 def plot(report: dict, path: Path, target: float) -> None:
@@ -166,7 +225,7 @@ def plot(report: dict, path: Path, target: float) -> None:
     if plt is None:
         return
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for layout in LAYOUT_FILES:
+    for layout in [*LAYOUT_FILES, "ivf"]:
         pts = [r for r in report["results"] if r["layout"] == layout and r["mix"] == "plan"
                and r["fits"] and r["qps_at_target"]]
         if not pts:
@@ -174,6 +233,14 @@ def plot(report: dict, path: Path, target: float) -> None:
         xs = [r["budget"] / 2**20 for r in pts]
         a.plot(xs, [r["qps_at_target"] for r in pts], marker="o", label=layout)
         b.plot(xs, [r["peak_rss"] / 2**20 for r in pts], marker="o", label=layout)
+    auto = [r for r in report["results"] if r["mix"].startswith("planner")
+            and r["fits"] and r["qps_at_target"]]
+    if auto:
+        a.scatter([r["budget"] / 2**20 for r in auto], [r["qps_at_target"] for r in auto],
+                  marker="*", s=160, c="k", zorder=5, label="planner's pick (--layout auto)")
+        for r in auto:
+            a.annotate(r["layout"], (r["budget"] / 2**20, r["qps_at_target"]),
+                       textcoords="offset points", xytext=(4, 6), fontsize=7)
     a.set_xscale("log")
     a.set_yscale("log")
     a.set_xlabel("memory budget (MiB)")

@@ -13,8 +13,9 @@
 //!   checksums to be re-sealed ([`reseal`]) so that forged values pass them; the rest is the file.
 //! - [`codecs`]: byte 0 picks Elias-Fano or Huffman; the rest are the decoder's arguments.
 //! - [`index_files`]: byte 0 picks the index file kind ([`INDEX_KINDS`]: the IVF file, the IVF
-//!   vector file, the shard manifest, the write-ahead log, the ids file, the vector map), byte 1
-//!   bit 0 asks for the checksums to be re-sealed ([`reseal_index`]); the rest is the file.
+//!   vector file, the shard manifest, the write-ahead log, the ids file, the vector map, the
+//!   hot-node order), byte 1 bit 0 asks for the checksums to be re-sealed ([`reseal_index`]);
+//!   the rest is the file.
 
 #![allow(dead_code)]
 
@@ -372,11 +373,11 @@ fn entry(p: &Path, bytes: &[u8]) {
 }
 
 /// Index file kinds of [`index_files`], by byte 0 (modulo their number).
-pub const INDEX_KINDS: [&str; 6] = ["ivf", "ivf_vectors", "shards", "wal", "ids", "vmap"];
+pub const INDEX_KINDS: [&str; 7] = ["ivf", "ivf_vectors", "shards", "wal", "ids", "vmap", "hot"];
 
 /// The IVF file (`ivf.trawl`) and its semantic checks, the IVF vector file, the shard
 /// manifest (`shards.trawl`, header and full load), the write-ahead log (`wal.trawl`), the
-/// ids file (`ids.trawl`) and the vector map (`vmap.trawl`).
+/// ids file (`ids.trawl`), the vector map (`vmap.trawl`) and the hot-node order (`hot.trawl`).
 pub fn index_files(input: &[u8]) {
     use trawl::kinds::graph::updates::ids::SlotIds;
     use trawl::kinds::graph::updates::segments::{VectorMap, GONE};
@@ -492,7 +493,7 @@ pub fn index_files(input: &[u8]) {
                 let _ = ids.next_free_id();
             }
         }
-        _ => {
+        5 => {
             let d = TempDir::with_file("vmap.trawl", &bytes);
             if let Some(Some(m)) = file_err(VectorMap::load(&d.dir), &d.path) {
                 let live = m.live_per_segment();
@@ -504,15 +505,43 @@ pub fn index_files(input: &[u8]) {
                 }
             }
         }
+        _ => hot(&bytes),
     }
 }
 
-/// Magic of the IVF file, the shard manifest, the ids file and the vector map (envelopes).
+/// The hot-node order (`hot.trawl`): loaded for the index the file names (so the content
+/// checks are reached), then every use of it.
+fn hot(bytes: &[u8]) {
+    use trawl::kinds::graph::hot::HotOrder;
+    let f = TempFile::new("hot.trawl", bytes);
+    let p = &f.path;
+    let payload = bytes.get(32..).unwrap_or(&[]);
+    let tag = le32(payload, 0).unwrap_or(0);
+    let n = le64(payload, 4).filter(|&n| n <= 1 << 24).unwrap_or(0);
+    if let Some(h) = file_err(HotOrder::load(p, n, tag), p) {
+        assert!(h.len() as u64 <= n);
+        assert!(h.ids().iter().all(|&id| u64::from(id) < n));
+        let total = h.reads_per_search();
+        assert!(total.is_finite() && total >= 0.0);
+        for k in [0, 1, h.len() / 2, h.len(), h.len() + 3] {
+            let saved = h.reads_saved(k);
+            assert!(saved.is_finite() && saved <= total + 1e-9);
+            let first = h.first(k, n as usize);
+            assert_eq!(first.len(), k.min(n as usize));
+            assert!(first.iter().all(|&id| u64::from(id) < n));
+        }
+        let _ = h.describe();
+    }
+}
+
+/// Magic of the IVF file, the shard manifest, the ids file, the vector map and the hot-node
+/// order (envelopes).
 fn index_magic(kind: usize) -> [u8; 8] {
     match kind {
         0 => *b"TRAWLIVF",
         2 => *b"TRAWLSHD",
         4 => *b"TRAWLIDS",
+        6 => trawl::kinds::graph::hot::MAGIC,
         _ => *b"TRAWLVMP",
     }
 }
@@ -1237,6 +1266,13 @@ fn index_seeds(dir: &Path) -> Vec<(&'static str, Vec<u8>)> {
     .save(&p)
     .expect("vmap");
     push("vmap", read(&p));
+    // A hot-node order of 30 ranked nodes of 50.
+    let p = dir.join("hot.trawl");
+    let counts: Vec<u32> = (0..50u32).map(|i| (i * 7) % 13).collect();
+    trawl::kinds::graph::hot::HotOrder::from_counts(&counts, 20, 15, 4)
+        .save(&p, 50, 0x5eed_0001)
+        .expect("hot");
+    push("hot", read(&p));
     out
 }
 
