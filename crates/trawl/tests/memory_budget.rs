@@ -73,6 +73,36 @@ fn the_hot_order_is_written_with_the_index_and_read_at_open() {
 }
 
 #[test]
+fn a_sparse_cache_is_filled_with_the_records_it_names() {
+    // Few cached nodes far apart (4 records per page): the fill's short-read, deep-queue path.
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(6_000, 40, 200, 8);
+    build(&base, dir.path(), Metric::L2, 8);
+    let plain = opts(None);
+    let cached = Options {
+        cache_nodes: 25,
+        ..opts(None)
+    };
+    let (a, _) = open_with(dir.path(), &plain, &Control::silent()).unwrap();
+    let (b, rep) = open_with(dir.path(), &cached, &Control::silent()).unwrap();
+    assert_eq!(rep.cache.nodes, 25);
+    assert!(rep.cache.pages_read <= 25 * 17, "{}", rep.cache.pages_read);
+    let run = |ix: &trawl::kinds::AnyIndex| {
+        ix.search(
+            Queries::from(&q),
+            &plain.params(ix, 10).unwrap(),
+            Run::default(),
+            &QueryFilter::none(),
+        )
+        .unwrap()
+    };
+    let (ha, hb) = (run(&a), run(&b));
+    assert_eq!(ha.ids, hb.ids, "a cache never changes results");
+    let hits: u64 = hb.stats.iter().map(|s| s.traversal.cache_hits).sum();
+    assert!(hits > 0);
+}
+
+#[test]
 fn a_background_fill_serves_the_same_results_while_it_runs() {
     let dir = tempfile::tempdir().unwrap();
     let (base, q) = data::<f32>(8_000, 200, 24, 5);
