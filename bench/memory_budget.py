@@ -100,10 +100,17 @@ def main() -> None:
     ap.add_argument("--max-queries", type=int, default=3000)
     ap.add_argument("--ivf-index", type=Path, default=None)
     ap.add_argument("--ivf-lists", default="4,6,8,12,16,24,32,48,64")
+    ap.add_argument("--ivf-flags", default="--no-heuristic --rerank-n 60",
+                    help="extra `trawl bench` flags of the IVF runs (the re-rank's candidates: "
+                         "with 32-byte codes the default tops out below recall 0.90)")
+    ap.add_argument("--no-auto", action="store_true", help="skip the --layout auto runs")
+    ap.add_argument("--update", action="store_true",
+                    help="keep the rows of the existing report this run does not redo")
     args = ap.parse_args()
     out_dir = REPO_ROOT / "bench" / "out" / f"memory-budget-{args.tag}"
     out_dir.mkdir(parents=True, exist_ok=True)
-    layouts = [l for l in args.layouts.split(",") if (args.index / LAYOUT_FILES[l]).exists()]
+    layouts = [l for l in args.layouts.split(",")
+               if l and (args.index / LAYOUT_FILES[l]).exists()]
     results = []
 
     def record(layout, budget, mix, extra, p, index=None, lists=None):
@@ -145,7 +152,7 @@ def main() -> None:
         if b == "min":
             continue
         budget = size(b)
-        p = plan(args.index, budget, "auto")
+        p = None if args.no_auto else plan(args.index, budget, "auto")
         if p is not None:
             entry = ["--entry-list", "10"] if p["entry"] else []
             # `--layout auto` turns PageSearch on for shuffle itself (no LAYOUT_FLAGS).
@@ -156,14 +163,24 @@ def main() -> None:
                                 str(budget), "--threads", "2", "--json"],
                                capture_output=True, text=True)
             if r.returncode == 0:
-                record("ivf", budget, "plan", ["--memory-budget", str(budget)],
+                record("ivf", budget, "plan",
+                       ["--memory-budget", str(budget), *args.ivf_flags.split()],
                        json.loads(r.stdout), args.ivf_index, args.ivf_lists)
             else:
                 results.append({"layout": "ivf", "budget": budget, "mix": "plan",
                                 "fits": False})
+    res_dir = REPO_ROOT / "bench" / "results"
+    old_path = res_dir / f"memory-budget-{args.tag}.json"
+    if args.update and old_path.exists():
+        # The planner's pick is one row per budget, whatever layout it picked.
+        key = lambda r: (None if r["mix"].startswith("planner") else r["layout"],  # noqa: E731
+                         r["budget"], r["mix"])
+        redone = {key(r) for r in results}
+        old = json.loads(old_path.read_text())["results"]
+        results = [r for r in old if key(r) not in redone] + results
+        results.sort(key=lambda r: r["budget"])
     report = {"machine": machine_info(), "args": {k: str(v) for k, v in vars(args).items()},
               "results": results}
-    res_dir = REPO_ROOT / "bench" / "results"
     (res_dir / f"memory-budget-{args.tag}.json").write_text(json.dumps(report, indent=1))
     write_md(report, res_dir / f"memory-budget-{args.tag}.md", args)
     plot(report, res_dir / f"memory-budget-{args.tag}.png", args.target)

@@ -276,12 +276,12 @@ fn the_planner_picks_the_layout_that_reads_least() {
     let p = plan(&auto(packed_min.min(shuffle_min) - 1)).unwrap();
     assert_eq!(p.layout.as_deref(), Some("ais"));
     assert!(p.layout_picked && !p.page_search);
-    // With every node cached, shuffle and packed read nothing; the tie goes to shuffle, with
-    // PageSearch.
+    // With every node cached, shuffle and packed read nothing; the tie goes to packed (no
+    // PageSearch to pay for).
     let all = auto(1 << 30);
     let p = plan(&all).unwrap();
-    assert_eq!(p.layout.as_deref(), Some("shuffle"), "{}", p.describe());
-    assert!(p.page_search && p.reads_left == Some(0.0));
+    assert_eq!(p.layout.as_deref(), Some("packed"), "{}", p.describe());
+    assert!(!p.page_search && p.reads_left == Some(0.0));
     assert!(p.notes.iter().any(|n| n.contains("picked")));
     // Between: the pick is the layout with the fewest expected reads of those planned.
     let mid = auto(shuffle_min.max(packed_min) + (2 << 20));
@@ -306,23 +306,35 @@ fn the_planner_picks_the_layout_that_reads_least() {
         .position(|l| Some(*l) == p.layout.as_deref())
         .unwrap();
     assert_eq!(scores[picked], best, "{scores:?}: {}", p.describe());
+    // With reads left on both, PageSearch's fewer reads win somewhere between.
+    let picks: Vec<String> = (0..12)
+        .map(|i| {
+            let b = shuffle_min.max(packed_min) + (256 << 10) * (1 << i);
+            plan(&auto(b)).unwrap().layout.unwrap()
+        })
+        .collect();
+    assert!(picks.iter().any(|l| l == "shuffle"), "{picks:?}");
     // Opened by it: the picked layout, searched with PageSearch when it is shuffle.
-    let (ix, rep) = open_with(dir.path(), &all, &Control::silent()).unwrap();
-    assert!(rep.plan.unwrap().layout_picked);
-    assert_eq!(
-        ix.graph().unwrap().disk().options().layout,
-        IndexLayout::Shuffled
-    );
-    let hits = ix
-        .search(
-            Queries::from(&q),
-            &all.params(&ix, 10).unwrap(),
-            Run::default(),
-            &QueryFilter::none(),
-        )
-        .unwrap();
-    assert!(format!("{:?}", all.params(&ix, 10).unwrap()).contains("page_search: true"));
-    assert_eq!(hits.ids.len(), 30 * 10);
+    for o in [&mid, &all] {
+        let want = plan(o).unwrap().layout.unwrap();
+        let (ix, rep) = open_with(dir.path(), o, &Control::silent()).unwrap();
+        assert!(rep.plan.unwrap().layout_picked);
+        assert_eq!(ix.graph().unwrap().disk().options().layout.name(), want);
+        let params = o.params(&ix, 10).unwrap();
+        assert_eq!(
+            format!("{params:?}").contains("page_search: true"),
+            want == "shuffle"
+        );
+        let hits = ix
+            .search(
+                Queries::from(&q),
+                &params,
+                Run::default(),
+                &QueryFilter::none(),
+            )
+            .unwrap();
+        assert_eq!(hits.ids.len(), 30 * 10);
+    }
     // Without a budget, or on another kind, `auto` is refused with the reason.
     let err = open_with(
         dir.path(),

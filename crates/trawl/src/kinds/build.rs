@@ -402,7 +402,8 @@ fn graph_summary(r: &graph::IndexBuildReport, dir: &Path) -> Vec<String> {
     }
     out.push(format!(
         "on disk in {}: packed.trawl {} ({} records per page), pq.trawl {}, pq-codes.trawl {} \
-         ({} B per vector), entry.trawl {} ({} nodes, {:.1} s), manifest.trawl {}; total {}",
+         ({} B per vector), entry.trawl {} ({} nodes, {:.1} s), hot.trawl {} ({:.1} s), \
+         manifest.trawl {}; total {}",
         dir.display(),
         human_bytes(r.packed_bytes),
         r.records_per_page,
@@ -412,6 +413,8 @@ fn graph_summary(r: &graph::IndexBuildReport, dir: &Path) -> Vec<String> {
         human_bytes(r.entry_bytes),
         r.entry_nodes,
         r.entry_secs,
+        human_bytes(r.hot_bytes),
+        r.hot_secs,
         human_bytes(r.manifest_bytes),
         human_bytes(r.disk_bytes)
     ));
