@@ -91,3 +91,34 @@ mod tests {
         assert!(peak_rss_bytes() > 0);
     }
 }
+
+/// `--layout`: a layout, or `auto` (the memory planner picks it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutArg {
+    /// The planner picks (needs a memory budget).
+    Auto,
+    /// This layout.
+    Named(trawl::kinds::graph::IndexLayout),
+}
+
+impl LayoutArg {
+    /// The named layout (packed for `auto`, which the plan replaces).
+    pub fn named(self) -> trawl::kinds::graph::IndexLayout {
+        match self {
+            LayoutArg::Auto => trawl::kinds::graph::IndexLayout::Packed,
+            LayoutArg::Named(l) => l,
+        }
+    }
+}
+
+impl std::str::FromStr for LayoutArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(LayoutArg::Auto);
+        }
+        s.parse::<trawl::kinds::graph::IndexLayout>()
+            .map(LayoutArg::Named)
+            .map_err(|e| format!("{e}, or auto"))
+    }
+}

@@ -12,6 +12,7 @@ mod search;
 pub(crate) mod shard;
 mod update;
 
+pub use crate::runtime::LayoutArg;
 pub use bench::{bench, print_bench, print_parts, BenchArgs, BenchRow};
 pub(crate) use bench::{load_queries, run_sweep};
 pub(crate) use build::read_attributes;
@@ -32,7 +33,6 @@ use trawl::kinds::graph::search::{
     CachePolicy, FlashParams, Grain, PipeParams, RerankParams, WidthPolicy, WidthSchedule,
     DEFAULT_BEAM_WIDTH,
 };
-use trawl::kinds::graph::IndexLayout;
 use trawl::kinds::{open_with, AnyIndex, Hits, KindParams, OpenReport, Options};
 use trawl::progress::Control;
 
@@ -282,37 +282,6 @@ impl SearchOptions {
 /// Opens the index in `dir` with the search flags, whatever its kind (a graph index with
 /// updates as a live index); prints what was opened; returns the index and its description
 /// (the index's own, shared with `trawl info` and Python, then the run's).
-/// `--layout`: a layout, or `auto` (the memory planner picks it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LayoutArg {
-    /// The planner picks (needs a memory budget).
-    Auto,
-    /// This layout.
-    Named(IndexLayout),
-}
-
-impl LayoutArg {
-    /// The named layout (packed for `auto`, which the plan replaces).
-    pub fn named(self) -> IndexLayout {
-        match self {
-            LayoutArg::Auto => IndexLayout::Packed,
-            LayoutArg::Named(l) => l,
-        }
-    }
-}
-
-impl std::str::FromStr for LayoutArg {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s == "auto" {
-            return Ok(LayoutArg::Auto);
-        }
-        s.parse::<IndexLayout>()
-            .map(LayoutArg::Named)
-            .map_err(|e| format!("{e}, or auto"))
-    }
-}
-
 pub(crate) fn open(
     dir: &Path,
     o: &SearchOptions,

@@ -17,7 +17,7 @@ use index_dir::index_dir;
 pub fn plan(
     dir: &Path,
     budget: u64,
-    layout: crate::cmd_index::LayoutArg,
+    layout: crate::runtime::LayoutArg,
     threads: usize,
     interleave: usize,
     json: bool,
@@ -25,7 +25,7 @@ pub fn plan(
     let o = trawl::kinds::Options {
         memory_budget: Some(budget),
         layout: layout.named(),
-        layout_auto: layout == crate::cmd_index::LayoutArg::Auto,
+        layout_auto: layout == crate::runtime::LayoutArg::Auto,
         threads,
         interleave,
         ..Default::default()

@@ -19,6 +19,7 @@ pub mod info;
 pub mod ivf;
 pub mod member;
 pub mod named;
+mod open_plan;
 pub mod options;
 pub mod plan;
 pub mod sharded;
@@ -31,7 +32,8 @@ pub use build::{build_with, BuildOptions, Built};
 pub use error::Error;
 pub use graph::kind::GraphIndex;
 pub use hits::{Hits, HOLE};
-pub use options::{open_with, plan_memory, OpenReport, Options};
+pub use open_plan::plan_memory;
+pub use options::{open_with, OpenReport, Options};
 pub use plan::{MemoryPlan, PlanError, PlanItem};
 pub use sharded::kind::ShardedParams;
 

@@ -15,6 +15,7 @@
 
 pub(crate) mod batch;
 mod build;
+mod cache_fill;
 mod cache_load;
 mod entry_build;
 pub mod files;
