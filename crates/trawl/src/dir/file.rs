@@ -205,9 +205,10 @@ pub const DIRECT_READ_BYTES: usize = 8 << 20;
 /// Reads `out.len()` bytes of `path` from byte `at` with O_DIRECT, in page-aligned reads of
 /// [`DIRECT_READ_BYTES`] through a bounce buffer (the device takes each as several requests in
 /// parallel), bypassing the page cache: at open, an index's large arrays (PQ codes, an IVF
-/// index's lists) are read once, and through the page cache each would be read in readahead's
-/// small steps and then kept there twice. `Ok(false)`: the file system refuses O_DIRECT
-/// (nothing was read; read it buffered).
+/// index's lists) are read once, and through the page cache each would also be kept there, a
+/// second copy the memory budget does not see. About as fast as a buffered read of a file not
+/// cached (305 MiB: 0.39–0.40 s against 0.23–0.46 s, measured with `dd` while other work ran).
+/// `Ok(false)`: the file system refuses O_DIRECT (nothing was read; read it buffered).
 pub fn read_direct_into(path: &Path, at: u64, out: &mut [u8]) -> std::io::Result<bool> {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
     const PAGE: u64 = crate::io::PAGE_BYTES as u64;
