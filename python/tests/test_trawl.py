@@ -376,7 +376,8 @@ def test_info_describes_the_index(f32_index):
     assert info["layouts"] == ["packed"]
     assert info["build"]["R"] == 32 and info["build"]["pq_bytes"] == 16
     files = {f["name"]: f for f in info["files"]}
-    assert set(files) == {"pq.trawl", "pq-codes.trawl", "packed.trawl", "entry.trawl"}
+    assert set(files) == {"pq.trawl", "pq-codes.trawl", "packed.trawl", "entry.trawl",
+                          "hot.trawl"}
     for name, f in files.items():
         assert f["bytes"] == (d / name).stat().st_size, name
     cli = json.loads(subprocess.run([str(trawl_cli()), "info", str(d), "--json"], check=True,
