@@ -8,7 +8,8 @@ has (packed, shuffle with PageSearch, ais, decoupled), alternating within each b
 threads, O_DIRECT; QPS at the target is interpolated between the list sizes around it. On the
 packed layout, at each budget, two mixes by hand beside the planner's: the entry index first and
 the cache in what it leaves (twice the entry index's bytes: it and its file while it loads); the
-entry index and no cache. At each budget the planner's own pick (`--layout auto`) is run too
+entry index and no cache. On the decoupled layout, the other split of the budget between the
+list cache and the refinement codes (`refine.trawl`) than the planner's. At each budget the planner's own pick (`--layout auto`) is run too
 and compared with the best of the rows measured by hand at that budget. With `--ivf-index`, an
 IVF index of the same data is run at each budget its minimum fits (list sizes = lists probed,
 `--ivf-lists`). Writes bench/results/memory-budget-<tag>.md/.json and a plot (bench/.venv-plot).
@@ -59,13 +60,20 @@ def entry_heap(index: Path) -> int:
     return next((i["bytes"] for i in p["items"] if i["name"] == "entry"), 0)
 
 
+def refine_heap(index: Path) -> int:
+    """The refinement codes' planned bytes (codes and their load's transient), as the plan at a
+    budget holding everything says (0 without current codes)."""
+    p = plan(index, 1 << 40, "decoupled")
+    return next((i["bytes"] for i in (p or {}).get("items", []) if i["name"] == "refine"), 0)
+
+
 def bench(args, layout: str, extra: list[str], out: Path, index: Path | None = None,
           lists: str | None = None) -> dict:
     layout_args = [] if layout == "ivf" else ["--layout", layout, *LAYOUT_FLAGS.get(layout, [])]
     cmd = [str(trawl_bin()), "bench", str(index or args.index), "--queries", str(args.queries),
            "--gt", str(args.gt), "-k", "10", "-L", lists or args.lists, "--threads", "2",
            "--max-queries", str(args.max_queries), "--json", str(out), "--quiet", *layout_args,
-           *extra]
+           *(["--fresh-queries"] if args.fresh_queries else []), *extra]
     t = time.time()
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     r = json.loads(out.read_text())
@@ -104,6 +112,10 @@ def main() -> None:
                     help="extra `trawl bench` flags of the IVF runs (the re-rank's candidates: "
                          "with 32-byte codes the default tops out below recall 0.90)")
     ap.add_argument("--no-auto", action="store_true", help="skip the --layout auto runs")
+    ap.add_argument("--fresh-queries", action="store_true",
+                    help="each list size searches its own --max-queries queries (`trawl bench "
+                         "--fresh-queries`): an LRU list cache is not served by what the same "
+                         "queries read at the list sizes before")
     ap.add_argument("--update", action="store_true",
                     help="keep the rows of the existing report this run does not redo")
     args = ap.parse_args()
@@ -149,6 +161,29 @@ def main() -> None:
                 record(layout, budget, "entry first, the cache in what it leaves",
                        ["--cache-nodes", str(fewer), *seeds], None)
                 record(layout, budget, "entry index, no cache", seeds, None)
+            if layout == "decoupled" and refine_heap(args.index) > 0:
+                # By hand: the other way to spend what is left above the minimum — all of it
+                # on the list cache, or the refinement codes first and the list cache in the
+                # rest (whichever the planner did not choose, where it fits).
+                items = {i["name"]: i["bytes"] for i in p["items"]}
+                spare = budget - p["minimum"] - items.get("entry", 0)
+                mib = lambda b: f"{b / (1 << 20):.2f}"  # noqa: E731
+                pin = ["--list-pin", "1"] if p.get("list_pinned") else []
+                if p.get("refine_bits", 0):
+                    record(layout, budget, "list cache only, no refinement codes",
+                           ["--list-cache-mb", mib(spare), *pin, *entry], None)
+                elif spare > refine_heap(args.index):
+                    record(layout, budget, "refinement codes, the list cache in the rest",
+                           ["--list-cache-mb", mib(spare - refine_heap(args.index)),
+                            "--refine-bits", "8", *pin, *entry], None)
+                if p.get("list_pinned"):
+                    # The planner's split with an LRU list cache instead (filled as searches
+                    # run; the sweep repeats its queries at every list size, which flatters it).
+                    lru = ["--list-cache-mb", mib(items.get("list_cache", 0))]
+                    if p.get("refine_bits", 0):
+                        lru += ["--refine-bits", "8"]
+                    record(layout, budget, "the planner's split, LRU list cache", [*lru, *entry],
+                           None)
         if b == "min":
             continue
         budget = size(b)
@@ -192,7 +227,10 @@ def write_md(report: dict, path: Path, args) -> None:
              "", f"Machine: {m.get('cpu_model')}, {m.get('logical_cpus')} logical CPUs; O_DIRECT; 2 search threads; "
              f"{args.max_queries} queries; list sizes {args.lists}. Command: `python3 "
              f"bench/memory_budget.py --index {args.index} --queries {args.queries} --gt "
-             f"{args.gt} --tag {args.tag} --budgets {args.budgets}`.", "",
+             f"{args.gt} --tag {args.tag} --budgets {args.budgets} --layouts {args.layouts} "
+             f"--max-queries {args.max_queries}{' --fresh-queries' if args.fresh_queries else ''}"
+             f"{' --no-auto' if args.no_auto else ''}`"
+             f"{' (each list size searched its own queries)' if args.fresh_queries else ''}.", "",
              "QPS is noisy (single runs on a shared disk); pages per query at the target are "
              "exact counts. Peak RSS is the bench process's: the budget plus its runtime, the "
              "queries and the ground truth.", "",

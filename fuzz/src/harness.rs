@@ -373,11 +373,21 @@ fn entry(p: &Path, bytes: &[u8]) {
 }
 
 /// Index file kinds of [`index_files`], by byte 0 (modulo their number).
-pub const INDEX_KINDS: [&str; 7] = ["ivf", "ivf_vectors", "shards", "wal", "ids", "vmap", "hot"];
+pub const INDEX_KINDS: [&str; 8] = [
+    "ivf",
+    "ivf_vectors",
+    "shards",
+    "wal",
+    "ids",
+    "vmap",
+    "hot",
+    "refine",
+];
 
 /// The IVF file (`ivf.trawl`) and its semantic checks, the IVF vector file, the shard
 /// manifest (`shards.trawl`, header and full load), the write-ahead log (`wal.trawl`), the
-/// ids file (`ids.trawl`), the vector map (`vmap.trawl`) and the hot-node order (`hot.trawl`).
+/// ids file (`ids.trawl`), the vector map (`vmap.trawl`), the hot-node order (`hot.trawl`) and
+/// the refinement codes (`refine.trawl`).
 pub fn index_files(input: &[u8]) {
     use trawl::kinds::graph::updates::ids::SlotIds;
     use trawl::kinds::graph::updates::segments::{VectorMap, GONE};
@@ -505,7 +515,35 @@ pub fn index_files(input: &[u8]) {
                 }
             }
         }
-        _ => hot(&bytes),
+        6 => hot(&bytes),
+        _ => refine(&bytes),
+    }
+}
+
+/// The refinement codes (`refine.trawl`): the planner's header read, then the load for the
+/// index the file names (so the content checks are reached) and a distance to every code.
+fn refine(bytes: &[u8]) {
+    use trawl::kinds::graph::refine_file::{load, RefineHeader};
+    let f = TempFile::new("refine.trawl", bytes);
+    let p = &f.path;
+    let header = file_err(RefineHeader::read(p), p);
+    let payload = bytes.get(32..).unwrap_or(&[]);
+    let tag = le32(payload, 0).unwrap_or(0);
+    let n = le64(payload, 4).filter(|&n| n <= 1 << 20).unwrap_or(0);
+    let dim = le32(payload, 12)
+        .filter(|&d| (1..=4096).contains(&d))
+        .unwrap_or(1) as usize;
+    if let Some((codes, h)) = file_err(load(p, n, dim, tag, trawl::Metric::L2), p) {
+        assert_eq!(Some(h), header, "the header read agrees with the load");
+        assert_eq!(codes.len() as u64, n);
+        assert_eq!(codes.heap_bytes(), h.heap_bytes());
+        assert!(h.savings.saved().is_finite() && h.savings.saved() >= 0.0);
+        let mut q = trawl::quant::sq::RefineQuery::default();
+        codes.prepare(&vec![0.5; dim], &mut q);
+        for i in 0..codes.len() {
+            let d = codes.distance(&q, i);
+            assert!(!d.is_nan(), "code {i}: NaN distance");
+        }
     }
 }
 
@@ -534,14 +572,15 @@ fn hot(bytes: &[u8]) {
     }
 }
 
-/// Magic of the IVF file, the shard manifest, the ids file, the vector map and the hot-node
-/// order (envelopes).
+/// Magic of the IVF file, the shard manifest, the ids file, the vector map, the hot-node order
+/// and the refinement codes (envelopes).
 fn index_magic(kind: usize) -> [u8; 8] {
     match kind {
         0 => *b"TRAWLIVF",
         2 => *b"TRAWLSHD",
         4 => *b"TRAWLIDS",
         6 => trawl::kinds::graph::hot::MAGIC,
+        7 => trawl::kinds::graph::refine_file::MAGIC,
         _ => *b"TRAWLVMP",
     }
 }
@@ -1273,6 +1312,31 @@ fn index_seeds(dir: &Path) -> Vec<(&'static str, Vec<u8>)> {
         .save(&p, 50, 0x5eed_0001)
         .expect("hot");
     push("hot", read(&p));
+    // Refinement codes of 12 vectors of 6 dimensions, 8 and 4 bits.
+    for bits in [8u8, 4] {
+        let p = dir.join("refine.trawl");
+        let rows: Vec<Vec<f32>> = (0..12)
+            .map(|i| (0..6).map(|d| ((i * 5 + d * 3) % 7) as f32 - 3.0).collect())
+            .collect();
+        let mut ranges = trawl::quant::sq::RangeBuilder::new(6);
+        rows.iter().for_each(|r| ranges.observe(r));
+        let mut codes =
+            trawl::quant::sq::RefineCodes::new(&ranges, bits, trawl::Metric::L2, rows.len())
+                .expect("codes");
+        for (i, r) in rows.iter().enumerate() {
+            codes.set(i, r);
+        }
+        let savings = trawl::kinds::graph::refine_file::RefineSavings {
+            samples: 12,
+            k: 10,
+            l: 15,
+            beam_width: 4,
+            pages_without: 9.5,
+            pages_with: 7.0,
+        };
+        trawl::kinds::graph::refine_file::save(&p, &codes, 0x5eed_0002, &savings).expect("refine");
+        push("refine", read(&p));
+    }
     out
 }
 

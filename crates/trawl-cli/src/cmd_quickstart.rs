@@ -197,6 +197,7 @@ fn bench_args(
         json: Some(args.dir.join("bench.json")),
         csv: Some(args.dir.join("bench.csv")),
         max_queries: None,
+        fresh_queries: false,
         ablation: false,
         ablation_out: args.dir.join("ablation"),
         ablation_configs: Vec::new(),

@@ -594,6 +594,45 @@ fn decoupled_layout_build_info_search_without_the_packed_file() {
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let dr = &r["decoupled"]["decoupled"];
     assert!(dr["graph_bytes"].as_u64().unwrap() < dr["lists_raw_bytes"].as_u64().unwrap());
+    // The refinement codes are written with the layout, with what they save.
+    assert_eq!(
+        dr["refine_bytes"].as_u64().unwrap(),
+        std::fs::metadata(ix.join("refine.trawl")).unwrap().len()
+    );
+    assert!(dr["refine_savings"]["pages_without"].as_f64().unwrap() > 0.0);
+    // Each list size of a --fresh-queries sweep searches queries of its own.
+    let bench = |extra: &[&'static str]| -> Vec<String> {
+        let mut args: Vec<&str> = vec![
+            "bench",
+            s(&ix),
+            "--queries",
+            s(&d.queries),
+            "--gt",
+            s(&d.gt),
+            "--layout",
+            "decoupled",
+            "-L",
+            "20,40",
+            "--fresh-queries",
+        ];
+        args.extend_from_slice(extra);
+        args.into_iter().map(String::from).collect()
+    };
+    fn strs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    let json = ix.with_extension("fresh.json");
+    let mut args = bench(&["--max-queries", "25", "--refine-bits", "8"]);
+    args.extend(["--json".to_string(), s(&json).to_string()]);
+    ok(&strs(&args));
+    let b: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(b["fresh_queries"], true);
+    assert_eq!(b["queries"], 25);
+    assert_eq!(b["rows"].as_array().unwrap().len(), 2);
+    assert_eq!(b["refine"]["from_file"], true, "{b}");
+    let short = fails(&strs(&bench(&["--max-queries", "30"])));
+    assert!(short.contains("need 60 queries"), "{short}");
     let info = ok(&["info", s(&ix)]);
     assert!(
         info.contains("decoupled layout (--layout decoupled)"),
@@ -634,6 +673,7 @@ fn decoupled_layout_build_info_search_without_the_packed_file() {
     assert_eq!(packed, again);
     let info = ok(&["info", s(&ix)]);
     assert!(info.contains("the decoupled layout only"), "{info}");
+    assert!(info.contains("refine.trawl"), "{info}");
     // Without --layout, an index left with the decoupled layout alone is searched on it.
     let auto = search(&["--rerank-threshold", "0"]);
     assert_eq!(packed, auto);

@@ -407,10 +407,23 @@ fn a_decoupled_merge_rewrites_the_graph_appends_segments_and_collects_garbage() 
         assert!(exists("graph.trawl") && exists("vmap.trawl"));
         let m = ix.disk().manifest().cloned().unwrap();
         assert_eq!(m.layouts, vec!["decoupled".to_string()]);
-        // Bytes written: the graph, the new segment and the small files, not every vector.
+        // The refinement codes were written again for the merged version (the layout wrote
+        // them): every slot's code, `dim + 4` bytes.
+        let refine = dir.path().join(trawl::kinds::graph::refine_file::FILE_NAME);
+        let h = trawl::kinds::graph::refine_file::RefineHeader::read(&refine).unwrap();
+        assert_eq!(h.n, ix.disk().n() as u64);
+        assert_eq!(
+            h.tag,
+            ix.disk().meta().pq_codes_crc,
+            "codes of the merged version"
+        );
+        let refine_bytes = std::fs::metadata(&refine).unwrap().len();
+        assert!(refine_bytes < (h.n * (DIM as u64 + 4)) + 4096);
+        // Bytes written: the graph, the new segment, the refinement codes and the small
+        // files, not every vector.
         let raw_vectors = (live.len() * DIM * 4) as u64;
         assert!(
-            r.bytes_written < raw_vectors + 200_000,
+            r.bytes_written < raw_vectors + refine_bytes + 200_000,
             "{} bytes written for {raw_vectors} bytes of vectors",
             r.bytes_written
         );

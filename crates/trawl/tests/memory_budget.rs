@@ -448,3 +448,115 @@ fn sharded_and_flat_indexes_plan_too() {
         Err(Error::Budget(_))
     ));
 }
+
+#[test]
+fn the_refinement_codes_are_a_component_read_at_open_and_planned() {
+    use trawl::kinds::graph::refine_file::{self, RefineHeader};
+    let dir = tempfile::tempdir().unwrap();
+    let (base, q) = data::<f32>(8_000, 40, 32, 4);
+    build(&base, dir.path(), Metric::L2, 8);
+    let ix = trawl::kinds::graph::DiskIndex::open(dir.path(), Default::default()).unwrap();
+    let rep = ix
+        .write_decoupled(&Default::default(), &Control::silent())
+        .unwrap();
+    drop(ix);
+    let path = dir.path().join(refine_file::FILE_NAME);
+    let d = rep.decoupled.unwrap();
+    assert_eq!(d.refine_bytes, std::fs::metadata(&path).unwrap().len());
+    let m = trawl::kinds::graph::Manifest::load_if_present(dir.path())
+        .unwrap()
+        .unwrap();
+    assert!(m.files.iter().any(|f| f.name == refine_file::FILE_NAME));
+    let h = RefineHeader::read(&path).unwrap();
+    assert_eq!((h.n, h.dim, h.bits), (8_000, 32, 8));
+    assert_eq!(h.savings.samples, 2_000);
+    assert!(h.savings.pages_without > 0.0, "{:?}", h.savings);
+    assert_eq!(h.savings, d.refine_savings);
+
+    // Read from the file at open, and the same codes as built from the vector files.
+    let dec = Options {
+        layout: IndexLayout::Decoupled,
+        refine_bits: 8,
+        ..opts(None)
+    };
+    let run = |o: &Options| {
+        let (ix, rep) = open_with(dir.path(), o, &Control::silent()).unwrap();
+        let p = opts(None).params(&ix, 10).unwrap();
+        let hits = ix
+            .search(Queries::from(&q), &p, Run::default(), &QueryFilter::none())
+            .unwrap();
+        (hits, rep, ix.info().unwrap().memory_bytes.refine_bytes)
+    };
+    let (from_file, rep, held) = run(&dec);
+    let r = rep.refine.unwrap();
+    assert!(r.from_file);
+    assert_eq!((r.bytes, held), (h.heap_bytes(), h.heap_bytes()));
+    let aside = dir.path().join("aside");
+    std::fs::rename(&path, &aside).unwrap();
+    let (built, rep, _) = run(&dec);
+    assert!(!rep.refine.unwrap().from_file);
+    assert_eq!(from_file.ids, built.ids);
+    assert_eq!(from_file.dists, built.dists);
+    std::fs::rename(&aside, &path).unwrap();
+
+    // Planned when the budget holds them, and the opened index holds what was planned.
+    let ask = |budget, writable| Options {
+        layout: IndexLayout::Decoupled,
+        writable,
+        ..opts(Some(budget))
+    };
+    let plan = trawl::kinds::plan_memory(dir.path(), &ask(1 << 30, false)).unwrap();
+    assert_eq!(plan.refine_bits, 8, "{}", plan.describe());
+    let item = plan.items.iter().find(|i| i.name == "refine").unwrap();
+    assert!(item.bytes >= h.heap_bytes());
+    assert!(plan.planned() <= plan.budget);
+    // The list cache is pinned from the hot-node order, within its planned bytes.
+    assert!(plan.list_pinned, "{}", plan.describe());
+    let lists = plan.items.iter().find(|i| i.name == "list_cache").unwrap();
+    let (ix, rep) = open_with(dir.path(), &ask(1 << 30, false), &Control::silent()).unwrap();
+    assert!(rep.refine.unwrap().from_file);
+    let pinned = rep.pinned.unwrap();
+    assert!(
+        pinned.nodes > 0 && pinned.bytes <= lists.bytes,
+        "{pinned:?}"
+    );
+    let mem = ix.info().unwrap().memory_bytes;
+    assert!(mem.refine_bytes <= item.bytes);
+    assert!(mem.list_cache_bytes <= lists.bytes, "{mem:?}");
+    drop(ix);
+    // A writable open's list cache is an LRU (pinned lists serve one merged version).
+    let w = trawl::kinds::plan_memory(dir.path(), &ask(1 << 30, true)).unwrap();
+    assert!(!w.list_pinned && w.list_cache_bytes > 0, "{}", w.describe());
+    // Not at the minimum, nor for a writable open (the codes serve a merged version).
+    let min = plan.minimum;
+    assert_eq!(
+        trawl::kinds::plan_memory(dir.path(), &ask(min, false))
+            .unwrap()
+            .refine_bits,
+        0
+    );
+    let w = trawl::kinds::plan_memory(dir.path(), &ask(1 << 30, true)).unwrap();
+    assert_eq!(w.refine_bits, 0);
+    assert!(w.notes.iter().any(|n| n.contains("refinement")), "{w:?}");
+
+    // Codes of another version are not planned, and are built at open when asked for.
+    let mut ranges = trawl::quant::sq::RangeBuilder::new(32);
+    ranges.observe(&[0.5; 32]);
+    let other = trawl::quant::sq::RefineCodes::new(&ranges, 8, Metric::L2, 3).unwrap();
+    std::fs::rename(&path, &aside).unwrap();
+    refine_file::save(&path, &other, h.tag, &h.savings).unwrap();
+    let stale = trawl::kinds::plan_memory(dir.path(), &ask(1 << 30, false)).unwrap();
+    assert_eq!(stale.refine_bits, 0);
+    assert!(stale.notes.iter().any(|n| n.contains("another version")));
+    let (_, rep, _) = run(&dec);
+    assert!(!rep.refine.unwrap().from_file);
+
+    // A damaged file is an error naming it, never a silent rebuild.
+    std::fs::rename(&aside, &path).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = open_with(dir.path(), &dec, &Control::silent()).unwrap_err();
+    assert!(err.to_string().contains(refine_file::FILE_NAME), "{err}");
+}

@@ -45,6 +45,13 @@ pub struct BenchArgs {
     /// Search only the first N queries (and the ground truth's first N rows).
     #[arg(long)]
     pub max_queries: Option<usize>,
+    /// Each list size of the sweep searches queries of its own: the i-th takes the i-th
+    /// block of --max-queries queries of the file (with their ground truth), so that a cache
+    /// filled as searches run (the decoupled layout's LRU list cache) never serves a query
+    /// from what the same query read at an earlier list size. Needs --max-queries × (list
+    /// sizes) queries.
+    #[arg(long, requires = "max_queries")]
+    pub fresh_queries: bool,
     /// Run OctopusANN's ablation instead of one configuration: Baseline (beam search, width
     /// -W), Cache, MemGraph, PageShuffle, PageSearch, DynamicWidth, Pipeline, C1–C5 and
     /// All-in-Storage, each a sweep of -L; writes ablation.{csv,md,json} into --ablation-out.
@@ -340,11 +347,17 @@ pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_js
     if args.l.is_empty() {
         bail!("give at least one list size with -L");
     }
-    let (queries, gt) = load_queries(args)?;
     let (ix, mut info) = super::open(&args.index_dir, &args.opts, ctl)?;
-    let rows = run_sweep(&ix, &queries, &gt, args.k, &args.l, &args.opts)?;
+    let (nq, rows) = if args.fresh_queries {
+        fresh_sweep(&ix, args)?
+    } else {
+        let (queries, gt) = load_queries(args)?;
+        let rows = run_sweep(&ix, &queries, &gt, args.k, &args.l, &args.opts)?;
+        (queries.n(), rows)
+    };
+    info["fresh_queries"] = args.fresh_queries.into();
     info["k"] = args.k.into();
-    info["queries"] = queries.n().into();
+    info["queries"] = nq.into();
     info["peak_rss_bytes"] = peak_rss_bytes().into();
     if let Some(path) = &args.json {
         let mut v = info.clone();
@@ -355,6 +368,45 @@ pub fn bench(args: &BenchArgs, ctl: &Control) -> Result<(Vec<BenchRow>, serde_js
         write_csv(path, &rows)?;
     }
     Ok((rows, info))
+}
+
+/// The sweep of `--fresh-queries`: list size `i` searches queries `[i·m, (i+1)·m)` of the
+/// file (`m` = `--max-queries`). Returns the queries each list size searched, and the rows.
+fn fresh_sweep(ix: &AnyIndex, args: &BenchArgs) -> Result<(usize, Vec<BenchRow>)> {
+    let m = args.max_queries.unwrap_or(0).max(1);
+    let all = crate::runtime::read_vectors(&args.queries)?;
+    let gt_all = trawl::data::groundtruth::read_ground_truth(&args.gt)?;
+    let need = m * args.l.len();
+    if all.n() < need || gt_all.nq < need {
+        bail!(
+            "--fresh-queries: {} list sizes × {m} queries need {need} queries and ground-truth \
+             rows; the files have {} and {}",
+            args.l.len(),
+            all.n(),
+            gt_all.nq
+        );
+    }
+    let mut rows = Vec::new();
+    for (i, &l) in args.l.iter().enumerate() {
+        let q = match &all {
+            AnyMatrix::F32(q) => AnyMatrix::F32(q.slice_rows(i * m, m)),
+            AnyMatrix::U8(q) => AnyMatrix::U8(q.slice_rows(i * m, m)),
+            AnyMatrix::I8(q) => AnyMatrix::I8(q.slice_rows(i * m, m)),
+        };
+        let k = gt_all.k;
+        let gt = GroundTruth {
+            nq: m,
+            k,
+            ids: gt_all.ids[i * m * k..(i + 1) * m * k].to_vec(),
+            dists: gt_all
+                .dists
+                .get(i * m * k..(i + 1) * m * k)
+                .map_or_else(Vec::new, <[f32]>::to_vec),
+        };
+        check_gt(&gt, m, args.k)?;
+        rows.extend(run_sweep(ix, &q, &gt, args.k, &[l], &args.opts)?);
+    }
+    Ok((m, rows))
 }
 
 /// The bench's queries (the first `--max-queries`) and their checked ground truth.

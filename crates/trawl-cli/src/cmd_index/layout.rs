@@ -26,7 +26,9 @@ pub struct LayoutArgs {
     pub ais: bool,
     /// Write the decoupled layout (graph.trawl + vectors.trawl, DecoupleVS): sorted
     /// neighbour lists Elias-Fano coded in pages, and the vectors losslessly compressed
-    /// (XOR with a base vector per chunk when it helps, Huffman per segment and byte lane).
+    /// (XOR with a base vector per chunk when it helps, Huffman per segment and byte lane);
+    /// then the 8-bit refinement codes (refine.trawl) with what sample searches measured
+    /// them to save, loaded by --refine-bits 8 and planned by --memory-budget.
     #[arg(long)]
     pub decoupled: bool,
     /// Decoupled layout: chunk-metadata memory over vector bytes (β); sets the chunk size.
@@ -129,6 +131,14 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
                     trawl::kinds::graph::layout::decoupled::vectors::VectorOrder::Graph => "graph",
                 },
                 d.vectors_per_page
+            );
+            print!(
+                "; refinement codes {} (refine.trawl: {:.1} of {:.1} pages per sample search \
+                 saved, {:.1} s)",
+                human_bytes(d.refine_bytes),
+                d.refine_savings.saved(),
+                d.refine_savings.pages_without,
+                d.refine_secs
             );
         }
         if let Some(s) = &r.shuffle {

@@ -147,9 +147,11 @@ pub struct SearchOptions {
     #[arg(long, default_value_t = 0.0)]
     pub list_pin: f64,
     /// Decoupled layout: hold every vector in memory as a scalar code of 4 or 8 bits per
-    /// dimension, built at open from the vector files, and order the re-rank by its distances
-    /// instead of PQ's (fewer vector reads where PQ is coarse; costs dim/2 or dim bytes + 4
-    /// per vector of memory, reported as refine_bytes). 0 = off.
+    /// dimension and order the re-rank by its distances instead of PQ's (fewer vector reads
+    /// where PQ is coarse; costs dim/2 or dim bytes + 4 per vector of memory, reported as
+    /// refine_bytes). 8 bits are read from refine.trawl (written by `trawl layout
+    /// --decoupled` and merges); otherwise they are built at open from the vector files.
+    /// 0 = off.
     #[arg(long, default_value_t = 0)]
     pub refine_bits: u8,
     /// Decoupled layout: candidates per re-rank batch (B), also the prefetch's stability

@@ -317,6 +317,9 @@ fn print_files(ix: &trawl::kinds::graph::DiskIndex, db: &trawl::kinds::graph::Di
             e.max_degree()
         );
     }
+    if db.refine > 0 {
+        row("refine.trawl", db.refine);
+    }
     if db.hot > 0 {
         row("hot.trawl", db.hot);
     }

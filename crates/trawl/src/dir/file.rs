@@ -313,6 +313,56 @@ pub fn read_envelope(
     Ok((version, payload))
 }
 
+/// The first `prefix` bytes of a trawl file's payload, its header checked (magic, header
+/// CRC, version, the file's length against the payload length it records) but not the
+/// payload's CRC: what a planner reads of a large file it may not load (the whole file is
+/// verified when it is). Returns the version, the bytes and the payload's length.
+pub fn read_envelope_prefix(
+    path: &Path,
+    magic: [u8; 8],
+    kind_name: &'static str,
+    max_version: u32,
+    prefix: usize,
+) -> Result<(u32, Vec<u8>, u64), FileError> {
+    let fail = |kind: FileErrorKind| FileError::new(path, kind);
+    let mut file = File::open(path).map_err(|e| fail(e.into()))?;
+    let actual = file.metadata().map_err(|e| fail(e.into()))?.len();
+    if actual < (HEADER_BYTES + prefix) as u64 {
+        return Err(fail(FileErrorKind::SizeMismatch {
+            expected: (HEADER_BYTES + prefix) as u64,
+            actual,
+        }));
+    }
+    let mut h = [0u8; HEADER_BYTES];
+    file.read_exact(&mut h).map_err(|e| fail(e.into()))?;
+    let found: [u8; 8] = h[0..8].try_into().unwrap_or_default();
+    if found != magic {
+        return Err(fail(FileErrorKind::WrongMagic {
+            expected: kind_name,
+            found,
+        }));
+    }
+    let stored_header_crc = u32::from_le_bytes(h[28..32].try_into().unwrap_or_default());
+    if crc32fast::hash(&h[0..28]) != stored_header_crc {
+        return Err(fail(FileErrorKind::Checksum { what: "header" }));
+    }
+    let version = u32::from_le_bytes(h[8..12].try_into().unwrap_or_default());
+    if version == 0 || version > max_version {
+        return Err(fail(FileErrorKind::UnsupportedVersion {
+            found: version,
+            supported: max_version,
+        }));
+    }
+    let len = u64::from_le_bytes(h[16..24].try_into().unwrap_or_default());
+    let expected = len.saturating_add(HEADER_BYTES as u64);
+    if expected != actual {
+        return Err(fail(FileErrorKind::SizeMismatch { expected, actual }));
+    }
+    let mut bytes = vec![0u8; prefix];
+    file.read_exact(&mut bytes).map_err(|e| fail(e.into()))?;
+    Ok((version, bytes, len))
+}
+
 /// The first page of a paged trawl file (the page-packed index, the decoupled graph and
 /// vector files), read and checked: magic at bytes 0..8, version at 8..12, CRC-32 of bytes
 /// 0..4092 at 4092..4096. The file is left positioned after the page.

@@ -77,8 +77,8 @@ impl Options {
         }
     }
 
-    /// These options with `plan` applied: its layout, node cache, list cache and entry
-    /// index. Options the plan sets are refused when also given.
+    /// These options with `plan` applied: its layout, node cache, list cache, refinement
+    /// codes and entry index. Options the plan sets are refused when also given.
     pub(super) fn with_plan(
         &self,
         dir: &Path,
@@ -99,6 +99,8 @@ impl Options {
         }
         o.cache_nodes = plan.cache_nodes;
         o.list_cache_mb = plan.list_cache_bytes as f64 / (1u64 << 20) as f64;
+        o.refine_bits = plan.refine_bits;
+        o.list_pin = if plan.list_pinned { 1.0 } else { 0.0 };
         o.load_entry = plan.entry;
         o.page_search |= plan.page_search;
         Ok(o)

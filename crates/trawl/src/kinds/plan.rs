@@ -65,6 +65,12 @@ pub struct MemoryPlan {
     pub shard_cache_nodes: Vec<usize>,
     /// Graph kind, decoupled layout: bytes of the list cache.
     pub list_cache_bytes: u64,
+    /// Graph kind, decoupled layout: the list cache is pinned at open from the hot-node order
+    /// (else an LRU cache filled as searches run).
+    pub list_pinned: bool,
+    /// Graph kind, decoupled layout: bits per dimension of the refinement codes to load
+    /// from `refine.trawl` (0: none).
+    pub refine_bits: u8,
     /// Graph kind: load the entry index.
     pub entry: bool,
     /// Graph kind, writable: bytes the update delta and a write's log buffer may take (the

@@ -142,6 +142,62 @@ impl RefineCodes {
         (self.codes.len() + 4 * self.norms.len() + 8 * self.dim) as u64
     }
 
+    /// The grids (offset and step per dimension), the codes (`len() · code_bytes()`) and
+    /// the reconstructions' squared norms, as [`RefineCodes::from_parts`] takes them.
+    pub fn parts(&self) -> (&[f32], &[f32], &[u8], &[f32]) {
+        (&self.offset, &self.step, &self.codes, &self.norms)
+    }
+
+    /// Codes of `bits` per dimension from their parts ([`RefineCodes::parts`]); the lengths
+    /// must agree (`dim` grid values each, `codes.len()` a multiple of the code bytes and
+    /// `norms` one per code) and every grid value be finite with a step ≥ 0.
+    pub fn from_parts(
+        bits: u8,
+        metric: Metric,
+        offset: Vec<f32>,
+        step: Vec<f32>,
+        codes: Vec<u8>,
+        norms: Vec<f32>,
+    ) -> Result<Self, String> {
+        if !REFINE_BITS.contains(&bits) {
+            return Err(format!(
+                "refinement codes take 4 or 8 bits per dimension, not {bits}"
+            ));
+        }
+        let dim = offset.len();
+        if dim == 0 || step.len() != dim {
+            return Err(format!(
+                "{} grid offsets and {} steps: one of each per dimension",
+                offset.len(),
+                step.len()
+            ));
+        }
+        if offset.iter().any(|o| !o.is_finite())
+            || step.iter().any(|s| !(s.is_finite() && *s >= 0.0))
+        {
+            return Err("a grid offset or step is not finite, or a step is negative".into());
+        }
+        let code_bytes = if bits == 4 { dim.div_ceil(2) } else { dim };
+        if codes.len() != norms.len() * code_bytes {
+            return Err(format!(
+                "{} code bytes for {} vectors of {code_bytes} B",
+                codes.len(),
+                norms.len()
+            ));
+        }
+        Ok(Self {
+            dim,
+            bits,
+            metric,
+            offset,
+            step,
+            code_bytes,
+            codes,
+            norms,
+            wide: wide_cpu(),
+        })
+    }
+
     fn cell(&self, d: usize, x: f32) -> u8 {
         let max = if self.bits == 4 { 15.0 } else { 255.0 };
         let s = self.step[d];

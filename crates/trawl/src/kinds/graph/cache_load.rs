@@ -193,7 +193,7 @@ impl DiskIndex {
 
     /// Runs `f` with the node cache and the list cache taken out (so that every expansion is
     /// a read and is counted), then puts them back as they were (a fill left running).
-    fn without_caches<R>(&mut self, f: impl FnOnce(&Self) -> R) -> R {
+    pub(super) fn without_caches<R>(&mut self, f: impl FnOnce(&Self) -> R) -> R {
         let old_cache = self
             .layout
             .records_mut()
@@ -255,19 +255,7 @@ impl DiskIndex {
         ctl: &Control,
     ) -> Result<(Vec<u32>, u64), SearchError> {
         let (raw, pages) = match self.packed() {
-            Some(p) => {
-                let vb = p.geometry().vector_bytes;
-                let mut vectors = vec![0u8; picks.len() * vb];
-                let mut pos = std::collections::HashMap::with_capacity(picks.len());
-                for (i, &id) in picks.iter().enumerate() {
-                    pos.insert(id, i);
-                }
-                let pages = self.read_records(picks, |id, rec| {
-                    let i = pos[&id];
-                    vectors[i * vb..(i + 1) * vb].copy_from_slice(&rec[..vb]);
-                })?;
-                (vectors, pages)
-            }
+            Some(_) => self.record_vectors(picks)?,
             None => {
                 let codes = self.codes().ok_or_else(|| {
                     SearchError::Internal(
@@ -279,6 +267,21 @@ impl DiskIndex {
         };
         let (counts, more) = self.visit_counts(&raw, l, beam_width, threads, ctl)?;
         Ok((counts, pages + more))
+    }
+
+    /// The vectors of `picks` (raw, in their order) from their records, and the pages read.
+    pub(super) fn record_vectors(&self, picks: &[u32]) -> Result<(Vec<u8>, u64), SearchError> {
+        let vb = self.packed_file()?.geometry().vector_bytes;
+        let mut vectors = vec![0u8; picks.len() * vb];
+        let mut pos = std::collections::HashMap::with_capacity(picks.len());
+        for (i, &id) in picks.iter().enumerate() {
+            pos.insert(id, i);
+        }
+        let pages = self.read_records(picks, |id, rec| {
+            let i = pos[&id];
+            vectors[i * vb..(i + 1) * vb].copy_from_slice(&rec[..vb]);
+        })?;
+        Ok((vectors, pages))
     }
 
     /// The first `nodes` nodes of a breadth-first walk from the medoid.
@@ -398,7 +401,7 @@ impl DiskIndex {
         }
         let (ranked, pages) = match (samples, self.hot_order()?) {
             // The hot-node order chosen when the index was built or merged.
-            (0, Some(hot)) => (hot.ids().to_vec(), 0),
+            (0, Some(hot)) => (hot.into_ids(), 0),
             _ => {
                 let codes = self.codes().ok_or_else(|| {
                     SearchError::Internal(
@@ -425,28 +428,38 @@ impl DiskIndex {
             .scan_coded(|id, _, coded| size[id as usize] = coded.len() as u32)
             .map_err(|e| SearchError::Internal(e.to_string()))?;
         let mut pin = vec![false; n];
-        let mut used = fixed;
+        // The budget holds the pinned lists and, while they are read, one flag per node.
+        let (mut used, mut entries, mut data_bytes) = (fixed + n as u64, 0usize, 0usize);
         for &id in &ranked {
-            let c = PinnedLists::entry_cost(size[id as usize] as usize);
+            let coded = size[id as usize] as usize;
+            let c = PinnedLists::entry_cost(coded);
             if used + c > pin_budget {
                 break;
             }
             used += c;
+            entries += 1;
+            data_bytes += 2 + coded;
             pin[id as usize] = true;
         }
         drop(size);
-        let mut data: Vec<(u32, usize, Vec<u8>)> = Vec::new();
+        drop(ranked);
+        // Pinned straight from a second scan (in id order), into buffers of their final size:
+        // the only transient is the one-byte-per-node choice.
+        let mut builder = crate::kinds::graph::search::PinnedBuilder::new(n, entries, data_bytes);
+        let mut failed = None;
         scan_pages += d
             .graph()
             .scan_coded(|id, degree, coded| {
-                if pin[id as usize] {
-                    data.push((id, degree, coded.to_vec()));
+                if pin[id as usize] && failed.is_none() {
+                    failed = builder.push(id, degree, coded).err();
                 }
             })
             .map_err(|e| SearchError::Internal(e.to_string()))?;
-        let pinned = PinnedLists::build(n, data.iter().map(|(i, dg, c)| (*i, *dg, c.as_slice())))
-            .map_err(SearchError::Internal)?;
-        drop(data);
+        if let Some(e) = failed {
+            return Err(SearchError::Internal(e));
+        }
+        drop(pin);
+        let pinned = builder.finish();
         let lru = budget.saturating_sub(pinned.heap_bytes());
         let report = CacheReport {
             nodes: pinned.len(),
@@ -486,9 +499,33 @@ impl DiskIndex {
         Ok(raw)
     }
 
+    /// Pages read by beam searches for the `k` nearest (list size `l`, width `beam_width`) of
+    /// the raw vectors.
+    pub(super) fn sample_pages(
+        &self,
+        raw: &[u8],
+        k: usize,
+        l: usize,
+        beam_width: usize,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<u64, SearchError> {
+        let params = SearchParams::beam(
+            k.max(1),
+            l.max(k).max(1),
+            beam_width.clamp(1, self.engine_config().depth),
+        );
+        let counted = match self.dtype() {
+            DType::F32 => self.count_visits::<f32>(raw, &params, threads, ctl),
+            DType::U8 => self.count_visits::<u8>(raw, &params, threads, ctl),
+            DType::I8 => self.count_visits::<i8>(raw, &params, threads, ctl),
+        };
+        Ok(counted?.1)
+    }
+
     /// Per-node counts of reads over beam searches (list size `l`, width `beam_width`) of the
     /// raw vectors, and the pages read.
-    fn visit_counts(
+    pub(super) fn visit_counts(
         &self,
         raw: &[u8],
         l: usize,
@@ -598,7 +635,7 @@ fn read_records_in(
 }
 
 /// A seeded sample of `samples` of the ids `0..n`, in id order (the same for every call).
-fn sampled_ids(n: usize, samples: usize) -> Vec<u32> {
+pub(crate) fn sampled_ids(n: usize, samples: usize) -> Vec<u32> {
     let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_cace);
     let mut picks: Vec<u32> = sample(&mut rng, n, samples)
         .into_iter()

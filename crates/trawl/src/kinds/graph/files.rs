@@ -11,6 +11,7 @@ use crate::kinds::graph::label_starts::{self, LabelStarts};
 use crate::kinds::graph::layout::decoupled::graph::GraphFile;
 use crate::kinds::graph::layout::decoupled::vectors::{self as dvectors, CompressedVectorFile};
 use crate::kinds::graph::layout::packed::{PackedFile, PackedMeta};
+use crate::kinds::graph::refine_file;
 use crate::kinds::graph::search::entry::{self, EntryIndex};
 use crate::kinds::graph::{
     updates::ids, updates::segments, IndexLayout, OpenError, PQ_CODES_FILE, PQ_FILE,
@@ -122,6 +123,9 @@ pub fn describe(
     }
     if let Some(e) = find(crate::kinds::graph::hot::FILE_NAME) {
         files.push(entry_at(&e, crate::kinds::graph::hot::FILE_NAME, HOT.role)?);
+    }
+    if let Some(e) = find(refine_file::FILE_NAME) {
+        files.push(entry_at(&e, refine_file::FILE_NAME, REFINE.role)?);
     }
     if let Some(e) = find(ids::FILE_NAME) {
         files.push(entry_at(&e, ids::FILE_NAME, IDS.role)?);
@@ -438,6 +442,32 @@ static HOT: Named<GraphCx, OpenError> = Named {
     },
 };
 
+/// The decoupled layout's refinement codes (and what sample searches measured them to save).
+static REFINE: Named<GraphCx, OpenError> = Named {
+    name: refine_file::FILE_NAME,
+    role: "refine",
+    first: false,
+    required: false,
+    verify: |cx, name| {
+        let meta = cx.built(name)?;
+        let (codes, h) = refine_file::load(
+            &cx.dir.join(name),
+            meta.n,
+            meta.dim,
+            meta.pq_codes_crc,
+            meta.metric,
+        )?;
+        Ok(format!(
+            "checksum matches; {} codes of {} bits per dimension; {:.1} of {:.1} pages per \
+             sample search saved",
+            codes.len(),
+            h.bits,
+            h.savings.saved(),
+            h.savings.pages_without
+        ))
+    },
+};
+
 /// The stable ids of a live index's slots.
 static IDS: Named<GraphCx, OpenError> = Named {
     name: ids::FILE_NAME,
@@ -489,7 +519,7 @@ static LABEL_STARTS: Named<GraphCx, OpenError> = Named {
 };
 
 /// Every component of the graph kind.
-pub static COMPONENTS: [&GraphComponent; 14] = [
+pub static COMPONENTS: [&GraphComponent; 15] = [
     &PACKED,
     &SHUFFLED,
     &ALL_IN_STORAGE,
@@ -501,6 +531,7 @@ pub static COMPONENTS: [&GraphComponent; 14] = [
     &PQ_CODES,
     &ENTRY,
     &HOT,
+    &REFINE,
     &IDS,
     &ATTRS,
     &LABEL_STARTS,

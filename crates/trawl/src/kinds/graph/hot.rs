@@ -91,6 +91,11 @@ impl HotOrder {
         &self.ids
     }
 
+    /// The ranked nodes, most read first, the counts dropped.
+    pub fn into_ids(self) -> Vec<u32> {
+        self.ids
+    }
+
     /// Sample searches the ranking was made from.
     pub fn samples(&self) -> usize {
         self.samples as usize

@@ -24,6 +24,7 @@ use crate::kinds::graph::layout::decoupled::vectors::{
 };
 use crate::kinds::graph::layout::packed::{self, PackedMeta, PackedWriter, RecordView};
 use crate::kinds::graph::layout::shuffle::{self, Csr, ShuffleReport};
+use crate::kinds::graph::refine_file::{self, RefineHeader, RefineSavings};
 use crate::kinds::graph::{DiskIndex, IndexBuildError};
 use crate::progress::Control;
 use crate::search::SearchError;
@@ -180,6 +181,12 @@ pub struct DecoupledReport {
     pub pass1_secs: f64,
     /// Seconds of the second pass (vector coding).
     pub pass2_secs: f64,
+    /// Bytes of the refinement codes' component (`refine.trawl`).
+    pub refine_bytes: u64,
+    /// What sample searches measured the refinement codes to save.
+    pub refine_savings: RefineSavings,
+    /// Seconds to build, measure and write them.
+    pub refine_secs: f64,
 }
 
 /// A layout write refused for what the source file `path` holds.
@@ -463,6 +470,7 @@ impl DiskIndex {
         let graph_pages = graph_bytes / PAGE_BYTES as u64;
         let manifest = crate::kinds::graph::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
+        let (refine_bytes, refine_savings, refine_secs) = self.write_refine(ctl)?;
         Ok(LayoutReport {
             layout: IndexLayout::Decoupled.name().into(),
             file: format!(
@@ -499,8 +507,40 @@ impl DiskIndex {
                 beta: params.beta,
                 pass1_secs,
                 pass2_secs,
+                refine_bytes,
+                refine_savings,
+                refine_secs,
             }),
         })
+    }
+
+    /// Writes the refinement codes of the decoupled layout just committed
+    /// ([`crate::kinds::graph::refine_file`]), in a transaction of their own (an index left
+    /// without them by a crash between the two opens without them: they are then built at
+    /// open when asked for, and not planned). The sample queries are indexed vectors read
+    /// from this (packed) index's records. Returns the file's bytes, the savings measured and
+    /// the seconds taken.
+    fn write_refine(&self, ctl: &Control) -> Result<(u64, RefineSavings, f64), IndexBuildError> {
+        let t0 = Instant::now();
+        let n = self.n();
+        let picks = super::cache_load::sampled_ids(n, refine_file::SAMPLES.min(n));
+        let (queries, _) = self.record_vectors(&picks)?;
+        // Through the page cache, as the hot-node order is ranked: just written.
+        let opts = crate::kinds::graph::OpenOptions {
+            direct: false,
+            layout: IndexLayout::Decoupled,
+            list_cache_bytes: 0,
+            ..*self.options()
+        };
+        let mut fresh = DiskIndex::open(self.dir(), opts)?;
+        let txn = self.begin_txn()?;
+        let path = txn.path(refine_file::FILE_NAME);
+        let bytes = fresh.save_refine(&path, &queries, rayon::current_num_threads(), ctl)?;
+        drop(fresh);
+        let savings = RefineHeader::read(&path)?.savings;
+        let manifest = crate::kinds::graph::files::with_additions(self.dir(), txn.staging())?;
+        txn.commit(&manifest)?;
+        Ok((bytes, savings, t0.elapsed().as_secs_f64()))
     }
 
     /// Codes every vector of the packed file, in id order, into the vector file at `path`

@@ -30,6 +30,7 @@ pub mod monitor;
 mod open;
 pub mod plan;
 mod refine;
+pub mod refine_file;
 pub mod search;
 pub mod updates;
 mod verify;
@@ -126,6 +127,8 @@ pub struct DiskBytes {
     pub manifest: u64,
     /// The hot-node order (`hot.trawl`; 0 without one).
     pub hot: u64,
+    /// Decoupled layout: the refinement codes (`refine.trawl`; 0 without them).
+    pub refine: u64,
 }
 
 impl DiskBytes {
@@ -139,6 +142,7 @@ impl DiskBytes {
             + self.entry
             + self.manifest
             + self.hot
+            + self.refine
     }
 }
 
@@ -359,6 +363,7 @@ impl DiskIndex {
                 0
             },
             hot: len(self.dir.join(hot::FILE_NAME)),
+            refine: d.map_or(0, |_| len(self.dir.join(refine_file::FILE_NAME))),
         }
     }
 }

@@ -9,9 +9,13 @@
 //! layout, the plan takes it instead. Then, while the budget lasts:
 //!
 //! 1. the static node cache (record layouts: the hot-node order's first nodes, each saving
-//!    the reads [`crate::kinds::graph::hot::HotOrder::reads_saved`] counts) or the list cache
-//!    (decoupled layout: an LRU of coded lists, filled as searches run), capped where every
-//!    node fits;
+//!    the reads [`crate::kinds::graph::hot::HotOrder::reads_saved`] counts), capped where
+//!    every node fits; or, on the decoupled layout, the list cache (the hot-node order's most
+//!    read lists pinned at open, else an LRU filled as searches run) and the refinement codes
+//!    (`refine.trawl`), split the way expected to leave the fewest reads (measured on gen-1M:
+//!    the plan read the fewest pages at every budget from 64 MiB to 384 MiB; at 256 MiB the
+//!    codes and every list pinned read 23.0 pages per query at recall 0.90, every list pinned
+//!    alone 31.1, the plan's split with an LRU 41.1; `bench/results/memory-budget-gen-1m-decoupled.md`);
 //! 2. the entry index, with what is left (not on All-in-Storage, whose searches cannot seed
 //!    from it). Measured on gen-1M at 48 MiB: the entry index and 17,450 cached nodes read
 //!    29.1 pages per query at recall 0.90, its bytes given to the cache instead 23.5 — the
@@ -35,7 +39,8 @@
 use std::path::Path;
 
 use crate::kinds::graph::hot::{self, HotOrder};
-use crate::kinds::graph::search::{ListCache, NodeCache};
+use crate::kinds::graph::refine_file::{self, RefineHeader};
+use crate::kinds::graph::search::{ListCache, NodeCache, PinnedLists};
 use crate::kinds::graph::{IndexLayout, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE};
 use crate::kinds::plan::{human, payload_bytes as payload, MemoryPlan, PlanError, PlanItem};
 
@@ -80,6 +85,9 @@ struct Base {
     tag: u32,
     record_bytes: usize,
     list_entry_bytes: usize,
+    /// Decoupled layout: mean bytes of a coded list (its graph file's data pages per node).
+    list_mean_bytes: usize,
+    dim: usize,
 }
 
 fn required(dir: &Path, layout: IndexLayout, ask: &PlanAsk) -> Result<Base, OpenError> {
@@ -161,6 +169,10 @@ fn required(dir: &Path, layout: IndexLayout, ask: &PlanAsk) -> Result<Base, Open
         record_pages: reader.pages_per_read(),
         record_bytes,
         list_entry_bytes,
+        list_mean_bytes: reader.decoupled().map_or(0, |d| {
+            (d.graph().data_pages() as usize * crate::io::PAGE_BYTES).div_ceil(n.max(1))
+        }),
+        dim: meta.dim,
     })
 }
 
@@ -212,24 +224,9 @@ fn plan_on(dir: &Path, ask: &PlanAsk, to_ais: bool) -> Result<MemoryPlan, GraphP
         left -= extra;
         plan.delta_bytes = d.bytes;
     }
-    // 1. The node or list cache.
+    // 1. The node cache, or the list cache and the refinement codes.
     if layout == IndexLayout::Decoupled {
-        let per = (base.list_entry_bytes.max(2) + ListCache::OVERHEAD) as u64;
-        let cap = per * base.n as u64;
-        plan.list_cache_bytes = left.min(cap);
-        if plan.list_cache_bytes >= per {
-            plan.items.push(PlanItem {
-                name: "list_cache",
-                bytes: plan.list_cache_bytes,
-                required: false,
-                detail: format!(
-                    "up to {} coded lists, filled as searches run",
-                    plan.list_cache_bytes / per
-                ),
-            });
-        } else {
-            plan.list_cache_bytes = 0;
-        }
+        plan_lists_and_refine(dir, &base, left, ask, &mut plan)?;
     } else {
         plan_node_cache(dir, &base, left, &mut plan)?;
     }
@@ -238,7 +235,7 @@ fn plan_on(dir: &Path, ask: &PlanAsk, to_ais: bool) -> Result<MemoryPlan, GraphP
     left -= plan
         .items
         .iter()
-        .filter(|i| i.name == "node_cache" || i.name == "list_cache")
+        .filter(|i| matches!(i.name, "node_cache" | "list_cache" | "refine"))
         .map(|i| i.bytes)
         .sum::<u64>();
     let entry_path = dir.join(crate::kinds::graph::search::entry::FILE_NAME);
@@ -359,6 +356,170 @@ pub fn plan_auto(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, GraphPlanError
         considered.join(", ")
     ));
     Ok(p)
+}
+
+/// The decoupled layout's uses within `left` bytes: the list cache and the refinement codes
+/// (`refine.trawl`, when the index has current ones).
+///
+/// With a hot-node order and a read-only open of a merged index, the list cache is pinned
+/// ([`crate::kinds::graph::DiskIndex::pin_lists`]): the order's most read lists at their exact
+/// size (about half an LRU slot here), read at open, so what it saves is known and holds from
+/// the first query. Otherwise it is an LRU cache filled as searches run (slots of the worst-case
+/// list size), capped where every list fits.
+///
+/// Of the two ways to spend `left` — all on the list cache, or the codes and the rest on the
+/// list cache — the one expected to leave the fewest reads per sample search wins: the list
+/// reads a cache of that many of the most read lists would have served (the hot-node order's
+/// counts), against the pages the codes were measured to save when they were written. Without
+/// a hot-node order the codes come only after a full list cache.
+fn plan_lists_and_refine(
+    dir: &Path,
+    base: &Base,
+    left: u64,
+    ask: &PlanAsk,
+    plan: &mut MemoryPlan,
+) -> Result<(), OpenError> {
+    let n = base.n as u64;
+    let hot_path = dir.join(hot::FILE_NAME);
+    let hot = if hot_path.is_file() {
+        Some(HotOrder::load(&hot_path, n, base.tag)?)
+    } else {
+        None
+    };
+    let read_only = !ask.writable && !crate::kinds::GraphIndex::has_updates(dir);
+    let slot = (base.list_entry_bytes.max(2) + ListCache::OVERHEAD) as u64;
+    let pinned_entry = PinnedLists::entry_cost(base.list_mean_bytes);
+    let fixed = PinnedLists::fixed_bytes(base.n);
+    // Choosing what to pin reads the ranking (its file and the parsed order at once), then
+    // holds its nodes, each list's size and a flag per node.
+    let m = hot.as_ref().map_or(0, |h| h.len() as u64);
+    let transient = (16 * m).max(4 * m + 5 * n);
+    let pinned = |bytes: u64| read_only && hot.is_some() && bytes >= transient.max(fixed + n);
+    // Lists a cache of `bytes` holds, and the bytes where every list fits.
+    let lists_of = |bytes: u64| {
+        if pinned(bytes) {
+            ((bytes - fixed - n) / pinned_entry).min(n) as usize
+        } else {
+            (bytes / slot).min(n) as usize
+        }
+    };
+    let cap = |bytes: u64| {
+        if pinned(bytes) {
+            // The mean list size, with room for the most read lists being longer.
+            (fixed + n + n * pinned_entry) * 21 / 20
+        } else {
+            slot * n
+        }
+    };
+    let lists_left = |bytes: u64| {
+        hot.as_ref().map(|h| {
+            let k = lists_of(bytes.min(cap(bytes)));
+            (h.reads_per_search() - h.reads_saved(k)).max(0.0)
+        })
+    };
+    let refine = if read_only {
+        refine_component(dir, base, plan)?
+    } else {
+        if dir.join(refine_file::FILE_NAME).is_file() {
+            plan.notes.push(
+                "the refinement codes are not planned: they serve a read-only open of a \
+                 merged index"
+                    .into(),
+            );
+        }
+        None
+    };
+    let mut lists = left.min(cap(left));
+    plan.reads_left = lists_left(lists);
+    if let Some((h, bytes)) = refine.filter(|(_, b)| *b <= left) {
+        let rest = (left - bytes).min(cap(left - bytes));
+        let take = match (lists_left(lists), lists_left(rest)) {
+            (Some(a), Some(b)) => b - h.savings.saved() < a,
+            _ => left - bytes >= cap(left - bytes),
+        };
+        if take {
+            lists = rest;
+            plan.reads_left = lists_left(lists).map(|r| (r - h.savings.saved()).max(0.0));
+            plan.refine_bits = h.bits;
+            plan.items.push(PlanItem {
+                name: "refine",
+                bytes,
+                required: false,
+                detail: format!(
+                    "refinement codes, {} bits per dimension ({} of it only while they \
+                     load): measured to save {:.1} of {:.1} pages per sample search",
+                    h.bits,
+                    human(bytes - h.heap_bytes()),
+                    h.savings.saved(),
+                    h.savings.pages_without
+                ),
+            });
+        } else {
+            plan.notes.push(format!(
+                "the refinement codes ({}) stay on disk: the list cache saves more reads \
+                 with those bytes (docs/memory.md)",
+                human(bytes)
+            ));
+        }
+    }
+    if lists < slot.min(pinned_entry + fixed) {
+        return Ok(());
+    }
+    plan.list_cache_bytes = lists;
+    plan.list_pinned = pinned(lists);
+    let total = hot.as_ref().map_or(0.0, |h| h.reads_per_search());
+    let detail = match (plan.list_pinned, lists_left(lists)) {
+        (true, Some(r)) => format!(
+            "about {} of the most read lists pinned at open ({} of it only while they are \
+             chosen): {:.1} of the sample searches' {:.1} list reads each",
+            lists_of(lists),
+            human(transient),
+            total - r,
+            total
+        ),
+        (false, Some(r)) => format!(
+            "up to {} coded lists, filled as searches run (the most read of them would serve \
+             {:.1} of the sample searches' {:.1} list reads each)",
+            lists_of(lists),
+            total - r,
+            total
+        ),
+        _ => format!(
+            "up to {} coded lists, filled as searches run",
+            lists_of(lists)
+        ),
+    };
+    plan.items.push(PlanItem {
+        name: "list_cache",
+        bytes: lists,
+        required: false,
+        detail,
+    });
+    Ok(())
+}
+
+/// The index's current refinement codes and the bytes loading them takes at its peak (the
+/// codes and, while the payload is parsed, a second copy of the norms); a note when the file
+/// is of another version.
+fn refine_component(
+    dir: &Path,
+    base: &Base,
+    plan: &mut MemoryPlan,
+) -> Result<Option<(RefineHeader, u64)>, OpenError> {
+    let path = dir.join(refine_file::FILE_NAME);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let h = RefineHeader::read(&path)?;
+    if !h.fits(base.n as u64, base.dim, base.tag) || h.bits != refine_file::STORED_BITS {
+        plan.notes.push(
+            "the refinement codes on disk are of another version of the index: not planned \
+             (`trawl layout DIR --decoupled` or a merge writes them again)"
+                .into(),
+        );
+        return Ok(None);
+    }
+    Ok(Some((h, h.heap_bytes() + 4 * h.n)))
 }
 
 /// The largest node cache within `left` bytes, from the hot-node order when the index has

@@ -1,8 +1,12 @@
-//! Loading the decoupled layout's in-memory refinement codes ([`crate::quant::sq`]).
+//! The decoupled layout's in-memory refinement codes ([`crate::quant::sq`]): loaded from
+//! their component ([`crate::kinds::graph::refine_file`]) when the index has a current one
+//! of the bits asked for, built from the vector files otherwise; and written, with what
+//! sample searches measured them to save.
 
 use std::time::Instant;
 
 use crate::kernels::DType;
+use crate::kinds::graph::refine_file::{self, RefineHeader, RefineSavings, STORED_BITS};
 use crate::kinds::graph::DiskIndex;
 use crate::progress::Control;
 use crate::quant::sq::{RangeBuilder, RefineCodes, REFINE_BITS};
@@ -17,8 +21,11 @@ pub struct RefineReport {
     pub vectors: usize,
     /// Bytes of memory the codes hold (codes, norms, grids).
     pub bytes: u64,
-    /// Seconds to build them (two sequential scans of the vector files).
+    /// Seconds to load or build them.
     pub secs: f64,
+    /// Read from the index's `refine.trawl` (else built by two sequential scans of the
+    /// vector files).
+    pub from_file: bool,
 }
 
 /// `bytes` (`dim` elements of `dtype`) as `f32` into `out`.
@@ -38,9 +45,11 @@ fn widen(dtype: DType, bytes: &[u8], out: &mut Vec<f32>) {
 impl DiskIndex {
     /// Codes every vector of the decoupled layout at `bits` per dimension (4 or 8; 0 drops
     /// the codes) and keeps the codes in memory, where they order the re-rank in place of the
-    /// PQ distances (fewer vector reads for the same recall where PQ is coarse). Built from
-    /// two sequential scans of the vector files (ranges, then codes); the memory they take is
-    /// reported apart ([`crate::kinds::graph::MemoryReport::refine_bytes`]).
+    /// PQ distances (fewer vector reads for the same recall where PQ is coarse). Read from
+    /// the index's `refine.trawl` when it holds codes of these bits for this version of the
+    /// index; built from two sequential scans of the vector files otherwise (ranges, then
+    /// codes). The memory they take is reported apart
+    /// ([`crate::kinds::graph::MemoryReport::refine_bytes`]).
     pub fn load_refine(&mut self, bits: u8, ctl: &Control) -> Result<RefineReport, SearchError> {
         let t0 = Instant::now();
         if bits == 0 {
@@ -54,6 +63,52 @@ impl DiskIndex {
                 "refinement codes take 4 or 8 bits per dimension, not {bits}"
             )));
         }
+        let stored = if bits == STORED_BITS {
+            self.stored_refine()?
+        } else {
+            None
+        };
+        let from_file = stored.is_some();
+        let codes = match stored {
+            Some(c) => c,
+            None => self.build_refine(bits, ctl)?,
+        };
+        let report = RefineReport {
+            bits,
+            vectors: codes.len(),
+            bytes: codes.heap_bytes(),
+            secs: 0.0,
+            from_file,
+        };
+        if let Some(d) = self.layout.decoupled_mut() {
+            d.set_refine(Some(codes));
+        }
+        Ok(RefineReport {
+            secs: t0.elapsed().as_secs_f64(),
+            ..report
+        })
+    }
+
+    /// The codes of the index's `refine.trawl`, when it has one for this version of the
+    /// index (a stale one is left to be written again; a damaged one is an error).
+    fn stored_refine(&self) -> Result<Option<RefineCodes>, SearchError> {
+        let path = self.dir().join(refine_file::FILE_NAME);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let fail = |e: crate::dir::FileError| SearchError::Internal(e.to_string());
+        let (n, dim, tag) = (self.n() as u64, self.dim(), self.meta().pq_codes_crc);
+        let h = RefineHeader::read(&path).map_err(fail)?;
+        if !h.fits(n, dim, tag) || h.bits != STORED_BITS {
+            return Ok(None);
+        }
+        let (codes, _) = refine_file::load(&path, n, dim, tag, self.metric()).map_err(fail)?;
+        Ok(Some(codes))
+    }
+
+    /// The codes of every vector at `bits` per dimension, from two sequential scans of the
+    /// decoupled layout's vector files.
+    fn build_refine(&self, bits: u8, ctl: &Control) -> Result<RefineCodes, SearchError> {
         let Some(d) = self.layout.decoupled() else {
             return Err(SearchError::Unsupported(
                 "refinement codes order the decoupled layout's re-rank; the page-packed \
@@ -100,19 +155,51 @@ impl DiskIndex {
                 codes.copy_from(id, seg, l as usize);
             }
         }
-        drop(by_segment);
-        let report = RefineReport {
-            bits,
-            vectors: n,
-            bytes: codes.heap_bytes(),
-            secs: 0.0,
+        Ok(codes)
+    }
+
+    /// Builds the [`STORED_BITS`] refinement codes of this decoupled index, measures what
+    /// they save on sample searches of `queries` (raw vectors of the index's element type,
+    /// searched for their 10 nearest at L 15, W 4, no cache, with and without the codes), and
+    /// writes both to `path` (`refine.trawl` of a staging directory); returns its bytes.
+    pub(crate) fn save_refine(
+        &mut self,
+        path: &std::path::Path,
+        queries: &[u8],
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<u64, crate::kinds::graph::IndexBuildError> {
+        const K: usize = 10;
+        let (l, w) = (15usize, 4usize);
+        let codes = self.build_refine(STORED_BITS, ctl)?;
+        let nq = queries.len() / (self.dim() * self.dtype().size_bytes()).max(1);
+        let measure = |ix: &Self| ix.sample_pages(queries, K, l, w, threads, ctl);
+        let without = self.without_caches(measure)?;
+        let old = self
+            .layout
+            .decoupled_mut()
+            .and_then(|d| d.set_refine(Some(codes)));
+        let with = self.without_caches(measure);
+        let codes = self
+            .layout
+            .decoupled_mut()
+            .and_then(|d| d.set_refine(old))
+            .ok_or_else(|| SearchError::Internal("the decoupled layout went away".into()))?;
+        let with = with?;
+        let per = |p: u64| (p as f64 / nq.max(1) as f64) as f32;
+        let savings = RefineSavings {
+            samples: nq as u32,
+            k: K as u8,
+            l: l as u16,
+            beam_width: w as u8,
+            pages_without: per(without),
+            pages_with: per(with),
         };
-        if let Some(d) = self.layout.decoupled_mut() {
-            d.set_refine(Some(codes));
-        }
-        Ok(RefineReport {
-            secs: t0.elapsed().as_secs_f64(),
-            ..report
-        })
+        Ok(refine_file::save(
+            path,
+            &codes,
+            self.meta().pq_codes_crc,
+            &savings,
+        )?)
     }
 }

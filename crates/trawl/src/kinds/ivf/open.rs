@@ -293,6 +293,7 @@ impl IvfIndex {
             entry: 0,
             manifest: size(crate::kinds::graph::MANIFEST_FILE),
             hot: 0,
+            refine: 0,
         };
         let mem = self.memory();
         let report = MemoryReport {

@@ -52,35 +52,11 @@ impl PinnedLists {
         n: usize,
         entries: impl IntoIterator<Item = (u32, usize, &'a [u8])>,
     ) -> Result<Self, String> {
-        let mut words = vec![0u64; n.div_ceil(64)];
-        let mut offsets = vec![0u32];
-        let mut data = Vec::new();
-        let mut last: Option<u32> = None;
+        let mut b = PinnedBuilder::new(n, 0, 0);
         for (id, degree, coded) in entries {
-            if (id as usize) >= n || last.is_some_and(|l| l >= id) || degree > 0xffff {
-                return Err(format!("pinned list {id}: ids must increase below {n}"));
-            }
-            last = Some(id);
-            words[id as usize / 64] |= 1 << (id % 64);
-            data.extend_from_slice(&(degree as u16).to_le_bytes());
-            data.extend_from_slice(coded);
-            offsets.push(
-                u32::try_from(data.len()).map_err(|_| "pinned lists above 4 GiB".to_string())?,
-            );
+            b.push(id, degree, coded)?;
         }
-        let mut ranks = Vec::with_capacity(words.len());
-        let mut acc = 0u32;
-        for w in &words {
-            ranks.push(acc);
-            acc += w.count_ones();
-        }
-        data.shrink_to_fit();
-        Ok(Self {
-            words,
-            ranks,
-            offsets,
-            data,
-        })
+        Ok(b.finish())
     }
 
     /// Lists pinned.
@@ -110,6 +86,68 @@ impl PinnedLists {
         let r = self.ranks[id as usize / 64] as usize + (w & (bit - 1)).count_ones() as usize;
         let e = &self.data[self.offsets[r] as usize..self.offsets[r + 1] as usize];
         Some((usize::from(u16::from_le_bytes([e[0], e[1]])), &e[2..]))
+    }
+}
+
+/// Builds [`PinnedLists`] one entry at a time, in increasing id order, so that lists can be
+/// pinned straight from a scan of the graph file with no second copy.
+#[derive(Debug)]
+pub struct PinnedBuilder {
+    n: usize,
+    words: Vec<u64>,
+    offsets: Vec<u32>,
+    data: Vec<u8>,
+    last: Option<u32>,
+}
+
+impl PinnedBuilder {
+    /// A builder for an index of `n` nodes, with room for `entries` entries of `data_bytes`
+    /// bytes in all (degrees included) reserved up front (0: grown as entries come).
+    pub fn new(n: usize, entries: usize, data_bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(entries + 1);
+        offsets.push(0);
+        Self {
+            n,
+            words: vec![0u64; n.div_ceil(64)],
+            offsets,
+            data: Vec::with_capacity(data_bytes),
+            last: None,
+        }
+    }
+
+    /// Pins node `id`'s list (`degree`, coded entry); ids must increase and be below `n`.
+    pub fn push(&mut self, id: u32, degree: usize, coded: &[u8]) -> Result<(), String> {
+        let n = self.n;
+        if (id as usize) >= n || self.last.is_some_and(|l| l >= id) || degree > 0xffff {
+            return Err(format!("pinned list {id}: ids must increase below {n}"));
+        }
+        self.last = Some(id);
+        self.words[id as usize / 64] |= 1 << (id % 64);
+        self.data.extend_from_slice(&(degree as u16).to_le_bytes());
+        self.data.extend_from_slice(coded);
+        self.offsets.push(
+            u32::try_from(self.data.len()).map_err(|_| "pinned lists above 4 GiB".to_string())?,
+        );
+        Ok(())
+    }
+
+    /// The pinned lists.
+    pub fn finish(self) -> PinnedLists {
+        let mut ranks = Vec::with_capacity(self.words.len());
+        let mut acc = 0u32;
+        for w in &self.words {
+            ranks.push(acc);
+            acc += w.count_ones();
+        }
+        let (mut data, mut offsets) = (self.data, self.offsets);
+        data.shrink_to_fit();
+        offsets.shrink_to_fit();
+        PinnedLists {
+            words: self.words,
+            ranks,
+            offsets,
+            data,
+        }
     }
 }
 

@@ -44,7 +44,7 @@ pub use cache::{CachePolicy, NodeCache, WarmProgress, FILL_CHUNK};
 pub use explore::Frontier;
 pub use flash::{FlashParams, Grain};
 pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};
-pub use list_cache::{ListCache, PinnedLists};
+pub use list_cache::{ListCache, PinnedBuilder, PinnedLists};
 pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn};
 pub use params::{
     BeamParams, Capabilities, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH, MAX_LIST,

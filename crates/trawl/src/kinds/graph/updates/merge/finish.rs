@@ -101,7 +101,9 @@ pub(super) fn write_entry<T: DeltaElement>(
 
 /// The recall monitor on the merged version in `staging` (read through the page cache: just
 /// written): its figures and the number of vectors searched. Then the merged version's
-/// hot-node order ([`crate::kinds::graph::hot`]), written into `staging`, and its bytes.
+/// hot-node order ([`crate::kinds::graph::hot`]) and, for a decoupled merge of a version that
+/// had them, its refinement codes ([`crate::kinds::graph::refine_file`]), written into
+/// `staging`, and their bytes.
 pub(super) fn monitor<T: DeltaElement>(
     input: &MergeInput<'_>,
     staging: &Path,
@@ -126,13 +128,34 @@ pub(super) fn monitor<T: DeltaElement>(
         &|s| &vectors[s as usize * dim..(s as usize + 1) * dim],
         &|s| !ids.is_hole(s),
     )?;
-    let hot_bytes = staged.save_hot_order(
+    let mut bytes = staged.save_hot_order(
         &staging.join(crate::kinds::graph::hot::FILE_NAME),
         rayon::current_num_threads(),
         &Control::silent(),
     )?;
+    let refine_path = |d: &Path| d.join(crate::kinds::graph::refine_file::FILE_NAME);
+    if decoupled(input).is_some() && refine_path(input.old.dir()).is_file() {
+        // The refinement codes of the merged version (the old one had them), measured on
+        // live slots' vectors: `n · (dim + 4)` bytes written, every segment read.
+        let n = staged.n();
+        let picks = crate::kinds::graph::cache_load::sampled_ids(
+            n,
+            crate::kinds::graph::refine_file::SAMPLES.min(n),
+        );
+        let mut queries = Vec::new();
+        for s in picks.into_iter().filter(|&s| !ids.is_hole(s)) {
+            let row = vectors.get(s as usize * dim..(s as usize + 1) * dim);
+            queries.extend_from_slice(bytemuck::cast_slice(row.unwrap_or(&[])));
+        }
+        bytes += staged.save_refine(
+            &refine_path(staging),
+            &queries,
+            rayon::current_num_threads(),
+            &Control::silent(),
+        )?;
+    }
     drop(staged);
-    Ok((measured.0, measured.1, hot_bytes))
+    Ok((measured.0, measured.1, bytes))
 }
 
 /// The attributes of the new version, when the old one or the delta has any: the kept slots'
