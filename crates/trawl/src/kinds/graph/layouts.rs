@@ -24,7 +24,7 @@ use crate::kinds::graph::layout::decoupled::vectors::{
 };
 use crate::kinds::graph::layout::packed::{self, PackedMeta, PackedWriter, RecordView};
 use crate::kinds::graph::layout::shuffle::{self, Csr, ShuffleReport};
-use crate::kinds::graph::refine_file::{self, RefineHeader, RefineSavings};
+use crate::kinds::graph::refine_file::RefineSavings;
 use crate::kinds::graph::{DiskIndex, IndexBuildError};
 use crate::progress::Control;
 use crate::search::SearchError;
@@ -389,7 +389,24 @@ impl DiskIndex {
     /// graph file is written keyed with each node's position. Memory: one chunk's byte counts
     /// per position (`256 · V · 4` bytes) and the plan; in graph order also the graph twice
     /// (out-lists and their transpose) and the order.
+    ///
+    /// Then the refinement codes (`refine.trawl`), in a transaction of their own
+    /// ([`crate::kinds::graph::refine_file`], with what sample searches measured them to save).
     pub fn write_decoupled(
+        &self,
+        params: &VectorParams,
+        ctl: &Control,
+    ) -> Result<LayoutReport, IndexBuildError> {
+        let mut report = self.write_decoupled_files(params, ctl)?;
+        let (bytes, savings, secs) = self.write_refine(ctl)?;
+        report.total_secs += secs;
+        if let Some(d) = report.decoupled.as_mut() {
+            (d.refine_bytes, d.refine_savings, d.refine_secs) = (bytes, savings, secs);
+        }
+        Ok(report)
+    }
+
+    fn write_decoupled_files(
         &self,
         params: &VectorParams,
         ctl: &Control,
@@ -467,10 +484,8 @@ impl DiskIndex {
             pass2_secs += g.pass2_secs;
             order_used = VectorOrder::Graph;
         }
-        let graph_pages = graph_bytes / PAGE_BYTES as u64;
         let manifest = crate::kinds::graph::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
-        let (refine_bytes, refine_savings, refine_secs) = self.write_refine(ctl)?;
         Ok(LayoutReport {
             layout: IndexLayout::Decoupled.name().into(),
             file: format!(
@@ -494,7 +509,7 @@ impl DiskIndex {
                 vectors_bytes: vrep.file_bytes,
                 edges,
                 lists_raw_bytes: 4 * (meta.n + edges),
-                graph_pages,
+                graph_pages: graph_bytes / PAGE_BYTES as u64,
                 vectors_raw_bytes: meta.n * geo.vector_bytes() as u64,
                 vectors_payload_bytes: vrep.payload_bytes,
                 vectors_metadata_bytes: vrep.metadata_bytes,
@@ -507,40 +522,9 @@ impl DiskIndex {
                 beta: params.beta,
                 pass1_secs,
                 pass2_secs,
-                refine_bytes,
-                refine_savings,
-                refine_secs,
+                ..DecoupledReport::default()
             }),
         })
-    }
-
-    /// Writes the refinement codes of the decoupled layout just committed
-    /// ([`crate::kinds::graph::refine_file`]), in a transaction of their own (an index left
-    /// without them by a crash between the two opens without them: they are then built at
-    /// open when asked for, and not planned). The sample queries are indexed vectors read
-    /// from this (packed) index's records. Returns the file's bytes, the savings measured and
-    /// the seconds taken.
-    fn write_refine(&self, ctl: &Control) -> Result<(u64, RefineSavings, f64), IndexBuildError> {
-        let t0 = Instant::now();
-        let n = self.n();
-        let picks = super::cache_load::sampled_ids(n, refine_file::SAMPLES.min(n));
-        let (queries, _) = self.record_vectors(&picks)?;
-        // Through the page cache, as the hot-node order is ranked: just written.
-        let opts = crate::kinds::graph::OpenOptions {
-            direct: false,
-            layout: IndexLayout::Decoupled,
-            list_cache_bytes: 0,
-            ..*self.options()
-        };
-        let mut fresh = DiskIndex::open(self.dir(), opts)?;
-        let txn = self.begin_txn()?;
-        let path = txn.path(refine_file::FILE_NAME);
-        let bytes = fresh.save_refine(&path, &queries, rayon::current_num_threads(), ctl)?;
-        drop(fresh);
-        let savings = RefineHeader::read(&path)?.savings;
-        let manifest = crate::kinds::graph::files::with_additions(self.dir(), txn.staging())?;
-        txn.commit(&manifest)?;
-        Ok((bytes, savings, t0.elapsed().as_secs_f64()))
     }
 
     /// Codes every vector of the packed file, in id order, into the vector file at `path`

@@ -468,27 +468,12 @@ fn plan_lists_and_refine(
     plan.list_cache_bytes = lists;
     plan.list_pinned = pinned(lists);
     let total = hot.as_ref().map_or(0.0, |h| h.reads_per_search());
-    let detail = match (plan.list_pinned, lists_left(lists)) {
-        (true, Some(r)) => format!(
-            "about {} of the most read lists pinned at open ({} of it only while they are \
-             chosen): {:.1} of the sample searches' {:.1} list reads each",
-            lists_of(lists),
-            human(transient),
-            total - r,
-            total
-        ),
-        (false, Some(r)) => format!(
-            "up to {} coded lists, filled as searches run (the most read of them would serve \
-             {:.1} of the sample searches' {:.1} list reads each)",
-            lists_of(lists),
-            total - r,
-            total
-        ),
-        _ => format!(
-            "up to {} coded lists, filled as searches run",
-            lists_of(lists)
-        ),
-    };
+    let detail = list_detail(
+        plan.list_pinned,
+        lists_of(lists),
+        lists_left(lists).map(|r| (total - r, total)),
+        transient,
+    );
     plan.items.push(PlanItem {
         name: "list_cache",
         bytes: lists,
@@ -496,6 +481,23 @@ fn plan_lists_and_refine(
         detail,
     });
     Ok(())
+}
+
+/// The list cache's plan item in words: `lists` entries, pinned (choosing them holds
+/// `transient` bytes) or LRU, and the sample searches' list reads they serve of all.
+fn list_detail(pinned: bool, lists: usize, served: Option<(f64, f64)>, transient: u64) -> String {
+    match (pinned, served) {
+        (true, Some((s, total))) => format!(
+            "about {lists} of the most read lists pinned at open ({} of it only while they \
+             are chosen): {s:.1} of the sample searches' {total:.1} list reads each",
+            human(transient)
+        ),
+        (false, Some((s, total))) => format!(
+            "up to {lists} coded lists, filled as searches run (the most read of them would \
+             serve {s:.1} of the sample searches' {total:.1} list reads each)"
+        ),
+        _ => format!("up to {lists} coded lists, filled as searches run"),
+    }
 }
 
 /// The index's current refinement codes and the bytes loading them takes at its peak (the

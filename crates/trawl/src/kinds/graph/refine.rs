@@ -5,6 +5,8 @@
 
 use std::time::Instant;
 
+use crate::kinds::graph::IndexLayout;
+
 use crate::kernels::DType;
 use crate::kinds::graph::refine_file::{self, RefineHeader, RefineSavings, STORED_BITS};
 use crate::kinds::graph::DiskIndex;
@@ -201,5 +203,37 @@ impl DiskIndex {
             self.meta().pq_codes_crc,
             &savings,
         )?)
+    }
+
+    /// Writes the refinement codes of the decoupled layout just committed
+    /// ([`crate::kinds::graph::refine_file`]), in a transaction of their own (an index left
+    /// without them by a crash between the two opens without them: they are then built at
+    /// open when asked for, and not planned). The sample queries are indexed vectors read
+    /// from this (packed) index's records. Returns the file's bytes, the savings measured and
+    /// the seconds taken.
+    pub(super) fn write_refine(
+        &self,
+        ctl: &Control,
+    ) -> Result<(u64, RefineSavings, f64), crate::kinds::graph::IndexBuildError> {
+        let t0 = Instant::now();
+        let n = self.n();
+        let picks = super::cache_load::sampled_ids(n, refine_file::SAMPLES.min(n));
+        let (queries, _) = self.record_vectors(&picks)?;
+        // Through the page cache, as the hot-node order is ranked: just written.
+        let opts = crate::kinds::graph::OpenOptions {
+            direct: false,
+            layout: IndexLayout::Decoupled,
+            list_cache_bytes: 0,
+            ..*self.options()
+        };
+        let mut fresh = DiskIndex::open(self.dir(), opts)?;
+        let txn = self.begin_txn()?;
+        let path = txn.path(refine_file::FILE_NAME);
+        let bytes = fresh.save_refine(&path, &queries, rayon::current_num_threads(), ctl)?;
+        drop(fresh);
+        let savings = RefineHeader::read(&path)?.savings;
+        let manifest = crate::kinds::graph::files::with_additions(self.dir(), txn.staging())?;
+        txn.commit(&manifest)?;
+        Ok((bytes, savings, t0.elapsed().as_secs_f64()))
     }
 }
