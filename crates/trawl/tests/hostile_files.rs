@@ -704,3 +704,30 @@ fn ivf_vectors_huge_page_count_is_refused() {
         );
     }
 }
+
+/// The refinement codes' seeds load; a forged count, bit width or dimension is refused by the
+/// planner's header read and by the load, before anything is allocated for it. (A count near
+/// 2^64 overflowed the size check once: found by the fuzzing smoke run.)
+#[test]
+fn refine_seeds_load_and_forged_headers_are_refused() {
+    use trawl::kinds::graph::refine_file::{load, RefineHeader};
+    for nth in 0..2 {
+        let f = TempFile::new("refine.trawl", &harness::index_seed_file("refine", nth));
+        let h = RefineHeader::read(&f.path).unwrap();
+        let (codes, back) = load(&f.path, 12, 6, 0x5eed_0002, trawl::Metric::L2).unwrap();
+        assert_eq!((codes.len(), back), (12, h));
+    }
+    let forged_fields = [
+        (32 + 4, 8, 1u64 << 40),
+        (32 + 4, 8, u64::MAX / 3),
+        (32 + 16, 1, 3),
+        (32 + 12, 4, 0),
+    ];
+    for (at, width, v) in forged_fields {
+        let b = index_forged("refine", 0, &[(at, width, v)]);
+        let f = TempFile::new("refine.trawl", &b);
+        assert!(RefineHeader::read(&f.path).is_err(), "{at}: {v}");
+        let e = load(&f.path, 12, 6, 0x5eed_0002, trawl::Metric::L2).unwrap_err();
+        assert_eq!(e.path, f.path);
+    }
+}

@@ -263,12 +263,47 @@ pub fn read_envelope(
     max_version: u32,
 ) -> Result<(u32, Vec<u8>), FileError> {
     let fail = |kind: FileErrorKind| FileError::new(path, kind);
+    let (mut file, h) = open_envelope(path, magic, kind_name, max_version, 0)?;
+    let len = usize::try_from(h.len)
+        .map_err(|_| fail(FileErrorKind::Invalid("payload larger than memory".into())))?;
+    // Large payloads (PQ codes, an IVF index's centroids and lists) are read at random by
+    // every query once parsed: on huge pages where the system allows.
+    let mut payload = crate::mem::zeroed_huge::<u8>(len);
+    let direct = len >= DIRECT_READ_MIN
+        && read_direct_into(path, HEADER_BYTES as u64, &mut payload).map_err(|e| fail(e.into()))?;
+    if !direct {
+        file.read_exact(&mut payload).map_err(|e| fail(e.into()))?;
+    }
+    if crc32fast::hash(&payload) != h.payload_crc {
+        return Err(fail(FileErrorKind::Checksum { what: "payload" }));
+    }
+    Ok((h.version, payload))
+}
+
+/// What an envelope's header says, once checked.
+struct EnvelopeHeader {
+    version: u32,
+    len: u64,
+    payload_crc: u32,
+}
+
+/// Opens a trawl file and checks its header: magic, header CRC, version, and the file's
+/// length against the payload length it records (which must hold `at_least` bytes). The file
+/// is left positioned at the payload.
+fn open_envelope(
+    path: &Path,
+    magic: [u8; 8],
+    kind_name: &'static str,
+    max_version: u32,
+    at_least: usize,
+) -> Result<(File, EnvelopeHeader), FileError> {
+    let fail = |kind: FileErrorKind| FileError::new(path, kind);
     let mut file = File::open(path).map_err(|e| fail(e.into()))?;
     let actual = file.metadata().map_err(|e| fail(e.into()))?.len();
     let mut h = [0u8; HEADER_BYTES];
-    if actual < HEADER_BYTES as u64 {
+    if actual < (HEADER_BYTES + at_least) as u64 {
         return Err(fail(FileErrorKind::SizeMismatch {
-            expected: HEADER_BYTES as u64,
+            expected: (HEADER_BYTES + at_least) as u64,
             actual,
         }));
     }
@@ -296,21 +331,15 @@ pub fn read_envelope(
     if expected != actual {
         return Err(fail(FileErrorKind::SizeMismatch { expected, actual }));
     }
-    let len = usize::try_from(len)
-        .map_err(|_| fail(FileErrorKind::Invalid("payload larger than memory".into())))?;
-    // Large payloads (PQ codes, an IVF index's centroids and lists) are read at random by
-    // every query once parsed: on huge pages where the system allows.
-    let mut payload = crate::mem::zeroed_huge::<u8>(len);
-    let direct = len >= DIRECT_READ_MIN
-        && read_direct_into(path, HEADER_BYTES as u64, &mut payload).map_err(|e| fail(e.into()))?;
-    if !direct {
-        file.read_exact(&mut payload).map_err(|e| fail(e.into()))?;
-    }
     let payload_crc = u32::from_le_bytes(h[24..28].try_into().unwrap_or_default());
-    if crc32fast::hash(&payload) != payload_crc {
-        return Err(fail(FileErrorKind::Checksum { what: "payload" }));
-    }
-    Ok((version, payload))
+    Ok((
+        file,
+        EnvelopeHeader {
+            version,
+            len,
+            payload_crc,
+        },
+    ))
 }
 
 /// The first `prefix` bytes of a trawl file's payload, its header checked (magic, header
@@ -324,43 +353,11 @@ pub fn read_envelope_prefix(
     max_version: u32,
     prefix: usize,
 ) -> Result<(u32, Vec<u8>, u64), FileError> {
-    let fail = |kind: FileErrorKind| FileError::new(path, kind);
-    let mut file = File::open(path).map_err(|e| fail(e.into()))?;
-    let actual = file.metadata().map_err(|e| fail(e.into()))?.len();
-    if actual < (HEADER_BYTES + prefix) as u64 {
-        return Err(fail(FileErrorKind::SizeMismatch {
-            expected: (HEADER_BYTES + prefix) as u64,
-            actual,
-        }));
-    }
-    let mut h = [0u8; HEADER_BYTES];
-    file.read_exact(&mut h).map_err(|e| fail(e.into()))?;
-    let found: [u8; 8] = h[0..8].try_into().unwrap_or_default();
-    if found != magic {
-        return Err(fail(FileErrorKind::WrongMagic {
-            expected: kind_name,
-            found,
-        }));
-    }
-    let stored_header_crc = u32::from_le_bytes(h[28..32].try_into().unwrap_or_default());
-    if crc32fast::hash(&h[0..28]) != stored_header_crc {
-        return Err(fail(FileErrorKind::Checksum { what: "header" }));
-    }
-    let version = u32::from_le_bytes(h[8..12].try_into().unwrap_or_default());
-    if version == 0 || version > max_version {
-        return Err(fail(FileErrorKind::UnsupportedVersion {
-            found: version,
-            supported: max_version,
-        }));
-    }
-    let len = u64::from_le_bytes(h[16..24].try_into().unwrap_or_default());
-    let expected = len.saturating_add(HEADER_BYTES as u64);
-    if expected != actual {
-        return Err(fail(FileErrorKind::SizeMismatch { expected, actual }));
-    }
+    let (mut file, h) = open_envelope(path, magic, kind_name, max_version, prefix)?;
     let mut bytes = vec![0u8; prefix];
-    file.read_exact(&mut bytes).map_err(|e| fail(e.into()))?;
-    Ok((version, bytes, len))
+    file.read_exact(&mut bytes)
+        .map_err(|e| FileError::new(path, e.into()))?;
+    Ok((h.version, bytes, h.len))
 }
 
 /// The first page of a paged trawl file (the page-packed index, the decoupled graph and

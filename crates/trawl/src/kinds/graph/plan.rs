@@ -521,7 +521,10 @@ fn refine_component(
         );
         return Ok(None);
     }
-    Ok(Some((h, h.heap_bytes() + 4 * h.n)))
+    Ok(Some((
+        h,
+        h.heap_bytes().saturating_add(h.n.saturating_mul(4)),
+    )))
 }
 
 /// The largest node cache within `left` bytes, from the hot-node order when the index has

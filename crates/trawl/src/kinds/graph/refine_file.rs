@@ -100,13 +100,15 @@ impl RefineHeader {
     }
 
     /// Bytes the loaded codes hold in memory (codes, norms, grids:
-    /// [`RefineCodes::heap_bytes`]).
+    /// [`RefineCodes::heap_bytes`]); saturating, for a header no file could match.
     pub fn heap_bytes(&self) -> u64 {
-        self.n * (self.code_bytes() + 4) + 8 * u64::from(self.dim)
+        self.n
+            .saturating_mul(self.code_bytes() + 4)
+            .saturating_add(8 * u64::from(self.dim))
     }
 
     fn payload_bytes(&self) -> u64 {
-        HEAD as u64 + self.heap_bytes()
+        self.heap_bytes().saturating_add(HEAD as u64)
     }
 
     fn parse(path: &Path, b: &[u8]) -> Result<Self, FileError> {
