@@ -159,7 +159,7 @@ fn a_background_fill_serves_the_same_results_while_it_runs() {
 #[test]
 fn a_plan_fits_its_budget_and_the_index_fits_its_plan() {
     let dir = tempfile::tempdir().unwrap();
-    let (base, _) = data::<f32>(10_000, 10, 32, 9);
+    let (base, q) = data::<f32>(10_000, 10, 32, 9);
     build(&base, dir.path(), Metric::L2, 8);
     let min = trawl::kinds::plan_memory(dir.path(), &opts(Some(u64::MAX / 4)))
         .unwrap()
@@ -196,9 +196,28 @@ fn a_plan_fits_its_budget_and_the_index_fits_its_plan() {
         assert_eq!(ix.graph().unwrap().disk().cache().len(), plan.cache_nodes);
     }
     assert_eq!(last_nodes, 10_000, "64 MiB holds every node");
-    // The minimum holds no cache and no entry index.
+    // The minimum holds no cache and no entry index; a search seeded from the entry index is
+    // then refused with the reason, not run from the medoid.
     let plan = trawl::kinds::plan_memory(dir.path(), &opts(Some(min))).unwrap();
     assert_eq!((plan.cache_nodes, plan.entry), (0, false));
+    let seeded = Options {
+        entry_list: 10,
+        ..opts(Some(min))
+    };
+    let (ix, _) = open_with(dir.path(), &seeded, &Control::silent()).unwrap();
+    let err = seeded
+        .params(&ix, 10)
+        .err()
+        .map(|e| e.to_string())
+        .or_else(|| {
+            let p = seeded.params(&ix, 10).unwrap();
+            ix.search(Queries::from(&q), &p, Run::default(), &QueryFilter::none())
+                .err()
+                .map(|e| e.to_string())
+        });
+    let err = err.expect("an entry-list search without the entry index in memory is refused");
+    assert!(err.contains("memory budget"), "{err}");
+    drop(ix);
     // Below the minimum: an error naming it, before anything is loaded.
     let err = open_with(dir.path(), &opts(Some(min - 1)), &Control::silent()).unwrap_err();
     assert!(matches!(err, Error::Budget(_)), "{err}");

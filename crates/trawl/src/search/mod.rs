@@ -65,8 +65,14 @@ pub enum SearchError {
         /// Largest allowed.
         max: usize,
     },
-    /// An entry-index search was asked of an index built without one.
-    #[error("this index has no entry index: rebuild it with one, or search with entry_list = 0")]
+    /// An entry-index search was asked of an index with no entry index in memory: built
+    /// without one, or opened without it (`load_entry` off, or a memory plan that left it on
+    /// disk).
+    #[error(
+        "this index has no entry index in memory (built without one, opened without it, or a \
+         memory budget whose plan left it on disk: `trawl info DIR --plan BUDGET` shows the \
+         plan): search with entry_list = 0, or rebuild it with one / give it the budget"
+    )]
     NoEntryIndex,
     /// A search option that the chosen strategy or index does not support.
     #[error("unsupported search option: {0}")]
