@@ -546,6 +546,22 @@ fn the_refinement_codes_are_a_component_read_at_open_and_planned() {
     // A writable open's list cache is an LRU (pinned lists serve one merged version).
     let w = trawl::kinds::plan_memory(dir.path(), &ask(1 << 30, true)).unwrap();
     assert!(!w.list_pinned && w.list_cache_bytes > 0, "{}", w.describe());
+    // Nor for a shard (a sharded open takes neither): its plan holds no codes and an LRU.
+    let shard = trawl::kinds::graph::plan::plan(
+        dir.path(),
+        &trawl::kinds::graph::plan::PlanAsk {
+            budget: 1 << 30,
+            layout: IndexLayout::Decoupled,
+            threads: 1,
+            interleave: 1,
+            queue_depth: 32,
+            writable: false,
+            static_uses: false,
+        },
+    )
+    .unwrap();
+    assert_eq!((shard.refine_bits, shard.list_pinned), (0, false));
+    assert!(shard.items.iter().all(|i| i.name != "refine"));
     // Not at the minimum, nor for a writable open (the codes serve a merged version).
     let min = plan.minimum;
     assert_eq!(

@@ -74,6 +74,7 @@ impl Options {
             interleave: self.interleave.max(1),
             queue_depth: opts.queue_depth,
             writable: self.writable,
+            static_uses: true,
         }
     }
 

@@ -59,6 +59,9 @@ pub struct PlanAsk {
     pub queue_depth: usize,
     /// Opened for updates: the update delta and a write's log buffer get a share.
     pub writable: bool,
+    /// The open takes the decoupled layout's pinned lists and refinement codes when the plan
+    /// grants them (a graph index's open; not a shard's, whose sharded open takes neither).
+    pub static_uses: bool,
 }
 
 /// Vectors the update delta of a writable open holds at least (one linking chunk).
@@ -386,7 +389,7 @@ fn plan_lists_and_refine(
     } else {
         None
     };
-    let read_only = !ask.writable && !crate::kinds::GraphIndex::has_updates(dir);
+    let read_only = ask.static_uses && !ask.writable && !crate::kinds::GraphIndex::has_updates(dir);
     let slot = (base.list_entry_bytes.max(2) + ListCache::OVERHEAD) as u64;
     let pinned_entry = PinnedLists::entry_cost(base.list_mean_bytes);
     let fixed = PinnedLists::fixed_bytes(base.n);
@@ -423,7 +426,7 @@ fn plan_lists_and_refine(
         if dir.join(refine_file::FILE_NAME).is_file() {
             plan.notes.push(
                 "the refinement codes are not planned: they serve a read-only open of a \
-                 merged index"
+                 merged graph index (not a writable one, nor a shard)"
                     .into(),
             );
         }

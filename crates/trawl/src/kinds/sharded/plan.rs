@@ -15,6 +15,11 @@ pub fn plan(dir: &Path, ask: &PlanAsk) -> Result<MemoryPlan, Error> {
         .map_err(|e| Error::InvalidInput(e.to_string()))?;
     let shards = &m.header.shards;
     let n: u64 = shards.iter().map(|e| e.count).sum::<u64>().max(1);
+    // A sharded open takes no pinned lists or refinement codes: plan the shards without.
+    let ask = &PlanAsk {
+        static_uses: false,
+        ..*ask
+    };
     let all = PlanAsk {
         budget: u64::MAX / 4,
         ..*ask
