@@ -68,6 +68,21 @@ def test_opq_build(tmp_path):
     assert recall(ids, brute_force(data, queries, 10)) >= 0.95
 
 
+def test_rabitq_build(tmp_path):
+    data = gaussian(3000, 32, seed=5)
+    queries = gaussian(40, 32, seed=6)
+    params = trawl.BuildParams(threads=2, quant="rabitq", bits=4, **FAST)
+    assert 'quant="rabitq"' in repr(params) or "quant='rabitq'" in repr(params)
+    trawl.build(data, tmp_path / "ix", params)
+    index = trawl.Index.open(tmp_path / "ix")
+    ids, _ = index.batch_search(queries, k=10, params=trawl.SearchParams(L=64), threads=2)
+    assert recall(ids, brute_force(data, queries, 10)) >= 0.95
+    with pytest.raises(ValueError, match="bits"):
+        trawl.build(data, tmp_path / "bad", trawl.BuildParams(quant="rabitq", bits=9, **FAST))
+    with pytest.raises(ValueError, match="rabitq"):
+        trawl.build(data, tmp_path / "bad", trawl.BuildParams(bits=2, **FAST))
+
+
 def test_search_finds_indexed_vectors_themselves(f32_index):
     d, data, _, _ = f32_index
     index = trawl.Index(d)

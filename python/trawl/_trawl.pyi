@@ -69,6 +69,11 @@ class BuildParams:
     consecutive ids in a seeded random order; default ``"blocks:64"``), ``"random"`` or
     ``"ids"``."""
     opq: bool
+    quant: str
+    """The codes searches navigate with: ``"pq"`` (``pq_bytes`` per vector) or ``"rabitq"``
+    (Extended RaBitQ, ``bits`` per dimension plus 12 bytes of factors; graph kind)."""
+    bits: Optional[int]
+    """RaBitQ bits per dimension, 1–8 (``quant="rabitq"``; ``None`` = 4)."""
     entry_ratio: float
     entry_degree: int
     entry_build_list: int
@@ -103,6 +108,8 @@ class BuildParams:
         saturate: bool = False,
         visit_order: str = "blocks:64",
         opq: bool = False,
+        quant: str = "pq",
+        bits: Optional[int] = None,
         entry_ratio: float = 0.01,
         entry_degree: int = 32,
         entry_build_list: int = 64,

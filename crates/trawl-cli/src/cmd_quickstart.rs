@@ -165,6 +165,8 @@ fn build_index(
             visit_order: defaults.order.to_string(),
             query_sample: None,
             opq: false,
+            quant: "pq".into(),
+            bits: None,
             entry_ratio: trawl::kinds::graph::search::entry::EntryParams::default().ratio,
             entry_degree: trawl::kinds::graph::search::entry::EntryParams::default().r,
             entry_build_list: trawl::kinds::graph::search::entry::EntryParams::default().l,

@@ -249,6 +249,7 @@ fn profile<T: Element>(
                 seed: args.seed,
                 ..PqParams::default()
             },
+            quant: trawl::quant::QuantKind::Pq,
             entry: None,
             label_aware: Default::default(),
         };

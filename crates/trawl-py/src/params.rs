@@ -69,6 +69,11 @@ pub struct BuildParams {
     /// Optimised PQ: learn an orthogonal rotation with the PQ codebooks (lower quantisation
     /// error at the same code size; dim² multiply-adds more per query).
     pub opq: bool,
+    /// The codes searches navigate with: "pq" (pq_bytes per vector) or "rabitq" (Extended
+    /// RaBitQ, `bits` per dimension plus 12 bytes of factors; graph kind).
+    pub quant: String,
+    /// RaBitQ bits per dimension, 1–8 (quant = "rabitq"; None = 4).
+    pub bits: Option<i64>,
     /// Share of the vectors sampled into the in-memory entry index; 0 = none.
     pub entry_ratio: f64,
     /// Out-degree of the entry index's graph.
@@ -103,7 +108,8 @@ impl BuildParams {
     #[pyo3(signature = (*, kind = "graph".to_string(), metric = "l2".to_string(), R = 64, L = 100,
         alpha = 1.2, pq_bytes = None, threads = 0, seed = VamanaParams::default().seed as i64,
         memory_budget_gb = None, saturate = false,
-        visit_order = VamanaParams::default().order.to_string(), opq = false, entry_ratio = 0.01, entry_degree = 32,
+        visit_order = VamanaParams::default().order.to_string(), opq = false,
+        quant = "pq".to_string(), bits = None, entry_ratio = 0.01, entry_degree = 32,
         entry_build_list = 64, entry_sampling = "uniform".to_string(), decoupled = false,
         ivf_list_size = trawl::kinds::ivf::DEFAULT_LIST_SIZE as i64,
         ivf_epsilon = f32_as_f64(trawl::kinds::ivf::DEFAULT_EPSILON),
@@ -123,6 +129,8 @@ impl BuildParams {
         saturate: bool,
         visit_order: String,
         opq: bool,
+        quant: String,
+        bits: Option<i64>,
         entry_ratio: f64,
         entry_degree: i64,
         entry_build_list: i64,
@@ -148,6 +156,8 @@ impl BuildParams {
             saturate,
             visit_order,
             opq,
+            quant,
+            bits,
             entry_ratio,
             entry_degree,
             entry_build_list,
@@ -165,7 +175,7 @@ impl BuildParams {
     fn __repr__(&self) -> String {
         format!(
             "BuildParams(kind={:?}, metric={:?}, R={}, L={}, alpha={}, pq_bytes={}, threads={}, \
-             seed={}, memory_budget_gb={}, saturate={}, visit_order={:?}, opq={}, entry_ratio={}, entry_degree={}, \
+             seed={}, memory_budget_gb={}, saturate={}, visit_order={:?}, opq={}, quant={:?}, bits={}, entry_ratio={}, entry_degree={}, \
              entry_build_list={}, entry_sampling={:?}, decoupled={}, ivf_list_size={}, \
              ivf_epsilon={}, ivf_max_replicas={}, by_id_vectors={}, label_aware={:?}, progress={})",
             self.kind,
@@ -181,6 +191,8 @@ impl BuildParams {
             py_bool(self.saturate),
             self.visit_order,
             py_bool(self.opq),
+            self.quant,
+            self.bits.map_or("None".to_string(), |b| b.to_string()),
             self.entry_ratio,
             self.entry_degree,
             self.entry_build_list,
@@ -238,6 +250,8 @@ impl Default for BuildParams {
             false,
             VamanaParams::default().order.to_string(),
             false,
+            "pq".into(),
+            None,
             0.01,
             32,
             64,
@@ -278,6 +292,23 @@ impl BuildParams {
             saturate: self.saturate,
             visit_order: parse("visit_order", &self.visit_order)?,
             opq: self.opq,
+            quant: match (self.quant.as_str(), self.bits) {
+                ("pq", None) => trawl::quant::QuantKind::Pq,
+                ("pq", Some(_)) => {
+                    return Err(invalid(
+                        "bits sets RaBitQ codes: pass quant=\"rabitq\" too".to_string(),
+                    ))
+                }
+                ("rabitq", b) => trawl::quant::QuantKind::RaBitQ {
+                    bits: u8::try_from(b.unwrap_or(4))
+                        .map_err(|_| invalid(format!("bits = {b:?} must be between 1 and 8")))?,
+                },
+                (other, _) => {
+                    return Err(invalid(format!(
+                        "quant = {other:?} must be \"pq\" or \"rabitq\""
+                    )))
+                }
+            },
             entry_ratio: self.entry_ratio,
             entry_degree: count("entry_degree", self.entry_degree, 0)?,
             entry_build_list: count("entry_build_list", self.entry_build_list, 0)?,

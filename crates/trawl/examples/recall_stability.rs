@@ -179,6 +179,7 @@ fn params(variant: &str) -> (IndexParams, usize, Option<usize>) {
             bytes_per_vector: 32,
             ..PqParams::default()
         },
+        quant: Default::default(),
         entry: None,
         label_aware: Default::default(),
     };

@@ -117,6 +117,7 @@ fn index_params(a: &Args) -> IndexParams {
             bytes_per_vector: a.pq_bytes,
             ..PqParams::default()
         },
+        quant: Default::default(),
         entry: None,
         label_aware: Default::default(),
     }

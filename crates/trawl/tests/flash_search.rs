@@ -408,6 +408,7 @@ fn flash_parameters_are_checked() {
         plain.path(),
         &trawl::kinds::graph::IndexParams {
             attrs: None,
+            quant: Default::default(),
             entry: None,
             ..common::params(Metric::L2, 8)
         },

@@ -81,6 +81,7 @@ fn make_fixture(dir: &Path) {
             bytes_per_vector: 8,
             ..PqParams::default()
         },
+        quant: Default::default(),
         entry: Some(EntryParams {
             ratio: 0.03,
             ..EntryParams::default()
@@ -866,6 +867,7 @@ fn sharded_searches_return_the_golden_results_and_counters() {
                 bytes_per_vector: 8,
                 ..Default::default()
             },
+            quant: Default::default(),
             entry: None,
             label_aware: Default::default(),
         };

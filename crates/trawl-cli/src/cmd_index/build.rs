@@ -76,6 +76,16 @@ pub struct BuildArgs {
     /// better-ranked neighbours at the same code size; costs dim² multiply-adds per query.
     #[arg(long)]
     pub opq: bool,
+    /// The codes searches navigate with: `pq` (product quantisation, `--pq-bytes` per vector,
+    /// `--opq` optional) or `rabitq` (Extended RaBitQ, `--bits` per dimension after a random
+    /// rotation, plus 12 bytes of factors: an unbiased distance estimate with an error bound,
+    /// which also lets a re-rank skip vectors that cannot enter the results). Graph kind.
+    #[arg(long, default_value = "pq", value_parser = ["pq", "rabitq"])]
+    pub quant: String,
+    /// RaBitQ bits per dimension, 1–8 (with `--quant rabitq`; default 4). A code takes
+    /// `bits × dim / 8` bytes (the dimension rounded up to a multiple of 64) plus 12.
+    #[arg(long)]
+    pub bits: Option<u8>,
     /// Share of the vectors sampled into the in-memory entry index (0 = no entry index).
     #[arg(long, default_value_t = EntryParams::default().ratio)]
     pub entry_ratio: f64,
@@ -180,6 +190,13 @@ impl BuildArgs {
             saturate: self.saturate,
             visit_order,
             opq: self.opq,
+            quant: match (self.quant.as_str(), self.bits) {
+                ("rabitq", bits) => trawl::quant::QuantKind::RaBitQ {
+                    bits: bits.unwrap_or(4),
+                },
+                (_, Some(_)) => anyhow::bail!("--bits sets RaBitQ codes: add --quant rabitq"),
+                _ => trawl::quant::QuantKind::Pq,
+            },
             entry_ratio: self.entry_ratio,
             entry_degree: self.entry_degree,
             entry_build_list: self.entry_build_list,

@@ -173,11 +173,14 @@ fn print_summary(
 fn print_build(info: &trawl::kinds::graph::IndexInfo) {
     if let Some(b) = &info.build {
         println!(
-            "build:   R = {}, L = {}, alpha = {}, {} PQ bytes{}, entry ratio {}, seed {}{}{}",
+            "build:   R = {}, L = {}, alpha = {}, {}{}, entry ratio {}, seed {}{}{}",
             b.r,
             b.l,
             b.alpha,
-            b.pq_bytes,
+            match b.rabitq_bits {
+                Some(bits) => format!("RaBitQ {bits} bits ({} B codes)", b.pq_bytes),
+                None => format!("{} PQ bytes", b.pq_bytes),
+            },
             if b.opq { " (OPQ)" } else { "" },
             b.entry_ratio,
             b.seed,

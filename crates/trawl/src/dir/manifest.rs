@@ -119,6 +119,10 @@ pub struct BuildRecord {
     /// The PQ carries an OPQ rotation (`--opq`); absent from the manifest when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub opq: bool,
+    /// The index navigates with RaBitQ codes of this many bits per dimension (`--quant rabitq
+    /// --bits B`; `pq_bytes` is then the bytes of one code); absent for PQ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rabitq_bits: Option<u8>,
     /// IVF index: its clustering and replication parameters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ivf: Option<IvfRecord>,

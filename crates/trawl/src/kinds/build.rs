@@ -48,6 +48,9 @@ pub struct BuildOptions {
     pub visit_order: VisitOrder,
     /// Graph and IVF: optimised PQ.
     pub opq: bool,
+    /// Graph: the quantiser searches navigate with — PQ (`pq_bytes`, `opq`) or RaBitQ
+    /// (`QuantKind::RaBitQ { bits }`, 1–8 bits per dimension).
+    pub quant: crate::quant::QuantKind,
     /// Graph: share of the vectors in the entry index (0: none).
     pub entry_ratio: f64,
     /// Graph: degree of the entry index's graph.
@@ -88,6 +91,7 @@ impl Default for BuildOptions {
             saturate: g.saturate,
             visit_order: g.order,
             opq: false,
+            quant: crate::quant::QuantKind::Pq,
             entry_ratio: e.ratio,
             entry_degree: e.r,
             entry_build_list: e.l,
@@ -111,6 +115,27 @@ impl BuildOptions {
     pub fn validate(&self) -> Result<(), Error> {
         if self.kind == KindName::Graph {
             self.validate_graph()?;
+        }
+        if let crate::quant::QuantKind::RaBitQ { bits } = self.quant {
+            if !(1..=crate::quant::rabitq::MAX_BITS).contains(&bits) {
+                return bad(format!("bits = {bits} must be between 1 and 8"));
+            }
+            if self.opq {
+                return bad("opq: RaBitQ codes take no OPQ rotation (they have their own)".into());
+            }
+            if let Some(b) = self.pq_bytes {
+                return bad(format!(
+                    "pq_bytes = {b} sets PQ's code size; a RaBitQ code's is set by its bits per \
+                     dimension"
+                ));
+            }
+            if self.kind == KindName::Ivf {
+                return bad(
+                    "quant = rabitq: the IVF kind's filter stage scores PQ codes only for now; \
+                     build a graph index for RaBitQ codes"
+                        .into(),
+                );
+            }
         }
         if self.pq_bytes == Some(0) {
             return bad("pq_bytes = 0 must be at least 1".into());
@@ -219,6 +244,7 @@ impl BuildOptions {
                 ..VamanaParams::default()
             },
             pq: self.pq(self.pq_bytes_for(dim)?),
+            quant: self.quant,
             entry: (self.entry_ratio > 0.0).then_some(EntryParams {
                 ratio: self.entry_ratio,
                 r: self.entry_degree,

@@ -33,6 +33,7 @@ pub fn params(metric: Metric, pq_bytes: usize) -> IndexParams {
             bytes_per_vector: pq_bytes,
             ..PqParams::default()
         },
+        quant: Default::default(),
         entry: Some(EntryParams::default()),
         attrs: None,
         label_aware: Default::default(),

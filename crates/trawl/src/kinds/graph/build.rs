@@ -13,7 +13,8 @@ use crate::kinds::graph::layout::packed::{self, PackedMeta, PackedWriter};
 use crate::kinds::graph::search::entry::{self, EntryIndex, EntryParams, EntrySampling};
 use crate::kinds::graph::{payload_crc, PQ_CODES_FILE, PQ_FILE};
 use crate::progress::Control;
-use crate::quant::pq::{PqError, PqParams, ProductQuantizer};
+use crate::quant::pq::{PqError, PqParams};
+use crate::quant::{QuantKind, Quantiser};
 use crate::vamana::{self, BuildError, VamanaParams};
 
 /// Parameters of [`build_index`].
@@ -26,6 +27,8 @@ pub struct IndexParams {
     pub graph: VamanaParams,
     /// PQ parameters; `bytes_per_vector` is the in-memory code size (clamped to the dimension).
     pub pq: PqParams,
+    /// The quantiser the searches navigate with: PQ (from `pq`) or RaBitQ.
+    pub quant: QuantKind,
     /// The in-memory entry index (a sample graph searched before the disk search), or `None`
     /// for none. On by default (1% sample, R = 32, L = 64).
     pub entry: Option<EntryParams>,
@@ -69,6 +72,7 @@ impl Default for IndexParams {
             metric: Metric::L2,
             graph: VamanaParams::default(),
             pq: PqParams::default(),
+            quant: QuantKind::Pq,
             entry: Some(EntryParams::default()),
             attrs: None,
             label_aware: LabelAware::Auto,
@@ -85,6 +89,9 @@ pub enum IndexBuildError {
     /// PQ training or encoding failed.
     #[error("product quantisation: {0}")]
     Pq(#[from] PqError),
+    /// RaBitQ training or encoding failed.
+    #[error("RaBitQ: {0}")]
+    RaBitQ(#[from] crate::quant::rabitq::RbqError),
     /// The graph build failed.
     #[error("graph build: {0}")]
     Graph(#[from] BuildError),
@@ -122,6 +129,15 @@ pub enum IndexBuildError {
     },
 }
 
+impl From<crate::quant::QuantError> for IndexBuildError {
+    fn from(e: crate::quant::QuantError) -> Self {
+        match e {
+            crate::quant::QuantError::Pq(p) => Self::Pq(p),
+            crate::quant::QuantError::RaBitQ(r) => Self::RaBitQ(r),
+        }
+    }
+}
+
 impl IndexBuildError {
     /// What kind of failure this is. A file that cannot be written is a storage failure even
     /// when its directory is missing (`NotFound` is for indexes and inputs).
@@ -130,6 +146,7 @@ impl IndexBuildError {
         match self {
             Self::Data(d) => d.kind(),
             Self::Pq(p) => p.kind(),
+            Self::RaBitQ(p) => p.kind(),
             Self::Graph(g) => g.kind(),
             Self::File(f) => match f.kind() {
                 K::NotFound => K::Storage,
@@ -364,13 +381,14 @@ fn measure_recall<T: Element>(
 pub(crate) fn write_pq<T: Element>(
     data: &Matrix<T>,
     metric: Metric,
+    kind: QuantKind,
     params: &PqParams,
     txn: &Txn,
     ctl: &Control,
-) -> Result<(ProductQuantizer, u64, u64), IndexBuildError> {
+) -> Result<(Quantiser, u64, u64), IndexBuildError> {
     let mut pq_params = params.clone();
     pq_params.bytes_per_vector = pq_params.bytes_per_vector.clamp(1, data.dim());
-    let pq = ProductQuantizer::train(data, metric, &pq_params, ctl)?;
+    let pq = Quantiser::train(data, metric, kind, &pq_params, ctl)?;
     let codes = pq.encode(data, ctl)?;
     data.release_rows(0, data.n());
     let pq_bytes = pq.save(&txn.path(PQ_FILE))?;
@@ -379,14 +397,15 @@ pub(crate) fn write_pq<T: Element>(
 }
 
 /// The manifest's record of a graph build.
-fn build_record(params: &IndexParams, pq: &ProductQuantizer, query_sample: usize) -> BuildRecord {
+fn build_record(params: &IndexParams, pq: &Quantiser, query_sample: usize) -> BuildRecord {
     BuildRecord {
         r: params.graph.r,
         l: params.graph.l,
         // 1.2f32 as 1.2, not 1.2000000476837158.
         alpha: params.graph.alpha.to_string().parse().unwrap_or(0.0),
         pq_bytes: pq.m(),
-        opq: pq.rotation().is_some(),
+        opq: pq.as_pq().is_some_and(|p| p.rotation().is_some()),
+        rabitq_bits: pq.as_rabitq().map(|r| r.bits()),
         entry_ratio: params.entry.map_or(0.0, |e| e.ratio),
         memory_budget_bytes: params.graph.memory_budget_bytes.unwrap_or(0),
         seed: params.graph.seed,
@@ -482,7 +501,7 @@ fn build_with<T: Element>(
     }
     crate::data::validate_finite(data)?;
     let txn = Txn::begin_replacing(dir, crate::kinds::graph::refuse_unmerged_updates)?;
-    let (pq, pq_bytes, pq_codes_bytes) = write_pq(data, params.metric, &params.pq, &txn, ctl)?;
+    let (pq, pq_bytes, pq_codes_bytes) = write_pq(data, params.metric, params.quant, &params.pq, &txn, ctl)?;
     let (pq_path, codes_path) = (txn.path(PQ_FILE), txn.path(PQ_CODES_FILE));
     let pq_secs = t0.elapsed().as_secs_f64();
 

@@ -346,12 +346,22 @@ impl DiskIndex {
         };
         let table = self
             .pq()
-            .query_table(query)
+            .query(query)
             .map_err(|e| SearchError::Internal(format!("PQ table: {e}")))?;
-        // The table with u16 entries: it stays in L1 over the many codes of a scan.
-        let table = table.quantized();
         let mut d = vec![0u32; ids.len()];
-        table.distances_of(codes, ids, &mut d);
+        match table.as_pq() {
+            // The table with u16 entries: it stays in L1 over the many codes of a scan.
+            Some(t) => t.quantized().distances_of(codes, ids, &mut d),
+            None => {
+                let mut f = vec![0f32; ids.len()];
+                table.distances_of(codes, ids, &mut f);
+                // Order-preserving keys of the estimates (all finite or +∞).
+                for (k, x) in d.iter_mut().zip(&f) {
+                    let b = x.to_bits();
+                    *k = if b >> 31 == 1 { !b } else { b | 1 << 31 };
+                }
+            }
+        }
         st.traversal.pq_distances += ids.len() as u64;
         let mut order: Vec<(u32, u32)> = d.into_iter().zip(ids.iter().copied()).collect();
         let cmp = |a: &(u32, u32), b: &(u32, u32)| a.cmp(b);

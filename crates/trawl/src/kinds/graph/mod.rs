@@ -64,7 +64,8 @@ use crate::kernels::{DType, Metric};
 use crate::kinds::graph::layout::packed::{PackedFile, PackedMeta};
 use crate::kinds::graph::search::entry::{self, EntryIndex};
 use crate::kinds::graph::search::{DecoupledLayout, LayoutReader, NodeCache};
-use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::quant::pq::PqCodes;
+use crate::quant::Quantiser;
 use crate::search::SearchError;
 
 /// Memory an opened index holds, by part.
@@ -155,8 +156,8 @@ pub struct DiskIndex {
     layout: LayoutReader,
     /// The file (or joined files) the layout reads.
     file: IoFile,
-    pq: ProductQuantizer,
-    /// The PQ codes in memory (`None` for the All-in-Storage layout, whose records carry their
+    pq: Quantiser,
+    /// The codes in memory (`None` for the All-in-Storage layout, whose records carry their
     /// neighbours' codes).
     codes: Option<PqCodes>,
     entry: Option<EntryIndex>,
@@ -270,8 +271,8 @@ impl DiskIndex {
     pub fn layout_path(&self) -> &Path {
         self.layout.path()
     }
-    /// The quantiser.
-    pub fn pq(&self) -> &ProductQuantizer {
+    /// The quantiser (PQ or RaBitQ).
+    pub fn pq(&self) -> &Quantiser {
         &self.pq
     }
     /// The PQ codes in memory (`None` for the All-in-Storage layout).

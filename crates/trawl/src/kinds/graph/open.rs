@@ -12,7 +12,8 @@ use crate::kinds::graph::search::{DecoupledLayout, LayoutReader, RecordLayout};
 use crate::kinds::graph::{
     payload_crc, DiskIndex, IndexLayout, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE,
 };
-use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::quant::pq::PqCodes;
+use crate::quant::Quantiser;
 
 impl DiskIndex {
     /// Opens the index in `dir`, checking every file's header and checksums and that the files
@@ -309,7 +310,7 @@ fn open_pq(
     dir: &Path,
     meta: &PackedMeta,
     ais: bool,
-) -> Result<(ProductQuantizer, Option<PqCodes>), OpenError> {
+) -> Result<(Quantiser, Option<PqCodes>), OpenError> {
     let mismatch = |reason: String| OpenError::Mismatch {
         dir: dir.to_path_buf(),
         reason,
@@ -321,12 +322,14 @@ fn open_pq(
             "the PQ files are not the ones this index was built with (mixed builds?)".into(),
         ));
     }
-    let pq = ProductQuantizer::load(&pq_path)?;
+    let pq = Quantiser::load(&pq_path)?;
     // All-in-Storage searches without the codes in memory.
     let codes = if ais {
         None
     } else {
-        Some(PqCodes::load(&codes_path)?)
+        let codes = PqCodes::load(&codes_path)?;
+        pq.check_codes(&codes, &codes_path)?;
+        Some(codes)
     };
     let (codes_m, codes_n) = codes
         .as_ref()

@@ -17,7 +17,6 @@ use crate::kinds::ivf::file::{IvfMeta, FILE_NAME};
 use crate::kinds::ivf::{IvfParams, VECTORS_BY_ID_FILE, VECTORS_FILE};
 use crate::kinds::slot_file as vectors;
 use crate::progress::Control;
-use crate::quant::pq::ProductQuantizer;
 use crate::vamana::{self, SearchScratch, VectorStore};
 
 /// What an IVF build did and produced.
@@ -310,7 +309,7 @@ fn write_vectors<T: Element>(
 }
 
 /// The manifest's record of an IVF build.
-fn build_record(params: &IvfParams, pq: &ProductQuantizer, nlist: usize) -> BuildRecord {
+fn build_record(params: &IvfParams, pq: &crate::quant::Quantiser, nlist: usize) -> BuildRecord {
     BuildRecord {
         r: params.centroid_graph.r,
         l: params.centroid_graph.l,
@@ -321,7 +320,8 @@ fn build_record(params: &IvfParams, pq: &ProductQuantizer, nlist: usize) -> Buil
             .parse()
             .unwrap_or(0.0),
         pq_bytes: pq.m(),
-        opq: pq.rotation().is_some(),
+        opq: pq.as_pq().is_some_and(|p| p.rotation().is_some()),
+        rabitq_bits: pq.as_rabitq().map(|r| r.bits()),
         entry_ratio: 0.0,
         memory_budget_bytes: 0,
         seed: params.seed,
@@ -393,7 +393,7 @@ pub fn build_ivf_with_attrs<T: Element>(
     // 4. PQ.
     let t = Instant::now();
     let (pq, pq_bytes, pq_codes_bytes) =
-        crate::kinds::graph::write_pq(data, metric, &params.pq, &txn, ctl)?;
+        crate::kinds::graph::write_pq(data, metric, params.quant, &params.pq, &txn, ctl)?;
     let (pq_path, codes_path) = (txn.path(PQ_FILE), txn.path(PQ_CODES_FILE));
     let pq_secs = t.elapsed().as_secs_f64();
     // 5. Vectors in buckets.

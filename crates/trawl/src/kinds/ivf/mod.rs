@@ -63,6 +63,8 @@ pub struct IvfParams {
     pub centroid_graph: VamanaParams,
     /// PQ parameters.
     pub pq: PqParams,
+    /// The quantiser of the filter stage: PQ (from `pq`) or RaBitQ.
+    pub quant: crate::quant::QuantKind,
     /// Seed of the clustering.
     pub seed: u64,
     /// Also write the vectors in id order (`ivf-vectors-by-id.trawl`), the bucket layout's
@@ -96,6 +98,7 @@ impl Default for IvfParams {
                 ..VamanaParams::default()
             },
             pq: PqParams::default(),
+            quant: crate::quant::QuantKind::Pq,
             seed: 1,
             by_id_file: false,
         }

@@ -6,7 +6,7 @@ use crate::kinds::graph::layout::packed::RecordView;
 use crate::kinds::graph::search::source::{
     Expand, GraphSource, GraphSpace, PageRecords, PqCodesAt,
 };
-use crate::quant::pq::QueryTable;
+use crate::quant::QuantQuery;
 use crate::search::{stop_part, QueryStats, SearchError};
 use crate::vamana::queue::{CandidateList, Neighbor, VisitedSet};
 
@@ -27,7 +27,7 @@ pub struct Frontier {
     /// Every node ever offered to the list.
     pub(crate) visited: VisitedSet,
     /// The query's PQ distance table.
-    pub(crate) table: Option<QueryTable>,
+    pub(crate) table: Option<QuantQuery>,
     /// Explored nodes with exact distances (the re-rank set of layouts with records).
     pub(crate) full: Vec<Neighbor>,
     /// Nodes explored from their lists alone, with their PQ distances, in order (the re-rank
@@ -131,9 +131,9 @@ impl Frontier {
     ) -> Result<(), SearchError> {
         let t0 = stats.parts.start();
         let pq = space.pq.quantizer;
-        let table = self.table.get_or_insert_with(|| QueryTable::new(pq.m()));
+        let table = self.table.get_or_insert_with(|| pq.new_query());
         let r = pq
-            .fill_table(query, table)
+            .fill_query(query, table)
             .map_err(|_| SearchError::NonFiniteQuery { row: 0 });
         stop_part(t0, &mut stats.parts.pq_table_ns);
         r

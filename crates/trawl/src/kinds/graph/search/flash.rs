@@ -333,7 +333,13 @@ impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
                 return Ok(true);
             };
             self.space.check_query(query)?;
-            let pq = self.space.pq.quantizer;
+            let pq = self.space.pq.quantizer.as_pq().ok_or_else(|| {
+                SearchError::Unsupported(
+                    "the flash strategy scores PQ codes only; this index has RaBitQ codes \
+                     (search it with beam or pipe)"
+                        .into(),
+                )
+            })?;
             let at = self.job.tables.len();
             self.job
                 .tables

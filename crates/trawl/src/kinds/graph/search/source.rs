@@ -19,7 +19,8 @@ use crate::io::Completion;
 use crate::kernels::{DType, Element, Metric};
 use crate::kinds::graph::layout::packed::RecordView;
 use crate::kinds::graph::search::explore::Frontier;
-use crate::quant::pq::{PqCodes, ProductQuantizer, QueryTable};
+use crate::quant::pq::PqCodes;
+use crate::quant::{QuantQuery, Quantiser};
 use crate::search::{QueryStats, SearchError};
 
 use crate::kinds::graph::search::entry::EntryIndex;
@@ -41,7 +42,7 @@ pub enum PqCodesAt<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct PqSource<'a> {
     /// The quantiser.
-    pub quantizer: &'a ProductQuantizer,
+    pub quantizer: &'a Quantiser,
     /// The codes.
     pub codes: PqCodesAt<'a>,
 }
@@ -59,7 +60,7 @@ impl PqSource<'_> {
     /// PQ distance of node `id` under `table`. With the codes in the records only the entry
     /// point is scored this way.
     #[inline]
-    pub fn distance(&self, table: &QueryTable, id: u32) -> f32 {
+    pub fn distance(&self, table: &QuantQuery, id: u32) -> f32 {
         match self.codes {
             PqCodesAt::Memory(codes) => table.distance(codes.code(id as usize)),
             PqCodesAt::Records { medoid } => table.distance(medoid),

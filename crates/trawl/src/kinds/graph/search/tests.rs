@@ -378,7 +378,7 @@ impl IoEngine for LogEngine {
 }
 
 /// A quantiser whose codes are the coordinates themselves, and the grid's codes.
-fn exact_pq(side: usize) -> (ProductQuantizer, PqCodes) {
+fn exact_pq(side: usize) -> (crate::quant::Quantiser, PqCodes) {
     let mut centroids = Vec::with_capacity(512);
     for _ in 0..2 {
         centroids.extend((0..256).map(|c| c as f32));
@@ -388,10 +388,13 @@ fn exact_pq(side: usize) -> (ProductQuantizer, PqCodes) {
     let codes: Vec<u8> = (0..side * side)
         .flat_map(|i| [(i % side) as u8, (i / side) as u8])
         .collect();
-    (pq, PqCodes::from_vec(codes, 2, 256).unwrap())
+    (
+        crate::quant::Quantiser::Pq(pq),
+        PqCodes::from_vec(codes, 2, 256).unwrap(),
+    )
 }
 
-fn space<'a>(side: usize, pq: &'a ProductQuantizer, codes: &'a PqCodes) -> GraphSpace<'a> {
+fn space<'a>(side: usize, pq: &'a crate::quant::Quantiser, codes: &'a PqCodes) -> GraphSpace<'a> {
     GraphSpace {
         n: side * side,
         dim: 2,

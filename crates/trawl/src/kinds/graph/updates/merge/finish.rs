@@ -46,7 +46,7 @@ pub(super) fn write_pq<T: DeltaElement>(
                 plan.new_row(i, dim),
                 &mut codes[s as usize * m..(s as usize + 1) * m],
             )
-            .map_err(IndexBuildError::Pq)?;
+            .map_err(IndexBuildError::from)?;
     }
     let codes =
         PqCodes::from_vec(codes, m, old_codes.centroids_per_subspace()).ok_or_else(|| {
