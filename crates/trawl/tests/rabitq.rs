@@ -75,7 +75,13 @@ fn more_bits_navigate_better_and_the_all_in_storage_layout_carries_the_codes() {
     let mut last = 0.0;
     for bits in [1u8, 4] {
         let dir = tempfile::tempdir().unwrap();
-        build_index(&base, dir.path(), &rabitq(Metric::L2, bits), &Control::silent()).unwrap();
+        build_index(
+            &base,
+            dir.path(),
+            &rabitq(Metric::L2, bits),
+            &Control::silent(),
+        )
+        .unwrap();
         let ix = DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
         let r = recall_of(&ix, &q, &t, 20);
         assert!(r > last, "B {bits}: recall {r} not above {last}");
@@ -110,12 +116,20 @@ fn inserted_vectors_get_the_quantisers_codes_through_the_log_and_the_merge() {
     let dir = tempfile::tempdir().unwrap();
     let (all, _) = data::<f32>(4_000, 1, DIM, 23);
     let base = Matrix::from_vec(all.as_slice()[..3_000 * DIM].to_vec(), DIM).unwrap();
-    build_index(&base, dir.path(), &rabitq(Metric::L2, 3), &Control::silent()).unwrap();
+    build_index(
+        &base,
+        dir.path(),
+        &rabitq(Metric::L2, 3),
+        &Control::silent(),
+    )
+    .unwrap();
     let ix = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
     let new = &all.as_slice()[3_000 * DIM..];
     let ids = ix.insert(None, new).unwrap();
     let found = |ix: &LiveIndex| {
-        let out = ix.search_rows(new, &SearchParams::beam(1, 40, 4), 2, 1).unwrap();
+        let out = ix
+            .search_rows(new, &SearchParams::beam(1, 40, 4), 2, 1)
+            .unwrap();
         out.ids.iter().zip(&ids).filter(|(a, b)| a == b).count()
     };
     assert!(found(&ix) >= 990, "{} of 1000 before the merge", found(&ix));
@@ -129,7 +143,8 @@ fn inserted_vectors_get_the_quantisers_codes_through_the_log_and_the_merge() {
     let codes = disk.codes().unwrap();
     let mut want = vec![0u8; q.m()];
     for (i, &id) in ids.iter().enumerate().step_by(97) {
-        q.encode_one(&new[i * DIM..(i + 1) * DIM], &mut want).unwrap();
+        q.encode_one(&new[i * DIM..(i + 1) * DIM], &mut want)
+            .unwrap();
         // Slots are the ids of a merged index without holes.
         assert_eq!(codes.code(id as usize), &want[..], "vector {id}");
     }
@@ -139,10 +154,16 @@ fn inserted_vectors_get_the_quantisers_codes_through_the_log_and_the_merge() {
 fn the_flash_strategy_refuses_rabitq_codes_with_the_reason() {
     let (base, q) = data::<f32>(2_000, 4, 16, 24);
     let dir = tempfile::tempdir().unwrap();
-    build_index(&base, dir.path(), &rabitq(Metric::L2, 1), &Control::silent()).unwrap();
+    build_index(
+        &base,
+        dir.path(),
+        &rabitq(Metric::L2, 1),
+        &Control::silent(),
+    )
+    .unwrap();
     let ix = DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
     let mut p = SearchParams::beam(10, 20, 4);
-    p.strategy = trawl::kinds::graph::search::Strategy::Flash;
+    p.strategy = trawl::kinds::graph::search::Strategy::Flash(Default::default());
     let err = ix.search_batch(&q, &p, 1).unwrap_err();
     assert!(err.to_string().contains("RaBitQ"), "{err}");
 }

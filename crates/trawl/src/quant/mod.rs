@@ -217,7 +217,11 @@ impl Quantiser {
     }
 
     /// Encodes every row of `data`.
-    pub fn encode<T: Element>(&self, data: &Matrix<T>, ctl: &Control) -> Result<PqCodes, QuantError> {
+    pub fn encode<T: Element>(
+        &self,
+        data: &Matrix<T>,
+        ctl: &Control,
+    ) -> Result<PqCodes, QuantError> {
         Ok(match self {
             Self::Pq(p) => p.encode(data, ctl)?,
             Self::RaBitQ(r) => r.encode(data, ctl)?,
@@ -251,7 +255,11 @@ impl Quantiser {
     }
 
     /// Prepares `query` into `out` (made by [`Quantiser::new_query`] of this quantiser).
-    pub fn fill_query<T: Element>(&self, query: &[T], out: &mut QuantQuery) -> Result<(), QuantError> {
+    pub fn fill_query<T: Element>(
+        &self,
+        query: &[T],
+        out: &mut QuantQuery,
+    ) -> Result<(), QuantError> {
         match (self, &mut *out) {
             (Self::Pq(p), QuantQuery::Pq(t)) => p.fill_table(query, t)?,
             (Self::RaBitQ(r), QuantQuery::RaBitQ(q)) => r.fill_query(query, q)?,
@@ -285,7 +293,9 @@ impl Quantiser {
             use std::io::Read;
             let mut f = std::fs::File::open(path).map_err(|e| FileError::new(path, e.into()))?;
             // A file shorter than a magic is reported by the PQ reader's own checks.
-            let _ = f.read(&mut magic).map_err(|e| FileError::new(path, e.into()))?;
+            let _ = f
+                .read(&mut magic)
+                .map_err(|e| FileError::new(path, e.into()))?;
         }
         if magic == rabitq::file::RBQ_MAGIC {
             Ok(Self::RaBitQ(RaBitQuantizer::load(path)?))

@@ -501,7 +501,8 @@ fn build_with<T: Element>(
     }
     crate::data::validate_finite(data)?;
     let txn = Txn::begin_replacing(dir, crate::kinds::graph::refuse_unmerged_updates)?;
-    let (pq, pq_bytes, pq_codes_bytes) = write_pq(data, params.metric, params.quant, &params.pq, &txn, ctl)?;
+    let (pq, pq_bytes, pq_codes_bytes) =
+        write_pq(data, params.metric, params.quant, &params.pq, &txn, ctl)?;
     let (pq_path, codes_path) = (txn.path(PQ_FILE), txn.path(PQ_CODES_FILE));
     let pq_secs = t0.elapsed().as_secs_f64();
 

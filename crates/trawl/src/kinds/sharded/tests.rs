@@ -546,3 +546,45 @@ fn updates_through_a_shard_are_refused_and_unmerged_shard_logs_refuse_the_search
     assert!(e.to_string().contains("wal.trawl"), "{e}");
     drop(baseline);
 }
+
+#[test]
+fn shards_build_and_search_with_rabitq_codes() {
+    let (base, queries) = data(6000, 60, 24, 2);
+    let ctl = Control::silent();
+    let dir = tempfile::tempdir().unwrap();
+    let ip = IndexParams {
+        quant: crate::quant::QuantKind::RaBitQ { bits: 4 },
+        ..index_params(Metric::L2)
+    };
+    let sp = ShardParams {
+        shards: 3,
+        ..ShardParams::default()
+    };
+    build_sharded_index(&base, dir.path(), &sp, &ip, &ctl).unwrap();
+    let ix = ShardedIndex::open(dir.path(), OpenOptions::default()).unwrap();
+    for shard in ix.shards() {
+        assert_eq!(
+            shard.pq().kind(),
+            crate::quant::QuantKind::RaBitQ { bits: 4 }
+        );
+    }
+    let truth = knn(
+        &base,
+        &queries,
+        10,
+        Metric::L2,
+        &ExactParams::default(),
+        &ctl,
+    )
+    .unwrap();
+    let params = SearchParams {
+        k: 10,
+        l: 40,
+        ..SearchParams::default()
+    };
+    let all = ix
+        .search_rows(queries.as_slice(), &params, 2, 1, 0)
+        .unwrap();
+    let r = recall(&all.ids, &truth, 10);
+    assert!(r >= 0.9, "sharded RaBitQ recall {r}");
+}

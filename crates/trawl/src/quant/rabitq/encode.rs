@@ -55,7 +55,12 @@ pub(crate) struct Scratch {
 /// critical values `k/|o_j|` at which a coordinate changes level, and walking them in order
 /// updates `⟨y, |o|⟩` and `‖y‖²` in O(1) each: O(D·K·log D) in all). Writes the levels into
 /// `levels` and returns `⟨y, |o|⟩` and `‖y‖²` of the best code.
-pub(crate) fn best_levels(abs: &[f32], k_max: u32, levels: &mut [u8], buf: &mut Vec<Event>) -> (f64, f64) {
+pub(crate) fn best_levels(
+    abs: &[f32],
+    k_max: u32,
+    levels: &mut [u8],
+    buf: &mut Vec<Event>,
+) -> (f64, f64) {
     levels.fill(0);
     let mut ip: f64 = abs.iter().map(|&a| 0.5 * f64::from(a)).sum();
     let mut sq: f64 = 0.25 * abs.len() as f64;
@@ -105,10 +110,7 @@ pub(crate) fn best_levels(abs: &[f32], k_max: u32, levels: &mut [u8], buf: &mut 
         .zip(levels.iter())
         .map(|(&a, &k)| (f64::from(k) + 0.5) * f64::from(a))
         .sum();
-    let sq = levels
-        .iter()
-        .map(|&k| (f64::from(k) + 0.5).powi(2))
-        .sum();
+    let sq = levels.iter().map(|&k| (f64::from(k) + 0.5).powi(2)).sum();
     (ip, sq)
 }
 
@@ -258,7 +260,11 @@ impl RaBitQuantizer {
         }
         let y_norm = Self::dot(&y, &y).sqrt();
         let (_, f_rescale, f_err) = read_factors(code, bits * pb);
-        let scale = if self.metric == crate::kernels::Metric::L2 { 2.0 } else { 1.0 };
+        let scale = if self.metric == crate::kernels::Metric::L2 {
+            2.0
+        } else {
+            1.0
+        };
         let r_norm = if f_rescale == 0.0 || y_norm == 0.0 {
             0.0
         } else {

@@ -84,7 +84,8 @@ pub fn confidence(eps: f64) -> f64 {
     let t = 1.0 / (1.0 + 0.327_591_1 * x);
     let poly = t
         * (0.254_829_592
-            + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     1.0 - poly * (-x * x).exp()
 }
 /// Bits per coordinate of the quantised query for `B`-bit codes: `B + 4`. The query's
@@ -270,7 +271,9 @@ impl RaBitQuantizer {
         if !crate::quant::pq::prepare(self.metric, x, out) {
             return false;
         }
-        out.iter_mut().zip(&self.centroid).for_each(|(v, c)| *v -= c);
+        out.iter_mut()
+            .zip(&self.centroid)
+            .for_each(|(v, c)| *v -= c);
         true
     }
 

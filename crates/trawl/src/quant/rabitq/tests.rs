@@ -76,7 +76,10 @@ fn the_code_search_finds_the_best_grid_direction() {
                 }
                 best = best.max(i / s.sqrt());
             }
-            assert!(found >= best - 1e-9, "trial {trial} K {k_max}: {found} < {best}");
+            assert!(
+                found >= best - 1e-9,
+                "trial {trial} K {k_max}: {found} < {best}"
+            );
         }
     }
 }
@@ -186,7 +189,10 @@ fn more_bits_estimate_better() {
     for bits in 1..=8u8 {
         let e = errors(Metric::L2, bits, &data, &queries);
         let rms = (e.iter().map(|x| x.0 * x.0).sum::<f64>() / e.len() as f64).sqrt();
-        assert!(rms < last * 0.75, "B {bits}: rms {rms} not well below {last}");
+        assert!(
+            rms < last * 0.75,
+            "B {bits}: rms {rms} not well below {last}"
+        );
         last = rms;
     }
 }
@@ -203,7 +209,16 @@ fn the_quantiser_file_round_trips_and_refuses_forgeries() {
     let good = std::fs::read(&path).unwrap();
     let payload = good[crate::dir::file::HEADER_BYTES..].to_vec();
     let nan = f32::NAN.to_le_bytes();
-    for (at, value) in [(0, 9u8), (1, 0), (1, 9), (2, 0), (3, 1), (8, 65), (12, nan[0]), (15, nan[3])] {
+    for (at, value) in [
+        (0, 9u8),
+        (1, 0),
+        (1, 9),
+        (2, 0),
+        (3, 1),
+        (8, 65),
+        (12, nan[0]),
+        (15, nan[3]),
+    ] {
         let mut bytes = payload.clone();
         bytes[at] = value;
         if at == 12 {
@@ -229,7 +244,11 @@ fn the_quantiser_file_round_trips_and_refuses_forgeries() {
     std::fs::write(&path, &good[..good.len() - 3]).unwrap();
     assert!(RaBitQuantizer::load(&path).is_err());
     // Codes with a non-finite factor are refused.
-    let mut codes = q.encode(&data, &Control::silent()).unwrap().as_bytes().to_vec();
+    let mut codes = q
+        .encode(&data, &Control::silent())
+        .unwrap()
+        .as_bytes()
+        .to_vec();
     let m = q.code_bytes();
     codes[m - 4..m].copy_from_slice(&f32::NAN.to_le_bytes());
     let codes = crate::quant::pq::PqCodes::from_vec(codes, m, 256).unwrap();
