@@ -242,6 +242,7 @@ fn bench_args(
             rerank_lookahead: trawl::kinds::graph::search::RerankParams::default().lookahead,
             rerank_bound: 0.0,
             rerank_depth: trawl::kinds::graph::search::rerank::DEFAULT_RERANK_DEPTH,
+            rerank_skip_eps: trawl::kinds::graph::search::rerank::DEFAULT_SKIP_EPS,
             buffered: false,
             no_verify: false,
             sqpoll: false,

@@ -167,3 +167,95 @@ fn the_flash_strategy_refuses_rabitq_codes_with_the_reason() {
     let err = ix.search_batch(&q, &p, 1).unwrap_err();
     assert!(err.to_string().contains("RaBitQ"), "{err}");
 }
+
+/// Recall@10 and the summed statistics of a search of the decoupled layout of `dir`.
+fn decoupled_run(
+    dir: &std::path::Path,
+    q: &Matrix<f32>,
+    t: &trawl::data::GroundTruth,
+    eps: f32,
+) -> (f64, trawl::search::QueryStats) {
+    let ix = DiskIndex::open(
+        dir,
+        OpenOptions {
+            layout: IndexLayout::Decoupled,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    let mut p = SearchParams::beam(10, 40, 4);
+    p.rerank.skip_eps = eps;
+    let out = ix.search_batch(q, &p, 1).unwrap();
+    let mut hit = 0;
+    for qi in 0..q.n() {
+        let want = &t.ids[qi * t.k..qi * t.k + 10];
+        hit += out.ids[qi * 10..qi * 10 + 10]
+            .iter()
+            .filter(|i| want.contains(i))
+            .count();
+    }
+    let mut total = trawl::search::QueryStats::default();
+    for s in &out.stats {
+        total += *s;
+    }
+    (hit as f64 / (10 * q.n()) as f64, total)
+}
+
+#[test]
+fn the_error_bound_skips_vector_reads_of_the_decoupled_re_rank() {
+    let (base, q) = data::<f32>(6_000, 100, 64, 25);
+    let t = truth(&base, &q, Metric::L2);
+    let dir = tempfile::tempdir().unwrap();
+    build_index(
+        &base,
+        dir.path(),
+        &rabitq(Metric::L2, 2),
+        &Control::silent(),
+    )
+    .unwrap();
+    DiskIndex::open(dir.path(), OpenOptions::default())
+        .unwrap()
+        .write_layout(
+            IndexLayout::Decoupled,
+            &Default::default(),
+            &Control::silent(),
+        )
+        .unwrap();
+    let (r0, s0) = decoupled_run(dir.path(), &q, &t, 0.0);
+    assert_eq!(s0.rerank.rerank_skipped, 0);
+    for eps in [1.9f32, 3.0] {
+        let (r, s) = decoupled_run(dir.path(), &q, &t, eps);
+        assert!(s.rerank.rerank_skipped > 0, "ε₀ {eps}: nothing skipped");
+        assert!(
+            s.rerank.vector_reads < s0.rerank.vector_reads,
+            "ε₀ {eps}: {} vector reads, {} without skipping",
+            s.rerank.vector_reads,
+            s0.rerank.vector_reads
+        );
+        // A skipped candidate is one the bound says cannot enter the top-K: at these
+        // confidences the recall stays (within one neighbour in two hundred).
+        assert!(
+            r >= r0 - 0.005,
+            "ε₀ {eps}: recall {r}, {r0} without skipping"
+        );
+    }
+    // A PQ index has no bound: nothing is skipped.
+    let pq = tempfile::tempdir().unwrap();
+    build_index(
+        &base,
+        pq.path(),
+        &params(Metric::L2, 16),
+        &Control::silent(),
+    )
+    .unwrap();
+    DiskIndex::open(pq.path(), OpenOptions::default())
+        .unwrap()
+        .write_layout(
+            IndexLayout::Decoupled,
+            &Default::default(),
+            &Control::silent(),
+        )
+        .unwrap();
+    let (_, s) = decoupled_run(pq.path(), &q, &t, 1.9);
+    assert_eq!(s.rerank.rerank_skipped, 0);
+}

@@ -150,6 +150,8 @@ pub struct BenchRow {
     pub rerank_rounds_per_query: f64,
     /// Decoupled layout: expanded nodes ordered by the refinement codes.
     pub refined_per_query: f64,
+    /// Decoupled layout with RaBitQ codes: re-rank candidates skipped by their lower bound.
+    pub rerank_skipped_per_query: f64,
     /// Decoupled layout: microseconds computing refinement-code distances.
     pub refine_us_per_query: f64,
     /// Decoupled layout: microseconds decoding neighbour lists.
@@ -263,6 +265,7 @@ impl BenchRow {
             page_joins_per_query: per(t.rerank.page_joins),
             rerank_rounds_per_query: per(t.rerank.rounds),
             refined_per_query: per(t.rerank.refined),
+            rerank_skipped_per_query: per(t.rerank.rerank_skipped),
             refine_us_per_query: t.rerank.refine_ns as f64 / 1e3 / nq,
             list_decode_us_per_query: t.traversal.list_decode_ns as f64 / 1e3 / nq,
             vector_decode_us_per_query: t.rerank.vector_decode_ns as f64 / 1e3 / nq,

@@ -187,6 +187,12 @@ pub struct SearchOptions {
     /// width, as before).
     #[arg(long, default_value_t = trawl::kinds::graph::search::rerank::DEFAULT_RERANK_DEPTH)]
     pub rerank_depth: usize,
+    /// Decoupled layout with RaBitQ codes (`trawl build --quant rabitq`): a re-rank candidate
+    /// whose distance's lower bound (estimate − ε₀·σ, RaBitQ's error bound) is beyond the k-th
+    /// exact distance so far is not read (`rerank_skipped`); this is ε₀ (1.9: the papers' value,
+    /// a ~94% per-candidate confidence; 0 = never skip). No effect with PQ codes.
+    #[arg(long, default_value_t = trawl::kinds::graph::search::rerank::DEFAULT_SKIP_EPS)]
+    pub rerank_skip_eps: f32,
     /// Read through the page cache instead of O_DIRECT (figures are then not disk figures).
     #[arg(long)]
     pub buffered: bool,
@@ -264,6 +270,7 @@ impl SearchOptions {
             rerank_lookahead: self.rerank_lookahead,
             rerank_bound: self.rerank_bound,
             rerank_depth: self.rerank_depth,
+            rerank_skip_eps: self.rerank_skip_eps,
             rerank_n: (iv.rerank_n > 0).then_some(iv.rerank_n),
             ivf_batch: iv.ivf_batch,
             ivf_epsilon: iv.ivf_epsilon,

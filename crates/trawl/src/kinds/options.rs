@@ -137,6 +137,9 @@ pub struct Options {
     pub rerank_bound: f32,
     /// Decoupled re-rank: reads in flight after the traversal.
     pub rerank_depth: usize,
+    /// Decoupled re-rank with RaBitQ codes: skip a candidate whose lower bound at this `ε₀` is
+    /// beyond the `K`-th exact distance (0: never).
+    pub rerank_skip_eps: f32,
     /// IVF: candidates kept for the re-rank; `None`: `max(10 · k, 4 · nprobe)`.
     pub rerank_n: Option<usize>,
     /// IVF: re-rank mini-batch.
@@ -217,6 +220,7 @@ impl Default for Options {
             rerank_lookahead: rr.lookahead,
             rerank_bound: rr.bound,
             rerank_depth: rr.depth,
+            rerank_skip_eps: rr.skip_eps,
             rerank_n: None,
             ivf_batch: ivf.batch,
             ivf_epsilon: ivf.epsilon,
@@ -286,6 +290,12 @@ impl Options {
             return bad(format!(
                 "rerank_threshold = {} must be between 0 and 1",
                 self.rerank_threshold
+            ));
+        }
+        if !(self.rerank_skip_eps.is_finite() && self.rerank_skip_eps >= 0.0) {
+            return bad(format!(
+                "rerank_skip_eps = {} must be a finite number ≥ 0",
+                self.rerank_skip_eps
             ));
         }
         if !(self.rerank_bound.is_finite() && self.rerank_bound >= 0.0) {
@@ -447,6 +457,7 @@ impl Options {
                 lookahead: self.rerank_lookahead,
                 bound: self.rerank_bound,
                 depth: self.rerank_depth,
+                skip_eps: self.rerank_skip_eps,
             },
         })
     }

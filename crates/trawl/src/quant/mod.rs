@@ -369,6 +369,11 @@ impl QuantQuery {
         }
     }
 
+    /// Whether its estimates come with an error bound (RaBitQ).
+    pub fn has_bound(&self) -> bool {
+        matches!(self, Self::RaBitQ(_))
+    }
+
     /// The PQ table, when this is one.
     pub fn as_pq(&self) -> Option<&QueryTable> {
         match self {

@@ -77,6 +77,9 @@ pub struct RerankStats {
     pub refined: u64,
     /// Nanoseconds computing refinement-code distances.
     pub refine_ns: u64,
+    /// Re-rank candidates not read because their RaBitQ lower bound (estimate − ε₀σ) was
+    /// beyond the `K`-th exact distance at the time ([`crate::kinds::graph::search::rerank::RerankParams::skip_eps`]).
+    pub rerank_skipped: u64,
 }
 
 /// What a filter did (zero without one). Each query counts 1 in the field of the plan it
@@ -290,6 +293,7 @@ impl AddAssign for RerankStats {
         self.page_joins += o.page_joins;
         self.rounds += o.rounds;
         self.refined += o.refined;
+        self.rerank_skipped += o.rerank_skipped;
         self.refine_ns += o.refine_ns;
     }
 }

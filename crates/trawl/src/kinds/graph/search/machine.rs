@@ -193,7 +193,7 @@ where
         let mut progressed = false;
         if !self.inner.traversed() {
             progressed |= self.inner.advance(src, t)?;
-            self.observe_new(src.graph.refine(), t.x.stats, t.x.keep);
+            self.observe_new(src, t.x.stats, t.x.keep);
             if !self.inner.traversed() {
                 let busy = self.inner.in_flight() + self.rerank.in_flight();
                 let free = prefetch_room(&*t.engine, self.inner.width(), busy);
@@ -207,7 +207,7 @@ where
         }
         if self.inner.traversed() {
             // Nodes expanded as the last reads landed (beam search expands on completion).
-            self.observe_new(src.graph.refine(), t.x.stats, t.x.keep);
+            self.observe_new(src, t.x.stats, t.x.keep);
             progressed |= self.rerank.step(&vectors, t)?;
         }
         Ok(progressed)
@@ -228,15 +228,31 @@ impl<M: HasFrontier> Reranked<M> {
     /// Hands the nodes expanded since the last call to the re-rank, in expansion order, with
     /// their PQ distances — or their refinement-code distances when the layout holds them.
     /// Nodes `keep` rejects are left out: their vectors are never read.
-    fn observe_new(
+    fn observe_new<'v, G: GraphSource + VectorSource + 'v>(
         &mut self,
-        refine: Option<&RefineCodes>,
+        src: &GraphView<'v, G>,
         stats: &mut QueryStats,
         keep: Option<(usize, &dyn crate::kinds::graph::search::ResultFilter)>,
     ) {
+        let refine: Option<&RefineCodes> = src.graph.refine();
         let f = self.inner.frontier_ref();
         let new = &f.coded[self.seen..];
         let kept = |id: u32| keep.is_none_or(|(q, k)| k.keep(q, id));
+        // RaBitQ codes in memory: the candidates' lower bounds, for the re-rank to skip the
+        // vectors that cannot enter the top-K.
+        let eps = self.rerank.skip_eps();
+        if let (Some(table), Some(codes), true) = (
+            f.table.as_ref().filter(|t| t.has_bound()),
+            src.space.pq.in_memory(),
+            eps > 0.0,
+        ) {
+            for n in new {
+                if kept(n.id) && (n.id as usize) < codes.n() {
+                    let (_, lower) = table.bounded(codes.code(n.id as usize), eps);
+                    self.rerank.observe_lower(n.id, lower);
+                }
+            }
+        }
         match refine {
             Some(r) if self.refining => {
                 let t0 = std::time::Instant::now();

@@ -81,7 +81,15 @@ pub struct RerankParams {
     /// round trips per query but 34.4 → 37.8 vector reads (the bound's prefix is read before
     /// the k-th distance has tightened) and no QPS gained, so it is not the default.
     pub depth: usize,
+    /// With RaBitQ codes: a candidate whose lower bound — its estimate less `skip_eps` times
+    /// the scale of its error (RaBitQ's Theorem 3.2 at `ε₀ = skip_eps`) — is beyond the
+    /// current `K`-th exact distance is not read (counted in `rerank_skipped`). 0: never
+    /// skip. Without RaBitQ codes (PQ has no bound) nothing is skipped.
+    pub skip_eps: f32,
 }
+
+/// Default [`RerankParams::skip_eps`]: the RaBitQ papers' `ε₀`.
+pub const DEFAULT_SKIP_EPS: f32 = crate::quant::rabitq::EPSILON0;
 
 /// Default [`RerankParams::depth`].
 pub const DEFAULT_RERANK_DEPTH: usize = 0;
@@ -97,6 +105,7 @@ impl Default for RerankParams {
             lookahead: 0,
             bound: 0.0,
             depth: DEFAULT_RERANK_DEPTH,
+            skip_eps: DEFAULT_SKIP_EPS,
         }
     }
 }
@@ -192,6 +201,10 @@ pub struct Rerank {
     stopped: bool,
     /// The result set, rebuilt per query without a new allocation.
     full: Vec<Neighbor>,
+    /// Lower bounds of the candidates' distances (RaBitQ codes only).
+    lowers: HashMap<u32, f32>,
+    /// Candidates skipped by their lower bound.
+    skipped: HashSet<u32>,
 }
 
 impl Rerank {
@@ -222,6 +235,35 @@ impl Rerank {
         self.best.reset(self.k);
         self.stop = Stop::new(self.p.stop_rule());
         self.stopped = false;
+        self.lowers.clear();
+        self.skipped.clear();
+    }
+
+    /// [`RerankParams::skip_eps`] of this query.
+    pub fn skip_eps(&self) -> f32 {
+        self.p.skip_eps
+    }
+
+    /// Records the lower bound of an observed candidate's distance.
+    pub fn observe_lower(&mut self, id: u32, lower: f32) {
+        self.lowers.insert(id, lower);
+    }
+
+    /// Whether candidate `id` need not be read: its lower bound is beyond the `K`-th exact
+    /// distance so far. Marks it skipped (and counts it) the first time.
+    fn skip(&mut self, id: u32, stats: &mut QueryStats) -> bool {
+        if self.skipped.contains(&id) {
+            return true;
+        }
+        let (Some(kth), Some(&lower)) = (self.best.kth(), self.lowers.get(&id)) else {
+            return false;
+        };
+        if lower > kth && !self.requested.contains(&id) {
+            self.skipped.insert(id);
+            stats.rerank.rerank_skipped += 1;
+            return true;
+        }
+        false
     }
 
     /// Vector reads in flight.
@@ -501,23 +543,29 @@ impl Rerank {
                 break;
             }
             let id = self.pool[i].id;
+            if self.skip(id, stats) {
+                progressed = true;
+                continue;
+            }
             if !self.requested.contains(&id) {
                 self.request(vectors, engine, id, stats)?;
                 progressed = true;
             }
         }
-        // Process the batch once every distance is in.
+        // Process the batch once every distance is in (or its candidate skipped).
         let batch_end = (self.cursor + b).min(self.pool.len());
         if self.pool[self.cursor..batch_end]
             .iter()
-            .all(|n| self.exact.contains_key(&n.id))
+            .all(|n| self.exact.contains_key(&n.id) || self.skipped.contains(&n.id))
         {
             self.best.next_batch();
             let mut entered = 0usize;
             for i in self.cursor..batch_end {
                 let n = self.pool[i];
-                if self.best.offer(self.exact[&n.id], n.id) {
-                    entered += 1;
+                if let Some(&d) = self.exact.get(&n.id) {
+                    if self.best.offer(d, n.id) {
+                        entered += 1;
+                    }
                 }
             }
             let outcome = BatchOutcome {
@@ -554,6 +602,11 @@ impl Rerank {
                 return Ok(true);
             }
             let n = self.pool[self.cursor];
+            if self.skip(n.id, stats) {
+                self.cursor += 1;
+                progressed = true;
+                continue;
+            }
             let Some(&d) = self.exact.get(&n.id) else {
                 break;
             };
@@ -571,7 +624,7 @@ impl Rerank {
                 break;
             }
             let id = self.pool[i].id;
-            if !self.requested.contains(&id) {
+            if !self.skip(id, stats) && !self.requested.contains(&id) {
                 self.request(vectors, engine, id, stats)?;
                 progressed = true;
             }
