@@ -71,7 +71,7 @@ class BuildParams:
     opq: bool
     quant: str
     """The codes searches navigate with: ``"pq"`` (``pq_bytes`` per vector) or ``"rabitq"``
-    (Extended RaBitQ, ``bits`` per dimension plus 12 bytes of factors; graph kind)."""
+    (Extended RaBitQ, ``bits`` per dimension plus 8–16 bytes of factors; graph kind)."""
     bits: Optional[int]
     """RaBitQ bits per dimension, 1–8 (``quant="rabitq"``; ``None`` = 4)."""
     entry_ratio: float

@@ -70,7 +70,7 @@ pub struct BuildParams {
     /// error at the same code size; dim² multiply-adds more per query).
     pub opq: bool,
     /// The codes searches navigate with: "pq" (pq_bytes per vector) or "rabitq" (Extended
-    /// RaBitQ, `bits` per dimension plus 12 bytes of factors; graph kind).
+    /// RaBitQ, `bits` per dimension plus 8–16 bytes of factors; graph kind).
     pub quant: String,
     /// RaBitQ bits per dimension, 1–8 (quant = "rabitq"; None = 4).
     pub bits: Option<i64>,

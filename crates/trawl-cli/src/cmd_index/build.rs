@@ -78,12 +78,13 @@ pub struct BuildArgs {
     pub opq: bool,
     /// The codes searches navigate with: `pq` (product quantisation, `--pq-bytes` per vector,
     /// `--opq` optional) or `rabitq` (Extended RaBitQ, `--bits` per dimension after a random
-    /// rotation, plus 12 bytes of factors: an unbiased distance estimate with an error bound,
+    /// rotation, plus 8–16 bytes of factors: an unbiased distance estimate with an error bound,
     /// which also lets a re-rank skip vectors that cannot enter the results). Graph kind.
     #[arg(long, default_value = "pq", value_parser = ["pq", "rabitq"])]
     pub quant: String,
     /// RaBitQ bits per dimension, 1–8 (with `--quant rabitq`; default 4). A code takes
-    /// `bits × dim / 8` bytes (the dimension rounded up to a multiple of 64) plus 12.
+    /// `bits × dim / 8` bytes (the dimension rounded up to a multiple of 64) plus 8 (L2 and
+    /// cosine up to 4 bits; 12 for inner product, 4 more above 4 bits).
     #[arg(long)]
     pub bits: Option<u8>,
     /// Share of the vectors sampled into the in-memory entry index (0 = no entry index).

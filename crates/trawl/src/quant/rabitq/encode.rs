@@ -122,14 +122,14 @@ impl RaBitQuantizer {
         let bits = u32::from(self.bits);
         s.rotated.resize(pad, 0.0);
         self.rotation.apply(&s.centred, &mut s.rotated);
-        let norm_sq = Self::dot(&s.centred, &s.centred);
-        let norm = norm_sq.sqrt();
-        let (f_add, scale) = self.add_and_scale(&s.centred, norm_sq);
+        let norm = Self::dot(&s.centred, &s.centred).sqrt();
+        let neg_rc = self.neg_rc(&s.centred);
+        let layout = self.factors();
         let planes = usize::from(self.bits) * self.plane_bytes();
         out.fill(0);
         if norm == 0.0 || !norm.is_finite() {
             // The vector is the centroid: every estimate is the exact `f_add + q_const`.
-            write_factors(&mut out[planes..], f_add, 0.0, 0.0);
+            layout.write(&mut out[planes..], 0.0, neg_rc, 0.0, 0.0);
             return;
         }
         let inv = 1.0 / norm;
@@ -153,12 +153,15 @@ impl RaBitQuantizer {
             }
         }
         // ⟨y, o′⟩ = Σ |y_j|·|o′_j| (signs agree); ⟨x̄, o′⟩ = that / ‖y‖.
-        let y_o = ip;
         let cos = (ip / sq.sqrt()).min(1.0);
-        let f_rescale = -f64::from(scale) * f64::from(norm) / y_o;
         let tan = ((1.0 - cos * cos).max(0.0)).sqrt() / cos;
-        let f_err = f64::from(scale) * f64::from(norm) * tan / ((pad - 1).max(1) as f64).sqrt();
-        write_factors(&mut out[planes..], f_add, f_rescale as f32, f_err as f32);
+        layout.write(
+            &mut out[planes..],
+            norm,
+            neg_rc,
+            (1.0 / ip) as f32,
+            tan as f32,
+        );
     }
 
     /// Encodes one vector into `out` (`code_bytes()` long).
@@ -225,26 +228,9 @@ impl RaBitQuantizer {
     }
 }
 
-fn write_factors(out: &mut [u8], f_add: f32, f_rescale: f32, f_err: f32) {
-    for (i, v) in [f_add, f_rescale, f_err].into_iter().enumerate() {
-        out[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
-    }
-}
-
-/// The factors `(f_add, f_rescale, f_err)` of a code.
-#[inline]
-pub fn read_factors(code: &[u8], planes: usize) -> (f32, f32, f32) {
-    let f = |i: usize| {
-        let at = planes + 4 * i;
-        f32::from_le_bytes([code[at], code[at + 1], code[at + 2], code[at + 3]])
-    };
-    (f(0), f(1), f(2))
-}
-
 impl RaBitQuantizer {
-    /// The vector `code` approximates, into `out` (`dim` values): `c + ‖r‖·Pᵀ(y/‖y‖)`, with
-    /// `‖r‖` and `⟨x̄, o′⟩` recovered from the factors (`f_err/|f_rescale|` is
-    /// `‖y‖·sin θ/√(D − 1)`). For cosine it is the normalised vector's approximation.
+    /// The vector `code` approximates, into `out` (`dim` values): `c + ‖r‖·Pᵀ(y/‖y‖)`, `‖r‖`
+    /// read from the factors. For cosine it is the normalised vector's approximation.
     pub fn decode(&self, code: &[u8], out: &mut [f32]) -> Result<(), RbqError> {
         self.check_len("code", self.code_bytes(), code.len())?;
         self.check_len("output", self.dim(), out.len())?;
@@ -259,23 +245,14 @@ impl RaBitQuantizer {
             *v = u as f32 - half;
         }
         let y_norm = Self::dot(&y, &y).sqrt();
-        let (_, f_rescale, f_err) = read_factors(code, bits * pb);
-        let scale = if self.metric == crate::kernels::Metric::L2 {
-            2.0
-        } else {
-            1.0
-        };
-        let r_norm = if f_rescale == 0.0 || y_norm == 0.0 {
-            0.0
-        } else {
-            let sin = (f_err * ((pad - 1).max(1) as f32).sqrt() / (f_rescale.abs() * y_norm))
-                .clamp(0.0, 1.0);
-            let cos = (1.0 - sin * sin).sqrt();
-            f_rescale.abs() * y_norm * cos / scale
-        };
+        let (r_norm, ..) = self.factors().stored(&code[bits * pb..]);
         let mut back = vec![0f32; self.dim()];
         self.rotation.apply_transpose(&y, &mut back);
-        let k = if y_norm > 0.0 { r_norm / y_norm } else { 0.0 };
+        let k = if y_norm > 0.0 && r_norm.is_finite() {
+            r_norm / y_norm
+        } else {
+            0.0
+        };
         for ((o, b), c) in out.iter_mut().zip(&back).zip(&self.centroid) {
             *o = c + k * b;
         }

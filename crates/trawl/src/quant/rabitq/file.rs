@@ -15,7 +15,8 @@
 //! | 12 | 4·dim | the centroid, `f32`, finite |
 //! | 12+4·dim | 8·rounds·D/64 | the rotation's sign words, `u64`, round-major |
 //!
-//! The codes are a PQ codes file (`TRAWLPQC`) of `B·D/8 + 12`-byte rows (module docs of
+//! The codes are a PQ codes file (`TRAWLPQC`) of `B·D/8 + F`-byte rows (`F` the factors' bytes,
+//! [`crate::quant::rabitq::factors`]; module docs of
 //! [`crate::quant::rabitq`]); [`RaBitQuantizer::check_codes`] checks a loaded one against the
 //! quantiser, factors included.
 
@@ -25,7 +26,6 @@ use crate::dir::bytes::{ByteReader, ByteWriter};
 use crate::dir::{read_envelope, EnvelopeWriter, FileError, FileErrorKind};
 use crate::kernels::Metric;
 use crate::quant::pq::PqCodes;
-use crate::quant::rabitq::encode::read_factors;
 use crate::quant::rabitq::{padded_dim, FhtRotation, RaBitQuantizer, MAX_BITS};
 
 /// Magic of a RaBitQ quantiser file.
@@ -125,9 +125,11 @@ impl RaBitQuantizer {
             ));
         }
         let planes = usize::from(self.bits) * self.plane_bytes();
+        let layout = self.factors();
         for i in 0..codes.n() {
-            let (a, b, c) = read_factors(codes.code(i), planes);
-            if !(a.is_finite() && b.is_finite() && c.is_finite() && c >= 0.0) {
+            let (norm, neg_rc, inv_yo, tan) = layout.stored(&codes.code(i)[planes..]);
+            let finite = norm.is_finite() && neg_rc.is_finite() && inv_yo.is_finite();
+            if !(finite && tan.is_finite() && norm >= 0.0 && tan >= 0.0) {
                 return Err(invalid(
                     path,
                     format!("the factors of code {i} are not finite"),

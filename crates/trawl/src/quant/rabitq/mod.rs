@@ -56,13 +56,15 @@
 //! is `ε₀ · f_err · ‖q′‖` (RQ eq. 16 scaled by the distance's factor).
 //!
 //! **Code bytes** ([`RaBitQuantizer::code_bytes`]): `B` bit planes of `D/8` bytes each, the most
-//! significant first (plane 0 is the 1-bit RaBitQ code: the signs), then `f_add`, `f_rescale`
-//! and `f_err` as little-endian `f32` — `B·D/8 + 12` bytes. The codes of an index are a flat
+//! significant first (plane 0 is the 1-bit RaBitQ code: the signs), then the factors from which
+//! `f_add`, `f_rescale` and `f_err` follow ([`factors`]: 8 bytes for L2 and cosine with
+//! `B ≤ 4`, up to 16) — `B·D/8 + 8` bytes for a 1–4-bit L2 or cosine code. The codes of an index are a flat
 //! `n × code_bytes` matrix like PQ's ([`crate::quant::pq::PqCodes`]), so every layout that
 //! keeps PQ codes (in memory, beside neighbour ids in All-in-Storage records, in the write-ahead
 //! log) keeps RaBitQ codes unchanged.
 
 pub mod encode;
+pub mod factors;
 pub mod file;
 pub mod query;
 pub mod rotation;
@@ -96,8 +98,6 @@ pub fn confidence(eps: f64) -> f64 {
 pub fn query_bits(bits: u8) -> u32 {
     u32::from(bits) + 4
 }
-/// Bytes of per-vector factors after the bit planes.
-pub const FACTOR_BYTES: usize = 12;
 /// Most bits per dimension.
 pub const MAX_BITS: u8 = 8;
 /// Most training vectors the centroid is the mean of.
@@ -256,9 +256,14 @@ impl RaBitQuantizer {
     pub fn plane_bytes(&self) -> usize {
         self.pad() / 8
     }
-    /// Bytes of one code: `B` planes and the factors.
+    /// Bytes of one code: `B` planes and the factors ([`factors`]).
     pub fn code_bytes(&self) -> usize {
-        usize::from(self.bits) * self.plane_bytes() + FACTOR_BYTES
+        usize::from(self.bits) * self.plane_bytes() + self.factors().bytes()
+    }
+
+    /// The layout of the per-vector factors.
+    pub fn factors(&self) -> factors::FactorLayout {
+        factors::FactorLayout::of(self.metric, self.bits, self.pad())
     }
     /// Heap bytes of the quantiser.
     pub fn heap_bytes(&self) -> u64 {
@@ -285,13 +290,11 @@ impl RaBitQuantizer {
             .sum::<f64>() as f32
     }
 
-    /// The metric's per-vector constant `f_add` for `r = o_r − c` and the scale of `f_rescale`
-    /// (2 for L2, 1 otherwise: see the module docs' table).
-    fn add_and_scale(&self, r: &[f32], norm_sq: f32) -> (f32, f32) {
+    /// `−⟨r, c⟩`, the inner-product metric's `f_add` for `r = o_r − c` (0 for the others).
+    fn neg_rc(&self, r: &[f32]) -> f32 {
         match self.metric {
-            Metric::L2 => (norm_sq, 2.0),
-            Metric::InnerProduct => (-Self::dot(r, &self.centroid), 1.0),
-            Metric::Cosine => (0.5 * norm_sq, 1.0),
+            Metric::InnerProduct => -Self::dot(r, &self.centroid),
+            _ => 0.0,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! repeats bit for bit.
 
 use crate::kernels::Element;
-use crate::quant::rabitq::encode::read_factors;
+use crate::quant::rabitq::factors::FactorLayout;
 use crate::quant::rabitq::{query_bits, RaBitQuantizer, RbqError};
 use crate::quant::DistanceTable;
 
@@ -33,6 +33,8 @@ pub struct RbqQuery {
     sum_q: u64,
     /// `D`.
     pad: u64,
+    /// How the codes' factors are laid out.
+    factors: FactorLayout,
     /// The metric's per-query constant.
     q_const: f32,
     /// `‖q′‖`.
@@ -42,7 +44,7 @@ pub struct RbqQuery {
 impl RbqQuery {
     /// Bytes of one code this query scores.
     pub fn code_bytes(&self) -> usize {
-        self.bits as usize * self.words * 8 + crate::quant::rabitq::FACTOR_BYTES
+        self.bits as usize * self.words * 8 + self.factors.bytes()
     }
 
     /// `⟨u, q_u⟩` and `Σ u` of `code`: AND and popcount over the bit planes.
@@ -79,7 +81,9 @@ impl RbqQuery {
     /// The `f32` part of [`RbqQuery::estimate`], from the integer parts.
     #[inline]
     pub fn finish(&self, code: &[u8], ip: u64, sum_u: u64) -> (f32, f32) {
-        let (f_add, f_rescale, f_err) = read_factors(code, self.bits as usize * self.words * 8);
+        let (f_add, f_rescale, f_err) = self
+            .factors
+            .read(&code[self.bits as usize * self.words * 8..]);
         let two_h = (1u64 << self.bits) - 1;
         // 2⟨y, q_u⟩ and 2 Σ y, exact integers: y = u − (2^B − 1)/2.
         let a = 2 * ip as i64 - (two_h * self.sum_q) as i64;
@@ -143,6 +147,7 @@ impl RaBitQuantizer {
         let levels = ((1u32 << qbits) - 1) as f32;
         let delta = if hi > lo { (hi - lo) / levels } else { 1.0 };
         out.bits = u32::from(self.bits);
+        out.factors = self.factors();
         out.words = pad / 64;
         out.delta = delta;
         out.low = lo;
