@@ -143,7 +143,7 @@ def main():
     lines = [f"# RaBitQ vs PQ/OPQ: {args.tag} ({args.metric}), recall@10 = {args.target}", "",
              f"{args.nq} queries, {args.threads} threads, O_DIRECT, R {args.R}, build L "
              f"{args.build_L}, {args.reps} paired repetitions (medians); CPU "
-             f"{out['machine'].get('cpu', '?')}.", "",
+             f"{out['machine'].get('cpu_model', '?')}.", "",
              "| config | build flags | code bytes | QPS @ target | pages @ target | hops @ target |",
              "|---|---|---:|---:|---:|---:|"]
     fmt = lambda v, f="{:.0f}": "—" if v is None else f.format(v)  # noqa: E731

@@ -63,9 +63,28 @@ fn every_metric_searches_with_rabitq_codes_and_ip_and_cosine_match_l2_on_unit_ve
             8
         };
         assert_eq!(ix.codes().unwrap().m(), 2 * 8 + factors);
-        let r = recall_of(&ix, &q, &truth(&base, &q, metric), 40);
+        let t = truth(&base, &q, metric);
+        let r = recall_of(&ix, &q, &t, 40);
         assert!(r >= 0.9, "{metric:?}: recall {r}");
         recalls.push(r);
+        // PipeSearch navigates with the same codes.
+        let mut p = SearchParams::beam(10, 40, 4);
+        p.strategy = trawl::kinds::graph::search::Strategy::Pipe(Default::default());
+        let out = ix.search_batch(&q, &p, 1).unwrap();
+        let hit: usize = (0..q.n())
+            .map(|qi| {
+                let want = &t.ids[qi * t.k..qi * t.k + 10];
+                out.ids[qi * 10..qi * 10 + 10]
+                    .iter()
+                    .filter(|i| want.contains(i))
+                    .count()
+            })
+            .sum();
+        let r_pipe = hit as f64 / (10 * q.n()) as f64;
+        assert!(
+            r_pipe >= r - 0.02,
+            "{metric:?}: pipe recall {r_pipe}, beam {r}"
+        );
     }
     // On unit vectors the three metrics rank alike, and so do their RaBitQ estimates (the
     // same estimated term, scaled): inner product and cosine recall at least L2's, up to one

@@ -380,8 +380,15 @@ fn print_other_layouts(dir: &Path, db: &trawl::kinds::graph::DiskBytes) {
 /// The `memory at search time:` line, by part.
 fn print_memory(ix: &trawl::kinds::graph::DiskIndex) {
     let mem = ix.memory();
+    let (codes, quantiser) = match ix.pq() {
+        trawl::quant::Quantiser::Pq(p) if p.rotation().is_some() => {
+            ("PQ codes", "codebooks and OPQ rotation")
+        }
+        trawl::quant::Quantiser::Pq(_) => ("PQ codes", "codebooks"),
+        trawl::quant::Quantiser::RaBitQ(_) => ("RaBitQ codes", "centroid and rotation"),
+    };
     println!(
-        "memory at search time: {} (PQ codes {}, codebooks {} (with the OPQ rotation if any), page checksums and order map {}, entry index {}, attributes {}; plus the cache if one is asked for)",
+        "memory at search time: {} ({codes} {}, {quantiser} {}, page checksums and order map {}, entry index {}, attributes {}; plus the cache if one is asked for)",
         human_bytes(mem.total()),
         human_bytes(mem.pq_codes_bytes),
         human_bytes(mem.pq_codebook_bytes),

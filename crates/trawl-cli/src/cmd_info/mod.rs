@@ -192,7 +192,10 @@ fn packed_file(path: &Path, verify: bool, ctl: &trawl::progress::Control) -> Res
         g.order_pages,
         g.total_pages()
     );
-    println!("PQ:      {} bytes per vector", m.pq_bytes);
+    println!(
+        "codes:   {} bytes per vector in memory (PQ or RaBitQ)",
+        m.pq_bytes
+    );
     if verify {
         f.verify_all(ctl)?;
         println!(
