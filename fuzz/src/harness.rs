@@ -188,8 +188,8 @@ pub fn vector_inputs(input: &[u8]) {
 }
 
 /// Trawl file kinds of [`trawl_files`], by byte 0 (modulo their number).
-pub const KINDS: [&str; 8] = [
-    "packed", "dgraph", "dvectors", "pq", "pq_codes", "graph", "entry", "manifest",
+pub const KINDS: [&str; 9] = [
+    "packed", "dgraph", "dvectors", "pq", "pq_codes", "graph", "entry", "manifest", "rabitq",
 ];
 
 /// Magic of the manifest (`index/manifest.rs`).
@@ -204,6 +204,7 @@ fn kind_magic(kind: usize) -> [u8; 8] {
         4 => trawl::quant::pq::PQ_CODES_MAGIC,
         5 => trawl::vamana::file::MAGIC,
         6 => trawl::kinds::graph::search::entry::MAGIC,
+        8 => trawl::quant::rabitq::file::RBQ_MAGIC,
         _ => MANIFEST_MAGIC,
     }
 }
@@ -251,6 +252,17 @@ pub fn trawl_files(input: &[u8]) {
             }
         }
         6 => entry(p, &bytes),
+        8 => {
+            // Read as an index reads its quantiser file (either kind, by the magic).
+            if let Some(q) = file_err(trawl::quant::Quantiser::load(p), p) {
+                let code = vec![0u8; q.m()];
+                let mut out = vec![0f32; q.dim()];
+                q.decode(&code, &mut out)
+                    .expect("a loaded quantiser decodes");
+                let query = q.query(&vec![0.5f32; q.dim()]).expect("a finite query");
+                assert!(!query.distance(&code).is_nan());
+            }
+        }
         _ => {
             if let Err(e) = trawl::dir::manifest::Manifest::load_from(p) {
                 assert!(!e.to_string().is_empty());
@@ -1108,6 +1120,22 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let p = dir.join("pq-codes.trawl");
     codes.save(&p).expect("save");
     push("pq_codes", read(&p));
+    for (bits, metric) in [(1u8, Metric::L2), (5, Metric::InnerProduct)] {
+        let rbq = trawl::quant::rabitq::RaBitQuantizer::train(
+            &base,
+            metric,
+            &trawl::quant::rabitq::RbqParams {
+                bits,
+                seed: 1,
+                rounds: 2,
+            },
+            &Control::silent(),
+        )
+        .expect("train");
+        let p = dir.join("rabitq.trawl");
+        rbq.save(&p).expect("save");
+        push("rabitq", read(&p));
+    }
 
     // Graph file.
     let p = dir.join("graph-file.trawl");

@@ -105,8 +105,12 @@ impl RaBitQuantizer {
             .map_err(e)?;
         let rotation = FhtRotation::from_parts(dim, pad, signs)
             .ok_or_else(|| invalid(path, "inconsistent rotation"))?;
-        Self::from_parts(metric, bits, centroid, rotation)
-            .ok_or_else(|| invalid(path, "the centroid holds a non-finite value"))
+        Self::from_parts(metric, bits, centroid, rotation).ok_or_else(|| {
+            invalid(
+                path,
+                "the centroid holds a value that is not finite or beyond ±1e15",
+            )
+        })
     }
 
     /// Checks that `codes` (loaded from `path`) are codes of this quantiser: the row length and

@@ -100,6 +100,9 @@ pub fn query_bits(bits: u8) -> u32 {
 }
 /// Most bits per dimension.
 pub const MAX_BITS: u8 = 8;
+/// Largest magnitude of a centroid value: the squares of a 65,536-dimensional centroid's
+/// values still sum to a finite `f32` (a forged quantiser file beyond it is refused).
+pub const MAX_CENTROID_VALUE: f32 = 1.0e15;
 /// Most training vectors the centroid is the mean of.
 const CENTROID_SAMPLE: usize = 1 << 18;
 
@@ -149,6 +152,10 @@ pub enum RbqError {
         /// Row index in the input.
         row: usize,
     },
+    /// The query's distance terms overflow `f32`: its values (or the centroid's) are too
+    /// large.
+    #[error("the query's values are too large: its distance terms overflow 32-bit floats")]
+    Overflow,
     /// Cancelled through [`Control`]; nothing was produced.
     #[error(transparent)]
     Cancelled(#[from] Cancelled),
@@ -183,7 +190,7 @@ impl RaBitQuantizer {
     ) -> Option<Self> {
         let ok = (1..=MAX_BITS).contains(&bits)
             && centroid.len() == rotation.dim()
-            && centroid.iter().all(|v| v.is_finite());
+            && centroid.iter().all(|v| v.abs() <= MAX_CENTROID_VALUE);
         ok.then_some(Self {
             metric,
             bits,
@@ -225,7 +232,8 @@ impl RaBitQuantizer {
         }
         let centroid = sum.iter().map(|s| (s / count as f64) as f32).collect();
         let rotation = FhtRotation::random(dim, params.rounds.max(1), params.seed);
-        Ok(Self::from_parts(metric, params.bits, centroid, rotation).expect("consistent"))
+        // Only a centroid value beyond ±1e15 makes the parts inconsistent.
+        Self::from_parts(metric, params.bits, centroid, rotation).ok_or(RbqError::Overflow)
     }
 
     /// The metric the codes estimate.

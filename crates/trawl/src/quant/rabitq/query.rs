@@ -138,6 +138,9 @@ impl RaBitQuantizer {
             crate::kernels::Metric::Cosine => 0.5 * norm_sq,
         };
         out.q_norm = norm_sq.sqrt();
+        if !(out.q_const.is_finite() && norm_sq.is_finite() && rot.iter().all(|v| v.is_finite())) {
+            return Err(RbqError::Overflow);
+        }
         let (lo, hi) = rot
             .iter()
             .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| {
