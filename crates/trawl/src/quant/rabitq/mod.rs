@@ -66,6 +66,7 @@
 pub mod encode;
 pub mod factors;
 pub mod file;
+pub mod kernels;
 pub mod query;
 pub mod rotation;
 

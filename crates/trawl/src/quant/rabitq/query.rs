@@ -35,6 +35,8 @@ pub struct RbqQuery {
     pad: u64,
     /// How the codes' factors are laid out.
     factors: FactorLayout,
+    /// The integer kernel's version.
+    level: crate::quant::rabitq::kernels::Level,
     /// The metric's per-query constant.
     q_const: f32,
     /// `‖q′‖`.
@@ -47,26 +49,18 @@ impl RbqQuery {
         self.bits as usize * self.words * 8 + self.factors.bytes()
     }
 
-    /// `⟨u, q_u⟩` and `Σ u` of `code`: AND and popcount over the bit planes.
+    /// `⟨u, q_u⟩` and `Σ u` of `code`: AND and popcount over the bit planes
+    /// ([`crate::quant::rabitq::kernels`]).
     #[inline]
     pub fn integer_parts(&self, code: &[u8]) -> (u64, u64) {
-        let pb = self.words * 8;
-        let (mut ip, mut sum_u) = (0u64, 0u64);
-        for p in 0..self.bits as usize {
-            let plane = &code[p * pb..(p + 1) * pb];
-            let (mut s, mut c) = (0u64, 0u64);
-            for (w, chunk) in plane.chunks_exact(8).enumerate() {
-                let x = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-                c += u64::from(x.count_ones());
-                for b in 0..self.qbits as usize {
-                    s += u64::from((x & self.planes[b * self.words + w]).count_ones()) << b;
-                }
-            }
-            let shift = self.bits as usize - 1 - p;
-            ip += s << shift;
-            sum_u += c << shift;
-        }
-        (ip, sum_u)
+        crate::quant::rabitq::kernels::integer_parts(
+            self.level,
+            code,
+            &self.planes,
+            self.words,
+            self.bits as usize,
+            self.qbits as usize,
+        )
     }
 
     /// The estimated distance to the vector with `code` and the scale `σ` of its error: the
@@ -151,6 +145,7 @@ impl RaBitQuantizer {
         let delta = if hi > lo { (hi - lo) / levels } else { 1.0 };
         out.bits = u32::from(self.bits);
         out.factors = self.factors();
+        out.level = crate::quant::rabitq::kernels::level();
         out.words = pad / 64;
         out.delta = delta;
         out.low = lo;
