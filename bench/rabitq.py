@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def build(trawl, base, metric, flags, out, r, l):
-    if (out / "manifest.json").exists():
+    if (out / "manifest.trawl").exists():
         return json.loads((out / "build.json").read_text()) if (out / "build.json").exists() else {}
     rep = out.with_suffix(".build.json")
     cmd = [trawl, "build", str(base), str(out), "--metric", metric, "-R", str(r), "-L", str(l),

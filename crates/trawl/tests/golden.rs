@@ -138,6 +138,7 @@ const BASE: Config = Config {
         lookahead: 0,
         bound: 0.0,
         depth: 0,
+        skip_eps: trawl::kinds::graph::search::rerank::DEFAULT_SKIP_EPS,
     },
     list_cache_bytes: 16 << 20,
     interleave: 1,

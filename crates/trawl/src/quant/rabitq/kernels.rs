@@ -51,10 +51,12 @@ pub fn integer_parts(
 ) -> (u64, u64) {
     assert!(code.len() >= bits * words * 8 && planes.len() >= qbits * words);
     match level {
-        // SAFETY: the level was detected on this CPU, and the lengths were checked above.
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Level::Avx512` is only made by `level()` after detecting AVX-512F and
+        // VPOPCNTDQ on this CPU.
         Level::Avx512 => unsafe { parts_avx512(code, planes, words, bits, qbits) },
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Level::Popcnt` is only made by `level()` after detecting `popcnt`.
         Level::Popcnt => unsafe { parts_popcnt(code, planes, words, bits, qbits) },
         _ => parts_scalar(code, planes, words, bits, qbits),
     }
@@ -90,7 +92,7 @@ pub fn parts_scalar(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "popcnt")]
-unsafe fn parts_popcnt(
+fn parts_popcnt(
     code: &[u8],
     planes: &[u64],
     words: usize,
@@ -102,10 +104,11 @@ unsafe fn parts_popcnt(
 
 /// Eight words of a plane per step (masked at the end: masked-off lanes are neither loaded
 /// nor able to fault), the query's planes AND-ed and counted into per-lane sums shifted by
-/// their weight, one horizontal sum per code plane.
+/// their weight, one horizontal sum per code plane. The caller checked
+/// `code.len() ≥ bits·words·8` and `planes.len() ≥ qbits·words`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vpopcntdq")]
-unsafe fn parts_avx512(
+fn parts_avx512(
     code: &[u8],
     planes: &[u64],
     words: usize,
@@ -113,36 +116,32 @@ unsafe fn parts_avx512(
     qbits: usize,
 ) -> (u64, u64) {
     use std::arch::x86_64::*;
-    // SAFETY: the caller checked the lengths (every unmasked lane is inside `code` and
-    // `planes`) and that the CPU has AVX-512F and VPOPCNTDQ.
-    unsafe {
-        let pb = words * 8;
-        let (mut ip, mut sum_u) = (0u64, 0u64);
-        for p in 0..bits {
-            let base = code.as_ptr().add(p * pb);
-            let (mut acc, mut cnt) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-            let mut w = 0;
-            while w < words {
-                let n = (words - w).min(8);
-                let mask: __mmask8 = if n == 8 { 0xff } else { (1u8 << n) - 1 };
-                let x = _mm512_maskz_loadu_epi64(mask, base.add(w * 8) as *const i64);
-                cnt = _mm512_add_epi64(cnt, _mm512_popcnt_epi64(x));
-                for b in 0..qbits {
-                    let q = _mm512_maskz_loadu_epi64(
-                        mask,
-                        planes.as_ptr().add(b * words + w) as *const i64,
-                    );
-                    let c = _mm512_popcnt_epi64(_mm512_and_si512(x, q));
-                    acc = _mm512_add_epi64(acc, _mm512_sllv_epi64(c, _mm512_set1_epi64(b as i64)));
-                }
-                w += 8;
+    let pb = words * 8;
+    let (mut ip, mut sum_u) = (0u64, 0u64);
+    for p in 0..bits {
+        let base = code.as_ptr().wrapping_add(p * pb);
+        let (mut acc, mut cnt) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+        let mut w = 0;
+        while w < words {
+            let n = (words - w).min(8);
+            let mask: __mmask8 = if n == 8 { 0xff } else { (1u8 << n) - 1 };
+            // SAFETY: the `n` unmasked words lie in plane `p` of `code` (`w + n ≤ words`).
+            let x = unsafe { _mm512_maskz_loadu_epi64(mask, base.wrapping_add(w * 8).cast()) };
+            cnt = _mm512_add_epi64(cnt, _mm512_popcnt_epi64(x));
+            for b in 0..qbits {
+                let at = planes.as_ptr().wrapping_add(b * words + w);
+                // SAFETY: the `n` unmasked words lie in query plane `b` (`w + n ≤ words`).
+                let q = unsafe { _mm512_maskz_loadu_epi64(mask, at.cast()) };
+                let c = _mm512_popcnt_epi64(_mm512_and_si512(x, q));
+                acc = _mm512_add_epi64(acc, _mm512_sllv_epi64(c, _mm512_set1_epi64(b as i64)));
             }
-            let shift = bits - 1 - p;
-            ip += (_mm512_reduce_add_epi64(acc) as u64) << shift;
-            sum_u += (_mm512_reduce_add_epi64(cnt) as u64) << shift;
+            w += 8;
         }
-        (ip, sum_u)
+        let shift = bits - 1 - p;
+        ip += (_mm512_reduce_add_epi64(acc) as u64) << shift;
+        sum_u += (_mm512_reduce_add_epi64(cnt) as u64) << shift;
     }
+    (ip, sum_u)
 }
 
 #[cfg(test)]
