@@ -20,19 +20,38 @@ fn rabitq(metric: Metric, bits: u8) -> IndexParams {
     }
 }
 
+/// recall@10 of `ids` (10 per query) against `t`.
+fn recall10(ids: &[u32], t: &trawl::data::GroundTruth) -> f64 {
+    let hit: usize = (0..t.nq)
+        .map(|qi| {
+            let want = &t.ids[qi * t.k..qi * t.k + 10];
+            ids[qi * 10..qi * 10 + 10]
+                .iter()
+                .filter(|i| want.contains(i))
+                .count()
+        })
+        .sum();
+    hit as f64 / (10 * t.nq) as f64
+}
+
 fn recall_of(ix: &DiskIndex, q: &Matrix<f32>, t: &trawl::data::GroundTruth, l: usize) -> f64 {
     let out = ix
         .search_batch(q, &SearchParams::beam(10, l, 4), 1)
         .unwrap();
-    let mut hit = 0;
-    for qi in 0..q.n() {
-        let want = &t.ids[qi * t.k..qi * t.k + 10];
-        hit += out.ids[qi * 10..qi * 10 + 10]
-            .iter()
-            .filter(|i| want.contains(i))
-            .count();
-    }
-    hit as f64 / (10 * q.n()) as f64
+    recall10(&out.ids, t)
+}
+
+/// Builds `params`' index of `base` in `dir` and writes its decoupled layout.
+fn build_decoupled(base: &Matrix<f32>, dir: &std::path::Path, params: &IndexParams) {
+    build_index(base, dir, params, &Control::silent()).unwrap();
+    DiskIndex::open(dir, OpenOptions::default())
+        .unwrap()
+        .write_layout(
+            IndexLayout::Decoupled,
+            &Default::default(),
+            &Control::silent(),
+        )
+        .unwrap();
 }
 
 /// `m` with every row scaled to unit length.
@@ -70,17 +89,7 @@ fn every_metric_searches_with_rabitq_codes_and_ip_and_cosine_match_l2_on_unit_ve
         // PipeSearch navigates with the same codes.
         let mut p = SearchParams::beam(10, 40, 4);
         p.strategy = trawl::kinds::graph::search::Strategy::Pipe(Default::default());
-        let out = ix.search_batch(&q, &p, 1).unwrap();
-        let hit: usize = (0..q.n())
-            .map(|qi| {
-                let want = &t.ids[qi * t.k..qi * t.k + 10];
-                out.ids[qi * 10..qi * 10 + 10]
-                    .iter()
-                    .filter(|i| want.contains(i))
-                    .count()
-            })
-            .sum();
-        let r_pipe = hit as f64 / (10 * q.n()) as f64;
+        let r_pipe = recall10(&ix.search_batch(&q, &p, 1).unwrap().ids, &t);
         assert!(
             r_pipe >= r - 0.02,
             "{metric:?}: pipe recall {r_pipe}, beam {r}"
@@ -211,19 +220,11 @@ fn decoupled_run(
     let mut p = SearchParams::beam(10, 40, 4);
     p.rerank.skip_eps = eps;
     let out = ix.search_batch(q, &p, 1).unwrap();
-    let mut hit = 0;
-    for qi in 0..q.n() {
-        let want = &t.ids[qi * t.k..qi * t.k + 10];
-        hit += out.ids[qi * 10..qi * 10 + 10]
-            .iter()
-            .filter(|i| want.contains(i))
-            .count();
-    }
     let mut total = trawl::search::QueryStats::default();
     for s in &out.stats {
         total += *s;
     }
-    (hit as f64 / (10 * q.n()) as f64, total)
+    (recall10(&out.ids, t), total)
 }
 
 #[test]
