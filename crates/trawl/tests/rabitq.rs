@@ -74,6 +74,12 @@ fn every_metric_searches_with_rabitq_codes_and_ip_and_cosine_match_l2_on_unit_ve
         build_index(&base, dir.path(), &rabitq(metric, 2), &Control::silent()).unwrap();
         let ix = DiskIndex::open(dir.path(), OpenOptions::default()).unwrap();
         assert_eq!(ix.pq().kind(), QuantKind::RaBitQ { bits: 2 });
+        // `trawl info --verify` reads the quantiser and checks the codes' factors.
+        let report = trawl::kinds::graph::verify_index(dir.path(), &Control::silent()).unwrap();
+        assert!(
+            format!("{report:?}").contains("RaBitQ 2 bits"),
+            "{report:?}"
+        );
         // 2 planes of 64 bits and the factors: ‖r‖ and two half floats, and −⟨r, c⟩ for
         // inner product.
         let factors = if metric == Metric::InnerProduct {

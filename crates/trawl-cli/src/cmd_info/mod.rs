@@ -141,6 +141,17 @@ fn trawl_file(path: &Path, magic: &[u8; 8]) -> Result<()> {
             println!("bytes per vector (subspaces): {}", pq.m());
             println!("metric:  {}", pq.metric());
         }
+        b"TRAWLRBQ" => {
+            let q = trawl::quant::rabitq::RaBitQuantizer::load(path)?;
+            println!("kind:    trawl RaBitQ quantiser");
+            println!("dim:     {} (rotated in {})", q.dim(), q.pad());
+            println!(
+                "bits:    {} per dimension ({} bytes per code)",
+                q.bits(),
+                q.code_bytes()
+            );
+            println!("metric:  {}", q.metric());
+        }
         other => {
             println!(
                 "kind:    trawl file of an unknown kind ({:?})",

@@ -17,7 +17,8 @@ use crate::kinds::graph::{
     updates::ids, updates::segments, IndexLayout, OpenError, PQ_CODES_FILE, PQ_FILE,
 };
 use crate::progress::Control;
-use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::quant::pq::PqCodes;
+use crate::quant::Quantiser;
 
 /// Whether a layout's graph header belongs to the build of `meta` (same shape, same PQ files).
 fn same_build(a: &PackedMeta, b: &PackedMeta) -> bool {
@@ -369,13 +370,13 @@ static PQ: Named<GraphCx, OpenError> = Named {
         if crate::kinds::graph::payload_crc(&path)? != meta.pq_crc {
             return Err(cx.mismatch(format!("{name} is not the one the graph was built with")));
         }
-        let pq = ProductQuantizer::load(&path)?;
+        let pq = Quantiser::load(&path)?;
         if pq.dim() != meta.dim || pq.m() != meta.pq_bytes {
             return Err(cx.mismatch(format!("{name} does not match the graph")));
         }
         Ok(format!(
-            "checksum matches; {} codebooks over {} dimensions",
-            pq.m(),
+            "checksum matches; {} over {} dimensions",
+            pq.describe(),
             pq.dim()
         ))
     },
@@ -397,6 +398,8 @@ static PQ_CODES: Named<GraphCx, OpenError> = Named {
         if codes.n() as u64 != meta.n || codes.m() != meta.pq_bytes {
             return Err(cx.mismatch(format!("{name} does not match the graph")));
         }
+        // RaBitQ codes carry factors the quantiser checks (finite, in range).
+        Quantiser::load(&cx.dir.join(PQ_FILE))?.check_codes(&codes, &path)?;
         Ok(format!(
             "checksum matches; {} codes of {} bytes",
             codes.n(),
