@@ -238,21 +238,7 @@ fn the_error_bound_skips_vector_reads_of_the_decoupled_re_rank() {
     let (base, q) = data::<f32>(6_000, 100, 64, 25);
     let t = truth(&base, &q, Metric::L2);
     let dir = tempfile::tempdir().unwrap();
-    build_index(
-        &base,
-        dir.path(),
-        &rabitq(Metric::L2, 2),
-        &Control::silent(),
-    )
-    .unwrap();
-    DiskIndex::open(dir.path(), OpenOptions::default())
-        .unwrap()
-        .write_layout(
-            IndexLayout::Decoupled,
-            &Default::default(),
-            &Control::silent(),
-        )
-        .unwrap();
+    build_decoupled(&base, dir.path(), &rabitq(Metric::L2, 2));
     let (r0, s0) = decoupled_run(dir.path(), &q, &t, 0.0);
     assert_eq!(s0.rerank.rerank_skipped, 0);
     for eps in [1.9f32, 3.0] {
@@ -273,21 +259,7 @@ fn the_error_bound_skips_vector_reads_of_the_decoupled_re_rank() {
     }
     // A PQ index has no bound: nothing is skipped.
     let pq = tempfile::tempdir().unwrap();
-    build_index(
-        &base,
-        pq.path(),
-        &params(Metric::L2, 16),
-        &Control::silent(),
-    )
-    .unwrap();
-    DiskIndex::open(pq.path(), OpenOptions::default())
-        .unwrap()
-        .write_layout(
-            IndexLayout::Decoupled,
-            &Default::default(),
-            &Control::silent(),
-        )
-        .unwrap();
+    build_decoupled(&base, pq.path(), &params(Metric::L2, 16));
     let (_, s) = decoupled_run(pq.path(), &q, &t, 1.9);
     assert_eq!(s.rerank.rerank_skipped, 0);
 }
