@@ -71,14 +71,17 @@ def test_opq_build(tmp_path):
 def test_rabitq_build(tmp_path):
     data = gaussian(3000, 32, seed=5)
     queries = gaussian(40, 32, seed=6)
-    params = trawl.BuildParams(threads=2, quant="rabitq", bits=4, **FAST)
+    fast = {**FAST, "pq_bytes": None}  # a RaBitQ code's size is set by its bits
+    params = trawl.BuildParams(threads=2, quant="rabitq", bits=4, **fast)
     assert 'quant="rabitq"' in repr(params) or "quant='rabitq'" in repr(params)
     trawl.build(data, tmp_path / "ix", params)
     index = trawl.Index.open(tmp_path / "ix")
     ids, _ = index.batch_search(queries, k=10, params=trawl.SearchParams(L=64), threads=2)
     assert recall(ids, brute_force(data, queries, 10)) >= 0.95
     with pytest.raises(ValueError, match="bits"):
-        trawl.build(data, tmp_path / "bad", trawl.BuildParams(quant="rabitq", bits=9, **FAST))
+        trawl.build(data, tmp_path / "bad", trawl.BuildParams(quant="rabitq", bits=9, **fast))
+    with pytest.raises(ValueError, match="pq_bytes"):
+        trawl.build(data, tmp_path / "bad", trawl.BuildParams(quant="rabitq", **FAST))
     with pytest.raises(ValueError, match="rabitq"):
         trawl.build(data, tmp_path / "bad", trawl.BuildParams(bits=2, **FAST))
 
