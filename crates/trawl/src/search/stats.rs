@@ -393,7 +393,8 @@ mod tests {
         assert_eq!(o["filter_list"], 0);
         assert_eq!(o["rejected"], 0);
         // Every field under its own name: no two groups' fields collide when flattened.
-        assert_eq!(o.len(), 53, "{o:?}");
+        assert_eq!(o["rerank_skipped"], 0);
+        assert_eq!(o.len(), 54, "{o:?}");
         let mut t = s;
         t += s;
         assert_eq!(t.io.pages_read, 6);
