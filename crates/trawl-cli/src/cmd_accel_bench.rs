@@ -246,6 +246,7 @@ fn timed(seconds: f64, min_reps: usize, mut f: impl FnMut() -> Result<()>) -> Re
 fn filter_job(rng: &mut ChaCha8Rng, args: &AccelBenchArgs, nq: usize) -> FilterJob {
     FilterJob {
         m: args.m,
+        rbq: Vec::new(),
         tables: (0..nq * args.m * TABLE_ROW)
             .map(|_| rng.gen_range(-1.0f32..1.0))
             .collect(),

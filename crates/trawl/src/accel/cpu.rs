@@ -58,7 +58,8 @@ impl CpuAccel {
     /// Scores query `q` of `job` into `ids` / `dists` (`top_n` each); returns its distinct
     /// candidates.
     fn one(&self, job: &FilterJob, q: usize, ids: &mut [u32], dists: &mut [f32]) -> u32 {
-        let table = job.table(q);
+        let rbq = job.rbq.get(q);
+        let table = if rbq.is_some() { &[][..] } else { job.table(q) };
         let cands = job.candidates(q);
         let codes = &*self.codes;
         SCRATCH.with(|s| {
@@ -95,6 +96,15 @@ impl CpuAccel {
             for &id in s.ids.iter().take(AHEAD) {
                 codes.prefetch(id as usize);
             }
+            if let Some(rq) = rbq {
+                for (i, &id) in s.ids.iter().enumerate() {
+                    if let Some(ahead) = s.ids.get(i + AHEAD) {
+                        codes.prefetch(*ahead as usize);
+                    }
+                    s.scored.push((rq.distance(codes.code(id as usize)), id));
+                }
+                return Self::keep_top(s, job.top_n, ids, dists);
+            }
             // Two codes per step: their additions are independent chains the CPU overlaps.
             let pairs = s.ids.chunks_exact(2);
             let odd = pairs.remainder().first().copied();
@@ -113,9 +123,17 @@ impl CpuAccel {
                 s.scored
                     .push((adc_distance(table, codes.code(id as usize)), id));
             }
+            Self::keep_top(s, job.top_n, ids, dists)
+        })
+    }
+
+    /// Cuts the scored candidates to the `top_n` by `(distance, id)` into `ids` / `dists`;
+    /// returns how many were scored.
+    fn keep_top(s: &mut Scratch, top_n: usize, ids: &mut [u32], dists: &mut [f32]) -> u32 {
+        {
             let unique = s.scored.len() as u32;
             let order = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-            let keep = job.top_n.min(s.scored.len());
+            let keep = top_n.min(s.scored.len());
             if s.scored.len() > keep {
                 s.scored.select_nth_unstable_by(keep, order);
                 s.scored.truncate(keep);
@@ -128,7 +146,7 @@ impl CpuAccel {
                 dists[k] = d;
             }
             unique
-        })
+        }
     }
 
     /// Scores `job` on this thread (or the pool, for several queries).

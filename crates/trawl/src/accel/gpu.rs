@@ -72,6 +72,7 @@ const FLAG_GLOBAL_SORT: u32 = 1;
 const COMMON_WGSL: &str = include_str!("gpu/common.wgsl");
 const DEDUP_WGSL: &str = include_str!("gpu/dedup.wgsl");
 const SCORE_WGSL: &str = include_str!("gpu/score.wgsl");
+const SCORE_RBQ_WGSL: &str = include_str!("gpu/score_rbq.wgsl");
 const SELECT_WGSL: &str = include_str!("gpu/select.wgsl");
 
 /// Where each kernel keeps its data (tests force the global-memory paths).
@@ -124,6 +125,8 @@ pub struct GpuAccel {
     resident_bytes: u64,
     dedup: wgpu::ComputePipeline,
     score: wgpu::ComputePipeline,
+    /// The score kernel of RaBitQ codes.
+    score_rbq: wgpu::ComputePipeline,
     select: wgpu::ComputePipeline,
     /// Device errors no error scope caught (reported by the next failing `wait`).
     uncaptured: Arc<Mutex<Vec<String>>>,
@@ -257,6 +260,7 @@ impl GpuAccel {
         };
         let dedup = pipeline(DEDUP_WGSL, "dedup", true);
         let score = pipeline(SCORE_WGSL, "score", false);
+        let score_rbq = pipeline(SCORE_RBQ_WGSL, "score_rbq", false);
         let select = pipeline(SELECT_WGSL, "select_top", false);
         scopes.pop("uploading the codes and compiling the kernels")?;
 
@@ -270,6 +274,7 @@ impl GpuAccel {
             resident_bytes,
             dedup,
             score,
+            score_rbq,
             select,
             uncaptured,
         })
@@ -286,18 +291,22 @@ impl GpuAccel {
         let limit = l.batch_binding;
         let nq = job.queries();
         let top_n = job.top_n as u64;
+        let table_bytes = match job.rbq.first() {
+            Some(q) => (q.gpu_len() * 4) as u64,
+            None => (l.m * TABLE_ROW * 4) as u64,
+        };
         // Bytes a query adds to each buffer of a slice.
         let sizes = |q: usize| -> [u64; 7] {
             let c = u64::from(job.offsets[q + 1] - job.offsets[q]);
             let (h, s) = self.regions(c, job.top_n);
             [
-                c * 4,                        // ids
-                c * 8,                        // cand
-                h * 4,                        // hash
-                s * 8,                        // sort
-                top_n * 8 + 4,                // out (+ its count in the readback)
-                (l.m * TABLE_ROW * 4) as u64, // table
-                32,                           // qinfo
+                c * 4,         // ids
+                c * 8,         // cand
+                h * 4,         // hash
+                s * 8,         // sort
+                top_n * 8 + 4, // out (+ its count in the readback)
+                table_bytes,   // table
+                32,            // qinfo
             ]
         };
         // Score workgroups of a slice: its queries × the chunks of its longest list, in one
@@ -413,7 +422,13 @@ impl GpuAccel {
         let base = job.offsets[qs.start];
         let mut qinfo = Vec::with_capacity(nq * 8);
         let (mut hash_total, mut sort_total, mut most) = (0u64, 0u64, 0u32);
+        // RaBitQ: the queries' words, each query's offset in qinfo.
+        let mut rbq_words: Vec<u32> = Vec::new();
         for q in qs.clone() {
+            let tab_off = rbq_words.len() as u32;
+            if let Some(rq) = job.rbq.get(q) {
+                rq.gpu_words(&mut rbq_words);
+            }
             let c = job.offsets[q + 1] - job.offsets[q];
             let (h, s) = self.regions(u64::from(c), job.top_n);
             qinfo.extend_from_slice(&[
@@ -423,7 +438,7 @@ impl GpuAccel {
                 h as u32,
                 sort_total as u32,
                 s as u32,
-                0,
+                tab_off,
                 0,
             ]);
             hash_total += h;
@@ -446,9 +461,18 @@ impl GpuAccel {
         let ids = &job.ids[base as usize..job.offsets[qs.end] as usize];
         let cand_bytes = ids.len() as u64 * 8;
         let ids = self.upload("ids", bytemuck::cast_slice(ids), U::STORAGE);
-        let t = l.m * TABLE_ROW;
-        let tables = &job.tables[qs.start * t..qs.end * t];
-        let tables = self.upload("tables", bytemuck::cast_slice(tables), U::STORAGE);
+        let tables = if job.rbq.is_empty() {
+            let t = l.m * TABLE_ROW;
+            let tables = &job.tables[qs.start * t..qs.end * t];
+            self.upload("tables", bytemuck::cast_slice(tables), U::STORAGE)
+        } else {
+            self.upload("tables", bytemuck::cast_slice(&rbq_words), U::STORAGE)
+        };
+        let score = if job.rbq.is_empty() {
+            &self.score
+        } else {
+            &self.score_rbq
+        };
         let hash = self.scratch("hash", hash_total * 4, U::STORAGE);
         let cand = self.scratch("cand", cand_bytes, U::STORAGE);
         let counts = self.scratch("counts", count_bytes, U::STORAGE | U::COPY_SRC);
@@ -482,9 +506,9 @@ impl GpuAccel {
                 nq as u32,
             ),
             (
-                &self.score,
+                score,
                 group(
-                    &self.score,
+                    score,
                     [&params, &qinfo, &self.codes, &tables, &cand, &counts],
                 ),
                 nq as u32 * chunks,
@@ -627,6 +651,13 @@ impl Accelerator for GpuAccel {
             return Err(AccelError::Device(format!(
                 "top_n {} is too large for the GPU backend",
                 job.top_n
+            )));
+        }
+        if let Some(q) = job.rbq.iter().find(|q| !q.gpu_exact()) {
+            return Err(AccelError::Device(format!(
+                "RaBitQ codes of {} bits per dimension are scored exactly by the CPU backend \
+                 only at this dimension (the GPU kernel's integers would round)",
+                q.bits()
             )));
         }
         let plan = self.plan(job)?;

@@ -130,6 +130,7 @@ fn bench_sized_batch_matches() {
     let mut rng = ChaCha8Rng::seed_from_u64(12);
     let job = FilterJob {
         m: 32,
+        rbq: Vec::new(),
         tables: (0..64 * 32 * TABLE_ROW)
             .map(|_| rng.gen_range(-1.0f32..1.0))
             .collect(),
@@ -245,6 +246,7 @@ fn edge_batches() {
     // No queries.
     let job = FilterJob {
         m: 12,
+        rbq: Vec::new(),
         offsets: vec![0],
         top_n: 3,
         ..Default::default()
@@ -402,4 +404,96 @@ fn no_adapter_is_an_error() {
         text.contains("1 passed"),
         "the child test did not run:\n{text}"
     );
+}
+
+/// RaBitQ codes: the GPU kernel's distances are bit for bit the CPU's (the contract's estimate),
+/// for every metric, 1 to 5 bits and dimensions with and without padding; a quantiser whose
+/// integers the kernel could not convert exactly is refused, not answered approximately.
+#[test]
+fn gpu_matches_cpu_bit_for_bit_on_rabitq_codes() {
+    use crate::kernels::Metric;
+    use crate::quant::rabitq::{RaBitQuantizer, RbqParams};
+    let mut checked = 0;
+    for (case, &(dim, bits, metric)) in [
+        (100usize, 1u8, Metric::L2),
+        (384, 1, Metric::Cosine),
+        (128, 2, Metric::InnerProduct),
+        (96, 4, Metric::L2),
+        (64, 5, Metric::InnerProduct),
+        (200, 3, Metric::Cosine),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut rng = ChaCha8Rng::seed_from_u64(40 + case as u64);
+        let n = 6000;
+        let data: Vec<f32> = (0..n * dim).map(|_| rng.gen_range(-1.0..1.0)).collect();
+        let data = crate::data::Matrix::from_vec(data, dim).unwrap();
+        let params = RbqParams {
+            bits,
+            ..RbqParams::default()
+        };
+        let ctl = crate::progress::Control::silent();
+        let rq = RaBitQuantizer::train(&data, metric, &params, &ctl).unwrap();
+        let codes = Arc::new(rq.encode(&data, &ctl).unwrap());
+        let Some(g) = gpu(&codes, GpuOptions::default()) else {
+            return;
+        };
+        for (nq, cands, top_n) in [(1usize, 500usize, 10usize), (7, 3000, 3000), (20, 40, 64)] {
+            let mut job = random_job(case as u64 * 7 + nq as u64, n, codes.m(), nq, cands, top_n);
+            job.tables.clear();
+            for _ in 0..nq {
+                let q: Vec<f32> = (0..dim).map(|_| rng.gen_range(-1.0..1.0)).collect();
+                job.rbq.push(rq.query(&q).unwrap());
+            }
+            let what = format!("RaBitQ dim {dim} bits {bits} {metric:?} nq {nq}");
+            let got = g
+                .filter(job.clone())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let cpu = CpuAccel::new(codes.clone()).filter(job.clone()).unwrap();
+            assert_eq!(got.ids, cpu.ids, "{what}: ids");
+            assert_eq!(got.unique, cpu.unique, "{what}: distinct counts");
+            let bits_of = |v: &[f32]| v.iter().map(|d| d.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits_of(&got.dists),
+                bits_of(&cpu.dists),
+                "{what}: distances"
+            );
+            // The CPU's distances are the quantiser's own estimates.
+            for q in 0..nq {
+                let (ids, dists) = cpu.query(q);
+                for (&id, &d) in ids.iter().zip(dists) {
+                    assert_eq!(
+                        d.to_bits(),
+                        job.rbq[q].distance(codes.code(id as usize)).to_bits()
+                    );
+                }
+            }
+            checked += got.ids.iter().filter(|&&i| i != u32::MAX).count();
+        }
+    }
+    assert!(checked > 10_000, "only {checked} distances compared");
+
+    // 8 bits × 384 dimensions: 2·D·(2⁸ − 1)·(2¹² − 1) is far above 2²⁴.
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let data: Vec<f32> = (0..500 * 384).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let data = crate::data::Matrix::from_vec(data, 384).unwrap();
+    let params = RbqParams {
+        bits: 8,
+        ..RbqParams::default()
+    };
+    let ctl = crate::progress::Control::silent();
+    let rq = RaBitQuantizer::train(&data, crate::kernels::Metric::L2, &params, &ctl).unwrap();
+    let codes = Arc::new(rq.encode(&data, &ctl).unwrap());
+    let Some(g) = gpu(&codes, GpuOptions::default()) else {
+        return;
+    };
+    let mut job = random_job(1, 500, codes.m(), 1, 100, 10);
+    job.tables.clear();
+    job.rbq.push(rq.query(&vec![0.5f32; 384]).unwrap());
+    assert!(!job.rbq[0].gpu_exact());
+    match g.filter(job) {
+        Err(AccelError::Device(msg)) => assert!(msg.contains("CPU backend"), "{msg}"),
+        other => panic!("8-bit 384-d codes on the GPU: {other:?}"),
+    }
 }

@@ -12,6 +12,10 @@
 //!
 //! ## The contract both backends meet
 //!
+//! - A candidate's RaBitQ distance (a job with [`FilterJob::rbq`]) is
+//!   [`RbqQuery::distance`](crate::quant::rabitq::RbqQuery::distance): exact integers from the
+//!   bit planes, then a fixed sequence of `f32` operations the GPU kernel repeats with every
+//!   product rounded on its own (no fused multiply-add).
 //! - A candidate's PQ distance is the sum of its table entries in the order of
 //!   [`adc_distance`]: four accumulators (subspace `s` goes to accumulator `s mod 4`, each
 //!   summed in increasing `s`), then `(a0 + a1) + (a2 + a3)`. Both backends add the same `f32`s
@@ -151,10 +155,13 @@ impl AccelError {
 /// works on something else.
 #[derive(Debug, Clone, Default)]
 pub struct FilterJob {
-    /// Bytes per PQ code (`M`).
+    /// Bytes per code (`M`).
     pub m: usize,
-    /// Distance tables: `nq × m × 256` entries, query-major, then subspace, then centroid.
+    /// PQ distance tables: `nq × m × 256` entries, query-major, then subspace, then centroid
+    /// (empty when the codes are RaBitQ's).
     pub tables: Vec<f32>,
+    /// RaBitQ's prepared queries, one per query (empty when the codes are PQ's).
+    pub rbq: Vec<crate::quant::rabitq::RbqQuery>,
     /// `nq + 1` non-decreasing offsets into `ids`: query `q`'s candidates are
     /// `ids[offsets[q]..offsets[q + 1]]`.
     pub offsets: Vec<u32>,
@@ -192,7 +199,21 @@ impl FilterJob {
             return bad("no offsets (a batch of q queries has q + 1)".into());
         }
         let nq = self.queries();
-        if self.tables.len() != nq * m * TABLE_ROW {
+        if !self.rbq.is_empty() {
+            if self.rbq.len() != nq || !self.tables.is_empty() {
+                return bad(format!(
+                    "{} RaBitQ queries and {} table entries for {nq} queries",
+                    self.rbq.len(),
+                    self.tables.len()
+                ));
+            }
+            if let Some(q) = self.rbq.iter().find(|q| q.code_bytes() != m) {
+                return bad(format!(
+                    "a RaBitQ query scores {}-byte codes, the codes have {m}",
+                    q.code_bytes()
+                ));
+            }
+        } else if self.tables.len() != nq * m * TABLE_ROW {
             return bad(format!(
                 "{} table entries for {nq} queries of {m} subspaces",
                 self.tables.len()

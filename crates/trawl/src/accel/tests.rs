@@ -32,6 +32,7 @@ pub(crate) fn random_job(
     }
     FilterJob {
         m,
+        rbq: Vec::new(),
         tables,
         offsets,
         ids,

@@ -129,13 +129,6 @@ impl BuildOptions {
                      dimension"
                 ));
             }
-            if self.kind == KindName::Ivf {
-                return bad(
-                    "quant = rabitq: the IVF kind's filter stage scores PQ codes only for now; \
-                     build a graph index for RaBitQ codes"
-                        .into(),
-                );
-            }
         }
         if self.pq_bytes == Some(0) {
             return bad("pq_bytes = 0 must be at least 1".into());
@@ -265,6 +258,7 @@ impl BuildOptions {
             epsilon: self.ivf_epsilon,
             max_replicas: self.ivf_max_replicas,
             pq: self.pq(self.pq_bytes_for(dim)?),
+            quant: self.quant,
             seed: self.seed,
             by_id_file: self.by_id_vectors,
             ..IvfParams::default()

@@ -22,7 +22,8 @@ struct QInfo {
     // Its region of the global sort buffer (a power of two), or 0: the workgroup sort.
     sort_off: u32,
     sort_len: u32,
-    pad0: u32,
+    // RaBitQ: the query's first word in `tables` (PQ tables are at `q * M * 256`).
+    tab_off: u32,
     pad1: u32,
 }
 

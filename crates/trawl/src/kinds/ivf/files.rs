@@ -15,7 +15,7 @@ use crate::kinds::ivf::{VECTORS_BY_ID_FILE, VECTORS_FILE};
 use crate::kinds::slot_file::{self, SlotFile};
 use crate::kinds::VerifyReport;
 use crate::progress::Control;
-use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::quant::pq::PqCodes;
 
 /// What the checks of an IVF index's files share: the directory, the build record of its
 /// manifest, the index file once checked (the others are checked against it) and the
@@ -122,7 +122,7 @@ static PQ: Named<IvfCx, OpenError> = Named {
         if payload_crc(&path)? != meta.pq_crc {
             return Err(cx.mismatch(format!("{name} is not the one {FILE_NAME} was built with")));
         }
-        let pq = ProductQuantizer::load(&path)?;
+        let pq = crate::quant::Quantiser::load(&path)?;
         if pq.dim() != meta.dim {
             return Err(cx.mismatch(format!(
                 "{name} quantises dimension {}, the index {}",
@@ -130,11 +130,7 @@ static PQ: Named<IvfCx, OpenError> = Named {
                 meta.dim
             )));
         }
-        Ok(format!(
-            "checksum matches; {} codebooks over {} dimensions",
-            pq.m(),
-            pq.dim()
-        ))
+        Ok(format!("checksum matches; {}", pq.describe()))
     },
 };
 

@@ -10,7 +10,7 @@ use crate::kinds::graph::{payload_crc, Manifest, OpenError, OpenOptions, PQ_CODE
 use crate::kinds::ivf::file::{IvfMeta, FILE_NAME};
 use crate::kinds::ivf::{VECTORS_BY_ID_FILE, VECTORS_FILE};
 use crate::kinds::slot_file::SlotFile;
-use crate::quant::pq::{PqCodes, ProductQuantizer};
+use crate::quant::pq::PqCodes;
 
 /// Which vector file an IVF index reads its re-rank vectors from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -59,7 +59,7 @@ pub struct IvfIndex {
     pub(super) dir: PathBuf,
     pub(super) opts: OpenOptions,
     pub(super) meta: IvfMeta,
-    pub(super) pq: ProductQuantizer,
+    pub(super) pq: crate::quant::Quantiser,
     pub(super) codes: Arc<PqCodes>,
     pub(super) vectors: SlotFile,
     pub(super) vfile: IoFile,
@@ -109,8 +109,9 @@ impl IvfIndex {
                 "pq.trawl / pq-codes.trawl are not the ones ivf.trawl was built with".into(),
             ));
         }
-        let pq = ProductQuantizer::load(&pq_path)?;
+        let pq = crate::quant::Quantiser::load(&pq_path)?;
         let codes = PqCodes::load(&codes_path)?;
+        pq.check_codes(&codes, &codes_path)?;
         if codes.n() as u64 != meta.n || pq.dim() != meta.dim || codes.m() != pq.m() {
             return Err(mismatch(format!(
                 "PQ codes of {} vectors × {} bytes, quantiser of dimension {}, index of {} × {}",
@@ -240,8 +241,8 @@ impl IvfIndex {
         self.meta.metric
     }
 
-    /// The PQ quantiser.
-    pub fn pq(&self) -> &ProductQuantizer {
+    /// The quantiser of the filter stage (PQ or RaBitQ).
+    pub fn pq(&self) -> &crate::quant::Quantiser {
         &self.pq
     }
 

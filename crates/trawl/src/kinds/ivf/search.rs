@@ -48,6 +48,8 @@ pub struct IvfSearcher<'a> {
     scratch: SearchScratch,
     /// The filter stage's batch, its buffers reused.
     job: FilterJob,
+    /// RaBitQ queries of earlier batches, their buffers reused.
+    rbq_spare: Vec<crate::quant::rabitq::RbqQuery>,
     qc: Vec<f32>,
     spin: Duration,
     done: Vec<Completion>,
@@ -151,6 +153,7 @@ impl IvfIndex {
             store,
             scratch: SearchScratch::new(self.meta.nlist()),
             job: FilterJob::default(),
+            rbq_spare: Vec::new(),
             qc: vec![0.0; self.meta.centroid_dim()],
             spin: Duration::from_micros(self.opts.spin_us.unwrap_or(0)),
             done: Vec::new(),
@@ -410,6 +413,7 @@ impl IvfSearcher<'_> {
         job.m = self.ix.pq.m();
         job.top_n = p.top_n;
         job.tables.clear();
+        self.rbq_spare.append(&mut job.rbq);
         job.ids.clear();
         job.offsets.clear();
         job.offsets.push(0);
@@ -453,12 +457,26 @@ impl IvfSearcher<'_> {
             });
         }
         crate::search::check_query_values(query, row)?;
-        let at = job.tables.len();
-        job.tables.resize(at + ix.pq.m() * TABLE_ROW, 0.0);
-        let (rows, _) = job.tables[at..].as_chunks_mut::<TABLE_ROW>();
-        ix.pq
-            .fill_rows(query, rows)
-            .map_err(|e| SearchError::Internal(format!("distance table: {e}")))?;
+        match &ix.pq {
+            crate::quant::Quantiser::Pq(pq) => {
+                let at = job.tables.len();
+                job.tables.resize(at + pq.m() * TABLE_ROW, 0.0);
+                let (rows, _) = job.tables[at..].as_chunks_mut::<TABLE_ROW>();
+                pq.fill_rows(query, rows)
+                    .map_err(|e| SearchError::Internal(format!("distance table: {e}")))?;
+            }
+            crate::quant::Quantiser::RaBitQ(rq) => {
+                // The query's bit planes and constants; its buffers are reused batch to batch.
+                let at = job.rbq.len();
+                if let Some(slot) = self.rbq_spare.pop() {
+                    job.rbq.push(slot);
+                } else {
+                    job.rbq.push(Default::default());
+                }
+                rq.fill_query(query, &mut job.rbq[at])
+                    .map_err(|e| SearchError::Internal(format!("RaBitQ query: {e}")))?;
+            }
+        }
         // The clustering space; an inner-product query is lifted by 0.
         let filter = self.filters.get(row).and_then(Option::as_ref);
         if let Some(f) = filter.filter(|f| f.plan.plan != Plan::Inline) {

@@ -51,6 +51,12 @@ impl FactorLayout {
         }
     }
 
+    /// `(compact, inner product, add, scale, 1/√(D − 1))`: what a GPU kernel needs to repeat
+    /// [`FactorLayout::read`].
+    pub fn parts(&self) -> (bool, bool, f32, f32, f32) {
+        (self.compact, self.ip, self.add, self.scale, self.inv_sqrt)
+    }
+
     /// Bytes of the factors.
     pub fn bytes(&self) -> usize {
         4 + if self.ip { 4 } else { 0 } + if self.compact { 4 } else { 8 }

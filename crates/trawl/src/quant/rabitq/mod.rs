@@ -65,6 +65,7 @@
 
 pub mod encode;
 pub mod factors;
+pub mod fastscan;
 pub mod file;
 pub mod kernels;
 pub mod query;

@@ -14,6 +14,9 @@ use crate::quant::DistanceTable;
 /// not change from one search to the next).
 const ROUNDING_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
 
+/// Header words of [`RbqQuery::gpu_words`].
+pub const GPU_HEADER: usize = 16;
+
 /// A query prepared for estimating distances to RaBitQ codes.
 #[derive(Debug, Clone, Default)]
 pub struct RbqQuery {
@@ -86,6 +89,63 @@ impl RbqQuery {
         let y_q = 0.5 * self.delta * a as f32 + 0.5 * self.low * b as f32;
         let est = (f_add + self.q_const) + f_rescale * y_q;
         (est, f_err * self.q_norm)
+    }
+
+    /// The query's bit planes (`planes[b·words + w]`, least significant plane first), words
+    /// per plane and bits per value (FastScan builds its tables from them).
+    pub fn query_planes(&self) -> (&[u64], usize, u32) {
+        (&self.planes, self.words, self.qbits)
+    }
+
+    /// Words of [`RbqQuery::gpu_words`].
+    pub fn gpu_len(&self) -> usize {
+        GPU_HEADER + self.qbits as usize * self.words * 2
+    }
+
+    /// Whether every integer of an estimate converts to `f32` exactly and fits the GPU
+    /// kernel's `u32` / `i32` arithmetic: `2·D·(2^B − 1)·(2^{B_q} − 1) < 2^24`.
+    pub fn gpu_exact(&self) -> bool {
+        let most =
+            2u128 * u128::from(self.pad) * ((1u128 << self.bits) - 1) * ((1u128 << self.qbits) - 1);
+        most < 1 << 24
+    }
+
+    /// Appends the query as the GPU kernel reads it (`accel/gpu/score_rbq.wgsl`): a header of
+    /// 16 words (`B`, words of 32 bits per plane, `B_q`, flags — 1: half-float factors, 2:
+    /// inner product —, `Σ q_u`, `D`, 0, 0, then the `f32` bits of `Δ/2`, `v_l/2`, `q_const`,
+    /// the layout's `add`, `scale`, 0, the factors' word offset in a code, 0) and the query's
+    /// bit planes as 32-bit words.
+    pub fn gpu_words(&self, out: &mut Vec<u32>) {
+        let (compact, ip, add, scale, _) = self.factors.parts();
+        let w32 = (self.words * 2) as u32;
+        let flags = u32::from(compact) | (u32::from(ip) << 1);
+        out.extend_from_slice(&[
+            self.bits,
+            w32,
+            self.qbits,
+            flags,
+            self.sum_q as u32,
+            self.pad as u32,
+            0,
+            0,
+            (0.5 * self.delta).to_bits(),
+            (0.5 * self.low).to_bits(),
+            self.q_const.to_bits(),
+            add.to_bits(),
+            scale.to_bits(),
+            0,
+            self.bits * w32,
+            0,
+        ]);
+        for &w in &self.planes {
+            out.push(w as u32);
+            out.push((w >> 32) as u32);
+        }
+    }
+
+    /// Bits per data dimension `B` of the codes this query scores.
+    pub fn bits(&self) -> u32 {
+        self.bits
     }
 
     /// The estimated distance only.
