@@ -301,7 +301,7 @@ fn dedup_and_page_counters_match_an_independent_count() {
             }
             assert_eq!(st.ivf.candidates_unique, uniq.len() as u64);
             // The re-rank's candidates: the top 120 unique ids by PQ distance.
-            let table = pq.query_table(q.row(r)).unwrap();
+            let table = pq.as_pq().unwrap().query_table(q.row(r)).unwrap();
             let mut scored: Vec<(f32, u32)> = uniq
                 .iter()
                 .map(|&id| {

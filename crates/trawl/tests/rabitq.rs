@@ -263,3 +263,82 @@ fn the_error_bound_skips_vector_reads_of_the_decoupled_re_rank() {
     let (_, s) = decoupled_run(pq.path(), &q, &t, 1.9);
     assert_eq!(s.rerank.rerank_skipped, 0);
 }
+
+/// The IVF kind's filter stage with RaBitQ codes: every metric and element type finds the
+/// neighbours as PQ does (the round trip's bar), with exact re-ranked distances, and the files
+/// verify.
+#[test]
+fn ivf_filter_stage_scores_rabitq_codes() {
+    use trawl::kinds::ivf::{build_ivf, IvfIndex, IvfParams, IvfSearchParams};
+    fn one<T: trawl::Element>(metric: Metric, bits: u8, seed: u64) {
+        let dir = tempfile::tempdir().unwrap();
+        let (base, q) = data::<T>(6_000, 50, 32, seed);
+        let params = IvfParams {
+            metric,
+            quant: QuantKind::RaBitQ { bits },
+            ..IvfParams::default()
+        };
+        build_ivf(&base, dir.path(), &params, &Control::silent()).unwrap();
+        let ix = IvfIndex::open(dir.path(), OpenOptions::default()).unwrap();
+        assert_eq!(ix.pq().kind(), QuantKind::RaBitQ { bits });
+        ix.verify(&Control::silent()).unwrap();
+        let sp = IvfSearchParams {
+            nprobe: 64,
+            top_n: 300,
+            batch: 8,
+            beta: 3,
+            ..IvfSearchParams::default()
+        };
+        let out = ix.search_batch(&q, &sp, 2).unwrap();
+        let gt = truth(&base, &q, metric);
+        let recall = trawl::vamana::recall_at_k(&out.ids, 10, &gt).unwrap();
+        let what = format!("{metric:?} {} bits {bits}", T::DTYPE.name());
+        assert!(recall >= 0.95, "{what}: recall@10 {recall}");
+        // The bound skips re-ranks (default ε₀ 1.9) at almost no recall; 0 skips none.
+        let off = ix
+            .search_batch(
+                &q,
+                &IvfSearchParams {
+                    skip_eps: 0.0,
+                    ..sp
+                },
+                2,
+            )
+            .unwrap();
+        let recall_off = trawl::vamana::recall_at_k(&off.ids, 10, &gt).unwrap();
+        let total = |o: &trawl::search::BatchOutput| {
+            o.stats
+                .iter()
+                .fold(trawl::search::QueryStats::default(), |mut a, s| {
+                    a += *s;
+                    a
+                })
+        };
+        let (on_s, off_s) = (total(&out), total(&off));
+        assert_eq!(off_s.rerank.rerank_skipped, 0, "{what}");
+        assert!(on_s.rerank.rerank_skipped > 0, "{what}: nothing skipped");
+        assert!(
+            on_s.traversal.exact_distances < off_s.traversal.exact_distances,
+            "{what}: {} exact distances with skipping, {} without",
+            on_s.traversal.exact_distances,
+            off_s.traversal.exact_distances
+        );
+        assert!(
+            recall >= recall_off - 0.005,
+            "{what}: {recall} vs {recall_off} without skipping"
+        );
+        for r in 0..q.n() {
+            let id = out.ids[r * 10] as usize;
+            let d = trawl::kernels::distance(metric, q.row(r), base.row(id));
+            assert!(
+                (d - out.dists[r * 10]).abs() <= 1e-4 * d.abs().max(1.0),
+                "{what}"
+            );
+        }
+    }
+    one::<f32>(Metric::L2, 1, 1);
+    one::<f32>(Metric::InnerProduct, 2, 2);
+    one::<f32>(Metric::Cosine, 4, 3);
+    one::<u8>(Metric::L2, 1, 4);
+    one::<i8>(Metric::Cosine, 2, 5);
+}

@@ -495,6 +495,7 @@ impl Options {
                 (0, false) => 1,
                 (b, _) => b,
             },
+            skip_eps: self.rerank_skip_eps,
         };
         if p.top_n < k {
             return bad(format!(

@@ -30,6 +30,10 @@ pub struct IvfSearchParams {
     pub page_mates: bool,
     /// Queries per accelerator job in a batch search.
     pub accel_batch: usize,
+    /// With RaBitQ codes: a candidate whose lower bound (its estimate less `skip_eps` times
+    /// the scale of its error) is beyond the current `K`-th exact distance is not re-ranked
+    /// (counted in `rerank_skipped`); 0: never skip. PQ codes have no bound.
+    pub skip_eps: f32,
 }
 
 impl Default for IvfSearchParams {
@@ -50,6 +54,7 @@ impl Default for IvfSearchParams {
             page_buffer: true,
             page_mates: true,
             accel_batch: 1,
+            skip_eps: crate::kinds::graph::search::rerank::DEFAULT_SKIP_EPS,
         }
     }
 }

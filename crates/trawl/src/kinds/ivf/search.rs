@@ -66,6 +66,8 @@ pub struct IvfSearcher<'a> {
 pub(super) struct Flight {
     row: usize,
     cands: Vec<u32>,
+    /// RaBitQ: each candidate's lower bound at `skip_eps` (empty: no skipping).
+    lowers: Vec<f32>,
     /// Next candidate to batch.
     next: usize,
     pub(super) top: TopK,
@@ -93,6 +95,7 @@ pub(super) struct Read {
 struct Ready {
     row: usize,
     cands: Vec<u32>,
+    lowers: Vec<f32>,
     st: QueryStats,
     started: Instant,
 }
@@ -245,6 +248,10 @@ type Part = Vec<(usize, TopK, QueryStats)>;
 /// A group of queries whose filter stage is in flight.
 struct Group {
     range: std::ops::Range<usize>,
+    /// RaBitQ with skipping on: the group's prepared queries (for the candidates' bounds).
+    rbq: Vec<crate::quant::rabitq::RbqQuery>,
+    /// The `skip_eps` of the search.
+    skip_eps: f32,
     pending: Box<dyn FilterPending>,
     stats: Vec<QueryStats>,
     started: Vec<Instant>,
@@ -391,8 +398,21 @@ impl IvfSearcher<'_> {
             st.ivf.candidates_unique = u64::from(out.unique[j]);
             st.traversal.pq_distances = u64::from(out.unique[j]);
             let (cands, _) = out.query(j);
+            // The bound of each kept candidate (RaBitQ's Theorem 3.2 at ε₀ = skip_eps): the
+            // accelerator returns estimates only, the scale of the error is the code's.
+            let lowers = match g.rbq.get(j) {
+                Some(q) => cands
+                    .iter()
+                    .map(|&id| {
+                        let (est, sigma) = q.estimate(self.ix.codes.code(id as usize));
+                        est - g.skip_eps * sigma
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
             ready.push_back(Ready {
                 row,
+                lowers,
                 cands: cands.to_vec(),
                 st,
                 started: g.started[j],
@@ -430,9 +450,16 @@ impl IvfSearcher<'_> {
             stats.push(st);
         }
         let pending = self.ix.accel.submit(&job);
+        let rbq = if p.skip_eps > 0.0 {
+            job.rbq.clone()
+        } else {
+            Vec::new()
+        };
         self.job = job;
         let pending = pending?;
         Ok(Group {
+            rbq,
+            skip_eps: p.skip_eps,
             range,
             pending,
             stats,
@@ -559,6 +586,12 @@ impl IvfSearcher<'_> {
             let mut misses = 0u64;
             for i in f.next..end {
                 let id = f.cands[i];
+                if let (Some(&lower), Some(kth)) = (f.lowers.get(i), f.top.kth()) {
+                    if f.top.is_full() && lower > kth {
+                        f.st.rerank.rerank_skipped += 1;
+                        continue;
+                    }
+                }
                 let (page, at) = vs.locate(id, NO_KEY);
                 if let Some(bytes) = f.kept.get(page).filter(|_| p.page_buffer) {
                     hit_pages.push(page);
@@ -757,6 +790,7 @@ impl Flight {
         Self {
             row: r.row,
             cands: r.cands,
+            lowers: r.lowers,
             next: 0,
             top: TopK::new(p.k),
             stop: Stop::new(rule),
