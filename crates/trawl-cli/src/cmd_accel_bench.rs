@@ -247,6 +247,8 @@ fn filter_job(rng: &mut ChaCha8Rng, args: &AccelBenchArgs, nq: usize) -> FilterJ
     FilterJob {
         m: args.m,
         rbq: Vec::new(),
+        lists: Vec::new(),
+        list_offsets: Vec::new(),
         tables: (0..nq * args.m * TABLE_ROW)
             .map(|_| rng.gen_range(-1.0f32..1.0))
             .collect(),

@@ -10,6 +10,7 @@ use crate::accel::{
 };
 use crate::accel::{FilterPending, Ready};
 use crate::quant::pq::PqCodes;
+use crate::quant::rabitq::fastscan::{BlockLists, FsLut};
 
 /// Filter stage on the host: per query, dedup of the gathered ids (a bit per vector, or a sort
 /// above `BITSET_MAX` vectors), PQ-ADC with [`adc_distance`], and a partial select of the
@@ -17,6 +18,8 @@ use crate::quant::pq::PqCodes;
 #[derive(Debug, Clone)]
 pub struct CpuAccel {
     codes: Arc<PqCodes>,
+    /// RaBitQ codes in FastScan blocks by list, for jobs that name lists.
+    lists: Option<Arc<BlockLists>>,
     /// Most vectors deduplicated with a bit array ([`BITSET_MAX`]; tests lower it).
     bitset_max: usize,
 }
@@ -24,6 +27,7 @@ pub struct CpuAccel {
 #[derive(Default)]
 struct Scratch {
     ids: Vec<u32>,
+    lut: FsLut,
     scored: Vec<(f32, u32)>,
     /// A bit per vector for the dedup, all zero between queries.
     seen: Vec<u64>,
@@ -42,8 +46,24 @@ impl CpuAccel {
     pub fn new(codes: Arc<PqCodes>) -> Self {
         Self {
             codes,
+            lists: None,
             bitset_max: BITSET_MAX,
         }
+    }
+
+    /// The backend over `codes` with their FastScan `lists`: a RaBitQ job that names the
+    /// lists it probes ([`FilterJob::lists`]) is scored block by block.
+    pub fn with_lists(codes: Arc<PqCodes>, lists: Arc<BlockLists>) -> Self {
+        Self {
+            codes,
+            lists: Some(lists),
+            bitset_max: BITSET_MAX,
+        }
+    }
+
+    /// Whether the backend has FastScan lists.
+    pub fn has_lists(&self) -> bool {
+        self.lists.is_some()
     }
 
     /// The backend deduplicating by sorting whatever the number of vectors (tests).
@@ -51,6 +71,17 @@ impl CpuAccel {
     pub(crate) fn sorting(codes: Arc<PqCodes>) -> Self {
         Self {
             codes,
+            lists: None,
+            bitset_max: 0,
+        }
+    }
+
+    /// [`CpuAccel::with_lists`] deduplicating by sorting (tests).
+    #[cfg(test)]
+    pub(crate) fn sorting_with_lists(codes: Arc<PqCodes>, lists: Arc<BlockLists>) -> Self {
+        Self {
+            codes,
+            lists: Some(lists),
             bitset_max: 0,
         }
     }
@@ -59,6 +90,9 @@ impl CpuAccel {
     /// candidates.
     fn one(&self, job: &FilterJob, q: usize, ids: &mut [u32], dists: &mut [f32]) -> u32 {
         let rbq = job.rbq.get(q);
+        if let (Some(rq), Some(lists), false) = (rbq, &self.lists, job.list_offsets.is_empty()) {
+            return self.one_fastscan(job, q, rq, lists, ids, dists);
+        }
         let table = if rbq.is_some() { &[][..] } else { job.table(q) };
         let cands = job.candidates(q);
         let codes = &*self.codes;
@@ -122,6 +156,57 @@ impl CpuAccel {
             if let Some(id) = odd {
                 s.scored
                     .push((adc_distance(table, codes.code(id as usize)), id));
+            }
+            Self::keep_top(s, job.top_n, ids, dists)
+        })
+    }
+
+    /// Query `q` of a job naming lists: every code of every probed list scored by FastScan,
+    /// the first sighting of each id kept (a replicated vector's copies have one estimate).
+    fn one_fastscan(
+        &self,
+        job: &FilterJob,
+        q: usize,
+        rq: &crate::quant::rabitq::RbqQuery,
+        lists: &BlockLists,
+        ids: &mut [u32],
+        dists: &mut [f32],
+    ) -> u32 {
+        let probed = &job.lists[job.list_offsets[q] as usize..job.list_offsets[q + 1] as usize];
+        let level = crate::quant::rabitq::fastscan::level();
+        SCRATCH.with(|s| {
+            let s = &mut *s.borrow_mut();
+            s.lut.fill(rq);
+            s.scored.clear();
+            let n = self.codes.n();
+            if n > self.bitset_max {
+                // Dedup by sorting: every copy scored, then one per id (copies are equal).
+                let Scratch { lut, scored, .. } = s;
+                for &l in probed {
+                    lists.scan(level, l as usize, rq, lut, |id, d| scored.push((d, id)));
+                }
+                s.scored.sort_unstable_by_key(|&(_, id)| id);
+                s.scored.dedup_by_key(|&mut (_, id)| id);
+                return Self::keep_top(s, job.top_n, ids, dists);
+            }
+            let words = n.div_ceil(64);
+            if s.seen.len() < words {
+                s.seen.resize(words, 0);
+            }
+            let Scratch {
+                lut, scored, seen, ..
+            } = s;
+            for &l in probed {
+                lists.scan(level, l as usize, rq, lut, |id, d| {
+                    let (w, b) = (id as usize / 64, 1u64 << (id % 64));
+                    if seen[w] & b == 0 {
+                        seen[w] |= b;
+                        scored.push((d, id));
+                    }
+                });
+            }
+            for &(_, id) in s.scored.iter() {
+                s.seen[id as usize / 64] = 0;
             }
             Self::keep_top(s, job.top_n, ids, dists)
         })

@@ -131,6 +131,8 @@ fn bench_sized_batch_matches() {
     let job = FilterJob {
         m: 32,
         rbq: Vec::new(),
+        lists: Vec::new(),
+        list_offsets: Vec::new(),
         tables: (0..64 * 32 * TABLE_ROW)
             .map(|_| rng.gen_range(-1.0f32..1.0))
             .collect(),
@@ -247,6 +249,8 @@ fn edge_batches() {
     let job = FilterJob {
         m: 12,
         rbq: Vec::new(),
+        lists: Vec::new(),
+        list_offsets: Vec::new(),
         offsets: vec![0],
         top_n: 3,
         ..Default::default()

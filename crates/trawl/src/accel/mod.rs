@@ -162,6 +162,12 @@ pub struct FilterJob {
     pub tables: Vec<f32>,
     /// RaBitQ's prepared queries, one per query (empty when the codes are PQ's).
     pub rbq: Vec<crate::quant::rabitq::RbqQuery>,
+    /// RaBitQ on a CPU backend with FastScan lists ([`CpuAccel::with_lists`]): the lists each
+    /// query probes, `lists[list_offsets[q]..list_offsets[q + 1]]`, scored in place of gathered
+    /// ids (then `ids` is empty). Empty `list_offsets`: the candidates are `ids`.
+    pub lists: Vec<u32>,
+    /// `nq + 1` offsets into `lists`, or empty.
+    pub list_offsets: Vec<u32>,
     /// `nq + 1` non-decreasing offsets into `ids`: query `q`'s candidates are
     /// `ids[offsets[q]..offsets[q + 1]]`.
     pub offsets: Vec<u32>,
@@ -230,6 +236,20 @@ impl FilterJob {
         }
         if self.top_n == 0 {
             return bad("top_n must be at least 1".into());
+        }
+        if !self.list_offsets.is_empty()
+            && (self.list_offsets.len() != nq + 1
+                || self.list_offsets[0] != 0
+                || self.list_offsets.windows(2).any(|w| w[0] > w[1])
+                || *self.list_offsets.last().unwrap_or(&0) as usize != self.lists.len()
+                || self.rbq.is_empty()
+                || !self.ids.is_empty())
+        {
+            return bad(
+                "list offsets must be q + 1, start at 0, not decrease and end at lists.len(), \
+                 with RaBitQ queries and no gathered ids"
+                    .into(),
+            );
         }
         Ok(())
     }

@@ -11,6 +11,7 @@ use crate::kinds::ivf::file::{IvfMeta, FILE_NAME};
 use crate::kinds::ivf::{VECTORS_BY_ID_FILE, VECTORS_FILE};
 use crate::kinds::slot_file::SlotFile;
 use crate::quant::pq::PqCodes;
+use crate::quant::rabitq::fastscan::BlockLists;
 
 /// Which vector file an IVF index reads its re-rank vectors from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -64,6 +65,8 @@ pub struct IvfIndex {
     pub(super) vectors: SlotFile,
     pub(super) vfile: IoFile,
     pub(super) accel: Arc<dyn Accelerator>,
+    /// RaBitQ on the CPU backend: the codes in FastScan blocks by posting list.
+    pub(super) code_lists: Option<Arc<BlockLists>>,
     /// Engines kept between searches of one query ([`IvfIndex::search_one`]).
     pub(super) engines: crate::io::EnginePool,
     /// The vectors' attributes, when the index has them.
@@ -154,7 +157,8 @@ impl IvfIndex {
             None
         };
         let codes = Arc::new(codes);
-        let accel = accel::open(opts.accel, codes.clone()).map_err(OpenError::Accel)?;
+        let (accel, code_lists) =
+            open_accel(opts.accel, &codes, &pq, &meta).map_err(OpenError::Accel)?;
         Ok(Self {
             dir: dir.to_path_buf(),
             opts,
@@ -164,6 +168,7 @@ impl IvfIndex {
             vectors,
             vfile,
             accel,
+            code_lists,
             engines: Default::default(),
             attrs,
         })
@@ -263,7 +268,7 @@ impl IvfIndex {
 
     /// Replaces the accelerator (the same codes on another backend).
     pub fn set_accel(&mut self, kind: accel::AccelKind) -> Result<(), accel::AccelError> {
-        self.accel = accel::open(kind, self.codes.clone())?;
+        (self.accel, self.code_lists) = open_accel(kind, &self.codes, &self.pq, &self.meta)?;
         self.opts.accel = kind;
         Ok(())
     }
@@ -277,6 +282,7 @@ impl IvfIndex {
             pq_codes: self.codes.as_bytes().len() as u64,
             pq_codebooks: self.pq.heap_bytes(),
             vector_table: self.vectors.heap_bytes(),
+            code_lists: self.code_lists.as_ref().map_or(0, |l| l.heap_bytes()),
         }
     }
 
@@ -417,6 +423,8 @@ pub struct IvfMemory {
     pub pq_codebooks: u64,
     /// The vector file's slot table and page checksums.
     pub vector_table: u64,
+    /// RaBitQ on the CPU backend: the codes copied into FastScan blocks by posting list.
+    pub code_lists: u64,
 }
 
 impl IvfMemory {
@@ -428,5 +436,32 @@ impl IvfMemory {
             + self.pq_codes
             + self.pq_codebooks
             + self.vector_table
+            + self.code_lists
+    }
+}
+
+/// Opens the accelerator `kind` over `codes`; with RaBitQ codes on the CPU backend, also lays
+/// the codes out in FastScan blocks by posting list and gives them to the backend (the GPU
+/// backend scores gathered ids).
+fn open_accel(
+    kind: accel::AccelKind,
+    codes: &Arc<PqCodes>,
+    pq: &crate::quant::Quantiser,
+    meta: &IvfMeta,
+) -> Result<(Arc<dyn Accelerator>, Option<Arc<BlockLists>>), accel::AccelError> {
+    let a = accel::open(kind, codes.clone())?;
+    match pq.as_rabitq() {
+        Some(rq) if a.info().backend == "cpu" => {
+            let lists = Arc::new(BlockLists::build(
+                meta.nlist(),
+                |l| meta.list(l as u32),
+                codes,
+                usize::from(rq.bits()),
+                rq.pad(),
+            ));
+            let cpu = accel::CpuAccel::with_lists(codes.clone(), lists.clone());
+            Ok((Arc::new(cpu), Some(lists)))
+        }
+        _ => Ok((a, None)),
     }
 }

@@ -437,6 +437,17 @@ impl IvfSearcher<'_> {
         job.ids.clear();
         job.offsets.clear();
         job.offsets.push(0);
+        job.lists.clear();
+        job.list_offsets.clear();
+        // RaBitQ on the CPU backend scores the probed lists' FastScan blocks in place of
+        // gathered ids — unless a query of the group has a predicate to apply first.
+        let by_lists = self.ix.code_lists.is_some()
+            && range
+                .clone()
+                .all(|r| self.filters.get(r).and_then(Option::as_ref).is_none());
+        if by_lists {
+            job.list_offsets.push(0);
+        }
         let mut stats = Vec::with_capacity(range.len());
         let mut started = Vec::with_capacity(range.len());
         for q in range.clone() {
@@ -530,6 +541,15 @@ impl IvfSearcher<'_> {
         st.traversal.hops += gs.hops;
         st.ivf.centroid_distances += gs.distance_computations;
         st.ivf.lists_probed += lists.len() as u64;
+        if !job.list_offsets.is_empty() {
+            for &(l, _) in &lists {
+                job.lists.push(l);
+                st.ivf.candidates += ix.meta.list(l).len() as u64;
+            }
+            job.list_offsets.push(job.lists.len() as u32);
+            job.offsets.push(0);
+            return Ok(());
+        }
         for &(l, _) in &lists {
             let ids = ix.meta.list(l);
             match filter {

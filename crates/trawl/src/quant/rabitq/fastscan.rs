@@ -317,6 +317,140 @@ fn scan_avx512(block: &[u8], table: &[u8], groups: usize, out: &mut [u32; BLOCK]
     }
 }
 
+/// Lists of codes in FastScan blocks (an IVF index's posting lists, each vector's code copied
+/// into every list it is in): per list, its codes 32 to a block, with each slot's id, `Σ u`
+/// and factors beside the block, so a list is scored by reading memory in order. Built from the
+/// by-id codes at open time (nothing more on disk).
+#[derive(Debug, Clone, Default)]
+pub struct BlockLists {
+    /// `B`.
+    bits: usize,
+    /// Bytes of one block (`B` planes).
+    block_bytes: usize,
+    /// Bytes of a code's factors.
+    factor_bytes: usize,
+    /// Block index where list `l` starts (`lists + 1` entries).
+    starts: Vec<u32>,
+    /// Every block.
+    blocks: Vec<u8>,
+    /// Per slot (`32 × blocks`): the id (`u32::MAX`: empty).
+    ids: Vec<u32>,
+    /// Per slot: `Σ u` of the code.
+    sums: Vec<u32>,
+    /// Per slot: the code's factors.
+    factors: Vec<u8>,
+}
+
+impl BlockLists {
+    /// The blocks of `lists` (`lists(l)` are list `l`'s ids, `0 ≤ l < nlist`) over `codes` of
+    /// a quantiser with `bits` bits per dimension and padded dimension `pad`.
+    pub fn build<'a>(
+        nlist: usize,
+        lists: impl Fn(usize) -> &'a [u32],
+        codes: &crate::quant::pq::PqCodes,
+        bits: usize,
+        pad: usize,
+    ) -> Self {
+        let pb = plane_block_bytes(pad);
+        let plane = pad / 8;
+        let factor_bytes = codes.m() - bits * plane;
+        let mut starts = Vec::with_capacity(nlist + 1);
+        let mut total = 0u32;
+        for l in 0..nlist {
+            starts.push(total);
+            total += lists(l).len().div_ceil(BLOCK) as u32;
+        }
+        starts.push(total);
+        let slots = total as usize * BLOCK;
+        let mut out = Self {
+            bits,
+            block_bytes: bits * pb,
+            factor_bytes,
+            starts,
+            blocks: vec![0; total as usize * bits * pb],
+            ids: vec![u32::MAX; slots],
+            sums: vec![0; slots],
+            factors: vec![0; slots * factor_bytes],
+        };
+        let mut planes: Vec<&[u8]> = Vec::with_capacity(BLOCK);
+        for l in 0..nlist {
+            let ids = lists(l);
+            for (b, chunk) in ids.chunks(BLOCK).enumerate() {
+                let blk = out.starts[l] as usize + b;
+                let block = &mut out.blocks[blk * out.block_bytes..(blk + 1) * out.block_bytes];
+                for p in 0..bits {
+                    planes.clear();
+                    planes.extend(
+                        chunk
+                            .iter()
+                            .map(|&id| &codes.code(id as usize)[p * plane..(p + 1) * plane]),
+                    );
+                    pack_plane(&planes, pad, &mut block[p * pb..(p + 1) * pb]);
+                }
+                for (i, &id) in chunk.iter().enumerate() {
+                    let slot = blk * BLOCK + i;
+                    let code = codes.code(id as usize);
+                    out.ids[slot] = id;
+                    out.sums[slot] = (0..bits)
+                        .map(|p| {
+                            let ones: u32 = code[p * plane..(p + 1) * plane]
+                                .iter()
+                                .map(|b| b.count_ones())
+                                .sum();
+                            ones << (bits - 1 - p)
+                        })
+                        .sum();
+                    out.factors[slot * factor_bytes..(slot + 1) * factor_bytes]
+                        .copy_from_slice(&code[bits * plane..]);
+                }
+            }
+        }
+        out
+    }
+
+    /// Lists.
+    pub fn lists(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    /// Bytes in memory.
+    pub fn heap_bytes(&self) -> u64 {
+        (self.blocks.len()
+            + self.factors.len()
+            + 4 * (self.ids.len() + self.sums.len() + self.starts.len())) as u64
+    }
+
+    /// Scores every code of list `l` against `q` (whose tables are `lut`), calling
+    /// `visit(id, estimate)` for each: the estimates are bit for bit [`RbqQuery::distance`]'s
+    /// of the by-id codes.
+    pub fn scan(
+        &self,
+        level: FsLevel,
+        l: usize,
+        q: &RbqQuery,
+        lut: &FsLut,
+        mut visit: impl FnMut(u32, f32),
+    ) {
+        let Some(range) = self.starts.get(l..l + 2) else {
+            return;
+        };
+        let mut ip = [0u64; BLOCK];
+        for blk in range[0] as usize..range[1] as usize {
+            let block = &self.blocks[blk * self.block_bytes..(blk + 1) * self.block_bytes];
+            scan_code_block(level, block, self.bits, lut, &mut ip);
+            for (i, &ip) in ip.iter().enumerate() {
+                let slot = blk * BLOCK + i;
+                let id = self.ids[slot];
+                if id == u32::MAX {
+                    break;
+                }
+                let f = &self.factors[slot * self.factor_bytes..(slot + 1) * self.factor_bytes];
+                visit(id, q.finish_factors(f, ip, u64::from(self.sums[slot])).0);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

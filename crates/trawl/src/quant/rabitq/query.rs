@@ -78,9 +78,13 @@ impl RbqQuery {
     /// The `f32` part of [`RbqQuery::estimate`], from the integer parts.
     #[inline]
     pub fn finish(&self, code: &[u8], ip: u64, sum_u: u64) -> (f32, f32) {
-        let (f_add, f_rescale, f_err) = self
-            .factors
-            .read(&code[self.bits as usize * self.words * 8..]);
+        self.finish_factors(&code[self.bits as usize * self.words * 8..], ip, sum_u)
+    }
+
+    /// [`RbqQuery::finish`] from the code's factors alone (the bytes after its planes).
+    #[inline]
+    pub fn finish_factors(&self, factors: &[u8], ip: u64, sum_u: u64) -> (f32, f32) {
+        let (f_add, f_rescale, f_err) = self.factors.read(factors);
         let two_h = (1u64 << self.bits) - 1;
         // 2⟨y, q_u⟩ and 2 Σ y, exact integers: y = u − (2^B − 1)/2.
         let a = 2 * ip as i64 - (two_h * self.sum_q) as i64;
