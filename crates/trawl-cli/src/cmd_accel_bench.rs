@@ -25,8 +25,10 @@ use trawl::quant::pq::PqCodes;
 /// Arguments of `trawl accel-bench`.
 #[derive(Debug, Args)]
 pub struct AccelBenchArgs {
-    /// Stages to measure, comma-separated: filter (FusionANNS's filter stage) and flash
-    /// (FlashANNS's search step).
+    /// Stages to measure, comma-separated: filter (FusionANNS's filter stage), flash
+    /// (FlashANNS's search step) and rabitq (the filter stage on RaBitQ codes of random
+    /// vectors: gathered ids scored one by one, the same lists scored by FastScan blocks, and
+    /// PQ codes of the same bytes; CPU only, not in the default).
     #[arg(long, value_delimiter = ',', default_value = "filter,flash")]
     pub stages: Vec<String>,
     /// Backends, comma-separated: cpu, gpu. A GPU that does not open is reported and skipped
@@ -78,6 +80,21 @@ pub struct AccelBenchArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
+    /// rabitq stage: dimension of the random vectors.
+    #[arg(long, default_value_t = 384)]
+    pub dim: usize,
+    /// rabitq stage: bits per dimension.
+    #[arg(long, default_value_t = 1)]
+    pub bits: u8,
+    /// rabitq stage: posting lists each query probes.
+    #[arg(long, default_value_t = 32)]
+    pub nprobe: usize,
+    /// rabitq stage: ids per posting list (each vector is in `replication` lists).
+    #[arg(long, default_value_t = 64)]
+    pub list_len: usize,
+    /// rabitq stage: lists each vector is in.
+    #[arg(long, default_value_t = 6)]
+    pub replication: usize,
 }
 
 /// Most queries in one filter batch, slots in one flash step, and vectors.
@@ -142,6 +159,9 @@ pub fn run(args: &AccelBenchArgs) -> Result<()> {
             "points": points,
         });
     }
+    if args.stages.iter().any(|s| s == "rabitq") {
+        out["rabitq"] = rabitq_stage(args, &pool)?;
+    }
     out["skipped"] = json!(skipped);
     out["problems"] = json!(problems);
     if let Some(path) = &args.json {
@@ -156,8 +176,8 @@ pub fn run(args: &AccelBenchArgs) -> Result<()> {
 
 fn check_args(args: &AccelBenchArgs) -> Result<()> {
     for s in &args.stages {
-        if s != "filter" && s != "flash" {
-            bail!("unknown stage {s:?} (filter, flash)");
+        if s != "filter" && s != "flash" && s != "rabitq" {
+            bail!("unknown stage {s:?} (filter, flash, rabitq)");
         }
     }
     if args.n == 0 || args.n > MAX_N {
@@ -656,4 +676,125 @@ fn flash_line(p: &Value) -> String {
         s += &format!(" (equal to cpu: {e})");
     }
     s
+}
+
+/// The filter stage on RaBitQ codes (CPU): random vectors of `--dim` dimensions quantised to
+/// `--bits`, posting lists of `--list-len` ids with every vector in `--replication` lists, and
+/// batches of queries each probing `--nprobe` lists. Three ways, timed alternately per batch
+/// size: the gathered ids' codes scored one by one (AND/popcount), the lists' FastScan blocks,
+/// and random PQ codes of the same bytes per vector scored by ADC over the same ids. The two
+/// RaBitQ outputs must be equal.
+fn rabitq_stage(args: &AccelBenchArgs, pool: &rayon::ThreadPool) -> Result<Value> {
+    use trawl::quant::rabitq::fastscan::BlockLists;
+    use trawl::quant::rabitq::{RaBitQuantizer, RbqParams};
+    let (n, dim) = (args.n, args.dim);
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0x5AB);
+    let data: Vec<f32> = (0..n * dim).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+    let data = trawl::data::Matrix::from_vec(data, dim).context("random vectors")?;
+    let params = RbqParams {
+        bits: args.bits,
+        ..RbqParams::default()
+    };
+    let ctl = trawl::progress::Control::silent();
+    let rq = RaBitQuantizer::train(&data, trawl::Metric::L2, &params, &ctl)?;
+    let codes = Arc::new(rq.encode(&data, &ctl)?);
+    let m = codes.m();
+    let nlist = (n * args.replication).div_ceil(args.list_len.max(1)).max(1);
+    let mut lists: Vec<Vec<u32>> = vec![Vec::new(); nlist];
+    for r in 0..args.replication {
+        for id in 0..n as u32 {
+            let l = (u64::from(id) * 0x9E37_79B9 + r as u64 * 7919) as usize % nlist;
+            lists[(l + rng.gen_range(0..nlist)) % nlist].push(id);
+        }
+    }
+    let blocks = Arc::new(BlockLists::build(
+        nlist,
+        |l| &lists[l],
+        &codes,
+        usize::from(args.bits),
+        rq.pad(),
+    ));
+    let by_ids = trawl::accel::CpuAccel::new(codes.clone());
+    let by_lists = trawl::accel::CpuAccel::with_lists(codes.clone(), blocks.clone());
+    let pq_codes: Vec<u8> = (0..n * m).map(|_| rng.gen()).collect();
+    let pq_codes = PqCodes::from_vec(pq_codes, m, 256).context("random PQ codes")?;
+    let pq = trawl::accel::CpuAccel::new(Arc::new(pq_codes));
+    let mut points = Vec::new();
+    for &nq in &args.batches {
+        let mut ids_job = FilterJob {
+            m,
+            top_n: args.top_n,
+            offsets: vec![0],
+            ..FilterJob::default()
+        };
+        let mut lists_job = FilterJob {
+            m,
+            top_n: args.top_n,
+            offsets: vec![0],
+            list_offsets: vec![0],
+            ..FilterJob::default()
+        };
+        for _ in 0..nq {
+            let q: Vec<f32> = (0..dim).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+            let q = rq.query(&q)?;
+            ids_job.rbq.push(q.clone());
+            lists_job.rbq.push(q);
+            for _ in 0..args.nprobe {
+                let l = rng.gen_range(0..nlist);
+                ids_job.ids.extend_from_slice(&lists[l]);
+                lists_job.lists.push(l as u32);
+            }
+            ids_job.offsets.push(ids_job.ids.len() as u32);
+            lists_job.offsets.push(0);
+            lists_job.list_offsets.push(lists_job.lists.len() as u32);
+        }
+        let mut pq_job = ids_job.clone();
+        pq_job.rbq.clear();
+        pq_job.tables = (0..nq * m * TABLE_ROW)
+            .map(|_| rng.gen_range(-1.0f32..1.0))
+            .collect();
+        let want = pool.install(|| by_ids.filter(ids_job.clone()))?;
+        let got = pool.install(|| by_lists.filter(lists_job.clone()))?;
+        if got != want {
+            bail!("rabitq batch {nq}: the FastScan lists' output differs from the gathered ids'");
+        }
+        let gathered = ids_job.ids.len() as f64;
+        // Alternate the three, a round at a time, until each has its time.
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        let budget = args.seconds.max(0.01);
+        while a.len() < 5 || a.iter().sum::<f64>() < budget {
+            for (acc, job, times) in [
+                (&by_ids, &ids_job, &mut a),
+                (&by_lists, &lists_job, &mut b),
+                (&pq, &pq_job, &mut c),
+            ] {
+                let t = Instant::now();
+                pool.install(|| acc.filter(job.clone()))?;
+                times.push(t.elapsed().as_secs_f64());
+            }
+        }
+        let (sa, sb, sc) = (median(&mut a), median(&mut b), median(&mut c));
+        println!(
+            "rabitq {} bits × {dim}, batch {nq}: {:.1} M candidates/s by ids, {:.1} M by FastScan \
+             lists ({:.2}×), PQ {m} B by ids {:.1} M ({:.2}× of FastScan)",
+            args.bits,
+            gathered / sa / 1e6,
+            gathered / sb / 1e6,
+            sa / sb,
+            gathered / sc / 1e6,
+            sc / sb
+        );
+        points.push(json!({
+            "batch": nq, "reps": a.len(), "gathered": gathered,
+            "by_ids_ms": sa * 1e3, "fastscan_ms": sb * 1e3, "pq_ms": sc * 1e3,
+            "fastscan_speedup": sa / sb, "pq_over_fastscan": sc / sb,
+        }));
+    }
+    Ok(json!({
+        "dim": dim, "bits": args.bits, "code_bytes": m, "nprobe": args.nprobe,
+        "list_len": args.list_len, "replication": args.replication, "nlist": nlist,
+        "fastscan_level": format!("{:?}", trawl::quant::rabitq::fastscan::level()),
+        "lists_bytes": blocks.heap_bytes(), "codes_bytes": codes.as_bytes().len(),
+        "points": points,
+    }))
 }

@@ -72,6 +72,10 @@ pub struct IvfSearchArgs {
     /// IVF: queries per accelerator job (0 = 1 on the CPU, 32 on a GPU).
     #[arg(long, default_value_t = 0)]
     pub accel_batch: usize,
+    /// IVF with RaBitQ codes on the CPU: score the gathered ids' codes one by one instead of
+    /// the probed posting lists' FastScan blocks (the ablation baseline).
+    #[arg(long)]
+    pub no_fastscan: bool,
     /// IVF: vector file the re-rank reads: bucket (by nearest centroid) or by_id.
     #[arg(long, default_value = "bucket", value_parser = |s: &str| s.parse::<IvfVectorLayout>())]
     pub ivf_vectors: IvfVectorLayout,
@@ -92,6 +96,7 @@ impl Default for IvfSearchArgs {
             centroid_list: 0,
             accel: AccelKind::Cpu,
             accel_batch: 0,
+            no_fastscan: false,
             ivf_vectors: IvfVectorLayout::Bucket,
         }
     }

@@ -443,8 +443,12 @@ fn ivf_dir(
         }
     );
     println!(
-        "vectors: {} × {} {} ({}), PQ {} B per vector",
-        info.n, info.dim, info.dtype, info.metric, info.pq_bytes
+        "vectors: {} × {} {} ({}), {}",
+        info.n,
+        info.dim,
+        info.dtype,
+        info.metric,
+        ix.pq().describe()
     );
     println!(
         "lists:   {} ({:.1}% of n; target size {}, ε {}, at most {} per vector), replication {:.2}; \
@@ -463,13 +467,21 @@ fn ivf_dir(
             iv.vector_pages, iv.vectors_per_page
         );
         println!(
-            "memory:  {} (centroids {}, centroid graph {}, posting lists {}, PQ codes {}, codebooks {}, \
+            "memory:  {} (centroids {}, centroid graph {}, posting lists {}, codes {}, {}quantiser {}, \
              slot table and checksums {}), {:.1} B per vector",
             human_bytes(iv.memory.total()),
             human_bytes(iv.memory.centroids),
             human_bytes(iv.memory.centroid_graph),
             human_bytes(iv.memory.posting_lists),
             human_bytes(iv.memory.pq_codes),
+            if iv.memory.code_lists > 0 {
+                format!(
+                    "codes in FastScan blocks by list {}, ",
+                    human_bytes(iv.memory.code_lists)
+                )
+            } else {
+                String::new()
+            },
             human_bytes(iv.memory.pq_codebooks),
             human_bytes(iv.memory.vector_table),
             iv.memory.total() as f64 / info.n.max(1) as f64

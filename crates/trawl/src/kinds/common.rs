@@ -48,6 +48,9 @@ pub struct OpenOptions {
     pub accel: crate::accel::AccelKind,
     /// IVF index: which vector file the re-rank reads.
     pub ivf_vectors: crate::kinds::ivf::IvfVectorLayout,
+    /// IVF index with RaBitQ codes on the CPU backend: score the probed posting lists' codes
+    /// in FastScan blocks (off: the gathered ids' codes one by one, the ablation baseline).
+    pub fastscan: bool,
     /// Graph index: load the entry index when the directory has one (a memory plan may
     /// leave it on disk).
     pub load_entry: bool,
@@ -69,6 +72,7 @@ impl Default for OpenOptions {
             list_cache_bytes: DEFAULT_LIST_CACHE_BYTES,
             accel: crate::accel::AccelKind::Cpu,
             ivf_vectors: crate::kinds::ivf::IvfVectorLayout::Bucket,
+            fastscan: true,
             load_entry: true,
         }
     }

@@ -76,6 +76,9 @@ pub struct Options {
     pub accel: AccelKind,
     /// IVF: the vector file the re-rank reads.
     pub ivf_vectors: IvfVectorLayout,
+    /// IVF with RaBitQ codes on the CPU: FastScan blocks by posting list (off: the gathered
+    /// ids' codes one by one).
+    pub fastscan: bool,
     /// Open for updates (graph kind only).
     pub writable: bool,
     /// When an acknowledged update is durable (writable only).
@@ -193,6 +196,7 @@ impl Default for Options {
             refine_bits: 0,
             accel: o.accel,
             ivf_vectors: o.ivf_vectors,
+            fastscan: o.fastscan,
             writable: false,
             durability: Durability::default(),
             memory_budget: None,
@@ -334,6 +338,7 @@ impl Options {
             }),
             accel: self.accel,
             ivf_vectors: self.ivf_vectors,
+            fastscan: self.fastscan,
             load_entry: self.load_entry,
             ..OpenOptions::default()
         }

@@ -158,7 +158,7 @@ impl IvfIndex {
         };
         let codes = Arc::new(codes);
         let (accel, code_lists) =
-            open_accel(opts.accel, &codes, &pq, &meta).map_err(OpenError::Accel)?;
+            open_accel(opts.accel, opts.fastscan, &codes, &pq, &meta).map_err(OpenError::Accel)?;
         Ok(Self {
             dir: dir.to_path_buf(),
             opts,
@@ -268,7 +268,8 @@ impl IvfIndex {
 
     /// Replaces the accelerator (the same codes on another backend).
     pub fn set_accel(&mut self, kind: accel::AccelKind) -> Result<(), accel::AccelError> {
-        (self.accel, self.code_lists) = open_accel(kind, &self.codes, &self.pq, &self.meta)?;
+        (self.accel, self.code_lists) =
+            open_accel(kind, self.opts.fastscan, &self.codes, &self.pq, &self.meta)?;
         self.opts.accel = kind;
         Ok(())
     }
@@ -304,7 +305,8 @@ impl IvfIndex {
         };
         let mem = self.memory();
         let report = MemoryReport {
-            pq_codes_bytes: mem.pq_codes,
+            // RaBitQ on the CPU: the FastScan copies by list are codes in memory too.
+            pq_codes_bytes: mem.pq_codes + mem.code_lists,
             pq_codebook_bytes: mem.pq_codebooks,
             checksum_bytes: mem.vector_table,
             // The centroids, their graph and the posting lists: the IVF index's "entry".
@@ -440,18 +442,22 @@ impl IvfMemory {
     }
 }
 
+/// An accelerator and the FastScan lists it was given.
+type OpenedAccel = (Arc<dyn Accelerator>, Option<Arc<BlockLists>>);
+
 /// Opens the accelerator `kind` over `codes`; with RaBitQ codes on the CPU backend, also lays
 /// the codes out in FastScan blocks by posting list and gives them to the backend (the GPU
 /// backend scores gathered ids).
 fn open_accel(
     kind: accel::AccelKind,
+    fastscan: bool,
     codes: &Arc<PqCodes>,
     pq: &crate::quant::Quantiser,
     meta: &IvfMeta,
-) -> Result<(Arc<dyn Accelerator>, Option<Arc<BlockLists>>), accel::AccelError> {
+) -> Result<OpenedAccel, accel::AccelError> {
     let a = accel::open(kind, codes.clone())?;
     match pq.as_rabitq() {
-        Some(rq) if a.info().backend == "cpu" => {
+        Some(rq) if fastscan && a.info().backend == "cpu" => {
             let lists = Arc::new(BlockLists::build(
                 meta.nlist(),
                 |l| meta.list(l as u32),

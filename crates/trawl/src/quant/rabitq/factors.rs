@@ -96,6 +96,25 @@ impl FactorLayout {
         (norm, neg_rc, inv_yo, tan)
     }
 
+    /// `(f_add, f_rescale)` of the factors `f`: [`FactorLayout::read`] without the error's
+    /// factor (the same `f32` operations, so the same values).
+    #[inline]
+    pub fn read_estimate(&self, f: &[u8]) -> (f32, f32) {
+        let f32_at = |i: usize| f32::from_le_bytes([f[i], f[i + 1], f[i + 2], f[i + 3]]);
+        let norm = f32_at(0);
+        let (f_add, at) = if self.ip {
+            (f32_at(4), 8)
+        } else {
+            (self.add * (norm * norm), 4)
+        };
+        let inv_yo = if self.compact {
+            f32_from_f16(u16::from_le_bytes([f[at], f[at + 1]]))
+        } else {
+            f32_at(at)
+        };
+        (f_add, -((self.scale * norm) * inv_yo))
+    }
+
     /// `(f_add, f_rescale, f_err)` of the factors `f`.
     #[inline]
     pub fn read(&self, f: &[u8]) -> (f32, f32, f32) {

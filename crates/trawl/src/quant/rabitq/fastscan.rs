@@ -445,7 +445,7 @@ impl BlockLists {
                     break;
                 }
                 let f = &self.factors[slot * self.factor_bytes..(slot + 1) * self.factor_bytes];
-                visit(id, q.finish_factors(f, ip, u64::from(self.sums[slot])).0);
+                visit(id, q.distance_factors(f, ip, u64::from(self.sums[slot])));
             }
         }
     }

@@ -95,6 +95,18 @@ impl RbqQuery {
         (est, f_err * self.q_norm)
     }
 
+    /// The estimated distance from the code's factors and its integer parts: bit for bit
+    /// [`RbqQuery::finish_factors`]'s estimate, without the error's scale.
+    #[inline]
+    pub fn distance_factors(&self, factors: &[u8], ip: u64, sum_u: u64) -> f32 {
+        let (f_add, f_rescale) = self.factors.read_estimate(factors);
+        let two_h = (1u64 << self.bits) - 1;
+        let a = 2 * ip as i64 - (two_h * self.sum_q) as i64;
+        let b = 2 * sum_u as i64 - (two_h * self.pad) as i64;
+        let y_q = 0.5 * self.delta * a as f32 + 0.5 * self.low * b as f32;
+        (f_add + self.q_const) + f_rescale * y_q
+    }
+
     /// The query's bit planes (`planes[b·words + w]`, least significant plane first), words
     /// per plane and bits per value (FastScan builds its tables from them).
     pub fn query_planes(&self) -> (&[u64], usize, u32) {
@@ -155,7 +167,8 @@ impl RbqQuery {
     /// The estimated distance only.
     #[inline]
     pub fn distance(&self, code: &[u8]) -> f32 {
-        self.estimate(code).0
+        let (ip, sum_u) = self.integer_parts(code);
+        self.distance_factors(&code[self.bits as usize * self.words * 8..], ip, sum_u)
     }
 }
 
