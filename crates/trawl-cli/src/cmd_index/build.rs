@@ -79,7 +79,7 @@ pub struct BuildArgs {
     /// The codes searches navigate with: `pq` (product quantisation, `--pq-bytes` per vector,
     /// `--opq` optional) or `rabitq` (Extended RaBitQ, `--bits` per dimension after a random
     /// rotation, plus 8–16 bytes of factors: an unbiased distance estimate with an error bound,
-    /// which also lets a re-rank skip vectors that cannot enter the results). Graph kind.
+    /// which also lets a re-rank skip vectors that cannot enter the results). Graph and IVF kinds.
     #[arg(long, default_value = "pq", value_parser = ["pq", "rabitq"])]
     pub quant: String,
     /// RaBitQ bits per dimension, 1–8 (with `--quant rabitq`; default 4). A code takes

@@ -102,8 +102,13 @@ pub struct StepJob {
     pub entries: Vec<StepEntry>,
     /// Neighbour ids of all entries.
     pub nbrs: Vec<u32>,
-    /// One `m × 256` table per reset entry, in entry order.
+    /// PQ: one `m × 256` table per reset entry, in entry order.
     pub tables: Vec<f32>,
+    /// The codes are RaBitQ's: a reset entry's query is the next of `rbq` (and `tables` is
+    /// empty); scores are [`RbqQuery::distance`](crate::quant::rabitq::RbqQuery::distance).
+    pub rabitq: bool,
+    /// RaBitQ: one prepared query per reset entry, in entry order.
+    pub rbq: Vec<crate::quant::rabitq::RbqQuery>,
 }
 
 impl StepJob {
@@ -112,6 +117,7 @@ impl StepJob {
         self.entries.clear();
         self.nbrs.clear();
         self.tables.clear();
+        self.rbq.clear();
     }
 
     /// Checks the job against a session of `shape` over `n` codes of `m` bytes.
@@ -147,7 +153,21 @@ impl StepJob {
                 return bad(format!("neighbour id {id} out of range (n = {n})"));
             }
         }
-        if self.tables.len() != resets * m * TABLE_ROW {
+        if self.rabitq {
+            if self.rbq.len() != resets || !self.tables.is_empty() {
+                return bad(format!(
+                    "{} RaBitQ queries and {} table entries for {resets} new queries",
+                    self.rbq.len(),
+                    self.tables.len()
+                ));
+            }
+            if let Some(q) = self.rbq.iter().find(|q| q.code_bytes() != m) {
+                return bad(format!(
+                    "a RaBitQ query scores {}-byte codes, the codes have {m}",
+                    q.code_bytes()
+                ));
+            }
+        } else if self.tables.len() != resets * m * TABLE_ROW {
             return bad(format!(
                 "{} table entries for {resets} new queries of {m} subspaces",
                 self.tables.len()
@@ -251,6 +271,7 @@ struct Cand {
 #[derive(Debug, Default)]
 struct SlotState {
     table: Vec<f32>,
+    rbq: crate::quant::rabitq::RbqQuery,
     list: Vec<Cand>,
     visited: VisitedSet,
 }
@@ -287,16 +308,33 @@ impl<'c> CpuSession<'c> {
         self.out.reset(job.entries.len());
         let l = self.shape.l;
         let mut tables = job.tables.chunks_exact(m * TABLE_ROW);
+        let mut rbq = job.rbq.iter();
+        let codes = self.codes;
+        let rabitq = job.rabitq;
+        let score = |st: &SlotState, id: u32| {
+            let code = codes.code(id as usize);
+            if rabitq {
+                st.rbq.distance(code)
+            } else {
+                adc_distance(&st.table, code)
+            }
+        };
         for (i, e) in job.entries.iter().enumerate() {
             let st = &mut self.slots[e.slot as usize];
             let mut scored = 0u32;
             if e.entry != NONE {
                 st.table.clear();
-                st.table.extend_from_slice(tables.next().unwrap_or(&[]));
+                if rabitq {
+                    if let Some(q) = rbq.next() {
+                        st.rbq.clone_from(q);
+                    }
+                } else {
+                    st.table.extend_from_slice(tables.next().unwrap_or(&[]));
+                }
                 st.list.clear();
                 st.visited.reset(self.codes.n());
                 st.visited.insert(e.entry);
-                let key = key_of(adc_distance(&st.table, self.codes.code(e.entry as usize)));
+                let key = key_of(score(st, e.entry));
                 st.list.push(Cand {
                     key,
                     id: e.entry,
@@ -322,7 +360,7 @@ impl<'c> CpuSession<'c> {
                 self.codes.prefetch(nb as usize);
             }
             for f in &mut self.fresh {
-                f.1 = key_of(adc_distance(&st.table, self.codes.code(f.0 as usize)));
+                f.1 = key_of(score(st, f.0));
             }
             scored += self.fresh.len() as u32;
             if !self.fresh.is_empty() {

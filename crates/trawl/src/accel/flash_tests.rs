@@ -16,6 +16,7 @@ use crate::quant::pq::PqCodes;
 #[derive(Default, Clone)]
 struct ModelSlot {
     table: Vec<f32>,
+    rbq: Option<crate::quant::rabitq::RbqQuery>,
     list: Vec<(u32, u32, bool)>,
     visited: HashSet<u32>,
 }
@@ -25,16 +26,28 @@ fn model_step(codes: &PqCodes, l: usize, slots: &mut [ModelSlot], job: &StepJob)
     let mut out = StepOutput::default();
     out.reset(job.entries.len());
     let mut tables = job.tables.chunks_exact(m * TABLE_ROW);
+    let mut rbq = job.rbq.iter();
+    let score = |s: &ModelSlot, id: u32| match &s.rbq {
+        Some(q) => q.distance(codes.code(id as usize)),
+        None => adc_distance(&s.table, codes.code(id as usize)),
+    };
     for (i, e) in job.entries.iter().enumerate() {
         let s = &mut slots[e.slot as usize];
         let mut scored = 0;
         if e.entry != NONE {
-            *s = ModelSlot {
-                table: tables.next().unwrap().to_vec(),
-                ..ModelSlot::default()
+            *s = if job.rabitq {
+                ModelSlot {
+                    rbq: Some(rbq.next().unwrap().clone()),
+                    ..ModelSlot::default()
+                }
+            } else {
+                ModelSlot {
+                    table: tables.next().unwrap().to_vec(),
+                    ..ModelSlot::default()
+                }
             };
             s.visited.insert(e.entry);
-            let k = key_of(adc_distance(&s.table, codes.code(e.entry as usize)));
+            let k = key_of(score(s, e.entry));
             s.list.push((k, e.entry, false));
             scored += 1;
         }
@@ -47,7 +60,7 @@ fn model_step(codes: &PqCodes, l: usize, slots: &mut [ModelSlot], job: &StepJob)
         }
         for &nb in &job.nbrs[e.nbr_off as usize..(e.nbr_off + e.nbr_len) as usize] {
             if s.visited.insert(nb) {
-                let k = key_of(adc_distance(&s.table, codes.code(nb as usize)));
+                let k = key_of(score(s, nb));
                 s.list.push((k, nb, false));
                 scored += 1;
             }
@@ -74,6 +87,18 @@ fn random_steps(
     codes: &PqCodes,
     shape: FlashShape,
     steps: usize,
+    run: impl FnMut(&StepJob) -> StepOutput,
+) {
+    random_steps_with(seed, codes, None, shape, steps, run)
+}
+
+/// [`random_steps`] over RaBitQ codes of `rq` when it is given (random queries).
+fn random_steps_with(
+    seed: u64,
+    codes: &PqCodes,
+    rq: Option<&crate::quant::rabitq::RaBitQuantizer>,
+    shape: FlashShape,
+    steps: usize,
     mut run: impl FnMut(&StepJob) -> StepOutput,
 ) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -83,7 +108,10 @@ fn random_steps(
     let mut pending: Vec<Vec<(u32, u32)>> = vec![Vec::new(); shape.slots];
     let mut started = vec![false; shape.slots];
     for _ in 0..steps {
-        let mut job = StepJob::default();
+        let mut job = StepJob {
+            rabitq: rq.is_some(),
+            ..StepJob::default()
+        };
         for s in 0..shape.slots {
             if rng.gen_bool(0.3) {
                 continue;
@@ -98,10 +126,15 @@ fn random_steps(
             let entry = if reset {
                 started[s] = true;
                 pending[s].clear();
-                let t: Vec<f32> = (0..m * TABLE_ROW)
-                    .map(|_| rng.gen_range(-1.0..4.0))
-                    .collect();
-                job.tables.extend_from_slice(&t);
+                if let Some(rq) = rq {
+                    let q: Vec<f32> = (0..rq.dim()).map(|_| rng.gen_range(-1.0..1.0)).collect();
+                    job.rbq.push(rq.query(&q).unwrap());
+                } else {
+                    let t: Vec<f32> = (0..m * TABLE_ROW)
+                        .map(|_| rng.gen_range(-1.0..4.0))
+                        .collect();
+                    job.tables.extend_from_slice(&t);
+                }
                 rng.gen_range(0..n)
             } else {
                 NONE
@@ -211,6 +244,7 @@ fn malformed_steps_are_refused() {
             }],
             nbrs: vec![1, 100],
             tables: table.clone(),
+            ..StepJob::default()
         },
         StepJob {
             entries: vec![StepEntry {
@@ -219,6 +253,7 @@ fn malformed_steps_are_refused() {
             }],
             nbrs: vec![1; 5],
             tables: table.clone(),
+            ..StepJob::default()
         },
         StepJob {
             entries: vec![StepEntry {
@@ -300,5 +335,107 @@ fn gpu_backend_equals_the_cpu_backend() {
             steps += 1;
             got
         });
+    }
+}
+
+/// RaBitQ codes of random vectors (`dim`, `bits`, `metric`) and their quantiser.
+fn rabitq_codes(
+    seed: u64,
+    n: usize,
+    dim: usize,
+    bits: u8,
+    metric: crate::kernels::Metric,
+) -> (crate::quant::rabitq::RaBitQuantizer, PqCodes) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let data: Vec<f32> = (0..n * dim).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let data = crate::data::Matrix::from_vec(data, dim).unwrap();
+    let params = crate::quant::rabitq::RbqParams {
+        bits,
+        ..Default::default()
+    };
+    let ctl = crate::progress::Control::silent();
+    let rq = crate::quant::rabitq::RaBitQuantizer::train(&data, metric, &params, &ctl).unwrap();
+    let codes = rq.encode(&data, &ctl).unwrap();
+    (rq, codes)
+}
+
+#[test]
+fn cpu_backend_equals_the_model_on_rabitq_codes() {
+    use crate::kernels::Metric;
+    for (seed, dim, bits, metric) in [
+        (21u64, 100usize, 1u8, Metric::L2),
+        (22, 64, 3, Metric::InnerProduct),
+        (23, 200, 2, Metric::Cosine),
+    ] {
+        let (rq, codes) = rabitq_codes(seed, 3000, dim, bits, metric);
+        let shape = FlashShape {
+            slots: 6,
+            l: 20,
+            max_degree: 32,
+            max_visited: 100_000,
+        };
+        let mut model = vec![ModelSlot::default(); shape.slots];
+        let mut session = CpuSession::new(&codes, shape);
+        let mut chosen = 0;
+        random_steps_with(seed, &codes, Some(&rq), shape, 60, |job| {
+            session.submit(job).unwrap();
+            let mut got = StepOutput::default();
+            session.wait(&mut got).unwrap();
+            let want = model_step(&codes, shape.l, &mut model, job);
+            assert_eq!(got, want, "seed {seed}");
+            chosen += got.n_chosen.iter().sum::<u32>();
+            got
+        });
+        assert!(chosen > 50, "seed {seed}: only {chosen} nodes chosen");
+    }
+}
+
+#[cfg(feature = "gpu")]
+#[test]
+fn gpu_backend_equals_the_cpu_backend_on_rabitq_codes() {
+    use crate::accel::gpu_flash::GpuFlash;
+    use crate::kernels::Metric;
+    use std::io::Write;
+    for (seed, dim, bits, metric, slots) in [
+        (31u64, 100usize, 1u8, Metric::L2, 6usize),
+        (32, 128, 2, Metric::InnerProduct, 9),
+        (33, 96, 4, Metric::Cosine, 40),
+    ] {
+        let (rq, codes) = rabitq_codes(seed, 4000, dim, bits, metric);
+        let g = match GpuFlash::new(&codes) {
+            Ok(g) => g,
+            Err(e @ crate::accel::AccelError::NoAdapter(_)) => {
+                assert!(
+                    std::env::var("TRAWL_REQUIRE_GPU").as_deref() != Ok("1"),
+                    "TRAWL_REQUIRE_GPU=1 but the GPU backend did not open: {e}"
+                );
+                let _ = writeln!(std::io::stderr(), "skipping a GPU test: {e}");
+                return;
+            }
+            Err(e) => panic!("the GPU backend failed to open: {e}"),
+        };
+        let shape = FlashShape {
+            slots,
+            l: 30,
+            max_degree: 48,
+            max_visited: 60 * 48 + 1,
+        };
+        let mut gs = g.session(shape).unwrap();
+        let mut cs = CpuSession::new(&codes, shape);
+        let mut steps = 0;
+        let mut scored = 0u32;
+        random_steps_with(seed, &codes, Some(&rq), shape, 40, |job| {
+            gs.submit(job).unwrap();
+            let mut got = StepOutput::default();
+            gs.wait(&mut got).unwrap();
+            cs.submit(job).unwrap();
+            let mut want = StepOutput::default();
+            cs.wait(&mut want).unwrap();
+            assert_eq!(got, want, "seed {seed} step {steps}");
+            steps += 1;
+            scored += got.scored.iter().sum::<u32>();
+            got
+        });
+        assert!(scored > 1000, "seed {seed}: only {scored} codes scored");
     }
 }

@@ -72,7 +72,11 @@ const FLAG_GLOBAL_SORT: u32 = 1;
 const COMMON_WGSL: &str = include_str!("gpu/common.wgsl");
 const DEDUP_WGSL: &str = include_str!("gpu/dedup.wgsl");
 const SCORE_WGSL: &str = include_str!("gpu/score.wgsl");
-const SCORE_RBQ_WGSL: &str = include_str!("gpu/score_rbq.wgsl");
+const SCORE_RBQ_WGSL: &str = concat!(
+    include_str!("gpu/score_rbq.wgsl"),
+    "\n",
+    include_str!("gpu/rbq.wgsl")
+);
 const SELECT_WGSL: &str = include_str!("gpu/select.wgsl");
 
 /// Where each kernel keeps its data (tests force the global-memory paths).

@@ -18,7 +18,11 @@ use crate::accel::gpu::{open_device, padded, upload_codes, Opened, Scopes};
 use crate::accel::{AccelError, AccelInfo, TABLE_ROW};
 use crate::quant::pq::PqCodes;
 
-const FLASH_WGSL: &str = include_str!("gpu/flash.wgsl");
+const FLASH_WGSL: &str = concat!(
+    include_str!("gpu/flash.wgsl"),
+    "\n",
+    include_str!("gpu/rbq.wgsl")
+);
 /// Words per entry in the job buffer (the WGSL's `EW`).
 const EW: usize = 8;
 /// Words per entry in the output (the WGSL's `OW`).
@@ -266,17 +270,33 @@ impl FlashSession for GpuSession<'_> {
         let acc = self.acc;
         job.validate(&self.shape, acc.n, acc.m)?;
         let q = &acc.queue;
+        if let Some(r) = job.rbq.iter().find(|r| !r.gpu_exact()) {
+            return Err(AccelError::Device(format!(
+                "RaBitQ codes of {} bits per dimension are scored exactly by the CPU backend \
+                 only at this dimension (the GPU kernel's integers would round)",
+                r.bits()
+            )));
+        }
         let t = acc.m * TABLE_ROW;
         let mut resets = job.tables.chunks_exact(t);
+        let mut rbq = job.rbq.iter();
+        let mut qwords: Vec<u32> = Vec::new();
         self.words.clear();
         for e in &job.entries {
             if e.entry != crate::accel::flash::NONE {
-                let table = resets.next().unwrap_or(&[]);
-                q.write_buffer(
-                    &self.tables,
-                    (e.slot as usize * t * 4) as u64,
-                    bytemuck::cast_slice(table),
-                );
+                let at = (e.slot as usize * t * 4) as u64;
+                if job.rabitq {
+                    // A query's words fit its slot's region: 16 + (B + 4)·D/32 words against
+                    // a table's (B·D/8 + factors)·256.
+                    qwords.clear();
+                    if let Some(r) = rbq.next() {
+                        r.gpu_words(&mut qwords);
+                    }
+                    q.write_buffer(&self.tables, at, bytemuck::cast_slice(&qwords));
+                } else {
+                    let table = resets.next().unwrap_or(&[]);
+                    q.write_buffer(&self.tables, at, bytemuck::cast_slice(table));
+                }
             }
             self.words.extend_from_slice(&[
                 e.slot, e.entry, e.node, e.node_key, e.nbr_off, e.nbr_len, e.fill, 0,
@@ -290,7 +310,7 @@ impl FlashSession for GpuSession<'_> {
             q.write_buffer(
                 &self.params,
                 0,
-                bytemuck::cast_slice(&[n as u32, nbr_base, 0, 0]),
+                bytemuck::cast_slice(&[n as u32, nbr_base, u32::from(job.rabitq), 0]),
             );
         }
         let scopes = Scopes::push(&acc.device);

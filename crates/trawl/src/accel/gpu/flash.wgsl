@@ -11,7 +11,9 @@ struct Params {
     n: u32,
     // Where the neighbour ids start in `job`.
     nbr_base: u32,
-    p0: u32,
+    // 1: the codes are RaBitQ's and a query's region of `tables` holds its words
+    // (`rbq_distance`, gpu/rbq.wgsl); 0: PQ, the region holds its M × 256 table.
+    rabitq: u32,
     p1: u32,
 }
 
@@ -25,7 +27,7 @@ const NONE: u32 = 0xffffffffu;
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> job: array<u32>;
 @group(0) @binding(2) var<storage, read> codes: array<u32>;
-@group(0) @binding(3) var<storage, read> tables: array<f32>;
+@group(0) @binding(3) var<storage, read> tables: array<u32>;
 @group(0) @binding(4) var<storage, read_write> lists: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read_write> lens: array<u32>;
 @group(0) @binding(6) var<storage, read_write> hash: array<atomic<u32>>;
@@ -72,26 +74,34 @@ fn adc(tb: u32, id: u32) -> f32 {
     for (var w = 0u; w < M / 4u; w += 1u) {
         let word = codes[cb + w];
         let s = tb + w * 1024u;
-        a0 += tables[s + (word & 255u)];
-        a1 += tables[s + 256u + ((word >> 8u) & 255u)];
-        a2 += tables[s + 512u + ((word >> 16u) & 255u)];
-        a3 += tables[s + 768u + (word >> 24u)];
+        a0 += bitcast<f32>(tables[s + (word & 255u)]);
+        a1 += bitcast<f32>(tables[s + 256u + ((word >> 8u) & 255u)]);
+        a2 += bitcast<f32>(tables[s + 512u + ((word >> 16u) & 255u)]);
+        a3 += bitcast<f32>(tables[s + 768u + (word >> 24u)]);
     }
     if (M % 4u != 0u) {
         let word = codes[cb + M / 4u];
         let s = tb + (M / 4u) * 1024u;
-        a0 += tables[s + (word & 255u)];
+        a0 += bitcast<f32>(tables[s + (word & 255u)]);
         if (M % 4u > 1u) {
-            a1 += tables[s + 256u + ((word >> 8u) & 255u)];
+            a1 += bitcast<f32>(tables[s + 256u + ((word >> 8u) & 255u)]);
         }
         if (M % 4u > 2u) {
-            a2 += tables[s + 512u + ((word >> 16u) & 255u)];
+            a2 += bitcast<f32>(tables[s + 512u + ((word >> 16u) & 255u)]);
         }
     }
     return (a0 + a1) + (a2 + a3);
 }
 
 // Visits `id` in the hash at `hb`: 1 newly visited, 0 seen before, 2 the hash is full.
+// The distance of the query whose region of `tables` starts at `tb` to code `id`.
+fn score(tb: u32, id: u32) -> f32 {
+    if (params.rabitq != 0u) {
+        return rbq_distance(tb, id * WPC);
+    }
+    return adc(tb, id);
+}
+
 fn visit(hb: u32, id: u32) -> u32 {
     var h = hash_id(id) & (H - 1u);
     var probes = 0u;
@@ -183,7 +193,7 @@ fn step(
         storageBarrier();
         if (lid == 0u) {
             _ = visit(hb, entry);
-            lists[lb] = vec4<u32>(key_of(adc(tb, entry)), entry, 0u, 0u);
+            lists[lb] = vec4<u32>(key_of(score(tb, entry)), entry, 0u, 0u);
             lens[slot] = 1u;
         }
         storageBarrier();
@@ -220,7 +230,7 @@ fn step(
         let id = job[nbr_off + j];
         let v = visit(hb, id);
         if (v == 1u) {
-            let k = key_of(adc(tb, id));
+            let k = key_of(score(tb, id));
             let at = atomicAdd(&w_cnt, 1u);
             wn_k[at] = k;
             wn_i[at] = id;

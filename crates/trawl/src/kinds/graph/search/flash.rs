@@ -279,6 +279,9 @@ impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
         let mut exhausted = false;
         loop {
             self.job.clear();
+            // Every step says what the codes are: a step without a new query still scores
+            // the slots' RaBitQ queries.
+            self.job.rabitq = self.space.pq.quantizer.as_rabitq().is_some();
             self.order.clear();
             if !exhausted {
                 exhausted = self.start_queries(next)?;
@@ -333,21 +336,25 @@ impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
                 return Ok(true);
             };
             self.space.check_query(query)?;
-            let pq = self.space.pq.quantizer.as_pq().ok_or_else(|| {
-                SearchError::Unsupported(
-                    "the flash strategy scores PQ codes only; this index has RaBitQ codes \
-                     (search it with beam or pipe)"
-                        .into(),
-                )
-            })?;
-            let at = self.job.tables.len();
-            self.job
-                .tables
-                .resize(at + m * crate::accel::TABLE_ROW, 0.0);
-            let mut table = crate::quant::pq::QueryTable::new(m);
-            pq.fill_table(query, &mut table)
-                .map_err(|_| SearchError::NonFiniteQuery { row: 0 })?;
-            self.job.tables[at..].copy_from_slice(table.flat());
+            match &self.space.pq.quantizer {
+                crate::quant::Quantiser::Pq(pq) => {
+                    let at = self.job.tables.len();
+                    self.job
+                        .tables
+                        .resize(at + m * crate::accel::TABLE_ROW, 0.0);
+                    let mut table = crate::quant::pq::QueryTable::new(m);
+                    pq.fill_table(query, &mut table)
+                        .map_err(|_| SearchError::NonFiniteQuery { row: 0 })?;
+                    self.job.tables[at..].copy_from_slice(table.flat());
+                }
+                crate::quant::Quantiser::RaBitQ(rq) => {
+                    self.job.rabitq = true;
+                    let q = rq
+                        .query(query)
+                        .map_err(|_| SearchError::NonFiniteQuery { row: 0 })?;
+                    self.job.rbq.push(q);
+                }
+            }
             // Seeds from the in-memory entry index (nearest first), else the medoid: the first
             // starts the list, the others enter it as if they were its neighbours — the list
             // is the first L of the seeds by PQ distance either way, as beam search's.
