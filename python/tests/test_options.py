@@ -49,6 +49,8 @@ TABLE = [
           converge_prefetch=False, rerank_lookahead=2, rerank_depth=4), 10),
     ("graph", ["--layout", "decoupled", "--rerank-bound", "1.5"], dict(layout="decoupled"),
      dict(rerank_bound=1.5), 10),
+    ("graph", ["--layout", "decoupled", "--rerank-skip-eps", "3"], dict(layout="decoupled"),
+     dict(rerank_skip_eps=3.0), 10),
     ("graph", ["--engine", "pread", "--buffered", "--no-verify"],
      dict(engine="pread", direct=False, verify_pages=False), {}, 10),
     ("ivf", [], {}, {}, 10),

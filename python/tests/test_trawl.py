@@ -84,6 +84,18 @@ def test_rabitq_build(tmp_path):
         trawl.build(data, tmp_path / "bad", trawl.BuildParams(quant="rabitq", **FAST))
     with pytest.raises(ValueError, match="rabitq"):
         trawl.build(data, tmp_path / "bad", trawl.BuildParams(bits=2, **FAST))
+    # The IVF kind with RaBitQ codes; the bound's re-rank skip on by default, off with 0.
+    trawl.build(data, tmp_path / "ivf", trawl.BuildParams(kind="ivf", threads=2, quant="rabitq",
+                                                          bits=2, seed=1))
+    ivf = trawl.Index.open(tmp_path / "ivf")
+    truth = brute_force(data, queries, 10)
+    for eps in (1.9, 0.0):
+        p = trawl.SearchParams(L=64, rerank_n=300, rerank_skip_eps=eps)
+        assert f"rerank_skip_eps={eps}" in repr(p)
+        ids, _ = ivf.batch_search(queries, k=10, params=p, threads=2)
+        assert recall(ids, truth) >= 0.95
+    with pytest.raises(ValueError, match="rerank_skip_eps"):
+        ivf.search(queries[0], 10, trawl.SearchParams(rerank_skip_eps=-1.0))
 
 
 def test_search_finds_indexed_vectors_themselves(f32_index):

@@ -144,6 +144,9 @@ class SearchParams:
     rerank_batch: int
     rerank_threshold: float
     rerank_bound: float
+    rerank_skip_eps: float
+    """RaBitQ codes: skip re-ranking a candidate whose lower bound (estimate − ε₀·σ) is beyond
+    the k-th exact distance so far; ε₀ (1.9 ≈ 94% per candidate, 3 ≈ 99.7%; 0 never skips)."""
     prefetch: bool
     rerank_n: Optional[int]
     """IVF: candidates the filter stage keeps for the re-rank; None = max(10·k, 4·L)."""
@@ -206,6 +209,7 @@ class SearchParams:
         converge_prefetch: bool = True,
         rerank_lookahead: int = 0,
         rerank_depth: int = 0,
+        rerank_skip_eps: float = 1.9,
         rerank_n: Optional[int] = None,
         ivf_batch: int = 2,
         ivf_epsilon: float = 0.1,

@@ -383,6 +383,10 @@ pub struct SearchParams {
     /// Decoupled layout: most vector reads in flight after the traversal (0 = the
     /// strategy's width).
     pub rerank_depth: i64,
+    /// RaBitQ codes (decoupled re-rank, IVF re-rank): skip a candidate whose lower bound,
+    /// estimate − ε₀·σ, is beyond the k-th exact distance so far; this is ε₀ (1.9 ≈ 94% per
+    /// candidate, 3 ≈ 99.7%; 0 never skips).
+    pub rerank_skip_eps: f64,
     /// IVF: candidates the filter stage keeps for the re-rank (n); None = max(10·k, 4·L).
     pub rerank_n: Option<i64>,
     /// IVF: re-rank mini-batch size.
@@ -434,7 +438,7 @@ impl SearchParams {
         rerank_bound = f32_as_f64(d().rerank_bound), prefetch = d().prefetch,
         prefetch_window = d().prefetch_window as i64, converge_prefetch = d().converge_prefetch,
         rerank_lookahead = d().rerank_lookahead as i64, rerank_depth = d().rerank_depth as i64,
-        rerank_n = None, ivf_batch = d().ivf_batch as i64,
+        rerank_skip_eps = f32_as_f64(d().rerank_skip_eps), rerank_n = None, ivf_batch = d().ivf_batch as i64,
         ivf_epsilon = f32_as_f64(d().ivf_epsilon), ivf_beta = d().ivf_beta as i64,
         heuristic = d().heuristic, page_merge = d().page_merge, page_buffer = d().page_buffer,
         page_mates = d().page_mates, centroid_list = d().centroid_list as i64,
@@ -460,6 +464,7 @@ impl SearchParams {
         converge_prefetch: bool,
         rerank_lookahead: i64,
         rerank_depth: i64,
+        rerank_skip_eps: f64,
         rerank_n: Option<i64>,
         ivf_batch: i64,
         ivf_epsilon: f64,
@@ -494,6 +499,7 @@ impl SearchParams {
             converge_prefetch,
             rerank_lookahead,
             rerank_depth,
+            rerank_skip_eps,
             rerank_n,
             ivf_batch,
             ivf_epsilon,
@@ -519,7 +525,7 @@ impl SearchParams {
              pipe_start_width={}, pipe_max_width={}, dynamic_width={}, page_search={}, \
              rerank_batch={}, rerank_threshold={}, rerank_bound={}, prefetch={}, \
              prefetch_window={}, converge_prefetch={}, rerank_lookahead={}, rerank_depth={}, \
-             rerank_n={}, ivf_batch={}, ivf_epsilon={}, ivf_beta={}, heuristic={}, \
+             rerank_skip_eps={}, rerank_n={}, ivf_batch={}, ivf_epsilon={}, ivf_beta={}, heuristic={}, \
              page_merge={}, page_buffer={}, page_mates={}, centroid_list={}, accel_batch={}, \
              batch={}, staleness={}, grain={:?}, strict_steps={}, probe={})",
             opt(self.L),
@@ -541,6 +547,7 @@ impl SearchParams {
             py_bool(self.converge_prefetch),
             self.rerank_lookahead,
             self.rerank_depth,
+            py_float(self.rerank_skip_eps),
             opt(self.rerank_n),
             self.ivf_batch,
             py_float(self.ivf_epsilon),
@@ -581,6 +588,7 @@ impl Default for SearchParams {
             o.converge_prefetch,
             o.rerank_lookahead as i64,
             o.rerank_depth as i64,
+            f32_as_f64(o.rerank_skip_eps),
             None,
             o.ivf_batch as i64,
             f32_as_f64(o.ivf_epsilon),
@@ -637,6 +645,7 @@ impl SearchParams {
             rerank_lookahead: count("rerank_lookahead", self.rerank_lookahead, 0)?,
             rerank_bound: float("rerank_bound", self.rerank_bound)?,
             rerank_depth: count("rerank_depth", self.rerank_depth, 0)?,
+            rerank_skip_eps: float("rerank_skip_eps", self.rerank_skip_eps)?,
             rerank_n: self.rerank_n.map(|r| count("rerank_n", r, 1)).transpose()?,
             ivf_batch: count("ivf_batch", self.ivf_batch, 1)?,
             ivf_epsilon: float("ivf_epsilon", self.ivf_epsilon)?,

@@ -418,37 +418,51 @@ impl GpuAccel {
         })
     }
 
+    /// Where each query of slice `qs` lies in the batch's buffers.
+    fn slice_layout(&self, job: &FilterJob, qs: Range<usize>) -> SliceLayout {
+        let base = job.offsets[qs.start];
+        let mut out = SliceLayout {
+            qinfo: Vec::with_capacity(qs.len() * 8),
+            ..SliceLayout::default()
+        };
+        for q in qs {
+            // RaBitQ: the query's words, its offset in qinfo.
+            let tab_off = out.rbq_words.len() as u32;
+            if let Some(rq) = job.rbq.get(q) {
+                rq.gpu_words(&mut out.rbq_words);
+            }
+            let c = job.offsets[q + 1] - job.offsets[q];
+            let (h, s) = self.regions(u64::from(c), job.top_n);
+            out.qinfo.extend_from_slice(&[
+                job.offsets[q] - base,
+                c,
+                out.hash_total as u32,
+                h as u32,
+                out.sort_total as u32,
+                s as u32,
+                tab_off,
+                0,
+            ]);
+            out.hash_total += h;
+            out.sort_total += s;
+            out.most = out.most.max(c);
+        }
+        out
+    }
+
     /// Records one slice of queries; returns its readback buffer and the bytes of its output.
     fn record(&self, enc: &mut wgpu::CommandEncoder, job: &FilterJob, qs: Range<usize>) -> Slice {
         use wgpu::BufferUsages as U;
         let l = &self.layout;
         let nq = qs.len();
         let base = job.offsets[qs.start];
-        let mut qinfo = Vec::with_capacity(nq * 8);
-        let (mut hash_total, mut sort_total, mut most) = (0u64, 0u64, 0u32);
-        // RaBitQ: the queries' words, each query's offset in qinfo.
-        let mut rbq_words: Vec<u32> = Vec::new();
-        for q in qs.clone() {
-            let tab_off = rbq_words.len() as u32;
-            if let Some(rq) = job.rbq.get(q) {
-                rq.gpu_words(&mut rbq_words);
-            }
-            let c = job.offsets[q + 1] - job.offsets[q];
-            let (h, s) = self.regions(u64::from(c), job.top_n);
-            qinfo.extend_from_slice(&[
-                job.offsets[q] - base,
-                c,
-                hash_total as u32,
-                h as u32,
-                sort_total as u32,
-                s as u32,
-                tab_off,
-                0,
-            ]);
-            hash_total += h;
-            sort_total += s;
-            most = most.max(c);
-        }
+        let SliceLayout {
+            qinfo,
+            rbq_words,
+            hash_total,
+            sort_total,
+            most,
+        } = self.slice_layout(job, qs.clone());
         let top_n = job.top_n as u32;
         let chunks = most.div_ceil(CHUNK).max(1);
         let flags = if l.opts.global_sort {
@@ -544,6 +558,20 @@ impl GpuAccel {
             mapped: Arc::new(Mutex::new(None)),
         }
     }
+}
+
+/// A slice's per-query layout ([`GpuAccel::slice_layout`]).
+#[derive(Default)]
+struct SliceLayout {
+    /// 8 words per query (the WGSL's `QInfo`).
+    qinfo: Vec<u32>,
+    /// RaBitQ: the queries' words.
+    rbq_words: Vec<u32>,
+    /// Slots of the global hash and pairs of the global sort the slice uses.
+    hash_total: u64,
+    sort_total: u64,
+    /// The most candidates of one query.
+    most: u32,
 }
 
 /// One submitted slice of a batch's queries.
