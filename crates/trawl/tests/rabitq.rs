@@ -331,6 +331,24 @@ fn ivf_filter_stage_scores_rabitq_codes() {
             recall >= recall_off - 0.005,
             "{what}: {recall} vs {recall_off} without skipping"
         );
+        // FastScan blocks by list answer exactly as the gathered ids do, and hold memory.
+        assert_eq!(
+            ix.memory().code_lists,
+            0,
+            "{what}: lists without --fastscan"
+        );
+        let fs = IvfIndex::open(
+            dir.path(),
+            OpenOptions {
+                fastscan: true,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(fs.memory().code_lists > 0, "{what}: no FastScan lists");
+        let fs_out = fs.search_batch(&q, &sp, 2).unwrap();
+        assert_eq!(fs_out.ids, out.ids, "{what}: FastScan ids");
+        assert_eq!(fs_out.dists, out.dists, "{what}: FastScan distances");
         for r in 0..q.n() {
             let id = out.ids[r * 10] as usize;
             let d = trawl::kernels::distance(metric, q.row(r), base.row(id));

@@ -244,7 +244,7 @@ impl SearchOptions {
             refine_bits: self.refine_bits,
             accel: iv.accel,
             ivf_vectors: iv.ivf_vectors,
-            fastscan: !iv.no_fastscan,
+            fastscan: iv.fastscan,
             writable: false,
             durability: Default::default(),
             memory_budget: self.memory_budget,

@@ -183,7 +183,14 @@ impl CpuAccel {
                 // Dedup by sorting: every copy scored, then one per id (copies are equal).
                 let Scratch { lut, scored, .. } = s;
                 for &l in probed {
-                    lists.scan(level, l as usize, rq, lut, |id, d| scored.push((d, id)));
+                    lists.scan(
+                        level,
+                        l as usize,
+                        rq,
+                        lut,
+                        |_| true,
+                        |id, d| scored.push((d, id)),
+                    );
                 }
                 s.scored.sort_unstable_by_key(|&(_, id)| id);
                 s.scored.dedup_by_key(|&mut (_, id)| id);
@@ -197,12 +204,15 @@ impl CpuAccel {
                 lut, scored, seen, ..
             } = s;
             for &l in probed {
-                lists.scan(level, l as usize, rq, lut, |id, d| {
+                // The first sighting of an id marks it; its replicas are not estimated.
+                let mut want = |id: u32| {
                     let (w, b) = (id as usize / 64, 1u64 << (id % 64));
-                    if seen[w] & b == 0 {
-                        seen[w] |= b;
-                        scored.push((d, id));
-                    }
+                    let fresh = seen[w] & b == 0;
+                    seen[w] |= b;
+                    fresh
+                };
+                lists.scan(level, l as usize, rq, lut, &mut want, |id, d| {
+                    scored.push((d, id))
                 });
             }
             for &(_, id) in s.scored.iter() {

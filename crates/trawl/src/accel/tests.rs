@@ -189,6 +189,11 @@ fn fastscan_lists_equal_gathered_ids_on_rabitq_codes() {
             usize::from(bits),
             rq.pad(),
         ));
+        // The memory plan's figure is what the build holds.
+        assert_eq!(
+            BlockLists::bytes_for(lists.iter().map(Vec::len), codes.m()),
+            blocks.heap_bytes()
+        );
         for (nq, probe, top_n) in [(1usize, 10usize, 10usize), (5, 40, 3000), (3, 0, 5)] {
             let mut by_ids = FilterJob {
                 m: codes.m(),

@@ -43,6 +43,7 @@ pub fn plan_memory(dir: &Path, o: &Options) -> Result<crate::kinds::plan::Memory
                 o.ivf_vectors,
                 budget,
                 o.threads.max(1),
+                o.fastscan && o.accel == crate::accel::AccelKind::Cpu,
             )??)
         }
         KindName::Sharded => {

@@ -76,8 +76,8 @@ pub struct Options {
     pub accel: AccelKind,
     /// IVF: the vector file the re-rank reads.
     pub ivf_vectors: IvfVectorLayout,
-    /// IVF with RaBitQ codes on the CPU: FastScan blocks by posting list (off: the gathered
-    /// ids' codes one by one).
+    /// IVF with RaBitQ codes on the CPU: FastScan blocks by posting list (off, the default:
+    /// the gathered ids' codes one by one).
     pub fastscan: bool,
     /// Open for updates (graph kind only).
     pub writable: bool,

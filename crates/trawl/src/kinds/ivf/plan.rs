@@ -12,12 +12,15 @@ use crate::kinds::ivf::file::FILE_NAME;
 use crate::kinds::ivf::IvfVectorLayout;
 use crate::kinds::plan::{payload_bytes as payload, MemoryPlan, PlanError, PlanItem};
 
-/// Plans the IVF index in `dir` (reading `vectors`, its vector file) within `budget`.
+/// Plans the IVF index in `dir` (reading `vectors`, its vector file) within `budget`;
+/// `fastscan`: RaBitQ codes would also be copied into FastScan blocks by list (the CPU
+/// backend with `fastscan` on).
 pub fn plan(
     dir: &Path,
     vectors: IvfVectorLayout,
     budget: u64,
     threads: usize,
+    fastscan: bool,
 ) -> Result<Result<MemoryPlan, PlanError>, OpenError> {
     // (The outer error: the files; the inner: the budget.)
     let table =
@@ -56,6 +59,21 @@ pub fn plan(
             detail: format!("{threads} thread(s)"),
         },
     ];
+    if fastscan {
+        let q = crate::quant::Quantiser::load(&dir.join(PQ_FILE))?;
+        if q.as_rabitq().is_some() {
+            let meta = crate::kinds::ivf::file::IvfMeta::load(&dir.join(FILE_NAME))?;
+            let lens = (0..meta.nlist() as u32).map(|l| meta.list(l).len());
+            items.push(PlanItem {
+                name: "fastscan_lists",
+                bytes: crate::quant::rabitq::fastscan::BlockLists::bytes_for(lens, q.m()),
+                required: true,
+                detail: "RaBitQ codes copied into FastScan blocks by posting list (--no-fastscan \
+                         drops them)"
+                    .into(),
+            });
+        }
+    }
     let attrs = payload(dir, crate::filter::file::FILE_NAME);
     items.extend(PlanItem::attrs(attrs));
     Ok(MemoryPlan::required_only(

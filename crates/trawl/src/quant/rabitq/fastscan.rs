@@ -413,6 +413,17 @@ impl BlockLists {
         self.starts.len().saturating_sub(1)
     }
 
+    /// Bytes [`BlockLists::build`] takes for lists of these lengths over codes of `m` bytes.
+    pub fn bytes_for(list_lens: impl Iterator<Item = usize>, m: usize) -> u64 {
+        let (mut slots, mut lists) = (0u64, 0u64);
+        for len in list_lens {
+            slots += (len.div_ceil(BLOCK) * BLOCK) as u64;
+            lists += 1;
+        }
+        // Planes and factors (`m` bytes), the id and `Σ u` per slot; the block starts.
+        slots * (m as u64 + 8) + 4 * (lists + 1)
+    }
+
     /// Bytes in memory.
     pub fn heap_bytes(&self) -> u64 {
         (self.blocks.len()
@@ -420,15 +431,17 @@ impl BlockLists {
             + 4 * (self.ids.len() + self.sums.len() + self.starts.len())) as u64
     }
 
-    /// Scores every code of list `l` against `q` (whose tables are `lut`), calling
-    /// `visit(id, estimate)` for each: the estimates are bit for bit [`RbqQuery::distance`]'s
-    /// of the by-id codes.
+    /// Scores the codes of list `l` against `q` (whose tables are `lut`), calling
+    /// `visit(id, estimate)` for each id `want(id)` accepts (asked first, so a replica already
+    /// scored costs no estimate): the estimates are bit for bit [`RbqQuery::distance`]'s of
+    /// the by-id codes.
     pub fn scan(
         &self,
         level: FsLevel,
         l: usize,
         q: &RbqQuery,
         lut: &FsLut,
+        mut want: impl FnMut(u32) -> bool,
         mut visit: impl FnMut(u32, f32),
     ) {
         let Some(range) = self.starts.get(l..l + 2) else {
@@ -443,6 +456,9 @@ impl BlockLists {
                 let id = self.ids[slot];
                 if id == u32::MAX {
                     break;
+                }
+                if !want(id) {
+                    continue;
                 }
                 let f = &self.factors[slot * self.factor_bytes..(slot + 1) * self.factor_bytes];
                 visit(id, q.distance_factors(f, ip, u64::from(self.sums[slot])));
