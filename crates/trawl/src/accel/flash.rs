@@ -154,19 +154,7 @@ impl StepJob {
             }
         }
         if self.rabitq {
-            if self.rbq.len() != resets || !self.tables.is_empty() {
-                return bad(format!(
-                    "{} RaBitQ queries and {} table entries for {resets} new queries",
-                    self.rbq.len(),
-                    self.tables.len()
-                ));
-            }
-            if let Some(q) = self.rbq.iter().find(|q| q.code_bytes() != m) {
-                return bad(format!(
-                    "a RaBitQ query scores {}-byte codes, the codes have {m}",
-                    q.code_bytes()
-                ));
-            }
+            crate::accel::check_rbq(&self.rbq, self.tables.len(), resets, m)?;
         } else if self.tables.len() != resets * m * TABLE_ROW {
             return bad(format!(
                 "{} table entries for {resets} new queries of {m} subspaces",

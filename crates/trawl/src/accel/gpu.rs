@@ -685,13 +685,7 @@ impl Accelerator for GpuAccel {
                 job.top_n
             )));
         }
-        if let Some(q) = job.rbq.iter().find(|q| !q.gpu_exact()) {
-            return Err(AccelError::Device(format!(
-                "RaBitQ codes of {} bits per dimension are scored exactly by the CPU backend \
-                 only at this dimension (the GPU kernel's integers would round)",
-                q.bits()
-            )));
-        }
+        crate::accel::check_rbq_gpu(&job.rbq)?;
         let plan = self.plan(job)?;
         let scopes = Scopes::push(&self.device);
         let mut enc = self

@@ -270,13 +270,7 @@ impl FlashSession for GpuSession<'_> {
         let acc = self.acc;
         job.validate(&self.shape, acc.n, acc.m)?;
         let q = &acc.queue;
-        if let Some(r) = job.rbq.iter().find(|r| !r.gpu_exact()) {
-            return Err(AccelError::Device(format!(
-                "RaBitQ codes of {} bits per dimension are scored exactly by the CPU backend \
-                 only at this dimension (the GPU kernel's integers would round)",
-                r.bits()
-            )));
-        }
+        crate::accel::check_rbq_gpu(&job.rbq)?;
         let t = acc.m * TABLE_ROW;
         let mut resets = job.tables.chunks_exact(t);
         let mut rbq = job.rbq.iter();

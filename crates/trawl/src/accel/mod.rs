@@ -206,19 +206,7 @@ impl FilterJob {
         }
         let nq = self.queries();
         if !self.rbq.is_empty() {
-            if self.rbq.len() != nq || !self.tables.is_empty() {
-                return bad(format!(
-                    "{} RaBitQ queries and {} table entries for {nq} queries",
-                    self.rbq.len(),
-                    self.tables.len()
-                ));
-            }
-            if let Some(q) = self.rbq.iter().find(|q| q.code_bytes() != m) {
-                return bad(format!(
-                    "a RaBitQ query scores {}-byte codes, the codes have {m}",
-                    q.code_bytes()
-                ));
-            }
+            check_rbq(&self.rbq, self.tables.len(), nq, m)?;
         } else if self.tables.len() != nq * m * TABLE_ROW {
             return bad(format!(
                 "{} table entries for {nq} queries of {m} subspaces",
@@ -252,6 +240,43 @@ impl FilterJob {
             );
         }
         Ok(())
+    }
+}
+
+/// Checks a job's RaBitQ queries: one for each of `queries`, no PQ table entries beside them
+/// (`tables`), each scoring codes of `m` bytes.
+pub(crate) fn check_rbq(
+    rbq: &[crate::quant::rabitq::RbqQuery],
+    tables: usize,
+    queries: usize,
+    m: usize,
+) -> Result<(), AccelError> {
+    if rbq.len() != queries || tables != 0 {
+        return Err(AccelError::BadBatch(format!(
+            "{} RaBitQ queries and {tables} table entries for {queries} queries",
+            rbq.len()
+        )));
+    }
+    match rbq.iter().find(|q| q.code_bytes() != m) {
+        Some(q) => Err(AccelError::BadBatch(format!(
+            "a RaBitQ query scores {}-byte codes, the codes have {m}",
+            q.code_bytes()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses RaBitQ queries the GPU kernels could not score exactly
+/// ([`RbqQuery::gpu_exact`](crate::quant::rabitq::RbqQuery::gpu_exact)).
+#[cfg(feature = "gpu")]
+pub(crate) fn check_rbq_gpu(rbq: &[crate::quant::rabitq::RbqQuery]) -> Result<(), AccelError> {
+    match rbq.iter().find(|q| !q.gpu_exact()) {
+        Some(q) => Err(AccelError::Device(format!(
+            "RaBitQ codes of {} bits per dimension are scored exactly by the CPU backend only \
+             at this dimension (the GPU kernel's integers would round)",
+            q.bits()
+        ))),
+        None => Ok(()),
     }
 }
 
