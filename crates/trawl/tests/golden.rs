@@ -478,7 +478,9 @@ fn search_params(c: &Config) -> SearchParams {
         },
         entry_list: c.entry_list,
         rerank: c.rerank,
+        range: None,
     }
+    range: None,
 }
 
 /// FNV-1a over 64-bit words.
@@ -704,7 +706,9 @@ fn beam_params(l: usize, w: usize) -> SearchParams {
         }),
         entry_list: 0,
         rerank: BASE.rerank,
+        range: None,
     }
+    range: None,
 }
 
 /// PipeSearch at list size 30 (dynamic width up to 16), k 10.

@@ -10,7 +10,7 @@ use crate::kinds::flat::FlatIndex;
 use crate::kinds::graph::{IndexInfo, KindName, Manifest, OpenOptions};
 use crate::kinds::ivf::IvfIndex;
 use crate::kinds::sharded::ShardedIndex;
-use crate::kinds::{Error, GraphIndex, Hits, IndexKind, KindParams, Queries, Run};
+use crate::kinds::{Error, GraphIndex, Hits, IndexKind, KindParams, Queries, RangeHits, Run};
 
 /// An opened index of any kind. The variants differ in size; an index is opened once and
 /// not moved about, so none is boxed.
@@ -161,6 +161,71 @@ impl AnyIndex {
                 ix.kind().label()
             ))),
         }
+    }
+
+    /// Range search ([`IndexKind::range_search`]): every vector within `radius` of each query,
+    /// nearest first; `max_results` (when given) keeps only the nearest that many per query.
+    pub fn range_search<T: Element>(
+        &self,
+        queries: Queries<'_, T>,
+        radius: f32,
+        params: &KindParams,
+        run: Run,
+        filter: &QueryFilter<'_>,
+        max_results: Option<usize>,
+    ) -> Result<RangeHits, Error> {
+        crate::kinds::check_radius(radius)?;
+        let (f, r) = (filter, radius);
+        let mut hits = match (self, params) {
+            (Self::Graph(ix), KindParams::Graph(p)) => ix.range_search(queries, r, p, run, f),
+            (Self::Ivf(ix), KindParams::Ivf(p)) => ix.range_search(queries, r, p, run, f),
+            (Self::Sharded(ix), KindParams::Sharded(p)) => ix.range_search(queries, r, p, run, f),
+            (Self::Flat(ix), KindParams::Flat(p)) => ix.range_search(queries, r, p, run, f),
+            (ix, p) => Err(Error::InvalidInput(format!(
+                "search parameters of a {} index given to a {} index",
+                p.kind().label(),
+                ix.kind().label()
+            ))),
+        }?;
+        if let Some(m) = max_results {
+            hits.truncate_each(m);
+        }
+        Ok(hits)
+    }
+
+    /// [`AnyIndex::range_search`] of a matrix of any element type.
+    pub fn range_search_matrix(
+        &self,
+        queries: &AnyMatrix,
+        radius: f32,
+        params: &KindParams,
+        run: Run,
+        filter: &QueryFilter<'_>,
+        max_results: Option<usize>,
+    ) -> Result<RangeHits, Error> {
+        let (r, p, f, m) = (radius, params, filter, max_results);
+        match queries {
+            AnyMatrix::F32(q) => self.range_search(q.into(), r, p, run, f, m),
+            AnyMatrix::U8(q) => self.range_search(q.into(), r, p, run, f, m),
+            AnyMatrix::I8(q) => self.range_search(q.into(), r, p, run, f, m),
+        }
+    }
+
+    /// Growing-k range search, the baseline [`AnyIndex::range_search`] is measured against:
+    /// a top-k search with `k` (and the list size with it) doubled from `params`' until the
+    /// `k`-th distance of every query is beyond `radius` or `k` reaches every vector; the
+    /// results within the radius are kept. Statistics add up over the rounds; each round
+    /// searches only the queries not settled yet.
+    pub fn range_search_growing<T: Element>(
+        &self,
+        queries: Queries<'_, T>,
+        radius: f32,
+        params: &KindParams,
+        run: Run,
+        filter: &QueryFilter<'_>,
+    ) -> Result<RangeHits, Error> {
+        crate::kinds::check_radius(radius)?;
+        crate::kinds::growing::range_search_growing(self, queries, radius, params, run, filter)
     }
 
     /// [`AnyIndex::search`] of a matrix of any element type.

@@ -12,6 +12,7 @@ mod any;
 pub mod build;
 pub mod common;
 mod error;
+pub(crate) mod growing;
 pub mod flat;
 pub mod graph;
 mod hits;
@@ -31,7 +32,7 @@ pub use any::{kind_of, open, AnyIndex};
 pub use build::{build_with, BuildOptions, Built};
 pub use error::Error;
 pub use graph::kind::GraphIndex;
-pub use hits::{Hits, HOLE};
+pub use hits::{Hits, RangeHits, HOLE};
 pub use open_plan::plan_memory;
 pub use options::{open_with, OpenReport, Options};
 pub use plan::{MemoryPlan, PlanError, PlanItem};
@@ -104,6 +105,20 @@ pub trait IndexKind: Sized + Send + Sync {
         filter: &QueryFilter<'_>,
     ) -> Result<Hits, Error>;
 
+    /// Range search: every vector whose exact distance to a query is at most `radius`,
+    /// nearest first, with no cap (a query may have none, or thousands); a query with a
+    /// filter returns only vectors that match it. The radius is finite (checked by
+    /// [`check_radius`]); a negative one is meaningful for inner product and finds nothing
+    /// with the other metrics. Every result is verified by its exact distance.
+    fn range_search<T: Element>(
+        &self,
+        queries: Queries<'_, T>,
+        radius: f32,
+        params: &Self::Params,
+        run: Run,
+        filter: &QueryFilter<'_>,
+    ) -> Result<RangeHits, Error>;
+
     /// Its description.
     fn info(&self) -> Result<IndexInfo, Error>;
 
@@ -120,6 +135,19 @@ pub trait IndexKind: Sized + Send + Sync {
     /// each file against the manifest); the first damaged file ends the check with an error
     /// naming it.
     fn verify(&self, ctl: &crate::progress::Control) -> Result<VerifyReport, Error>;
+}
+
+/// Checks a range search's radius: a finite number. NaN and an infinite radius are errors
+/// naming the value (to ask for every vector, give a radius beyond the largest distance).
+pub fn check_radius(radius: f32) -> Result<(), Error> {
+    if radius.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::InvalidInput(format!(
+            "range search radius {radius}: expected a finite number (a negative radius finds \
+             nothing but with inner product; 0 finds exact duplicates)"
+        )))
+    }
 }
 
 pub use crate::dir::component::VerifiedFile;

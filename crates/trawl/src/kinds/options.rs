@@ -464,6 +464,7 @@ impl Options {
                 depth: self.rerank_depth,
                 skip_eps: self.rerank_skip_eps,
             },
+            range: None,
         })
     }
 

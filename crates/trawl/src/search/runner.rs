@@ -113,9 +113,44 @@ pub struct BatchOutput {
     pub stats: Vec<QueryStats>,
     /// Seconds for the whole batch.
     pub wall_secs: f64,
+    /// A range search's results, every one of each query (nearest first); `ids` and
+    /// `dists` are then empty and `k` is 0.
+    pub ranged: Option<Vec<Vec<(u32, f32)>>>,
 }
 
 impl BatchOutput {
+    /// An output of `nq` range queries with no results yet ([`BatchOutput::ranged`]).
+    pub fn empty_ranged(nq: usize, wall_secs: f64) -> Self {
+        Self {
+            k: 0,
+            ids: Vec::new(),
+            dists: Vec::new(),
+            stats: vec![QueryStats::default(); nq],
+            wall_secs,
+            ranged: Some(vec![Vec::new(); nq]),
+        }
+    }
+
+    /// [`BatchOutput::empty`], or [`BatchOutput::empty_ranged`] when `range` is set.
+    pub fn empty_for(nq: usize, k: usize, range: bool, wall_secs: f64) -> Self {
+        if range {
+            Self::empty_ranged(nq, wall_secs)
+        } else {
+            Self::empty(nq, k, wall_secs)
+        }
+    }
+
+    /// Query `q`'s results, nearest first, missing ones left out.
+    pub fn hits_of(&self, q: usize) -> Vec<(u32, f32)> {
+        match &self.ranged {
+            Some(r) => r[q].clone(),
+            None => (0..self.k)
+                .map(|j| (self.ids[q * self.k + j], self.dists[q * self.k + j]))
+                .filter(|h| h.0 != u32::MAX)
+                .collect(),
+        }
+    }
+
     /// An output of `nq` queries with no results yet.
     pub fn empty(nq: usize, k: usize, wall_secs: f64) -> Self {
         Self {
@@ -124,11 +159,18 @@ impl BatchOutput {
             dists: vec![f32::INFINITY; nq * k],
             stats: vec![QueryStats::default(); nq],
             wall_secs,
+            ranged: None,
         }
     }
 
-    /// Puts query `q`'s results (at most `k` of them, nearest first) and statistics in place.
+    /// Puts query `q`'s results (at most `k` of them, nearest first; every one of a range
+    /// search) and statistics in place.
     pub fn put(&mut self, q: usize, hits: impl IntoIterator<Item = (u32, f32)>, st: QueryStats) {
+        if let Some(r) = &mut self.ranged {
+            r[q] = hits.into_iter().collect();
+            self.stats[q] = st;
+            return;
+        }
         let k = self.k;
         for (j, (id, d)) in hits.into_iter().enumerate().take(k) {
             self.ids[q * k + j] = id;

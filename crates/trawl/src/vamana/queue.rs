@@ -19,11 +19,46 @@ struct Slot {
 
 /// The `capacity` nearest candidates seen so far, sorted by (distance, id), with a cursor at
 /// the nearest one not yet expanded.
+///
+/// With a radius ([`CandidateList::set_radius`], range search) the list is elastic: it also
+/// keeps every unexpanded candidate within the radius that a full list would drop, in an
+/// overflow heap that is expanded, nearest first, once the sorted list has no unexpanded
+/// candidate left. A search then runs as two rounds — the usual best-first search over the
+/// `capacity` nearest, then an expansion of everything within the radius it found, and of
+/// everything within the radius those expansions find — and ends when neither has an
+/// unexpanded candidate.
 #[derive(Debug, Clone, Default)]
 pub struct CandidateList {
     slots: Vec<Slot>,
     capacity: usize,
     cursor: usize,
+    /// Candidates within this distance are never dropped (`-∞`: off).
+    radius: f32,
+    /// Unexpanded candidates within the radius that the sorted list has no room for.
+    overflow: std::collections::BinaryHeap<Overflow>,
+}
+
+/// A candidate in the overflow heap, ordered so the heap pops the nearest (ties: smaller id).
+#[derive(Debug, Clone, Copy)]
+struct Overflow(Neighbor);
+
+impl PartialEq for Overflow {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Overflow {}
+impl PartialOrd for Overflow {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Overflow {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        o.0.dist
+            .total_cmp(&self.0.dist)
+            .then(o.0.id.cmp(&self.0.id))
+    }
 }
 
 impl CandidateList {
@@ -33,15 +68,30 @@ impl CandidateList {
             slots: Vec::with_capacity(capacity + 1),
             capacity,
             cursor: 0,
+            radius: f32::NEG_INFINITY,
+            overflow: std::collections::BinaryHeap::new(),
         }
     }
 
-    /// Empties the list and sets its capacity (reusing the allocation).
+    /// Empties the list and sets its capacity (reusing the allocation); the radius is off.
     pub fn reset(&mut self, capacity: usize) {
         self.slots.clear();
         self.slots.reserve(capacity + 1);
         self.capacity = capacity;
         self.cursor = 0;
+        self.radius = f32::NEG_INFINITY;
+        self.overflow.clear();
+    }
+
+    /// Range search: keeps every candidate at distance `≤ radius` (after [`CandidateList::reset`];
+    /// `None` or NaN: off).
+    pub fn set_radius(&mut self, radius: Option<f32>) {
+        self.radius = radius.filter(|r| !r.is_nan()).unwrap_or(f32::NEG_INFINITY);
+    }
+
+    /// Candidates waiting in the overflow heap (range search).
+    pub fn overflow_len(&self) -> usize {
+        self.overflow.len()
     }
 
     /// Number of candidates held.
@@ -62,14 +112,27 @@ impl CandidateList {
         let len = self.slots.len();
         if len == self.capacity {
             match self.slots.last() {
-                Some(last) if (dist, id) >= (last.dist, last.id) => return false,
+                Some(last) if (dist, id) >= (last.dist, last.id) => {
+                    if dist <= self.radius {
+                        self.overflow.push(Overflow(Neighbor { id, dist }));
+                        return true;
+                    }
+                    return false;
+                }
                 None => return false,
                 _ => {}
             }
         }
         let pos = self.slots.partition_point(|s| (s.dist, s.id) < (dist, id));
         if len == self.capacity {
-            self.slots.pop();
+            if let Some(s) = self.slots.pop() {
+                if !s.expanded && s.dist <= self.radius {
+                    self.overflow.push(Overflow(Neighbor {
+                        id: s.id,
+                        dist: s.dist,
+                    }));
+                }
+            }
         }
         self.slots.insert(
             pos,
@@ -85,25 +148,32 @@ impl CandidateList {
         true
     }
 
-    /// Whether some candidate is not yet expanded.
+    /// Whether some candidate is not yet expanded (in the overflow heap too).
     #[inline]
     pub fn has_unexpanded(&self) -> bool {
-        self.cursor < self.slots.len()
+        self.cursor < self.slots.len() || !self.overflow.is_empty()
     }
 
-    /// The nearest unexpanded candidate, left unexpanded.
+    /// The nearest unexpanded candidate of the sorted list (else the overflow heap's nearest),
+    /// left unexpanded.
     #[inline]
     pub fn peek_unexpanded(&self) -> Option<Neighbor> {
-        self.slots.get(self.cursor).map(|s| Neighbor {
-            id: s.id,
-            dist: s.dist,
-        })
+        match self.slots.get(self.cursor) {
+            Some(s) => Some(Neighbor {
+                id: s.id,
+                dist: s.dist,
+            }),
+            None => self.overflow.peek().map(|o| o.0),
+        }
     }
 
-    /// Marks the nearest unexpanded candidate expanded and returns it.
+    /// Marks the nearest unexpanded candidate of the sorted list expanded and returns it;
+    /// when the sorted list has none, takes the overflow heap's nearest.
     #[inline]
     pub fn pop_unexpanded(&mut self) -> Option<Neighbor> {
-        let s = self.slots.get_mut(self.cursor)?;
+        let Some(s) = self.slots.get_mut(self.cursor) else {
+            return self.overflow.pop().map(|o| o.0);
+        };
         s.expanded = true;
         let out = Neighbor {
             id: s.id,
@@ -127,7 +197,9 @@ impl CandidateList {
     /// there and unexpanded.
     pub fn mark_expanded(&mut self, id: u32) -> bool {
         let Some(pos) = self.slots.iter().position(|s| s.id == id && !s.expanded) else {
-            return false;
+            let before = self.overflow.len();
+            self.overflow.retain(|o| o.0.id != id);
+            return self.overflow.len() < before;
         };
         self.slots[pos].expanded = true;
         while self.cursor < self.slots.len() && self.slots[self.cursor].expanded {
@@ -140,7 +212,7 @@ impl CandidateList {
     /// Candidates only leave a full list, so this is a comparison with the farthest one.
     #[inline]
     pub fn still_holds(&self, id: u32, dist: f32) -> bool {
-        if self.slots.len() < self.capacity {
+        if self.slots.len() < self.capacity || dist <= self.radius {
             return true;
         }
         match self.slots.last() {
@@ -239,6 +311,37 @@ mod tests {
             want.truncate(cap);
             let got: Vec<(f32, u32)> = l.iter().map(|n| (n.dist, n.id)).collect();
             prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn elastic_list_expands_everything_within_the_radius(
+            dists in proptest::collection::vec(0f32..100.0, 1..300),
+            cap in 1usize..40,
+            radius in 0f32..60.0,
+            pop_every in 1usize..7,
+        ) {
+            // Pops interleaved with insertions, as a search does: every candidate within the
+            // radius is popped exactly once, whatever the list's capacity.
+            let mut l = CandidateList::new(cap);
+            l.set_radius(Some(radius));
+            let mut popped = std::collections::HashSet::new();
+            for (i, d) in dists.iter().enumerate() {
+                l.insert(i as u32, *d);
+                if i % pop_every == 0 {
+                    if let Some(n) = l.pop_unexpanded() {
+                        prop_assert!(popped.insert(n.id));
+                    }
+                }
+            }
+            while let Some(n) = l.pop_unexpanded() {
+                prop_assert!(popped.insert(n.id));
+            }
+            prop_assert!(!l.has_unexpanded());
+            for (i, d) in dists.iter().enumerate() {
+                if *d <= radius {
+                    prop_assert!(popped.contains(&(i as u32)), "{} at {} never expanded", i, d);
+                }
+            }
         }
 
         #[test]

@@ -182,6 +182,19 @@ impl IndexKind for FlatIndex {
         Ok(self.scan(q, p.k, run.threads, filter.filters)?)
     }
 
+    fn range_search<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        radius: f32,
+        _p: &FlatParams,
+        run: Run,
+        filter: &crate::filter::QueryFilter<'_>,
+    ) -> Result<crate::kinds::RangeHits, Error> {
+        crate::kinds::check_radius(radius)?;
+        self.range_scan(q, radius, run.threads, filter.filters)?
+            .try_into()
+    }
+
     fn info(&self) -> Result<IndexInfo, Error> {
         let m = Manifest::load_if_present(&self.dir)?.unwrap_or_else(|| self.manifest.clone());
         let disk = self.disk_bytes();

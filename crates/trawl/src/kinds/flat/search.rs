@@ -28,7 +28,12 @@ struct ScanFilter<'a> {
 
 /// What one thread found: per-query candidates and statistics.
 struct Part {
+    /// The `k` nearest per query (empty in a range scan).
     top: Vec<TopK>,
+    /// A range scan: every row within the radius per query.
+    within: Vec<Vec<(u32, f32)>>,
+    /// The radius of a range scan.
+    radius: Option<f32>,
     stats: Vec<QueryStats>,
 }
 
@@ -89,6 +94,76 @@ impl FlatIndex {
         threads: usize,
         filters: Filters<'_>,
     ) -> Result<Hits, SearchError> {
+        let (parts, sf, wall_secs) = self.scan_parts(q, k, None, threads, filters)?;
+        let nq = q.n();
+        let mut top: Vec<TopK> = (0..nq).map(|_| TopK::new(k)).collect();
+        let mut stats = vec![QueryStats::default(); nq];
+        for part in parts {
+            for (qi, (t, st)) in part.top.into_iter().zip(part.stats).enumerate() {
+                for c in t.into_sorted_by_dist() {
+                    top[qi].push(c.key, c.id, c.dist);
+                }
+                stats[qi] += st;
+            }
+        }
+        let mut hits = Hits {
+            k,
+            ids: vec![HOLE; nq * k],
+            dists: vec![f32::INFINITY; nq * k],
+            stats,
+            wall_secs,
+        };
+        for (qi, t) in top.into_iter().enumerate() {
+            for (j, c) in t.into_sorted_by_dist().into_iter().enumerate() {
+                hits.ids[qi * k + j] = u64::from(c.id);
+                hits.dists[qi * k + j] = c.dist;
+            }
+            hits.stats[qi].total_ns = (wall_secs * 1e9) as u64;
+            filter_stats(&sf, qi, &mut hits.stats[qi]);
+        }
+        Ok(hits)
+    }
+
+    /// Exact range search of every query: every row its filter matches within `radius`,
+    /// nearest first (ties by id).
+    pub(super) fn range_scan<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        radius: f32,
+        threads: usize,
+        filters: Filters<'_>,
+    ) -> Result<crate::search::BatchOutput, SearchError> {
+        let (parts, sf, wall_secs) = self.scan_parts(q, 1, Some(radius), threads, filters)?;
+        let nq = q.n();
+        let mut out = crate::search::BatchOutput::empty_ranged(nq, wall_secs);
+        let mut all: Vec<Vec<(u32, f32)>> = vec![Vec::new(); nq];
+        for part in parts {
+            for (qi, (w, st)) in part.within.into_iter().zip(part.stats).enumerate() {
+                all[qi].extend(w);
+                out.stats[qi] += st;
+            }
+        }
+        for (qi, mut hits) in all.into_iter().enumerate() {
+            hits.sort_unstable_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            let mut st = out.stats[qi];
+            st.total_ns = (wall_secs * 1e9) as u64;
+            filter_stats(&sf, qi, &mut st);
+            out.put(qi, hits, st);
+        }
+        Ok(out)
+    }
+
+    /// The scan of [`FlatIndex::scan`] and [`FlatIndex::range_scan`]: each thread's part, the
+    /// filters and the wall time.
+    #[allow(clippy::type_complexity)]
+    fn scan_parts<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        k: usize,
+        radius: Option<f32>,
+        threads: usize,
+        filters: Filters<'_>,
+    ) -> Result<(Vec<Part>, ScanFilter<'_>, f64), SearchError> {
         let g = *self.vectors.geometry();
         if T::DTYPE != g.dtype {
             return Err(SearchError::DTypeMismatch {
@@ -126,58 +201,33 @@ impl FlatIndex {
             crate::search::runner::on_threads(threads, |t| {
                 let range =
                     units * t as u64 / threads as u64..units * (t as u64 + 1) / threads as u64;
-                self.scan_range(q, k, range, &sf)
+                self.scan_range(q, k, radius, range, &sf)
             })?
             .0
         };
-        let mut top: Vec<TopK> = (0..nq).map(|_| TopK::new(k)).collect();
-        let mut stats = vec![QueryStats::default(); nq];
-        for part in parts {
-            for (qi, (t, st)) in part.top.into_iter().zip(part.stats).enumerate() {
-                for c in t.into_sorted_by_dist() {
-                    top[qi].push(c.key, c.id, c.dist);
-                }
-                stats[qi] += st;
-            }
-        }
-        let wall_secs = t0.elapsed().as_secs_f64();
-        let mut hits = Hits {
-            k,
-            ids: vec![HOLE; nq * k],
-            dists: vec![f32::INFINITY; nq * k],
-            stats,
-            wall_secs,
-        };
-        for (qi, t) in top.into_iter().enumerate() {
-            for (j, c) in t.into_sorted_by_dist().into_iter().enumerate() {
-                hits.ids[qi * k + j] = u64::from(c.id);
-                hits.dists[qi * k + j] = c.dist;
-            }
-            hits.stats[qi].total_ns = (wall_secs * 1e9) as u64;
-            if let Some(Some(p)) = sf.preds.get(qi) {
-                let c = p.count();
-                let st = &mut hits.stats[qi].filter;
-                st.plan_exact = 1;
-                st.matches = c.rows;
-                st.matches_exact = u64::from(c.exact);
-                st.filter_list = c.rows;
-            }
-        }
-        Ok(hits)
+        Ok((parts, sf, t0.elapsed().as_secs_f64()))
     }
-
     /// Scans the reads `range` for every query.
     fn scan_range<T: Element>(
         &self,
         q: Queries<'_, T>,
         k: usize,
+        radius: Option<f32>,
         range: std::ops::Range<u64>,
         sf: &ScanFilter<'_>,
     ) -> Result<Part, SearchError> {
         let g = *self.vectors.geometry();
         let nq = q.n();
         let mut part = Part {
-            top: (0..nq).map(|_| TopK::new(k)).collect(),
+            top: match radius {
+                None => (0..nq).map(|_| TopK::new(k)).collect(),
+                Some(_) => Vec::new(),
+            },
+            within: match radius {
+                None => Vec::new(),
+                Some(_) => vec![Vec::new(); nq],
+            },
+            radius,
             stats: vec![QueryStats::default(); nq],
         };
         let mut engine = self.file.engine(self.opts.engine, self.engine_config())?;
@@ -266,6 +316,25 @@ impl FlatIndex {
             }
         };
         // Queries outer, the page's vectors inner: a query stays in cache across the page.
+        if let Some(r) = part.radius {
+            for (qi, (w, st)) in part.within.iter_mut().zip(&mut part.stats).enumerate() {
+                let qr = q.row(qi);
+                let pred = preds.get(qi).and_then(Option::as_ref);
+                for (j, v) in vecs.chunks_exact(g.dim).enumerate() {
+                    let id = (first_id + j as u64) as u32;
+                    if pred.is_some_and(|p| !p.matches(id)) {
+                        st.filter.rejected += 1;
+                        continue;
+                    }
+                    let d = distance(self.metric, qr, v);
+                    st.traversal.exact_distances += 1;
+                    if d <= r {
+                        w.push((id, d));
+                    }
+                }
+            }
+            return Ok(());
+        }
         for (qi, (t, st)) in part.top.iter_mut().zip(&mut part.stats).enumerate() {
             let qr = q.row(qi);
             let pred = preds.get(qi).and_then(Option::as_ref);
@@ -281,5 +350,17 @@ impl FlatIndex {
             }
         }
         Ok(())
+    }
+}
+
+/// Fills the filter statistics of query `qi` (an exact scan of what its filter matches).
+fn filter_stats(sf: &ScanFilter<'_>, qi: usize, st: &mut QueryStats) {
+    if let Some(Some(p)) = sf.preds.get(qi) {
+        let c = p.count();
+        let f = &mut st.filter;
+        f.plan_exact = 1;
+        f.matches = c.rows;
+        f.matches_exact = u64::from(c.exact);
+        f.filter_list = c.rows;
     }
 }

@@ -183,7 +183,7 @@ impl DiskIndex {
             } else {
                 self.run_threads(params, cfg, threads, interleave, nq, &row, filter, hidden)?
             };
-        let mut out = BatchOutput::empty(nq, k, wall_secs);
+        let mut out = BatchOutput::empty_for(nq, k, params.range.is_some(), wall_secs);
         for (q, hits, st) in parts {
             out.put(q, hits, st);
         }

@@ -133,7 +133,7 @@ impl DiskIndex {
             )));
         }
         let (preds, plans) = self.plan_queries(filters, attrs, nq, params, fp)?;
-        let mut out = BatchOutput::empty(nq, params.k, 0.0);
+        let mut out = BatchOutput::empty_for(nq, params.k, params.range.is_some(), 0.0);
         let mut inline: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         let mut scans = Vec::new();
         for (q, pl) in plans.iter().enumerate() {
@@ -175,11 +175,7 @@ impl DiskIndex {
                     st.filter = stats_of(pl);
                     st.filter.rejected = rejected;
                 }
-                let k = got.k;
-                let hits = (0..k)
-                    .map(|j| (got.ids[i * k + j], got.dists[i * k + j]))
-                    .filter(|h| h.0 != u32::MAX);
-                out.put(q, hits, st);
+                out.put(q, got.hits_of(i), st);
             }
         }
         if !scans.is_empty() {
@@ -220,7 +216,9 @@ impl DiskIndex {
             .map(|p| {
                 p.as_ref().map(|p| {
                     let mut fp = *fp;
-                    if !scorable {
+                    // A range search traverses: its expansion covers the radius whatever the
+                    // filter's selectivity (the exact scans are top-k).
+                    if !scorable || params.range.is_some() {
                         fp.plan = Some(Plan::Inline);
                     }
                     // On a label-aware graph only the required labels' nodes are traversed:

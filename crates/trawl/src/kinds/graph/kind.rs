@@ -125,36 +125,28 @@ impl IndexKind for GraphIndex {
         run: Run,
         filter: &crate::filter::QueryFilter<'_>,
     ) -> Result<Hits, Error> {
-        if q.dim() != self.dim() {
-            return Err(SearchError::DimMismatch {
-                expected: self.dim(),
-                got: q.dim(),
-            }
-            .into());
-        }
-        Ok(match &self.inner {
-            Inner::Disk(d) => d
-                .search_rows_where(
-                    q.rows(),
-                    p,
-                    run.threads,
-                    run.interleave,
-                    filter.filters,
-                    &filter.params,
-                    None,
-                )?
-                .into(),
-            Inner::Live(l) => l
-                .search_rows_where(
-                    q.rows(),
-                    p,
-                    run.threads,
-                    run.interleave,
-                    filter.filters,
-                    &filter.params,
-                )?
-                .into(),
+        let mut p = *p;
+        p.range = None;
+        Ok(match self.batch(q, &p, run, filter)? {
+            Batch::Disk(b) => b.into(),
+            Batch::Live(b) => b.into(),
         })
+    }
+
+    fn range_search<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        radius: f32,
+        p: &SearchParams,
+        run: Run,
+        filter: &crate::filter::QueryFilter<'_>,
+    ) -> Result<crate::kinds::RangeHits, Error> {
+        crate::kinds::check_radius(radius)?;
+        let p = crate::kinds::graph::range_params(p, radius);
+        match self.batch(q, &p, run, filter)? {
+            Batch::Disk(b) => b.try_into(),
+            Batch::Live(b) => b.try_into(),
+        }
     }
 
     fn info(&self) -> Result<IndexInfo, Error> {
@@ -178,5 +170,49 @@ impl IndexKind for GraphIndex {
         let disk = self.disk();
         let s = disk.searcher().map_err(SearchError::from)?;
         Ok(s.engine().info())
+    }
+}
+
+/// A batch's results: of the disk index, or of a live index.
+enum Batch {
+    Disk(crate::search::BatchOutput),
+    Live(crate::kinds::graph::updates::live::LiveBatch),
+}
+
+impl GraphIndex {
+    /// Searches `q` with `p` (top-k, or range when `p.range` is set).
+    fn batch<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        p: &SearchParams,
+        run: Run,
+        filter: &crate::filter::QueryFilter<'_>,
+    ) -> Result<Batch, Error> {
+        if q.dim() != self.dim() {
+            return Err(SearchError::DimMismatch {
+                expected: self.dim(),
+                got: q.dim(),
+            }
+            .into());
+        }
+        Ok(match &self.inner {
+            Inner::Disk(d) => Batch::Disk(d.search_rows_where(
+                q.rows(),
+                p,
+                run.threads,
+                run.interleave,
+                filter.filters,
+                &filter.params,
+                None,
+            )?),
+            Inner::Live(l) => Batch::Live(l.search_rows_where(
+                q.rows(),
+                p,
+                run.threads,
+                run.interleave,
+                filter.filters,
+                &filter.params,
+            )?),
+        })
     }
 }

@@ -404,3 +404,18 @@ pub fn refuse_unmerged_updates(dir: &Path) -> Result<(), crate::dir::txn::TxnErr
         ))),
     }
 }
+
+/// `p` made a range search of `radius` ([`crate::kinds::graph::search::SearchParams::range`]),
+/// keeping the slack `p` gives (else the default).
+pub fn range_params(
+    p: &crate::kinds::graph::search::SearchParams,
+    radius: f32,
+) -> crate::kinds::graph::search::SearchParams {
+    use crate::kinds::graph::search::{RangeSpec, DEFAULT_RANGE_SLACK};
+    let mut p = *p;
+    p.range = Some(RangeSpec {
+        radius,
+        slack: p.range.map_or(DEFAULT_RANGE_SLACK, |r| r.slack),
+    });
+    p
+}

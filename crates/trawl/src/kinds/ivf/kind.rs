@@ -50,6 +50,19 @@ impl IndexKind for IvfIndex {
         Ok(self.search_batch(q, p, run)?.into())
     }
 
+    fn range_search<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        radius: f32,
+        p: &IvfSearchParams,
+        run: Run,
+        filter: &crate::filter::QueryFilter<'_>,
+    ) -> Result<crate::kinds::RangeHits, Error> {
+        crate::kinds::check_radius(radius)?;
+        self.range_search_batch(q, radius, p, run, filter)?
+            .try_into()
+    }
+
     fn info(&self) -> Result<IndexInfo, Error> {
         Ok(IvfIndex::info(self)?)
     }

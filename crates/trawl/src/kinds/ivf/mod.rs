@@ -26,6 +26,7 @@ mod open;
 mod pages;
 mod params;
 pub mod plan;
+pub mod range;
 mod score;
 pub mod search;
 

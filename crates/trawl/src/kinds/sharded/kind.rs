@@ -71,6 +71,27 @@ impl IndexKind for ShardedIndex {
             .into())
     }
 
+    fn range_search<T: Element>(
+        &self,
+        q: Queries<'_, T>,
+        radius: f32,
+        p: &ShardedParams,
+        run: Run,
+        filter: &crate::filter::QueryFilter<'_>,
+    ) -> Result<crate::kinds::RangeHits, Error> {
+        crate::kinds::check_radius(radius)?;
+        if q.dim() != self.dim() {
+            return Err(crate::search::SearchError::DimMismatch {
+                expected: self.dim(),
+                got: q.dim(),
+            }
+            .into());
+        }
+        let graph = crate::kinds::graph::range_params(&p.graph, radius);
+        self.search_rows_where(q.rows(), &graph, run.threads, run.interleave, p.probe, filter)?
+            .try_into()
+    }
+
     fn info(&self) -> Result<IndexInfo, Error> {
         Ok(self.describe()?)
     }

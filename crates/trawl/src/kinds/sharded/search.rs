@@ -308,13 +308,24 @@ impl ShardedIndex {
             for (j, &qi) in qs.iter().enumerate() {
                 let qi = qi as usize;
                 stats[qi] += out.stats[j];
-                for r in j * out.k..(j + 1) * out.k {
-                    let local = out.ids[r];
+                for (local, d) in out.hits_of(j) {
                     if let Some(&g) = ids.get(local as usize) {
-                        cands[qi].push((out.dists[r], g));
+                        cands[qi].push((d, g));
                     }
                 }
             }
+        }
+        if params.range.is_some() {
+            // Every result of every shard visited, a replicated vector once.
+            let mut out = BatchOutput::empty_ranged(nq, 0.0);
+            for (qi, c) in cands.iter_mut().enumerate() {
+                c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                let mut seen = std::collections::HashSet::with_capacity(c.len());
+                let hits = c.iter().filter(|h| seen.insert(h.1)).map(|&(d, g)| (g, d));
+                out.put(qi, hits, stats[qi]);
+            }
+            out.wall_secs = t0.elapsed().as_secs_f64();
+            return Ok(out);
         }
         let mut out_ids = vec![u32::MAX; nq * k];
         let mut out_dists = vec![f32::INFINITY; nq * k];
@@ -337,6 +348,7 @@ impl ShardedIndex {
             }
         }
         Ok(BatchOutput {
+            ranged: None,
             k,
             ids: out_ids,
             dists: out_dists,

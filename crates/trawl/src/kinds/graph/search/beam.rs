@@ -262,6 +262,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for BeamQuery {
         self.f.fill_table(&src.space, t.x.query, t.x.stats)?;
         self.f.set_page_search(page_search);
         self.f.reset(n, cfg.l());
+        self.f.list.set_radius(cfg.code_radius());
         self.f.set_gate(t.x.keep.and_then(|(q, k)| k.gate(q)));
         if let Some(h) = t.x.hidden {
             self.f.hide(h);

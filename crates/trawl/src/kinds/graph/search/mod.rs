@@ -47,7 +47,8 @@ pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};
 pub use list_cache::{ListCache, PinnedBuilder, PinnedLists};
 pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn};
 pub use params::{
-    BeamParams, Capabilities, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH, MAX_LIST,
+    BeamParams, Capabilities, RangeSpec, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH,
+    DEFAULT_RANGE_SLACK, MAX_LIST,
 };
 pub use pipe::{PipeParams, PipeQuery, WidthController, WidthPolicy};
 pub use rerank::RerankParams;

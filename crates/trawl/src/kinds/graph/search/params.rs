@@ -129,6 +129,9 @@ pub struct SearchParams {
     /// them apart from the graph (the decoupled layout, [`crate::kinds::graph::search::rerank`]). Layouts whose
     /// records carry their vectors re-rank every expanded node and do not use these.
     pub rerank: RerankParams,
+    /// Range search (`None`: the `k` nearest): every vector within the radius, with no cap;
+    /// `k` then only sizes the re-rank's first batches.
+    pub range: Option<RangeSpec>,
 }
 
 impl Default for SearchParams {
@@ -139,6 +142,7 @@ impl Default for SearchParams {
             strategy: Strategy::default(),
             entry_list: 0,
             rerank: RerankParams::default(),
+            range: None,
         }
     }
 }
@@ -174,6 +178,48 @@ pub struct Capabilities {
     pub pq_in_memory: bool,
 }
 
+/// Range search on a graph: every vector whose exact distance is at most `radius`.
+///
+/// The traversal works in code space (PQ or RaBitQ distances), whose distances are off by the
+/// quantiser's error: a candidate enters the elastic list's range part
+/// ([`crate::vamana::queue::CandidateList::set_radius`]) when its code distance is at most the
+/// corrected radius `radius + slack · |radius|` ([`RangeSpec::code_radius`]); every result
+/// is then checked by its exact distance, so a larger slack costs reads, never precision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RangeSpec {
+    /// The radius, in trawl's distance (squared L2, negated inner product, `1 − cos`).
+    pub radius: f32,
+    /// Relative widening of the radius in code space (≥ 0).
+    pub slack: f32,
+}
+
+/// Default [`RangeSpec::slack`].
+pub const DEFAULT_RANGE_SLACK: f32 = 0.15;
+
+impl RangeSpec {
+    /// The radius the traversal compares code distances with.
+    pub fn code_radius(&self) -> f32 {
+        self.radius + self.slack * self.radius.abs()
+    }
+
+    /// Checks the radius (finite) and the slack (finite, ≥ 0).
+    pub fn validate(&self) -> Result<(), SearchError> {
+        if !self.radius.is_finite() {
+            return Err(SearchError::Unsupported(format!(
+                "range search needs a finite radius, not {}",
+                self.radius
+            )));
+        }
+        if !(self.slack.is_finite() && self.slack >= 0.0) {
+            return Err(SearchError::Unsupported(format!(
+                "the range search's slack must be a finite number ≥ 0, not {}",
+                self.slack
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Search parameters checked against an index and a queue depth: what a batch runs with.
 /// Made only by [`SearchConfig::new`], so a search never sees an invalid combination.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -186,6 +232,8 @@ pub struct SearchConfig {
     strategy: Strategy,
     entry_list: usize,
     rerank: Option<RerankParams>,
+    /// Range search ([`SearchConfig::set_range`]).
+    range: Option<RangeSpec>,
 }
 
 impl SearchConfig {
@@ -266,7 +314,39 @@ impl SearchConfig {
             strategy: p.strategy,
             entry_list: p.entry_list,
             rerank,
+            range: None,
         })
+        .and_then(|mut c| {
+            if let Some(r) = p.range {
+                c.set_range(r)?;
+            }
+            Ok(c)
+        })
+    }
+
+    /// Makes this a range search: every explored node comes back (the searcher keeps those
+    /// within the radius) and the candidate list keeps every candidate within the corrected
+    /// radius. The flash strategy has no range search.
+    pub fn set_range(&mut self, range: RangeSpec) -> Result<(), SearchError> {
+        range.validate()?;
+        if let Strategy::Flash(_) = self.strategy {
+            return Err(SearchError::Unsupported(
+                "the flash strategy has no range search: use beam or pipe".into(),
+            ));
+        }
+        self.range = Some(range);
+        self.keep_all_results();
+        Ok(())
+    }
+
+    /// The range search, when this is one.
+    pub fn range(&self) -> Option<&RangeSpec> {
+        self.range.as_ref()
+    }
+
+    /// The radius the candidate list keeps candidates within (`None`: not a range search).
+    pub fn code_radius(&self) -> Option<f32> {
+        self.range.map(|r| r.code_radius())
     }
 
     /// Results wanted.

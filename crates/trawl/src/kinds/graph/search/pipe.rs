@@ -545,6 +545,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
         self.page_search = pp.page_search;
         self.f.set_page_search(pp.page_search);
         self.f.reset(space.n, cfg.l());
+        self.f.list.set_radius(cfg.code_radius());
         self.f.set_gate(t.x.keep.and_then(|(q, k)| k.gate(q)));
         let hidden = t.x.hidden;
         if let Some(h) = hidden {

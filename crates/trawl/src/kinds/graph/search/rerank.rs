@@ -205,6 +205,8 @@ pub struct Rerank {
     lowers: HashMap<u32, f32>,
     /// Candidates skipped by their lower bound.
     skipped: HashSet<u32>,
+    /// Range search: the code-space radius that cuts the pool and the exact radius.
+    range: Option<(f32, f32)>,
 }
 
 impl Rerank {
@@ -233,7 +235,13 @@ impl Rerank {
         self.phase2 = false;
         self.cursor = 0;
         self.best.reset(self.k);
-        self.stop = Stop::new(self.p.stop_rule());
+        self.range = cfg.range().map(|r| (r.code_radius(), r.radius));
+        // A range search re-ranks every candidate within the code-space radius.
+        self.stop = Stop::new(if self.range.is_some() {
+            StopRule::Exhaustive
+        } else {
+            self.p.stop_rule()
+        });
         self.stopped = false;
         self.lowers.clear();
         self.skipped.clear();
@@ -255,7 +263,12 @@ impl Rerank {
         if self.skipped.contains(&id) {
             return true;
         }
-        let (Some(kth), Some(&lower)) = (self.best.kth(), self.lowers.get(&id)) else {
+        // A range search skips what its lower bound puts beyond the radius.
+        let limit = match self.range {
+            Some((_, r)) => Some(r),
+            None => self.best.kth(),
+        };
+        let (Some(kth), Some(&lower)) = (limit, self.lowers.get(&id)) else {
             return false;
         };
         if lower > kth && !self.requested.contains(&id) {
@@ -522,6 +535,10 @@ impl Rerank {
             self.pool
                 .sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
             self.pool.dedup_by_key(|n| n.id);
+            if let Some((code_r, _)) = self.range {
+                let keep = self.pool.partition_point(|n| n.dist <= code_r);
+                self.pool.truncate(keep);
+            }
         }
         if self.stopped {
             return Ok(false);

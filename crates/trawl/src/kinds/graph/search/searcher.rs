@@ -276,22 +276,26 @@ impl<'i> Searcher<'i> {
         }
         let mut cfg = self.view.configure(params, self.io.engine.depth())?;
         let mut filtered;
-        let sink: &mut ResultSink<'_> = match self.filter {
-            None => sink,
-            Some(f) => {
+        // A range search ([`SearchParams::range`]): every explored node within the radius.
+        let radius = cfg.range().map(|r| r.radius);
+        let sink: &mut ResultSink<'_> = match (self.filter, radius) {
+            (None, None) => sink,
+            (f, radius) => {
                 // Every explored node comes back, nearest first; those the filter does not
-                // keep are dropped and the first k of the rest kept.
+                // keep are dropped and the first k of the rest kept — or, in a range search,
+                // every one within the radius.
                 cfg.keep_all_results();
-                let k = cfg.k();
+                let k = if radius.is_some() { usize::MAX } else { cfg.k() };
+                let r = radius.unwrap_or(f32::INFINITY);
                 let mut kept = Vec::new();
                 filtered = move |id: usize, hits: &[(u32, f32)], mut st: QueryStats| {
                     kept.clear();
                     let mut rejected = 0u64;
                     for h in hits {
-                        if kept.len() == k {
+                        if kept.len() == k || !(h.1 <= r) {
                             break;
                         }
-                        if f.keep(id, h.0) {
+                        if f.is_none_or(|f| f.keep(id, h.0)) {
                             kept.push(*h);
                         } else {
                             rejected += 1;

@@ -404,6 +404,45 @@ impl Delta {
         out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
     }
 
+    /// Every live node within `radius` of `query` (and matching `filter`, compiled against
+    /// `attrs`), as `(id, exact distance)`, nearest first: an exact scan (a delta is small and
+    /// in memory). Returns the number of nodes the filter matches (0 without one).
+    pub(crate) fn range_scan<T: DeltaElement>(
+        &self,
+        query: &[T],
+        radius: f32,
+        epoch: u32,
+        filter: Option<(&Expr, &Attributes)>,
+        out: &mut Vec<(u64, f32)>,
+    ) -> Result<u64, FilterError> {
+        out.clear();
+        let pred = match filter {
+            Some((f, a)) => Some(Predicate::compile(f, a)?),
+            None => None,
+        };
+        let g = self.inner.read();
+        let Some(r) = T::rows(&g) else { return Ok(0) };
+        let n = match filter {
+            Some((_, a)) => r.n().min(a.n() as usize),
+            None => r.n(),
+        };
+        for i in 0..n {
+            if !r.visible(i, epoch) || pred.as_ref().is_some_and(|p| !p.matches(i as u32)) {
+                continue;
+            }
+            let d = kernels::distance(
+                self.metric,
+                query,
+                &r.rows[i * self.dim..(i + 1) * self.dim],
+            );
+            if d <= radius {
+                out.push((r.ext[i], d));
+            }
+        }
+        out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        Ok(pred.map_or(0, |p| p.count().rows))
+    }
+
     /// The `k` live nodes nearest to `query` that match `filter` (compiled against `attrs`,
     /// from [`Delta::attrs_for`]), as `(id, exact distance)`, nearest first: the matching
     /// nodes scanned exactly when they are few, else a greedy search whose list grows with

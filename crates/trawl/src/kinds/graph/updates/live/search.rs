@@ -36,6 +36,9 @@ pub struct LiveBatch {
     pub stats: Vec<QueryStats>,
     /// Seconds for the whole batch.
     pub wall_secs: f64,
+    /// A range search's results, every one of each query (nearest first); `ids` and `dists`
+    /// are then empty and `k` is 0.
+    pub ranged: Option<Vec<Vec<(u64, f32)>>>,
 }
 
 impl LiveIndex {
@@ -100,6 +103,17 @@ impl LiveIndex {
                 attrs.as_deref(),
             )?
         };
+        if let (Some(disk), Some(range)) = (out.ranged.take(), params.range) {
+            let ranged = ranged_live(&v, e, rows, disk, &mut out.stats, filters, attrs.as_deref(), range.radius)?;
+            return Ok(LiveBatch {
+                k: 0,
+                ids: Vec::new(),
+                dists: Vec::new(),
+                stats: out.stats,
+                wall_secs: t0.elapsed().as_secs_f64(),
+                ranged: Some(ranged),
+            });
+        }
         let k = out.k;
         let dim = v.disk.dim();
         let mut ids: Vec<u64> = out
@@ -169,6 +183,7 @@ impl LiveIndex {
             dists,
             stats: out.stats,
             wall_secs: t0.elapsed().as_secs_f64(),
+            ranged: None,
         })
     }
 
@@ -220,6 +235,69 @@ impl LiveIndex {
     }
 }
 
+/// A range search's results on a live index: the disk's (slots as ids) and every live vector
+/// of the deltas within `radius` (an exact scan), merged nearest first.
+#[allow(clippy::too_many_arguments)]
+fn ranged_live<T: Element>(
+    v: &Version,
+    e: u32,
+    rows: &[T],
+    disk: Vec<Vec<(u32, f32)>>,
+    stats: &mut [QueryStats],
+    filters: Filters<'_>,
+    attrs: Option<&Attributes>,
+    radius: f32,
+) -> Result<Vec<Vec<(u64, f32)>>, SearchError> {
+    let dim = v.disk.dim();
+    let deltas: Vec<(&Arc<Delta>, Option<Arc<Attributes>>)> = std::iter::once(&v.active)
+        .chain(v.frozen.iter())
+        .filter(|d| d.len() > 0)
+        .map(|d| (d, if filters.is_none() { None } else { d.attrs_for(attrs) }))
+        .collect();
+    disk.into_par_iter()
+        .zip(stats.par_iter_mut())
+        .enumerate()
+        .map(|(q, (hits, st))| {
+            let mut all: Vec<(u64, f32)> = hits
+                .into_iter()
+                .map(|(s, d)| (v.ids.id(s), d))
+                .filter(|h| h.0 != HOLE)
+                .collect();
+            let query = &rows[q * dim..(q + 1) * dim];
+            let mut found = Vec::new();
+            for (d, a) in &deltas {
+                let filter = match (filters.get(q), a) {
+                    (Some(x), Some(a)) => Some((x, &**a)),
+                    _ => None,
+                };
+                st.filter.matches += range_delta(d, query, radius, e, filter, &mut found)
+                    .map_err(|source| SearchError::Filter { query: q, source })?;
+                all.extend_from_slice(&found);
+            }
+            all.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            let mut seen = HashSet::new();
+            all.retain(|h| seen.insert(h.0));
+            Ok(all)
+        })
+        .collect()
+}
+
+/// [`Delta::range_scan`] of the delta's own element type.
+fn range_delta<T: Element>(
+    d: &Delta,
+    query: &[T],
+    radius: f32,
+    e: u32,
+    filter: Option<(&Expr, &Attributes)>,
+    out: &mut Vec<(u64, f32)>,
+) -> Result<u64, FilterError> {
+    match T::DTYPE {
+        DType::F32 => d.range_scan::<f32>(bytemuck::cast_slice(query), radius, e, filter, out),
+        DType::U8 => d.range_scan::<u8>(bytemuck::cast_slice(query), radius, e, filter, out),
+        DType::I8 => d.range_scan::<i8>(bytemuck::cast_slice(query), radius, e, filter, out),
+    }
+}
+
 fn search_delta<T: Element>(
     d: &Delta,
     query: &[T],
@@ -265,6 +343,9 @@ fn empty_disk<T: Element>(
     let nq = rows.len() / dim;
     for q in 0..nq {
         crate::search::check_query_values(&rows[q * dim..(q + 1) * dim], q)?;
+    }
+    if out.ranged.is_some() {
+        out.ranged = Some(vec![Vec::new(); nq]);
     }
     out.ids = vec![u32::MAX; nq * out.k];
     out.dists = vec![f32::INFINITY; nq * out.k];
