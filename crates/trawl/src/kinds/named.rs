@@ -6,7 +6,7 @@ use crate::kinds::graph::search::{Grain, WidthPolicy, WidthSchedule};
 use crate::kinds::{Error, Options};
 
 /// Every search parameter [`Options::set_search_param`] knows, by its Python name.
-pub const SEARCH_PARAM_NAMES: [&str; 32] = [
+pub const SEARCH_PARAM_NAMES: [&str; 33] = [
     "L",
     "beam_width",
     "strategy",
@@ -39,6 +39,7 @@ pub const SEARCH_PARAM_NAMES: [&str; 32] = [
     "grain",
     "strict_steps",
     "probe",
+    "range_slack",
 ];
 
 /// A parameter's value: from JSON, or the text of a query string.
@@ -185,6 +186,7 @@ impl Options {
             "grain" => self.grain = v.parsed::<Grain>(name)?,
             "strict_steps" => self.strict_steps = v.count(name, 0)?,
             "probe" => self.probe = v.count(name, 0)?,
+            "range_slack" => self.range_slack = v.float(name)?,
             _ => {
                 return Err(Error::InvalidInput(format!(
                     "unknown search parameter {name:?}; the parameters are {}",
@@ -232,6 +234,7 @@ impl Options {
             "grain" => json!(self.grain.name()),
             "strict_steps" => json!(self.strict_steps),
             "probe" => json!(self.probe),
+            "range_slack" => json!(self.range_slack),
             _ => return None,
         })
     }

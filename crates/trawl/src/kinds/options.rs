@@ -165,6 +165,9 @@ pub struct Options {
     pub accel_batch: usize,
     /// Sharded: shards each query visits (0: all).
     pub probe: usize,
+    /// Range search on a graph: relative widening of the radius in code space
+    /// ([`crate::kinds::graph::search::RangeSpec::slack`]).
+    pub range_slack: f32,
     /// Search threads.
     pub threads: usize,
     /// Queries each thread keeps in flight.
@@ -236,6 +239,7 @@ impl Default for Options {
             centroid_list: ivf.centroid_l,
             accel_batch: 0,
             probe: 0,
+            range_slack: crate::kinds::graph::search::DEFAULT_RANGE_SLACK,
             threads: 1,
             interleave: 1,
         }
@@ -306,6 +310,12 @@ impl Options {
             return bad(format!(
                 "rerank_bound = {} must be a finite number ≥ 0",
                 self.rerank_bound
+            ));
+        }
+        if !(self.range_slack.is_finite() && self.range_slack >= 0.0) {
+            return bad(format!(
+                "range_slack = {} must be a finite number ≥ 0",
+                self.range_slack
             ));
         }
         if self.layout_auto && self.memory_budget.is_none() {
@@ -397,6 +407,25 @@ impl Options {
                 KindParams::Flat(crate::kinds::flat::FlatParams { k })
             }
         })
+    }
+
+    /// The parameters of a range search of `radius` on `index` ([`AnyIndex::range_search`]):
+    /// [`Options::params`] with `k` sizing the first re-rank batches (graph kinds), the
+    /// radius and [`Options::range_slack`] set on a graph search.
+    pub fn range_params(&self, index: &AnyIndex, k: usize, radius: f32) -> Result<KindParams, Error> {
+        crate::kinds::check_radius(radius)?;
+        let spec = crate::kinds::graph::search::RangeSpec {
+            radius,
+            slack: self.range_slack,
+        };
+        let mut p = self.params(index, k)?;
+        match &mut p {
+            KindParams::Graph(g) | KindParams::Sharded(ShardedParams { graph: g, .. }) => {
+                g.range = Some(spec)
+            }
+            _ => {}
+        }
+        Ok(p)
     }
 
     /// What these options resolve to on `index` (opened from `dir`) for `k` results: the
