@@ -123,6 +123,7 @@ fn ground_truth(
                 out: gt.to_path_buf(),
                 threads: args.threads,
                 memory_budget_gb: None,
+                radius: None,
             },
             ctl,
         )?;
@@ -206,6 +207,8 @@ fn bench_args(
         memgraph_list: 10,
         dw_max_width: 32,
         ablation_cache_nodes: None,
+        radius: None,
+        range_baseline: false,
         opts: SearchOptions {
             filter: Default::default(),
             strategy: "beam".into(),
@@ -224,6 +227,7 @@ fn bench_args(
             layout: crate::cmd_index::LayoutArg::Named(trawl::kinds::graph::IndexLayout::Packed),
             threads,
             probe: 0,
+            range_slack: trawl::kinds::graph::search::DEFAULT_RANGE_SLACK,
             memory_budget: None,
             warm: "wait".into(),
             no_entry_index: false,

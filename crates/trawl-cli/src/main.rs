@@ -170,6 +170,9 @@ fn main() -> ExitCode {
         Command::Search(args) => cmd_index::search(&args, &ctl),
         Command::Resolve(args) => cmd_index::resolve(&args, &ctl),
         Command::Bench(args) if args.ablation => cmd_ablation::run(&args, &ctl),
+        Command::Bench(args) if args.radius.is_some() => {
+            cmd_index::bench_range(&args, args.radius.unwrap_or_default(), &ctl).map(|_| ())
+        }
         Command::Bench(args) => cmd_index::bench(&args, &ctl).map(|(rows, info)| {
             cmd_index::print_bench(&rows, info["k"].as_u64().unwrap_or(10) as usize);
             if args.opts.time_parts {

@@ -73,6 +73,16 @@ pub struct BenchArgs {
     /// Ablation: cached nodes of the Cache configuration (default: 0.1% of the nodes).
     #[arg(long)]
     pub ablation_cache_nodes: Option<usize>,
+    /// Range search: every vector within this radius (trawl's distance: squared L2, negated
+    /// inner product, 1 − cos) instead of the k nearest; --gt is then a range ground truth
+    /// (`trawl gt --radius`), and the rows report mean per-query recall, overall recall,
+    /// results per query (precision is checked to be 1).
+    #[arg(long, allow_negative_numbers = true, conflicts_with_all = ["ablation", "fresh_queries"])]
+    pub radius: Option<f32>,
+    /// Range search: also run the growing-k baseline (top-k with k doubled from -k until the
+    /// k-th distance is beyond the radius) right after trawl's range search at each list size.
+    #[arg(long, requires = "radius")]
+    pub range_baseline: bool,
     #[command(flatten)]
     pub opts: SearchOptions,
 }

@@ -7,6 +7,7 @@ mod entry;
 pub(crate) mod filter;
 pub(crate) mod ivf;
 mod layout;
+mod range;
 mod remote;
 mod search;
 pub(crate) mod shard;
@@ -14,6 +15,7 @@ mod update;
 
 pub use crate::runtime::LayoutArg;
 pub use bench::{bench, print_bench, print_parts, BenchArgs, BenchRow};
+pub use range::bench_range;
 pub(crate) use bench::{load_queries, run_sweep};
 pub(crate) use build::read_attributes;
 pub use build::{build, BuildArgs, DEFAULT_PQ_BYTES};
@@ -101,6 +103,12 @@ pub struct SearchOptions {
     /// shards).
     #[arg(long, default_value_t = 0)]
     pub probe: usize,
+    /// Range search (--radius) on a graph index: the candidate list keeps every candidate
+    /// whose code distance (PQ or RaBitQ) is within radius + slack·|radius|, to make up for
+    /// the codes' error; results are checked by exact distance, so a larger slack costs
+    /// reads, never precision.
+    #[arg(long, default_value_t = trawl::kinds::graph::search::DEFAULT_RANGE_SLACK)]
+    pub range_slack: f32,
     /// Memory the index may keep, e.g. 512M or 2G (K, M, G, T = 2^10 … 2^40; a plain number
     /// is bytes): the engine plans every in-memory structure within it — PQ codes (or the
     /// All-in-Storage layout when they do not fit), the entry index, the node or list cache —
@@ -283,6 +291,7 @@ impl SearchOptions {
             centroid_list: iv.centroid_list,
             accel_batch: iv.accel_batch,
             probe: self.probe,
+            range_slack: self.range_slack,
             threads: self.threads,
             interleave: self.interleave,
         }

@@ -39,15 +39,27 @@ pub struct SearchArgs {
     /// Write the results here (DiskANN/big-ann ground-truth format: ids and distances).
     #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,
-    /// Ground truth: print recall@k too.
+    /// Ground truth: print recall@k too (with --radius: a range ground truth, `trawl gt
+    /// --radius`, and the mean per-query range recall).
     #[arg(long)]
     pub gt: Option<PathBuf>,
+    /// Range search: every vector within this radius (trawl's distance: squared L2, negated
+    /// inner product, 1 − cos), however many; -o then writes big-ann-benchmarks' range format
+    /// (int32 nq, int32 total, nq int32 counts, total int32 ids, total float32 distances).
+    #[arg(long, allow_negative_numbers = true, conflicts_with = "remote")]
+    pub radius: Option<f32>,
+    /// Range search: keep at most this many results per query, the nearest.
+    #[arg(long, requires = "radius")]
+    pub max_results: Option<usize>,
     #[command(flatten)]
     pub opts: SearchOptions,
 }
 
 /// `trawl search`: one list size, results to a file.
 pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
+    if let Some(radius) = args.radius {
+        return search_range(args, radius, ctl);
+    }
     let queries = crate::runtime::read_vectors(&args.queries)?;
     let out = if let Some(url) = &args.remote {
         let r = super::remote::Remote {
@@ -97,6 +109,41 @@ pub fn search(args: &SearchArgs, ctl: &Control) -> Result<()> {
             dists: out.dists,
         };
         trawl::data::groundtruth::write_ground_truth(path, &res)?;
+        println!("results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// `trawl search --radius`.
+fn search_range(args: &SearchArgs, radius: f32, ctl: &Control) -> Result<()> {
+    let queries = crate::runtime::read_vectors(&args.queries)?;
+    let (ix, _) = super::open(&args.index_dir, &args.opts, ctl)?;
+    let mut out = super::range::range_at(&ix, &queries, radius, args.k, args.l, &args.opts, false)?;
+    if let Some(m) = args.max_results {
+        out.truncate_each(m);
+    }
+    let nq = queries.n().max(1) as f64;
+    let t = out.total();
+    println!(
+        "{} queries in {:.3} s ({:.0} QPS, {} thread(s)); {} results ({:.1} per query); per \
+         query: {:.1} pages, {:.1} I/Os, {:.1} hops",
+        queries.n(),
+        out.wall_secs,
+        nq / out.wall_secs,
+        args.opts.threads,
+        out.results.total(),
+        out.results.total() as f64 / nq,
+        t.io.pages_read as f64 / nq,
+        t.io.io_requests as f64 / nq,
+        t.traversal.hops as f64 / nq,
+    );
+    if let Some(gt_path) = &args.gt {
+        let truth = trawl::data::read_range_results(gt_path)?;
+        let (recall, overall, _) = super::range::range_recall(&out, &truth)?;
+        println!("range recall: {recall:.4} (mean per query), {overall:.4} overall; precision 1");
+    }
+    if let Some(path) = &args.out {
+        trawl::data::write_range_results(path, &super::range::to_results(&out))?;
         println!("results written to {}", path.display());
     }
     Ok(())
