@@ -30,7 +30,7 @@ pub use groundtruth::{
     read_ground_truth, read_ivecs, write_ground_truth, write_ivecs, GroundTruth,
 };
 pub use matrix::{AnyMatrix, Matrix, Queries};
-pub use range::RangeResults;
+pub use range::{read_range_results, write_range_results, RangeResults};
 pub use read::{
     map_matrix, read_matrix, read_matrix_any, read_matrix_any_with, read_matrix_with, read_rows,
     Blocks, VectorReader,

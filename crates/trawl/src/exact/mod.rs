@@ -29,6 +29,7 @@
 //! distances overflow get `inf` or `NaN` distances; `NaN` orders like `+∞`.
 
 mod fast;
+pub mod range;
 mod scan;
 mod tile;
 pub(crate) mod topk;
@@ -42,6 +43,8 @@ use crate::data::{GroundTruth, Matrix};
 use crate::kernels::{Element, Metric};
 use crate::progress::{Cancelled, Control};
 use topk::{Cand, TopK};
+
+pub use range::range_search;
 
 /// Tuning of [`knn`]. The defaults suit any data; see the fields for what to change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,6 +131,9 @@ pub enum ExactError {
         /// Row index of the first offending vector found.
         row: usize,
     },
+    /// The radius of a range search is NaN or infinite: give a finite radius.
+    #[error("the radius must be a finite number, not {0}")]
+    NonFiniteRadius(String),
     /// A block size was zero: use positive block sizes.
     #[error("invalid parameter: {0} must be positive")]
     ZeroParam(&'static str),
