@@ -228,6 +228,7 @@ fn bench_args(
             threads,
             probe: 0,
             range_slack: trawl::kinds::graph::search::DEFAULT_RANGE_SLACK,
+            range_width: trawl::kinds::graph::search::DEFAULT_RANGE_WIDTH,
             memory_budget: None,
             warm: "wait".into(),
             no_entry_index: false,

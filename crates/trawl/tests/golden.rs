@@ -480,7 +480,6 @@ fn search_params(c: &Config) -> SearchParams {
         rerank: c.rerank,
         range: None,
     }
-    range: None,
 }
 
 /// FNV-1a over 64-bit words.
@@ -708,7 +707,6 @@ fn beam_params(l: usize, w: usize) -> SearchParams {
         rerank: BASE.rerank,
         range: None,
     }
-    range: None,
 }
 
 /// PipeSearch at list size 30 (dynamic width up to 16), k 10.

@@ -32,7 +32,11 @@ fn assert_same(got: &RangeHits, want: &RangeResults, what: &str) {
     for q in 0..want.nq() {
         assert_eq!(got.ids_of(q), want.ids_of(q), "{what}: query {q}");
         let bits = |d: &[f32]| d.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(got.dists_of(q)), bits(want.dists_of(q)), "{what}: query {q}");
+        assert_eq!(
+            bits(got.dists_of(q)),
+            bits(want.dists_of(q)),
+            "{what}: query {q}"
+        );
     }
 }
 
@@ -57,13 +61,20 @@ fn graph_and_flat_equal_exact_range_truth_for_every_metric() {
         let r = radius_at(&base, &q, metric, 20);
         let want = exact(&base, &q, metric, r);
         let counts: Vec<usize> = (0..want.nq()).map(|i| want.ids_of(i).len()).collect();
-        assert!(counts.iter().any(|&c| c > 20) && counts.iter().any(|&c| c < 20), "{counts:?}");
+        assert!(
+            counts.iter().any(|&c| c > 20) && counts.iter().any(|&c| c < 20),
+            "{counts:?}"
+        );
         let gdir = tempfile::tempdir().unwrap();
         build(&base, gdir.path(), metric, 8);
         let fdir = tempfile::tempdir().unwrap();
         build_flat(&base, fdir.path(), metric, &Control::silent()).unwrap();
         let flat = open(fdir.path(), OpenOptions::default()).unwrap();
-        assert_same(&search(&flat, &generous(), &q, r), &want, &format!("flat {metric:?}"));
+        assert_same(
+            &search(&flat, &generous(), &q, r),
+            &want,
+            &format!("flat {metric:?}"),
+        );
         let graph = open(gdir.path(), OpenOptions::default()).unwrap();
         for strategy in ["beam", "pipe"] {
             let o = Options {
@@ -84,11 +95,17 @@ fn graph_and_flat_equal_exact_range_truth_for_every_metric() {
         let (mut hit, mut all) = (0usize, 0usize);
         for i in 0..want.nq() {
             let truth: std::collections::HashSet<u64> = want.ids_of(i).iter().copied().collect();
-            assert!(grown.ids_of(i).iter().all(|id| truth.contains(id)), "{metric:?}");
+            assert!(
+                grown.ids_of(i).iter().all(|id| truth.contains(id)),
+                "{metric:?}"
+            );
             hit += grown.ids_of(i).len();
             all += truth.len();
         }
-        assert!(hit as f64 >= 0.9 * all as f64, "growing-k {metric:?}: {hit} of {all}");
+        assert!(
+            hit as f64 >= 0.9 * all as f64,
+            "growing-k {metric:?}: {hit} of {all}"
+        );
     }
 }
 
@@ -114,11 +131,21 @@ fn radius_edge_cases_are_documented_answers() {
         assert_eq!(search(&ix, &generous(), &q, -1.0).results.total(), 0);
         // NaN and infinite radii are errors naming the value.
         for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
-            let e = generous().range_params(&ix, 10, bad).unwrap_err().to_string();
+            let e = generous()
+                .range_params(&ix, 10, bad)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("radius"), "{e}");
             let p = generous().params(&ix, 10).unwrap();
             let e = ix
-                .range_search((&q).into(), bad, &p, Run::from(1), &QueryFilter::none(), None)
+                .range_search(
+                    (&q).into(),
+                    bad,
+                    &p,
+                    Run::from(1),
+                    &QueryFilter::none(),
+                    None,
+                )
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("finite"), "{e}");
@@ -126,7 +153,14 @@ fn radius_edge_cases_are_documented_answers() {
         // max_results keeps the nearest.
         let p = generous().range_params(&ix, 10, 1e9).unwrap();
         let capped = ix
-            .range_search((&q).into(), 1e9, &p, Run::from(1), &QueryFilter::none(), Some(7))
+            .range_search(
+                (&q).into(),
+                1e9,
+                &p,
+                Run::from(1),
+                &QueryFilter::none(),
+                Some(7),
+            )
             .unwrap();
         assert_eq!(capped.ids_of(0).len(), 7);
         assert_eq!(&capped.ids_of(0)[..2], &[5, 2_000]);

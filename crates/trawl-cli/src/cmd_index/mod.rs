@@ -15,12 +15,12 @@ mod update;
 
 pub use crate::runtime::LayoutArg;
 pub use bench::{bench, print_bench, print_parts, BenchArgs, BenchRow};
-pub use range::bench_range;
 pub(crate) use bench::{load_queries, run_sweep};
 pub(crate) use build::read_attributes;
 pub use build::{build, BuildArgs, DEFAULT_PQ_BYTES};
 pub use entry::{entry, EntryArgs};
 pub use layout::{layout, LayoutArgs};
+pub use range::bench_range;
 pub use search::{resolve, search, ResolveArgs, SearchArgs};
 pub(crate) use trawl::kinds::options::resolve_layout;
 pub use update::{delete, insert, merge, DeleteArgs, InsertArgs, MergeArgs};
@@ -109,6 +109,10 @@ pub struct SearchOptions {
     /// reads, never precision.
     #[arg(long, default_value_t = trawl::kinds::graph::search::DEFAULT_RANGE_SLACK)]
     pub range_slack: f32,
+    /// Range search with beam search: reads per round trip while the candidates within the
+    /// radius are expanded (the second round), at least -W; 0 keeps -W.
+    #[arg(long, default_value_t = trawl::kinds::graph::search::DEFAULT_RANGE_WIDTH)]
+    pub range_width: usize,
     /// Memory the index may keep, e.g. 512M or 2G (K, M, G, T = 2^10 … 2^40; a plain number
     /// is bytes): the engine plans every in-memory structure within it — PQ codes (or the
     /// All-in-Storage layout when they do not fit), the entry index, the node or list cache —
@@ -292,6 +296,7 @@ impl SearchOptions {
             accel_batch: iv.accel_batch,
             probe: self.probe,
             range_slack: self.range_slack,
+            range_width: self.range_width,
             threads: self.threads,
             interleave: self.interleave,
         }

@@ -90,12 +90,18 @@ pub(crate) fn range_recall(got: &RangeHits, truth: &RangeResults) -> Result<(f64
     } else {
         found as f64 / all as f64
     };
-    Ok((sum / nq.max(1) as f64, overall, found as f64 / nq.max(1) as f64))
+    Ok((
+        sum / nq.max(1) as f64,
+        overall,
+        found as f64 / nq.max(1) as f64,
+    ))
 }
 
 /// The distribution of results per query: min, median, p90, p99, max, and how many have none.
 pub(crate) fn count_spread(r: &RangeResults, nq: usize) -> serde_json::Value {
-    let mut c: Vec<f64> = (0..nq.min(r.nq())).map(|q| r.ids_of(q).len() as f64).collect();
+    let mut c: Vec<f64> = (0..nq.min(r.nq()))
+        .map(|q| r.ids_of(q).len() as f64)
+        .collect();
     c.sort_by(f64::total_cmp);
     serde_json::json!({
         "min": c.first().copied().unwrap_or(0.0),
@@ -134,7 +140,13 @@ pub struct RangeRow {
     pub cpu_us_per_query: f64,
 }
 
-fn row_of(l: usize, method: &str, h: &RangeHits, truth: &RangeResults, cpu: f64) -> Result<RangeRow> {
+fn row_of(
+    l: usize,
+    method: &str,
+    h: &RangeHits,
+    truth: &RangeResults,
+    cpu: f64,
+) -> Result<RangeRow> {
     let (recall, overall_recall, results_per_query) = range_recall(h, truth)?;
     let nq = h.nq().max(1) as f64;
     let t = h.total();

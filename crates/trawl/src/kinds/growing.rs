@@ -17,7 +17,8 @@ use crate::search::QueryStats;
 fn with_k(params: &KindParams, k: usize) -> Option<KindParams> {
     let mut p = params.clone();
     match &mut p {
-        KindParams::Graph(g) | KindParams::Sharded(crate::kinds::ShardedParams { graph: g, .. }) => {
+        KindParams::Graph(g)
+        | KindParams::Sharded(crate::kinds::ShardedParams { graph: g, .. }) => {
             if k > MAX_LIST {
                 return None;
             }
@@ -83,7 +84,7 @@ pub(crate) fn range_search_growing<T: Element>(
             let found = ids.iter().take_while(|&&id| id != HOLE).count();
             // Settled: fewer than k came back (nothing more to find), the k-th is beyond the
             // radius, or k already covers every vector.
-            if found < k || !(ds[k - 1] <= radius) || k >= n {
+            if found < k || ds[k - 1].is_nan() || ds[k - 1] > radius || k >= n {
                 lists[q] = ids[..found]
                     .iter()
                     .zip(&ds[..found])

@@ -6,7 +6,7 @@ use crate::kinds::graph::search::{Grain, WidthPolicy, WidthSchedule};
 use crate::kinds::{Error, Options};
 
 /// Every search parameter [`Options::set_search_param`] knows, by its Python name.
-pub const SEARCH_PARAM_NAMES: [&str; 33] = [
+pub const SEARCH_PARAM_NAMES: [&str; 34] = [
     "L",
     "beam_width",
     "strategy",
@@ -40,6 +40,7 @@ pub const SEARCH_PARAM_NAMES: [&str; 33] = [
     "strict_steps",
     "probe",
     "range_slack",
+    "range_width",
 ];
 
 /// A parameter's value: from JSON, or the text of a query string.
@@ -187,6 +188,7 @@ impl Options {
             "strict_steps" => self.strict_steps = v.count(name, 0)?,
             "probe" => self.probe = v.count(name, 0)?,
             "range_slack" => self.range_slack = v.float(name)?,
+            "range_width" => self.range_width = v.count(name, 0)?,
             _ => {
                 return Err(Error::InvalidInput(format!(
                     "unknown search parameter {name:?}; the parameters are {}",
@@ -235,6 +237,7 @@ impl Options {
             "strict_steps" => json!(self.strict_steps),
             "probe" => json!(self.probe),
             "range_slack" => json!(self.range_slack),
+            "range_width" => json!(self.range_width),
             _ => return None,
         })
     }

@@ -168,6 +168,9 @@ pub struct Options {
     /// Range search on a graph: relative widening of the radius in code space
     /// ([`crate::kinds::graph::search::RangeSpec::slack`]).
     pub range_slack: f32,
+    /// Range search with beam search: reads per round trip of the second round
+    /// ([`crate::kinds::graph::search::RangeSpec::width`]).
+    pub range_width: usize,
     /// Search threads.
     pub threads: usize,
     /// Queries each thread keeps in flight.
@@ -240,6 +243,7 @@ impl Default for Options {
             accel_batch: 0,
             probe: 0,
             range_slack: crate::kinds::graph::search::DEFAULT_RANGE_SLACK,
+            range_width: crate::kinds::graph::search::DEFAULT_RANGE_WIDTH,
             threads: 1,
             interleave: 1,
         }
@@ -412,11 +416,17 @@ impl Options {
     /// The parameters of a range search of `radius` on `index` ([`AnyIndex::range_search`]):
     /// [`Options::params`] with `k` sizing the first re-rank batches (graph kinds), the
     /// radius and [`Options::range_slack`] set on a graph search.
-    pub fn range_params(&self, index: &AnyIndex, k: usize, radius: f32) -> Result<KindParams, Error> {
+    pub fn range_params(
+        &self,
+        index: &AnyIndex,
+        k: usize,
+        radius: f32,
+    ) -> Result<KindParams, Error> {
         crate::kinds::check_radius(radius)?;
         let spec = crate::kinds::graph::search::RangeSpec {
             radius,
             slack: self.range_slack,
+            width: self.range_width,
         };
         let mut p = self.params(index, k)?;
         match &mut p {

@@ -89,6 +89,13 @@ impl CandidateList {
         self.radius = radius.filter(|r| !r.is_nan()).unwrap_or(f32::NEG_INFINITY);
     }
 
+    /// Whether the next candidate comes from the overflow heap: the sorted list has no
+    /// unexpanded candidate left and the heap has one (a range search's second round).
+    #[inline]
+    pub fn in_overflow(&self) -> bool {
+        self.cursor >= self.slots.len() && !self.overflow.is_empty()
+    }
+
     /// Candidates waiting in the overflow heap (range search).
     pub fn overflow_len(&self) -> usize {
         self.overflow.len()

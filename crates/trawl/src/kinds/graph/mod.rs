@@ -411,11 +411,12 @@ pub fn range_params(
     p: &crate::kinds::graph::search::SearchParams,
     radius: f32,
 ) -> crate::kinds::graph::search::SearchParams {
-    use crate::kinds::graph::search::{RangeSpec, DEFAULT_RANGE_SLACK};
+    use crate::kinds::graph::search::{RangeSpec, DEFAULT_RANGE_SLACK, DEFAULT_RANGE_WIDTH};
     let mut p = *p;
     p.range = Some(RangeSpec {
         radius,
         slack: p.range.map_or(DEFAULT_RANGE_SLACK, |r| r.slack),
+        width: p.range.map_or(DEFAULT_RANGE_WIDTH, |r| r.width),
     });
     p
 }

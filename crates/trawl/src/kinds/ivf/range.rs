@@ -147,6 +147,7 @@ impl IvfIndex {
         let spec = RangeSpec {
             radius,
             slack: DEFAULT_RANGE_SLACK,
+            width: 0,
         };
         spec.validate()?;
         // A range search has no k: the rest is checked as a top-k search checks it.

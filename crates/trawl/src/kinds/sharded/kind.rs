@@ -88,8 +88,15 @@ impl IndexKind for ShardedIndex {
             .into());
         }
         let graph = crate::kinds::graph::range_params(&p.graph, radius);
-        self.search_rows_where(q.rows(), &graph, run.threads, run.interleave, p.probe, filter)?
-            .try_into()
+        self.search_rows_where(
+            q.rows(),
+            &graph,
+            run.threads,
+            run.interleave,
+            p.probe,
+            filter,
+        )?
+        .try_into()
     }
 
     fn info(&self) -> Result<IndexInfo, Error> {

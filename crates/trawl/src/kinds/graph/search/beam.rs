@@ -53,6 +53,8 @@ pub struct BeamQuery {
     /// Reads of this round not yet landed.
     pending: usize,
     width: usize,
+    /// Range search: the width of the second round (0: off).
+    range_width: usize,
     tag_base: u64,
     mark: Option<Instant>,
 }
@@ -101,8 +103,13 @@ impl BeamQuery {
         self.held.clear();
         self.from_pages.clear();
         self.reads.clear();
-        if let Some(s) = &self.schedule {
-            self.width = s.width_at(self.f.list.cursor(), self.cap);
+        self.width = match &self.schedule {
+            Some(s) => s.width_at(self.f.list.cursor(), self.cap),
+            None => self.cap,
+        };
+        // A range search's second round: every read is needed and independent, so wider.
+        if self.f.list.in_overflow() {
+            self.width = self.width.max(self.range_width);
         }
         while self.frontier.len() + self.held.len() + self.from_pages.len() < self.width {
             let Some(c) = self.f.list.pop_unexpanded() else {
@@ -273,6 +280,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for BeamQuery {
         self.cap = width;
         self.pending = 0;
         self.width = width;
+        self.range_width = cfg.range().map_or(0, |r| r.width);
         self.tag_base = tag_base;
         self.mark = None;
         self.f.seed(&src.space, seeds, t.x.stats);

@@ -48,7 +48,7 @@ pub use list_cache::{ListCache, PinnedBuilder, PinnedLists};
 pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn};
 pub use params::{
     BeamParams, Capabilities, RangeSpec, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH,
-    DEFAULT_RANGE_SLACK, MAX_LIST,
+    DEFAULT_RANGE_SLACK, DEFAULT_RANGE_WIDTH, MAX_LIST,
 };
 pub use pipe::{PipeParams, PipeQuery, WidthController, WidthPolicy};
 pub use rerank::RerankParams;

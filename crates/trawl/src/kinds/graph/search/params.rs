@@ -191,10 +191,16 @@ pub struct RangeSpec {
     pub radius: f32,
     /// Relative widening of the radius in code space (≥ 0).
     pub slack: f32,
+    /// Beam search: reads per round trip while the candidates within the radius are expanded
+    /// (the second round, whose reads are all needed and independent), at least the beam
+    /// width and at most the queue depth; 0 keeps the beam width.
+    pub width: usize,
 }
 
 /// Default [`RangeSpec::slack`].
 pub const DEFAULT_RANGE_SLACK: f32 = 0.15;
+/// Default [`RangeSpec::width`].
+pub const DEFAULT_RANGE_WIDTH: usize = 16;
 
 impl RangeSpec {
     /// The radius the traversal compares code distances with.
@@ -317,7 +323,8 @@ impl SearchConfig {
             range: None,
         })
         .and_then(|mut c| {
-            if let Some(r) = p.range {
+            if let Some(mut r) = p.range {
+                r.width = r.width.min(depth);
                 c.set_range(r)?;
             }
             Ok(c)
@@ -397,7 +404,7 @@ impl SearchConfig {
     /// re-rank's depth, at least as many as the graph reads).
     pub fn slots_per_query(&self) -> usize {
         let graph = match &self.strategy {
-            Strategy::Beam(b) => b.width,
+            Strategy::Beam(b) => b.width.max(self.range.map_or(0, |r| r.width)),
             Strategy::Pipe(pp) => 2 * pp.max_width,
             Strategy::Flash(fp) => fp.staleness + 1,
         };

@@ -285,14 +285,18 @@ impl<'i> Searcher<'i> {
                 // keep are dropped and the first k of the rest kept — or, in a range search,
                 // every one within the radius.
                 cfg.keep_all_results();
-                let k = if radius.is_some() { usize::MAX } else { cfg.k() };
+                let k = if radius.is_some() {
+                    usize::MAX
+                } else {
+                    cfg.k()
+                };
                 let r = radius.unwrap_or(f32::INFINITY);
                 let mut kept = Vec::new();
                 filtered = move |id: usize, hits: &[(u32, f32)], mut st: QueryStats| {
                     kept.clear();
                     let mut rejected = 0u64;
                     for h in hits {
-                        if kept.len() == k || !(h.1 <= r) {
+                        if kept.len() == k || h.1.is_nan() || h.1 > r {
                             break;
                         }
                         if f.is_none_or(|f| f.keep(id, h.0)) {

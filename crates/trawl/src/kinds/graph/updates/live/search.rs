@@ -104,7 +104,16 @@ impl LiveIndex {
             )?
         };
         if let (Some(disk), Some(range)) = (out.ranged.take(), params.range) {
-            let ranged = ranged_live(&v, e, rows, disk, &mut out.stats, filters, attrs.as_deref(), range.radius)?;
+            let ranged = ranged_live(
+                &v,
+                e,
+                rows,
+                disk,
+                &mut out.stats,
+                filters,
+                attrs.as_deref(),
+                range.radius,
+            )?;
             return Ok(LiveBatch {
                 k: 0,
                 ids: Vec::new(),
@@ -252,7 +261,16 @@ fn ranged_live<T: Element>(
     let deltas: Vec<(&Arc<Delta>, Option<Arc<Attributes>>)> = std::iter::once(&v.active)
         .chain(v.frozen.iter())
         .filter(|d| d.len() > 0)
-        .map(|d| (d, if filters.is_none() { None } else { d.attrs_for(attrs) }))
+        .map(|d| {
+            (
+                d,
+                if filters.is_none() {
+                    None
+                } else {
+                    d.attrs_for(attrs)
+                },
+            )
+        })
         .collect();
     disk.into_par_iter()
         .zip(stats.par_iter_mut())
