@@ -229,6 +229,7 @@ fn bench_args(
             probe: 0,
             range_slack: trawl::kinds::graph::search::DEFAULT_RANGE_SLACK,
             range_width: trawl::kinds::graph::search::DEFAULT_RANGE_WIDTH,
+            range_early_stop: 0,
             memory_budget: None,
             warm: "wait".into(),
             no_entry_index: false,

@@ -41,7 +41,12 @@ fn assert_same(got: &RangeHits, want: &RangeResults, what: &str) {
 }
 
 fn search(ix: &AnyIndex, o: &Options, q: &Matrix<f32>, r: f32) -> RangeHits {
-    let p = o.range_params(ix, 10, r).unwrap();
+    search_k(ix, o, q, r, 10)
+}
+
+/// With `k`: the decoupled layout re-ranks at least the `k` nearest by code.
+fn search_k(ix: &AnyIndex, o: &Options, q: &Matrix<f32>, r: f32, k: usize) -> RangeHits {
+    let p = o.range_params(ix, k, r).unwrap();
     ix.range_search((q).into(), r, &p, Run::from(2), &QueryFilter::none(), None)
         .unwrap()
 }
@@ -164,5 +169,153 @@ fn radius_edge_cases_are_documented_answers() {
             .unwrap();
         assert_eq!(capped.ids_of(0).len(), 7);
         assert_eq!(&capped.ids_of(0)[..2], &[5, 2_000]);
+    }
+}
+
+/// Ids of `r`'s query `q` in a set.
+fn set_of(r: &RangeResults, q: usize) -> std::collections::HashSet<u64> {
+    r.ids_of(q).iter().copied().collect()
+}
+
+#[test]
+fn decoupled_and_sharded_equal_exact_range_truth() {
+    use trawl::kinds::graph::layout::decoupled::vectors::VectorParams;
+    use trawl::kinds::graph::IndexLayout;
+    let (base, q) = data::<f32>(4_000, 30, 24, 9);
+    let r = radius_at(&base, &q, Metric::L2, 30);
+    let want = exact(&base, &q, Metric::L2, r);
+    // The decoupled layout re-ranks every candidate within the code-space radius from the
+    // vector file, and at least the k nearest by code (the 8-byte codes of 24 dimensions are
+    // coarse: a query with few results may have them all beyond twice the radius by code).
+    let ddir = tempfile::tempdir().unwrap();
+    build(&base, ddir.path(), Metric::L2, 8);
+    common::open(ddir.path())
+        .write_decoupled(&VectorParams::default(), &Control::silent())
+        .unwrap();
+    let o = OpenOptions {
+        layout: IndexLayout::Decoupled,
+        ..OpenOptions::default()
+    };
+    let dec = open(ddir.path(), o).unwrap();
+    for strategy in ["beam", "pipe"] {
+        let opts = Options {
+            strategy: strategy.into(),
+            layout: IndexLayout::Decoupled,
+            ..generous()
+        };
+        let got = search_k(&dec, &opts, &q, r, 200);
+        assert_same(&got, &want, &format!("decoupled {strategy}"));
+        assert!(got.total().rerank.vector_reads > 0, "vectors read from their own file");
+    }
+    // Sharded: every shard's results merged, a replicated vector once.
+    let sdir = tempfile::tempdir().unwrap();
+    let sp = trawl::kinds::sharded::ShardParams {
+        shards: 3,
+        ..Default::default()
+    };
+    let ip = common::params(Metric::L2, 8);
+    trawl::kinds::sharded::build_sharded_index(&base, sdir.path(), &sp, &ip, &Control::silent())
+        .unwrap();
+    let sh = open(sdir.path(), OpenOptions::default()).unwrap();
+    assert_same(&search(&sh, &generous(), &q, r), &want, "sharded");
+    // Visiting one shard per query finds a subset, every result exact.
+    let one = Options {
+        probe: 1,
+        ..generous()
+    };
+    let part = search(&sh, &one, &q, r);
+    for i in 0..q.n() {
+        assert!(set_of(&part.results, i).is_subset(&set_of(&want, i)));
+    }
+}
+
+#[test]
+fn a_live_index_answers_with_its_inserts_and_without_its_deletes() {
+    use trawl::kinds::graph::updates::live::{Access, LiveIndex};
+    let dim = 24;
+    let (all, q) = data::<f32>(5_000, 30, dim, 13);
+    let base = Matrix::from_vec(all.as_slice()[..4_000 * dim].to_vec(), dim).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    build(&base, dir.path(), Metric::L2, 8);
+    let live = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
+    let new_ids: Vec<u64> = (0..1_000).map(|i| 100_000 + i).collect();
+    live.insert(Some(&new_ids), &all.as_slice()[4_000 * dim..])
+        .unwrap();
+    let gone: Vec<u64> = (0..4_000).step_by(7).chain((100_000..101_000).step_by(5)).collect();
+    live.delete(&gone).unwrap();
+    drop(live);
+    // The live set, by id: rows 0..4000 keep their ids, the new rows theirs.
+    let r = radius_at(&all, &q, Metric::L2, 25);
+    let full = exact(&all, &q, Metric::L2, r);
+    let id_of = |row: u64| if row < 4_000 { row } else { 100_000 + row - 4_000 };
+    let dead: std::collections::HashSet<u64> = gone.iter().copied().collect();
+    let ix = open(dir.path(), OpenOptions::default()).unwrap();
+    let got = search(&ix, &generous(), &q, r);
+    for i in 0..q.n() {
+        let want: Vec<(u64, u32)> = full
+            .ids_of(i)
+            .iter()
+            .zip(full.dists_of(i))
+            .map(|(&row, d)| (id_of(row), d.to_bits()))
+            .filter(|(id, _)| !dead.contains(id))
+            .collect();
+        let mut have: Vec<(u64, u32)> = got
+            .ids_of(i)
+            .iter()
+            .zip(got.dists_of(i))
+            .map(|(&id, d)| (id, d.to_bits()))
+            .collect();
+        let mut want = want;
+        want.sort();
+        have.sort();
+        assert_eq!(have, want, "query {i}");
+    }
+}
+
+#[test]
+fn a_filter_keeps_only_matching_results_within_the_radius() {
+    use std::sync::Arc;
+    use trawl::filter::{AttrsBuilder, CmpOp, Expr, Filters, Value};
+    let n = 3_000;
+    let (base, q) = data::<f32>(n, 30, 16, 17);
+    let mut b = AttrsBuilder::new(n).unwrap();
+    for row in 0..n as u32 {
+        b.add_label(row, &format!("L{}", row % 4)).unwrap();
+    }
+    let attrs = Arc::new(b.finish().unwrap());
+    let e = Expr::Cmp {
+        field: "label".into(),
+        op: CmpOp::Eq,
+        value: Value::Str("L1".into()),
+    };
+    let r = radius_at(&base, &q, Metric::L2, 40);
+    let all = exact(&base, &q, Metric::L2, r);
+    let gdir = tempfile::tempdir().unwrap();
+    let mut params = common::params(Metric::L2, 8);
+    params.attrs = Some(attrs.clone());
+    trawl::kinds::graph::build_index(&base, gdir.path(), &params, &Control::silent()).unwrap();
+    let fdir = tempfile::tempdir().unwrap();
+    trawl::kinds::flat::build_flat_with_attrs(
+        &base,
+        fdir.path(),
+        Metric::L2,
+        Some(&attrs),
+        &Control::silent(),
+    )
+    .unwrap();
+    let f = QueryFilter {
+        filters: Filters::All(&e),
+        params: Default::default(),
+    };
+    for dir in [gdir.path(), fdir.path()] {
+        let ix = open(dir, OpenOptions::default()).unwrap();
+        let p = generous().range_params(&ix, 10, r).unwrap();
+        let got = ix
+            .range_search((&q).into(), r, &p, Run::from(2), &f, None)
+            .unwrap();
+        for i in 0..q.n() {
+            let want: Vec<u64> = all.ids_of(i).iter().copied().filter(|id| id % 4 == 1).collect();
+            assert_eq!(got.ids_of(i), &want[..], "{}: query {i}", dir.display());
+        }
     }
 }

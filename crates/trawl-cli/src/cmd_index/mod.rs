@@ -113,6 +113,11 @@ pub struct SearchOptions {
     /// radius are expanded (the second round), at least -W; 0 keeps -W.
     #[arg(long, default_value_t = trawl::kinds::graph::search::DEFAULT_RANGE_WIDTH)]
     pub range_width: usize,
+    /// Range search on a graph index: after this many round trips (PipeSearch: reads) a query
+    /// that has found nothing within the radius, and has no candidate within it waiting,
+    /// stops — most such queries have no result (near-duplicate search); 0 never stops early.
+    #[arg(long, default_value_t = 0)]
+    pub range_early_stop: usize,
     /// Memory the index may keep, e.g. 512M or 2G (K, M, G, T = 2^10 … 2^40; a plain number
     /// is bytes): the engine plans every in-memory structure within it — PQ codes (or the
     /// All-in-Storage layout when they do not fit), the entry index, the node or list cache —
@@ -297,6 +302,7 @@ impl SearchOptions {
             probe: self.probe,
             range_slack: self.range_slack,
             range_width: self.range_width,
+            range_early_stop: self.range_early_stop,
             threads: self.threads,
             interleave: self.interleave,
         }

@@ -6,7 +6,7 @@ use crate::kinds::graph::search::{Grain, WidthPolicy, WidthSchedule};
 use crate::kinds::{Error, Options};
 
 /// Every search parameter [`Options::set_search_param`] knows, by its Python name.
-pub const SEARCH_PARAM_NAMES: [&str; 34] = [
+pub const SEARCH_PARAM_NAMES: [&str; 35] = [
     "L",
     "beam_width",
     "strategy",
@@ -41,6 +41,7 @@ pub const SEARCH_PARAM_NAMES: [&str; 34] = [
     "probe",
     "range_slack",
     "range_width",
+    "range_early_stop",
 ];
 
 /// A parameter's value: from JSON, or the text of a query string.
@@ -189,6 +190,7 @@ impl Options {
             "probe" => self.probe = v.count(name, 0)?,
             "range_slack" => self.range_slack = v.float(name)?,
             "range_width" => self.range_width = v.count(name, 0)?,
+            "range_early_stop" => self.range_early_stop = v.count(name, 0)?,
             _ => {
                 return Err(Error::InvalidInput(format!(
                     "unknown search parameter {name:?}; the parameters are {}",
@@ -238,6 +240,7 @@ impl Options {
             "probe" => json!(self.probe),
             "range_slack" => json!(self.range_slack),
             "range_width" => json!(self.range_width),
+            "range_early_stop" => json!(self.range_early_stop),
             _ => return None,
         })
     }

@@ -171,6 +171,9 @@ pub struct Options {
     /// Range search with beam search: reads per round trip of the second round
     /// ([`crate::kinds::graph::search::RangeSpec::width`]).
     pub range_width: usize,
+    /// Range search on a graph: round trips after which a query that found nothing within the
+    /// radius stops ([`crate::kinds::graph::search::RangeSpec::early_stop`]; 0: never).
+    pub range_early_stop: usize,
     /// Search threads.
     pub threads: usize,
     /// Queries each thread keeps in flight.
@@ -244,6 +247,7 @@ impl Default for Options {
             probe: 0,
             range_slack: crate::kinds::graph::search::DEFAULT_RANGE_SLACK,
             range_width: crate::kinds::graph::search::DEFAULT_RANGE_WIDTH,
+            range_early_stop: 0,
             threads: 1,
             interleave: 1,
         }
@@ -427,6 +431,7 @@ impl Options {
             radius,
             slack: self.range_slack,
             width: self.range_width,
+            early_stop: self.range_early_stop,
         };
         let mut p = self.params(index, k)?;
         match &mut p {

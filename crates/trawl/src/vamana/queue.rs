@@ -96,6 +96,16 @@ impl CandidateList {
         self.cursor >= self.slots.len() && !self.overflow.is_empty()
     }
 
+    /// Marks every candidate expanded and empties the overflow heap: the search ends (a range
+    /// search's early stop).
+    pub fn drop_unexpanded(&mut self) {
+        for s in &mut self.slots[self.cursor..] {
+            s.expanded = true;
+        }
+        self.cursor = self.slots.len();
+        self.overflow.clear();
+    }
+
     /// Candidates waiting in the overflow heap (range search).
     pub fn overflow_len(&self) -> usize {
         self.overflow.len()

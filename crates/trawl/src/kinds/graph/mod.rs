@@ -417,6 +417,7 @@ pub fn range_params(
         radius,
         slack: p.range.map_or(DEFAULT_RANGE_SLACK, |r| r.slack),
         width: p.range.map_or(DEFAULT_RANGE_WIDTH, |r| r.width),
+        early_stop: p.range.map_or(0, |r| r.early_stop),
     });
     p
 }

@@ -148,6 +148,7 @@ impl IvfIndex {
             radius,
             slack: DEFAULT_RANGE_SLACK,
             width: 0,
+            early_stop: 0,
         };
         spec.validate()?;
         // A range search has no k: the rest is checked as a top-k search checks it.

@@ -55,6 +55,8 @@ pub struct BeamQuery {
     width: usize,
     /// Range search: the width of the second round (0: off).
     range_width: usize,
+    /// Range search: the early stop's round trips and radius.
+    early: Option<(u64, f32)>,
     tag_base: u64,
     mark: Option<Instant>,
 }
@@ -80,6 +82,11 @@ impl BeamQuery {
     ) -> Result<bool, SearchError> {
         if self.pending > 0 || !self.f.list.has_unexpanded() {
             return Ok(false);
+        }
+        if let Some((hops, limit)) = self.early {
+            if self.f.stop_early(hops, t.x.stats.traversal.hops, limit) {
+                return Ok(false);
+            }
         }
         let g = src.graph;
         if self.page_search {
@@ -281,6 +288,10 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for BeamQuery {
         self.pending = 0;
         self.width = width;
         self.range_width = cfg.range().map_or(0, |r| r.width);
+        self.early = cfg
+            .range()
+            .filter(|r| r.early_stop > 0)
+            .map(|r| (r.early_stop as u64, r.code_radius()));
         self.tag_base = tag_base;
         self.mark = None;
         self.f.seed(&src.space, seeds, t.x.stats);

@@ -160,6 +160,24 @@ impl Frontier {
         }
     }
 
+    /// Range search's early stop: after `hops` round trips (0: never), a query that has found
+    /// nothing within `limit` (the corrected radius) by exact distance and has no candidate
+    /// within it waiting stops — most such queries have no result at all, and the rest of
+    /// their search would only confirm it. Returns whether the search stopped.
+    pub fn stop_early(&mut self, hops: u64, done: u64, limit: f32) -> bool {
+        if hops == 0 || done < hops || self.list.overflow_len() > 0 {
+            return false;
+        }
+        if self.full.iter().any(|n| n.dist <= limit) {
+            return false;
+        }
+        if self.list.peek_unexpanded().is_some_and(|c| c.dist <= limit) {
+            return false;
+        }
+        self.list.drop_unexpanded();
+        true
+    }
+
     /// The `k` explored nodes nearest by exact distance, nearest first.
     pub fn results(&mut self, k: usize, out: &mut Vec<(u32, f32)>) {
         sorted_results(&mut self.full, k, out);

@@ -241,6 +241,8 @@ struct PipeRead {
 #[derive(Debug, Default)]
 pub struct PipeQuery {
     f: Frontier,
+    /// Range search: the early stop's reads and radius.
+    early: Option<(u64, f32)>,
     reads: Vec<PipeRead>,
     /// Reads not yet released (in flight, or landed with unexplored nodes).
     live: Vec<u32>,
@@ -331,6 +333,11 @@ impl PipeQuery {
     ) -> Result<bool, SearchError> {
         if self.in_flight >= self.width.width() || !engine.can_submit() {
             return Ok(false);
+        }
+        if let Some((reads, limit)) = self.early {
+            if self.f.stop_early(reads, stats.io.io_requests, limit) {
+                return Ok(false);
+            }
         }
         let Some(c) = self.f.list.pop_unexpanded() else {
             return Ok(false);
@@ -546,6 +553,10 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
         self.f.set_page_search(pp.page_search);
         self.f.reset(space.n, cfg.l());
         self.f.list.set_radius(cfg.code_radius());
+        self.early = cfg
+            .range()
+            .filter(|r| r.early_stop > 0)
+            .map(|r| (r.early_stop as u64, r.code_radius()));
         self.f.set_gate(t.x.keep.and_then(|(q, k)| k.gate(q)));
         let hidden = t.x.hidden;
         if let Some(h) = hidden {

@@ -535,9 +535,12 @@ impl Rerank {
             self.pool
                 .sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
             self.pool.dedup_by_key(|n| n.id);
+            // A range search re-ranks every candidate within the code-space radius, and at
+            // least the `K` nearest by code, as a top-`K` search would (where the radius is
+            // small next to the codes' error, the true results may all lie beyond it).
             if let Some((code_r, _)) = self.range {
                 let keep = self.pool.partition_point(|n| n.dist <= code_r);
-                self.pool.truncate(keep);
+                self.pool.truncate(keep.max(self.k));
             }
         }
         if self.stopped {
