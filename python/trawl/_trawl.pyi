@@ -124,8 +124,8 @@ class BuildParams:
     ) -> None: ...
 
 class SearchParams:
-    """Parameters of `Index.search` / `Index.batch_search`; the defaults are those of
-    `trawl search`.
+    """Parameters of `Index.search` / `Index.batch_search` / `Index.range_search`; the
+    defaults are those of `trawl search`.
 
     One object serves both index kinds, each ignoring the other's fields. ``L``: for a graph
     index the candidate list size (None = max(100, k)); for an IVF index the number of posting
@@ -189,6 +189,16 @@ class SearchParams:
     """Flash search: steps each query takes strictly before its reads are chosen ahead."""
     probe: int
     """Sharded index: shards each query visits, nearest first (0 = all)."""
+    range_slack: float
+    """Range search on a graph index: keep candidates whose code distance is within
+    radius + range_slack·|radius| (results are checked exactly: more slack costs reads, never
+    precision); a finite number ≥ 0."""
+    range_width: int
+    """Range search with beam search: reads per round trip while the candidates within the
+    radius are expanded (at least ``beam_width``; 0 keeps ``beam_width``)."""
+    range_early_stop: int
+    """Range search on a graph index: round trips without progress after which a query that
+    has found nothing within the radius stops (0 = never)."""
     def __init__(
         self,
         *,
@@ -225,6 +235,9 @@ class SearchParams:
         grain: str = "query",
         strict_steps: int = 0,
         probe: int = 0,
+        range_slack: float = 0.15,
+        range_width: int = 16,
+        range_early_stop: int = 0,
     ) -> None: ...
 
 class Index:
@@ -361,6 +374,27 @@ class Index:
         (len(queries), k). ``filter``: one for every query, or a list of one per query
         (None: unfiltered; the list's length must be len(queries)); ``filter_plan`` as in
         ``search``."""
+    def range_search(
+        self,
+        queries: _Vectors,
+        radius: float,
+        max_results: Optional[int] = None,
+        params: Optional[SearchParams] = None,
+        threads: int = 0,
+        *,
+        filter: Optional[_Filters] = None,
+        filter_plan: str = "auto",
+    ) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
+        """Range search (faiss's ``range_search``): every vector within ``radius`` of each
+        query (a 2-D array, one query per row, or one 1-D query). Returns ``(lims, ids,
+        distances)``: int64 offsets of length ``nq + 1``, uint64 ids and float32 distances;
+        query ``i``'s results are ``ids[lims[i]:lims[i + 1]]``, nearest first, each within the
+        radius by its exact distance (squared for l2). ``radius`` must be finite (NaN or inf:
+        InvalidInputError); ``max_results`` (None or ≥ 1) keeps the nearest that many per
+        query. On a graph index ``params.L`` and ``range_slack`` / ``range_width`` /
+        ``range_early_stop`` trade reads for recall (a vector within the radius may be
+        missed, never one outside it); a flat index is exact. ``filter`` / ``filter_plan`` as
+        in ``batch_search``; ``last_stats`` holds one entry per query."""
     def insert(
         self,
         vectors: _Vectors,
@@ -404,7 +438,8 @@ class Index:
         ``centroid_distances`` (zero for a graph index)."""
     @property
     def last_stats(self) -> Dict[str, npt.NDArray[Any]]:
-        """The same counters per query of the last call (uint64 arrays), plus ``latency_us``."""
+        """The same counters per query of the last ``search`` / ``batch_search`` /
+        ``range_search`` call (uint64 arrays), plus ``latency_us``."""
     def reset_stats(self) -> None: ...
     def info(self) -> Dict[str, Any]:
         """The index's description (``trawl info --json``), plus the cache, the I/O engine

@@ -330,8 +330,9 @@ impl BuildParams {
     }
 }
 
-/// Parameters of `Index.search` and `Index.batch_search`. Keyword-only, all optional; the
-/// defaults are those of `trawl search`.
+/// Parameters of `Index.search`, `Index.batch_search` and `Index.range_search`. Keyword-only,
+/// all optional; the defaults are those of `trawl search`. The `range_*` fields apply to
+/// range searches of a graph index only.
 ///
 /// One object serves both index kinds: a graph index reads `L` and the graph fields, an IVF
 /// index `L` (the number of posting lists probed) and the IVF fields (`rerank_n`, `ivf_*`,
@@ -419,6 +420,17 @@ pub struct SearchParams {
     pub strict_steps: i64,
     /// Sharded index: shards each query visits, nearest first (0 = all).
     pub probe: i64,
+    /// Range search (`Index.range_search`) on a graph index: candidates whose code distance
+    /// (PQ or RaBitQ) is within radius + range_slack·|radius| are kept, to make up for the
+    /// codes' error (results are checked by exact distance: more slack costs reads, never
+    /// precision); a finite number ≥ 0.
+    pub range_slack: f64,
+    /// Range search with beam search: reads per round trip while the candidates within the
+    /// radius are expanded (at least `beam_width`; 0 keeps `beam_width`).
+    pub range_width: i64,
+    /// Range search on a graph index: round trips without progress after which a query that
+    /// has found nothing within the radius stops (0 = never).
+    pub range_early_stop: i64,
 }
 
 /// The library's defaults, as Python values.
@@ -444,7 +456,9 @@ impl SearchParams {
         page_mates = d().page_mates, centroid_list = d().centroid_list as i64,
         accel_batch = d().accel_batch as i64, batch = d().flash_batch as i64,
         staleness = d().staleness as i64, grain = d().grain.name().to_string(),
-        strict_steps = d().strict_steps as i64, probe = d().probe as i64))]
+        strict_steps = d().strict_steps as i64, probe = d().probe as i64,
+        range_slack = f32_as_f64(d().range_slack), range_width = d().range_width as i64,
+        range_early_stop = d().range_early_stop as i64))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         L: Option<i64>,
@@ -480,6 +494,9 @@ impl SearchParams {
         grain: String,
         strict_steps: i64,
         probe: i64,
+        range_slack: f64,
+        range_width: i64,
+        range_early_stop: i64,
     ) -> Self {
         Self {
             L,
@@ -515,6 +532,9 @@ impl SearchParams {
             grain,
             strict_steps,
             probe,
+            range_slack,
+            range_width,
+            range_early_stop,
         }
     }
 
@@ -527,7 +547,8 @@ impl SearchParams {
              prefetch_window={}, converge_prefetch={}, rerank_lookahead={}, rerank_depth={}, \
              rerank_skip_eps={}, rerank_n={}, ivf_batch={}, ivf_epsilon={}, ivf_beta={}, heuristic={}, \
              page_merge={}, page_buffer={}, page_mates={}, centroid_list={}, accel_batch={}, \
-             batch={}, staleness={}, grain={:?}, strict_steps={}, probe={})",
+             batch={}, staleness={}, grain={:?}, strict_steps={}, probe={}, range_slack={}, \
+             range_width={}, range_early_stop={})",
             opt(self.L),
             self.beam_width,
             self.strategy,
@@ -563,6 +584,9 @@ impl SearchParams {
             self.grain,
             self.strict_steps,
             self.probe,
+            py_float(self.range_slack),
+            self.range_width,
+            self.range_early_stop,
         )
     }
 }
@@ -604,6 +628,9 @@ impl Default for SearchParams {
             o.grain.name().to_string(),
             o.strict_steps as i64,
             o.probe as i64,
+            f32_as_f64(o.range_slack),
+            o.range_width as i64,
+            o.range_early_stop as i64,
         )
     }
 }
@@ -657,6 +684,9 @@ impl SearchParams {
             centroid_list: count("centroid_list", self.centroid_list, 0)?,
             accel_batch: count("accel_batch", self.accel_batch, 0)?,
             probe: count("probe", self.probe, 0)?,
+            range_slack: float("range_slack", self.range_slack)?,
+            range_width: count("range_width", self.range_width, 0)?,
+            range_early_stop: count("range_early_stop", self.range_early_stop, 0)?,
             ..base.clone()
         })
     }

@@ -186,7 +186,8 @@ fn decoupled_and_sharded_equal_exact_range_truth() {
     let want = exact(&base, &q, Metric::L2, r);
     // The decoupled layout re-ranks every candidate within the code-space radius from the
     // vector file, and at least the k nearest by code (the 8-byte codes of 24 dimensions are
-    // coarse: a query with few results may have them all beyond twice the radius by code).
+    // coarse: a query with few results may have them all beyond twice the radius by code);
+    // with k = L it re-ranks every node it expands, as the packed layout does.
     let ddir = tempfile::tempdir().unwrap();
     build(&base, ddir.path(), Metric::L2, 8);
     common::open(ddir.path())
@@ -201,11 +202,15 @@ fn decoupled_and_sharded_equal_exact_range_truth() {
         let opts = Options {
             strategy: strategy.into(),
             layout: IndexLayout::Decoupled,
+            l: Some(600),
             ..generous()
         };
-        let got = search_k(&dec, &opts, &q, r, 200);
+        let got = search_k(&dec, &opts, &q, r, 600);
         assert_same(&got, &want, &format!("decoupled {strategy}"));
-        assert!(got.total().rerank.vector_reads > 0, "vectors read from their own file");
+        assert!(
+            got.total().rerank.vector_reads > 0,
+            "vectors read from their own file"
+        );
     }
     // Sharded: every shard's results merged, a replicated vector once.
     let sdir = tempfile::tempdir().unwrap();
@@ -241,13 +246,22 @@ fn a_live_index_answers_with_its_inserts_and_without_its_deletes() {
     let new_ids: Vec<u64> = (0..1_000).map(|i| 100_000 + i).collect();
     live.insert(Some(&new_ids), &all.as_slice()[4_000 * dim..])
         .unwrap();
-    let gone: Vec<u64> = (0..4_000).step_by(7).chain((100_000..101_000).step_by(5)).collect();
+    let gone: Vec<u64> = (0..4_000)
+        .step_by(7)
+        .chain((100_000..101_000).step_by(5))
+        .collect();
     live.delete(&gone).unwrap();
     drop(live);
     // The live set, by id: rows 0..4000 keep their ids, the new rows theirs.
     let r = radius_at(&all, &q, Metric::L2, 25);
     let full = exact(&all, &q, Metric::L2, r);
-    let id_of = |row: u64| if row < 4_000 { row } else { 100_000 + row - 4_000 };
+    let id_of = |row: u64| {
+        if row < 4_000 {
+            row
+        } else {
+            100_000 + row - 4_000
+        }
+    };
     let dead: std::collections::HashSet<u64> = gone.iter().copied().collect();
     let ix = open(dir.path(), OpenOptions::default()).unwrap();
     let got = search(&ix, &generous(), &q, r);
@@ -314,7 +328,12 @@ fn a_filter_keeps_only_matching_results_within_the_radius() {
             .range_search((&q).into(), r, &p, Run::from(2), &f, None)
             .unwrap();
         for i in 0..q.n() {
-            let want: Vec<u64> = all.ids_of(i).iter().copied().filter(|id| id % 4 == 1).collect();
+            let want: Vec<u64> = all
+                .ids_of(i)
+                .iter()
+                .copied()
+                .filter(|id| id % 4 == 1)
+                .collect();
             assert_eq!(got.ids_of(i), &want[..], "{}: query {i}", dir.display());
         }
     }

@@ -79,8 +79,9 @@ pub struct BenchArgs {
     /// results per query (precision is checked to be 1).
     #[arg(long, allow_negative_numbers = true, conflicts_with_all = ["ablation", "fresh_queries"])]
     pub radius: Option<f32>,
-    /// Range search: also run the growing-k baseline (top-k with k doubled from -k until the
-    /// k-th distance is beyond the radius) right after trawl's range search at each list size.
+    /// Range search: also run the growing-k baseline (top-k with k doubled from -k, and the
+    /// list size with it from -L, until the k-th distance is beyond the radius) right after
+    /// trawl's range search at each list size.
     #[arg(long, requires = "radius")]
     pub range_baseline: bool,
     #[command(flatten)]

@@ -113,9 +113,11 @@ pub struct SearchOptions {
     /// radius are expanded (the second round), at least -W; 0 keeps -W.
     #[arg(long, default_value_t = trawl::kinds::graph::search::DEFAULT_RANGE_WIDTH)]
     pub range_width: usize,
-    /// Range search on a graph index: after this many round trips (PipeSearch: reads) a query
-    /// that has found nothing within the radius, and has no candidate within it waiting,
-    /// stops — most such queries have no result (near-duplicate search); 0 never stops early.
+    /// Range search on a graph index: a query that has found nothing within the radius, has
+    /// no candidate within it waiting, and whose nearest distance has not improved for this
+    /// many round trips in a row (PipeSearch: reads issued) stops — its search has settled
+    /// away from the radius, where most queries have no result (near-duplicate search); 0
+    /// never stops early.
     #[arg(long, default_value_t = 0)]
     pub range_early_stop: usize,
     /// Memory the index may keep, e.g. 512M or 2G (K, M, G, T = 2^10 … 2^40; a plain number

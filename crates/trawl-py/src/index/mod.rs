@@ -12,11 +12,13 @@
 //!
 //! The class and its Python methods are here; what they do is in the submodules: [`open`]
 //! (`Index.open`'s options and the handle built from the opened index), [`search`] (single
-//! and batch searches, their parameters and statistics), [`update`] (writes, the live count
+//! and batch searches, their parameters and statistics), [`range`] (range searches),
+//! [`update`] (writes, the live count
 //! and merges) and [`ids`] (ids from Python).
 
 mod ids;
 mod open;
+mod range;
 mod search;
 mod update;
 
@@ -73,7 +75,7 @@ pub struct Index {
     write_lock: Mutex<()>,
     /// Sums since opening (or `reset_stats`), and the number of queries.
     totals: Mutex<(u64, QueryStats)>,
-    /// Per-query statistics of the last `search` / `batch_search` call.
+    /// Per-query statistics of the last `search` / `batch_search` / `range_search` call.
     last: Mutex<Vec<QueryStats>>,
     cache: serde_json::Value,
 }
@@ -316,6 +318,48 @@ impl Index {
         self.search_queries(py, queries, k, params, threads, filter, filter_plan)
     }
 
+    /// Range search (faiss's `range_search`): every vector within `radius` of each query —
+    /// a 2-D array of the index's dtype (one query per row), or a 1-D array (one query) —
+    /// searched by `threads` threads (0 = one per core).
+    ///
+    /// Returns `(lims, ids, distances)`: `lims` an int64 array of `nq + 1` offsets (`nq`
+    /// queries), `ids` uint64 and `distances` float32 arrays of `lims[-1]` results; query
+    /// `i`'s results are `ids[lims[i]:lims[i + 1]]`, nearest first (ties by id), each with
+    /// its exact distance (squared for "l2") at most `radius`. Ids as in `search`.
+    ///
+    /// `radius`: a finite number (NaN or infinite: `InvalidInputError`); a negative radius
+    /// finds nothing but with "ip". `max_results` (None, or at least 1): keep only the
+    /// nearest that many per query. `params`: as in `search` — on a graph index `L` is the
+    /// list size the search starts with and `range_slack`, `range_width`, `range_early_stop`
+    /// tune it (see `SearchParams`); a flat index is exact. A result is always within the
+    /// radius; what an approximate search can miss is a vector within it (raise `L` or
+    /// `range_slack`). `filter` / `filter_plan` as in `batch_search`. `last_stats` and
+    /// `stats` count the queries as a batch search's.
+    #[pyo3(signature = (queries, radius, max_results = None, params = None, threads = 0, *,
+        filter = None, filter_plan = "auto"))]
+    #[allow(clippy::too_many_arguments)]
+    fn range_search<'py>(
+        &self,
+        py: Python<'py>,
+        queries: &Bound<'py, PyAny>,
+        radius: f64,
+        max_results: Option<i64>,
+        params: Option<SearchParams>,
+        threads: i64,
+        filter: Option<&Bound<'py, PyAny>>,
+        filter_plan: &str,
+    ) -> PyResult<range::PyRangeHits<'py>> {
+        let call = range::RangeCall {
+            radius,
+            max_results,
+            params,
+            threads,
+            filter,
+            filter_plan,
+        };
+        self.range_queries(py, queries, call)
+    }
+
     /// Inserts `vectors` (a 2-D array of the index's dtype and dimension, or one 1-D vector)
     /// under `ids` (integers: a numpy array or a list, one per vector, each new to the index
     /// and given once; None: fresh ids are assigned, above every id the index has held).
@@ -418,7 +462,7 @@ impl Index {
         to_py(py, &v)
     }
 
-    /// Per-query counters of the last `search` / `batch_search` call: a dict of uint64
+    /// Per-query counters of the last `search` / `batch_search` / `range_search` call: a dict of uint64
     /// arrays (one entry per query, in query order), same keys as `stats` plus
     /// `latency_us` (float64).
     #[getter]

@@ -44,8 +44,10 @@ pub(crate) fn stats_dict<'py>(
 
 /// The filter of one search call: the filters read from Python and what the library takes.
 pub(super) struct Filtered<'f> {
-    filters: &'f PyFilters,
-    qf: QueryFilter<'f>,
+    /// The filters as read from Python (they name a failing filter in its error).
+    pub(super) filters: &'f PyFilters,
+    /// The filter the library takes.
+    pub(super) qf: QueryFilter<'f>,
 }
 
 impl Index {
@@ -203,7 +205,7 @@ impl Index {
 
     /// The filter of a search (`filter`, `filter_plan`) on `inner`: a filter on a graph index
     /// built without attributes is refused here, in Python's words.
-    fn query_filter<'f>(
+    pub(super) fn query_filter<'f>(
         &self,
         inner: &AnyIndex,
         filters: &'f PyFilters,
@@ -264,7 +266,8 @@ impl Index {
         Ok((hits.ids, hits.dists, hits.stats))
     }
 
-    fn record(&self, stats: Vec<QueryStats>) {
+    /// Records a call's per-query statistics: `last_stats`, and summed into `stats`.
+    pub(super) fn record(&self, stats: Vec<QueryStats>) {
         {
             let mut t = lock(&self.totals);
             t.0 += stats.len() as u64;

@@ -212,10 +212,11 @@ impl AnyIndex {
     }
 
     /// Growing-k range search, the baseline [`AnyIndex::range_search`] is measured against:
-    /// a top-k search with `k` (and the list size with it) doubled from `params`' until the
-    /// `k`-th distance of every query is beyond `radius` or `k` reaches every vector; the
-    /// results within the radius are kept. Statistics add up over the rounds; each round
-    /// searches only the queries not settled yet.
+    /// a top-k search with `k` doubled from `params`' — and the list size (IVF: the re-rank
+    /// candidates) with it, keeping their ratio — until the `k`-th distance of every query is
+    /// beyond `radius` or `k` reaches every vector; the results within the radius are kept.
+    /// Statistics add up over the rounds; each round searches only the queries not settled
+    /// yet.
     pub fn range_search_growing<T: Element>(
         &self,
         queries: Queries<'_, T>,

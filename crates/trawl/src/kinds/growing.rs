@@ -1,5 +1,6 @@
-//! The growing-k baseline of range search: a top-k search with `k` doubled until the `k`-th
-//! distance is beyond the radius — what a top-k engine offers a user who needs every vector
+//! The growing-k baseline of range search: a top-k search with `k` (and the list size with
+//! it, keeping the ratio the caller gave) doubled until the `k`-th distance is beyond the
+//! radius — what a top-k engine offers a user who needs every vector
 //! within a radius (Milvus's DiskANN range search grows `k` the same way). trawl's own range
 //! search ([`crate::kinds::IndexKind::range_search`]) is measured against it.
 
@@ -12,25 +13,29 @@ use crate::kinds::ivf::MAX_IVF_PARAM;
 use crate::kinds::{AnyIndex, Error, KindParams, Queries, RangeHits, Run, HOLE};
 use crate::search::QueryStats;
 
-/// `params` with `k` results (and a list and candidate count of at least `k`); `None` when
-/// the kind's limits do not allow `k`.
+/// `params` with `k` results, the list (graph) and candidate count (IVF) grown by the same
+/// factor as `k` from `params`' own, and at least `k`; `None` when the kind's limits do not
+/// allow `k`.
 fn with_k(params: &KindParams, k: usize) -> Option<KindParams> {
     let mut p = params.clone();
+    let grow = |x: usize| (x as u64 * k as u64 / params.k().max(1) as u64) as usize;
     match &mut p {
         KindParams::Graph(g)
         | KindParams::Sharded(crate::kinds::ShardedParams { graph: g, .. }) => {
-            if k > MAX_LIST {
+            let l = grow(g.l).max(k);
+            if l > MAX_LIST {
                 return None;
             }
             g.k = k;
-            g.l = g.l.max(k);
+            g.l = l;
         }
         KindParams::Ivf(i) => {
-            if k > MAX_IVF_PARAM {
+            let n = grow(i.top_n).max(k);
+            if n > MAX_IVF_PARAM {
                 return None;
             }
             i.k = k;
-            i.top_n = i.top_n.max(k);
+            i.top_n = n;
         }
         KindParams::Flat(f) => f.k = k,
     }

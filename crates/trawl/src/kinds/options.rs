@@ -171,8 +171,9 @@ pub struct Options {
     /// Range search with beam search: reads per round trip of the second round
     /// ([`crate::kinds::graph::search::RangeSpec::width`]).
     pub range_width: usize,
-    /// Range search on a graph: round trips after which a query that found nothing within the
-    /// radius stops ([`crate::kinds::graph::search::RangeSpec::early_stop`]; 0: never).
+    /// Range search on a graph: round trips without progress after which a query that found
+    /// nothing within the radius stops ([`crate::kinds::graph::search::RangeSpec::early_stop`];
+    /// 0: never).
     pub range_early_stop: usize,
     /// Search threads.
     pub threads: usize,

@@ -84,7 +84,7 @@ impl BeamQuery {
             return Ok(false);
         }
         if let Some((hops, limit)) = self.early {
-            if self.f.stop_early(hops, t.x.stats.traversal.hops, limit) {
+            if self.f.stop_early(hops, limit) {
                 return Ok(false);
             }
         }

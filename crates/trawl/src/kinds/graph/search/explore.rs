@@ -47,12 +47,18 @@ pub struct Frontier {
     ///
     /// [`ResultFilter::gate`]: crate::kinds::graph::search::ResultFilter::gate
     gate: Option<roaring::RoaringBitmap>,
+    /// Range search's early stop: the nearest exact distance so far, and round trips since it
+    /// last improved.
+    best_seen: f32,
+    stalled: u64,
 }
 
 impl Frontier {
     /// Empties the list, the visited set and the explored nodes for a query with list size `l`.
     pub fn reset(&mut self, n: usize, l: usize) {
         self.gate = None;
+        self.best_seen = f32::INFINITY;
+        self.stalled = 0;
         self.list.reset(l);
         self.visited.reset(n);
         self.full.clear();
@@ -160,18 +166,33 @@ impl Frontier {
         }
     }
 
-    /// Range search's early stop: after `hops` round trips (0: never), a query that has found
-    /// nothing within `limit` (the corrected radius) by exact distance and has no candidate
-    /// within it waiting stops — most such queries have no result at all, and the rest of
-    /// their search would only confirm it. Returns whether the search stopped.
-    pub fn stop_early(&mut self, hops: u64, done: u64, limit: f32) -> bool {
-        if hops == 0 || done < hops || self.list.overflow_len() > 0 {
+    /// Range search's early stop, called once per round trip: a query that has found nothing
+    /// within `limit` (the corrected radius) by exact distance, has no candidate within it
+    /// waiting, and whose nearest exact distance has not improved for `patience` round trips
+    /// in a row (0: never) stops — its search has settled away from the radius, where most
+    /// such queries have no result at all and the rest of the search would only confirm it.
+    /// Returns whether the search stopped.
+    pub fn stop_early(&mut self, patience: u64, limit: f32) -> bool {
+        if patience == 0 || self.full.is_empty() {
             return false;
         }
-        if self.full.iter().any(|n| n.dist <= limit) {
+        let best = self
+            .full
+            .iter()
+            .map(|n| n.dist)
+            .fold(f32::INFINITY, f32::min);
+        if best < self.best_seen {
+            self.best_seen = best;
+            self.stalled = 0;
+        } else {
+            self.stalled += 1;
+        }
+        if patience == 0 || self.stalled < patience || best <= limit {
             return false;
         }
-        if self.list.peek_unexpanded().is_some_and(|c| c.dist <= limit) {
+        if self.list.overflow_len() > 0
+            || self.list.peek_unexpanded().is_some_and(|c| c.dist <= limit)
+        {
             return false;
         }
         self.list.drop_unexpanded();

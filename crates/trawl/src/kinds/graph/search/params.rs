@@ -195,8 +195,9 @@ pub struct RangeSpec {
     /// (the second round, whose reads are all needed and independent), at least the beam
     /// width and at most the queue depth; 0 keeps the beam width.
     pub width: usize,
-    /// Early stop: after this many round trips (beam search; PipeSearch: reads), a query
-    /// with no exact distance and no waiting candidate within the corrected radius stops
+    /// Early stop: a query with no exact distance and no waiting candidate within the
+    /// corrected radius, whose nearest exact distance has not improved for this many round
+    /// trips in a row (PipeSearch: reads issued), stops
     /// ([`crate::kinds::graph::search::Frontier::stop_early`]); 0 never stops early.
     pub early_stop: usize,
 }

@@ -335,7 +335,7 @@ impl PipeQuery {
             return Ok(false);
         }
         if let Some((reads, limit)) = self.early {
-            if self.f.stop_early(reads, stats.io.io_requests, limit) {
+            if self.f.stop_early(reads, limit) {
                 return Ok(false);
             }
         }
