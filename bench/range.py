@@ -6,7 +6,7 @@ For each dataset and radius: the exact range ground truth (`trawl gt --radius`, 
 search and the growing-k baseline (top-k with k doubled until the k-th distance is beyond the
 radius) alternate at every list size, on the same queries, O_DIRECT. Each side gets a sweep of
 its own knobs — trawl: list size L and the code-space slack; the baseline: its starting k and
-list size — and the table keeps, per repeat, each side's best QPS among the configurations
+list size (both doubled each round, so L/k stays) — and the table keeps, per repeat, each side's best QPS among the configurations
 whose mean per-query recall is at least --target; the ratio is the median over repeats of
 trawl's best / the baseline's best (each repeat pairs both sides in one run).
 
@@ -35,8 +35,8 @@ INDEX = {
     "gen-1m": ("idx-R64-L100-pq32", "l2"),
 }
 # trawl: (L, slack); the baseline: (starting k, L).
-RANGE_CONFIGS = [(5, 0.05), (10, 0.05), (10, 0.15), (20, 0.15)]
-BASELINE_CONFIGS = [(5, 5), (10, 10), (20, 20), (10, 20)]
+RANGE_CONFIGS = [(5, 0.05), (10, 0.05), (10, 0.1), (20, 0.15)]
+BASELINE_CONFIGS = [(5, 5), (10, 10), (10, 20), (10, 40), (20, 40)]
 
 
 def sh(cmd: list[str]) -> str:
@@ -80,29 +80,26 @@ def best(rows: list[dict], target: float) -> dict | None:
 
 
 def one_repeat(t, idx, q, gt, r, args) -> tuple[list[dict], list[dict], dict]:
-    """Every configuration once, each a paired run of both methods."""
+    """Every configuration of both methods once, alternating: trawl's i-th, then the
+    baseline's i-th (each run of `trawl bench --range-baseline` times both; the other
+    method's row of a run is dropped)."""
     ours, theirs, info = [], [], {}
-    for (l, slack), (k0, bl) in zip(RANGE_CONFIGS, BASELINE_CONFIGS):
-        # One run per pair of configurations: trawl's (L, slack) and the baseline's (k, L) at
-        # the same list size alternate; the rows of the other method at that L are dropped.
-        if l == bl:
-            v = bench(t, idx, q, gt, r, args, min(k0, l), [l], ["--range-slack", slack])
-            info = v
-            for row in v["rows"]:
-                row["config"] = ({"L": l, "slack": slack} if row["method"] == "range"
-                                 else {"k": min(k0, l), "L": l})
-                (ours if row["method"] == "range" else theirs).append(row)
-        else:
-            v = bench(t, idx, q, gt, r, args, k0, [bl], ["--range-slack", slack])
-            for row in v["rows"]:
-                if row["method"] == "growing-k":
-                    row["config"] = {"k": k0, "L": bl}
-                    theirs.append(row)
+    for i in range(max(len(RANGE_CONFIGS), len(BASELINE_CONFIGS))):
+        if i < len(RANGE_CONFIGS):
+            l, slack = RANGE_CONFIGS[i]
             v = bench(t, idx, q, gt, r, args, min(10, l), [l], ["--range-slack", slack])
+            info = v
             for row in v["rows"]:
                 if row["method"] == "range":
                     row["config"] = {"L": l, "slack": slack}
                     ours.append(row)
+        if i < len(BASELINE_CONFIGS):
+            k0, bl = BASELINE_CONFIGS[i]
+            v = bench(t, idx, q, gt, r, args, k0, [bl], [])
+            for row in v["rows"]:
+                if row["method"] == "growing-k":
+                    row["config"] = {"k": k0, "L": bl}
+                    theirs.append(row)
     return ours, theirs, info
 
 

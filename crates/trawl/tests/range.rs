@@ -338,3 +338,27 @@ fn a_filter_keeps_only_matching_results_within_the_radius() {
         }
     }
 }
+
+#[test]
+fn a_query_with_fifty_thousand_results_gets_them_all() {
+    // No cap: the elastic list's overflow heap grows with the result, nothing else does.
+    let (base, q) = data::<f32>(60_000, 2, 8, 21);
+    let r = radius_at(&base, &q, Metric::L2, 55_000);
+    let want = exact(&base, &q, Metric::L2, r);
+    assert!(want.ids_of(0).len() >= 50_000, "{}", want.ids_of(0).len());
+    let gdir = tempfile::tempdir().unwrap();
+    build(&base, gdir.path(), Metric::L2, 8);
+    let graph = open(gdir.path(), OpenOptions::default()).unwrap();
+    let got = search(&graph, &generous(), &q, r);
+    for i in 0..q.n() {
+        let (g, w) = (set_of(&got.results, i), set_of(&want, i));
+        assert!(g.is_subset(&w));
+        assert!(g.len() as f64 >= 0.999 * w.len() as f64, "{} of {}", g.len(), w.len());
+    }
+    // max_results caps at the nearest, in order.
+    let p = generous().range_params(&graph, 10, r).unwrap();
+    let capped = graph
+        .range_search((&q).into(), r, &p, Run::from(1), &QueryFilter::none(), Some(100))
+        .unwrap();
+    assert_eq!(capped.ids_of(0), &got.ids_of(0)[..100]);
+}
