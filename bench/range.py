@@ -11,9 +11,11 @@ whose mean per-query recall is at least --target; the ratio is the median over r
 trawl's best / the baseline's best (each repeat pairs both sides in one run).
 
 Usage:
-  python bench/range.py [--datasets glove-400k:0.2,0.3 minilm-200k:0.35,0.45 gen-1m:40]
+  python bench/range.py [--datasets glove-400k:0.2,0.3 minilm-200k@idx-rbq4:0.45 gen-1m:40]
       [--queries 1000] [--threads 2] [--interleave 16] [--repeats 3] [--layout shuffle]
-Writes bench/results/range.md and range.json.
+A dataset is `name[@index]:radii`; the index is a directory in the dataset's cache folder
+(default: the PQ index of INDEX; `idx-rbq4` = `trawl build --quant rabitq --bits 4`, then
+`trawl layout --shuffle`). Writes bench/results/range.md and range.json (--out).
 """
 
 from __future__ import annotations
@@ -133,8 +135,10 @@ def main() -> None:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for spec in args.datasets:
         name, radii = spec.split(":")
+        name, _, idx_name = name.partition("@")
         d = cache_dir() / name
-        idx_name, metric = INDEX[name]
+        default_idx, metric = INDEX[name]
+        idx_name = idx_name or default_idx
         idx = d / idx_name
         q = queries_file(d, args.queries)
         for r in radii.split(","):
@@ -150,7 +154,7 @@ def main() -> None:
                     ratios.append(a["qps"] / b["qps"])
                 log(f"{name} r={r} repeat {rep}: trawl {a and round(a['qps'])} "
                     f"baseline {b and round(b['qps'])}")
-            out["results"].append({"dataset": name, "radius": r, "gt": gt_line,
+            out["results"].append({"dataset": name, "index": idx_name, "radius": r, "gt": gt_line,
                                    "true_results": spread, "repeats": reps,
                                    "ratios": ratios})
             a, b = reps[-1]["best"]
@@ -164,7 +168,7 @@ def main() -> None:
                 return (f"{c} | {x['recall']:.3f} | {x['qps']:.0f} | "
                         f"{x['pages_per_query']:.1f}")
             lines.append(
-                f"| {name} | {r} | {s.get('median', 0):.0f}, {s.get('p90', 0):.0f}, "
+                f"| {name} ({idx_name}) | {r} | {s.get('median', 0):.0f}, {s.get('p90', 0):.0f}, "
                 f"{s.get('p99', 0):.0f}, {s.get('max', 0):.0f}; {s.get('zero', 0)} | {cell(a)} | "
                 f"{cell(b)} | **{med:.2f}×** ({', '.join(f'{x:.2f}' for x in ratios)}) |")
     lines += ["", "The trawl and growing-k cells are the last repeat's best configurations; the "

@@ -353,12 +353,24 @@ fn a_query_with_fifty_thousand_results_gets_them_all() {
     for i in 0..q.n() {
         let (g, w) = (set_of(&got.results, i), set_of(&want, i));
         assert!(g.is_subset(&w));
-        assert!(g.len() as f64 >= 0.999 * w.len() as f64, "{} of {}", g.len(), w.len());
+        assert!(
+            g.len() as f64 >= 0.999 * w.len() as f64,
+            "{} of {}",
+            g.len(),
+            w.len()
+        );
     }
     // max_results caps at the nearest, in order.
     let p = generous().range_params(&graph, 10, r).unwrap();
     let capped = graph
-        .range_search((&q).into(), r, &p, Run::from(1), &QueryFilter::none(), Some(100))
+        .range_search(
+            (&q).into(),
+            r,
+            &p,
+            Run::from(1),
+            &QueryFilter::none(),
+            Some(100),
+        )
         .unwrap();
     assert_eq!(capped.ids_of(0), &got.ids_of(0)[..100]);
 }

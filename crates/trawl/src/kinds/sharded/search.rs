@@ -316,45 +316,9 @@ impl ShardedIndex {
             }
         }
         if params.range.is_some() {
-            // Every result of every shard visited, a replicated vector once.
-            let mut out = BatchOutput::empty_ranged(nq, 0.0);
-            for (qi, c) in cands.iter_mut().enumerate() {
-                c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                let mut seen = std::collections::HashSet::with_capacity(c.len());
-                let hits = c.iter().filter(|h| seen.insert(h.1)).map(|&(d, g)| (g, d));
-                out.put(qi, hits, stats[qi]);
-            }
-            out.wall_secs = t0.elapsed().as_secs_f64();
-            return Ok(out);
+            return Ok(merge_ranged(cands, stats, t0));
         }
-        let mut out_ids = vec![u32::MAX; nq * k];
-        let mut out_dists = vec![f32::INFINITY; nq * k];
-        for (qi, c) in cands.iter_mut().enumerate() {
-            c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            // A replicated vector can come back from two shards: keep its first (nearest)
-            // occurrence. `k` is small, so a scan of the ids kept so far is enough.
-            let mut slot = 0;
-            for &(d, g) in c.iter() {
-                if slot == k {
-                    break;
-                }
-                let row = &out_ids[qi * k..qi * k + slot];
-                if row.contains(&g) {
-                    continue;
-                }
-                out_ids[qi * k + slot] = g;
-                out_dists[qi * k + slot] = d;
-                slot += 1;
-            }
-        }
-        Ok(BatchOutput {
-            ranged: None,
-            k,
-            ids: out_ids,
-            dists: out_dists,
-            stats,
-            wall_secs: t0.elapsed().as_secs_f64(),
-        })
+        Ok(merge_top_k(cands, stats, k, t0))
     }
 
     /// Whether shard `s` holds a vector matching `e` (query `qi`'s filter).
@@ -375,5 +339,62 @@ impl ShardedIndex {
         let p = Predicate::compile(e, attrs).map_err(source)?;
         let c = p.count();
         Ok(!c.exact || c.rows > 0)
+    }
+}
+
+/// A range search's results over the shards: every result of every shard visited, nearest
+/// first, a replicated vector once.
+fn merge_ranged(
+    mut cands: Vec<Vec<(f32, u32)>>,
+    stats: Vec<QueryStats>,
+    t0: Instant,
+) -> BatchOutput {
+    let mut out = BatchOutput::empty_ranged(cands.len(), 0.0);
+    for (qi, c) in cands.iter_mut().enumerate() {
+        c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut seen = std::collections::HashSet::with_capacity(c.len());
+        let hits = c.iter().filter(|h| seen.insert(h.1)).map(|&(d, g)| (g, d));
+        out.put(qi, hits, stats[qi]);
+    }
+    out.wall_secs = t0.elapsed().as_secs_f64();
+    out
+}
+
+/// A top-k search's results over the shards: the `k` nearest of every shard visited, a
+/// replicated vector once (its nearest occurrence).
+fn merge_top_k(
+    mut cands: Vec<Vec<(f32, u32)>>,
+    stats: Vec<QueryStats>,
+    k: usize,
+    t0: Instant,
+) -> BatchOutput {
+    let nq = cands.len();
+    let mut out_ids = vec![u32::MAX; nq * k];
+    let mut out_dists = vec![f32::INFINITY; nq * k];
+    for (qi, c) in cands.iter_mut().enumerate() {
+        c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // A replicated vector can come back from two shards: keep its first (nearest)
+        // occurrence. `k` is small, so a scan of the ids kept so far is enough.
+        let mut slot = 0;
+        for &(d, g) in c.iter() {
+            if slot == k {
+                break;
+            }
+            let row = &out_ids[qi * k..qi * k + slot];
+            if row.contains(&g) {
+                continue;
+            }
+            out_ids[qi * k + slot] = g;
+            out_dists[qi * k + slot] = d;
+            slot += 1;
+        }
+    }
+    BatchOutput {
+        ranged: None,
+        k,
+        ids: out_ids,
+        dists: out_dists,
+        stats,
+        wall_secs: t0.elapsed().as_secs_f64(),
     }
 }

@@ -41,6 +41,20 @@ pub struct LiveBatch {
     pub ranged: Option<Vec<Vec<(u64, f32)>>>,
 }
 
+impl LiveBatch {
+    /// A range search's batch.
+    fn ranged(ranged: Vec<Vec<(u64, f32)>>, stats: Vec<QueryStats>, t0: Instant) -> Self {
+        Self {
+            k: 0,
+            ids: Vec::new(),
+            dists: Vec::new(),
+            stats,
+            wall_secs: t0.elapsed().as_secs_f64(),
+            ranged: Some(ranged),
+        }
+    }
+}
+
 impl LiveIndex {
     /// Searches every row of `rows` (row-major queries) over `threads` threads: the disk
     /// index (deleted nodes hidden) and the delta, merged by exact distance.
@@ -104,24 +118,9 @@ impl LiveIndex {
             )?
         };
         if let (Some(disk), Some(range)) = (out.ranged.take(), params.range) {
-            let ranged = ranged_live(
-                &v,
-                e,
-                rows,
-                disk,
-                &mut out.stats,
-                filters,
-                attrs.as_deref(),
-                range.radius,
-            )?;
-            return Ok(LiveBatch {
-                k: 0,
-                ids: Vec::new(),
-                dists: Vec::new(),
-                stats: out.stats,
-                wall_secs: t0.elapsed().as_secs_f64(),
-                ranged: Some(ranged),
-            });
+            let (radius, stats) = (range.radius, &mut out.stats);
+            let ranged = ranged_live(&v, e, rows, disk, stats, filters, attrs.as_deref(), radius)?;
+            return Ok(LiveBatch::ranged(ranged, out.stats, t0));
         }
         let k = out.k;
         let dim = v.disk.dim();
