@@ -316,26 +316,7 @@ impl FlatIndex {
             }
         };
         // Queries outer, the page's vectors inner: a query stays in cache across the page.
-        if let Some(r) = part.radius {
-            for (qi, (w, st)) in part.within.iter_mut().zip(&mut part.stats).enumerate() {
-                let qr = q.row(qi);
-                let pred = preds.get(qi).and_then(Option::as_ref);
-                for (j, v) in vecs.chunks_exact(g.dim).enumerate() {
-                    let id = (first_id + j as u64) as u32;
-                    if pred.is_some_and(|p| !p.matches(id)) {
-                        st.filter.rejected += 1;
-                        continue;
-                    }
-                    let d = distance(self.metric, qr, v);
-                    st.traversal.exact_distances += 1;
-                    if d <= r {
-                        w.push((id, d));
-                    }
-                }
-            }
-            return Ok(());
-        }
-        for (qi, (t, st)) in part.top.iter_mut().zip(&mut part.stats).enumerate() {
+        for (qi, st) in part.stats.iter_mut().enumerate() {
             let qr = q.row(qi);
             let pred = preds.get(qi).and_then(Option::as_ref);
             for (j, v) in vecs.chunks_exact(g.dim).enumerate() {
@@ -346,7 +327,11 @@ impl FlatIndex {
                 }
                 let d = distance(self.metric, qr, v);
                 st.traversal.exact_distances += 1;
-                t.push(order_key(d), id, d);
+                match part.radius {
+                    Some(r) if d <= r => part.within[qi].push((id, d)),
+                    Some(_) => {}
+                    None => part.top[qi].push(order_key(d), id, d),
+                }
             }
         }
         Ok(())
