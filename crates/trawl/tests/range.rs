@@ -374,3 +374,14 @@ fn a_query_with_fifty_thousand_results_gets_them_all() {
         .unwrap();
     assert_eq!(capped.ids_of(0), &got.ids_of(0)[..100]);
 }
+
+#[test]
+fn an_index_smaller_than_k_is_range_searched() {
+    let (base, q) = data::<f32>(5, 2, 8, 23);
+    let fdir = tempfile::tempdir().unwrap();
+    build_flat(&base, fdir.path(), Metric::L2, &Control::silent()).unwrap();
+    let flat = open(fdir.path(), OpenOptions::default()).unwrap();
+    let got = search(&flat, &generous(), &q, 1e30);
+    assert_eq!(got.ids_of(0).len(), 5);
+    assert_same(&got, &exact(&base, &q, Metric::L2, 1e30), "5 vectors");
+}

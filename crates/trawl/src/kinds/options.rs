@@ -434,7 +434,8 @@ impl Options {
             width: self.range_width,
             early_stop: self.range_early_stop,
         };
-        let mut p = self.params(index, k)?;
+        // `k` only sizes a re-rank here: an index of fewer vectors is still searched.
+        let mut p = self.params(index, k.clamp(1, index.n().max(1)))?;
         match &mut p {
             KindParams::Graph(g) | KindParams::Sharded(ShardedParams { graph: g, .. }) => {
                 g.range = Some(spec)
