@@ -384,4 +384,10 @@ fn an_index_smaller_than_k_is_range_searched() {
     let got = search(&flat, &generous(), &q, 1e30);
     assert_eq!(got.ids_of(0).len(), 5);
     assert_same(&got, &exact(&base, &q, Metric::L2, 1e30), "5 vectors");
+    // A graph index of 5 vectors: k = 10 would be refused by a top-k search.
+    let gdir = tempfile::tempdir().unwrap();
+    build(&base, gdir.path(), Metric::L2, 4);
+    let graph = open(gdir.path(), OpenOptions::default()).unwrap();
+    let got = search(&graph, &generous(), &q, 1e30);
+    assert_same(&got, &exact(&base, &q, Metric::L2, 1e30), "5 vectors, graph");
 }
