@@ -389,5 +389,9 @@ fn an_index_smaller_than_k_is_range_searched() {
     build(&base, gdir.path(), Metric::L2, 4);
     let graph = open(gdir.path(), OpenOptions::default()).unwrap();
     let got = search(&graph, &generous(), &q, 1e30);
-    assert_same(&got, &exact(&base, &q, Metric::L2, 1e30), "5 vectors, graph");
+    assert_same(
+        &got,
+        &exact(&base, &q, Metric::L2, 1e30),
+        "5 vectors, graph",
+    );
 }
