@@ -31,6 +31,26 @@ pub struct LayoutArgs {
     /// them to save, loaded by --refine-bits 8 and planned by --memory-budget.
     #[arg(long)]
     pub decoupled: bool,
+    /// Write the page-node layout (pages.trawl, PageANN): similar vectors grouped into 4 KiB
+    /// page nodes (a centre and its nearest vectors within a few hops of the graph) with one
+    /// merged, Elias-Fano coded neighbour list per page; searched with --layout pages.
+    #[arg(long)]
+    pub pages: bool,
+    /// Page-node layout: vectors per page (0: the most whose list keeps --page-min-degree
+    /// entries per vector).
+    #[arg(long, default_value_t = 0)]
+    pub page_capacity: usize,
+    /// Page-node layout: list entries a page needs per vector when the capacity is chosen
+    /// (0: half the graph's largest degree).
+    #[arg(long, default_value_t = 0)]
+    pub page_min_degree: usize,
+    /// Page-node layout: hops of the graph around a page's centre its members come from
+    /// (0: 2 for graphs of degree ≥ 23, else 3).
+    #[arg(long, default_value_t = 0)]
+    pub page_hops: usize,
+    /// Page-node layout: most entries of a page's list (0: as many as fit).
+    #[arg(long, default_value_t = 0)]
+    pub page_degree: usize,
     /// Decoupled layout: chunk-metadata memory over vector bytes (β); sets the chunk size.
     #[arg(long, default_value_t = VectorParams::default().beta)]
     pub beta: f64,
@@ -68,8 +88,8 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
     if !(args.beta.is_finite() && args.beta > 0.0) {
         bail!("--beta {} must be a positive number", args.beta);
     }
-    if !args.shuffle && !args.ais && !args.decoupled {
-        bail!("choose a layout to write: --shuffle, --ais and/or --decoupled");
+    if !args.shuffle && !args.ais && !args.decoupled && !args.pages {
+        bail!("choose a layout to write: --shuffle, --ais, --decoupled and/or --pages");
     }
     let ix = DiskIndex::open(&args.index_dir, OpenOptions::default())
         .with_context(|| format!("opening {}", args.index_dir.display()))?;
@@ -78,11 +98,22 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
         (args.shuffle, IndexLayout::Shuffled),
         (args.ais, IndexLayout::AllInStorage),
         (args.decoupled, IndexLayout::Decoupled),
+        (args.pages, IndexLayout::Pages),
     ] {
         if !on {
             continue;
         }
-        let r = if kind == IndexLayout::Decoupled {
+        let r = if kind == IndexLayout::Pages {
+            ix.write_pages(
+                &trawl::kinds::graph::layout::pages::build::PageParams {
+                    capacity: args.page_capacity,
+                    min_degree: args.page_min_degree,
+                    hops: args.page_hops,
+                    max_degree: args.page_degree,
+                },
+                ctl,
+            )?
+        } else if kind == IndexLayout::Decoupled {
             ix.write_decoupled(
                 &VectorParams {
                     beta: args.beta,
@@ -139,6 +170,23 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
                 d.refine_savings.saved(),
                 d.refine_savings.pages_without,
                 d.refine_secs
+            );
+        }
+        if let Some(p) = &r.pages {
+            print!(
+                "; {} page nodes of up to {} vectors ({:.1}% full, {} short; members within {} \
+                 hops), lists of {:.1} entries on average (largest {}), {} page-level edges of \
+                 the graph not represented on {} pages; {:.3}× packed",
+                p.pages,
+                p.capacity,
+                100.0 * p.fill,
+                p.underfull,
+                p.hops,
+                p.mean_degree,
+                p.edges.max_degree,
+                p.edges.missing_page_edges,
+                p.edges.truncated_pages,
+                r.file_bytes as f64 / r.packed_bytes.max(1) as f64,
             );
         }
         if let Some(s) = &r.shuffle {

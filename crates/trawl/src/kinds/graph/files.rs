@@ -11,6 +11,7 @@ use crate::kinds::graph::label_starts::{self, LabelStarts};
 use crate::kinds::graph::layout::decoupled::graph::GraphFile;
 use crate::kinds::graph::layout::decoupled::vectors::{self as dvectors, CompressedVectorFile};
 use crate::kinds::graph::layout::packed::{PackedFile, PackedMeta};
+use crate::kinds::graph::layout::pages::PageFile;
 use crate::kinds::graph::refine_file;
 use crate::kinds::graph::search::entry::{self, EntryIndex};
 use crate::kinds::graph::{
@@ -98,6 +99,7 @@ pub fn describe(
             (IndexLayout::Decoupled, Some(_)) => {
                 *crate::kinds::graph::layout::decoupled::graph::GraphFile::open(&path)?.meta()
             }
+            (IndexLayout::Pages, _) => *PageFile::open(&path)?.packed_meta(),
             _ => *crate::kinds::graph::layout::packed::PackedFile::open(&path)?.meta(),
         };
         if !same_build(&meta, &base) {
@@ -106,6 +108,8 @@ pub fn describe(
         layouts.push(layout.name().to_string());
         let role = if layout == IndexLayout::Decoupled {
             DECOUPLED_GRAPH.role
+        } else if layout == IndexLayout::Pages {
+            PAGE_NODES.role
         } else {
             PackedLayout(layout).role()
         };
@@ -284,6 +288,24 @@ static DECOUPLED_GRAPH: Named<GraphCx, OpenError> = Named {
         let pages = g.verify_all()?;
         Ok(format!(
             "all {pages} data pages decode and match their checksums"
+        ))
+    },
+};
+
+/// The page-node layout's file (PageANN).
+static PAGE_NODES: Named<GraphCx, OpenError> = Named {
+    name: crate::kinds::graph::layout::pages::FILE_NAME,
+    role: "pages",
+    first: true,
+    required: false,
+    verify: |cx, name| {
+        let p = PageFile::open(&cx.dir.join(name))?;
+        cx.same_build(name, p.packed_meta())?;
+        p.verify_all(&cx.ctl)?;
+        Ok(format!(
+            "all {} page nodes decode and match their checksums; {} vectors placed",
+            p.meta().pages,
+            p.meta().placed
         ))
     },
 };
@@ -522,11 +544,12 @@ static LABEL_STARTS: Named<GraphCx, OpenError> = Named {
 };
 
 /// Every component of the graph kind.
-pub static COMPONENTS: [&GraphComponent; 15] = [
+pub static COMPONENTS: [&GraphComponent; 16] = [
     &PACKED,
     &SHUFFLED,
     &ALL_IN_STORAGE,
     &DECOUPLED_GRAPH,
+    &PAGE_NODES,
     &DECOUPLED_VECTORS,
     &SEGMENTS,
     &VECTOR_MAP,

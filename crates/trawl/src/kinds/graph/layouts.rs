@@ -42,15 +42,19 @@ pub enum IndexLayout {
     /// DecoupleVS: compressed neighbour lists and compressed vectors in two files
     /// ([`crate::kinds::graph::layout::decoupled`]); the page-packed file is not read.
     Decoupled,
+    /// PageANN's page-node graph: a node is a page of similar vectors with one merged
+    /// neighbour list ([`crate::kinds::graph::layout::pages`]).
+    Pages,
 }
 
 impl IndexLayout {
     /// Every layout.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Packed,
         Self::Shuffled,
         Self::AllInStorage,
         Self::Decoupled,
+        Self::Pages,
     ];
 
     /// File of the layout inside an index directory.
@@ -60,6 +64,7 @@ impl IndexLayout {
             Self::Shuffled => "packed-shuffled.trawl",
             Self::AllInStorage => "packed-ais.trawl",
             Self::Decoupled => crate::kinds::graph::layout::decoupled::graph::FILE_NAME,
+            Self::Pages => crate::kinds::graph::layout::pages::FILE_NAME,
         }
     }
 
@@ -70,6 +75,7 @@ impl IndexLayout {
             Self::Shuffled => "shuffle",
             Self::AllInStorage => "ais",
             Self::Decoupled => "decoupled",
+            Self::Pages => "pages",
         }
     }
 }
@@ -82,8 +88,9 @@ impl std::str::FromStr for IndexLayout {
             "shuffle" | "shuffled" => Ok(Self::Shuffled),
             "ais" | "all-in-storage" => Ok(Self::AllInStorage),
             "decoupled" => Ok(Self::Decoupled),
+            "pages" | "page-nodes" => Ok(Self::Pages),
             other => Err(format!(
-                "unknown layout {other:?} (packed, shuffle, ais, decoupled)"
+                "unknown layout {other:?} (packed, shuffle, ais, decoupled, pages)"
             )),
         }
     }
@@ -135,6 +142,8 @@ pub struct LayoutReport {
     pub shuffle: Option<ShuffleReport>,
     /// Decoupled layout: bytes per component and the compression figures.
     pub decoupled: Option<DecoupledReport>,
+    /// Page-node layout: the pages and their lists.
+    pub pages: Option<crate::kinds::graph::pages_write::PagesReport>,
 }
 
 /// What writing the decoupled layout produced, by component.
@@ -217,6 +226,9 @@ impl DiskIndex {
         if layout == IndexLayout::Decoupled {
             return self.write_decoupled(&VectorParams::default(), ctl);
         }
+        if layout == IndexLayout::Pages {
+            return self.write_pages(&Default::default(), ctl);
+        }
         let t0 = Instant::now();
         let src = self.layout_source()?;
         let bad = |m: String| invalid(src.path(), m);
@@ -246,7 +258,7 @@ impl DiskIndex {
         };
         let meta = *src.meta();
         let file_bytes = match layout {
-            IndexLayout::Decoupled => unreachable!("handled above"),
+            IndexLayout::Decoupled | IndexLayout::Pages => unreachable!("handled above"),
             IndexLayout::Packed => {
                 return Err(bad("the packed layout is the one the build writes".into()))
             }
@@ -366,7 +378,7 @@ impl DiskIndex {
 
     /// The page-packed file every other layout is written from: the index must be open with
     /// the packed layout.
-    fn layout_source(&self) -> Result<&packed::PackedFile, IndexBuildError> {
+    pub(crate) fn layout_source(&self) -> Result<&packed::PackedFile, IndexBuildError> {
         let src = self.packed_file()?;
         if self.options().layout != IndexLayout::Packed || src.is_permuted() {
             return Err(IndexBuildError::File(FileError::new(
@@ -487,6 +499,7 @@ impl DiskIndex {
         let manifest = crate::kinds::graph::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
         Ok(LayoutReport {
+            pages: None,
             layout: IndexLayout::Decoupled.name().into(),
             file: format!(
                 "{} + {}",

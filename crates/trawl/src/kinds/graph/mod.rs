@@ -28,6 +28,7 @@ pub mod layout;
 mod layouts;
 pub mod monitor;
 mod open;
+pub mod pages_write;
 pub mod plan;
 mod refine;
 pub mod refine_file;

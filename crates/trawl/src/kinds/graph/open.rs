@@ -8,7 +8,7 @@ use crate::kinds::graph::layout::decoupled::graph::{self as dgraph, GraphFile};
 use crate::kinds::graph::layout::decoupled::vectors::{self as dvectors, CompressedVectorFile};
 use crate::kinds::graph::layout::packed::{self, PackedFile, PackedMeta};
 use crate::kinds::graph::search::entry::{self, EntryIndex};
-use crate::kinds::graph::search::{DecoupledLayout, LayoutReader, RecordLayout};
+use crate::kinds::graph::search::{DecoupledLayout, LayoutReader, PageLayout, RecordLayout};
 use crate::kinds::graph::{
     payload_crc, DiskIndex, IndexLayout, OpenError, OpenOptions, PQ_CODES_FILE, PQ_FILE,
 };
@@ -80,13 +80,20 @@ impl DiskIndex {
         }
         let (layout, file) = open_layout(dir, &opts)?;
         let meta = *layout.meta();
-        let (pq, codes) = open_pq(
+        let (pq, mut codes) = open_pq(
             dir,
             &meta,
             layout
                 .records()
                 .is_some_and(|r| r.file().meta().neighbor_code_bytes > 0),
         )?;
+        // The page-node layout scores a page by its vectors' codes: they are kept in slot
+        // order (page by page), replacing the id-ordered ones.
+        if let Some(p) = layout.pages() {
+            if let Some(c) = codes.take() {
+                codes = Some(slot_codes(p.file(), c)?);
+            }
+        }
         let entry_path = dir.join(entry::FILE_NAME);
         let entry = if opts.load_entry && entry_path.is_file() {
             Some(EntryIndex::load(
@@ -279,6 +286,12 @@ pub(crate) fn open_layout(
         );
         return Ok((LayoutReader::Decoupled(Box::new(d)), files));
     }
+    if opts.layout == IndexLayout::Pages {
+        let pages = crate::kinds::graph::layout::pages::PageFile::open(&path)?;
+        let file = IoFile::open(&path, opts.direct)?;
+        let r = PageLayout::new(pages, opts.verify_pages);
+        return Ok((LayoutReader::Pages(Box::new(r)), file));
+    }
     let packed = PackedFile::open(&path)?;
     let meta = *packed.meta();
     let ais = meta.neighbor_code_bytes > 0;
@@ -299,9 +312,31 @@ pub(crate) fn open_layout(
         IndexLayout::Packed => LayoutReader::Packed(r),
         IndexLayout::Shuffled => LayoutReader::Shuffled(r),
         IndexLayout::AllInStorage => LayoutReader::AllInStorage(r),
-        IndexLayout::Decoupled => unreachable!("handled above"),
+        IndexLayout::Decoupled | IndexLayout::Pages => unreachable!("handled above"),
     };
     Ok((reader, file))
+}
+
+/// `codes` (by vector id) in the page-node file's slot order: slot `s` holds the code of the
+/// vector in slot `s`, an empty slot zeros.
+fn slot_codes(
+    file: &crate::kinds::graph::layout::pages::PageFile,
+    codes: PqCodes,
+) -> Result<PqCodes, OpenError> {
+    let order = file.read_order()?;
+    let m = codes.m();
+    let mut out = vec![0u8; order.len() * m];
+    for (s, &id) in order.iter().enumerate() {
+        if id != crate::kinds::graph::layout::pages::NO_VECTOR && (id as usize) < codes.n() {
+            out[s * m..(s + 1) * m].copy_from_slice(codes.code(id as usize));
+        }
+    }
+    let ks = codes.centroids_per_subspace();
+    drop(codes);
+    PqCodes::from_vec(out, m, ks).ok_or_else(|| OpenError::Mismatch {
+        dir: file.path().to_path_buf(),
+        reason: "the PQ codes could not be put in page order".into(),
+    })
 }
 
 /// Loads the quantiser and (unless the records carry them: `ais`) the codes, checking that

@@ -278,7 +278,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for BeamQuery {
         self.f.reset(n, cfg.l());
         self.f.list.set_radius(cfg.code_radius());
         self.f.set_gate(t.x.keep.and_then(|(q, k)| k.gate(q)));
-        if let Some(h) = t.x.hidden {
+        if let Some(h) = t.x.hidden.filter(|_| !G::PAGE_NODES) {
             self.f.hide(h);
         }
         self.page_search = page_search;
@@ -294,7 +294,7 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for BeamQuery {
             .map(|r| (r.early_stop as u64, r.code_radius()));
         self.tag_base = tag_base;
         self.mark = None;
-        self.f.seed(&src.space, seeds, t.x.stats);
+        self.f.seed(&src.space, src.graph, seeds, t.x.stats);
         Ok(())
     }
 

@@ -43,6 +43,8 @@ pub struct Frontier {
     fresh: Vec<u32>,
     /// A decoded neighbour list.
     pub(crate) nbrs: Vec<u32>,
+    /// The page-node layout's scratch: the pages a list offers that are new to the query.
+    pub(crate) fresh_pages: Vec<u32>,
     /// The only nodes the traversal may enter ([`ResultFilter::gate`]), when restricted.
     ///
     /// [`ResultFilter::gate`]: crate::kinds::graph::search::ResultFilter::gate
@@ -152,16 +154,25 @@ impl Frontier {
         space.pq.distance(table, id)
     }
 
-    /// Offers the entry points (nearest first; the medoid when empty) to the list with their
-    /// PQ distances.
-    pub fn seed(&mut self, space: &GraphSpace<'_>, entry: &[u32], stats: &mut QueryStats) {
+    /// Offers the entry points (nearest first; the medoid when empty) to the list, each as the
+    /// search node `g` makes of it (the vector itself, or on the page-node layout its page)
+    /// with the distance `g` gives it ([`GraphSource::seed_distance`]).
+    pub fn seed<G: GraphSource>(
+        &mut self,
+        space: &GraphSpace<'_>,
+        g: &G,
+        entry: &[u32],
+        stats: &mut QueryStats,
+    ) {
         let medoid = [space.medoid];
         let entry = if entry.is_empty() { &medoid[..] } else { entry };
+        let table = self.table.as_ref().expect("filled at query start");
         for &id in entry {
-            if self.visited.insert(id) {
-                let d = self.pq_distance(space, id);
-                self.list.insert(id, d);
-                stats.traversal.pq_distances += 1;
+            let node = g.node_of(id);
+            if node != u32::MAX && self.visited.insert(node) {
+                let (d, scored) = g.seed_distance(space, table, id, node);
+                self.list.insert(node, d);
+                stats.traversal.pq_distances += scored;
             }
         }
     }

@@ -456,6 +456,8 @@ pub enum LayoutReader {
     AllInStorage(RecordLayout),
     /// DecoupleVS: compressed lists and vectors in two files.
     Decoupled(Box<DecoupledLayout>),
+    /// PageANN's page-node graph.
+    Pages(Box<crate::kinds::graph::search::PageLayout>),
 }
 
 impl LayoutReader {
@@ -463,14 +465,28 @@ impl LayoutReader {
     pub fn records(&self) -> Option<&RecordLayout> {
         match self {
             Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => Some(r),
-            Self::Decoupled(_) => None,
+            Self::Decoupled(_) | Self::Pages(_) => None,
         }
     }
     /// The page-packed reader, mutable (to load a cache).
     pub fn records_mut(&mut self) -> Option<&mut RecordLayout> {
         match self {
             Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => Some(r),
-            Self::Decoupled(_) => None,
+            Self::Decoupled(_) | Self::Pages(_) => None,
+        }
+    }
+    /// The page-node reader (`None` for the other layouts).
+    pub fn pages(&self) -> Option<&crate::kinds::graph::search::PageLayout> {
+        match self {
+            Self::Pages(p) => Some(p),
+            _ => None,
+        }
+    }
+    /// The page-node reader, mutable (to set its page cache).
+    pub fn pages_mut(&mut self) -> Option<&mut crate::kinds::graph::search::PageLayout> {
+        match self {
+            Self::Pages(p) => Some(p),
+            _ => None,
         }
     }
     /// The decoupled reader (`None` for the page-packed layouts).
@@ -492,6 +508,7 @@ impl LayoutReader {
         match self {
             Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => r.file.meta(),
             Self::Decoupled(d) => d.graph.meta(),
+            Self::Pages(p) => p.file().packed_meta(),
         }
     }
     /// The layout's file (the graph file for the decoupled layout), for errors.
@@ -499,6 +516,7 @@ impl LayoutReader {
         match self {
             Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => r.file.path(),
             Self::Decoupled(d) => d.graph.path(),
+            Self::Pages(p) => p.file().path(),
         }
     }
     /// Pages of the largest read a search makes.
@@ -507,11 +525,12 @@ impl LayoutReader {
             Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => {
                 r.file.geometry().read_pages()
             }
-            Self::Decoupled(_) => 1,
+            Self::Decoupled(_) | Self::Pages(_) => 1,
         }
     }
     /// Memory the reader holds besides caches: page checksums (and PageShuffle's order); for
-    /// the decoupled layout the graph's sparse index and the vector file's metadata.
+    /// the decoupled layout the graph's sparse index and the vector file's metadata; for the
+    /// page-node layout the page table (4 bytes per vector).
     pub fn heap_bytes(&self) -> usize {
         match self {
             Self::Packed(r) | Self::Shuffled(r) | Self::AllInStorage(r) => r.file.heap_bytes(),
@@ -523,6 +542,7 @@ impl LayoutReader {
                         .sum::<usize>()
                     + d.map.as_ref().map_or(0, |m| m.len() * 8)
             }
+            Self::Pages(p) => p.file().heap_bytes(),
         }
     }
     /// Memory of the caches: the static node cache, or the list cache's budget.
@@ -532,6 +552,7 @@ impl LayoutReader {
                 (r.cache.heap_bytes() as u64, 0)
             }
             Self::Decoupled(d) => (0, d.lists.budget_bytes()),
+            Self::Pages(p) => (p.cache().heap_bytes() as u64, 0),
         }
     }
 }

@@ -31,6 +31,7 @@ pub mod flash;
 pub mod layouts;
 pub mod list_cache;
 pub mod machine;
+pub mod page_nodes;
 mod params;
 pub mod pipe;
 pub mod rerank;
@@ -45,6 +46,7 @@ pub use explore::Frontier;
 pub use flash::{FlashParams, Grain};
 pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};
 pub use list_cache::{ListCache, PinnedBuilder, PinnedLists};
+pub use page_nodes::{PageCache, PageLayout};
 pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn};
 pub use params::{
     BeamParams, Capabilities, RangeSpec, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH,

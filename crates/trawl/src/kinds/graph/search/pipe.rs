@@ -558,7 +558,8 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
             .filter(|r| r.early_stop > 0)
             .map(|r| (r.early_stop as u64, r.code_radius()));
         self.f.set_gate(t.x.keep.and_then(|(q, k)| k.gate(q)));
-        let hidden = t.x.hidden;
+        // On the page-node layout a hidden vector is left out of the results only.
+        let hidden = t.x.hidden.filter(|_| !G::PAGE_NODES);
         if let Some(h) = hidden {
             self.f.hide(h);
         }
@@ -567,33 +568,42 @@ impl<'v, G: GraphSource> QueryMachine<GraphView<'v, G>> for PipeQuery {
         // Overlapping initialisation: the nearest entries' reads go out first.
         let first = entry.len().min(self.width.width());
         let mut issued = 0;
+        // Entry points are searched as their nodes (their pages on the page-node layout).
+        let skip = |i: usize, id: u32, node: u32| {
+            node == u32::MAX
+                || hidden == Some(id)
+                || entry[..i].iter().any(|&e| g.node_of(e) == node)
+        };
         for (i, &id) in entry.iter().enumerate() {
-            if entry[..i].contains(&id) || hidden == Some(id) {
+            let node = g.node_of(id);
+            if skip(i, id, node) {
                 continue;
             }
-            self.f.visited.insert(id);
+            self.f.visited.insert(node);
             if issued < first && t.engine.can_submit() {
-                self.submit_node(g, &mut *t.engine, id, f32::NAN, t.x.stats)?;
+                self.submit_node(g, &mut *t.engine, node, f32::NAN, t.x.stats)?;
                 issued += 1;
             }
         }
         self.f.fill_table(space, t.x.query, t.x.stats)?;
         for (i, &id) in entry.iter().enumerate() {
-            if entry[..i].contains(&id) || hidden == Some(id) {
+            let node = g.node_of(id);
+            if skip(i, id, node) {
                 continue;
             }
-            let d = self.f.pq_distance(space, id);
-            t.x.stats.traversal.pq_distances += 1;
-            self.f.list.insert(id, d);
+            let table = self.f.table.as_ref().expect("filled above");
+            let (d, scored) = g.seed_distance(space, table, id, node);
+            t.x.stats.traversal.pq_distances += scored;
+            self.f.list.insert(node, d);
             let mut pending = false;
             for p in self.waiting.iter_mut().chain(self.ready.iter_mut()) {
-                if p.id == id && p.dist.is_nan() {
+                if p.id == node && p.dist.is_nan() {
                     p.dist = d;
                     pending = true;
                 }
             }
             if pending {
-                self.f.list.mark_expanded(id);
+                self.f.list.mark_expanded(node);
             }
         }
         Ok(())

@@ -32,9 +32,9 @@ pub fn score_records<T: Element>(
     let view = *s.view();
     let g = match view.layout {
         LayoutReader::Packed(g) | LayoutReader::Shuffled(g) | LayoutReader::AllInStorage(g) => g,
-        LayoutReader::Decoupled(_) => {
+        LayoutReader::Decoupled(_) | LayoutReader::Pages(_) => {
             return Err(SearchError::Unsupported(
-                "scoring by records needs a layout with records (not the decoupled one)".into(),
+                "scoring by records needs a layout with records (not the decoupled or page-node one)".into(),
             ))
         }
     };

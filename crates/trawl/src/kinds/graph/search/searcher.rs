@@ -353,6 +353,32 @@ impl<'i> Searcher<'i> {
                     )
                 }
             }
+            LayoutReader::Pages(p) => {
+                let view = GraphView { space, graph: &**p };
+                if beam {
+                    run(
+                        io,
+                        &view,
+                        &cfg,
+                        &mut l.beam,
+                        interleave,
+                        next,
+                        sink,
+                        (None, seeder),
+                    )
+                } else {
+                    run(
+                        io,
+                        &view,
+                        &cfg,
+                        &mut l.pipe,
+                        interleave,
+                        next,
+                        sink,
+                        (None, seeder),
+                    )
+                }
+            }
             LayoutReader::Decoupled(d) => {
                 let view = GraphView { space, graph: &**d };
                 if beam {

@@ -263,6 +263,32 @@ pub trait GraphSource: Sync {
     /// means the vectors are read apart and re-ranked ([`VectorSource`]).
     const RECORDS: bool;
 
+    /// Whether a search node is a page of vectors (the page-node layout) rather than one
+    /// vector: entry points map to their pages ([`GraphSource::node_of`]), and a hidden vector
+    /// is left out of the results rather than out of the traversal.
+    const PAGE_NODES: bool = false;
+
+    /// The search node of vector `id`: itself, or on the page-node layout its page
+    /// (`u32::MAX` when it has none).
+    #[inline]
+    fn node_of(&self, id: u32) -> u32 {
+        id
+    }
+
+    /// The list distance of entry point `id` (search node `node`) under the query's table,
+    /// and the codes scored for it: the vector's code distance, or on the page-node layout its
+    /// page's (the nearest code among the page's vectors).
+    #[inline]
+    fn seed_distance(
+        &self,
+        space: &GraphSpace<'_>,
+        table: &QuantQuery,
+        id: u32,
+        _node: u32,
+    ) -> (f32, u64) {
+        (space.pq.distance(table, id), 1)
+    }
+
     /// The file, for error messages.
     fn path(&self) -> &Path;
 

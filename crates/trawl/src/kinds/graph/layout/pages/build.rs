@@ -11,12 +11,16 @@ pub struct PageParams {
     /// Vectors per page node (0: the most whose neighbour list keeps `min_degree` entries per
     /// vector, [`crate::kinds::graph::layout::pages::auto_capacity`]).
     pub capacity: usize,
-    /// Neighbour-list entries a page needs per vector when the capacity is chosen (0: half
-    /// the graph's largest degree).
+    /// Neighbour-list entries a page needs per vector when the capacity is chosen (0: the
+    /// graph's largest degree, so every vector edge fits the list).
     pub min_degree: usize,
     /// Hops of the graph around a page's centre its members are chosen from (0: 2, PageANN's
     /// choice for graphs of degree ≥ 23, and 3 below).
     pub hops: usize,
+    /// Most entries of a page's list (0: as many as the page has room for). A shorter list
+    /// keeps the pages its members are nearest to (round-robin over the members' edges) and
+    /// costs a search fewer page scorings per page read.
+    pub max_degree: usize,
 }
 
 /// Vectors grouped into page nodes.
@@ -149,9 +153,7 @@ pub fn group<T: Element>(
 /// What merging the vector edges into page lists did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct EdgeReport {
-    /// Entries over all pages.
-    pub entries: u64,
-    /// Page-level edges (distinct target pages) over all pages.
+    /// Page-level edges (list entries) over all pages.
     pub page_edges: u64,
     /// Page-level edges of the vector graph that no list represents (a page whose members
     /// reach more pages than its list can name).
@@ -162,11 +164,10 @@ pub struct EdgeReport {
     pub max_degree: usize,
 }
 
-/// The neighbour list of every page node: its members' vector edges to other pages, merged
-/// round-robin (each member's next edge in its list's order, which a Vamana build leaves
-/// nearest first) — first one vector of every page the members reach, so every page-level
-/// edge of the vector graph is represented while there is room, then further vectors of those
-/// pages, again round-robin, until the list is `room(members)` entries long. Lists come back
+/// The neighbour list of every page node: the pages its members' vector edges reach (each
+/// once), taken round-robin over the members (each member's next edge in its list's order,
+/// which a Vamana build leaves nearest first) so that, when a page reaches more pages than
+/// `room(members)` entries, the ones its members are nearest to are kept. Lists come back
 /// sorted (the coded form's order).
 pub fn page_edges(
     graph: &Csr,
@@ -176,16 +177,14 @@ pub fn page_edges(
     let mut report = EdgeReport::default();
     let page_of = &grouping.page_of;
     let mut lists = Vec::with_capacity(grouping.pages.len());
-    // Per-page scratch: pages and vectors taken (stamped with the page's number + 1).
-    let mut page_taken = vec![0u32; grouping.pages.len()];
-    let mut vec_taken = vec![0u32; page_of.len()];
+    // Pages taken by the current page's list (stamped with its number + 1).
+    let mut taken = vec![0u32; grouping.pages.len()];
     let mut pos: Vec<usize> = Vec::new();
     for (p, members) in grouping.pages.iter().enumerate() {
         let mark = p as u32 + 1;
         let cap = room(members.len());
         let mut list: Vec<u32> = Vec::new();
         let mut reached = 0u64;
-        // Phase 1: one vector per page reached, round-robin; counts every page reached.
         pos.clear();
         pos.resize(members.len(), 0);
         let mut live = true;
@@ -197,51 +196,25 @@ pub fn page_edges(
                     let v = row[pos[i]];
                     pos[i] += 1;
                     let q = page_of[v as usize];
-                    if q == NO_PAGE || q as usize == p || page_taken[q as usize] == mark {
+                    if q == NO_PAGE || q as usize == p || taken[q as usize] == mark {
                         continue;
                     }
-                    page_taken[q as usize] = mark;
+                    taken[q as usize] = mark;
                     reached += 1;
                     if list.len() < cap {
-                        list.push(v);
-                        vec_taken[v as usize] = mark;
+                        list.push(q);
                     }
                     live = true;
                     break;
                 }
             }
         }
-        report.page_edges += reached.min(list.len() as u64);
         if reached > list.len() as u64 {
             report.missing_page_edges += reached - list.len() as u64;
             report.truncated_pages += 1;
         }
-        // Phase 2: more vectors of the pages reached, round-robin, while there is room.
-        pos.iter_mut().for_each(|x| *x = 0);
-        let mut live = list.len() < cap;
-        while live {
-            live = false;
-            for (i, &u) in members.iter().enumerate() {
-                if list.len() >= cap {
-                    break;
-                }
-                let row = graph.row(u as usize);
-                while pos[i] < row.len() {
-                    let v = row[pos[i]];
-                    pos[i] += 1;
-                    let q = page_of[v as usize];
-                    if q == NO_PAGE || q as usize == p || vec_taken[v as usize] == mark {
-                        continue;
-                    }
-                    vec_taken[v as usize] = mark;
-                    list.push(v);
-                    live = true;
-                    break;
-                }
-            }
-        }
         list.sort_unstable();
-        report.entries += list.len() as u64;
+        report.page_edges += list.len() as u64;
         report.max_degree = report.max_degree.max(list.len());
         lists.push(list);
     }

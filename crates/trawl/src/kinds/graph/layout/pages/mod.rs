@@ -1,10 +1,11 @@
 //! The page-node layout (PageANN): the graph's nodes are 4 KiB pages, not vectors. Similar
 //! vectors are grouped into one page node (a centre and its nearest vectors within a few hops
 //! of the built Vamana graph, [`build::group`]); the page holds their full-precision vectors
-//! and *one* neighbour list for all of them — the members' vector edges merged, de-duplicated
-//! and pointed at vectors of other pages ([`build::page_edges`]) — instead of one list per
-//! vector. A search reads a page, gets the exact distances of every vector on it, and scores
-//! the vectors its list names by their PQ codes; a page is read at most once per query.
+//! and *one* neighbour list for all of them — the pages their vector edges reach, merged
+//! ([`build::page_edges`]) — instead of one list per vector. A search reads a page, gets the
+//! exact distances of every vector on it, and scores each page its list names by the nearest
+//! PQ code among that page's vectors (the codes are kept in memory in page order, so a page's
+//! codes are contiguous); a page is read at most once per query.
 //!
 //! File `pages.trawl`, all integers little-endian, in pages of [`PAGE_BYTES`] = 4096 bytes:
 //!
@@ -13,7 +14,7 @@
 //! | 0 | header (table below) |
 //! | 1 ..= P | page nodes: page node `p` is file page `1 + p` |
 //! | P+1 ..= P+C | checksum table: CRC-32 of every page node, `u32` each, zero-padded |
-//! | P+C+1 ..= P+C+T | page table: the page node of every vector slot, `u32` each ([`NO_PAGE`] for a slot without a vector), zero-padded |
+//! | P+C+1 ..= P+C+O | order table: the vector in each slot (slot `s` = position `s mod capacity` of page node `⌊s / capacity⌋`), `u32` each, [`NO_VECTOR`] for an empty slot, zero-padded |
 //!
 //! **Header page:**
 //!
@@ -26,19 +27,19 @@
 //! | 17 | 1 | metric code ([`Metric::code`]) |
 //! | 18 | 2 | reserved, zero |
 //! | 20 | 4 | `dim` |
-//! | 24 | 8 | `n`, vector slots (ids are `< n`) |
+//! | 24 | 8 | `n`, vector ids (each `< n`) |
 //! | 32 | 8 | `P`, page nodes |
 //! | 40 | 4 | capacity: most vectors a page node holds |
-//! | 44 | 4 | medoid (the entry vector), `< n` |
+//! | 44 | 4 | medoid (the entry vector), `< n`, on a page |
 //! | 48 | 4 | largest neighbour list of a page node |
 //! | 52 | 4 | payload CRC of the PQ quantiser file (0 = none) |
 //! | 56 | 8 | `C`, checksum pages |
 //! | 64 | 4 | CRC-32 of the checksum table's entries (`4·P` bytes) |
 //! | 68 | 4 | payload CRC of the PQ codes file (0 = none) |
-//! | 72 | 8 | `T`, page-table pages |
-//! | 80 | 4 | CRC-32 of the page table's entries (`4·n` bytes) |
+//! | 72 | 8 | `O`, order-table pages |
+//! | 80 | 4 | CRC-32 of the order table's entries (`4·P·capacity` bytes) |
 //! | 84 | 4 | PQ bytes per vector of the index's quantiser |
-//! | 88 | 8 | vectors placed (slots with a page) |
+//! | 88 | 8 | vectors placed (slots holding a vector) |
 //! | 96 | 4 | `R`, the largest degree of the vector graph the pages were made from |
 //! | 100 | … | reserved, zero, up to byte 4092 |
 //! | 4092 | 4 | CRC-32 of bytes 0..4092 |
@@ -51,16 +52,16 @@
 //! | 2 | 2 | `d`, entries of the neighbour list |
 //! | 4 | 2 | `e`, bytes of the coded neighbour list |
 //! | 6 | 2 | reserved, zero |
-//! | 8 | `4m` | the members' vector ids, centre first |
+//! | 8 | `4m` | the members' vector ids, centre first (the order table's slots `p·capacity ..`) |
 //! | `8 + 4m` | `m·V` | their vectors (`V = dim·size(dtype)`), in member order |
-//! | `8 + 4m + m·V` | `e` | the neighbour list: `d` vector ids of other pages, sorted, Elias–Fano coded below `n` ([`crate::kinds::graph::layout::decoupled::elias_fano`]) |
+//! | `8 + 4m + m·V` | `e` | the neighbour list: `d` page nodes, sorted, Elias–Fano coded below `P` ([`crate::kinds::graph::layout::decoupled::elias_fano`]) |
 //!
 //! The rest of the page is zero. The compressed list is the page's *topology*: one list of
-//! about 12–14 bits per entry where a page of packed records spends `4 + 4R` bytes per vector,
-//! so a page holds more vectors (GloVe, 100 × f32: 8 against 6) and still names more
-//! neighbours than all its vectors' lists together would. The page table (4 bytes per vector)
-//! is loaded at open and is what a search looks a named vector's page up in; a vector keeps
-//! its id, so the PQ codes, the id map and the entry index are the other layouts' own.
+//! page ids, 10–14 bits each, where a page of packed records spends `4 + 4R` bytes per vector,
+//! so a page holds more vectors (GloVe 50 × f32: 16 against 8) and still names every page its
+//! vectors' edges reach. A vector keeps its id, so the id map, the filters and the entry index
+//! are the other layouts' own; opening the layout reorders the PQ codes into slot order (no
+//! second copy) and keeps the page of each vector (4 bytes per vector) for entry points.
 
 pub mod build;
 mod reader;
@@ -82,8 +83,10 @@ pub const MAGIC: [u8; 8] = *b"TRAWLPGN";
 pub const VERSION: u32 = 1;
 /// File name of the page-node layout inside an index directory.
 pub const FILE_NAME: &str = "pages.trawl";
-/// Page-table entry of a slot without a vector.
+/// Page of a vector that is on no page.
 pub const NO_PAGE: u32 = u32::MAX;
+/// Order-table entry of an empty slot.
+pub const NO_VECTOR: u32 = u32::MAX;
 /// Bytes before a page node's member ids.
 pub const PAGE_HEAD: usize = 8;
 
@@ -96,7 +99,7 @@ pub struct PagesMeta {
     pub metric: Metric,
     /// Dimension.
     pub dim: usize,
-    /// Vector slots (ids are below it).
+    /// Vector ids (each below it).
     pub n: u64,
     /// Page nodes.
     pub pages: u64,
@@ -110,7 +113,7 @@ pub struct PagesMeta {
     pub pq_crc: u32,
     /// Payload CRC of the PQ codes file (0 = none).
     pub pq_codes_crc: u32,
-    /// Slots with a page node.
+    /// Vectors placed on a page.
     pub placed: u64,
     /// PQ bytes per vector of the index's quantiser.
     pub pq_bytes: usize,
@@ -149,8 +152,8 @@ pub fn room_bytes(members: usize, vector_bytes: usize) -> Option<usize> {
     PAGE_BYTES.checked_sub(used)
 }
 
-/// The longest neighbour list of ids below `universe` whose code fits in `room` bytes (at
-/// most `u16::MAX` entries).
+/// The longest neighbour list of page ids below `universe` whose code fits in `room` bytes
+/// (at most `u16::MAX` entries).
 pub fn entries_that_fit(room: usize, universe: u32) -> usize {
     // Bits per entry only fall as a list grows, so the count is found by bisection.
     let (mut lo, mut hi) = (0usize, (room * 8).min(u16::MAX as usize));
@@ -171,16 +174,17 @@ pub fn max_capacity(vector_bytes: usize) -> usize {
     (PAGE_BYTES - PAGE_HEAD) / (vector_bytes + 4)
 }
 
-/// The capacity a build picks: the most vectors per page whose neighbour list still holds
-/// `min_degree` entries per vector (PageANN's rule: the page degree over the capacity at least
-/// the degree a vector needs), and at least 1 when one vector fits.
-pub fn auto_capacity(vector_bytes: usize, universe: u32, min_degree: usize) -> usize {
+/// The capacity a build of `n` vectors picks: the most vectors per page whose neighbour list
+/// still holds `min_degree` entries per vector (PageANN's rule: the page degree over the
+/// capacity at least the degree a vector needs), and at least 1 when one vector fits.
+pub fn auto_capacity(vector_bytes: usize, n: u64, min_degree: usize) -> usize {
     let most = max_capacity(vector_bytes);
     (1..=most)
         .rev()
         .find(|&c| {
+            let pages = n.div_ceil(c as u64).min(u64::from(u32::MAX)) as u32;
             room_bytes(c, vector_bytes)
-                .is_some_and(|r| entries_that_fit(r, universe) >= c * min_degree)
+                .is_some_and(|r| entries_that_fit(r, pages) >= c * min_degree)
         })
         .unwrap_or(most.min(1))
 }

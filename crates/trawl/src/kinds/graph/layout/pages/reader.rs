@@ -8,19 +8,22 @@ use crate::io::PAGE_BYTES;
 use crate::kernels::{DType, Element, Metric};
 use crate::kinds::graph::layout::decoupled::elias_fano;
 use crate::kinds::graph::layout::pages::{
-    room_bytes, PagesMeta, MAGIC, NO_PAGE, PAGE_HEAD, VERSION,
+    room_bytes, PagesMeta, MAGIC, NO_PAGE, NO_VECTOR, PAGE_HEAD, VERSION,
 };
 use crate::progress::Control;
 
-/// An opened, checked page-node file: its shape, the page checksums and the page table (4
-/// bytes per page node and per vector in memory). Reading pages is the I/O engine's job; this
-/// type decodes the page nodes in the bytes it returns.
+/// An opened, checked page-node file: its shape, the page checksums, the members' count of
+/// each page and each vector's page (4 bytes per page node and per vector in memory; the
+/// order table itself is read at open and dropped). Reading pages is the I/O engine's job;
+/// this type decodes the page nodes in the bytes it returns.
 #[derive(Debug, Clone)]
 pub struct PageFile {
     path: PathBuf,
     meta: PagesMeta,
+    packed: crate::kinds::graph::layout::packed::PackedMeta,
     crcs: Vec<u32>,
     page_of: Vec<u32>,
+    counts: Vec<u16>,
     file_bytes: u64,
 }
 
@@ -146,7 +149,7 @@ impl PageFile {
             && meta.placed <= meta.n
             && meta.placed >= meta.pages
             && crc_pages == (4 * meta.pages).div_ceil(PAGE_BYTES as u64)
-            && table_pages == (4 * meta.n).div_ceil(PAGE_BYTES as u64)
+            && table_pages == (4 * meta.pages * meta.capacity as u64).div_ceil(PAGE_BYTES as u64)
             && meta.graph_r > 0
             && h[18..20] == [0, 0]
             && h[100..PAGE_BYTES - 4].iter().all(|&b| b == 0);
@@ -177,34 +180,43 @@ impl PageFile {
             le32(&h, 64),
             "page checksum table",
         )?;
-        let page_of = read_table(
+        let order = read_table(
             &mut file,
             table_pages,
-            4 * meta.n as usize,
+            4 * meta.pages as usize * meta.capacity,
             le32(&h, 80),
-            "page table",
+            "order table",
         )?;
-        let mut placed = 0u64;
-        for (id, &p) in page_of.iter().enumerate() {
-            if p == NO_PAGE {
+        let mut page_of = vec![NO_PAGE; meta.n as usize];
+        let mut counts = vec![0u16; meta.pages as usize];
+        for (s, &id) in order.iter().enumerate() {
+            let (p, i) = (s / meta.capacity, s % meta.capacity);
+            if id == NO_VECTOR {
                 continue;
             }
-            if u64::from(p) >= meta.pages {
-                return Err(invalid(path, format!("page table: vector {id} on page {p} of {}", meta.pages)));
+            // A page's vectors fill its first slots; each vector is in one slot.
+            let ok = usize::from(counts[p]) == i
+                && page_of.get(id as usize).is_some_and(|&q| q == NO_PAGE);
+            if !ok {
+                return Err(invalid(path, format!("order table: vector {id} in slot {s}")));
             }
-            placed += 1;
+            page_of[id as usize] = p as u32;
+            counts[p] += 1;
         }
-        if placed != meta.placed || page_of[meta.medoid as usize] == NO_PAGE {
+        let placed: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+        if placed != meta.placed || counts.contains(&0) || page_of[meta.medoid as usize] == NO_PAGE {
             return Err(invalid(
                 path,
-                format!("page table places {placed} vectors, the header {} (medoid on a page: {})", meta.placed, page_of[meta.medoid as usize] != NO_PAGE),
+                format!("the order table places {placed} vectors, the header {}, with an empty page or the medoid on none", meta.placed),
             ));
         }
         Ok(Self {
             path: path.to_path_buf(),
+            packed: meta.packed_meta(),
             meta,
             crcs,
             page_of,
+            counts,
             file_bytes: expected,
         })
     }
@@ -217,20 +229,54 @@ impl PageFile {
     pub fn meta(&self) -> &PagesMeta {
         &self.meta
     }
+    /// The shape as the other layouts describe it ([`PagesMeta::packed_meta`]).
+    pub fn packed_meta(&self) -> &crate::kinds::graph::layout::packed::PackedMeta {
+        &self.packed
+    }
     /// Bytes of the file.
     pub fn file_bytes(&self) -> u64 {
         self.file_bytes
     }
-    /// Bytes held in memory (checksums and page table).
+    /// Bytes held in memory (checksums, page of each vector, count of each page).
     pub fn heap_bytes(&self) -> usize {
-        4 * (self.crcs.len() + self.page_of.len())
+        4 * (self.crcs.len() + self.page_of.len()) + 2 * self.counts.len()
     }
-    /// The page node of vector `id` ([`NO_PAGE`] for none or an id past the table).
+    /// Vectors on page node `p` (0 past the file).
+    #[inline]
+    pub fn count(&self, p: u32) -> usize {
+        self.counts.get(p as usize).map_or(0, |&c| usize::from(c))
+    }
+    /// Reads the order table again: the vector in each slot ([`NO_VECTOR`] for an empty one),
+    /// `P · capacity` entries, checked against what the open found.
+    pub fn read_order(&self) -> Result<Vec<u32>, FileError> {
+        let fail = |kind: FileErrorKind| FileError::new(&self.path, kind);
+        let mut file = std::fs::File::open(&self.path).map_err(|e| fail(e.into()))?;
+        let slots = self.counts.len() * self.meta.capacity;
+        let crc_pages = (4 * self.meta.pages).div_ceil(PAGE_BYTES as u64);
+        file.seek(SeekFrom::Start((1 + self.meta.pages + crc_pages) * PAGE_BYTES as u64))
+            .map_err(|e| fail(e.into()))?;
+        let mut raw = vec![0u8; 4 * slots];
+        file.read_exact(&mut raw).map_err(|e| fail(e.into()))?;
+        let order: Vec<u32> = raw
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let cap = self.meta.capacity;
+        for (s, &id) in order.iter().enumerate() {
+            let p = (s / cap) as u32;
+            let want = (s % cap) < self.count(p);
+            if want != (id != NO_VECTOR) || (want && self.page_of(id) != p) {
+                return Err(invalid(&self.path, format!("order table changed under the index (slot {s})")));
+            }
+        }
+        Ok(order)
+    }
+    /// The page node of vector `id` ([`NO_PAGE`] for none or an id past the file).
     #[inline]
     pub fn page_of(&self, id: u32) -> u32 {
         self.page_of.get(id as usize).copied().unwrap_or(NO_PAGE)
     }
-    /// The page table.
+    /// The page of every vector.
     pub fn page_table(&self) -> &[u32] {
         &self.page_of
     }
@@ -269,7 +315,7 @@ impl PageFile {
         };
         if d > self.meta.max_degree
             || e > room
-            || e != elias_fano::encoded_bytes(d, self.meta.n as u32)
+            || e != elias_fano::encoded_bytes(d, self.meta.pages as u32)
             || b[6..8] != [0, 0]
         {
             return Err(format!("page node {p}: list of {d} entries in {e} bytes"));
@@ -282,6 +328,9 @@ impl PageFile {
             degree: d,
             list: &b[PAGE_HEAD + 4 * m + m * v..PAGE_HEAD + 4 * m + m * v + e],
         };
+        if m != self.count(p as u32) {
+            return Err(format!("page node {p}: {m} vectors, the order table says {}", self.count(p as u32)));
+        }
         for id in view.ids() {
             if u64::from(self.page_of(id)) != p {
                 return Err(format!("page node {p}: vector {id} belongs to another page"));
@@ -290,9 +339,9 @@ impl PageFile {
         Ok(view)
     }
 
-    /// Decodes `view`'s neighbour list into `out` (sorted vector ids, each checked below `n`).
+    /// Decodes `view`'s neighbour list into `out` (sorted page nodes, each checked below `P`).
     pub fn neighbors(&self, p: u64, view: &PageView<'_>, out: &mut Vec<u32>) -> Result<(), String> {
-        elias_fano::decode(view.list, view.degree, self.meta.n as u32, out)
+        elias_fano::decode(view.list, view.degree, self.meta.pages as u32, out)
             .map(|_| ())
             .map_err(|e| format!("page node {p}: neighbour list: {e}"))
     }
@@ -314,8 +363,8 @@ impl PageFile {
             self.check_page(p, &buf).map_err(fail)?;
             let view = self.decode(p, &buf).map_err(fail)?;
             self.neighbors(p, &view, &mut nbrs).map_err(fail)?;
-            if let Some(&bad) = nbrs.iter().find(|&&u| self.page_of(u) == NO_PAGE) {
-                return Err(fail(format!("page node {p}: neighbour {bad} is on no page")));
+            if nbrs.contains(&(p as u32)) {
+                return Err(fail(format!("page node {p} lists itself")));
             }
             seen += view.len() as u64;
             bar.inc(1);

@@ -8,7 +8,7 @@ use crate::dir::{FileError, FileErrorKind};
 use crate::io::PAGE_BYTES;
 use crate::kinds::graph::layout::decoupled::elias_fano;
 use crate::kinds::graph::layout::pages::{
-    room_bytes, PagesMeta, MAGIC, NO_PAGE, PAGE_HEAD, VERSION,
+    room_bytes, PagesMeta, MAGIC, NO_PAGE, NO_VECTOR, PAGE_HEAD, VERSION,
 };
 
 fn invalid(path: &Path, msg: String) -> FileError {
@@ -16,10 +16,10 @@ fn invalid(path: &Path, msg: String) -> FileError {
 }
 
 /// Writes the page-node file of `meta` at `path`: page node `p` holds the vectors
-/// `pages[p]` (their bytes from `vector`, `V` each) and the sorted neighbour list
-/// `lists[p]`; `page_of` is the page table (`n` entries). `meta.pages`, `max_degree` and
-/// `placed` are taken from the arguments. The file is synced before this returns; its bytes
-/// are returned.
+/// `pages[p]` (their bytes from `vector`, `V` each) and the sorted page list `lists[p]`;
+/// `page_of` gives each vector's page (`n` entries, checked against `pages`). `meta.pages`,
+/// `max_degree` and `placed` are taken from the arguments. The file is synced before this
+/// returns; its bytes are returned.
 pub fn write_file<'v>(
     path: &Path,
     meta: &PagesMeta,
@@ -41,7 +41,8 @@ pub fn write_file<'v>(
             format!("{} pages, {} lists, medoid {}", pages.len(), lists.len(), meta.medoid),
         ));
     }
-    let universe = n as u32;
+    let universe = pages.len() as u32;
+    let cap = meta.capacity;
     let file = File::create(path).map_err(io)?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     out.write_all(&[0u8; PAGE_BYTES]).map_err(io)?;
@@ -104,12 +105,14 @@ pub fn write_file<'v>(
     tail.resize(table_bytes(crcs.len()), 0);
     out.write_all(&tail).map_err(io)?;
     tail.clear();
-    for p in page_of {
-        tail.extend_from_slice(&p.to_le_bytes());
+    for members in pages {
+        for i in 0..cap {
+            tail.extend_from_slice(&members.get(i).copied().unwrap_or(NO_VECTOR).to_le_bytes());
+        }
     }
     let page_table_crc = crc32fast::hash(&tail);
-    let table_pages = table_bytes(page_of.len()) / PAGE_BYTES;
-    tail.resize(table_bytes(page_of.len()), 0);
+    let table_pages = table_bytes(pages.len() * cap) / PAGE_BYTES;
+    tail.resize(table_bytes(pages.len() * cap), 0);
     out.write_all(&tail).map_err(io)?;
     let mut file = out.into_inner().map_err(|e| io(e.into_error()))?;
     let mut h = [0u8; PAGE_BYTES];
