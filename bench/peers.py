@@ -40,7 +40,7 @@ Every build and every search sweep runs in a child process of its own, measured 
 queries), k = 10, recall against the dataset's GT with common.recall_at_k. QPS sweeps: trawl's
 sides run with --threads threads (and their own queries in flight per thread, above); every
 other side (diskann, faiss-hnsw, faiss-ivfpq, hnswlib) runs once per thread count of
---peer-threads (default 2,4,8,16: a peer gets its best oversubscription too, as trawl keeps
+--peer-threads (default 2,8,16,32: a peer gets its best oversubscription too, as trawl keeps
 several queries in flight per thread; OMP/MKL/OpenBLAS threads and diskannpy's num_threads follow
 each run's count). At each recall target a peer's figures are those of its best thread count
 there (the highest interpolated QPS; ties: fewer threads), named beside them; the report keeps a
@@ -1245,7 +1245,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="comma list of " + ",".join(ALL_SIDES))
     ap.add_argument("--threads", type=int, default=2,
                     help="build threads of every side; QPS-sweep threads of trawl's sides")
-    ap.add_argument("--peer-threads", default="2,4,8,16", type=thread_counts,
+    ap.add_argument("--peer-threads", default="2,8,16,32", type=thread_counts,
                     help="comma list: the QPS sweep of every non-trawl side (diskann, "
                          "faiss-hnsw, faiss-ivfpq, hnswlib) runs once per thread count; the "
                          "report takes each peer's best count at each recall target (trawl "

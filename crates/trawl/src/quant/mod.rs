@@ -330,6 +330,20 @@ impl QuantQuery {
         }
     }
 
+    /// The smallest distance to the consecutive codes in `codes` when it is at most `limit`
+    /// (equal to [`QuantQuery::distance`]'s); otherwise some value above `limit`. PQ tables of
+    /// L2 and cosine stop summing a code early once it is past the limit.
+    #[inline]
+    pub fn min_within(&self, codes: &[u8], m: usize, limit: f32) -> f32 {
+        match self {
+            Self::Pq(t) => t.min_within(codes, limit),
+            Self::RaBitQ(q) => codes
+                .chunks_exact(m.max(1))
+                .map(|c| q.distance(c))
+                .fold(f32::INFINITY, f32::min),
+        }
+    }
+
     /// The estimated distance to the vector with `code`.
     #[inline]
     pub fn distance(&self, code: &[u8]) -> f32 {

@@ -165,6 +165,19 @@ impl CandidateList {
         true
     }
 
+    /// The distance below which an offered candidate enters (`+∞` while the list has room;
+    /// with a radius, at least the radius).
+    #[inline]
+    pub fn admission(&self) -> f32 {
+        if self.slots.len() < self.capacity {
+            return f32::INFINITY;
+        }
+        self.slots
+            .last()
+            .map_or(f32::INFINITY, |l| l.dist)
+            .max(self.radius)
+    }
+
     /// Whether some candidate is not yet expanded (in the overflow heap too).
     #[inline]
     pub fn has_unexpanded(&self) -> bool {

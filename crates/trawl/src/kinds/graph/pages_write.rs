@@ -94,9 +94,14 @@ impl DiskIndex {
         })?;
         bar.finish_and_clear();
         let graph = Csr { offsets, targets };
-        let ids_path = self.dir().join(crate::kinds::graph::updates::ids::FILE_NAME);
+        let ids_path = self
+            .dir()
+            .join(crate::kinds::graph::updates::ids::FILE_NAME);
         let slots = if ids_path.is_file() {
-            Some(crate::kinds::graph::updates::ids::SlotIds::load(self.dir(), n)?)
+            Some(crate::kinds::graph::updates::ids::SlotIds::load(
+                self.dir(),
+                n,
+            )?)
         } else {
             None
         };
@@ -111,19 +116,40 @@ impl DiskIndex {
             ..LayoutReport::default()
         };
         let t_s = Instant::now();
-        let bar = ctl.bar("grouping vectors into pages", meta.n.div_ceil(capacity as u64));
+        let bar = ctl.bar(
+            "grouping vectors into pages",
+            meta.n.div_ceil(capacity as u64),
+        );
         let medoid = meta.medoid;
         let grouping = match meta.dtype {
-            DType::F32 => group_typed::<f32>(&graph, &raw, &meta, capacity, hops, medoid, include, || bar.inc(1)),
-            DType::U8 => group_typed::<u8>(&graph, &raw, &meta, capacity, hops, medoid, include, || bar.inc(1)),
-            DType::I8 => group_typed::<i8>(&graph, &raw, &meta, capacity, hops, medoid, include, || bar.inc(1)),
+            DType::F32 => {
+                group_typed::<f32>(&graph, &raw, &meta, capacity, hops, medoid, include, || {
+                    bar.inc(1)
+                })
+            }
+            DType::U8 => {
+                group_typed::<u8>(&graph, &raw, &meta, capacity, hops, medoid, include, || {
+                    bar.inc(1)
+                })
+            }
+            DType::I8 => {
+                group_typed::<i8>(&graph, &raw, &meta, capacity, hops, medoid, include, || {
+                    bar.inc(1)
+                })
+            }
         };
         bar.finish_and_clear();
         ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
         let universe = grouping.pages.len() as u32;
-        let most = if params.max_degree > 0 { params.max_degree } else { usize::MAX };
+        let most = if params.max_degree > 0 {
+            params.max_degree
+        } else {
+            usize::MAX
+        };
         let room = |m: usize| {
-            room_bytes(m, v).map_or(0, |r| entries_that_fit(r, universe)).min(most)
+            room_bytes(m, v)
+                .map_or(0, |r| entries_that_fit(r, universe))
+                .min(most)
         };
         let (lists, edges) = page_edges(&graph, &grouping, room);
         report.shuffle_secs = t_s.elapsed().as_secs_f64();
@@ -191,5 +217,15 @@ fn group_typed<T: Element>(
         .chunks_exact(std::mem::size_of::<T>())
         .map(bytemuck::pod_read_unaligned::<T>)
         .collect();
-    group(graph, &typed, meta.dim, meta.metric, capacity, hops, start, include, tick)
+    group(
+        graph,
+        &typed,
+        meta.dim,
+        meta.metric,
+        capacity,
+        hops,
+        start,
+        include,
+        tick,
+    )
 }

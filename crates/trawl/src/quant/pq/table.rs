@@ -26,6 +26,9 @@ use crate::quant::DistanceTable;
 pub struct QueryTable {
     rows: Vec<[f32; MAX_CENTROIDS]>,
     bias: f32,
+    /// Every entry is `≥ 0` and the bias 0 (L2, cosine): partial sums only grow, so a sum
+    /// past a limit may stop early ([`QueryTable::min_within`]).
+    monotone: bool,
 }
 
 impl QueryTable {
@@ -34,6 +37,7 @@ impl QueryTable {
         Self {
             rows: vec![[0.0; MAX_CENTROIDS]; m],
             bias: 0.0,
+            monotone: false,
         }
     }
 
@@ -75,6 +79,47 @@ impl QueryTable {
             acc[0] += r[usize::from(c)];
         }
         self.bias + ((acc[0] + acc[1]) + (acc[2] + acc[3]))
+    }
+
+    /// The smallest distance to the consecutive codes in `codes` (`m()` bytes each) when it
+    /// is at most `limit`, equal bit for bit to [`QueryTable::distance`]'s; otherwise some
+    /// value above `limit` (`+∞` with no code). On a monotone table (L2, cosine) a code whose
+    /// partial sum passes the smaller of `limit` and the best so far is abandoned, checked
+    /// every 8 subspaces.
+    pub fn min_within(&self, codes: &[u8], limit: f32) -> f32 {
+        let m = self.m().max(1);
+        let mut best = f32::INFINITY;
+        if !self.monotone {
+            for c in codes.chunks_exact(m) {
+                best = best.min(self.distance(c));
+            }
+            return best;
+        }
+        'codes: for code in codes.chunks_exact(m) {
+            let bound = best.min(limit);
+            let mut acc = [0f32; 4];
+            let mut rows = self.rows.chunks_exact(4);
+            let mut bytes = code.chunks_exact(4);
+            let mut step = 0;
+            for (r, c) in (&mut rows).zip(&mut bytes) {
+                acc[0] += r[0][usize::from(c[0])];
+                acc[1] += r[1][usize::from(c[1])];
+                acc[2] += r[2][usize::from(c[2])];
+                acc[3] += r[3][usize::from(c[3])];
+                step += 1;
+                if step % 2 == 0 && (acc[0] + acc[1]) + (acc[2] + acc[3]) > bound {
+                    continue 'codes;
+                }
+            }
+            for (r, &c) in rows.remainder().iter().zip(bytes.remainder()) {
+                acc[0] += r[usize::from(c)];
+            }
+            let d = self.bias + ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+            if d < best {
+                best = d;
+            }
+        }
+        best
     }
 
     /// Distances to consecutive codes: `out[i]` for `codes[i·m..(i+1)·m]`. Stops at the
@@ -258,7 +303,11 @@ impl ProductQuantizer {
     ) -> Result<(), PqError> {
         table.rows.resize(self.m(), [0.0; MAX_CENTROIDS]);
         table.bias = 0.0;
-        self.fill_rows(query, &mut table.rows)
+        table.monotone = false;
+        self.fill_rows(query, &mut table.rows)?;
+        // Sums of squares: never negative (`+∞` for missing centroids).
+        table.monotone = matches!(self.metric, Metric::L2 | Metric::Cosine);
+        Ok(())
     }
 
     /// Fills the rows of `query`'s table into `rows` (`M` rows; the layout of

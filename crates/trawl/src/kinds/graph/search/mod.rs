@@ -46,8 +46,8 @@ pub use explore::Frontier;
 pub use flash::{FlashParams, Grain};
 pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};
 pub use list_cache::{ListCache, PinnedBuilder, PinnedLists};
-pub use page_nodes::{PageCache, PageLayout};
 pub use machine::{GraphView, QueryMachine, Reranked, Traversal, Turn};
+pub use page_nodes::{PageCache, PageLayout};
 pub use params::{
     BeamParams, Capabilities, RangeSpec, SearchConfig, SearchParams, Strategy, DEFAULT_BEAM_WIDTH,
     DEFAULT_RANGE_SLACK, DEFAULT_RANGE_WIDTH, MAX_LIST,

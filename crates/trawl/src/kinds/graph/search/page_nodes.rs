@@ -14,12 +14,12 @@ use std::path::Path;
 
 use crate::kernels::{self, Element};
 use crate::kinds::graph::layout::pages::PageFile;
-use crate::quant::pq::PqCodes;
-use crate::quant::QuantQuery;
 use crate::kinds::graph::search::explore::{corrupt, Frontier};
 use crate::kinds::graph::search::source::{
     Expand, GraphSource, GraphSpace, Held, NoRecords, PqCodesAt,
 };
+use crate::quant::pq::PqCodes;
+use crate::quant::QuantQuery;
 use crate::search::{stop_part, SearchError};
 use crate::vamana::queue::Neighbor;
 
@@ -155,9 +155,12 @@ impl PageLayout {
         let t0 = x.stats.parts.start();
         let mut scored = 0u64;
         for &q in &fresh {
-            let (d, s) = self.score(codes, table, q);
+            let limit = f.list.admission();
+            let (d, s) = self.score_within(codes, table, q, limit);
             scored += s;
-            f.list.insert(q, d);
+            if d <= limit {
+                f.list.insert(q, d);
+            }
         }
         x.stats.traversal.pq_distances += scored;
         stop_part(t0, &mut x.stats.parts.pq_score_ns);
@@ -166,29 +169,39 @@ impl PageLayout {
         Ok(())
     }
 
-    /// Starts loading page `q`'s codes.
+    /// Starts loading page `q`'s codes (every cache line of its slot range: a page's codes
+    /// are contiguous, and scoring them is bound by the memory they come from).
     #[inline]
     fn prefetch_page(&self, codes: &PqCodes, q: u32) {
-        let cap = self.file.meta().capacity;
-        let first = q as usize * cap;
-        codes.prefetch(first);
-        codes.prefetch(first + self.file.count(q).saturating_sub(1));
+        let m = codes.m();
+        let first = q as usize * self.file.meta().capacity * m;
+        let end = first + self.file.count(q) * m;
+        if let Some(block) = codes.as_bytes().get(first..end) {
+            for part in block.chunks(512) {
+                crate::mem::prefetch_read(part);
+            }
+        }
     }
 
     /// Page `q`'s distance: the nearest code among its vectors (their codes sit in slot order,
-    /// contiguous); and the codes scored.
+    /// contiguous) when it is at most `limit` (else some value above it: the page would not
+    /// enter the list); and the codes scored.
     #[inline]
-    pub(crate) fn score(&self, codes: &PqCodes, table: &QuantQuery, q: u32) -> (f32, u64) {
-        let cap = self.file.meta().capacity;
-        let m = self.file.count(q);
-        let first = q as usize * cap;
-        let mut best = f32::INFINITY;
-        for s in first..first + m {
-            best = best.min(table.distance(codes.code(s)));
-        }
-        (best, m as u64)
+    pub(crate) fn score_within(
+        &self,
+        codes: &PqCodes,
+        table: &QuantQuery,
+        q: u32,
+        limit: f32,
+    ) -> (f32, u64) {
+        let m = codes.m();
+        let first = q as usize * self.file.meta().capacity;
+        let count = self.file.count(q);
+        let bytes = &codes.as_bytes()[first * m..(first + count) * m];
+        (table.min_within(bytes, m, limit), count as u64)
     }
 }
+
 impl GraphSource for PageLayout {
     const RECORDS: bool = true;
     const PAGE_NODES: bool = true;
@@ -266,7 +279,7 @@ impl GraphSource for PageLayout {
         node: u32,
     ) -> (f32, u64) {
         match space.pq.codes {
-            PqCodesAt::Memory(codes) => self.score(codes, table, node),
+            PqCodesAt::Memory(codes) => self.score_within(codes, table, node, f32::INFINITY),
             PqCodesAt::Records { .. } => (f32::INFINITY, 0),
         }
     }

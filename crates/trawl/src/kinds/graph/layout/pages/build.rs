@@ -105,7 +105,8 @@ pub fn group<T: Element>(
         cands.clear();
         let c = vec_of(centre);
         let mut depth = 0;
-        while !frontier.is_empty() && (depth < hops || (cands.len() + 1 < capacity && depth < hops + 2))
+        while !frontier.is_empty()
+            && (depth < hops || (cands.len() + 1 < capacity && depth < hops + 2))
         {
             next_frontier.clear();
             for &u in &frontier {

@@ -106,12 +106,8 @@ impl PageFile {
     /// [`PageFile::verify_all`].
     pub fn open(path: &Path) -> Result<Self, FileError> {
         let fail = |kind: FileErrorKind| FileError::new(path, kind);
-        let hp = crate::dir::file::read_header_page(
-            path,
-            MAGIC,
-            "trawl page-node index",
-            1..=VERSION,
-        )?;
+        let hp =
+            crate::dir::file::read_header_page(path, MAGIC, "trawl page-node index", 1..=VERSION)?;
         let (mut file, actual, h) = (hp.file, hp.len, hp.bytes);
         if le32(&h, 12) as usize != PAGE_BYTES {
             return Err(invalid(path, format!("page size {}", le32(&h, 12))));
@@ -198,13 +194,17 @@ impl PageFile {
             let ok = usize::from(counts[p]) == i
                 && page_of.get(id as usize).is_some_and(|&q| q == NO_PAGE);
             if !ok {
-                return Err(invalid(path, format!("order table: vector {id} in slot {s}")));
+                return Err(invalid(
+                    path,
+                    format!("order table: vector {id} in slot {s}"),
+                ));
             }
             page_of[id as usize] = p as u32;
             counts[p] += 1;
         }
         let placed: u64 = counts.iter().map(|&c| u64::from(c)).sum();
-        if placed != meta.placed || counts.contains(&0) || page_of[meta.medoid as usize] == NO_PAGE {
+        if placed != meta.placed || counts.contains(&0) || page_of[meta.medoid as usize] == NO_PAGE
+        {
             return Err(invalid(
                 path,
                 format!("the order table places {placed} vectors, the header {}, with an empty page or the medoid on none", meta.placed),
@@ -253,8 +253,10 @@ impl PageFile {
         let mut file = std::fs::File::open(&self.path).map_err(|e| fail(e.into()))?;
         let slots = self.counts.len() * self.meta.capacity;
         let crc_pages = (4 * self.meta.pages).div_ceil(PAGE_BYTES as u64);
-        file.seek(SeekFrom::Start((1 + self.meta.pages + crc_pages) * PAGE_BYTES as u64))
-            .map_err(|e| fail(e.into()))?;
+        file.seek(SeekFrom::Start(
+            (1 + self.meta.pages + crc_pages) * PAGE_BYTES as u64,
+        ))
+        .map_err(|e| fail(e.into()))?;
         let mut raw = vec![0u8; 4 * slots];
         file.read_exact(&mut raw).map_err(|e| fail(e.into()))?;
         let order: Vec<u32> = raw
@@ -266,7 +268,10 @@ impl PageFile {
             let p = (s / cap) as u32;
             let want = (s % cap) < self.count(p);
             if want != (id != NO_VECTOR) || (want && self.page_of(id) != p) {
-                return Err(invalid(&self.path, format!("order table changed under the index (slot {s})")));
+                return Err(invalid(
+                    &self.path,
+                    format!("order table changed under the index (slot {s})"),
+                ));
             }
         }
         Ok(order)
@@ -311,7 +316,10 @@ impl PageFile {
         let v = self.meta.vector_bytes();
         let room = room_bytes(m, v).filter(|_| m > 0 && m <= self.meta.capacity);
         let Some(room) = room else {
-            return Err(format!("page node {p}: {m} vectors (capacity {})", self.meta.capacity));
+            return Err(format!(
+                "page node {p}: {m} vectors (capacity {})",
+                self.meta.capacity
+            ));
         };
         if d > self.meta.max_degree
             || e > room
@@ -329,11 +337,16 @@ impl PageFile {
             list: &b[PAGE_HEAD + 4 * m + m * v..PAGE_HEAD + 4 * m + m * v + e],
         };
         if m != self.count(p as u32) {
-            return Err(format!("page node {p}: {m} vectors, the order table says {}", self.count(p as u32)));
+            return Err(format!(
+                "page node {p}: {m} vectors, the order table says {}",
+                self.count(p as u32)
+            ));
         }
         for id in view.ids() {
             if u64::from(self.page_of(id)) != p {
-                return Err(format!("page node {p}: vector {id} belongs to another page"));
+                return Err(format!(
+                    "page node {p}: vector {id} belongs to another page"
+                ));
             }
         }
         Ok(view)
@@ -349,7 +362,8 @@ impl PageFile {
     /// Reads and checks every page node (checksum, decoding, the list), sequentially.
     pub fn verify_all(&self, ctl: &Control) -> Result<(), FileError> {
         let fail = |m: String| invalid(&self.path, m);
-        let mut file = std::fs::File::open(&self.path).map_err(|e| FileError::new(&self.path, e.into()))?;
+        let mut file =
+            std::fs::File::open(&self.path).map_err(|e| FileError::new(&self.path, e.into()))?;
         file.seek(SeekFrom::Start(PAGE_BYTES as u64))
             .map_err(|e| FileError::new(&self.path, e.into()))?;
         let mut buf = vec![0u8; PAGE_BYTES];
@@ -371,7 +385,10 @@ impl PageFile {
         }
         bar.finish_and_clear();
         if seen != self.meta.placed {
-            return Err(fail(format!("{seen} vectors on the pages, {} in the page table", self.meta.placed)));
+            return Err(fail(format!(
+                "{seen} vectors on the pages, {} in the page table",
+                self.meta.placed
+            )));
         }
         Ok(())
     }

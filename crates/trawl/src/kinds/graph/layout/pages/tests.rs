@@ -10,7 +10,9 @@ use crate::progress::Control;
 fn data(n: usize, dim: usize, r: usize, seed: u64) -> (Vec<f32>, Csr) {
     let mut s = seed;
     let mut next = || {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((s >> 33) as f32) / (1u64 << 31) as f32
     };
     let v: Vec<f32> = (0..n * dim).map(|_| next()).collect();
@@ -37,7 +39,11 @@ fn data(n: usize, dim: usize, r: usize, seed: u64) -> (Vec<f32>, Csr) {
 fn check_partition(g: &Grouping, n: usize, cap: usize, include: impl Fn(u32) -> bool) {
     let mut count = vec![0u32; n];
     for (p, members) in g.pages.iter().enumerate() {
-        assert!(!members.is_empty() && members.len() <= cap, "page {p}: {}", members.len());
+        assert!(
+            !members.is_empty() && members.len() <= cap,
+            "page {p}: {}",
+            members.len()
+        );
         for &id in members {
             count[id as usize] += 1;
             assert_eq!(g.page_of[id as usize], p as u32);
@@ -91,7 +97,12 @@ fn grouping_keeps_near_vectors_together() {
         s
     };
     let ids: Vec<Vec<u32>> = (0..100).map(|p| (8 * p..8 * p + 8).collect()).collect();
-    assert!(spread(&g.pages) < 0.5 * spread(&ids), "{} vs {}", spread(&g.pages), spread(&ids));
+    assert!(
+        spread(&g.pages) < 0.5 * spread(&ids),
+        "{} vs {}",
+        spread(&g.pages),
+        spread(&ids)
+    );
     assert!(g.underfull(8) <= 10, "{} short pages", g.underfull(8));
 }
 
@@ -113,12 +124,19 @@ fn page_level_edges_are_complete() {
                 let q = g.page_of[w as usize];
                 if q != p as u32 {
                     // Every vector edge between pages is a page-level edge.
-                    assert!(list.binary_search(&q).is_ok(), "edge {u}->{w}: page {p} -> {q} missing");
+                    assert!(
+                        list.binary_search(&q).is_ok(),
+                        "edge {u}->{w}: page {p} -> {q} missing"
+                    );
                     reached.insert(q);
                 }
             }
         }
-        assert_eq!(reached.into_iter().collect::<Vec<_>>(), *list, "only pages the members reach");
+        assert_eq!(
+            reached.into_iter().collect::<Vec<_>>(),
+            *list,
+            "only pages the members reach"
+        );
         edges += list.len() as u64;
     }
     assert_eq!(report.page_edges, edges);
@@ -155,11 +173,20 @@ fn write_small(dir: &std::path::Path) -> (std::path::PathBuf, Vec<f32>, Grouping
     let pages = g.pages.len() as u32;
     let room = |m: usize| entries_that_fit(room_bytes(m, 32).unwrap(), pages);
     let (lists, _) = page_edges(&graph, &g, room);
-    let meta = PagesMeta { capacity: cap, ..meta0 };
+    let meta = PagesMeta {
+        capacity: cap,
+        ..meta0
+    };
     let path = dir.join(FILE_NAME);
-    let bytes = write_file(&path, &meta, &g.pages, &lists, &g.page_of, |id| {
-        bytemuck::cast_slice(&v[id as usize * 8..][..8])
-    }, || {})
+    let bytes = write_file(
+        &path,
+        &meta,
+        &g.pages,
+        &lists,
+        &g.page_of,
+        |id| bytemuck::cast_slice(&v[id as usize * 8..][..8]),
+        || {},
+    )
     .unwrap();
     assert_eq!(bytes, std::fs::metadata(&path).unwrap().len());
     (path, v, g, lists)
@@ -172,7 +199,10 @@ fn file_round_trip() {
     let f = PageFile::open(&path).unwrap();
     assert_eq!(f.meta().pages, g.pages.len() as u64);
     assert_eq!(f.meta().placed, 300);
-    assert_eq!((f.meta().pq_crc, f.meta().pq_codes_crc, f.meta().medoid), (11, 12, 7));
+    assert_eq!(
+        (f.meta().pq_crc, f.meta().pq_codes_crc, f.meta().medoid),
+        (11, 12, 7)
+    );
     assert_eq!(f.page_table(), &g.page_of[..]);
     f.verify_all(&Control::silent()).unwrap();
     let order = f.read_order().unwrap();
@@ -191,7 +221,10 @@ fn file_round_trip() {
         let view = f.decode(p as u64, bytes).unwrap();
         assert_eq!(view.ids().collect::<Vec<_>>(), *members);
         for (i, &id) in members.iter().enumerate() {
-            assert_eq!(view.vector::<f32>(i, &mut scratch), &v[id as usize * 8..][..8]);
+            assert_eq!(
+                view.vector::<f32>(i, &mut scratch),
+                &v[id as usize * 8..][..8]
+            );
         }
         f.neighbors(p as u64, &view, &mut nbrs).unwrap();
         assert_eq!(nbrs, lists[p]);
@@ -204,7 +237,10 @@ fn damage_is_an_error() {
     let (path, ..) = write_small(dir.path());
     let good = std::fs::read(&path).unwrap();
     // Truncation at every page boundary and inside the header.
-    for cut in (0..good.len()).step_by(PAGE_BYTES).chain([100, 4095, good.len() - 1]) {
+    for cut in (0..good.len())
+        .step_by(PAGE_BYTES)
+        .chain([100, 4095, good.len() - 1])
+    {
         std::fs::write(&path, &good[..cut]).unwrap();
         assert!(PageFile::open(&path).is_err(), "cut at {cut}");
     }
@@ -255,7 +291,7 @@ fn capacity_follows_dimension_and_type() {
     assert!(auto_capacity(128, 1_000_000, 32) >= 14);
     // A vector that fills a page on its own: one, with an empty list allowed.
     assert_eq!(max_capacity(4080), 1);
-    assert_eq!(auto_capacity(4084, 1000, 8), 0.max(max_capacity(4084)));
+    assert_eq!(auto_capacity(4084, 1000, 8), 1);
     assert_eq!(entries_that_fit(0, 1000), 0);
     assert!(entries_that_fit(100, 1000) > 50);
 }

@@ -33,12 +33,20 @@ pub fn write_file<'v>(
     let v = meta.vector_bytes();
     let n = meta.n;
     if n == 0 || n > u64::from(u32::MAX - 1) || page_of.len() as u64 != n {
-        return Err(invalid(path, format!("n = {n}, page table of {}", page_of.len())));
+        return Err(invalid(
+            path,
+            format!("n = {n}, page table of {}", page_of.len()),
+        ));
     }
     if pages.len() != lists.len() || pages.is_empty() || meta.medoid as u64 >= n {
         return Err(invalid(
             path,
-            format!("{} pages, {} lists, medoid {}", pages.len(), lists.len(), meta.medoid),
+            format!(
+                "{} pages, {} lists, medoid {}",
+                pages.len(),
+                lists.len(),
+                meta.medoid
+            ),
         ));
     }
     let universe = pages.len() as u32;
@@ -62,7 +70,11 @@ pub fn write_file<'v>(
         if coded.len() > room || list.len() > u16::MAX as usize {
             return Err(invalid(
                 path,
-                format!("page {p}: a list of {} entries needs {} bytes, {room} left", list.len(), coded.len()),
+                format!(
+                    "page {p}: a list of {} entries needs {} bytes, {room} left",
+                    list.len(),
+                    coded.len()
+                ),
             ));
         }
         buf.fill(0);
@@ -72,7 +84,10 @@ pub fn write_file<'v>(
         let mut at = PAGE_HEAD;
         for &id in members {
             if page_of.get(id as usize) != Some(&(p as u32)) {
-                return Err(invalid(path, format!("page {p}: vector {id} is not in the page table there")));
+                return Err(invalid(
+                    path,
+                    format!("page {p}: vector {id} is not in the page table there"),
+                ));
             }
             buf[at..at + 4].copy_from_slice(&id.to_le_bytes());
             at += 4;
@@ -80,7 +95,10 @@ pub fn write_file<'v>(
         for &id in members {
             let bytes = vector(id);
             if bytes.len() != v {
-                return Err(invalid(path, format!("vector {id}: {} bytes, {v} expected", bytes.len())));
+                return Err(invalid(
+                    path,
+                    format!("vector {id}: {} bytes, {v} expected", bytes.len()),
+                ));
             }
             buf[at..at + v].copy_from_slice(bytes);
             at += v;
@@ -93,7 +111,10 @@ pub fn write_file<'v>(
         tick();
     }
     if placed != page_of.iter().filter(|&&p| p != NO_PAGE).count() as u64 {
-        return Err(invalid(path, "the pages and the page table disagree".into()));
+        return Err(invalid(
+            path,
+            "the pages and the page table disagree".into(),
+        ));
     }
     let table_bytes = |entries: usize| (4 * entries).div_ceil(PAGE_BYTES) * PAGE_BYTES;
     let mut tail = Vec::with_capacity(table_bytes(crcs.len()));
