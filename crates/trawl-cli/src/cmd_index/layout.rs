@@ -132,74 +132,7 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
             )?
         };
         let rss = peak_rss_bytes();
-        print!(
-            "{}: {} ({} records per page; packed.trawl {}) in {:.1} s",
-            r.file,
-            human_bytes(r.file_bytes),
-            r.records_per_page,
-            human_bytes(r.packed_bytes),
-            r.total_secs
-        );
-        if let Some(d) = &r.decoupled {
-            print!(
-                "; {:.3}× packed: graph {} ({:.3}× its {} uncompressed lists, {} pages), \
-                 vectors {} ({:.3}× their {} raw; {} of {} chunks XOR-coded, {} raw vectors; \
-                 metadata {} in memory; vectors in {} order, {} per page)",
-                r.file_bytes as f64 / r.packed_bytes.max(1) as f64,
-                human_bytes(d.graph_bytes),
-                d.graph_bytes as f64 / d.lists_raw_bytes.max(1) as f64,
-                human_bytes(d.lists_raw_bytes),
-                d.graph_pages,
-                human_bytes(d.vectors_bytes),
-                d.vectors_bytes as f64 / d.vectors_raw_bytes.max(1) as f64,
-                human_bytes(d.vectors_raw_bytes),
-                d.xor_chunks,
-                d.chunks,
-                d.raw_vectors,
-                human_bytes(d.vectors_metadata_bytes),
-                match d.vector_order {
-                    trawl::kinds::graph::layout::decoupled::vectors::VectorOrder::Id => "id",
-                    trawl::kinds::graph::layout::decoupled::vectors::VectorOrder::Graph => "graph",
-                },
-                d.vectors_per_page
-            );
-            print!(
-                "; refinement codes {} (refine.trawl: {:.1} of {:.1} pages per sample search \
-                 saved, {:.1} s)",
-                human_bytes(d.refine_bytes),
-                d.refine_savings.saved(),
-                d.refine_savings.pages_without,
-                d.refine_secs
-            );
-        }
-        if let Some(p) = &r.pages {
-            print!(
-                "; {} page nodes of up to {} vectors ({:.1}% full, {} short; members within {} \
-                 hops), lists of {:.1} entries on average (largest {}), {} page-level edges of \
-                 the graph not represented on {} pages; {:.3}× packed",
-                p.pages,
-                p.capacity,
-                100.0 * p.fill,
-                p.underfull,
-                p.hops,
-                p.mean_degree,
-                p.edges.max_degree,
-                p.edges.missing_page_edges,
-                p.edges.truncated_pages,
-                r.file_bytes as f64 / r.packed_bytes.max(1) as f64,
-            );
-        }
-        if let Some(s) = &r.shuffle {
-            print!(
-                "; OR(G) {:.4} in id order, {:.4} after packing, {:.4} final ({} round(s) kept); \
-                 graph in memory {}",
-                s.or_identity,
-                s.or_packed,
-                s.or_final,
-                s.rounds_kept,
-                human_bytes(r.graph_bytes)
-            );
-        }
+        print_report(&r);
         println!("; peak RSS {}", human_bytes(rss));
         let mut v = serde_json::to_value(&r)?;
         v["peak_rss_bytes"] = rss.into();
@@ -209,4 +142,76 @@ pub fn layout(args: &LayoutArgs, ctl: &Control) -> Result<()> {
         write_json(path, &serde_json::Value::Array(reports))?;
     }
     Ok(())
+}
+
+/// Prints what a layout write did (without a newline: the caller ends the line).
+fn print_report(r: &trawl::kinds::graph::LayoutReport) {
+    print!(
+        "{}: {} ({} records per page; packed.trawl {}) in {:.1} s",
+        r.file,
+        human_bytes(r.file_bytes),
+        r.records_per_page,
+        human_bytes(r.packed_bytes),
+        r.total_secs
+    );
+    if let Some(d) = &r.decoupled {
+        print!(
+            "; {:.3}× packed: graph {} ({:.3}× its {} uncompressed lists, {} pages), \
+             vectors {} ({:.3}× their {} raw; {} of {} chunks XOR-coded, {} raw vectors; \
+             metadata {} in memory; vectors in {} order, {} per page)",
+            r.file_bytes as f64 / r.packed_bytes.max(1) as f64,
+            human_bytes(d.graph_bytes),
+            d.graph_bytes as f64 / d.lists_raw_bytes.max(1) as f64,
+            human_bytes(d.lists_raw_bytes),
+            d.graph_pages,
+            human_bytes(d.vectors_bytes),
+            d.vectors_bytes as f64 / d.vectors_raw_bytes.max(1) as f64,
+            human_bytes(d.vectors_raw_bytes),
+            d.xor_chunks,
+            d.chunks,
+            d.raw_vectors,
+            human_bytes(d.vectors_metadata_bytes),
+            match d.vector_order {
+                trawl::kinds::graph::layout::decoupled::vectors::VectorOrder::Id => "id",
+                trawl::kinds::graph::layout::decoupled::vectors::VectorOrder::Graph => "graph",
+            },
+            d.vectors_per_page
+        );
+        print!(
+            "; refinement codes {} (refine.trawl: {:.1} of {:.1} pages per sample search \
+             saved, {:.1} s)",
+            human_bytes(d.refine_bytes),
+            d.refine_savings.saved(),
+            d.refine_savings.pages_without,
+            d.refine_secs
+        );
+    }
+    if let Some(p) = &r.pages {
+        print!(
+            "; {} page nodes of up to {} vectors ({:.1}% full, {} short; members within {} \
+             hops), lists of {:.1} entries on average (largest {}), {} page-level edges of \
+             the graph not represented on {} pages; {:.3}× packed",
+            p.pages,
+            p.capacity,
+            100.0 * p.fill,
+            p.underfull,
+            p.hops,
+            p.mean_degree,
+            p.edges.max_degree,
+            p.edges.missing_page_edges,
+            p.edges.truncated_pages,
+            r.file_bytes as f64 / r.packed_bytes.max(1) as f64,
+        );
+    }
+    if let Some(s) = &r.shuffle {
+        print!(
+            "; OR(G) {:.4} in id order, {:.4} after packing, {:.4} final ({} round(s) kept); \
+             graph in memory {}",
+            s.or_identity,
+            s.or_packed,
+            s.or_final,
+            s.rounds_kept,
+            human_bytes(r.graph_bytes)
+        );
+    }
 }

@@ -29,72 +29,7 @@ use crate::kinds::graph::{DiskIndex, IndexBuildError};
 use crate::progress::Control;
 use crate::search::SearchError;
 
-/// Which disk layout of the graph a [`DiskIndex`] reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IndexLayout {
-    /// The page-packed file as built: node `i`'s record in slot `i`.
-    #[default]
-    Packed,
-    /// PageShuffle: records reordered so graph neighbours share pages.
-    Shuffled,
-    /// All-in-Storage: every record carries its neighbours' PQ codes; no codes in memory.
-    AllInStorage,
-    /// DecoupleVS: compressed neighbour lists and compressed vectors in two files
-    /// ([`crate::kinds::graph::layout::decoupled`]); the page-packed file is not read.
-    Decoupled,
-    /// PageANN's page-node graph: a node is a page of similar vectors with one merged
-    /// neighbour list ([`crate::kinds::graph::layout::pages`]).
-    Pages,
-}
-
-impl IndexLayout {
-    /// Every layout.
-    pub const ALL: [Self; 5] = [
-        Self::Packed,
-        Self::Shuffled,
-        Self::AllInStorage,
-        Self::Decoupled,
-        Self::Pages,
-    ];
-
-    /// File of the layout inside an index directory.
-    pub fn file_name(&self) -> &'static str {
-        match self {
-            Self::Packed => packed::FILE_NAME,
-            Self::Shuffled => "packed-shuffled.trawl",
-            Self::AllInStorage => "packed-ais.trawl",
-            Self::Decoupled => crate::kinds::graph::layout::decoupled::graph::FILE_NAME,
-            Self::Pages => crate::kinds::graph::layout::pages::FILE_NAME,
-        }
-    }
-
-    /// `packed`, `shuffle` or `ais`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Packed => "packed",
-            Self::Shuffled => "shuffle",
-            Self::AllInStorage => "ais",
-            Self::Decoupled => "decoupled",
-            Self::Pages => "pages",
-        }
-    }
-}
-
-impl std::str::FromStr for IndexLayout {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "packed" => Ok(Self::Packed),
-            "shuffle" | "shuffled" => Ok(Self::Shuffled),
-            "ais" | "all-in-storage" => Ok(Self::AllInStorage),
-            "decoupled" => Ok(Self::Decoupled),
-            "pages" | "page-nodes" => Ok(Self::Pages),
-            other => Err(format!(
-                "unknown layout {other:?} (packed, shuffle, ais, decoupled, pages)"
-            )),
-        }
-    }
-}
+pub use crate::kinds::graph::layout_name::IndexLayout;
 
 /// Parameters of PageShuffle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -499,7 +434,6 @@ impl DiskIndex {
         let manifest = crate::kinds::graph::files::with_additions(self.dir(), txn.staging())?;
         txn.commit(&manifest)?;
         Ok(LayoutReport {
-            pages: None,
             layout: IndexLayout::Decoupled.name().into(),
             file: format!(
                 "{} + {}",
@@ -508,12 +442,9 @@ impl DiskIndex {
             ),
             file_bytes: graph_bytes + vrep.file_bytes,
             packed_bytes: src.file_bytes(),
-            records_per_page: 0,
-            read_secs: 0.0,
             shuffle_secs,
             write_secs: pass1_secs + pass2_secs,
             total_secs: t0.elapsed().as_secs_f64(),
-            graph_bytes: 0,
             shuffle: shuffle_report,
             decoupled: Some(DecoupledReport {
                 vector_order: order_used,
@@ -537,6 +468,7 @@ impl DiskIndex {
                 pass2_secs,
                 ..DecoupledReport::default()
             }),
+            ..LayoutReport::default()
         })
     }
 

@@ -25,6 +25,7 @@ mod info;
 pub mod kind;
 pub mod label_starts;
 pub mod layout;
+mod layout_name;
 mod layouts;
 pub mod monitor;
 mod open;

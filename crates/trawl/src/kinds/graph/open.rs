@@ -80,20 +80,7 @@ impl DiskIndex {
         }
         let (layout, file) = open_layout(dir, &opts)?;
         let meta = *layout.meta();
-        let (pq, mut codes) = open_pq(
-            dir,
-            &meta,
-            layout
-                .records()
-                .is_some_and(|r| r.file().meta().neighbor_code_bytes > 0),
-        )?;
-        // The page-node layout scores a page by its vectors' codes: they are kept in slot
-        // order (page by page), replacing the id-ordered ones.
-        if let Some(p) = layout.pages() {
-            if let Some(c) = codes.take() {
-                codes = Some(slot_codes(p.file(), c)?);
-            }
-        }
+        let (pq, codes) = open_codes(dir, &meta, &layout)?;
         let entry_path = dir.join(entry::FILE_NAME);
         let entry = if opts.load_entry && entry_path.is_file() {
             Some(EntryIndex::load(
@@ -315,6 +302,26 @@ pub(crate) fn open_layout(
         IndexLayout::Decoupled | IndexLayout::Pages => unreachable!("handled above"),
     };
     Ok((reader, file))
+}
+
+/// The quantiser and the codes `layout` searches with: [`open_pq`]'s, and on the page-node
+/// layout in slot order (page by page: a page is scored by its vectors' codes), replacing the
+/// id-ordered ones.
+fn open_codes(
+    dir: &Path,
+    meta: &PackedMeta,
+    layout: &LayoutReader,
+) -> Result<(Quantiser, Option<PqCodes>), OpenError> {
+    let ais = layout
+        .records()
+        .is_some_and(|r| r.file().meta().neighbor_code_bytes > 0);
+    let (pq, mut codes) = open_pq(dir, meta, ais)?;
+    if let Some(p) = layout.pages() {
+        if let Some(c) = codes.take() {
+            codes = Some(slot_codes(p.file(), c)?);
+        }
+    }
+    Ok((pq, codes))
 }
 
 /// `codes` (by vector id) in the page-node file's slot order: slot `s` holds the code of the

@@ -51,49 +51,9 @@ impl DiskIndex {
         let meta = *src.meta();
         let v = meta.dim * meta.dtype.size_bytes();
         let n = meta.n as usize;
-        let most = max_capacity(v);
-        if most == 0 {
-            return Err(bad_param(
-                "page capacity",
-                format!("a vector of {v} bytes does not fit a page with its id"),
-            ));
-        }
-        let min_degree = if params.min_degree > 0 {
-            params.min_degree
-        } else {
-            meta.r.max(1)
-        };
-        let capacity = match params.capacity {
-            0 => auto_capacity(v, meta.n, min_degree).max(1),
-            c if c > most => {
-                return Err(bad_param(
-                    "page capacity",
-                    format!("{c} vectors of {v} bytes do not fit a page (at most {most})"),
-                ))
-            }
-            c => c,
-        };
-        let hops = match params.hops {
-            0 if meta.r >= 23 => 2,
-            0 => 3,
-            h if h > 8 => return Err(bad_param("page hops", format!("{h} is more than 8"))),
-            h => h,
-        };
+        let (capacity, hops, min_degree) = page_shape(&meta, params)?;
         let t_r = Instant::now();
-        let mut offsets = Vec::with_capacity(n + 1);
-        offsets.push(0u64);
-        let mut targets = Vec::new();
-        let mut raw = Vec::with_capacity(n * v);
-        let bar = ctl.bar("reading the graph", meta.n);
-        self.scan_records(ctl, |_, view| {
-            targets.extend(view.neighbors());
-            offsets.push(targets.len() as u64);
-            raw.extend_from_slice(view.vector_bytes());
-            bar.inc(1);
-            Ok(())
-        })?;
-        bar.finish_and_clear();
-        let graph = Csr { offsets, targets };
+        let (graph, raw) = self.read_graph(ctl)?;
         let ids_path = self
             .dir()
             .join(crate::kinds::graph::updates::ids::FILE_NAME);
@@ -121,23 +81,8 @@ impl DiskIndex {
             meta.n.div_ceil(capacity as u64),
         );
         let medoid = meta.medoid;
-        let grouping = match meta.dtype {
-            DType::F32 => {
-                group_typed::<f32>(&graph, &raw, &meta, capacity, hops, medoid, include, || {
-                    bar.inc(1)
-                })
-            }
-            DType::U8 => {
-                group_typed::<u8>(&graph, &raw, &meta, capacity, hops, medoid, include, || {
-                    bar.inc(1)
-                })
-            }
-            DType::I8 => {
-                group_typed::<i8>(&graph, &raw, &meta, capacity, hops, medoid, include, || {
-                    bar.inc(1)
-                })
-            }
-        };
+        let shape = (capacity, hops, medoid);
+        let grouping = group_any(&graph, &raw, &meta, shape, include, || bar.inc(1));
         bar.finish_and_clear();
         ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
         let universe = grouping.pages.len() as u32;
@@ -198,6 +143,85 @@ impl DiskIndex {
         });
         report.total_secs = t0.elapsed().as_secs_f64();
         Ok(report)
+    }
+}
+
+/// Capacity, hops and the entries per vector asked when the capacity was chosen, from
+/// `params` and the graph's shape.
+fn page_shape(
+    meta: &crate::kinds::graph::layout::packed::PackedMeta,
+    params: &PageParams,
+) -> Result<(usize, usize, usize), IndexBuildError> {
+    let v = meta.dim * meta.dtype.size_bytes();
+    let most = max_capacity(v);
+    if most == 0 {
+        return Err(bad_param(
+            "page capacity",
+            format!("a vector of {v} bytes does not fit a page with its id"),
+        ));
+    }
+    let min_degree = if params.min_degree > 0 {
+        params.min_degree
+    } else {
+        meta.r.max(1)
+    };
+    let capacity = match params.capacity {
+        0 => auto_capacity(v, meta.n, min_degree).max(1),
+        c if c > most => {
+            return Err(bad_param(
+                "page capacity",
+                format!("{c} vectors of {v} bytes do not fit a page (at most {most})"),
+            ))
+        }
+        c => c,
+    };
+    let hops = match params.hops {
+        0 if meta.r >= 23 => 2,
+        0 => 3,
+        h if h > 8 => return Err(bad_param("page hops", format!("{h} is more than 8"))),
+        h => h,
+    };
+    Ok((capacity, hops, min_degree))
+}
+
+impl DiskIndex {
+    /// The graph (out-lists) and every vector's bytes, read from the page-packed file in one
+    /// sequential pass.
+    fn read_graph(&self, ctl: &Control) -> Result<(Csr, Vec<u8>), IndexBuildError> {
+        let meta = *self.layout_source()?.meta();
+        let n = meta.n as usize;
+        let mut offsets = Vec::with_capacity(n + 1);
+        offsets.push(0u64);
+        let mut targets = Vec::new();
+        let mut raw = Vec::with_capacity(n * meta.dim * meta.dtype.size_bytes());
+        let bar = ctl.bar("reading the graph", meta.n);
+        self.scan_records(ctl, |_, view| {
+            targets.extend(view.neighbors());
+            offsets.push(targets.len() as u64);
+            raw.extend_from_slice(view.vector_bytes());
+            bar.inc(1);
+            Ok(())
+        })?;
+        bar.finish_and_clear();
+        Ok((Csr { offsets, targets }, raw))
+    }
+}
+
+/// [`group`] over the vectors' bytes as the index's element type; `shape` is (capacity, hops,
+/// first centre).
+fn group_any(
+    graph: &Csr,
+    raw: &[u8],
+    meta: &crate::kinds::graph::layout::packed::PackedMeta,
+    shape: (usize, usize, u32),
+    include: impl Fn(u32) -> bool,
+    tick: impl FnMut(),
+) -> crate::kinds::graph::layout::pages::build::Grouping {
+    let (capacity, hops, start) = shape;
+    match meta.dtype {
+        DType::F32 => group_typed::<f32>(graph, raw, meta, capacity, hops, start, include, tick),
+        DType::U8 => group_typed::<u8>(graph, raw, meta, capacity, hops, start, include, tick),
+        DType::I8 => group_typed::<i8>(graph, raw, meta, capacity, hops, start, include, tick),
     }
 }
 

@@ -326,85 +326,24 @@ impl<'i> Searcher<'i> {
         let io = &mut self.io;
         let l = &mut self.lanes;
         let beam = matches!(cfg.strategy(), Strategy::Beam(_));
+        // One loop per layout and strategy, each monomorphised for its pair.
+        macro_rules! go {
+            ($g:expr, $beam:ident, $pipe:ident, $keep:expr) => {{
+                let view = GraphView { space, graph: $g };
+                let rest = (interleave, next, sink, ($keep, seeder));
+                if beam {
+                    run(io, &view, &cfg, &mut l.$beam, rest)
+                } else {
+                    run(io, &view, &cfg, &mut l.$pipe, rest)
+                }
+            }};
+        }
         match self.view.layout {
             LayoutReader::Packed(g) | LayoutReader::Shuffled(g) | LayoutReader::AllInStorage(g) => {
-                let view = GraphView { space, graph: g };
-                if beam {
-                    run(
-                        io,
-                        &view,
-                        &cfg,
-                        &mut l.beam,
-                        interleave,
-                        next,
-                        sink,
-                        (None, seeder),
-                    )
-                } else {
-                    run(
-                        io,
-                        &view,
-                        &cfg,
-                        &mut l.pipe,
-                        interleave,
-                        next,
-                        sink,
-                        (None, seeder),
-                    )
-                }
+                go!(g, beam, pipe, None)
             }
-            LayoutReader::Pages(p) => {
-                let view = GraphView { space, graph: &**p };
-                if beam {
-                    run(
-                        io,
-                        &view,
-                        &cfg,
-                        &mut l.beam,
-                        interleave,
-                        next,
-                        sink,
-                        (None, seeder),
-                    )
-                } else {
-                    run(
-                        io,
-                        &view,
-                        &cfg,
-                        &mut l.pipe,
-                        interleave,
-                        next,
-                        sink,
-                        (None, seeder),
-                    )
-                }
-            }
-            LayoutReader::Decoupled(d) => {
-                let view = GraphView { space, graph: &**d };
-                if beam {
-                    run(
-                        io,
-                        &view,
-                        &cfg,
-                        &mut l.beam_reranked,
-                        interleave,
-                        next,
-                        sink,
-                        (keep, seeder),
-                    )
-                } else {
-                    run(
-                        io,
-                        &view,
-                        &cfg,
-                        &mut l.pipe_reranked,
-                        interleave,
-                        next,
-                        sink,
-                        (keep, seeder),
-                    )
-                }
-            }
+            LayoutReader::Pages(p) => go!(&**p, beam, pipe, None),
+            LayoutReader::Decoupled(d) => go!(&**d, beam_reranked, pipe_reranked, keep),
         }
     }
 }
@@ -451,22 +390,27 @@ impl Searcher<'_> {
 
 /// Runs a stream of queries with machines `M` in `interleave` lanes; after an error, every
 /// slot is handed back and every read in flight drained before returning.
-#[allow(clippy::too_many_arguments)]
+/// `rest`: the lanes, the query stream, the sink, and the filters that prune the re-rank and
+/// seed the queries.
+#[allow(clippy::type_complexity)]
 fn run<'v, 'q, G, M, T>(
     io: &mut Io,
     view: &GraphView<'v, G>,
     cfg: &SearchConfig,
     lanes: &mut Vec<M>,
-    interleave: usize,
-    next: &mut dyn FnMut() -> Option<(usize, &'q [T])>,
-    sink: &mut ResultSink<'_>,
-    (keep, seeder): (Keep<'_>, Keep<'_>),
+    rest: (
+        usize,
+        &mut dyn FnMut() -> Option<(usize, &'q [T])>,
+        &mut ResultSink<'_>,
+        (Keep<'_>, Keep<'_>),
+    ),
 ) -> Result<(), SearchError>
 where
     G: GraphSource,
     M: QueryMachine<GraphView<'v, G>> + Default,
     T: Element,
 {
+    let (interleave, next, sink, (keep, seeder)) = rest;
     while lanes.len() < interleave {
         lanes.push(M::default());
     }
@@ -753,13 +697,15 @@ where
         view,
         cfg,
         &mut lanes,
-        interleave,
-        &mut || {
-            q += 1;
-            queries.get(q - 1).map(|v| (q - 1, v.as_slice()))
-        },
-        &mut |i, hits, st| out[i] = (hits.to_vec(), st),
-        (None, None),
+        (
+            interleave,
+            &mut || {
+                q += 1;
+                queries.get(q - 1).map(|v| (q - 1, v.as_slice()))
+            },
+            &mut |i, hits: &[(u32, f32)], st| out[i] = (hits.to_vec(), st),
+            (None, None),
+        ),
     )?;
     Ok((out, io.trace.unwrap_or_default(), io.engine))
 }

@@ -30,7 +30,6 @@ pub fn write_file<'v>(
     mut tick: impl FnMut(),
 ) -> Result<u64, FileError> {
     let io = |e: std::io::Error| FileError::new(path, e.into());
-    let v = meta.vector_bytes();
     let n = meta.n;
     if n == 0 || n > u64::from(u32::MAX - 1) || page_of.len() as u64 != n {
         return Err(invalid(
@@ -49,8 +48,12 @@ pub fn write_file<'v>(
             ),
         ));
     }
-    let universe = pages.len() as u32;
     let cap = meta.capacity;
+    // The page count is the lists' universe.
+    let meta = &PagesMeta {
+        pages: pages.len() as u64,
+        ..*meta
+    };
     let file = File::create(path).map_err(io)?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     out.write_all(&[0u8; PAGE_BYTES]).map_err(io)?;
@@ -60,50 +63,9 @@ pub fn write_file<'v>(
     let (mut placed, mut max_degree) = (0u64, 0usize);
     for (p, (members, list)) in pages.iter().zip(lists).enumerate() {
         let m = members.len();
-        let room = room_bytes(m, v).filter(|_| m > 0 && m <= meta.capacity);
-        let Some(room) = room else {
-            return Err(invalid(path, format!("page {p}: {m} vectors")));
-        };
-        coded.clear();
-        elias_fano::encode(list, universe, &mut coded)
-            .map_err(|e| invalid(path, format!("page {p}: {e}")))?;
-        if coded.len() > room || list.len() > u16::MAX as usize {
-            return Err(invalid(
-                path,
-                format!(
-                    "page {p}: a list of {} entries needs {} bytes, {room} left",
-                    list.len(),
-                    coded.len()
-                ),
-            ));
-        }
-        buf.fill(0);
-        buf[0..2].copy_from_slice(&(m as u16).to_le_bytes());
-        buf[2..4].copy_from_slice(&(list.len() as u16).to_le_bytes());
-        buf[4..6].copy_from_slice(&(coded.len() as u16).to_le_bytes());
-        let mut at = PAGE_HEAD;
-        for &id in members {
-            if page_of.get(id as usize) != Some(&(p as u32)) {
-                return Err(invalid(
-                    path,
-                    format!("page {p}: vector {id} is not in the page table there"),
-                ));
-            }
-            buf[at..at + 4].copy_from_slice(&id.to_le_bytes());
-            at += 4;
-        }
-        for &id in members {
-            let bytes = vector(id);
-            if bytes.len() != v {
-                return Err(invalid(
-                    path,
-                    format!("vector {id}: {} bytes, {v} expected", bytes.len()),
-                ));
-            }
-            buf[at..at + v].copy_from_slice(bytes);
-            at += v;
-        }
-        buf[at..at + coded.len()].copy_from_slice(&coded);
+        encode_page(
+            path, meta, p, members, list, page_of, &vector, &mut coded, &mut buf,
+        )?;
         crcs.push(crc32fast::hash(&buf));
         out.write_all(&buf).map_err(io)?;
         placed += m as u64;
@@ -136,6 +98,34 @@ pub fn write_file<'v>(
     tail.resize(table_bytes(pages.len() * cap), 0);
     out.write_all(&tail).map_err(io)?;
     let mut file = out.into_inner().map_err(|e| io(e.into_error()))?;
+    let h = header(
+        meta,
+        pages.len(),
+        max_degree,
+        placed,
+        [crc_pages, table_pages],
+        [crc_table_crc, page_table_crc],
+    );
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    file.write_all(&h).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    Ok(((1 + pages.len() + crc_pages + table_pages) * PAGE_BYTES) as u64)
+}
+
+/// The header page of a file of `pages` page nodes; `tables`: the checksum and order tables'
+/// pages, `crcs` their entries' CRCs.
+fn header(
+    meta: &PagesMeta,
+    pages: usize,
+    max_degree: usize,
+    placed: u64,
+    tables: [usize; 2],
+    crcs: [u32; 2],
+) -> [u8; PAGE_BYTES] {
+    let [crc_pages, table_pages] = tables;
+    let [crc_table_crc, page_table_crc] = crcs;
+    let n = meta.n;
     let mut h = [0u8; PAGE_BYTES];
     h[0..8].copy_from_slice(&MAGIC);
     h[8..12].copy_from_slice(&VERSION.to_le_bytes());
@@ -144,7 +134,7 @@ pub fn write_file<'v>(
     h[17] = meta.metric.code();
     h[20..24].copy_from_slice(&(meta.dim as u32).to_le_bytes());
     h[24..32].copy_from_slice(&n.to_le_bytes());
-    h[32..40].copy_from_slice(&(pages.len() as u64).to_le_bytes());
+    h[32..40].copy_from_slice(&(pages as u64).to_le_bytes());
     h[40..44].copy_from_slice(&(meta.capacity as u32).to_le_bytes());
     h[44..48].copy_from_slice(&meta.medoid.to_le_bytes());
     h[48..52].copy_from_slice(&(max_degree as u32).to_le_bytes());
@@ -159,9 +149,66 @@ pub fn write_file<'v>(
     h[96..100].copy_from_slice(&(meta.graph_r as u32).to_le_bytes());
     let hc = crc32fast::hash(&h[..PAGE_BYTES - 4]);
     h[PAGE_BYTES - 4..].copy_from_slice(&hc.to_le_bytes());
-    use std::io::{Seek, SeekFrom};
-    file.seek(SeekFrom::Start(0)).map_err(io)?;
-    file.write_all(&h).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    Ok(((1 + pages.len() + crc_pages + table_pages) * PAGE_BYTES) as u64)
+    h
+}
+
+/// Encodes page node `p` (its `members`, their vectors, its `list`) into `buf`.
+#[allow(clippy::too_many_arguments)]
+fn encode_page<'v>(
+    path: &Path,
+    meta: &PagesMeta,
+    p: usize,
+    members: &[u32],
+    list: &[u32],
+    page_of: &[u32],
+    vector: &impl Fn(u32) -> &'v [u8],
+    coded: &mut Vec<u8>,
+    buf: &mut [u8],
+) -> Result<(), FileError> {
+    let (m, v) = (members.len(), meta.vector_bytes());
+    let room = room_bytes(m, v).filter(|_| m > 0 && m <= meta.capacity);
+    let Some(room) = room else {
+        return Err(invalid(path, format!("page {p}: {m} vectors")));
+    };
+    coded.clear();
+    elias_fano::encode(list, meta.pages as u32, coded)
+        .map_err(|e| invalid(path, format!("page {p}: {e}")))?;
+    if coded.len() > room || list.len() > u16::MAX as usize {
+        return Err(invalid(
+            path,
+            format!(
+                "page {p}: a list of {} entries needs {} bytes, {room} left",
+                list.len(),
+                coded.len()
+            ),
+        ));
+    }
+    buf.fill(0);
+    buf[0..2].copy_from_slice(&(m as u16).to_le_bytes());
+    buf[2..4].copy_from_slice(&(list.len() as u16).to_le_bytes());
+    buf[4..6].copy_from_slice(&(coded.len() as u16).to_le_bytes());
+    let mut at = PAGE_HEAD;
+    for &id in members {
+        if page_of.get(id as usize) != Some(&(p as u32)) {
+            return Err(invalid(
+                path,
+                format!("page {p}: vector {id} is not in the page table there"),
+            ));
+        }
+        buf[at..at + 4].copy_from_slice(&id.to_le_bytes());
+        at += 4;
+    }
+    for &id in members {
+        let bytes = vector(id);
+        if bytes.len() != v {
+            return Err(invalid(
+                path,
+                format!("vector {id}: {} bytes, {v} expected", bytes.len()),
+            ));
+        }
+        buf[at..at + v].copy_from_slice(bytes);
+        at += v;
+    }
+    buf[at..at + coded.len()].copy_from_slice(coded);
+    Ok(())
 }
