@@ -239,3 +239,41 @@ fn a_damaged_page_is_an_error_and_updates_are_refused() {
     );
     assert!(live.err().unwrap().to_string().contains("takes no updates"));
 }
+
+#[test]
+fn cached_pages_are_expanded_from_memory_with_the_same_results() {
+    let (dir, _, q) = setup(Metric::L2, 3_000, 16, PageParams::default());
+    let mut ix = open_pages(dir.path());
+    let p = SearchParams::beam(10, 20, 4);
+    let cold = ix.search_batch(&q, &p, 1).unwrap();
+    let total = PageFile::open(&dir.path().join(FILE_NAME))
+        .unwrap()
+        .meta()
+        .pages as usize;
+    let rep = ix
+        .load_cache(
+            total / 4,
+            trawl::kinds::graph::search::CachePolicy::default(),
+            1,
+            &Control::silent(),
+        )
+        .unwrap();
+    assert_eq!(rep.nodes, total / 4);
+    assert_eq!(rep.bytes, (total / 4 * 4096 + 4 * total) as u64);
+    let warm = ix.search_batch(&q, &p, 1).unwrap();
+    assert_eq!(warm.ids, cold.ids);
+    assert_eq!(warm.dists, cold.dists);
+    let hits: u64 = warm.stats.iter().map(|s| s.traversal.cache_hits).sum();
+    let (cold_reads, warm_reads): (u64, u64) = (
+        cold.stats.iter().map(|s| s.io.pages_read).sum(),
+        warm.stats.iter().map(|s| s.io.pages_read).sum(),
+    );
+    assert!(hits > 0);
+    assert_eq!(
+        cold_reads,
+        warm_reads + hits,
+        "every cached page saves one read"
+    );
+    // The cache's hottest pages include the medoid's, which every query reads.
+    assert!(warm.stats.iter().all(|s| s.traversal.cache_hits >= 1));
+}

@@ -71,6 +71,9 @@ impl DiskIndex {
         if let Some(r) = self.layout.records_mut() {
             r.set_cache(NodeCache::empty());
         }
+        if self.layout.pages().is_some() {
+            return self.load_page_cache(nodes);
+        }
         let nodes = nodes.min(self.n());
         if nodes == 0 {
             return Ok(CacheReport::default());
@@ -147,6 +150,70 @@ impl DiskIndex {
     /// foreground, and for the decoupled layout, whose list cache fills as searches run).
     pub fn warm_progress(&self) -> crate::kinds::graph::search::WarmProgress {
         self.cache().progress()
+    }
+
+    /// The page-node layout's cache: the `pages` page nodes holding the hottest vectors of the
+    /// hot-node order (each page once, in order of its hottest vector), read whole and checked
+    /// against their CRCs. Emptied with 0.
+    fn load_page_cache(&mut self, pages: usize) -> Result<CacheReport, SearchError> {
+        use std::os::unix::fs::FileExt;
+        let t0 = Instant::now();
+        let Some(layout) = self.layout.pages_mut() else {
+            return Err(SearchError::Internal("not the page-node layout".into()));
+        };
+        layout.set_cache(crate::kinds::graph::search::PageCache::default());
+        let total = layout.file().meta().pages;
+        let pages = pages.min(total as usize);
+        if pages == 0 {
+            return Ok(CacheReport::default());
+        }
+        let hot = self.hot_order()?.ok_or_else(|| {
+            SearchError::Unsupported(
+                "a page cache is chosen by the hot-node order (hot.trawl): rewrite it with \
+                 `trawl entry` or `trawl layout`"
+                    .into(),
+            )
+        })?;
+        let layout = self
+            .layout
+            .pages_mut()
+            .ok_or_else(|| SearchError::Internal("not the page-node layout".into()))?;
+        let file = layout.file();
+        let mut chosen = Vec::with_capacity(pages);
+        let mut taken = vec![false; total as usize];
+        for id in hot.first(self.meta.n as usize, self.meta.n as usize) {
+            let p = file.page_of(id);
+            if p != crate::kinds::graph::layout::pages::NO_PAGE && !taken[p as usize] {
+                taken[p as usize] = true;
+                chosen.push(p);
+                if chosen.len() == pages {
+                    break;
+                }
+            }
+        }
+        chosen.sort_unstable();
+        let f = std::fs::File::open(file.path())
+            .map_err(|e| SearchError::Internal(format!("{}: {e}", file.path().display())))?;
+        let mut loaded = Vec::with_capacity(chosen.len());
+        for &p in &chosen {
+            let mut buf = vec![0u8; crate::io::PAGE_BYTES];
+            let at = file.file_page(p) * crate::io::PAGE_BYTES as u64;
+            f.read_exact_at(&mut buf, at)
+                .map_err(|e| SearchError::Internal(format!("{}: {e}", file.path().display())))?;
+            file.check_page(u64::from(p), &buf).map_err(|d| {
+                crate::kinds::graph::search::corrupt_page(file.path(), file.file_page(p), d)
+            })?;
+            loaded.push((p, buf));
+        }
+        let cache = crate::kinds::graph::search::PageCache::new(total, loaded);
+        let report = CacheReport {
+            nodes: cache.len(),
+            bytes: cache.heap_bytes() as u64,
+            secs: t0.elapsed().as_secs_f64(),
+            pages_read: chosen.len() as u64,
+        };
+        layout.set_cache(cache);
+        Ok(report)
     }
 
     /// The index's hot-node order (`hot.trawl`), when it has one.

@@ -6,6 +6,7 @@
 //! | [`IndexLayout::Packed`] | `packed.trawl` | node `i` in slot `i` | PQ codes |
 //! | [`IndexLayout::Shuffled`] | `packed-shuffled.trawl` | PageShuffle order ([`crate::kinds::graph::layout::shuffle`]) | PQ codes + id → slot map (8 B per node) |
 //! | [`IndexLayout::AllInStorage`] | `packed-ais.trawl` | each record also holds its neighbours' PQ codes (AiSAQ) | codebooks only |
+//! | [`IndexLayout::Pages`] | `pages.trawl` | page nodes: similar vectors and one list of neighbouring pages ([`crate::kinds::graph::layout::pages`]) | PQ codes in slot order + each vector's page (4 B per vector) |
 //!
 //! All three share the PQ files and the entry index (bound to the PQ codes' checksum), so
 //! search-time switches (cache, MemGraph, DynamicWidth, PageSearch, PipeSearch) combine with

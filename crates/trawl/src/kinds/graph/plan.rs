@@ -91,6 +91,8 @@ struct Base {
     /// Decoupled layout: mean bytes of a coded list (its graph file's data pages per node).
     list_mean_bytes: usize,
     dim: usize,
+    /// Page-node layout: its page nodes.
+    page_nodes: usize,
 }
 
 fn required(dir: &Path, layout: IndexLayout, ask: &PlanAsk) -> Result<Base, OpenError> {
@@ -176,6 +178,7 @@ fn required(dir: &Path, layout: IndexLayout, ask: &PlanAsk) -> Result<Base, Open
             (d.graph().data_pages() as usize * crate::io::PAGE_BYTES).div_ceil(n.max(1))
         }),
         dim: meta.dim,
+        page_nodes: reader.pages().map_or(0, |p| p.file().meta().pages as usize),
     })
 }
 
@@ -230,6 +233,8 @@ fn plan_on(dir: &Path, ask: &PlanAsk, to_ais: bool) -> Result<MemoryPlan, GraphP
     // 1. The node cache, or the list cache and the refinement codes.
     if layout == IndexLayout::Decoupled {
         plan_lists_and_refine(dir, &base, left, ask, &mut plan)?;
+    } else if layout == IndexLayout::Pages {
+        plan_page_cache(dir, &base, left, &mut plan);
     } else {
         plan_node_cache(dir, &base, left, &mut plan)?;
     }
@@ -528,6 +533,31 @@ fn refine_component(
         h,
         h.heap_bytes().saturating_add(h.n.saturating_mul(4)),
     )))
+}
+
+/// The page-node layout's cache: the most whole pages (4 KiB each, and a slot per page node
+/// with a byte per page while they are chosen) within `left` bytes; chosen at open by the
+/// hot-node order, so none without one.
+fn plan_page_cache(dir: &Path, base: &Base, left: u64, plan: &mut MemoryPlan) {
+    let total = base.page_nodes as u64;
+    if total == 0 || !dir.join(hot::FILE_NAME).is_file() {
+        return;
+    }
+    let fixed = 4 * total + total;
+    let k = (left.saturating_sub(fixed) / crate::io::PAGE_BYTES as u64).min(total);
+    if k == 0 {
+        return;
+    }
+    plan.cache_nodes = k as usize;
+    plan.items.push(PlanItem {
+        name: "node_cache",
+        bytes: k * crate::io::PAGE_BYTES as u64 + fixed,
+        required: false,
+        detail: format!(
+            "{k} page nodes ({:.1}% of {total}), those of the hottest vectors",
+            100.0 * k as f64 / total as f64
+        ),
+    });
 }
 
 /// The largest node cache within `left` bytes, from the hot-node order when the index has

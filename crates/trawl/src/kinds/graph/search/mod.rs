@@ -42,6 +42,7 @@ pub mod width;
 
 pub use beam::BeamQuery;
 pub use cache::{CachePolicy, NodeCache, WarmProgress, FILL_CHUNK};
+pub(crate) use explore::corrupt as corrupt_page;
 pub use explore::Frontier;
 pub use flash::{FlashParams, Grain};
 pub use layouts::{DecoupledLayout, LayoutReader, RecordLayout};
