@@ -41,9 +41,9 @@ Memory budgets (--budgets, comma list; default none,10%,30%):
   trawl sides: `--memory-budget B` (bytes). trawl's planner fits the PQ codes, the layout's
     tables and the search buffers (threads x queries in flight) first, then spends the rest on
     its static node cache (hot-node order), then the entry index only once every node is cached
-    (docs/memory.md). The page-node layout takes no node cache: its plan stops at the required
-    items + the entry index, so it uses less than B (the report gives each side's planned
-    memory_total_bytes). A plan that leaves the entry index on disk refuses --entry-list; such a
+    (docs/memory.md). The page-node layout spends it on whole cached pages (4 KiB each, those of
+    the hot-node order's hottest vectors), then the entry index (the report gives each side's
+    planned memory_total_bytes). A plan that leaves the entry index on disk refuses --entry-list; such a
     side then runs with --entry-list 0 (searches start at the medoid), and the report says so. A
     budget below the index's minimum (`trawl info --plan`: an error naming it) is reported as
     "impossible" for that side, with trawl's message; nothing is run.
@@ -745,7 +745,7 @@ NOTES = """Notes:
   diskann: /proc/self/io read_bytes during the batch / 4096 / nq.
 - Memory: trawl's planned memory is memory_total_bytes of its `trawl bench` JSON (what the
   index holds: PQ codes, codebooks, layout tables, entry index, node cache). The page-node layout
-  takes no node cache, so above its minimum a larger budget buys it nothing. trawl-flash: trawl's
+  spends the rest on cached pages (whole 4 KiB pages of the hottest vectors). trawl-flash: trawl's
   plan sizes the search buffers for the bench's --interleave (1), though flash keeps its batch in
   flight, so its real buffers exceed the planned ones by that difference (peak RSS column).
 - diskann's per-thread scratch (its thread contexts: one per search thread, 2 at least) is not
