@@ -58,7 +58,7 @@
 //!
 //! The rest of the page is zero. The compressed list is the page's *topology*: one list of
 //! page ids, 10–14 bits each, where a page of packed records spends `4 + 4R` bytes per vector,
-//! so a page holds more vectors (GloVe 50 × f32: 16 against 8) and still names every page its
+//! so a page holds more vectors (GloVe 50 × f32: 15 against 8) and still names every page its
 //! vectors' edges reach. A vector keeps its id, so the id map, the filters and the entry index
 //! are the other layouts' own; opening the layout reorders the PQ codes into slot order (no
 //! second copy) and keeps the page of each vector (4 bytes per vector) for entry points.
