@@ -34,12 +34,13 @@ impl LiveIndex {
                     return Err(LiveError::InvalidInput(why));
                 }
                 // The page-node layout is written from a merged graph and takes no updates of
-                // its own yet: a writer searches another layout.
+                // its own yet: a writer searches another layout, and each merge writes the
+                // pages again from the merged graph.
                 if opts.layout == crate::kinds::graph::IndexLayout::Pages {
                     return Err(LiveError::InvalidInput(
                         "the page-node layout takes no updates: open the index for writing with \
-                         another layout (packed, shuffle, ais, decoupled), then rewrite the pages \
-                         with `trawl layout --pages` after a merge"
+                         another layout (packed, shuffle, ais, decoupled); each merge writes the \
+                         pages again from the merged graph"
                             .into(),
                     ));
                 }
