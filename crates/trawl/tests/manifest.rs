@@ -135,13 +135,17 @@ fn a_build_records_its_files_layouts_and_parameters() {
         IndexLayout::Shuffled,
         IndexLayout::AllInStorage,
         IndexLayout::Decoupled,
+        IndexLayout::Pages,
     ] {
         ix.write_layout(layout, &Default::default(), &Control::silent())
             .unwrap();
     }
     let info = ix.info().unwrap();
     assert!(info.manifest);
-    assert_eq!(info.layouts, ["packed", "shuffle", "ais", "decoupled"]);
+    assert_eq!(
+        info.layouts,
+        ["packed", "shuffle", "ais", "decoupled", "pages"]
+    );
     assert_eq!(
         info.build,
         Some(b),
