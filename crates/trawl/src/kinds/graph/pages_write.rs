@@ -3,7 +3,10 @@
 use std::time::Instant;
 
 use crate::kernels::{DType, Element};
-use crate::kinds::graph::layout::pages::build::{group, page_edges, EdgeReport, PageParams};
+use crate::kinds::graph::layout::pages::build::{
+    group, page_edges, EdgeReport, Grouping, PageParams,
+};
+use crate::kinds::graph::layout::pages::place::{regroup, PlaceReport};
 use crate::kinds::graph::layout::pages::{
     self, auto_capacity, entries_that_fit, max_capacity, room_bytes, PagesMeta,
 };
@@ -30,6 +33,51 @@ pub struct PagesReport {
     pub edges: EdgeReport,
     /// Mean entries per page.
     pub mean_degree: f64,
+    /// How the pages a merge found were kept (absent when the vectors were grouped afresh).
+    pub placement: Option<PlaceReport>,
+}
+
+/// The page nodes a layout had before a merge, kept by the next write ([`regroup`]).
+#[derive(Debug, Clone)]
+pub struct PreviousPages {
+    /// The parameters the layout was written with (its capacity as it was).
+    pub params: PageParams,
+    /// Member slots of each page node.
+    pub pages: Vec<Vec<u32>>,
+    /// The id each slot held ([`crate::kinds::HOLE`] for a free one).
+    pub ids: Vec<u64>,
+}
+
+impl PreviousPages {
+    /// The page nodes of the layout in `dir` (none when it has no page-node file), with the
+    /// ids its slots held, `ids`.
+    pub fn read(
+        dir: &std::path::Path,
+        ids: &crate::kinds::graph::updates::ids::SlotIds,
+    ) -> Result<Option<Self>, crate::dir::FileError> {
+        let path = dir.join(pages::FILE_NAME);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let file = pages::PageFile::open(&path)?;
+        let order = file.read_order()?;
+        let cap = file.meta().capacity;
+        let pages = order
+            .chunks_exact(cap)
+            .map(|c| {
+                c.iter()
+                    .copied()
+                    .filter(|&s| s != pages::NO_VECTOR)
+                    .collect()
+            })
+            .collect();
+        let ids = (0..file.meta().n as u32).map(|s| ids.id(s)).collect();
+        Ok(Some(Self {
+            params: file.meta().params(),
+            pages,
+            ids,
+        }))
+    }
 }
 
 fn bad_param(name: &'static str, reason: String) -> IndexBuildError {
@@ -44,6 +92,19 @@ impl DiskIndex {
     pub fn write_pages(
         &self,
         params: &PageParams,
+        ctl: &Control,
+    ) -> Result<LayoutReport, IndexBuildError> {
+        self.write_pages_kept(params, None, ctl)
+    }
+
+    /// [`DiskIndex::write_pages`] keeping the page nodes `prev` of the index before a merge
+    /// when their capacity is this one: the vectors that kept their slot stay on their page,
+    /// the new ones go to the page of their nearest neighbour (splitting full pages),
+    /// [`regroup`]. Without `prev` (or at another capacity) the vectors are grouped afresh.
+    pub fn write_pages_kept(
+        &self,
+        params: &PageParams,
+        prev: Option<&PreviousPages>,
         ctl: &Control,
     ) -> Result<LayoutReport, IndexBuildError> {
         let t0 = Instant::now();
@@ -82,7 +143,19 @@ impl DiskIndex {
         );
         let medoid = meta.medoid;
         let shape = (capacity, hops, medoid);
-        let grouping = group_any(&graph, &raw, &meta, shape, include, || bar.inc(1));
+        let (grouping, placement) = match prev.filter(|p| p.params.capacity == capacity) {
+            Some(prev) => {
+                let slot_ids = slots.as_ref();
+                let id_of = |s: u32| slot_ids.map_or(u64::from(s), |t| t.id(s));
+                let kept = |s: u32| prev.ids.get(s as usize) == Some(&id_of(s));
+                let (g, r) = regroup_any(&graph, &raw, &meta, capacity, &prev.pages, kept, include);
+                (g, Some(r))
+            }
+            None => (
+                group_any(&graph, &raw, &meta, shape, include, || bar.inc(1)),
+                None,
+            ),
+        };
         bar.finish_and_clear();
         ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
         let universe = grouping.pages.len() as u32;
@@ -113,6 +186,9 @@ impl DiskIndex {
             placed: grouping.pages.iter().map(|p| p.len() as u64).sum(),
             pq_bytes: meta.pq_bytes,
             graph_r: meta.r,
+            hops,
+            min_degree,
+            degree_cap: params.max_degree,
         };
         let t_w = Instant::now();
         let txn = self.begin_txn()?;
@@ -140,6 +216,7 @@ impl DiskIndex {
             min_degree,
             mean_degree: edges.page_edges as f64 / pages_n as f64,
             edges,
+            placement,
         });
         report.total_secs = t0.elapsed().as_secs_f64();
         Ok(report)
@@ -252,4 +329,54 @@ fn group_typed<T: Element>(
         include,
         tick,
     )
+}
+
+/// [`regroup`] over the vectors' bytes as the index's element type.
+fn regroup_any(
+    graph: &Csr,
+    raw: &[u8],
+    meta: &crate::kinds::graph::layout::packed::PackedMeta,
+    capacity: usize,
+    prev: &[Vec<u32>],
+    kept: impl Fn(u32) -> bool,
+    include: impl Fn(u32) -> bool,
+) -> (Grouping, PlaceReport) {
+    fn typed<T: Element>(raw: &[u8]) -> Vec<T> {
+        raw.chunks_exact(std::mem::size_of::<T>())
+            .map(bytemuck::pod_read_unaligned::<T>)
+            .collect()
+    }
+    let (d, m) = (meta.dim, meta.metric);
+    match meta.dtype {
+        DType::F32 => regroup(
+            graph,
+            &typed::<f32>(raw),
+            d,
+            m,
+            capacity,
+            prev,
+            kept,
+            include,
+        ),
+        DType::U8 => regroup(
+            graph,
+            &typed::<u8>(raw),
+            d,
+            m,
+            capacity,
+            prev,
+            kept,
+            include,
+        ),
+        DType::I8 => regroup(
+            graph,
+            &typed::<i8>(raw),
+            d,
+            m,
+            capacity,
+            prev,
+            kept,
+            include,
+        ),
+    }
 }

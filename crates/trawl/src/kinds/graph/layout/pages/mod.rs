@@ -21,7 +21,7 @@
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 8 | magic `TRAWLPGN` |
-//! | 8 | 4 | format version (1) |
+//! | 8 | 4 | format version (2; version 1, without bytes 100..112, is read too) |
 //! | 12 | 4 | page size in bytes (4096) |
 //! | 16 | 1 | element type code ([`DType::code`]) |
 //! | 17 | 1 | metric code ([`Metric::code`]) |
@@ -64,6 +64,7 @@
 //! second copy) and keeps the page of each vector (4 bytes per vector) for entry points.
 
 pub mod build;
+pub mod place;
 mod reader;
 mod writer;
 
@@ -80,7 +81,7 @@ use crate::kinds::graph::layout::decoupled::elias_fano;
 /// Magic of page-node files.
 pub const MAGIC: [u8; 8] = *b"TRAWLPGN";
 /// Current format version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// File name of the page-node layout inside an index directory.
 pub const FILE_NAME: &str = "pages.trawl";
 /// Page of a vector that is on no page.
@@ -119,9 +120,26 @@ pub struct PagesMeta {
     pub pq_bytes: usize,
     /// Largest degree of the vector graph the pages were made from.
     pub graph_r: usize,
+    /// Hops around a centre the members were chosen from (0: unknown, a version-1 file).
+    pub hops: usize,
+    /// Neighbour-list entries per vector the capacity was chosen for (0: unknown).
+    pub min_degree: usize,
+    /// Most entries asked of a page's list (0: as many as fit).
+    pub degree_cap: usize,
 }
 
 impl PagesMeta {
+    /// The parameters the file was written with, as a merge writes it again: the capacity it
+    /// has, the others as asked (0 where the file does not say).
+    pub fn params(&self) -> build::PageParams {
+        build::PageParams {
+            capacity: self.capacity,
+            min_degree: self.min_degree,
+            hops: self.hops,
+            max_degree: self.degree_cap,
+        }
+    }
+
     /// Bytes of one vector.
     pub fn vector_bytes(&self) -> usize {
         self.dim * self.dtype.size_bytes()

@@ -130,6 +130,9 @@ impl PageFile {
             placed: le64(&h, 88),
             pq_bytes: le32(&h, 84) as usize,
             graph_r: le32(&h, 96) as usize,
+            hops: le32(&h, 100) as usize,
+            min_degree: le32(&h, 104) as usize,
+            degree_cap: le32(&h, 108) as usize,
         };
         let (crc_pages, table_pages) = (le64(&h, 56), le64(&h, 72));
         let v = meta.vector_bytes();
@@ -148,7 +151,8 @@ impl PageFile {
             && table_pages == (4 * meta.pages * meta.capacity as u64).div_ceil(PAGE_BYTES as u64)
             && meta.graph_r > 0
             && h[18..20] == [0, 0]
-            && h[100..PAGE_BYTES - 4].iter().all(|&b| b == 0);
+            && meta.hops <= 8
+            && h[112..PAGE_BYTES - 4].iter().all(|&b| b == 0);
         if !shape_ok {
             return Err(invalid(path, format!("inconsistent header: {meta:?}")));
         }

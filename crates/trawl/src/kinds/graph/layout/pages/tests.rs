@@ -166,6 +166,9 @@ fn write_small(dir: &std::path::Path) -> (std::path::PathBuf, Vec<f32>, Grouping
         placed: 0,
         pq_bytes: 4,
         graph_r: 10,
+        hops: 2,
+        min_degree: 10,
+        degree_cap: 0,
     };
     let cap = auto_capacity(meta0.vector_bytes(), 300, 10);
     assert!(cap >= 2 && cap <= max_capacity(32));
@@ -294,4 +297,42 @@ fn capacity_follows_dimension_and_type() {
     assert_eq!(auto_capacity(4084, 1000, 8), 1);
     assert_eq!(entries_that_fit(0, 1000), 0);
     assert!(entries_that_fit(100, 1000) > 50);
+}
+
+#[test]
+fn regroup_keeps_pages_places_new_vectors_and_splits() {
+    use crate::kinds::graph::layout::pages::place::regroup;
+    let (v, graph) = data(400, 8, 10, 9);
+    let cap = 6;
+    let g = group(&graph, &v, 8, Metric::L2, cap, 2, 0, |s| s < 300, || {});
+    // Slots 0..300 were grouped; 0, 7, 14, … are deleted, 300..400 are new, and slot 3 holds
+    // another vector (deleted and taken again).
+    let include = |s: u32| s % 7 != 0 || s >= 300;
+    let kept = |s: u32| s < 300 && s != 3;
+    let (after, r) = regroup(&graph, &v, 8, Metric::L2, cap, &g.pages, kept, include);
+    let mut seen = vec![0u8; 400];
+    for (p, members) in after.pages.iter().enumerate() {
+        assert!(!members.is_empty() && members.len() <= cap);
+        for &s in members {
+            seen[s as usize] += 1;
+            assert_eq!(after.page_of[s as usize], p as u32);
+        }
+    }
+    for s in 0..400u32 {
+        assert_eq!(seen[s as usize], u8::from(include(s)), "slot {s}");
+    }
+    let removed = (0..300u32).filter(|&s| !include(s) || !kept(s)).count() as u64;
+    assert_eq!(r.removed, removed);
+    assert_eq!(r.kept, 300 - removed);
+    assert_eq!(r.placed + r.new_pages, 100 + 1);
+    assert!(r.splits > 0 && r.placed > 0, "{r:?}");
+    // Old members of one page never end up beside old members of another.
+    for members in &after.pages {
+        let from: std::collections::HashSet<u32> = members
+            .iter()
+            .filter(|&&s| kept(s) && include(s))
+            .map(|&s| g.page_of[s as usize])
+            .collect();
+        assert!(from.len() <= 1, "{from:?}");
+    }
 }

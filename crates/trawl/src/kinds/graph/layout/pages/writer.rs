@@ -147,6 +147,9 @@ fn header(
     h[84..88].copy_from_slice(&(meta.pq_bytes as u32).to_le_bytes());
     h[88..96].copy_from_slice(&placed.to_le_bytes());
     h[96..100].copy_from_slice(&(meta.graph_r as u32).to_le_bytes());
+    h[100..104].copy_from_slice(&(meta.hops as u32).to_le_bytes());
+    h[104..108].copy_from_slice(&(meta.min_degree as u32).to_le_bytes());
+    h[108..112].copy_from_slice(&(meta.degree_cap as u32).to_le_bytes());
     let hc = crc32fast::hash(&h[..PAGE_BYTES - 4]);
     h[PAGE_BYTES - 4..].copy_from_slice(&hc.to_le_bytes());
     h

@@ -243,6 +243,14 @@ impl LiveIndex {
             report.recall_warning = r.drop_warning();
             m.recall = Some(r);
         }
+        // The page nodes the index had, kept by the layout written below (the commit deletes
+        // the old file).
+        let prev_pages = if decoupled {
+            None
+        } else {
+            crate::kinds::graph::pages_write::PreviousPages::read(&self.dir, &v.ids)
+                .map_err(IndexBuildError::from)?
+        };
         report.bytes_written += txn.commit(&m)?;
         drop(source);
         // The other layouts the index had, written again from the new packed file (a
@@ -259,8 +267,17 @@ impl LiveIndex {
             let mut d = DiskIndex::open(&self.dir, o)?;
             d.writer_held = true;
             for l in layouts.into_iter().filter(|&l| l != IndexLayout::Packed) {
-                let r = d.write_layout(l, &crate::kinds::graph::ShuffleParams::default(), ctl)?;
+                let r = match (l, &prev_pages) {
+                    // The page nodes are kept, with the parameters they were written with.
+                    (IndexLayout::Pages, Some(prev)) => {
+                        d.write_pages_kept(&prev.params, Some(prev), ctl)?
+                    }
+                    _ => d.write_layout(l, &crate::kinds::graph::ShuffleParams::default(), ctl)?,
+                };
                 report.bytes_written += r.file_bytes;
+                if let Some(p) = r.pages.and_then(|p| p.placement) {
+                    report.pages_placement = Some(p);
+                }
             }
         }
         report.finish_secs += t_l.elapsed().as_secs_f64();

@@ -33,17 +33,6 @@ impl LiveIndex {
                 if let Some(why) = crate::kinds::member::updates_refused(dir) {
                     return Err(LiveError::InvalidInput(why));
                 }
-                // The page-node layout is written from a merged graph and takes no updates of
-                // its own yet: a writer searches another layout, and each merge writes the
-                // pages again from the merged graph.
-                if opts.layout == crate::kinds::graph::IndexLayout::Pages {
-                    return Err(LiveError::InvalidInput(
-                        "the page-node layout takes no updates: open the index for writing with \
-                         another layout (packed, shuffle, ais, decoupled); each merge writes the \
-                         pages again from the merged graph"
-                            .into(),
-                    ));
-                }
                 let lock = crate::dir::txn::take_writer_lock(dir, "a live index open for writing")?;
                 // What a killed writer left: its decided commit finished, its staging removed
                 // (readers leave both to the lock holder, which is now this handle).

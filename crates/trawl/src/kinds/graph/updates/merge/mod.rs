@@ -90,6 +90,8 @@ pub struct MergeReport {
     pub peak_rss_bytes: u64,
     /// Decoupled layout: what happened to the vector segments.
     pub segments: Option<SegmentReport>,
+    /// Page-node layout: how its page nodes were kept.
+    pub pages_placement: Option<crate::kinds::graph::layout::pages::place::PlaceReport>,
 }
 
 /// What a decoupled merge did to the vector segments.
