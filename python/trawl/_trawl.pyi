@@ -50,8 +50,9 @@ class BuildParams:
     vectors on disk in buckets by nearest centroid). An IVF build reads ``metric``,
     ``pq_bytes``, ``threads``, ``seed``, ``progress``, ``ivf_list_size``, ``ivf_epsilon``,
     ``ivf_max_replicas`` and ``by_id_vectors``; the graph-only fields (``R``, ``L``,
-    ``alpha``, ``memory_budget_gb``, ``saturate``, ``visit_order``, ``entry_*``, ``decoupled``) are ignored for
-    it, and the IVF fields for a graph build.
+    ``alpha``, ``memory_budget_gb``, ``saturate``, ``visit_order``, ``entry_*``, ``decoupled``,
+    ``pages``) are ignored for it, and the IVF fields for a graph build. ``pages=True`` also
+    writes the page-node layout (PageANN), opened with ``Index.open(..., layout="pages")``.
     """
 
     kind: str
@@ -79,6 +80,7 @@ class BuildParams:
     entry_build_list: int
     entry_sampling: str
     decoupled: bool
+    pages: bool
     ivf_list_size: int
     """IVF: target posting-list size before replication (lists ≈ n / size)."""
     ivf_epsilon: float
@@ -115,6 +117,7 @@ class BuildParams:
         entry_build_list: int = 64,
         entry_sampling: str = "uniform",
         decoupled: bool = False,
+        pages: bool = False,
         ivf_list_size: int = 10,
         ivf_epsilon: float = 0.25,
         ivf_max_replicas: int = 8,

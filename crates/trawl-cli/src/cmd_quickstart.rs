@@ -173,6 +173,7 @@ fn build_index(
             entry_build_list: trawl::kinds::graph::search::entry::EntryParams::default().l,
             entry_sampling: trawl::kinds::graph::search::entry::EntrySampling::Uniform,
             decoupled: false,
+            pages: false,
             report: Some(args.dir.join("build-report.json")),
             kind: trawl::kinds::graph::KindName::Graph,
             ivf: Default::default(),

@@ -36,7 +36,7 @@ where
 /// posting lists over a centroid graph, PQ codes on an accelerator, vectors on disk in
 /// buckets). An IVF build reads `metric`, `pq_bytes`, `threads`, `seed`, `progress` and the
 /// `ivf_*` / `by_id_vectors` fields; the graph-only fields (`R`, `L`, `alpha`,
-/// `memory_budget_gb`, `saturate`, `visit_order`, `entry_*`, `decoupled`) are ignored for it, and the `ivf_*`
+/// `memory_budget_gb`, `saturate`, `visit_order`, `entry_*`, `decoupled`, `pages`) are ignored for it, and the `ivf_*`
 /// fields for a graph build.
 #[pyclass(module = "trawl._trawl", get_all, set_all, from_py_object)]
 #[derive(Debug, Clone)]
@@ -84,6 +84,9 @@ pub struct BuildParams {
     pub entry_sampling: String,
     /// Also write the decoupled layout (compressed graph and vector files).
     pub decoupled: bool,
+    /// Also write the page-node layout (PageANN: one graph node per 4 KiB page), opened with
+    /// `Index.open(..., layout="pages")`.
+    pub pages: bool,
     /// IVF: target posting-list size before replication (lists ≈ n / size).
     pub ivf_list_size: i64,
     /// IVF: boundary replication's ε — a vector joins list i when dist(v, c_i) ≤ (1 + ε) ·
@@ -110,7 +113,7 @@ impl BuildParams {
         memory_budget_gb = None, saturate = false,
         visit_order = VamanaParams::default().order.to_string(), opq = false,
         quant = "pq".to_string(), bits = None, entry_ratio = 0.01, entry_degree = 32,
-        entry_build_list = 64, entry_sampling = "uniform".to_string(), decoupled = false,
+        entry_build_list = 64, entry_sampling = "uniform".to_string(), decoupled = false, pages = false,
         ivf_list_size = trawl::kinds::ivf::DEFAULT_LIST_SIZE as i64,
         ivf_epsilon = f32_as_f64(trawl::kinds::ivf::DEFAULT_EPSILON),
         ivf_max_replicas = trawl::kinds::ivf::DEFAULT_MAX_REPLICAS as i64, by_id_vectors = false,
@@ -136,6 +139,7 @@ impl BuildParams {
         entry_build_list: i64,
         entry_sampling: String,
         decoupled: bool,
+        pages: bool,
         ivf_list_size: i64,
         ivf_epsilon: f64,
         ivf_max_replicas: i64,
@@ -163,6 +167,7 @@ impl BuildParams {
             entry_build_list,
             entry_sampling,
             decoupled,
+            pages,
             ivf_list_size,
             ivf_epsilon,
             ivf_max_replicas,
@@ -176,7 +181,7 @@ impl BuildParams {
         format!(
             "BuildParams(kind={:?}, metric={:?}, R={}, L={}, alpha={}, pq_bytes={}, threads={}, \
              seed={}, memory_budget_gb={}, saturate={}, visit_order={:?}, opq={}, quant={:?}, bits={}, entry_ratio={}, entry_degree={}, \
-             entry_build_list={}, entry_sampling={:?}, decoupled={}, ivf_list_size={}, \
+             entry_build_list={}, entry_sampling={:?}, decoupled={}, pages={}, ivf_list_size={}, \
              ivf_epsilon={}, ivf_max_replicas={}, by_id_vectors={}, label_aware={:?}, progress={})",
             self.kind,
             self.metric,
@@ -198,6 +203,7 @@ impl BuildParams {
             self.entry_build_list,
             self.entry_sampling,
             py_bool(self.decoupled),
+            py_bool(self.pages),
             self.ivf_list_size,
             py_float(self.ivf_epsilon),
             self.ivf_max_replicas,
@@ -257,6 +263,7 @@ impl Default for BuildParams {
             64,
             "uniform".into(),
             false,
+            false,
             trawl::kinds::ivf::DEFAULT_LIST_SIZE as i64,
             f32_as_f64(trawl::kinds::ivf::DEFAULT_EPSILON),
             trawl::kinds::ivf::DEFAULT_MAX_REPLICAS as i64,
@@ -314,6 +321,7 @@ impl BuildParams {
             entry_build_list: count("entry_build_list", self.entry_build_list, 0)?,
             entry_sampling: parse("entry_sampling", &self.entry_sampling)?,
             decoupled: self.decoupled,
+            pages: self.pages,
             ivf_list_size: count("ivf_list_size", self.ivf_list_size, 1)?,
             ivf_epsilon: finite("ivf_epsilon", self.ivf_epsilon)?,
             ivf_max_replicas: count("ivf_max_replicas", self.ivf_max_replicas, 1)?,

@@ -104,6 +104,10 @@ pub struct BuildArgs {
     /// its bytes per component against packed.trawl.
     #[arg(long)]
     pub decoupled: bool,
+    /// Also write the page-node layout (pages.trawl, PageANN) with its default parameters
+    /// (`trawl layout --pages` sets them).
+    #[arg(long)]
+    pub pages: bool,
     /// Write the build report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -203,6 +207,7 @@ impl BuildArgs {
             entry_build_list: self.entry_build_list,
             entry_sampling: self.entry_sampling,
             decoupled: self.decoupled,
+            pages: self.pages,
             ivf_list_size: iv.ivf_list_size,
             ivf_epsilon: iv.ivf_epsilon,
             ivf_max_replicas: iv.ivf_max_replicas,

@@ -61,6 +61,8 @@ pub struct BuildOptions {
     pub entry_sampling: EntrySampling,
     /// Graph: also write the decoupled layout.
     pub decoupled: bool,
+    /// Graph: also write the page-node layout (PageANN) with its default parameters.
+    pub pages: bool,
     /// IVF: target posting-list size.
     pub ivf_list_size: usize,
     /// IVF: boundary replication's ε.
@@ -97,6 +99,7 @@ impl Default for BuildOptions {
             entry_build_list: e.l,
             entry_sampling: e.sampling,
             decoupled: false,
+            pages: false,
             ivf_list_size: ivf.list_size,
             ivf_epsilon: ivf.epsilon,
             ivf_max_replicas: ivf.max_replicas,
@@ -360,6 +363,21 @@ fn build_graph(
         let d = ix.write_decoupled(&VectorParams::default(), ctl)?;
         summary.extend(decoupled_summary(&d, r.pq_bytes + r.pq_codes_bytes));
         report["decoupled"] = serde_json::to_value(&d).unwrap_or_default();
+    }
+    if o.pages {
+        let ix = DiskIndex::open(dir, OpenOptions::default())?;
+        let p = ix.write_pages(&Default::default(), ctl)?;
+        if let Some(s) = &p.pages {
+            summary.push(format!(
+                "page-node layout: pages.trawl {} page nodes of up to {} vectors ({:.1}% full), \
+                 mean list {:.0} pages",
+                s.pages,
+                s.capacity,
+                100.0 * s.fill,
+                s.mean_degree
+            ));
+        }
+        report["pages"] = serde_json::to_value(&p).unwrap_or_default();
     }
     Ok(Built {
         kind: KindName::Graph,
