@@ -288,7 +288,9 @@ class TrawlRun(TrawlPeer):
                  budget: dict, has_entry: bool):
         self.name, self.args, self.budget = name, args, budget
         self.index = SimpleNamespace(exe=exe, idx=idx)
-        self.sweep, self.pname = args.search_L, "L"
+        # L counts pages on the page-node layout (k may exceed it): its own, shorter sweep.
+        self.sweep = args.pages_search_L if name.startswith("trawl-pages") else args.search_L
+        self.pname = "L"
         self.interleave = args.trawl_interleave if name != "trawl-flash" else 1
         self.entry_wanted = args.entry_list if has_entry else 0
         self.flags: list[str] = []
@@ -626,7 +628,8 @@ def render(res: dict) -> str:
              f"{p['trawl_interleave']} queries in flight (trawl-flash: its batch of "
              f"{p['flash_batch']}); diskann at each of {_counts(p['peer_threads'])} threads, the "
              "best at each recall target. Latency: a 1-thread sweep of every side, one query at "
-             f"a time (wall / nq). Search L {p['search_L']}. Repeats: {p['repeats']} (budgets "
+             f"a time (wall / nq). Search L {p['search_L']} (page-node sides: "
+             f"{p.get('pages_search_L', p['search_L'])} page nodes). Repeats: {p['repeats']} (budgets "
              "and sides in alternating order; medians per sweep point).",
              f"- trawl index: `{lay['source']}` ({res['index_how']}), searched through its "
              f"hard-linked copy `{lay['copy']}`: R {info.get('R')}, build L "
@@ -888,7 +891,8 @@ def run_dataset(name: str, args: argparse.Namespace, sides: list[str]) -> Path:
                                                for r in sw["rows"]) + f" [{phases[phase]:.1f}s]")
                     if s != "diskann" and s not in checked:
                         checked.add(s)
-                        Lc = int(args.search_L.split(",")[0])
+                        Lc = int((args.pages_search_L if s.startswith("trawl-pages")
+                                  else args.search_L).split(",")[0])
                         br = next((r["recall"] for r in sw["rows"] if r["x"] == Lc), None)
                         try:
                             cell["recall_check"] = o.recall_check(rdir, t, q, gt, Lc, br)
@@ -910,7 +914,8 @@ def run_dataset(name: str, args: argparse.Namespace, sides: list[str]) -> Path:
                     + f" [{phases[phase]:.1f}s]")
     ident1 = trawl_identity()
     params = {k: getattr(args, k) for k in (
-        "threads", "trawl_interleave", "peer_threads", "search_L", "k", "beam_width",
+        "threads", "trawl_interleave", "peer_threads", "search_L", "pages_search_L", "k",
+        "beam_width",
         "entry_list", "cache_policy", "repeats", "page_capacity", "page_degree", "trawl_extra",
         "queries")}
     params.update(nq_used=nq, queries_file=str(q), gt_file=str(gt), flash_batch=flash_batch(args),
@@ -959,6 +964,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="queries in flight per thread in the trawl sides' QPS sweeps (not flash)")
     ap.add_argument("--search-L", default="10,12,15,20,25,30,40,50,60,80,100",
                     help="list sizes swept by every side (at least k)")
+    ap.add_argument("--pages-search-L", default="4,5,6,7,8,10,12,15,20,25,30",
+                    help="the sweep of the trawl-pages-* sides (L counts page nodes; k may exceed "
+                         "it)")
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--beam-width", type=int, default=4, help="trawl-pages-beam -W, diskann's")
     ap.add_argument("--entry-list", type=int, default=10,

@@ -176,6 +176,9 @@ pub struct Capabilities {
     pub entry_index: bool,
     /// Whether the PQ codes are in memory (the entry index seeds the list with PQ distances).
     pub pq_in_memory: bool,
+    /// Whether a search node is a page of several vectors (the page-node layout): `L` counts
+    /// pages, and `k` may exceed it.
+    pub page_nodes: bool,
 }
 
 /// Range search on a graph: every vector whose exact distance is at most `radius`.
@@ -250,7 +253,7 @@ pub struct SearchConfig {
 impl SearchConfig {
     /// Checks `p` against what the index supports (`caps`) and the engine's queue `depth`.
     pub fn new(p: &SearchParams, caps: &Capabilities, depth: usize) -> Result<Self, SearchError> {
-        if p.k == 0 || p.k > p.l {
+        if p.k == 0 || (p.k > p.l && !caps.page_nodes) {
             return Err(SearchError::InvalidK { k: p.k, l: p.l });
         }
         if p.k as u64 > caps.n {
@@ -446,6 +449,7 @@ mod tests {
             rerank_from_disk: false,
             entry_index: false,
             pq_in_memory: true,
+            page_nodes: false,
         }
     }
 
@@ -475,6 +479,14 @@ mod tests {
             assert!(e.to_string().contains(msg), "{p:?}: {e}");
             assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
         }
+        // L counts pages on the page-node layout: k may exceed it.
+        let pages = Capabilities {
+            page_nodes: true,
+            ..caps()
+        };
+        let few = SearchConfig::new(&SearchParams::beam(30, 20, 4), &pages, 8).unwrap();
+        assert_eq!((few.k(), few.l()), (30, 20));
+        assert!(SearchConfig::new(&SearchParams::beam(0, 20, 4), &pages, 8).is_err());
         let lists = Capabilities {
             records: false,
             rerank_from_disk: true,

@@ -52,6 +52,7 @@ impl IndexView<'_> {
             rerank_from_disk: self.layout.decoupled().is_some(),
             entry_index: self.space.entry.is_some(),
             pq_in_memory: self.space.pq.in_memory().is_some(),
+            page_nodes: self.layout.pages().is_some(),
         }
     }
 

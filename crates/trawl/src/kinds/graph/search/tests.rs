@@ -416,6 +416,7 @@ fn caps(n: usize, records: bool) -> Capabilities {
         rerank_from_disk: !records,
         entry_index: false,
         pq_in_memory: true,
+        page_nodes: false,
     }
 }
 

@@ -143,7 +143,13 @@ impl LiveIndex {
             })
             .collect();
         if !deltas.is_empty() {
-            let l = params.l;
+            // L counts pages on the page-node layout (as many as `DEFAULT_L / 4`); the delta's
+            // graph has one node per vector.
+            let l = if v.disk.options().layout == crate::kinds::graph::IndexLayout::Pages {
+                (4 * params.l).max(k)
+            } else {
+                params.l.max(k)
+            };
             ids.par_chunks_mut(k.max(1))
                 .zip(dists.par_chunks_mut(k.max(1)))
                 .zip(out.stats.par_iter_mut())
