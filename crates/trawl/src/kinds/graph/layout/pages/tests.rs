@@ -307,7 +307,7 @@ fn regroup_keeps_pages_places_new_vectors_and_splits() {
     let g = group(&graph, &v, 8, Metric::L2, cap, 2, 0, |s| s < 300, || {});
     // Slots 0..300 were grouped; 0, 7, 14, … are deleted, 300..400 are new, and slot 3 holds
     // another vector (deleted and taken again).
-    let include = |s: u32| s % 7 != 0 || s >= 300;
+    let include = |s: u32| !s.is_multiple_of(7) || s >= 300;
     let kept = |s: u32| s < 300 && s != 3;
     let (after, r) = regroup(&graph, &v, 8, Metric::L2, cap, &g.pages, kept, include);
     let mut seen = vec![0u8; 400];
