@@ -132,8 +132,8 @@ class SearchParams:
 
     One object serves both index kinds, each ignoring the other's fields. ``L``: for a graph
     index the candidate list size (None = max(100, k); on the page-node layout L counts pages,
-    None = max(100, k) / 4, and k may exceed it); for an IVF index the number of posting lists
-    probed (None = 32, or every list when there are fewer).
+    None = max(100, k) / min(capacity, 4), and k may exceed it); for an IVF index the number of
+    posting lists probed (None = 32, or every list when there are fewer).
     """
 
     L: Optional[int]

@@ -350,7 +350,7 @@ impl BuildParams {
 #[derive(Debug, Clone)]
 pub struct SearchParams {
     /// Graph index: candidate list size (larger: slower, more accurate); None = max(100, k)
-    /// (page-node layout: pages, max(100, k) / 4, and k may exceed it).
+    /// (page-node layout: pages, max(100, k) / min(capacity, 4), and k may exceed it).
     /// IVF index: posting lists probed (nprobe); None = 32 (every list when fewer).
     pub L: Option<i64>,
     /// Beam search: records read per round trip.

@@ -268,3 +268,41 @@ fn cached_pages_are_expanded_from_memory_with_the_same_results() {
     // The cache's hottest pages include the medoid's, which every query reads.
     assert!(warm.stats.iter().all(|s| s.traversal.cache_hits >= 1));
 }
+
+#[test]
+fn the_list_counts_pages_k_may_exceed_it_and_its_default_follows_the_capacity() {
+    let (dir, base, q) = setup(Metric::L2, 3_000, 16, PageParams::default());
+    let cap = PageFile::open(&dir.path().join(FILE_NAME))
+        .unwrap()
+        .meta()
+        .capacity;
+    let o = trawl::kinds::Options {
+        layout: IndexLayout::Pages,
+        ..Default::default()
+    };
+    let (ix, _) = trawl::kinds::open_with(dir.path(), &o, &Control::silent()).unwrap();
+    let want = trawl::kinds::options::pages_default_l(10, cap);
+    assert_eq!(want, (100 / cap.min(4)).max(1));
+    match o.params(&ix, 10).unwrap() {
+        trawl::kinds::KindParams::Graph(p) => assert_eq!((p.k, p.l), (10, want)),
+        other => panic!("{other:?}"),
+    }
+    // k above L: the pages read hold enough vectors, and the results are the exact nearest
+    // of those (a best-first search over the page graph).
+    let ix = open_pages(dir.path());
+    let out = ix
+        .search_batch(&q, &SearchParams::beam(10, 3, 1), 1)
+        .unwrap();
+    for qi in 0..q.n() {
+        let want = reference(dir.path(), &base, q.row(qi), Metric::L2, 3, 10);
+        let got: Vec<u32> = out.ids[qi * 10..][..10].to_vec();
+        assert_eq!(got, want.iter().map(|w| w.0).collect::<Vec<_>>(), "query {qi}");
+    }
+    // The other layouts still refuse k above L.
+    let packed = trawl::kinds::Options {
+        l: Some(5),
+        ..Default::default()
+    };
+    let (pix, _) = trawl::kinds::open_with(dir.path(), &packed, &Control::silent()).unwrap();
+    assert!(packed.params(&pix, 10).is_err());
+}

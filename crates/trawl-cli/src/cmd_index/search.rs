@@ -33,8 +33,8 @@ pub struct SearchArgs {
     #[arg(short = 'k', default_value_t = 10)]
     pub k: usize,
     /// Candidate list size (IVF index: the number of lists probed); default max(100, k)
-    /// (IVF: 32, or every list when there are fewer; page-node layout: max(100, k) / 4
-    /// pages, and k may exceed it).
+    /// (IVF: 32, or every list when there are fewer; page-node layout:
+    /// max(100, k) / min(capacity, 4) pages, and k may exceed it).
     #[arg(short = 'L', long = "list-size")]
     pub l: Option<usize>,
     /// Write the results here (DiskANN/big-ann ground-truth format: ids and distances).

@@ -27,10 +27,18 @@ use crate::progress::Control;
 /// Lists an IVF search probes when `l` is not given (every list when there are fewer).
 pub const DEFAULT_NPROBE: usize = 32;
 /// List size of a graph search when `l` is not given: `max(DEFAULT_L, k)`; on the
-/// page-node layout, whose list counts pages, a quarter of that (`max(DEFAULT_L, k) / 4`:
-/// 25 pages at k = 10 read about as many vectors as the other layouts' 100 nodes find,
-/// GloVe-400K recall@10 ≈ 0.99).
+/// page-node layout, whose list counts pages, [`pages_default_l`].
 pub const DEFAULT_L: usize = 100;
+
+/// The default list size on the page-node layout, in pages of up to `capacity` vectors:
+/// `max(DEFAULT_L, k) / min(capacity, 4)` (at least 1). A list of pages finds more than a
+/// list of as many vectors, but less than `capacity` times more: measured at recall@10 on
+/// the default, 25 pages of 15 GloVe-400K vectors reach 0.995, 25 pages of 6 gen-1M vectors
+/// 0.95, and MiniLM-200K's pages of 2 vectors need 40–50 for 0.95
+/// (`bench/results/pagegraph-*.md`).
+pub fn pages_default_l(k: usize, capacity: usize) -> usize {
+    (DEFAULT_L.max(k) / capacity.clamp(1, 4)).max(1)
+}
 /// Queries in flight per thread of a flash search on a GPU when `flash_batch` is 0.
 pub const GPU_FLASH_BATCH: usize = 1024;
 /// Queries per accelerator job of an IVF batch search on a GPU when `accel_batch` is 0.
@@ -391,6 +399,15 @@ impl Options {
         Ok(match index {
             AnyIndex::Graph(g) => {
                 let gpu = g.disk().flash_accel_info().backend == "gpu";
+                // The page-node layout's list counts pages: its default follows the capacity.
+                if let (None, Some(p)) = (self.l, g.disk().layout().pages()) {
+                    let o = Options {
+                        l: Some(pages_default_l(k, p.file().meta().capacity)),
+                        layout: IndexLayout::Pages,
+                        ..self.clone()
+                    };
+                    return Ok(KindParams::Graph(o.graph_params(k, gpu)?));
+                }
                 // The planner plans the shuffled layout for PageSearch.
                 if self.layout_auto
                     && !self.page_search
@@ -465,7 +482,7 @@ impl Options {
         self.validate()?;
         let pages = self.layout == IndexLayout::Pages;
         let l = self.l.unwrap_or(if pages {
-            DEFAULT_L.max(k) / 4
+            pages_default_l(k, 4)
         } else {
             DEFAULT_L.max(k)
         });
