@@ -296,7 +296,11 @@ fn the_list_counts_pages_k_may_exceed_it_and_its_default_follows_the_capacity() 
     for qi in 0..q.n() {
         let want = reference(dir.path(), &base, q.row(qi), Metric::L2, 3, 10);
         let got: Vec<u32> = out.ids[qi * 10..][..10].to_vec();
-        assert_eq!(got, want.iter().map(|w| w.0).collect::<Vec<_>>(), "query {qi}");
+        assert_eq!(
+            got,
+            want.iter().map(|w| w.0).collect::<Vec<_>>(),
+            "query {qi}"
+        );
     }
     // The other layouts still refuse k above L.
     let packed = trawl::kinds::Options {
