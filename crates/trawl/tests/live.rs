@@ -56,18 +56,7 @@ fn recall(ix: &LiveIndex, ids: &[u64], vectors: &[f32], q: &Matrix<f32>) -> f64 
     )
     .unwrap();
     let out = ix.search_rows(q.as_slice(), &sp(10), 2, 1).unwrap();
-    let mut hit = 0usize;
-    for qi in 0..q.n() {
-        let want: HashSet<u64> = t.ids[qi * t.k..qi * t.k + 10]
-            .iter()
-            .map(|&r| ids[r as usize])
-            .collect();
-        hit += out.ids[qi * 10..qi * 10 + 10]
-            .iter()
-            .filter(|i| want.contains(i))
-            .count();
-    }
-    hit as f64 / (10 * q.n()) as f64
+    common::recall_of_ids(&out.ids, &t, ids)
 }
 
 #[test]

@@ -90,18 +90,7 @@ fn recall(ix: &LiveIndex, live: &HashMap<u64, usize>, all: &Matrix<f32>, q: &Mat
     let out = ix
         .search_rows(q.as_slice(), &SearchParams::beam(10, 12, 4), 2, 1)
         .unwrap();
-    let mut hit = 0;
-    for qi in 0..q.n() {
-        let want: HashSet<u64> = t.ids[qi * t.k..qi * t.k + 10]
-            .iter()
-            .map(|&r| ids[r as usize])
-            .collect();
-        hit += out.ids[qi * 10..][..10]
-            .iter()
-            .filter(|i| want.contains(i))
-            .count();
-    }
-    hit as f64 / (10 * q.n()) as f64
+    common::recall_of_ids(&out.ids, &t, &ids)
 }
 
 #[test]

@@ -142,3 +142,21 @@ impl IoEngine for Tap {
         self.inner.counters()
     }
 }
+
+/// recall@10 of `got` (10 ids per query) against the exact lists `t`, whose entries are
+/// positions in `ids` (the id of each vector the truth was computed over).
+pub fn recall_of_ids(got: &[u64], t: &GroundTruth, ids: &[u64]) -> f64 {
+    let nq = got.len() / 10;
+    let mut hit = 0usize;
+    for qi in 0..nq {
+        let want: std::collections::HashSet<u64> = t.ids[qi * t.k..qi * t.k + 10]
+            .iter()
+            .map(|&r| ids[r as usize])
+            .collect();
+        hit += got[qi * 10..qi * 10 + 10]
+            .iter()
+            .filter(|i| want.contains(i))
+            .count();
+    }
+    hit as f64 / (10 * nq.max(1)) as f64
+}

@@ -347,36 +347,23 @@ fn regroup_any(
             .collect()
     }
     let (d, m) = (meta.dim, meta.metric);
+    macro_rules! typed_regroup {
+        ($t:ty) => {
+            regroup(
+                graph,
+                &typed::<$t>(raw),
+                d,
+                m,
+                capacity,
+                prev,
+                kept,
+                include,
+            )
+        };
+    }
     match meta.dtype {
-        DType::F32 => regroup(
-            graph,
-            &typed::<f32>(raw),
-            d,
-            m,
-            capacity,
-            prev,
-            kept,
-            include,
-        ),
-        DType::U8 => regroup(
-            graph,
-            &typed::<u8>(raw),
-            d,
-            m,
-            capacity,
-            prev,
-            kept,
-            include,
-        ),
-        DType::I8 => regroup(
-            graph,
-            &typed::<i8>(raw),
-            d,
-            m,
-            capacity,
-            prev,
-            kept,
-            include,
-        ),
+        DType::F32 => typed_regroup!(f32),
+        DType::U8 => typed_regroup!(u8),
+        DType::I8 => typed_regroup!(i8),
     }
 }
