@@ -99,7 +99,9 @@ fn merges_keep_the_page_nodes_place_new_vectors_and_split_full_pages() {
     let (all, q) = data::<f32>(4_000, 60, DIM, 31);
     let base = Matrix::from_vec(rows(&all, 0, 2_000), DIM).unwrap();
     build(&base, dir.path(), Metric::L2, 16);
+    // Small pages, so that the inserts fill them and splits are exercised.
     let asked = PageParams {
+        capacity: 4,
         max_degree: 40,
         ..PageParams::default()
     };
@@ -116,8 +118,9 @@ fn merges_keep_the_page_nodes_place_new_vectors_and_split_full_pages() {
     let hops = first.meta().hops;
     let m = first.meta();
     assert_eq!((m.degree_cap, m.min_degree), (40, m.graph_r));
-    assert!(hops > 0 && cap > 1);
+    assert!(hops > 0 && cap == 4);
     let mut next_row = 2_000usize;
+    let mut splits = 0;
     for round in 0..3u64 {
         let ix = LiveIndex::open(dir.path(), opts, Access::ReadWrite).unwrap();
         // Delete 10% of the live vectors (spread over the pages), insert 15% new ones.
@@ -157,8 +160,27 @@ fn merges_keep_the_page_nodes_place_new_vectors_and_split_full_pages() {
             before.iter().map(|b| b.len() as u64).sum::<u64>()
         );
         assert_eq!(p.placed + p.new_pages, 600, "{p:?}");
-        assert!(p.splits > 0, "{p:?}");
         let (f, after) = pages_by_id(dir.path());
+        // Pages are dropped when emptied, made by splits and by new vectors with no placed
+        // neighbour; splits happen exactly when a full page takes a vector, which must happen
+        // when the kept pages had fewer free slots than the vectors placed.
+        let gone_now: HashSet<u64> = gone.iter().copied().collect();
+        let free: usize = before
+            .iter()
+            .map(|b| b.iter().filter(|id| !gone_now.contains(id)).count())
+            .filter(|&kept| kept > 0)
+            .map(|kept| cap - kept)
+            .sum();
+        assert_eq!(
+            after.len() as u64,
+            before.len() as u64 - p.dropped_pages + p.splits + p.new_pages,
+            "{p:?}"
+        );
+        assert!(
+            p.placed as usize <= free || p.splits > 0,
+            "{p:?}, {free} free"
+        );
+        splits += p.splits;
         assert_eq!(f.meta().capacity, cap, "the merge keeps the capacity");
         assert_eq!((f.meta().hops, f.meta().degree_cap), (hops, 40));
         assert!(f.meta().max_degree <= 40);
@@ -174,4 +196,8 @@ fn merges_keep_the_page_nodes_place_new_vectors_and_split_full_pages() {
         trawl::kinds::graph::verify_index(dir.path(), &Control::silent()).unwrap();
         before = after;
     }
+    assert!(
+        splits > 0,
+        "three rounds of inserts into pages of 4 split none"
+    );
 }
