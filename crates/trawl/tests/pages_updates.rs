@@ -201,3 +201,35 @@ fn merges_keep_the_page_nodes_place_new_vectors_and_split_full_pages() {
         "three rounds of inserts into pages of 4 split none"
     );
 }
+
+#[test]
+fn a_damaged_page_node_file_does_not_stop_a_merge_and_is_grouped_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let (all, _) = data::<f32>(2_400, 10, DIM, 33);
+    let base = Matrix::from_vec(rows(&all, 0, 2_000), DIM).unwrap();
+    build(&base, dir.path(), Metric::L2, 16);
+    common::open(dir.path())
+        .write_pages(&PageParams::default(), &Control::silent())
+        .unwrap();
+    // Damage the order table (the file's last page): the page-node file no longer opens.
+    let path = dir.path().join(FILE_NAME);
+    let mut raw = std::fs::read(&path).unwrap();
+    let at = raw.len() - 4096;
+    raw[at] ^= 0xff;
+    std::fs::write(&path, &raw).unwrap();
+    assert!(PageFile::open(&path).is_err());
+    let ix = LiveIndex::open(dir.path(), OpenOptions::default(), Access::ReadWrite).unwrap();
+    ix.delete(&[1, 2, 3]).unwrap();
+    ix.insert(None, &rows(&all, 2_000, 400)).unwrap();
+    let r = ix.merge(2, &Control::silent()).unwrap();
+    assert!(r.pages_placement.is_none(), "grouped afresh: {r:?}");
+    let (f, pages) = pages_by_id(dir.path());
+    let placed: usize = pages.iter().map(|p| p.len()).sum();
+    assert_eq!(placed, 2_397);
+    assert_eq!(
+        f.meta().n,
+        2_000 + 397,
+        "the new vectors took the 3 freed slots first"
+    );
+    trawl::kinds::graph::verify_index(dir.path(), &Control::silent()).unwrap();
+}

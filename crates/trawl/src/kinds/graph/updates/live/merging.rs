@@ -244,12 +244,12 @@ impl LiveIndex {
             m.recall = Some(r);
         }
         // The page nodes the index had, kept by the layout written below (the commit deletes
-        // the old file).
+        // the old file). A damaged page-node file does not stop the merge: its layout is then
+        // grouped afresh (the old file, whose damage searches report, is replaced).
         let prev_pages = if decoupled {
             None
         } else {
-            crate::kinds::graph::pages_write::PreviousPages::read(&self.dir, &v.ids)
-                .map_err(IndexBuildError::from)?
+            crate::kinds::graph::pages_write::PreviousPages::read(&self.dir, &v.ids).unwrap_or(None)
         };
         report.bytes_written += txn.commit(&m)?;
         drop(source);
