@@ -26,19 +26,10 @@ use crate::progress::Control;
 
 /// Lists an IVF search probes when `l` is not given (every list when there are fewer).
 pub const DEFAULT_NPROBE: usize = 32;
+pub use crate::kinds::graph::layout::pages::default_list as pages_default_l;
 /// List size of a graph search when `l` is not given: `max(DEFAULT_L, k)`; on the
 /// page-node layout, whose list counts pages, [`pages_default_l`].
 pub const DEFAULT_L: usize = 100;
-
-/// The default list size on the page-node layout, in pages of up to `capacity` vectors:
-/// `max(DEFAULT_L, k) / min(capacity, 4)` (at least 1). A list of pages finds more than a
-/// list of as many vectors, but less than `capacity` times more: measured at recall@10 on
-/// the default, 25 pages of 15 GloVe-400K vectors reach 0.995, 25 pages of 6 gen-1M vectors
-/// 0.95, and MiniLM-200K's pages of 2 vectors need 40–50 for 0.95
-/// (`bench/results/pagegraph-*.md`).
-pub fn pages_default_l(k: usize, capacity: usize) -> usize {
-    (DEFAULT_L.max(k) / capacity.clamp(1, 4)).max(1)
-}
 /// Queries in flight per thread of a flash search on a GPU when `flash_batch` is 0.
 pub const GPU_FLASH_BATCH: usize = 1024;
 /// Queries per accelerator job of an IVF batch search on a GPU when `accel_batch` is 0.

@@ -91,6 +91,16 @@ pub const NO_VECTOR: u32 = u32::MAX;
 /// Bytes before a page node's member ids.
 pub const PAGE_HEAD: usize = 8;
 
+/// The default list size on the page-node layout, in pages of up to `capacity` vectors:
+/// `max(DEFAULT_L, k) / min(capacity, 4)` (at least 1). A list of pages finds more than a
+/// list of as many vectors, but less than `capacity` times more: measured at recall@10 on
+/// the default, 25 pages of 15 GloVe-400K vectors reach 0.995, 25 pages of 6 gen-1M vectors
+/// 0.95, and MiniLM-200K's pages of 2 vectors need 40–50 for 0.95
+/// (`bench/results/pagegraph-*.md`).
+pub fn default_list(k: usize, capacity: usize) -> usize {
+    (crate::kinds::options::DEFAULT_L.max(k) / capacity.clamp(1, 4)).max(1)
+}
+
 /// The shape of a page-node file: everything its header says but checksums and table sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PagesMeta {
