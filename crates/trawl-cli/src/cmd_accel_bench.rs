@@ -145,7 +145,7 @@ pub fn run(args: &AccelBenchArgs) -> Result<()> {
     if args.stages.iter().any(|s| s == "flash") {
         let gpu = if want_gpu {
             open_or_skip(
-                trawl::accel::open_flash_gpu(&codes),
+                trawl::accel::open_flash_gpu(&codes, None),
                 "flash",
                 args.require_gpu,
                 &mut skipped,

@@ -27,10 +27,17 @@
 //!
 //! Keys, ids and the list are integers, and the PQ sums are the contract's, so both backends
 //! produce the same lists, the same choices and the same counts, bit for bit.
+//!
+//! ## Grouped nodes (the page-node layout)
+//!
+//! With [`Groups`], a node is a page of vectors: node `p` is the `counts[p]` codes from
+//! `p · capacity` (the codes in slot order), its key the least of their keys, and `scored`
+//! counts every one of them. Ids, the visited set and the list are over nodes; everything
+//! else is as above.
 
 use std::fmt;
 
-use crate::accel::{adc_distance, AccelError, AccelInfo, TABLE_ROW};
+use crate::accel::{adc_distance, adc_distance_within, AccelError, AccelInfo, TABLE_ROW};
 use crate::quant::pq::PqCodes;
 use crate::vamana::queue::VisitedSet;
 
@@ -59,6 +66,71 @@ pub fn dist_of_key(k: u32) -> f32 {
     } else {
         !k
     })
+}
+
+/// Nodes that are groups of consecutive codes (the page-node layout's pages): node `p` is
+/// the `counts[p]` codes from `p · capacity`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Groups {
+    capacity: u32,
+    counts: Vec<u32>,
+}
+
+impl Groups {
+    /// Groups of at most `capacity` codes, `counts[p]` in group `p`.
+    pub fn new(capacity: usize, counts: Vec<u32>) -> Result<Self, AccelError> {
+        let bad = |s: String| Err(AccelError::BadBatch(s));
+        if capacity == 0 || capacity > u32::MAX as usize {
+            return bad(format!("group capacity {capacity} out of range"));
+        }
+        if let Some((p, c)) = counts
+            .iter()
+            .enumerate()
+            .find(|(_, &c)| c as usize > capacity)
+        {
+            return bad(format!("group {p} holds {c} codes, capacity {capacity}"));
+        }
+        if (counts.len() as u64).saturating_mul(capacity as u64) >= u64::from(u32::MAX) {
+            return bad(format!(
+                "{} groups of {capacity} codes: too many for u32 ids",
+                counts.len()
+            ));
+        }
+        Ok(Self {
+            capacity: capacity as u32,
+            counts,
+        })
+    }
+    /// Nodes (groups).
+    pub fn nodes(&self) -> usize {
+        self.counts.len()
+    }
+    /// Most codes in one group.
+    pub fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+    /// Codes in each group.
+    pub fn counts(&self) -> &[u32] {
+        &self.counts
+    }
+    /// The codes of group `p`: `first..first + count`.
+    #[inline]
+    pub fn members(&self, p: u32) -> std::ops::Range<usize> {
+        let first = p as usize * self.capacity as usize;
+        first..first + self.counts[p as usize] as usize
+    }
+    /// Checks the groups against `n` codes.
+    pub fn check(&self, n: usize) -> Result<(), AccelError> {
+        match self.counts.len().checked_sub(1) {
+            Some(last) if self.members(last as u32).end > n => Err(AccelError::BadBatch(format!(
+                "{} groups of {} codes need {} codes, there are {n}",
+                self.counts.len(),
+                self.capacity,
+                self.members(last as u32).end
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The shape of a session's state.
@@ -225,12 +297,24 @@ pub trait FlashAccel: Send + Sync + fmt::Debug {
 #[derive(Debug, Clone, Copy)]
 pub struct CpuFlash<'c> {
     codes: &'c PqCodes,
+    groups: Option<&'c Groups>,
 }
 
 impl<'c> CpuFlash<'c> {
-    /// The backend over `codes` (borrowed).
+    /// The backend over `codes` (borrowed), one node per code.
     pub fn new(codes: &'c PqCodes) -> Self {
-        Self { codes }
+        Self {
+            codes,
+            groups: None,
+        }
+    }
+    /// The backend over `codes` whose nodes are `groups` of them.
+    pub fn grouped(codes: &'c PqCodes, groups: &'c Groups) -> Result<Self, AccelError> {
+        groups.check(codes.n())?;
+        Ok(Self {
+            codes,
+            groups: Some(groups),
+        })
     }
 }
 
@@ -244,7 +328,10 @@ impl FlashAccel for CpuFlash<'_> {
     }
 
     fn session(&self, shape: FlashShape) -> Result<Box<dyn FlashSession + '_>, AccelError> {
-        Ok(Box::new(CpuSession::new(self.codes, shape)))
+        Ok(Box::new(CpuSession {
+            groups: self.groups,
+            ..CpuSession::new(self.codes, shape)
+        }))
     }
 }
 
@@ -259,6 +346,8 @@ struct Cand {
 #[derive(Debug, Default)]
 struct SlotState {
     table: Vec<f32>,
+    /// No entry of `table` is negative: a group's codes are scored with a bound.
+    monotone: bool,
     rbq: crate::quant::rabitq::RbqQuery,
     list: Vec<Cand>,
     visited: VisitedSet,
@@ -268,6 +357,7 @@ struct SlotState {
 #[derive(Debug)]
 pub struct CpuSession<'c> {
     codes: &'c PqCodes,
+    groups: Option<&'c Groups>,
     shape: FlashShape,
     slots: Vec<SlotState>,
     fresh: Vec<(u32, u32)>,
@@ -281,6 +371,7 @@ impl<'c> CpuSession<'c> {
     pub fn new(codes: &'c PqCodes, shape: FlashShape) -> Self {
         Self {
             codes,
+            groups: None,
             shape,
             slots: (0..shape.slots).map(|_| SlotState::default()).collect(),
             fresh: Vec::new(),
@@ -292,19 +383,42 @@ impl<'c> CpuSession<'c> {
 
     fn step(&mut self, job: &StepJob) -> Result<(), AccelError> {
         let m = self.codes.m();
-        job.validate(&self.shape, self.codes.n(), m)?;
+        let nodes = self.groups.map_or(self.codes.n(), Groups::nodes);
+        job.validate(&self.shape, nodes, m)?;
         self.out.reset(job.entries.len());
         let l = self.shape.l;
         let mut tables = job.tables.chunks_exact(m * TABLE_ROW);
         let mut rbq = job.rbq.iter();
         let codes = self.codes;
+        let groups = self.groups;
         let rabitq = job.rabitq;
-        let score = |st: &SlotState, id: u32| {
-            let code = codes.code(id as usize);
+        let score = |st: &SlotState, c: usize, bound: f32| {
+            let code = codes.code(c);
             if rabitq {
                 st.rbq.distance(code)
+            } else if st.monotone {
+                adc_distance_within(&st.table, code, bound)
             } else {
                 adc_distance(&st.table, code)
+            }
+        };
+        // Node `id`'s key and the codes scored for it. A group's code farther than `bound`
+        // (and than the group's best so far) may be cut short: the group's key is then exact
+        // whenever it is at most `bound`'s, and above it otherwise.
+        let node_key = |st: &SlotState, id: u32, bound: f32| match groups {
+            None => (key_of(score(st, id as usize, f32::INFINITY)), 1u32),
+            Some(g) => {
+                let r = g.members(id);
+                let n = r.len() as u32;
+                let (mut best, mut best_d) = (u32::MAX, f32::INFINITY);
+                for c in r {
+                    let d = score(st, c, bound.min(best_d));
+                    let k = key_of(d);
+                    if k < best {
+                        (best, best_d) = (k, d);
+                    }
+                }
+                (best, n)
             }
         };
         for (i, e) in job.entries.iter().enumerate() {
@@ -319,16 +433,17 @@ impl<'c> CpuSession<'c> {
                 } else {
                     st.table.extend_from_slice(tables.next().unwrap_or(&[]));
                 }
+                st.monotone = groups.is_some() && !rabitq && st.table.iter().all(|&x| x >= 0.0);
                 st.list.clear();
-                st.visited.reset(self.codes.n());
+                st.visited.reset(nodes);
                 st.visited.insert(e.entry);
-                let key = key_of(score(st, e.entry));
+                let (key, n) = node_key(st, e.entry, f32::INFINITY);
                 st.list.push(Cand {
                     key,
                     id: e.entry,
                     chosen: false,
                 });
-                scored += 1;
+                scored += n;
             }
             if e.node != NONE {
                 self.out.stale[i] = st
@@ -344,13 +459,33 @@ impl<'c> CpuSession<'c> {
                     self.fresh.push((nb, 0));
                 }
             }
-            for &(nb, _) in &self.fresh {
-                self.codes.prefetch(nb as usize);
+            match groups {
+                None => {
+                    for &(nb, _) in &self.fresh {
+                        self.codes.prefetch(nb as usize);
+                    }
+                }
+                Some(g) => {
+                    for &(nb, _) in &self.fresh {
+                        let r = g.members(nb);
+                        if let Some(b) = codes.as_bytes().get(r.start * m..r.end * m) {
+                            for part in b.chunks(512) {
+                                crate::mem::prefetch_read(part);
+                            }
+                        }
+                    }
+                }
             }
+            // A fresh node farther than a full list's last cannot enter it.
+            let bound = match st.list.get(l.wrapping_sub(1)) {
+                Some(c) if st.list.len() >= l => dist_of_key(c.key),
+                _ => f32::INFINITY,
+            };
             for f in &mut self.fresh {
-                f.1 = key_of(score(st, f.0));
+                let (key, n) = node_key(st, f.0, bound);
+                f.1 = key;
+                scored += n;
             }
-            scored += self.fresh.len() as u32;
             if !self.fresh.is_empty() {
                 self.fresh.sort_unstable_by_key(|&(id, key)| (key, id));
                 // The first L of the merge of two lists ordered by (key, id).

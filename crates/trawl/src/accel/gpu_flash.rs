@@ -13,7 +13,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::accel::flash::{FlashAccel, FlashSession, FlashShape, StepJob, StepOutput, MAX_FILL};
+use crate::accel::flash::{
+    FlashAccel, FlashSession, FlashShape, Groups, StepJob, StepOutput, MAX_FILL,
+};
 use crate::accel::gpu::{open_device, padded, upload_codes, Opened, Scopes};
 use crate::accel::{AccelError, AccelInfo, TABLE_ROW};
 use crate::quant::pq::PqCodes;
@@ -37,6 +39,11 @@ pub struct GpuFlash {
     device: wgpu::Device,
     queue: wgpu::Queue,
     codes: wgpu::Buffer,
+    /// Codes per group (one word when the nodes are single codes).
+    counts: wgpu::Buffer,
+    /// Group capacity (0: a node is one code).
+    cap: usize,
+    /// Nodes.
     n: usize,
     m: usize,
     wpc: usize,
@@ -59,18 +66,28 @@ impl fmt::Debug for GpuFlash {
 }
 
 impl GpuFlash {
-    /// Opens the GPU and uploads `codes`.
+    /// Opens the GPU and uploads `codes`, one node per code.
     pub fn new(codes: &PqCodes) -> Result<Self, AccelError> {
+        Self::grouped(codes, None)
+    }
+
+    /// Opens the GPU and uploads `codes`, and the `groups` of them that are the nodes when
+    /// given ([`Groups`]).
+    pub fn grouped(codes: &PqCodes, groups: Option<&Groups>) -> Result<Self, AccelError> {
+        if let Some(g) = groups {
+            g.check(codes.n())?;
+        }
         let Opened {
             device,
             queue,
             name,
             limits,
             uncaptured,
-        } = open_device("trawl flash", 7)?;
+        } = open_device("trawl flash", 8)?;
         let m = codes.m();
         let wpc = m.div_ceil(4);
-        let resident_bytes = codes.n() as u64 * wpc as u64 * 4;
+        let counts: &[u32] = groups.map_or(&[0], |g| g.counts());
+        let resident_bytes = codes.n() as u64 * wpc as u64 * 4 + 4 * counts.len() as u64;
         let max_binding = limits
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size)
@@ -83,12 +100,21 @@ impl GpuFlash {
         }
         let scopes = Scopes::push(&device);
         let codes_buf = upload_codes(&device, codes, wpc);
+        let counts_buf = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("flash group counts"),
+            size: padded(4 * counts.len().max(1) as u64),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        queue.write_buffer(&counts_buf, 0, bytemuck::cast_slice(counts));
         scopes.pop("uploading the codes")?;
         Ok(Self {
             device,
             queue,
             codes: codes_buf,
-            n: codes.n(),
+            counts: counts_buf,
+            cap: groups.map_or(0, Groups::capacity),
+            n: groups.map_or(codes.n(), Groups::nodes),
             m,
             wpc,
             adapter: name,
@@ -115,10 +141,11 @@ impl GpuFlash {
         }
         let src = format!(
             "const M: u32 = {m}u;\nconst WPC: u32 = {wpc}u;\nconst L: u32 = {l}u;\n\
-             const RW: u32 = {rw}u;\nconst H: u32 = {h}u;\nconst FMAX: u32 = {MAX_FILL}u;\n\n\
-             {FLASH_WGSL}",
+             const RW: u32 = {rw}u;\nconst H: u32 = {h}u;\nconst FMAX: u32 = {MAX_FILL}u;\n\
+             const CAP: u32 = {cap}u;\n\n{FLASH_WGSL}",
             m = self.m,
             wpc = self.wpc,
+            cap = self.cap,
         );
         let scopes = Scopes::push(&self.device);
         let module = self
@@ -324,6 +351,7 @@ impl FlashSession for GpuSession<'_> {
                 &self.lens,
                 &self.hash,
                 &self.out,
+                &acc.counts,
             ]
             .iter()
             .enumerate()

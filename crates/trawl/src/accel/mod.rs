@@ -396,6 +396,35 @@ pub fn adc_distance2(table: &[f32], x: &[u8], y: &[u8]) -> (f32, f32) {
 }
 
 /// Table entries of one step of [`adc_distance`]: four subspaces' rows.
+/// [`adc_distance`] when the sum stays at most `bound`, bit for bit; `+∞` once a partial
+/// sum (checked every eight subspaces) passes it. Only for tables without negative entries,
+/// whose partial sums never decrease: a code cut off is farther than `bound`.
+#[inline]
+pub fn adc_distance_within(table: &[f32], code: &[u8], bound: f32) -> f32 {
+    let (mut a0, mut a1, mut a2, mut a3) = (0f32, 0f32, 0f32, 0f32);
+    let full = code.len() / 4;
+    for (step, (rows, c)) in table
+        .chunks_exact(ADC_STEP)
+        .zip(code.chunks_exact(4))
+        .take(full)
+        .enumerate()
+    {
+        let rows = step_rows(rows);
+        a0 += rows[usize::from(c[0])];
+        a1 += rows[TABLE_ROW + usize::from(c[1])];
+        a2 += rows[2 * TABLE_ROW + usize::from(c[2])];
+        a3 += rows[3 * TABLE_ROW + usize::from(c[3])];
+        if step % 2 == 1 && (a0 + a1) + (a2 + a3) > bound {
+            return f32::INFINITY;
+        }
+    }
+    let mut acc = [a0, a1, a2, a3];
+    for (s, &c) in code.iter().enumerate().skip(full * 4) {
+        acc[s & 3] += table[s * TABLE_ROW + usize::from(c)];
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
 const ADC_STEP: usize = 4 * TABLE_ROW;
 
 #[inline(always)]
@@ -432,16 +461,20 @@ fn open_gpu(_codes: &PqCodes) -> Result<Arc<dyn Accelerator>, AccelError> {
     Err(AccelError::NotBuilt)
 }
 
-/// Opens the GPU backend of FlashANNS's search step over `codes` ([`AccelError::NotBuilt`]
-/// without the `gpu` feature, [`AccelError::NoAdapter`] without a GPU).
-pub fn open_flash_gpu(codes: &PqCodes) -> Result<Arc<dyn flash::FlashAccel>, AccelError> {
+/// Opens the GPU backend of FlashANNS's search step over `codes`, whose nodes are `groups`
+/// of them when given ([`AccelError::NotBuilt`] without the `gpu` feature,
+/// [`AccelError::NoAdapter`] without a GPU).
+pub fn open_flash_gpu(
+    codes: &PqCodes,
+    groups: Option<&flash::Groups>,
+) -> Result<Arc<dyn flash::FlashAccel>, AccelError> {
     #[cfg(feature = "gpu")]
     {
-        Ok(Arc::new(gpu_flash::GpuFlash::new(codes)?))
+        Ok(Arc::new(gpu_flash::GpuFlash::grouped(codes, groups)?))
     }
     #[cfg(not(feature = "gpu"))]
     {
-        let _ = codes;
+        let _ = (codes, groups);
         Err(AccelError::NotBuilt)
     }
 }

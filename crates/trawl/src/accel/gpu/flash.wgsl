@@ -1,7 +1,8 @@
 // One step of FlashANNS's batch graph search (accel/flash.rs has the contract): one workgroup
 // per entry (a query whose record arrived, or a query starting). The host prepends M, WPC, L
 // (list capacity), RW (a power of two >= the largest degree), H (visited-hash slots per query, a
-// power of two) and FMAX.
+// power of two), FMAX and CAP (0: a node is one code; else node p is the counts[p] codes from
+// p * CAP, and its key the least of theirs: the page-node layout).
 //
 // Per query, in GPU buffers: its table (tables), its list of L candidates sorted by (key, id)
 // with a chosen flag (lists, lens), its visited set (an open-addressing hash of ids, hash).
@@ -32,6 +33,7 @@ const NONE: u32 = 0xffffffffu;
 @group(0) @binding(5) var<storage, read_write> lens: array<u32>;
 @group(0) @binding(6) var<storage, read_write> hash: array<atomic<u32>>;
 @group(0) @binding(7) var<storage, read_write> out: array<u32>;
+@group(0) @binding(8) var<storage, read> counts: array<u32>;
 
 // The old list (key, id, chosen) and the new candidates (key, id).
 var<workgroup> wl_k: array<u32, L>;
@@ -40,6 +42,7 @@ var<workgroup> wl_c: array<u32, L>;
 var<workgroup> wn_k: array<u32, RW>;
 var<workgroup> wn_i: array<u32, RW>;
 var<workgroup> w_cnt: atomic<u32>;
+var<workgroup> w_sc: atomic<u32>;
 var<workgroup> w_u: u32;
 
 fn hash_id(id: u32) -> u32 {
@@ -100,6 +103,19 @@ fn score(tb: u32, id: u32) -> f32 {
         return rbq_distance(tb, id * WPC);
     }
     return adc(tb, id);
+}
+
+// Node `id`'s key (x) and the codes scored for it (y).
+fn score_node(tb: u32, id: u32) -> vec2<u32> {
+    if (CAP == 0u) {
+        return vec2<u32>(key_of(score(tb, id)), 1u);
+    }
+    let c = counts[id];
+    var best = 0xffffffffu;
+    for (var j = 0u; j < c; j += 1u) {
+        best = min(best, key_of(score(tb, id * CAP + j)));
+    }
+    return vec2<u32>(best, c);
 }
 
 fn visit(hb: u32, id: u32) -> u32 {
@@ -181,10 +197,10 @@ fn step(
 
     if (lid == 0u) {
         atomicStore(&w_cnt, 0u);
+        atomicStore(&w_sc, 0u);
         w_u = job[eb + 1u];
     }
     let entry = workgroupUniformLoad(&w_u);
-    var scored = 0u;
     if (entry != NONE) {
         // A new query: empty visited set, the start node alone in the list.
         for (var i = lid; i < H; i += WG) {
@@ -193,11 +209,12 @@ fn step(
         storageBarrier();
         if (lid == 0u) {
             _ = visit(hb, entry);
-            lists[lb] = vec4<u32>(key_of(score(tb, entry)), entry, 0u, 0u);
+            let s = score_node(tb, entry);
+            lists[lb] = vec4<u32>(s.x, entry, 0u, 0u);
             lens[slot] = 1u;
+            atomicAdd(&w_sc, s.y);
         }
         storageBarrier();
-        scored = 1u;
     }
     if (lid == 0u) {
         w_u = lens[slot];
@@ -230,9 +247,10 @@ fn step(
         let id = job[nbr_off + j];
         let v = visit(hb, id);
         if (v == 1u) {
-            let k = key_of(score(tb, id));
+            let s = score_node(tb, id);
+            atomicAdd(&w_sc, s.y);
             let at = atomicAdd(&w_cnt, 1u);
-            wn_k[at] = k;
+            wn_k[at] = s.x;
             wn_i[at] = id;
         } else if (v == 2u) {
             out[ob + 3u] = 1u;
@@ -300,6 +318,6 @@ fn step(
             }
         }
         out[ob] = c;
-        out[ob + 2u] = scored + n_new;
+        out[ob + 2u] = atomicLoad(&w_sc);
     }
 }

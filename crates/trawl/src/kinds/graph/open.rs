@@ -103,13 +103,15 @@ impl DiskIndex {
         // one); the CPU backend needs nothing opened.
         let flash_gpu = match (opts.accel, codes.as_ref()) {
             (crate::accel::AccelKind::Cpu, _) | (_, None) => None,
-            (kind, Some(c)) => match crate::accel::open_flash_gpu(c) {
-                Ok(a) => Some(a),
-                Err(
-                    crate::accel::AccelError::NoAdapter(_) | crate::accel::AccelError::NotBuilt,
-                ) if kind == crate::accel::AccelKind::Auto => None,
-                Err(e) => return Err(OpenError::Accel(e)),
-            },
+            (kind, Some(c)) => {
+                match crate::accel::open_flash_gpu(c, layout.pages().and_then(|p| p.groups())) {
+                    Ok(a) => Some(a),
+                    Err(
+                        crate::accel::AccelError::NoAdapter(_) | crate::accel::AccelError::NotBuilt,
+                    ) if kind == crate::accel::AccelKind::Auto => None,
+                    Err(e) => return Err(OpenError::Accel(e)),
+                }
+            }
         };
         let ix = Self {
             dir: dir.to_path_buf(),

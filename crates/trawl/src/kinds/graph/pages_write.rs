@@ -162,7 +162,7 @@ impl DiskIndex {
         let most = if params.max_degree > 0 {
             params.max_degree
         } else {
-            usize::MAX
+            pages::default_degree_cap(meta.r)
         };
         let room = |m: usize| {
             room_bytes(m, v)

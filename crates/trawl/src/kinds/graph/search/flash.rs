@@ -39,7 +39,7 @@ use crate::io::{Completion, IoEngine, ReadRequest, Slot};
 use crate::kernels::{self, Element};
 use crate::kinds::graph::search::explore::sorted_results;
 use crate::kinds::graph::search::searcher::ResultSink;
-use crate::kinds::graph::search::source::{GraphSpace, RecordSource};
+use crate::kinds::graph::search::source::{GraphSource, GraphSpace, RecordSource};
 use crate::kinds::graph::search::SearchConfig;
 use crate::search::runner::{drain_engine, wait_some};
 use crate::search::{QueryStats, SearchError};
@@ -151,6 +151,62 @@ impl FlashParams {
     }
 }
 
+/// A layout the flash strategy searches: a read's node is expanded on the host (its exact
+/// distances into the query's results, its neighbour ids into the step).
+pub(crate) trait FlashSource: GraphSource {
+    /// Longest neighbour list of a node.
+    fn max_degree(&self) -> usize;
+
+    /// Expands `node` from `bytes`, the read from `page` (already passed
+    /// [`GraphSource::check_read`]): its vectors' exact distances to `query` go to
+    /// `results`, its neighbours are appended to the first of `nbrs` (the second is scratch);
+    /// returns the exact distances computed.
+    #[allow(clippy::too_many_arguments)]
+    fn expand_read<T: Element>(
+        &self,
+        space: &GraphSpace<'_>,
+        node: u32,
+        page: u64,
+        bytes: &[u8],
+        query: &[T],
+        scratch: &mut Vec<T>,
+        results: &mut Vec<Neighbor>,
+        nbrs: (&mut Vec<u32>, &mut Vec<u32>),
+    ) -> Result<u64, SearchError>;
+
+    /// The bytes [`FlashSource::expand_read`] takes for `node` when they are held in memory
+    /// (the page-node layout's cached pages): the node is expanded without a read.
+    fn cached(&self, _node: u32) -> Option<&[u8]> {
+        None
+    }
+}
+
+impl FlashSource for crate::kinds::graph::search::layouts::RecordLayout {
+    fn max_degree(&self) -> usize {
+        RecordSource::max_degree(self)
+    }
+    fn expand_read<T: Element>(
+        &self,
+        space: &GraphSpace<'_>,
+        node: u32,
+        page: u64,
+        bytes: &[u8],
+        query: &[T],
+        scratch: &mut Vec<T>,
+        results: &mut Vec<Neighbor>,
+        (nbrs, _): (&mut Vec<u32>, &mut Vec<u32>),
+    ) -> Result<u64, SearchError> {
+        let view = self.record(node, page, bytes)?;
+        let v = view.vector::<T>(scratch);
+        results.push(Neighbor {
+            id: node,
+            dist: kernels::distance(space.metric, query, v),
+        });
+        nbrs.extend(view.neighbors());
+        Ok(1)
+    }
+}
+
 /// Receives a query that failed alone (a damaged page): its id and the error.
 pub type FailSink<'a> = dyn FnMut(usize, SearchError) + 'a;
 
@@ -165,6 +221,8 @@ struct Read {
     /// Submitted to the engine (the kernel grain holds a step's reads until the round in
     /// flight has landed).
     issued: bool,
+    /// The node is held in memory: it is expanded without a read.
+    cached: bool,
     submitted: Instant,
 }
 
@@ -188,7 +246,7 @@ struct Lane<'q, T> {
 /// (a damaged page) go to `fail`, the rest to `sink`. After an error of the whole batch (the
 /// device, the accelerator), every read in flight is drained before returning.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn run<'q, T: Element, G: RecordSource>(
+pub(crate) fn run<'q, T: Element, G: FlashSource>(
     engine: &mut dyn IoEngine,
     completions: &mut Vec<Completion>,
     spin: Duration,
@@ -232,6 +290,7 @@ pub(crate) fn run<'q, T: Element, G: RecordSource>(
         hits: Vec::new(),
         entry: crate::kinds::graph::search::entry::EntryScratch::default(),
         seeds: Vec::new(),
+        list: Vec::new(),
     };
     let r = state.drive(session.as_mut(), next, sink, fail);
     if r.is_err() {
@@ -266,9 +325,11 @@ struct Flash<'e, 'v, 'q, T, G> {
     hits: Vec<(u32, f32)>,
     entry: crate::kinds::graph::search::entry::EntryScratch,
     seeds: Vec<u32>,
+    /// A page node's neighbour list, decoded.
+    list: Vec<u32>,
 }
 
-impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
+impl<'q, T: Element, G: FlashSource> Flash<'_, '_, 'q, T, G> {
     fn drive(
         &mut self,
         session: &mut dyn FlashSession,
@@ -368,7 +429,21 @@ impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
                     &mut self.seeds,
                 );
             }
-            let start = self.seeds.first().copied().unwrap_or(self.space.medoid);
+            // On the page-node layout a seed is its vector's page.
+            let g = self.graph;
+            self.seeds.retain_mut(|s| {
+                *s = g.node_of(*s);
+                *s != NONE
+            });
+            let start = match self.seeds.first() {
+                Some(&s) => s,
+                None => g.node_of(self.space.medoid),
+            };
+            if start == NONE {
+                return Err(SearchError::Internal(
+                    "flash search: the entry vector is on no page".into(),
+                ));
+            }
             let nbr_off = self.job.nbrs.len() as u32;
             self.job.nbrs.extend(self.seeds.iter().skip(1));
             self.job.entries.push(StepEntry {
@@ -419,19 +494,25 @@ impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
             let Some(front) = lane.reads.front().copied() else {
                 continue;
             };
-            let Some(slot) = front.landed else { continue };
+            if front.landed.is_none() && !front.cached {
+                continue;
+            }
             lane.reads.pop_front();
             if lane.failed.is_some() {
                 lane.reads.retain(|r| r.issued);
-                self.engine.release(slot);
+                if let Some(slot) = front.landed {
+                    self.engine.release(slot);
+                }
                 if lane.reads.is_empty() {
                     let lane = self.lanes[i].take().expect("lane");
                     fail(lane.id, lane.failed.expect("failed"));
                 }
                 continue;
             }
-            let r = self.expand(i, front, slot);
-            self.engine.release(slot);
+            let r = self.expand(i, front);
+            if let Some(slot) = front.landed {
+                self.engine.release(slot);
+            }
             let lane = self.lanes[i].as_mut().expect("lane");
             if let Err(e) = r {
                 if e.kind() != crate::ErrorKind::Corrupt {
@@ -452,25 +533,45 @@ impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
         Ok(())
     }
 
-    /// Expands `lane`'s landed read: the exact distance on the host, the neighbours into the
-    /// step.
-    fn expand(&mut self, i: usize, rd: Read, slot: Slot) -> Result<(), SearchError> {
+    /// Expands `lane`'s landed (or cached) read: the exact distances on the host, the
+    /// neighbours into the step.
+    fn expand(&mut self, i: usize, rd: Read) -> Result<(), SearchError> {
         let g = self.graph;
-        let bytes = self.engine.buffer(slot);
-        g.check_read(rd.page, bytes)?;
-        let view = g.record(rd.node, rd.page, bytes)?;
+        let bytes = match rd.landed {
+            Some(slot) => {
+                let bytes = self.engine.buffer(slot);
+                g.check_read(rd.page, bytes)?;
+                bytes
+            }
+            None => g.cached(rd.node).ok_or_else(|| {
+                SearchError::Internal(format!("flash search: node {} is not cached", rd.node))
+            })?,
+        };
         let lane = self.lanes[i].as_mut().expect("lane");
-        let v = view.vector::<T>(&mut self.scratch);
-        let d = kernels::distance(self.space.metric, lane.query, v);
-        lane.results.push(Neighbor {
-            id: rd.node,
-            dist: d,
-        });
-        lane.stats.traversal.exact_distances += 1;
+        if rd.landed.is_none() {
+            lane.stats.traversal.cache_hits += 1;
+        }
+        let off = self.job.nbrs.len();
+        let exact = g.expand_read(
+            self.space,
+            rd.node,
+            rd.page,
+            bytes,
+            lane.query,
+            &mut self.scratch,
+            &mut lane.results,
+            (&mut self.job.nbrs, &mut self.list),
+        );
+        let exact = match exact {
+            Ok(x) => x,
+            Err(e) => {
+                self.job.nbrs.truncate(off);
+                return Err(e);
+            }
+        };
+        lane.stats.traversal.exact_distances += exact;
         lane.stats.traversal.nodes_expanded += 1;
         lane.stats.flash.steps += 1;
-        let off = self.job.nbrs.len();
-        self.job.nbrs.extend(view.neighbors());
         let room = Self::depth(&self.fp, lane.stats.flash.steps).saturating_sub(lane.reads.len());
         let left = self.cap.saturating_sub(lane.issued);
         self.job.entries.push(StepEntry {
@@ -506,6 +607,7 @@ impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
                     seq,
                     landed: None,
                     issued: false,
+                    cached: g.cached(node).is_some(),
                     submitted: Instant::now(),
                 });
             }
@@ -530,7 +632,7 @@ impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
         lane: &mut Lane<'q, T>,
     ) -> Result<(), SearchError> {
         let pages = g.pages_per_read();
-        for rd in lane.reads.iter_mut().filter(|r| !r.issued) {
+        for rd in lane.reads.iter_mut().filter(|r| !r.issued && !r.cached) {
             engine.submit(
                 ((i as u64) << 32) | u64::from(rd.seq),
                 ReadRequest {
@@ -573,7 +675,11 @@ impl<'q, T: Element, G: RecordSource> Flash<'_, '_, 'q, T, G> {
             let waited = t.elapsed().as_nanos() as u64;
             for lane in self.lanes.iter_mut().flatten() {
                 lane.stats.io.io_wait_ns += waited;
-                if lane.reads.front().is_some_and(|r| r.landed.is_none()) {
+                if lane
+                    .reads
+                    .front()
+                    .is_some_and(|r| r.landed.is_none() && !r.cached)
+                {
                     lane.stats.flash.waits += 1;
                 }
             }

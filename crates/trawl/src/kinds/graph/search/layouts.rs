@@ -542,7 +542,7 @@ impl LayoutReader {
                         .sum::<usize>()
                     + d.map.as_ref().map_or(0, |m| m.len() * 8)
             }
-            Self::Pages(p) => p.file().heap_bytes(),
+            Self::Pages(p) => p.heap_bytes(),
         }
     }
     /// Memory of the caches: the static node cache, or the list cache's budget.

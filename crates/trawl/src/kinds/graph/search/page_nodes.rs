@@ -12,9 +12,11 @@
 
 use std::path::Path;
 
+use crate::accel::flash::Groups;
 use crate::kernels::{self, Element};
 use crate::kinds::graph::layout::pages::PageFile;
 use crate::kinds::graph::search::explore::{corrupt, Frontier};
+use crate::kinds::graph::search::flash::FlashSource;
 use crate::kinds::graph::search::source::{
     Expand, GraphSource, GraphSpace, Held, NoRecords, PqCodesAt,
 };
@@ -29,6 +31,9 @@ pub struct PageLayout {
     file: PageFile,
     cache: PageCache,
     verify: bool,
+    /// The pages as the flash strategy's accelerator groups the codes (`None`: too many
+    /// slots for its `u32` ids).
+    groups: Option<Groups>,
 }
 
 /// Whole page nodes held in memory, chosen when made (the hot pages): a search expands them
@@ -82,11 +87,24 @@ impl PageCache {
 impl PageLayout {
     /// The layout of `file`; pages are checked against their CRCs when `verify`.
     pub fn new(file: PageFile, verify: bool) -> Self {
+        let counts = (0..file.meta().pages)
+            .map(|p| file.count(p as u32) as u32)
+            .collect();
+        let groups = Groups::new(file.meta().capacity, counts).ok();
         Self {
             file,
             cache: PageCache::default(),
             verify,
+            groups,
         }
+    }
+    /// The pages as groups of the codes (in slot order) for the flash strategy.
+    pub fn groups(&self) -> Option<&Groups> {
+        self.groups.as_ref()
+    }
+    /// Bytes held in memory besides the cache: the file's tables and the page groups.
+    pub fn heap_bytes(&self) -> usize {
+        self.file.heap_bytes() + self.groups.as_ref().map_or(0, |g| 4 * g.nodes())
     }
     /// The file.
     pub fn file(&self) -> &PageFile {
@@ -285,5 +303,43 @@ impl GraphSource for PageLayout {
     }
     fn page_records(&self) -> Option<&NoRecords> {
         None
+    }
+}
+
+impl FlashSource for PageLayout {
+    fn max_degree(&self) -> usize {
+        self.file.meta().max_degree
+    }
+    fn expand_read<T: Element>(
+        &self,
+        space: &GraphSpace<'_>,
+        node: u32,
+        page: u64,
+        bytes: &[u8],
+        query: &[T],
+        scratch: &mut Vec<T>,
+        results: &mut Vec<Neighbor>,
+        (nbrs, list): (&mut Vec<u32>, &mut Vec<u32>),
+    ) -> Result<u64, SearchError> {
+        let view = self
+            .file
+            .decode(u64::from(node), bytes)
+            .map_err(|d| corrupt(self.path(), page, d))?;
+        for i in 0..view.len() {
+            let v = view.vector::<T>(i, scratch);
+            results.push(Neighbor {
+                id: view.id(i),
+                dist: kernels::distance(space.metric, query, v),
+            });
+        }
+        self.file
+            .neighbors(u64::from(node), &view, list)
+            .map_err(|d| corrupt(self.path(), page, d))?;
+        nbrs.extend_from_slice(list);
+        Ok(view.len() as u64)
+    }
+    #[inline]
+    fn cached(&self, node: u32) -> Option<&[u8]> {
+        self.cache.page(node)
     }
 }

@@ -295,10 +295,12 @@ impl SearchConfig {
                 }
             }
             Strategy::Flash(fp) => {
-                if !caps.records || !caps.pq_in_memory || caps.rerank_from_disk {
+                if !(caps.records || caps.page_nodes) || !caps.pq_in_memory || caps.rerank_from_disk
+                {
                     return Err(SearchError::Unsupported(
-                        "the flash strategy reads records (vector and neighbours) and keeps the \
-                         PQ codes on its accelerator: search the packed or PageShuffle layout"
+                        "the flash strategy reads records (vector and neighbours) or page nodes \
+                         and keeps the PQ codes on its accelerator: search the packed, \
+                         PageShuffle or page-node layout"
                             .into(),
                     ));
                 }

@@ -357,35 +357,52 @@ impl Searcher<'_> {
         sink: &mut ResultSink<'_>,
         fail: &mut FailSink<'_>,
     ) -> Result<(), SearchError> {
-        let graph = match self.view.layout {
-            LayoutReader::Packed(g) | LayoutReader::Shuffled(g) => g,
-            _ => {
-                return Err(SearchError::Unsupported(
-                    "the flash strategy searches the packed or PageShuffle layout".into(),
-                ))
-            }
-        };
         let space = self.view.space;
         let Some(codes) = space.pq.in_memory() else {
             return Err(SearchError::Unsupported(
                 "the flash strategy needs the PQ codes in memory".into(),
             ));
         };
-        let cpu = CpuFlash::new(codes);
-        let accel: &dyn FlashAccel = self.flash.unwrap_or(&cpu);
         let io = &mut self.io;
-        flash::run(
-            io.engine.as_mut(),
-            &mut io.completions,
-            io.spin,
-            &space,
-            graph,
-            accel,
-            cfg,
-            next,
-            sink,
-            fail,
-        )
+        let gpu = self.flash;
+        // The accelerator (the CPU backend unless a GPU was opened) and the run, for a
+        // layout `g` whose nodes are the codes' groups `groups` (one code each when `None`).
+        macro_rules! go {
+            ($g:expr, $groups:expr) => {{
+                let cpu = match $groups {
+                    None => CpuFlash::new(codes),
+                    Some(groups) => CpuFlash::grouped(codes, groups)?,
+                };
+                let accel: &dyn FlashAccel = gpu.unwrap_or(&cpu);
+                flash::run(
+                    io.engine.as_mut(),
+                    &mut io.completions,
+                    io.spin,
+                    &space,
+                    $g,
+                    accel,
+                    cfg,
+                    next,
+                    sink,
+                    fail,
+                )
+            }};
+        }
+        match self.view.layout {
+            LayoutReader::Packed(g) | LayoutReader::Shuffled(g) => go!(g, None),
+            LayoutReader::Pages(p) => {
+                let Some(groups) = p.groups() else {
+                    return Err(SearchError::Unsupported(
+                        "the page-node file has too many slots for the flash strategy's u32 ids"
+                            .into(),
+                    ));
+                };
+                go!(&**p, Some(groups))
+            }
+            _ => Err(SearchError::Unsupported(
+                "the flash strategy searches the packed, PageShuffle or page-node layout".into(),
+            )),
+        }
     }
 }
 

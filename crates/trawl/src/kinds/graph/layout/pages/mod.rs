@@ -91,6 +91,20 @@ pub const NO_VECTOR: u32 = u32::MAX;
 /// Bytes before a page node's member ids.
 pub const PAGE_HEAD: usize = 8;
 
+/// The default cap on a page's neighbour list for a vector graph of degree `graph_r`:
+/// `2 · graph_r` entries. Scoring the pages a list names is a search's CPU hot spot (each
+/// costs one PQ code per member), and the list of a full page reaches many more pages than
+/// a search needs: GloVe-400K's pages of 15 vectors reach 553 pages on average (R = 64).
+/// Measured there with the flash strategy on 2 threads (AMD EPYC, O_DIRECT, 1,000 queries):
+/// lists capped at 64 / 96 / 128 / 192 / 256 / uncapped pages gave ~7,200 / 6,600 /
+/// 5,700–6,200 / 5,300 / 5,300 / 3,500 QPS at recall@10 = 0.90, and below 5,000 / 5,300 /
+/// 5,200–5,400 / 4,600 / 4,400 / 3,100 at 0.95 (the shortest lists need longer searches for
+/// high recall); a capped list keeps the pages its members are nearest to
+/// ([`build::page_edges`]).
+pub fn default_degree_cap(graph_r: usize) -> usize {
+    2 * graph_r.max(1)
+}
+
 /// The default list size on the page-node layout, in pages of up to `capacity` vectors:
 /// `max(DEFAULT_L, k) / min(capacity, 4)` (at least 1). A list of pages finds more than a
 /// list of as many vectors, but less than `capacity` times more: measured at recall@10 on
