@@ -7,6 +7,9 @@ Sides (--sides, default all; flags of `trawl bench`, every trawl side on one ind
   trawl-pages-beam  `--layout pages --strategy beam -W 4 --entry-list 10` (page nodes: similar
                     vectors grouped into 4 KiB pages, one merged neighbour list per page)
   trawl-pages-pipe  `--layout pages --strategy pipe --entry-list 10` (PipeSearch on page nodes)
+  trawl-pages-flash `--layout pages --strategy flash --staleness 1 --entry-list 10` (FlashANNS's
+                    batch search on page nodes: a page scored by its nearest code on the
+                    accelerator, the CPU backend here; its own batch of 32 queries per thread)
   trawl-c5          OctopusANN's C5 as bench/peers.py defines it: `--layout shuffle -W 32
                     --dynamic-width 5:4,4,8,8,16,16,24,24,32 --page-search --entry-list 10`
   trawl-pipe-ps     PipeSearch + PageSearch on the PageShuffle layout, as peers.py: `--layout
@@ -112,7 +115,8 @@ from vs_diskann import DEFAULT_VENV, ensure_venv, venv_freeze  # noqa: E402
 from vs_diskann_disk import run_io, subset, trawl_identity  # noqa: E402
 
 MIB = 1024 * 1024
-PAGES_SIDES = ("trawl-pages-beam", "trawl-pages-pipe")
+PAGES_SIDES = ("trawl-pages-beam", "trawl-pages-pipe", "trawl-pages-flash")
+FLASH_SIDES = ("trawl-flash", "trawl-pages-flash")
 EXISTING_SIDES = ("trawl-c5", "trawl-pipe-ps", "trawl-flash")
 TRAWL_SIDES = PAGES_SIDES + EXISTING_SIDES
 ALL_SIDES = TRAWL_SIDES + ("diskann",)
@@ -121,9 +125,12 @@ FLAGS = {
                          "--entry-list", "{entry_list}"],
     "trawl-pages-pipe": ["--layout", "pages", "--strategy", "pipe", "--entry-list",
                          "{entry_list}"],
+    "trawl-pages-flash": ["--layout", "pages", "--strategy", "flash", "--staleness", "1",
+                          "--entry-list", "{entry_list}"],
     **{s: peers.TRAWL_FLAGS[s] for s in EXISTING_SIDES},
 }
-LAYOUT_OF = {"trawl-pages-beam": "pages", "trawl-pages-pipe": "pages", "trawl-c5": "shuffle",
+LAYOUT_OF = {"trawl-pages-beam": "pages", "trawl-pages-pipe": "pages",
+             "trawl-pages-flash": "pages", "trawl-c5": "shuffle",
              "trawl-pipe-ps": "shuffle", "trawl-flash": "packed"}
 # The index each dataset's acceptance runs used (bench/range.py's INDEX).
 DEFAULT_INDEX = {"glove-400k": "idx-R64-L100-pq25", "minilm-200k": "idx-R64-L100-pq48",
@@ -291,7 +298,7 @@ class TrawlRun(TrawlPeer):
         # L counts pages on the page-node layout (k may exceed it): its own, shorter sweep.
         self.sweep = args.pages_search_L if name.startswith("trawl-pages") else args.search_L
         self.pname = "L"
-        self.interleave = args.trawl_interleave if name != "trawl-flash" else 1
+        self.interleave = args.trawl_interleave if name not in FLASH_SIDES else 1
         self.entry_wanted = args.entry_list if has_entry else 0
         self.flags: list[str] = []
         self._configs: dict[int, dict] = {}
@@ -461,7 +468,7 @@ def _best(summ: dict, sides, key: str, field: str, lower: bool):
 
 
 def ratios(summ: dict, key: str) -> dict:
-    """trawl-pages (the better of beam / pipe) over diskann and over trawl's best existing mode
+    """trawl-pages (the best of beam / pipe / flash) over diskann and over trawl's best existing mode
     (the better of c5 / pipe-ps / flash): 1-thread latency (lower is better) and QPS."""
     out = {}
     for field, lower in (("lat1_us", True), ("qps", False)):
@@ -489,7 +496,7 @@ def qps_config(side: str, s: dict, key: str, p: dict) -> str:
             return f"not reached at {_counts(s['thread_counts'])} threads"
         return f"{_nthreads(a['threads'])} (best of {_counts(s['thread_counts'])})"
     t = s["threads"]
-    if side == "trawl-flash":
+    if side in FLASH_SIDES:
         return f"{_nthreads(t)} × {p['flash_batch']} in flight (flash batch)"
     il = p["trawl_interleave"] if t != 1 else 1
     return _nthreads(t) + (f" × {il} in flight" if il > 1 else "")
@@ -577,7 +584,7 @@ def at_table(res: dict, label: str, key: str) -> list[str]:
 
 def ratio_lines(res: dict, label: str, key: str) -> list[str]:
     r = res["ratios"][label][key]
-    lines = ["| figure | trawl-pages (better of beam / pipe) | trawl's best existing mode "
+    lines = ["| figure | trawl-pages (best of beam / pipe / flash) | trawl's best existing mode "
              "(better of c5 / pipe-ps / flash) | diskann | trawl-pages / existing | "
              "trawl-pages / diskann |", "|---|---|---|---|---|---|"]
     for field, name in (("lat1_us", "latency µs, 1 thread (lower is better)"),
@@ -625,7 +632,7 @@ def render(res: dict) -> str:
              f"- Queries: {p['nq_used']} (a seeded random sample of the dataset's {ds['nq']}, "
              f"the same rows for every side; diskann gets L2-normalised copies for cosine), k = "
              f"{p['k']}, recall@10. QPS sweeps: trawl sides {p['threads']} threads × "
-             f"{p['trawl_interleave']} queries in flight (trawl-flash: its batch of "
+             f"{p['trawl_interleave']} queries in flight (trawl-flash, trawl-pages-flash: a batch of "
              f"{p['flash_batch']}); diskann at each of {_counts(p['peer_threads'])} threads, the "
              "best at each recall target. Latency: a 1-thread sweep of every side, one query at "
              f"a time (wall / nq). Search L {p['search_L']} (page-node sides: "
@@ -685,7 +692,7 @@ def render(res: dict) -> str:
         if notes:
             lines += ["", f"Budget {label} notes: " + "; ".join(notes) + "."]
     lines += ["", "## Ratios at a glance", "",
-              "trawl-pages = the better of trawl-pages-beam / -pipe at each figure; existing = "
+              "trawl-pages = the best of trawl-pages-beam / -pipe / -flash at each figure; existing = "
               "the better of trawl-c5 / -pipe-ps / -flash; latency = 1 thread (below 1× = "
               "trawl-pages faster), QPS = each side's QPS configuration (above 1× = trawl-pages "
               "faster); * = a side already past the target at its first list size.", "",
@@ -748,7 +755,8 @@ NOTES = """Notes:
   diskann: /proc/self/io read_bytes during the batch / 4096 / nq.
 - Memory: trawl's planned memory is memory_total_bytes of its `trawl bench` JSON (what the
   index holds: PQ codes, codebooks, layout tables, entry index, node cache). The page-node layout
-  spends the rest on cached pages (whole 4 KiB pages of the hottest vectors). trawl-flash: trawl's
+  spends the rest on cached pages (whole 4 KiB pages of the hottest vectors; the flash side
+  expands a cached page without a read, as beam and pipe do). trawl-flash, trawl-pages-flash: trawl's
   plan sizes the search buffers for the bench's --interleave (1), though flash keeps its batch in
   flight, so its real buffers exceed the planned ones by that difference (peak RSS column).
 - diskann's per-thread scratch (its thread contexts: one per search thread, 2 at least) is not

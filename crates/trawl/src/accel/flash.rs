@@ -459,23 +459,7 @@ impl<'c> CpuSession<'c> {
                     self.fresh.push((nb, 0));
                 }
             }
-            match groups {
-                None => {
-                    for &(nb, _) in &self.fresh {
-                        self.codes.prefetch(nb as usize);
-                    }
-                }
-                Some(g) => {
-                    for &(nb, _) in &self.fresh {
-                        let r = g.members(nb);
-                        if let Some(b) = codes.as_bytes().get(r.start * m..r.end * m) {
-                            for part in b.chunks(512) {
-                                crate::mem::prefetch_read(part);
-                            }
-                        }
-                    }
-                }
-            }
+            prefetch(codes, groups, &self.fresh);
             // A fresh node farther than a full list's last cannot enter it.
             let bound = match st.list.get(l.wrapping_sub(1)) {
                 Some(c) if st.list.len() >= l => dist_of_key(c.key),
@@ -488,28 +472,7 @@ impl<'c> CpuSession<'c> {
             }
             if !self.fresh.is_empty() {
                 self.fresh.sort_unstable_by_key(|&(id, key)| (key, id));
-                // The first L of the merge of two lists ordered by (key, id).
-                self.merged.clear();
-                let (mut a, mut b) = (0, 0);
-                while self.merged.len() < l && (a < st.list.len() || b < self.fresh.len()) {
-                    let take_old = match (st.list.get(a), self.fresh.get(b)) {
-                        (Some(o), Some(&(id, key))) => (o.key, o.id) < (key, id),
-                        (Some(_), None) => true,
-                        _ => false,
-                    };
-                    if take_old {
-                        self.merged.push(st.list[a]);
-                        a += 1;
-                    } else {
-                        let (id, key) = self.fresh[b];
-                        self.merged.push(Cand {
-                            key,
-                            id,
-                            chosen: false,
-                        });
-                        b += 1;
-                    }
-                }
+                merge_first(l, &st.list, &self.fresh, &mut self.merged);
                 std::mem::swap(&mut st.list, &mut self.merged);
             }
             let mut n = 0usize;
@@ -528,6 +491,50 @@ impl<'c> CpuSession<'c> {
             self.out.scored[i] = scored;
         }
         Ok(())
+    }
+}
+
+/// Starts loading the codes of the `fresh` nodes.
+fn prefetch(codes: &PqCodes, groups: Option<&Groups>, fresh: &[(u32, u32)]) {
+    let m = codes.m();
+    for &(nb, _) in fresh {
+        match groups {
+            None => codes.prefetch(nb as usize),
+            Some(g) => {
+                let r = g.members(nb);
+                if let Some(b) = codes.as_bytes().get(r.start * m..r.end * m) {
+                    for part in b.chunks(512) {
+                        crate::mem::prefetch_read(part);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first `l` of the merge of `list` and `fresh` (both ordered by `(key, id)`) into
+/// `merged`.
+fn merge_first(l: usize, list: &[Cand], fresh: &[(u32, u32)], merged: &mut Vec<Cand>) {
+    merged.clear();
+    let (mut a, mut b) = (0, 0);
+    while merged.len() < l && (a < list.len() || b < fresh.len()) {
+        let take_old = match (list.get(a), fresh.get(b)) {
+            (Some(o), Some(&(id, key))) => (o.key, o.id) < (key, id),
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if take_old {
+            merged.push(list[a]);
+            a += 1;
+        } else {
+            let (id, key) = fresh[b];
+            merged.push(Cand {
+                key,
+                id,
+                chosen: false,
+            });
+            b += 1;
+        }
     }
 }
 
