@@ -48,7 +48,7 @@ pub struct LayoutArgs {
     /// (0: 2 for graphs of degree ≥ 23, else 3).
     #[arg(long, default_value_t = 0)]
     pub page_hops: usize,
-    /// Page-node layout: most entries of a page's list (0: twice the graph's degree; never
+    /// Page-node layout: most entries of a page's list (0: four times the graph's degree; never
     /// more than fit).
     #[arg(long, default_value_t = 0)]
     pub page_degree: usize,

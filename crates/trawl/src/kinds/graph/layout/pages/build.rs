@@ -17,7 +17,7 @@ pub struct PageParams {
     /// Hops of the graph around a page's centre its members are chosen from (0: 2, PageANN's
     /// choice for graphs of degree ≥ 23, and 3 below).
     pub hops: usize,
-    /// Most entries of a page's list (0: twice the graph's degree,
+    /// Most entries of a page's list (0: four times the graph's degree,
     /// [`super::default_degree_cap`]; never more than the page has room for). A shorter list
     /// keeps the pages its members are nearest to (round-robin over the members' edges) and
     /// costs a search fewer page scorings per page read.

@@ -92,17 +92,18 @@ pub const NO_VECTOR: u32 = u32::MAX;
 pub const PAGE_HEAD: usize = 8;
 
 /// The default cap on a page's neighbour list for a vector graph of degree `graph_r`:
-/// `2 · graph_r` entries. Scoring the pages a list names is a search's CPU hot spot (each
+/// `4 · graph_r` entries. Scoring the pages a list names is a search's CPU hot spot (each
 /// costs one PQ code per member), and the list of a full page reaches many more pages than
 /// a search needs: GloVe-400K's pages of 15 vectors reach 553 pages on average (R = 64).
-/// Measured there with the flash strategy on 2 threads (AMD EPYC, O_DIRECT, 1,000 queries):
-/// lists capped at 64 / 96 / 128 / 192 / 256 / uncapped pages gave ~7,200 / 6,600 /
-/// 5,700–6,200 / 5,300 / 5,300 / 3,500 QPS at recall@10 = 0.90, and below 5,000 / 5,300 /
-/// 5,200–5,400 / 4,600 / 4,400 / 3,100 at 0.95 (the shortest lists need longer searches for
-/// high recall); a capped list keeps the pages its members are nearest to
+/// Measured there with the flash strategy on 2 threads (AMD EPYC, O_DIRECT, the 1,000-query
+/// sample of `bench/pagegraph.py`): lists capped at 128 / 256 / 384 / 553 (uncapped) pages
+/// gave ~3,100 / 3,150–3,400 / 2,800 / 2,300 QPS at recall@10 = 0.90 and ~1,650 /
+/// 2,400–2,500 / 2,300 / 1,900 at 0.95 (the shorter lists need longer searches for high
+/// recall). Lists shorter than the cap (gen-1M's pages of 6 reach 137 pages, MiniLM's of 2
+/// fewer) are not changed. A capped list keeps the pages its members are nearest to
 /// ([`build::page_edges`]).
 pub fn default_degree_cap(graph_r: usize) -> usize {
-    2 * graph_r.max(1)
+    4 * graph_r.max(1)
 }
 
 /// The default list size on the page-node layout, in pages of up to `capacity` vectors:
