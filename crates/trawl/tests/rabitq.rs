@@ -1,6 +1,7 @@
 //! RaBitQ codes on graph indexes: every metric and layout searches with them, inserts and merges
 //! encode new vectors with the index's quantiser, shards build with them, the flash strategy
-//! navigates on them, and the codes' bytes are reported.
+//! navigates on them, the page-node layout scores its pages with them, and the codes' bytes are
+//! reported.
 
 mod common;
 
@@ -363,4 +364,73 @@ fn ivf_filter_stage_scores_rabitq_codes() {
     one::<f32>(Metric::Cosine, 4, 3);
     one::<u8>(Metric::L2, 1, 4);
     one::<i8>(Metric::Cosine, 2, 5);
+}
+
+/// The page-node layout with RaBitQ codes: a page is scored by its nearest code under the
+/// RaBitQ estimate; beam search, PipeSearch and flash find the neighbours, and flash with
+/// staleness 0 is beam search with one read per round trip.
+#[test]
+fn the_page_node_layout_searches_rabitq_codes() {
+    use trawl::kinds::graph::layout::pages::build::PageParams;
+    use trawl::kinds::graph::search::{FlashParams, PipeParams, Strategy};
+    for (metric, bits) in [(Metric::L2, 2u8), (Metric::Cosine, 3)] {
+        let (base, q) = data::<f32>(5_000, 50, 32, 25);
+        let dir = tempfile::tempdir().unwrap();
+        build_index(&base, dir.path(), &rabitq(metric, bits), &Control::silent()).unwrap();
+        let rep = DiskIndex::open(dir.path(), OpenOptions::default())
+            .unwrap()
+            .write_pages(&PageParams::default(), &Control::silent())
+            .unwrap();
+        assert!(rep.pages.unwrap().capacity > 1);
+        let ix = DiskIndex::open(
+            dir.path(),
+            OpenOptions {
+                layout: IndexLayout::Pages,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(ix.pq().kind(), QuantKind::RaBitQ { bits });
+        let t = truth(&base, &q, metric);
+        let with = |strategy: Strategy, l: usize| SearchParams {
+            strategy,
+            ..SearchParams::beam(10, l, 1)
+        };
+        let beam = ix
+            .search_batch(&q, &SearchParams::beam(10, 20, 1), 1)
+            .unwrap();
+        let strict = ix
+            .search_batch(
+                &q,
+                &with(
+                    Strategy::Flash(FlashParams {
+                        staleness: 0,
+                        ..FlashParams::default()
+                    }),
+                    20,
+                ),
+                2,
+            )
+            .unwrap();
+        assert_eq!(
+            strict.ids, beam.ids,
+            "{metric:?}: flash staleness 0 = beam W 1"
+        );
+        let pipe = ix
+            .search_batch(&q, &with(Strategy::Pipe(PipeParams::default()), 20), 1)
+            .unwrap();
+        let flash = ix
+            .search_batch(&q, &with(Strategy::Flash(FlashParams::default()), 20), 1)
+            .unwrap();
+        for (what, out) in [("beam", &beam), ("pipe", &pipe), ("flash", &flash)] {
+            let r = recall10(&out.ids, &t);
+            assert!(r >= 0.9, "{metric:?} {bits} bits, {what}: recall {r}");
+            let pages: u64 = out.stats.iter().map(|s| s.io.pages_read).sum();
+            let exact: u64 = out.stats.iter().map(|s| s.traversal.exact_distances).sum();
+            assert!(
+                exact > 2 * pages,
+                "{what}: every vector of a page read is measured"
+            );
+        }
+    }
 }

@@ -37,7 +37,9 @@
 
 use std::fmt;
 
-use crate::accel::{adc_distance, adc_distance_within, AccelError, AccelInfo, TABLE_ROW};
+use crate::accel::{
+    adc_distance, adc_distance2_within, adc_distance_within, AccelError, AccelInfo, TABLE_ROW,
+};
 use crate::quant::pq::PqCodes;
 use crate::vamana::queue::VisitedSet;
 
@@ -410,15 +412,34 @@ impl<'c> CpuSession<'c> {
             Some(g) => {
                 let r = g.members(id);
                 let n = r.len() as u32;
-                let (mut best, mut best_d) = (u32::MAX, f32::INFINITY);
-                for c in r {
-                    let d = score(st, c, bound.min(best_d));
+                // The least key so far and its distance.
+                let mut best = (u32::MAX, f32::INFINITY);
+                let take = |best: &mut (u32, f32), d: f32| {
                     let k = key_of(d);
-                    if k < best {
-                        (best, best_d) = (k, d);
+                    if k < best.0 {
+                        *best = (k, d);
+                    }
+                };
+                let mut c = r.start;
+                if st.monotone {
+                    // Two codes at a time: twice the independent sums.
+                    while c + 1 < r.end {
+                        let (x, y) = adc_distance2_within(
+                            &st.table,
+                            codes.code(c),
+                            codes.code(c + 1),
+                            bound.min(best.1),
+                        );
+                        take(&mut best, x);
+                        take(&mut best, y);
+                        c += 2;
                     }
                 }
-                (best, n)
+                for c in c..r.end {
+                    let d = score(st, c, bound.min(best.1));
+                    take(&mut best, d);
+                }
+                (best.0, n)
             }
         };
         for (i, e) in job.entries.iter().enumerate() {

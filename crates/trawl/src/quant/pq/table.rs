@@ -95,31 +95,61 @@ impl QueryTable {
             }
             return best;
         }
-        'codes: for code in codes.chunks_exact(m) {
-            let bound = best.min(limit);
-            let mut acc = [0f32; 4];
-            let mut rows = self.rows.chunks_exact(4);
-            let mut bytes = code.chunks_exact(4);
-            let mut step = 0;
-            for (r, c) in (&mut rows).zip(&mut bytes) {
-                acc[0] += r[0][usize::from(c[0])];
-                acc[1] += r[1][usize::from(c[1])];
-                acc[2] += r[2][usize::from(c[2])];
-                acc[3] += r[3][usize::from(c[3])];
-                step += 1;
-                if step % 2 == 0 && (acc[0] + acc[1]) + (acc[2] + acc[3]) > bound {
-                    continue 'codes;
+        // Two codes at a time (eight independent sums), then the odd one.
+        let mut pairs = codes.chunks_exact(2 * m);
+        for pair in &mut pairs {
+            let (x, y) = pair.split_at(m);
+            for d in self.distance2_within(x, y, best.min(limit)) {
+                if d < best {
+                    best = d;
                 }
             }
-            for (r, &c) in rows.remainder().iter().zip(bytes.remainder()) {
-                acc[0] += r[usize::from(c)];
-            }
-            let d = self.bias + ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        }
+        if let Some(code) = pairs.remainder().get(..m) {
+            let d = self.distance2_within(code, code, best.min(limit))[0];
             if d < best {
                 best = d;
             }
         }
         best
+    }
+
+    /// The distances to codes `x` and `y` (`m()` bytes each, monotone table), each equal to
+    /// [`QueryTable::distance`]'s bit for bit, or `+∞` for both once both partial sums
+    /// (checked every 8 subspaces) have passed `bound`.
+    #[inline]
+    fn distance2_within(&self, x: &[u8], y: &[u8], bound: f32) -> [f32; 2] {
+        let (mut a, mut b) = ([0f32; 4], [0f32; 4]);
+        let mut rows = self.rows.chunks_exact(4);
+        let mut xs = x.chunks_exact(4);
+        let mut ys = y.chunks_exact(4);
+        let mut step = 0;
+        for ((r, c), d) in (&mut rows).zip(&mut xs).zip(&mut ys) {
+            a[0] += r[0][usize::from(c[0])];
+            b[0] += r[0][usize::from(d[0])];
+            a[1] += r[1][usize::from(c[1])];
+            b[1] += r[1][usize::from(d[1])];
+            a[2] += r[2][usize::from(c[2])];
+            b[2] += r[2][usize::from(d[2])];
+            a[3] += r[3][usize::from(c[3])];
+            b[3] += r[3][usize::from(d[3])];
+            step += 1;
+            if step % 2 == 0
+                && (a[0] + a[1]) + (a[2] + a[3]) > bound
+                && (b[0] + b[1]) + (b[2] + b[3]) > bound
+            {
+                return [f32::INFINITY; 2];
+            }
+        }
+        let rest = rows.remainder();
+        for ((r, &c), &d) in rest.iter().zip(xs.remainder()).zip(ys.remainder()) {
+            a[0] += r[usize::from(c)];
+            b[0] += r[usize::from(d)];
+        }
+        [
+            self.bias + ((a[0] + a[1]) + (a[2] + a[3])),
+            self.bias + ((b[0] + b[1]) + (b[2] + b[3])),
+        ]
     }
 
     /// Distances to consecutive codes: `out[i]` for `codes[i·m..(i+1)·m]`. Stops at the

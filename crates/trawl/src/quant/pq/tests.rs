@@ -808,3 +808,44 @@ fn forged_rotations_are_invalid() {
         );
     }
 }
+
+/// `min_within` over a page's consecutive codes: the least `distance` bit for bit when it is
+/// within the limit, else something above the limit; for every metric, odd and even counts,
+/// and limits that cut most, some or none of the codes.
+#[test]
+fn min_within_is_the_least_distance_within_the_limit() {
+    let data = mixture(1500, 20, 12, 7);
+    for metric in [Metric::L2, Metric::Cosine, Metric::InnerProduct] {
+        for m in [5, 8, 10] {
+            let pq = ProductQuantizer::train(&data, metric, &params(m), &silent()).unwrap();
+            let codes = pq.encode(&data, &silent()).unwrap();
+            let mut table = QueryTable::new(m);
+            let mut rng = ChaCha8Rng::seed_from_u64(m as u64);
+            for qi in 0..20 {
+                pq.fill_table(data.row(qi * 7), &mut table).unwrap();
+                let first = rng.gen_range(0..1400);
+                for count in 0..=9 {
+                    let bytes = &codes.as_bytes()[first * m..(first + count) * m];
+                    let all: Vec<f32> = bytes.chunks_exact(m).map(|c| table.distance(c)).collect();
+                    let least = all.iter().copied().fold(f32::INFINITY, f32::min);
+                    let mut sorted = all.clone();
+                    sorted.sort_by(f32::total_cmp);
+                    let limits = [
+                        f32::INFINITY,
+                        sorted.get(count / 2).copied().unwrap_or(0.0),
+                        least,
+                        least - 1e-3,
+                    ];
+                    for limit in limits {
+                        let got = table.min_within(bytes, limit);
+                        if least <= limit {
+                            assert_eq!(got.to_bits(), least.to_bits(), "{metric:?} m {m} {count}");
+                        } else {
+                            assert!(got > limit, "{metric:?} m {m} count {count}: {got} {limit}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
