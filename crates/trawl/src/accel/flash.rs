@@ -394,54 +394,8 @@ impl<'c> CpuSession<'c> {
         let codes = self.codes;
         let groups = self.groups;
         let rabitq = job.rabitq;
-        let score = |st: &SlotState, c: usize, bound: f32| {
-            let code = codes.code(c);
-            if rabitq {
-                st.rbq.distance(code)
-            } else if st.monotone {
-                adc_distance_within(&st.table, code, bound)
-            } else {
-                adc_distance(&st.table, code)
-            }
-        };
-        // Node `id`'s key and the codes scored for it. A group's code farther than `bound`
-        // (and than the group's best so far) may be cut short: the group's key is then exact
-        // whenever it is at most `bound`'s, and above it otherwise.
-        let node_key = |st: &SlotState, id: u32, bound: f32| match groups {
-            None => (key_of(score(st, id as usize, f32::INFINITY)), 1u32),
-            Some(g) => {
-                let r = g.members(id);
-                let n = r.len() as u32;
-                // The least key so far and its distance.
-                let mut best = (u32::MAX, f32::INFINITY);
-                let take = |best: &mut (u32, f32), d: f32| {
-                    let k = key_of(d);
-                    if k < best.0 {
-                        *best = (k, d);
-                    }
-                };
-                let mut c = r.start;
-                if st.monotone {
-                    // Two codes at a time: twice the independent sums.
-                    while c + 1 < r.end {
-                        let (x, y) = adc_distance2_within(
-                            &st.table,
-                            codes.code(c),
-                            codes.code(c + 1),
-                            bound.min(best.1),
-                        );
-                        take(&mut best, x);
-                        take(&mut best, y);
-                        c += 2;
-                    }
-                }
-                for c in c..r.end {
-                    let d = score(st, c, bound.min(best.1));
-                    take(&mut best, d);
-                }
-                (best.0, n)
-            }
-        };
+        let node_key =
+            |st: &SlotState, id: u32, bound: f32| node_key(codes, groups, rabitq, st, id, bound);
         for (i, e) in job.entries.iter().enumerate() {
             let st = &mut self.slots[e.slot as usize];
             let mut scored = 0u32;
@@ -513,6 +467,70 @@ impl<'c> CpuSession<'c> {
         }
         Ok(())
     }
+}
+
+/// The distance of code `c` under slot `st`'s query (RaBitQ's or PQ's; a PQ code farther
+/// than `bound` may come back as `+∞` on a table without negative entries).
+#[inline]
+fn score(codes: &PqCodes, rabitq: bool, st: &SlotState, c: usize, bound: f32) -> f32 {
+    let code = codes.code(c);
+    if rabitq {
+        st.rbq.distance(code)
+    } else if st.monotone {
+        adc_distance_within(&st.table, code, bound)
+    } else {
+        adc_distance(&st.table, code)
+    }
+}
+
+/// Node `id`'s key and the codes scored for it. A group's code farther than `bound` (and
+/// than the group's best so far) may be cut short: the group's key is then exact whenever it
+/// is at most `bound`'s, and above it otherwise.
+#[inline]
+fn node_key(
+    codes: &PqCodes,
+    groups: Option<&Groups>,
+    rabitq: bool,
+    st: &SlotState,
+    id: u32,
+    bound: f32,
+) -> (u32, u32) {
+    let Some(g) = groups else {
+        return (
+            key_of(score(codes, rabitq, st, id as usize, f32::INFINITY)),
+            1,
+        );
+    };
+    let r = g.members(id);
+    let n = r.len() as u32;
+    // The least key so far and its distance.
+    let mut best = (u32::MAX, f32::INFINITY);
+    let take = |best: &mut (u32, f32), d: f32| {
+        let k = key_of(d);
+        if k < best.0 {
+            *best = (k, d);
+        }
+    };
+    let mut c = r.start;
+    if st.monotone && !rabitq {
+        // Two codes at a time: twice the independent sums.
+        while c + 1 < r.end {
+            let (x, y) = adc_distance2_within(
+                &st.table,
+                codes.code(c),
+                codes.code(c + 1),
+                bound.min(best.1),
+            );
+            take(&mut best, x);
+            take(&mut best, y);
+            c += 2;
+        }
+    }
+    for c in c..r.end {
+        let d = score(codes, rabitq, st, c, bound.min(best.1));
+        take(&mut best, d);
+    }
+    (best.0, n)
 }
 
 /// Starts loading the codes of the `fresh` nodes.
