@@ -7,47 +7,15 @@ mod common;
 
 use std::io::Write;
 
-use common::{build, data, open, truth, Tap};
+use common::{
+    build, data, flash_counts as counts, flash_params as flash, open, same_results, truth, Tap,
+};
 use trawl::io::EngineKind;
 use trawl::kinds::graph::search::{FlashParams, Grain, SearchParams, Searcher, Strategy};
-use trawl::kinds::graph::{BatchOutput, DiskIndex, OpenOptions};
-use trawl::search::{QueryStats, SearchError};
+use trawl::kinds::graph::{DiskIndex, OpenOptions};
+use trawl::search::SearchError;
 use trawl::vamana::recall_at_k;
 use trawl::Metric;
-
-fn flash(l: usize, staleness: usize, batch: usize, grain: Grain) -> SearchParams {
-    SearchParams {
-        k: 10,
-        l,
-        strategy: Strategy::Flash(FlashParams {
-            batch,
-            staleness,
-            grain,
-            ..FlashParams::default()
-        }),
-        ..SearchParams::default()
-    }
-}
-
-fn same_results(a: &BatchOutput, b: &BatchOutput, what: &str) {
-    assert_eq!(a.ids, b.ids, "{what}: ids");
-    for (x, y) in a.dists.iter().zip(&b.dists) {
-        assert_eq!(x.to_bits(), y.to_bits(), "{what}: distances");
-    }
-}
-
-/// The counters that do not depend on timing.
-fn counts(s: &QueryStats) -> [u64; 7] {
-    [
-        s.flash.steps,
-        s.flash.stale_steps,
-        s.traversal.nodes_expanded,
-        s.traversal.pq_distances,
-        s.traversal.exact_distances,
-        s.io.io_requests,
-        s.io.pages_read,
-    ]
-}
 
 #[test]
 fn staleness_zero_is_strict_best_first_search() {

@@ -9,11 +9,13 @@ mod common;
 
 use std::io::Write;
 
-use common::{build, data, truth, Tap};
+use common::{
+    build, data, flash_counts as counts, flash_params as flash, same_results, truth, Tap,
+};
 use trawl::data::Matrix;
 use trawl::io::EngineKind;
 use trawl::kinds::graph::layout::pages::build::PageParams;
-use trawl::kinds::graph::search::{FlashParams, Grain, SearchParams, Searcher, Strategy};
+use trawl::kinds::graph::search::{Grain, SearchParams, Searcher};
 use trawl::kinds::graph::{BatchOutput, DiskIndex, IndexLayout, OpenOptions};
 use trawl::progress::Control;
 use trawl::search::QueryStats;
@@ -49,40 +51,6 @@ fn setup(
     let p = rep.pages.unwrap();
     assert!(p.pages > 10 && p.capacity > 1, "{p:?}");
     (dir, base, q)
-}
-
-fn flash(l: usize, staleness: usize, batch: usize, grain: Grain) -> SearchParams {
-    SearchParams {
-        k: 10,
-        l,
-        strategy: Strategy::Flash(FlashParams {
-            batch,
-            staleness,
-            grain,
-            ..FlashParams::default()
-        }),
-        ..SearchParams::default()
-    }
-}
-
-fn same_results(a: &BatchOutput, b: &BatchOutput, what: &str) {
-    assert_eq!(a.ids, b.ids, "{what}: ids");
-    for (x, y) in a.dists.iter().zip(&b.dists) {
-        assert_eq!(x.to_bits(), y.to_bits(), "{what}: distances");
-    }
-}
-
-/// The counters that do not depend on timing.
-fn counts(s: &QueryStats) -> [u64; 7] {
-    [
-        s.flash.steps,
-        s.flash.stale_steps,
-        s.traversal.nodes_expanded,
-        s.traversal.pq_distances,
-        s.traversal.exact_distances,
-        s.io.io_requests,
-        s.io.pages_read,
-    ]
 }
 
 #[test]

@@ -10,9 +10,11 @@ use trawl::data::{GroundTruth, Matrix};
 use trawl::exact::{knn, ExactParams};
 use trawl::io::{Completion, EngineCounters, EngineInfo, IoEngine, IoError, ReadRequest, Slot};
 use trawl::kinds::graph::search::entry::EntryParams;
-use trawl::kinds::graph::{build_index, DiskIndex, IndexParams, OpenOptions};
+use trawl::kinds::graph::search::{FlashParams, Grain, SearchParams, Strategy};
+use trawl::kinds::graph::{build_index, BatchOutput, DiskIndex, IndexParams, OpenOptions};
 use trawl::progress::Control;
 use trawl::quant::pq::PqParams;
+use trawl::search::QueryStats;
 use trawl::synth::{generate, SynthParams};
 use trawl::vamana::VamanaParams;
 use trawl::{Element, Metric};
@@ -159,4 +161,40 @@ pub fn recall_of_ids(got: &[u64], t: &GroundTruth, ids: &[u64]) -> f64 {
             .count();
     }
     hit as f64 / (10 * nq.max(1)) as f64
+}
+
+/// FlashANNS's batch search with `k = 10`.
+pub fn flash_params(l: usize, staleness: usize, batch: usize, grain: Grain) -> SearchParams {
+    SearchParams {
+        k: 10,
+        l,
+        strategy: Strategy::Flash(FlashParams {
+            batch,
+            staleness,
+            grain,
+            ..FlashParams::default()
+        }),
+        ..SearchParams::default()
+    }
+}
+
+/// Asserts equal ids and bit-equal distances.
+pub fn same_results(a: &BatchOutput, b: &BatchOutput, what: &str) {
+    assert_eq!(a.ids, b.ids, "{what}: ids");
+    for (x, y) in a.dists.iter().zip(&b.dists) {
+        assert_eq!(x.to_bits(), y.to_bits(), "{what}: distances");
+    }
+}
+
+/// The flash search's counters that do not depend on timing.
+pub fn flash_counts(s: &QueryStats) -> [u64; 7] {
+    [
+        s.flash.steps,
+        s.flash.stale_steps,
+        s.traversal.nodes_expanded,
+        s.traversal.pq_distances,
+        s.traversal.exact_distances,
+        s.io.io_requests,
+        s.io.pages_read,
+    ]
 }
