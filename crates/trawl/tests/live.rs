@@ -282,13 +282,20 @@ fn searches_on_two_threads_run_through_three_merges() {
     let searches = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for t in 0..2 {
-            let (ix, known, deleted, stop, searches, q) =
-                (&ix, &known, &deleted, &stop, &searches, &q);
+            let (ix, known, deleted, stop, searches, q, all) =
+                (&ix, &known, &deleted, &stop, &searches, &q, &all);
             s.spawn(move || {
                 let mut i = t;
                 while !stop.load(Ordering::Acquire) {
                     let gone = deleted.read().unwrap().clone();
-                    let row = &q.as_slice()[(i % q.n()) * DIM..(i % q.n() + 1) * DIM];
+                    // Every other search looks for a deleted vector itself (its nearest
+                    // neighbour is the deleted node, which must never come back).
+                    let row = match gone.iter().nth(i % gone.len().max(1)) {
+                        Some(&d) if i % 4 < 2 && d < 3_000 => {
+                            &all.as_slice()[d as usize * DIM..(d as usize + 1) * DIM]
+                        }
+                        _ => &q.as_slice()[(i % q.n()) * DIM..(i % q.n() + 1) * DIM],
+                    };
                     let out = ix
                         .search_rows(row, &sp(10), 1, 1)
                         .expect("a search never fails because of a merge");
@@ -314,7 +321,23 @@ fn searches_on_two_threads_run_through_three_merges() {
             let gone: Vec<u64> = (0..300u64).map(|i| round * 900 + i * 3).collect();
             ix.delete(&gone).unwrap();
             deleted.write().unwrap().extend(gone);
-            ix.merge(1, &Control::silent()).unwrap();
+            // Deletes taken out in place (by search, with the exact in-neighbours) and by
+            // consolidation, one merge each.
+            use trawl::kinds::graph::updates::merge::{DeleteRepair, InNeighbours, InPlaceParams};
+            let deletes = match round {
+                0 => DeleteRepair::default(),
+                1 => DeleteRepair::InPlace(InPlaceParams {
+                    in_neighbours: InNeighbours::Search { l: 0 },
+                    ..InPlaceParams::default()
+                }),
+                _ => DeleteRepair::Consolidate,
+            };
+            let o = trawl::kinds::graph::updates::live::MergeOptions {
+                threads: 1,
+                deletes,
+                ..Default::default()
+            };
+            ix.merge_with(&o, &Control::silent()).unwrap();
         }
         stop.store(true, Ordering::Release);
     });

@@ -6,7 +6,8 @@
 //! it opens, `verify_index` passes, every acknowledged operation is visible (each live vector
 //! is found by searching for it; no deleted id comes back), the operation in flight is applied
 //! whole or not at all, and `len` is the model's. 10 kills here (`TRAWL_CRASH_KILLS=50` for the
-//! full run).
+//! full run). The merges take deletes out of the graph in place (both ways of finding the
+//! in-neighbours) or by consolidation, in turn.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
@@ -129,7 +130,23 @@ fn child(dir: &Path, state: &Path, seed: u64, next_id: u64) {
         } else {
             let seq = ix.disk().manifest().and_then(|m| m.log_seq).unwrap_or(0);
             say(format!("begin {n} merge {seq}"));
-            ix.merge(1, &Control::silent()).unwrap();
+            // Every way of taking deletes out of the graph: in place (by search, or with the
+            // exact in-neighbours) and by consolidation, in turn.
+            use trawl::kinds::graph::updates::merge::{DeleteRepair, InNeighbours, InPlaceParams};
+            let deletes = match n % 3 {
+                0 => DeleteRepair::default(),
+                1 => DeleteRepair::InPlace(InPlaceParams {
+                    in_neighbours: InNeighbours::Search { l: 0 },
+                    ..InPlaceParams::default()
+                }),
+                _ => DeleteRepair::Consolidate,
+            };
+            let o = trawl::kinds::graph::updates::live::MergeOptions {
+                threads: 1,
+                deletes,
+                ..Default::default()
+            };
+            ix.merge_with(&o, &Control::silent()).unwrap();
             say(format!("ack {n}"));
         }
     }

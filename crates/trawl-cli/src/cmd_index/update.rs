@@ -6,7 +6,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use trawl::data::matrix::AnyMatrix;
 use trawl::kinds::graph::updates::live::{Access, LiveIndex, MergeOptions};
-use trawl::kinds::graph::updates::merge::SegmentPolicy;
+use trawl::kinds::graph::updates::merge::{
+    DeleteRepair, InNeighbours, InPlaceParams, SegmentPolicy,
+};
 use trawl::kinds::graph::{IndexLayout, OpenOptions};
 use trawl::progress::Control;
 
@@ -74,6 +76,17 @@ pub struct MergeArgs {
     /// the new one past it).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_segments: u32,
+    /// How deleted vectors leave the graph: `in-place` (every node pointing to a deleted one,
+    /// from the merge's pass over the lists, swaps that edge for at most `--replace` edges to
+    /// the deleted node's out-neighbours), `in-place-search` (IP-DiskANN: the same for the
+    /// nodes a search for the deleted vector finds; the other edges are dropped) or
+    /// `consolidate` (FreshDiskANN: every such node is re-pruned over the deleted nodes'
+    /// neighbours).
+    #[arg(long, default_value = "in-place", value_parser = ["in-place", "in-place-search", "consolidate"])]
+    pub deletes: String,
+    /// In-place deletes: edges added per edge to a deleted node.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub replace: u32,
 }
 
 fn parse_share(s: &str) -> std::result::Result<f64, String> {
@@ -204,21 +217,37 @@ pub fn merge(args: &MergeArgs, ctl: &Control) -> Result<()> {
             gc_dead_share: args.gc_threshold,
             max_segments: args.max_segments as usize,
         },
+        deletes: match args.deletes.as_str() {
+            "consolidate" => DeleteRepair::Consolidate,
+            d => DeleteRepair::InPlace(InPlaceParams {
+                replace: args.replace as usize,
+                in_neighbours: if d == "in-place-search" {
+                    InNeighbours::Search { l: 0 }
+                } else {
+                    InNeighbours::Exact
+                },
+                ..InPlaceParams::default()
+            }),
+        },
     };
     let r = pool.install(|| ix.merge_with(&o, ctl))?;
     println!(
-        "merged into {}: {} deleted, {} inserted, {} lists repaired, {} patched; {} slots \
-         ({} free); {:.2} s (read {:.2}, insert {:.2}, patch {:.2}, other files {:.2}); {} \
-         written; peak RSS {}",
+        "merged into {}: {} deleted, {} inserted, {} lists repaired, {} patched, {} changed \
+         ({} of {} pages); {} slots ({} free); {:.2} s (read {:.2}, delete {:.2}, insert {:.2}, \
+         patch {:.2}, other files {:.2}); {} written; peak RSS {}",
         args.index_dir.display(),
         r.deleted,
         r.inserted,
         r.repaired,
         r.patched,
+        r.touched_nodes,
+        r.touched_pages,
+        r.graph_pages,
         r.slots,
         r.holes,
         r.total_secs,
         r.read_secs,
+        r.delete_secs,
         r.insert_secs,
         r.patch_secs,
         r.finish_secs,

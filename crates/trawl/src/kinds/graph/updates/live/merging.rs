@@ -10,7 +10,7 @@ use std::time::Instant;
 use crate::dir::txn::{Flock, Txn};
 use crate::kinds::graph::updates::delta::Delta;
 use crate::kinds::graph::updates::ids::SlotIds;
-use crate::kinds::graph::updates::merge::{MergeInput, MergeReport, SegmentPolicy};
+use crate::kinds::graph::updates::merge::{DeleteRepair, MergeInput, MergeReport, SegmentPolicy};
 use crate::kinds::graph::updates::wal::{self, LogRecord};
 use crate::kinds::graph::{DiskIndex, IndexBuildError, IndexLayout, OpenError};
 use crate::progress::Control;
@@ -29,6 +29,8 @@ pub struct MergeOptions {
     pub nice: i32,
     /// Decoupled layout: when vector segments are garbage-collected.
     pub segments: SegmentPolicy,
+    /// How deleted nodes are taken out of the graph (in place by default).
+    pub deletes: DeleteRepair,
 }
 
 impl Default for MergeOptions {
@@ -38,6 +40,7 @@ impl Default for MergeOptions {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             nice: 10,
             segments: SegmentPolicy::default(),
+            deletes: DeleteRepair::default(),
         }
     }
 }
@@ -82,7 +85,7 @@ impl LiveIndex {
                     .num_threads(threads)
                     .build()
                     .map_err(|e| LiveError::Internal(format!("merge threads: {e}")))?;
-                pool.install(|| self.merge_now(threads, &o.segments, ctl))
+                pool.install(|| self.merge_now(threads, o, ctl))
             })
             .join()
             .unwrap_or_else(|_| Err(LiveError::Internal("the merge thread panicked".into())))
@@ -92,7 +95,7 @@ impl LiveIndex {
     fn merge_now(
         &self,
         threads: usize,
-        policy: &SegmentPolicy,
+        o: &MergeOptions,
         ctl: &Control,
     ) -> Result<MergeReport, LiveError> {
         let writer = self.writer()?;
@@ -129,7 +132,7 @@ impl LiveIndex {
             *self.current.write() = v.clone();
             (v, cur.epoch.load(Ordering::Acquire), seq, w.next_id)
         };
-        let result = self.merge_frozen(&v, epoch, seq, next_id, threads, policy, ctl);
+        let result = self.merge_frozen(&v, epoch, seq, next_id, threads, o, ctl);
         // Whatever happened, the next version is read from the directory: the merged files
         // after a commit, the old ones otherwise, plus the log after them.
         let mut w = writer.lock();
@@ -196,7 +199,7 @@ impl LiveIndex {
         seq: u64,
         next_id: u64,
         threads: usize,
-        policy: &SegmentPolicy,
+        o: &MergeOptions,
         ctl: &Control,
     ) -> Result<MergeReport, LiveError> {
         let t0 = Instant::now();
@@ -217,7 +220,8 @@ impl LiveIndex {
             delta: frozen,
             cfg: self.cfg,
             threads,
-            segments: decoupled.then_some(*policy),
+            segments: decoupled.then_some(o.segments),
+            deletes: o.deletes,
         };
         let out = crate::kinds::graph::updates::merge::merge(&input, txn.staging(), ctl)?;
         let mut report = out.report;

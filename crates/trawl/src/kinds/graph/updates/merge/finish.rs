@@ -218,3 +218,35 @@ pub(super) fn write_attrs(
     }
     Ok(bytes)
 }
+
+/// A decoupled merge's vector segments ([`super::segment_files`]), with their figures in
+/// `report`; nothing for a packed merge.
+pub(super) fn write_segments<T: DeltaElement>(
+    input: &MergeInput<'_>,
+    plan: &Plan<'_, T>,
+    vectors: &[T],
+    staging: &Path,
+    report: &mut super::MergeReport,
+) -> Result<(), IndexBuildError> {
+    let (Some(d), Some(policy)) = (decoupled(input), input.segments) else {
+        return Ok(());
+    };
+    let old = input.old;
+    let n_old = old.n();
+    let keep = |s: u32| (s as usize) < n_old && !plan.is_free(s);
+    let seg = super::segment_files::write_segments::<T>(
+        d,
+        n_old,
+        plan.n_slots,
+        &keep,
+        &plan.new_slot,
+        vectors,
+        old.dim(),
+        policy,
+        staging,
+        old.dir(),
+    )?;
+    report.bytes_written += seg.bytes_written;
+    report.segments = Some(seg.report);
+    Ok(())
+}

@@ -1,19 +1,18 @@
-//! The merge's insert phase: each new vector placed by a beam search over the old disk index
-//! and a greedy search of the delta graph, its candidates robust-pruned with exact distances.
+//! The merge's insert phase: each new vector placed by a greedy search of the repaired graph
+//! (in memory, exact distances) and of the delta graph, its candidates robust-pruned.
 
 use std::collections::HashMap;
 
 use rayon::prelude::*;
 
 use super::patch::prune;
-use super::{live_filter, MergeInput, Plan};
-use crate::kinds::graph::search::{BeamParams, SearchParams, Strategy};
+use super::{MergeInput, Plan};
 use crate::kinds::graph::updates::delta::DeltaElement;
 use crate::kinds::graph::updates::ids::HOLE;
 use crate::kinds::graph::{DiskIndex, IndexBuildError};
 use crate::progress::Control;
-use crate::vamana::search::SearchScratch;
-use crate::vamana::{BuildLabels, PruneLimits, PruneScratch, VectorStore};
+use crate::vamana::search::{greedy, SearchScratch};
+use crate::vamana::{BuildLabels, Graph, PruneLimits, PruneScratch, VectorStore};
 
 /// The new nodes' lists and the back-edges `Δ` they call for.
 pub(super) struct Inserted {
@@ -25,50 +24,32 @@ pub(super) struct Inserted {
     pub new_of_slot: HashMap<u32, usize>,
 }
 
-/// Candidates for each new vector from the old disk graph and the delta graph (and, from a
-/// label-aware merge, `extra[i]`: its labels' candidates, [`super::labels::candidates`]),
-/// pruned to `R` (keeping a path for every label when `labels` are given).
+/// Candidates for each new vector from the repaired graph `graph` (the kept nodes' lists with
+/// the deleted nodes gone, searched in memory from `medoid` with exact distances, as the build
+/// searches) and the delta graph (and, from a label-aware merge, `extra[i]`: its labels'
+/// candidates, [`super::labels::candidates`]), pruned to `R` (keeping a path for every label
+/// when `labels` are given).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn insert<T: DeltaElement>(
     input: &MergeInput<'_>,
     plan: &Plan<'_, T>,
     store: &VectorStore<'_, T>,
+    graph: &Graph,
+    medoid: u32,
     limits: PruneLimits,
     labels: Option<&BuildLabels>,
     extra: &[Vec<u32>],
     ctl: &Control,
 ) -> Result<Inserted, IndexBuildError> {
-    let old = input.old;
-    let dim = old.dim();
-    let n_old = old.n();
+    let dim = input.old.dim();
+    let n_old = input.old.n();
     let n_new_vectors = plan.new_slot.len();
     let mut new_lists: Vec<Vec<u32>> = vec![Vec::new(); n_new_vectors];
     if n_new_vectors > 0 {
         let l = input.cfg.l.max(10);
-        let params = SearchParams {
-            k: l.min(n_old.max(1)),
-            l,
-            strategy: Strategy::Beam(BeamParams {
-                width: 4,
-                ..BeamParams::default()
-            }),
-            ..SearchParams::default()
-        };
-        // The old graph is searched for candidates when it keeps a live node (not when every
-        // slot is free: deleted now, or by earlier merges).
-        let disk = if (0..n_old as u32).any(|s| !plan.is_free(s)) {
-            Some(
-                old.search_rows_filtered(
-                    &plan.new_rows,
-                    &params,
-                    input.threads,
-                    8,
-                    Some(&live_filter(input)),
-                )
-                .map_err(IndexBuildError::Search)?,
-            )
-        } else {
-            None
-        };
+        // The repaired graph is searched when it keeps a live node (not when every slot is
+        // free: deleted now, or by earlier merges).
+        let searchable = (medoid as usize) < n_old && !plan.is_free(medoid);
         let bar = ctl.bar("merge: inserting", n_new_vectors as u64);
         new_lists = input
             .delta
@@ -76,17 +57,21 @@ pub(super) fn insert<T: DeltaElement>(
                 (0..n_new_vectors)
                     .into_par_iter()
                     .map_init(
-                        || (SearchScratch::new(0), PruneScratch::default(), Vec::new()),
-                        |(ss, ps, dists), i| {
+                        || {
+                            (
+                                SearchScratch::new(graph.n()),
+                                SearchScratch::new(0),
+                                PruneScratch::default(),
+                                Vec::new(),
+                            )
+                        },
+                        |(gs, ss, ps, dists), i| {
                             let s = plan.new_slot[i];
                             let mut ids: Vec<u32> = Vec::new();
-                            if let Some(d) = &disk {
-                                ids.extend(
-                                    d.ids[i * d.k..(i + 1) * d.k]
-                                        .iter()
-                                        .copied()
-                                        .filter(|&x| x != u32::MAX),
-                                );
+                            if searchable {
+                                let probe = store.point(s);
+                                greedy(graph, store, &probe, medoid, l, true, gs);
+                                ids.extend(gs.expanded.iter().map(|nb| nb.id));
                             }
                             let q = plan.new_row(i, dim);
                             for nb in dv.expanded(q, l, ss) {
@@ -132,8 +117,8 @@ pub(super) fn insert<T: DeltaElement>(
     })
 }
 
-/// The medoid of the new version: the old one while it stays, else the live node nearest to
-/// its vector.
+/// The medoid of the new version: the old one while it stays, else the kept node nearest to
+/// its vector (any live node when none is kept).
 pub(super) fn new_medoid<T: DeltaElement>(
     old: &DiskIndex,
     plan: &Plan<'_, T>,
@@ -147,9 +132,14 @@ pub(super) fn new_medoid<T: DeltaElement>(
     } else if medoid_vec.is_empty() {
         0
     } else {
+        // A kept node when there is one (the insert phase searches the repaired graph from
+        // here; a new node has no list yet), else any live slot.
+        let n_old = old.n();
+        let kept = (0..n_old as u32).any(|s| !plan.is_free(s));
         (0..plan.n_slots as u32)
             .into_par_iter()
             .filter(|&s| plan.slot_ids[s as usize] != HOLE)
+            .filter(|&s| !kept || ((s as usize) < n_old && !plan.is_free(s)))
             .map(|s| {
                 let d = crate::kernels::distance(metric, medoid_vec, store.row(s as usize));
                 (d, s)

@@ -1,30 +1,31 @@
-//! The merge's delete + patch pass (FreshDiskANN Algorithm 4), streaming the old graph into
-//! the new one in slot order.
+//! The merge's patch pass, writing the new graph in slot order: the repaired lists
+//! ([`super::deletes::repair`]) with the back-edges of the new nodes added (re-pruned when
+//! over `R`), the new nodes' lists, nodes left unreachable linked back.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use indicatif::ProgressBar;
 use rayon::prelude::*;
 
 use super::{decoupled, MergeInput, Plan};
 use crate::kernels::Element;
 use crate::kinds::graph::layout::decoupled::graph::GraphWriter;
-use crate::kinds::graph::layout::packed::{self, PackedMeta, PackedWriter};
-use crate::kinds::graph::search::DecoupledLayout;
+use crate::kinds::graph::layout::packed::{self, PackedGeometry, PackedMeta, PackedWriter};
 use crate::kinds::graph::updates::delta::DeltaElement;
 use crate::kinds::graph::updates::ids::HOLE;
 use crate::kinds::graph::{payload_crc, IndexBuildError, IndexLayout, PQ_CODES_FILE, PQ_FILE};
 use crate::progress::Control;
 use crate::vamana::queue::Neighbor;
-use crate::vamana::{robust_prune_labelled, BuildLabels, PruneLimits, PruneScratch, VectorStore};
+use crate::vamana::{
+    robust_prune_labelled, BuildLabels, Graph, PruneLimits, PruneScratch, VectorStore,
+};
 
 /// What the patch pass needs to give a slot its new list.
-pub(super) struct Repair<'a, T: Element> {
-    /// Per old slot: deleted by this merge.
-    pub deleted: &'a [bool],
-    /// The lists of the deleted nodes.
-    pub dlists: &'a HashMap<u32, Vec<u32>>,
+pub(super) struct Patch<'a, T: Element> {
+    /// Every old slot's list, as on disk.
+    pub old_lists: &'a [Vec<u32>],
+    /// The repaired graph: every slot's list with the deleted nodes gone.
+    pub repaired: &'a Graph,
     /// Back-edges `Δ`: node → new nodes that chose it.
     pub back: &'a HashMap<u32, Vec<u32>>,
     /// The index of the new vector at a slot.
@@ -44,12 +45,28 @@ pub(super) struct Written {
     pub meta: PackedMeta,
     /// Edges added to link back unreachable nodes.
     pub relinked: usize,
-    /// Live nodes re-pruned because they pointed to deleted nodes.
-    pub repaired: u64,
     /// Nodes that received back-edges.
     pub patched: u64,
+    /// Kept nodes whose list changed.
+    pub touched_nodes: u64,
+    /// Pages of the new file that differ from the old one's (decoupled: lists).
+    pub touched_pages: u64,
+    /// Data pages of the new file (decoupled: lists).
+    pub graph_pages: u64,
     /// Bytes of the graph file.
     pub bytes: u64,
+}
+
+impl Written {
+    /// Copies the pass's figures into the merge's report.
+    pub(super) fn report(&self, r: &mut super::MergeReport) {
+        r.relinked = self.relinked;
+        r.bytes_written += self.bytes;
+        r.patched = self.patched;
+        r.touched_nodes = self.touched_nodes;
+        r.touched_pages = self.touched_pages;
+        r.graph_pages = self.graph_pages;
+    }
 }
 
 /// Where the patch pass writes the new graph.
@@ -65,7 +82,7 @@ enum Out {
 pub(super) fn write_graph<T: DeltaElement>(
     input: &MergeInput<'_>,
     plan: &Plan<'_, T>,
-    repair: &Repair<'_, T>,
+    repair: &Patch<'_, T>,
     vectors: &[T],
     medoid: u32,
     staging: &Path,
@@ -97,12 +114,7 @@ pub(super) fn write_graph<T: DeltaElement>(
             meta,
         )?)
     };
-    let bar = ctl.bar("merge: writing", n_slots as u64);
-    let NewLists {
-        all,
-        repaired,
-        patched,
-    } = new_lists(input, plan, repair, decoupled, &bar, ctl)?;
+    let (all, patched) = new_lists(plan, repair, ctl)?;
     let mut graph = crate::vamana::Graph::from_lists(all, input.cfg.r.max(1), medoid);
     let holes: Vec<bool> = plan.slot_ids.iter().map(|&id| id == HOLE).collect();
     let relinked = crate::vamana::build::link_unreachable(
@@ -113,6 +125,13 @@ pub(super) fn write_graph<T: DeltaElement>(
         ctl,
     )
     .map_err(IndexBuildError::Graph)?;
+    let (touched_nodes, touched_pages, graph_pages) = touched(
+        plan,
+        repair.old_lists,
+        &graph,
+        decoupled.is_none().then_some(&meta),
+    );
+    let bar = ctl.bar("merge: writing", n_slots as u64);
     for s in 0..n_slots as u32 {
         let list = graph.neighbors(s);
         match &mut w {
@@ -129,144 +148,107 @@ pub(super) fn write_graph<T: DeltaElement>(
     Ok(Written {
         meta,
         relinked,
-        repaired,
         patched,
+        touched_nodes,
+        touched_pages,
+        graph_pages,
         bytes,
     })
 }
 
-/// What [`new_lists`] computed.
-struct NewLists {
-    /// Every slot's new list.
-    all: Vec<Vec<u32>>,
-    /// Nodes repaired.
-    repaired: u64,
-    /// Nodes patched.
-    patched: u64,
+/// Kept nodes whose list changed, and the data pages of the new file that differ from the old
+/// one's: those holding a changed list, a slot freed now or a new vector (for a decoupled
+/// merge, whose lists are not paged: the changed lists and new or freed slots, out of every
+/// slot).
+fn touched<T: DeltaElement>(
+    plan: &Plan<'_, T>,
+    old_lists: &[Vec<u32>],
+    graph: &crate::vamana::Graph,
+    packed: Option<&PackedMeta>,
+) -> (u64, u64, u64) {
+    let n_old = old_lists.len();
+    let changed: Vec<bool> = (0..plan.n_slots)
+        .into_par_iter()
+        .map(|s| {
+            if s >= n_old || plan.is_free(s as u32) {
+                // A new slot, or one freed now or holding a new vector; an old hole left
+                // empty is unchanged.
+                !(s < n_old && plan.ids.is_hole(s as u32) && graph.neighbors(s as u32).is_empty())
+            } else {
+                graph.neighbors(s as u32) != old_lists[s].as_slice()
+            }
+        })
+        .collect();
+    let nodes = (0..n_old.min(plan.n_slots))
+        .filter(|&s| !plan.is_free(s as u32) && changed[s])
+        .count() as u64;
+    let all = changed.iter().filter(|&&x| x).count() as u64;
+    let Some(meta) = packed else {
+        return (nodes, all, plan.n_slots as u64);
+    };
+    match PackedGeometry::of(meta) {
+        Some(g) if g.per_page > 0 => {
+            let pages = changed
+                .chunks(g.per_page)
+                .filter(|c| c.iter().any(|&x| x))
+                .count() as u64;
+            (nodes, pages, g.data_pages)
+        }
+        Some(g) => (nodes, all * g.pages_per_record as u64, g.data_pages),
+        None => (nodes, 0, 0),
+    }
 }
 
-/// Every slot's new list, streamed from the old graph in chunks of slots whose lists are
-/// computed in parallel; with the counts of repaired and patched nodes.
+/// Every slot's new list, computed in parallel; with the count of nodes patched.
 fn new_lists<T: DeltaElement>(
-    input: &MergeInput<'_>,
     plan: &Plan<'_, T>,
-    repair: &Repair<'_, T>,
-    decoupled: Option<&DecoupledLayout>,
-    bar: &ProgressBar,
+    repair: &Patch<'_, T>,
     ctl: &Control,
-) -> Result<NewLists, IndexBuildError> {
-    let old = input.old;
-    let n_old = old.n();
-    let n_slots = plan.n_slots;
-    // Lists of one chunk of slots, computed in parallel, written in order.
-    let mut pending: Vec<(u32, Vec<u32>)> = Vec::with_capacity(4096);
-    let mut counts = (0u64, 0u64);
-    // Every slot's new list, linked back where the merge left a node unreachable, then written.
-    let mut all: Vec<Vec<u32>> = vec![Vec::new(); n_slots];
-    let flush = |pending: &mut Vec<(u32, Vec<u32>)>,
-                 all: &mut Vec<Vec<u32>>,
-                 counts: &mut (u64, u64)|
-     -> Result<(), IndexBuildError> {
-        let done: Vec<(Vec<u32>, bool, bool)> = pending
+) -> Result<(Vec<Vec<u32>>, u64), IndexBuildError> {
+    let bar = ctl.bar("merge: patching", plan.n_slots as u64);
+    let mut all: Vec<Vec<u32>> = Vec::with_capacity(plan.n_slots);
+    let mut patched = 0u64;
+    for chunk in (0..plan.n_slots as u32).collect::<Vec<u32>>().chunks(16384) {
+        let done: Vec<(Vec<u32>, bool)> = chunk
             .par_iter()
             .map_init(
                 || (PruneScratch::default(), Vec::new()),
-                |(ps, dists), (s, list)| repair.fix_list(*s, list, ps, dists),
+                |(ps, dists), &s| repair.fix_list(s, ps, dists),
             )
             .collect();
-        for ((s, _), (list, repaired, patched)) in pending.iter().zip(done) {
-            counts.0 += u64::from(repaired);
-            counts.1 += u64::from(patched);
-            if let Some(slot) = all.get_mut(*s as usize) {
-                *slot = list;
-            }
+        for (list, p) in done {
+            patched += u64::from(p);
+            all.push(list);
         }
-        bar.inc(pending.len() as u64);
-        pending.clear();
+        bar.inc(chunk.len() as u64);
         ctl.check().map_err(|c| IndexBuildError::Graph(c.into()))?;
-        Ok(())
-    };
-    let mut take = |id: u32, list: Vec<u32>| -> Result<(), IndexBuildError> {
-        let list = if (id as usize) < n_old && !plan.is_free(id) {
-            list
-        } else {
-            Vec::new()
-        };
-        pending.push((id, list));
-        if pending.len() == 4096 {
-            flush(&mut pending, &mut all, &mut counts)?;
-        }
-        Ok(())
-    };
-    match decoupled {
-        Some(d) => {
-            d.graph().scan_lists(|id, list| take(id, list.to_vec()))?;
-        }
-        None => old.scan_records(ctl, |id, view| take(id, view.neighbors().collect()))?,
     }
-    for s in n_old as u32..n_slots as u32 {
-        pending.push((s, Vec::new()));
-        if pending.len() == 4096 {
-            flush(&mut pending, &mut all, &mut counts)?;
-        }
-    }
-    flush(&mut pending, &mut all, &mut counts)?;
-    Ok(NewLists {
-        all,
-        repaired: counts.0,
-        patched: counts.1,
-    })
+    bar.finish_and_clear();
+    Ok((all, patched))
 }
 
-impl<T: Element> Repair<'_, T> {
-    /// The new list of slot `s` given its old list (empty for a freed or new slot): deleted
-    /// neighbours replaced by their own neighbours and re-pruned, a new node's list from the
-    /// insert phase, back-edges added (re-pruned over `R`). Returns the list and whether it
-    /// was repaired or patched.
-    fn fix_list(
-        &self,
-        s: u32,
-        old: &[u32],
-        ps: &mut PruneScratch,
-        dists: &mut Vec<f32>,
-    ) -> (Vec<u32>, bool, bool) {
-        let deleted = self.deleted;
-        let is_deleted = |v: u32| deleted.get(v as usize).copied().unwrap_or(false);
-        let mut list: Vec<u32>;
-        let mut repaired = false;
-        let mut must_prune = false;
-        if let Some(&i) = self.new_of_slot.get(&s) {
-            list = self.new_lists[i].clone();
-        } else if old.iter().any(|&v| is_deleted(v)) {
-            let mut cands: Vec<u32> = Vec::with_capacity(old.len() * 2);
-            for &v in old {
-                if is_deleted(v) {
-                    if let Some(l) = self.dlists.get(&v) {
-                        cands.extend(l.iter().copied().filter(|&x| !is_deleted(x) && x != s));
-                    }
-                } else {
-                    cands.push(v);
-                }
-            }
-            list = cands;
-            repaired = true;
-            must_prune = true;
-        } else {
-            list = old.to_vec();
-        }
-        let patched = match self.back.get(&s) {
-            Some(b) => {
-                list.extend(b.iter().copied().filter(|&x| x != s));
-                true
-            }
-            None => false,
+impl<T: Element> Patch<'_, T> {
+    /// The new list of slot `s`: a new node's list from the insert phase, or the repaired
+    /// list, with the back-edges added (the list keeps its order; re-pruned only when over
+    /// `R`). Returns the list and whether it was patched.
+    fn fix_list(&self, s: u32, ps: &mut PruneScratch, dists: &mut Vec<f32>) -> (Vec<u32>, bool) {
+        let mut list = match self.new_of_slot.get(&s) {
+            Some(&i) => self.new_lists[i].clone(),
+            None => self.repaired.neighbors(s).to_vec(),
         };
-        list.sort_unstable();
-        list.dedup();
-        if must_prune || list.len() > self.limits.degree {
+        let Some(back) = self.back.get(&s).filter(|b| !b.is_empty()) else {
+            return (list, false);
+        };
+        // (A back-edge may name a freed slot: it is the new vector placed there.)
+        for &x in back {
+            if x != s && !list.contains(&x) {
+                list.push(x);
+            }
+        }
+        if list.len() > self.limits.degree {
             list = prune(self.store, s, &list, self.limits, ps, dists, self.labels);
         }
-        (list, repaired, patched)
+        (list, true)
     }
 }
 
