@@ -471,3 +471,39 @@ def test_pinned_lists_and_refinement_codes_need_merged_updates(tmp_path):
     # Without them the index opens live and finds the new vectors.
     index = trawl.Index.open(d, layout="decoupled")
     assert len(index) == N + 5
+
+
+@pytest.mark.parametrize("deletes", ["in-place", "in-place-search", "consolidate"])
+def test_every_way_of_taking_deletes_out_keeps_the_live_vectors_findable(index_dir, deletes):
+    d, data = index_dir
+    rng = np.random.default_rng(5)
+    gone = rng.choice(N, size=N // 10, replace=False)
+    with trawl.Index.open(d, writable=True) as index:
+        index.delete(gone)
+        report = index.merge(threads=2, deletes=deletes, replace=2)
+        assert report["deleted"] == len(gone)
+        # Every live node pointing to a deleted one lost that edge: these many changed.
+        assert report["touched_nodes"] > 0 and report["graph_pages"] > 0
+        assert 0 < report["touched_pages"] <= report["graph_pages"]
+        if deletes == "consolidate":
+            assert report["in_edges"] == 0
+        else:
+            assert report["in_edges"] > 0 and 0 < report["in_edges_found"] <= report["in_edges"]
+            if deletes == "in-place":
+                assert report["in_edges_found"] == report["in_edges"]
+        keep = np.setdiff1d(np.arange(N), gone)
+        got, dists = nearest(index, data[keep])
+        assert (got[:, 0] == keep).mean() >= 0.98
+        got, _ = nearest(index, data[gone], k=10)
+        assert not set(got.ravel().tolist()) & set(gone.tolist())
+
+
+def test_bad_merge_options_are_refused(index_dir):
+    d, _ = index_dir
+    with trawl.Index.open(d, writable=True) as index:
+        index.delete([1, 2, 3])
+        with pytest.raises(trawl.InvalidInputError, match="deletes"):
+            index.merge(deletes="rebuild")
+        with pytest.raises(trawl.InvalidInputError, match="replace"):
+            index.merge(replace=0)
+        assert len(index) == N - 3

@@ -1,7 +1,7 @@
 """Type stubs of the native module (import `trawl`, which re-exports all of it)."""
 
 import os
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -427,11 +427,18 @@ class Index:
     def delete(self, ids: _Ids) -> int:
         """Deletes ``ids`` (each must be present, given once; otherwise InvalidInputError and
         nothing deleted). Returns the number deleted."""
-    def merge(self, threads: int = 0, progress: bool = False) -> Dict[str, Any]:
-        """Folds inserts and deletes into the disk files (atomic commit). Returns the merge
-        report (``inserted``, ``deleted``, ``repaired``, ``patched``, ``slots``, ``holes``,
-        seconds per phase, ``bytes_written``, ``peak_rss_bytes``). The GIL is released;
-        Ctrl-C stops it with KeyboardInterrupt (the index keeps its files and updates)."""
+    def merge(self, threads: int = 0, progress: bool = False,
+              deletes: Literal["in-place", "in-place-search", "consolidate"] = "in-place",
+              replace: int = 3) -> Dict[str, Any]:
+        """Folds inserts and deletes into the disk files (atomic commit). ``deletes``: how
+        deleted vectors leave the graph — "in-place" (every node pointing to one swaps that
+        edge for at most ``replace`` edges to its out-neighbours), "in-place-search"
+        (IP-DiskANN: the nodes a search finds) or "consolidate" (FreshDiskANN re-prunes).
+        Returns the merge report (``inserted``, ``deleted``, ``repaired``, ``patched``,
+        ``touched_nodes``, ``touched_pages``, ``graph_pages``, ``in_edges``, ``slots``,
+        ``holes``, seconds per phase, ``bytes_written``, ``peak_rss_bytes``). The GIL is
+        released; Ctrl-C stops it with KeyboardInterrupt (the index keeps its files and
+        updates)."""
     def flush(self) -> None:
         """Syncs the write-ahead log (a no-op with durability "sync")."""
     @property

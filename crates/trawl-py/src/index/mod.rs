@@ -422,23 +422,32 @@ impl Index {
     /// files (FreshDiskANN's StreamingMerge) in one atomic commit, and shortens the log.
     /// Searches and writes may go on meanwhile (from other threads: the GIL is released).
     /// `threads`: threads of the merge (0 = one per core); `progress`: progress bars on
-    /// stderr when it is a terminal. Ctrl-C stops it (`KeyboardInterrupt`; the index keeps
-    /// its files and updates).
+    /// stderr when it is a terminal. `deletes`: how deleted vectors leave the graph —
+    /// "in-place" (every node pointing to a deleted one swaps that edge for at most `replace`
+    /// edges to the deleted node's out-neighbours; a list is re-pruned only when over R),
+    /// "in-place-search" (IP-DiskANN: the same for the nodes a search for the deleted vector
+    /// finds; other edges to it are dropped) or "consolidate" (FreshDiskANN: every such node
+    /// re-pruned over the deleted nodes' neighbours). Ctrl-C stops it (`KeyboardInterrupt`;
+    /// the index keeps its files and updates).
     ///
-    /// Returns the merge report: `inserted`, `deleted`, `repaired`, `patched`, `relinked`
+    /// Returns the merge report: `inserted`, `deleted`, `repaired`, `patched`,
+    /// `touched_nodes` and `touched_pages` (of `graph_pages`: what differs from the old
+    /// files), `in_edges` (edges to deleted nodes, all gone) and `in_edges_found`, `relinked`
     /// (edges added so every node stays reachable), `slots` (slots of the new files), `holes`
     /// (free slots), seconds per phase, `bytes_written`, `peak_rss_bytes`, and the recall
     /// monitor's `recall` (recall@10 per list size on `recall_samples` of the index's own
     /// vectors) with `recall_warning` — a sentence when it fell more than 2 points below the
     /// last build's, else None.
-    #[pyo3(signature = (threads = 0, progress = false))]
+    #[pyo3(signature = (threads = 0, progress = false, deletes = "in-place", replace = 3))]
     fn merge<'py>(
         &self,
         py: Python<'py>,
         threads: i64,
         progress: bool,
+        deletes: &str,
+        replace: i64,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.merge_updates(py, threads, progress)
+        self.merge_updates(py, threads, progress, deletes, replace)
     }
 
     /// Makes every acknowledged write durable: syncs the log (a no-op with durability

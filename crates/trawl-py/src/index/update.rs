@@ -144,22 +144,53 @@ impl Index {
     }
 
     /// `merge`: folds the updates into new disk files with `threads` threads (0 = one per
-    /// core), Ctrl-C stopping it; returns the merge report.
+    /// core), taking deletes out as `deletes` says ("in-place", "in-place-search",
+    /// "consolidate"; `replace` edges per lost edge in place), Ctrl-C stopping it; returns
+    /// the merge report.
     pub(super) fn merge_updates<'py>(
         &self,
         py: Python<'py>,
         threads: i64,
         progress: bool,
+        deletes: &str,
+        replace: i64,
     ) -> PyResult<Bound<'py, PyAny>> {
+        use trawl::kinds::graph::updates::merge::{DeleteRepair, InNeighbours, InPlaceParams};
         let inner = self.inner()?;
         let live = self.writer(&inner)?;
         let threads = match count("threads", threads, 0)? {
             0 => std::thread::available_parallelism().map_or(1, |c| c.get()),
             t => t,
         };
+        let replace = count("replace", replace, 1)?;
+        if replace > 64 {
+            return Err(invalid(format!("replace={replace}: at most 64")));
+        }
+        let in_place = |in_neighbours| {
+            DeleteRepair::InPlace(InPlaceParams {
+                replace,
+                in_neighbours,
+                ..InPlaceParams::default()
+            })
+        };
+        let deletes = match deletes {
+            "in-place" => in_place(InNeighbours::Exact),
+            "in-place-search" => in_place(InNeighbours::Search { l: 0 }),
+            "consolidate" => DeleteRepair::Consolidate,
+            d => {
+                return Err(invalid(format!(
+                    "deletes={d:?}: expected \"in-place\", \"in-place-search\" or \"consolidate\""
+                )))
+            }
+        };
+        let o = trawl::kinds::graph::updates::live::MergeOptions {
+            threads,
+            deletes,
+            ..Default::default()
+        };
         let (pool, ctl, cancel) = crate::build::worker(threads, progress)?;
         self.updated.store(true, Ordering::Release);
-        let result = run_interruptible(py, &cancel, || pool.install(|| live.merge(threads, &ctl)));
+        let result = run_interruptible(py, &cancel, || pool.install(|| live.merge_with(&o, &ctl)));
         let report = result?.map_err(|e| {
             if ctl.check().is_err() {
                 err(Kind::Other, "the merge was interrupted")

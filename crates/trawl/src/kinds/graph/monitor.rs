@@ -11,11 +11,12 @@
 //! build's says so in its report.
 
 use rand::SeedableRng;
-use rayon::prelude::*;
 
-use crate::kernels::{self, Element};
+use crate::data::Matrix;
+use crate::kernels::Element;
 use crate::kinds::graph::search::SearchParams;
 use crate::kinds::graph::DiskIndex;
+use crate::progress::Control;
 use crate::search::SearchError;
 
 /// Vectors sampled as queries (all of them in a smaller index).
@@ -115,44 +116,7 @@ pub fn measure_samples<'v, T: Element>(
             .map(|i| candidates[i])
             .collect();
     sample.sort_unstable();
-    let metric = ix.metric();
-    // Exact truth: each sampled vector's K nearest other live slots, in one pass over the
-    // vectors (chunks in parallel, every sample against each chunk; the samples stay in cache).
-    let push = |best: &mut Vec<(f32, u32)>, c: (f32, u32)| {
-        if best.len() < K || c < best[K - 1] {
-            let at = best.partition_point(|&b| b < c);
-            best.insert(at, c);
-            best.truncate(K);
-        }
-    };
-    let truth: Vec<Vec<u32>> = slots
-        .par_chunks(4096)
-        .map(|chunk| {
-            let mut best = vec![Vec::with_capacity(K + 1); sample.len()];
-            for &s in chunk {
-                let v = row(s);
-                for (b, &q) in best.iter_mut().zip(&sample) {
-                    if s != q {
-                        push(b, (kernels::distance(metric, row(q), v), s));
-                    }
-                }
-            }
-            best
-        })
-        .reduce(
-            || vec![Vec::new(); sample.len()],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(b) {
-                    for c in y {
-                        push(x, c);
-                    }
-                }
-                a
-            },
-        )
-        .into_iter()
-        .map(|b| b.into_iter().map(|(_, s)| s).collect())
-        .collect();
+    let truth = truth(ix, row, &slots, &sample, TRUTH_BLOCK)?;
     let dim = ix.dim();
     let mut rows = Vec::with_capacity(sample.len() * dim);
     for &q in &sample {
@@ -188,6 +152,61 @@ pub fn measure_samples<'v, T: Element>(
     Ok((points, sample.len()))
 }
 
+/// Each sampled vector's `K` nearest other live slots, ties by slot: the exact module's
+/// blocked search ([`crate::exact::knn`]) over the live slots' vectors, `block` slots at a
+/// time (only one block is copied out at once), the blocks' lists merged.
+fn truth<'v, T: Element>(
+    ix: &DiskIndex,
+    row: &(dyn Fn(u32) -> &'v [T] + Sync),
+    slots: &[u32],
+    sample: &[u32],
+    block: usize,
+) -> Result<Vec<Vec<u32>>, SearchError> {
+    let dim = ix.dim();
+    let internal = |e: String| SearchError::Internal(format!("the recall monitor's truth: {e}"));
+    let mut q = Vec::with_capacity(sample.len() * dim);
+    for &s in sample {
+        q.extend_from_slice(row(s));
+    }
+    let queries = Matrix::from_vec(q, dim).ok_or_else(|| internal("no queries".into()))?;
+    let mut best: Vec<Vec<(f32, u32)>> = vec![Vec::with_capacity(2 * K + 2); sample.len()];
+    for block in slots.chunks(block.max(1)) {
+        let mut b = Vec::with_capacity(block.len() * dim);
+        for &s in block {
+            b.extend_from_slice(row(s));
+        }
+        let base = Matrix::from_vec(b, dim).ok_or_else(|| internal("empty block".into()))?;
+        let gt = crate::exact::knn(
+            &base,
+            &queries,
+            (K + 1).min(block.len()),
+            ix.metric(),
+            &crate::exact::ExactParams::default(),
+            &Control::silent(),
+        )
+        .map_err(|e| internal(e.to_string()))?;
+        for (i, list) in best.iter_mut().enumerate() {
+            for j in 0..gt.k {
+                let s = block[gt.ids[i * gt.k + j] as usize];
+                if s != sample[i] {
+                    list.push((gt.dists[i * gt.k + j], s));
+                }
+            }
+        }
+    }
+    Ok(best
+        .into_iter()
+        .map(|mut l| {
+            l.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            l.truncate(K);
+            l.into_iter().map(|(_, s)| s).collect()
+        })
+        .collect())
+}
+
+/// Live slots per block of the recall monitor's exact truth.
+const TRUTH_BLOCK: usize = 1 << 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +215,54 @@ mod tests {
         v.iter()
             .map(|&(l, recall)| RecallPoint { l, recall })
             .collect()
+    }
+
+    /// The blocked truth equals a brute-force scan (ties by slot), over live slots with holes
+    /// and exact duplicates, in blocks smaller than the data.
+    #[test]
+    fn the_truth_is_every_sample_s_nearest_other_live_slots() {
+        use crate::kernels::{distance, DType, Metric};
+        use crate::synth::{generate, SynthParams};
+        let (base, _) = generate::<f32>(&SynthParams::new(2500, 1, 12, DType::F32, 3)).unwrap();
+        let dim = base.dim();
+        // Duplicates: ties at distance 0 and equal distances to everything.
+        let mut v = base.as_slice().to_vec();
+        for s in [100usize, 900, 2000] {
+            v.copy_within(7 * dim..8 * dim, s * dim);
+        }
+        let base = Matrix::from_vec(v, dim).unwrap();
+        for metric in [Metric::L2, Metric::Cosine, Metric::InnerProduct] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut p = crate::kinds::graph::IndexParams {
+                metric,
+                ..Default::default()
+            };
+            p.graph.r = 8;
+            p.graph.l = 16;
+            p.pq.bytes_per_vector = 4;
+            p.entry = None;
+            crate::kinds::graph::build_index(&base, dir.path(), &p, &Control::silent()).unwrap();
+            let ix = DiskIndex::open(dir.path(), Default::default()).unwrap();
+            let row = |s: u32| base.row(s as usize);
+            let slots: Vec<u32> = (0..2500u32).filter(|s| s % 5 != 3).collect();
+            let sample: Vec<u32> = vec![7, 100, 11, 2001, 1234];
+            let got = truth(&ix, &row, &slots, &sample, 700).unwrap();
+            for (q, t) in sample.iter().zip(&got) {
+                let mut all: Vec<(f32, u32)> = slots
+                    .iter()
+                    .filter(|&&s| s != *q)
+                    .map(|&s| {
+                        (
+                            distance(metric, base.row(*q as usize), base.row(s as usize)),
+                            s,
+                        )
+                    })
+                    .collect();
+                all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                let want: Vec<u32> = all[..K].iter().map(|x| x.1).collect();
+                assert_eq!(t, &want, "{metric:?}, sample {q}");
+            }
+        }
     }
 
     #[test]
