@@ -1,18 +1,19 @@
-//! The merge's insert phase: each new vector placed by a greedy search of the repaired graph
-//! (in memory, exact distances) and of the delta graph, its candidates robust-pruned.
+//! The merge's insert phase: each new vector placed by a beam search over the old disk index
+//! and a greedy search of the delta graph, its candidates robust-pruned with exact distances.
 
 use std::collections::HashMap;
 
 use rayon::prelude::*;
 
 use super::patch::prune;
-use super::{MergeInput, Plan};
+use super::{live_filter, MergeInput, Plan};
+use crate::kinds::graph::search::{BeamParams, SearchParams, Strategy};
 use crate::kinds::graph::updates::delta::DeltaElement;
 use crate::kinds::graph::updates::ids::HOLE;
 use crate::kinds::graph::{DiskIndex, IndexBuildError};
 use crate::progress::Control;
-use crate::vamana::search::{greedy, SearchScratch};
-use crate::vamana::{BuildLabels, Graph, PruneLimits, PruneScratch, VectorStore};
+use crate::vamana::search::SearchScratch;
+use crate::vamana::{BuildLabels, PruneLimits, PruneScratch, VectorStore};
 
 /// The new nodes' lists and the back-edges `Δ` they call for.
 pub(super) struct Inserted {
@@ -24,18 +25,14 @@ pub(super) struct Inserted {
     pub new_of_slot: HashMap<u32, usize>,
 }
 
-/// Candidates for each new vector from the repaired graph `graph` (the kept nodes' lists with
-/// the deleted nodes gone, searched in memory from `medoid` with exact distances, as the build
-/// searches) and the delta graph (and, from a label-aware merge, `extra[i]`: its labels'
+/// Candidates for each new vector from the old disk graph (a beam search through the page
+/// cache, deleted nodes traversed but never chosen) and the delta graph (and, from a label-aware merge, `extra[i]`: its labels'
 /// candidates, [`super::labels::candidates`]), pruned to `R` (keeping a path for every label
 /// when `labels` are given).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn insert<T: DeltaElement>(
     input: &MergeInput<'_>,
     plan: &Plan<'_, T>,
     store: &VectorStore<'_, T>,
-    graph: &Graph,
-    medoid: u32,
     limits: PruneLimits,
     labels: Option<&BuildLabels>,
     extra: &[Vec<u32>],
@@ -49,7 +46,36 @@ pub(super) fn insert<T: DeltaElement>(
         let l = input.cfg.l.max(10);
         // The repaired graph is searched when it keeps a live node (not when every slot is
         // free: deleted now, or by earlier merges).
-        let searchable = (medoid as usize) < n_old && !plan.is_free(medoid);
+        // The old graph is searched for candidates (deleted nodes traversed, never returned)
+        // when it keeps a live node, as searches run: from the entry index when there is one.
+        // (A greedy search of the repaired graph in memory was faster, but it starts from the
+        // medoid: on far-apart clusters the new vectors then linked to nodes the searches,
+        // starting from the entry index, never passed.)
+        let params = SearchParams {
+            k: l.min(n_old.max(1)),
+            l,
+            strategy: Strategy::Beam(BeamParams {
+                width: 4,
+                ..BeamParams::default()
+            }),
+            ..SearchParams::default()
+        };
+        let disk = if (0..n_old as u32).any(|s| !plan.is_free(s)) {
+            Some(
+                input
+                    .old
+                    .search_rows_filtered(
+                        &plan.new_rows,
+                        &params,
+                        input.threads,
+                        8,
+                        Some(&live_filter(input)),
+                    )
+                    .map_err(IndexBuildError::Search)?,
+            )
+        } else {
+            None
+        };
         let bar = ctl.bar("merge: inserting", n_new_vectors as u64);
         new_lists = input
             .delta
@@ -57,21 +83,17 @@ pub(super) fn insert<T: DeltaElement>(
                 (0..n_new_vectors)
                     .into_par_iter()
                     .map_init(
-                        || {
-                            (
-                                SearchScratch::new(graph.n()),
-                                SearchScratch::new(0),
-                                PruneScratch::default(),
-                                Vec::new(),
-                            )
-                        },
-                        |(gs, ss, ps, dists), i| {
+                        || (SearchScratch::new(0), PruneScratch::default(), Vec::new()),
+                        |(ss, ps, dists), i| {
                             let s = plan.new_slot[i];
                             let mut ids: Vec<u32> = Vec::new();
-                            if searchable {
-                                let probe = store.point(s);
-                                greedy(graph, store, &probe, medoid, l, true, gs);
-                                ids.extend(gs.expanded.iter().map(|nb| nb.id));
+                            if let Some(d) = &disk {
+                                ids.extend(
+                                    d.ids[i * d.k..(i + 1) * d.k]
+                                        .iter()
+                                        .copied()
+                                        .filter(|&x| x != u32::MAX),
+                                );
                             }
                             let q = plan.new_row(i, dim);
                             for nb in dv.expanded(q, l, ss) {

@@ -12,9 +12,10 @@
 //!    delete is `O(c·R)` distances, not a re-prune of every node near it. Consolidation
 //!    (FreshDiskANN Algorithm 4, behind the switch): a node pointing to deleted nodes takes
 //!    their out-neighbours as candidates and is robust-pruned afresh.
-//! 3. **Insert**: each new vector is placed by a greedy search of the repaired graph (in
-//!    memory, exact distances, from the new medoid) and of the delta graph; the candidates are
-//!    robust-pruned to `R`, and a back-edge to the new node is noted for each chosen neighbour
+//! 3. **Insert**: each new vector is placed by a beam search over the old disk index (read
+//!    through the page cache, 8 queries interleaved per thread; deleted nodes traversed but never
+//!    chosen) and a greedy search of the delta graph; the candidates are robust-pruned to `R`
+//!    with exact distances, and a back-edge to the new node is noted for each chosen neighbour
 //!    (`Δ`).
 //! 4. **Patch** (writing the new file in slot order): `Δ` is added to each list (re-pruned when
 //!    over `R`); nodes left unreachable are linked back; freed slots that no new vector took are
@@ -344,23 +345,13 @@ fn merge_typed<T: DeltaElement>(
     repaired.report(input.deletes, &mut report);
     report.delete_secs = t_del.elapsed().as_secs_f64();
 
-    // 3. Insert: candidates from the repaired graph and the delta graph (and the labels').
+    // 3. Insert: candidates from the old disk graph and the delta graph (and the labels').
     let t_ins = Instant::now();
     let extra = match (&labels, &merged) {
         (Some(lb), Some(a)) => labels::candidates(input, &plan, lb, a, &store, ctl)?,
         _ => Vec::new(),
     };
-    let inserted = insert::insert(
-        input,
-        &plan,
-        &store,
-        &repaired.graph,
-        medoid,
-        limits,
-        labels.as_ref(),
-        &extra,
-        ctl,
-    )?;
+    let inserted = insert::insert(input, &plan, &store, limits, labels.as_ref(), &extra, ctl)?;
     drop(extra);
     report.insert_secs = t_ins.elapsed().as_secs_f64();
 
