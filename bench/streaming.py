@@ -291,9 +291,10 @@ def report(paths: list[Path], results: str, argv: list[str]) -> None:
                   "| after, added vectors (fresh) "
                   "| merge s (mode) | delete s | fresh build s | merge/fresh | QPS idle "
                   "| QPS during | ratio | QPS after merge / fresh | touched nodes per delete "
-                  "| touched pages share | written | peak RSS | other L: merged / fresh |",
+                  "| touched pages share | written | peak RSS | other L: merged / fresh "
+                  "| hops, pages per query: merged / fresh |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-                  "---|---|"]
+                  "---|---|---|"]
         for r in d["rounds"]:
             alone = r["merge_mode"] == "alone"
             seg = (r.get("merge") or {}).get("segments")
@@ -307,6 +308,9 @@ def report(paths: list[Path], results: str, argv: list[str]) -> None:
                      f"({r['qps_after_over_fresh']:.2f})")
             added = ("—" if r.get("recall_added") is None else
                      f"{r['recall_added']:.4f} ({r['recall_added_fresh']:.4f})")
+            wa, wf = r.get("work_after_merge"), r.get("work_fresh")
+            work = ("—" if not wa or not wf else
+                    f"{wa['hops']:.1f}, {wa['pages']:.1f} / {wf['hops']:.1f}, {wf['pages']:.1f}")
             lines.append(
                 f"| {r['round']} | {r['live']:,} | {r['deleted']:,}{ups} | {r['inserted']:,} "
                 f"| {r['recall_before_merge']:.4f} | {r['recall']:.4f} | {r['recall_fresh']:.4f} "
@@ -319,7 +323,7 @@ def report(paths: list[Path], results: str, argv: list[str]) -> None:
                 f"| {f(r.get('pages_touched_share'), '.3f')} "
                 f"| {mib(r['bytes_written'])}"
                 f"{' (' + str(seg['segments']) + ' segments)' if seg else ''} "
-                f"| {mib(r['peak_rss_bytes'])} | {other} |")
+                f"| {mib(r['peak_rss_bytes'])} | {other} | {work} |")
         bad = [(r["round"], r.get("dead_results", 0), r.get("stale_results", 0))
                for r in d["rounds"] if r.get("dead_results") or r.get("stale_results")]
         if bad:

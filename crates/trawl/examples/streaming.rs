@@ -580,6 +580,20 @@ fn qps_for(
     done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64()
 }
 
+/// Mean hops, pages read, PQ distances and exact distances per query of a batch's statistics.
+fn work(stats: &[trawl::search::QueryStats]) -> serde_json::Value {
+    let n = stats.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&trawl::search::QueryStats) -> u64| {
+        stats.iter().map(|s| f(s) as f64).sum::<f64>() / n
+    };
+    serde_json::json!({
+        "hops": mean(&|s| s.traversal.hops),
+        "pages": mean(&|s| s.io.pages_read),
+        "pq_distances": mean(&|s| s.traversal.pq_distances),
+        "exact_distances": mean(&|s| s.traversal.exact_distances),
+    })
+}
+
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -759,6 +773,7 @@ fn main() {
         let after = ix
             .search_rows(queries.as_slice(), &p, a.threads, 1)
             .unwrap();
+        let work_after = work(&after.stats);
         let after = scored(&after.ids, &after.dists, after.k);
         let merged_at: Vec<f64> = a
             .extra_l
@@ -790,6 +805,7 @@ fn main() {
                 .collect()
         };
         let fo = fresh.search_batch(&queries, &p, a.threads).unwrap();
+        let work_fresh = work(&fo.stats);
         let fresh_scored = scored(&to_ids(&fo.ids), &fo.dists, fo.k);
         let fresh_at: Vec<f64> = a
             .extra_l
@@ -828,6 +844,8 @@ fn main() {
             "upserted": ops.upserted,
             "ops_secs": ops_secs,
             "recall_before_merge": before.recall,
+            "work_after_merge": work_after,
+            "work_fresh": work_fresh,
             "recall": after.recall,
             "recall_fresh": fresh_scored.recall,
             "recall_at": recall_at,

@@ -153,12 +153,7 @@ pub fn build_labelled<T: Element>(
                 reason: other.to_string(),
             },
         })?;
-        let limits = PruneLimits {
-            degree: cfg.r,
-            alpha: cfg.alpha,
-            max_candidates: cfg.max_candidates,
-            saturate: cfg.saturate,
-        };
+        let limits = cfg.prune_limits();
         query_edges = link_query_neighbours(&mut graph, &store, &truth.ids, k, limits, 0, ctl)?;
     }
     let relinked = link_unreachable(&mut graph, &store, cfg.l, None, ctl)?;
@@ -401,12 +396,7 @@ pub(crate) fn link_points<T: Element>(
 
 impl<T: Element> Builder<'_, '_, '_, T> {
     fn limits(&self) -> PruneLimits {
-        PruneLimits {
-            degree: self.cfg.r,
-            alpha: self.cfg.alpha,
-            max_candidates: self.cfg.max_candidates,
-            saturate: self.cfg.saturate,
-        }
+        self.cfg.prune_limits()
     }
 
     /// Robust prune of `p`'s `pool` into `out`; with labels, label-aware, and up to half the

@@ -126,6 +126,18 @@ pub struct VamanaConfig {
     pub saturate: bool,
 }
 
+impl VamanaConfig {
+    /// The limits robust prune runs under with this configuration.
+    pub fn prune_limits(&self) -> crate::vamana::PruneLimits {
+        crate::vamana::PruneLimits {
+            degree: self.r,
+            alpha: self.alpha,
+            max_candidates: self.max_candidates,
+            saturate: self.saturate,
+        }
+    }
+}
+
 /// Why a graph build failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {

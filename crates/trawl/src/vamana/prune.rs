@@ -217,6 +217,41 @@ pub fn robust_prune_labelled<T: Element>(
     computed
 }
 
+/// The replacement edges of an in-place delete (IP-DiskANN): up to `c` of `cands` for node `z` (never `z` itself), chosen as robust prune chooses among
+/// them: nearest first, skipping a candidate `x` that one already chosen, `y`, occludes
+/// (`α·d(y, x) ≤ d(z, x)`), so a far candidate in another direction is kept over a second
+/// near one. Ties by id.
+pub(crate) fn replacement_edges<T: Element>(
+    store: &VectorStore<'_, T>,
+    z: u32,
+    cands: &[u32],
+    c: usize,
+    alpha: f32,
+    dists: &mut Vec<f32>,
+) -> Vec<u32> {
+    let probe = store.point(z);
+    store.dist_batch(&probe, cands, dists);
+    let mut pool: Vec<(f32, u32)> = cands
+        .iter()
+        .zip(dists.iter())
+        .filter(|(&x, _)| x != z)
+        .map(|(&x, &d)| (d, x))
+        .collect();
+    pool.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    pool.dedup_by_key(|e| e.1);
+    let mut chosen: Vec<u32> = Vec::with_capacity(c);
+    for &(d, x) in &pool {
+        if chosen.len() == c {
+            break;
+        }
+        let px = store.point(x);
+        if chosen.iter().all(|&y| alpha * store.dist(&px, y) > d) {
+            chosen.push(x);
+        }
+    }
+    chosen
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,20 +136,23 @@ pub(super) fn apply(
         LogOp::Delete { ids } => (ids, None),
         LogOp::Upsert { ids, vectors, .. } => (ids, Some((ids, vectors))),
     };
+    let (mut active, mut frozen) = (Vec::new(), Vec::new());
     for &id in delete {
         match w.map.remove(&id) {
             Some(Loc::Disk(s)) => {
                 let _ =
                     v.dead[s as usize].compare_exchange(0, e, Ordering::AcqRel, Ordering::Acquire);
             }
-            Some(Loc::Active(i)) => v.active.delete(i as usize, e),
-            Some(Loc::Frozen(i)) => {
-                if let Some(f) = &v.frozen {
-                    f.delete(i as usize, e);
-                }
-            }
+            Some(Loc::Active(i)) => active.push(i as usize),
+            Some(Loc::Frozen(i)) => frozen.push(i as usize),
             None => {} // an upsert of a new id (check_op refused a delete of one)
         }
+    }
+    // Deleted delta nodes leave the active delta's graph in place; the frozen delta, which a
+    // running merge reads, is only stamped (the merge drops its deleted nodes).
+    v.active.delete(&active, e, true);
+    if let Some(f) = &v.frozen {
+        f.delete(&frozen, e, false);
     }
     if let Some((ids, vectors)) = insert {
         let first = insert_rows(&v.active, ids, vectors, e).map_err(bad)?;

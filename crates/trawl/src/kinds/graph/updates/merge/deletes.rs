@@ -27,6 +27,7 @@ use crate::kinds::graph::search::{BeamParams, SearchParams, Strategy};
 use crate::kinds::graph::updates::delta::DeltaElement;
 use crate::kinds::graph::IndexBuildError;
 use crate::progress::Control;
+use crate::vamana::prune::replacement_edges;
 use crate::vamana::{BuildLabels, Graph, PruneLimits, PruneScratch, VectorStore};
 
 /// The graph with the deleted nodes taken out, and what it took.
@@ -211,8 +212,11 @@ fn plan_in_place<T: DeltaElement>(
             let sources: Vec<u32> = match params.in_neighbours {
                 InNeighbours::Exact => into[k].clone(),
                 InNeighbours::Search { .. } => {
+                    // The nodes found, and `p`'s own out-neighbours: most edges are kept
+                    // both ways, so these are the likeliest in-neighbours a search misses.
                     let mut s: Vec<u32> = results
                         .iter()
+                        .chain(&lists[p])
                         .copied()
                         .filter(|z| into[k].contains(z))
                         .collect();
@@ -229,7 +233,7 @@ fn plan_in_place<T: DeltaElement>(
             };
             let mut edges = Vec::with_capacity(sources.len() * c);
             for &z in &sources {
-                for x in pick(store, z, &cands, c, alpha, dists) {
+                for x in replacement_edges(store, z, &cands, c, alpha, dists) {
                     edges.push((z, x));
                 }
             }
@@ -245,41 +249,6 @@ fn plan_in_place<T: DeltaElement>(
     }
     out.add.par_iter_mut().for_each(|a| a.sort_unstable());
     Ok(out)
-}
-
-/// Up to `c` of `cands` for node `z` (never `z` itself), chosen as robust prune chooses among
-/// them: nearest first, skipping a candidate `x` that one already chosen, `y`, occludes
-/// (`α·d(y, x) ≤ d(z, x)`), so a far candidate in another direction is kept over a second
-/// near one. Ties by id.
-fn pick<T: DeltaElement>(
-    store: &VectorStore<'_, T>,
-    z: u32,
-    cands: &[u32],
-    c: usize,
-    alpha: f32,
-    dists: &mut Vec<f32>,
-) -> Vec<u32> {
-    let probe = store.point(z);
-    store.dist_batch(&probe, cands, dists);
-    let mut pool: Vec<(f32, u32)> = cands
-        .iter()
-        .zip(dists.iter())
-        .filter(|(&x, _)| x != z)
-        .map(|(&x, &d)| (d, x))
-        .collect();
-    pool.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    pool.dedup_by_key(|e| e.1);
-    let mut chosen: Vec<u32> = Vec::with_capacity(c);
-    for &(d, x) in &pool {
-        if chosen.len() == c {
-            break;
-        }
-        let px = store.point(x);
-        if chosen.iter().all(|&y| alpha * store.dist(&px, y) > d) {
-            chosen.push(x);
-        }
-    }
-    chosen
 }
 
 /// The live in-neighbours of each of the `dead` nodes (in order), from the lists.

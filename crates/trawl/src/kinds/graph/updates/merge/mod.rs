@@ -55,7 +55,7 @@ use crate::kinds::graph::updates::delta::{Delta, DeltaElement};
 use crate::kinds::graph::updates::ids::{SlotIds, HOLE};
 use crate::kinds::graph::{DiskIndex, IndexBuildError};
 use crate::progress::Control;
-use crate::vamana::{PruneLimits, VamanaConfig, VectorStore};
+use crate::vamana::{VamanaConfig, VectorStore};
 
 /// What a merge did.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -317,7 +317,7 @@ fn merge_typed<T: DeltaElement>(
             reason: "zero".into(),
         })
     })?;
-    let limits = prune_limits(&input.cfg);
+    let limits = input.cfg.prune_limits();
 
     // The new version's attributes; a label-aware merge's labels and start nodes.
     let merged = finish::merged_attrs(input, &plan)?;
@@ -399,16 +399,6 @@ fn merge_typed<T: DeltaElement>(
     report.total_secs = t0.elapsed().as_secs_f64();
     report.peak_rss_bytes = crate::mem::peak_rss_bytes();
     Ok(MergeOutput { report })
-}
-
-/// The prune limits of the merge's graph parameters.
-fn prune_limits(cfg: &VamanaConfig) -> PruneLimits {
-    PruneLimits {
-        degree: cfg.r,
-        alpha: cfg.alpha,
-        max_candidates: cfg.max_candidates,
-        saturate: cfg.saturate,
-    }
 }
 
 /// The old version's decoupled layout when this is a decoupled merge.

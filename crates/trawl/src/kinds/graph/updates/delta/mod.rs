@@ -5,9 +5,14 @@
 //! Visibility is by epoch: a node inserted by the operation that published epoch `e` carries
 //! `born = e` and is returned only by searches at epoch `e` or later; a deleted node carries
 //! the epoch of its deletion (`dead`, 0 while live) and is hidden from searches at that epoch
-//! and later, but still traversed. A batch is therefore seen whole or not at all, while its
-//! nodes are linked in chunks that release the lock in between, so searches are never held up
-//! for a whole batch.
+//! and later. A batch is therefore seen whole or not at all, while its nodes are linked in
+//! chunks that release the lock in between, so searches are never held up for a whole batch.
+//!
+//! A deleted node also leaves the graph in place (IP-DiskANN, [`unlink`]): its in-neighbours
+//! swap their edge to it for up to 3 edges to its live out-neighbours, so searches stop
+//! walking through it. (A search that began before the delete may then miss the node: it was
+//! visible to that search, but its results are approximate anyway.) The frozen delta a merge
+//! is reading is only stamped.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -22,6 +27,11 @@ use crate::vamana::build::link_points;
 use crate::vamana::queue::Neighbor;
 use crate::vamana::search::{greedy, SearchScratch};
 use crate::vamana::{Adjacency, BuildError, SlotGraph, VamanaConfig, VectorStore};
+
+mod unlink;
+
+use unlink::unlink_in_place;
+pub(crate) use unlink::Unlinked;
 
 /// Inserts of fewer vectors than this are linked on one thread, so the delta graph does not
 /// depend on the thread count or timing (see `Delta::insert`); larger batches link in parallel.
@@ -346,17 +356,40 @@ impl Delta {
         Ok(first)
     }
 
-    /// Stamps node `i` deleted at `epoch` (a node already deleted keeps its first stamp).
-    pub(crate) fn delete(&self, i: usize, epoch: u32) {
+    /// Stamps the nodes `nodes` deleted at `epoch` (a node already deleted keeps its first
+    /// stamp) and, when `unlink`, takes the newly deleted ones out of the graph in place
+    /// (IP-DiskANN; see [`unlink`]). A frozen delta, which a running merge reads, is stamped
+    /// only.
+    pub(crate) fn delete(&self, nodes: &[usize], epoch: u32, unlink: bool) -> Unlinked {
         let g = self.inner.read();
-        let dead = match &*g {
-            AnyRows::F32(r) => &r.dead,
-            AnyRows::U8(r) => &r.dead,
-            AnyRows::I8(r) => &r.dead,
-        };
-        if let Some(d) = dead.get(i) {
-            let _ = d.compare_exchange(0, epoch, Ordering::AcqRel, Ordering::Acquire);
+        match &*g {
+            AnyRows::F32(r) => self.delete_in(r, nodes, epoch, unlink),
+            AnyRows::U8(r) => self.delete_in(r, nodes, epoch, unlink),
+            AnyRows::I8(r) => self.delete_in(r, nodes, epoch, unlink),
         }
+    }
+
+    fn delete_in<T: Element>(
+        &self,
+        r: &Rows<T>,
+        nodes: &[usize],
+        epoch: u32,
+        unlink: bool,
+    ) -> Unlinked {
+        let mut gone = Vec::with_capacity(nodes.len());
+        for &i in nodes {
+            let stamped = r.dead.get(i).is_some_and(|d| {
+                d.compare_exchange(0, epoch, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            });
+            if stamped {
+                gone.push(i as u32);
+            }
+        }
+        if !unlink || gone.is_empty() {
+            return Unlinked::default();
+        }
+        unlink_in_place(r, &r.store(self.dim, self.metric), &self.cfg, &gone)
     }
 
     /// Nodes live at `epoch`.
@@ -551,7 +584,8 @@ mod tests {
             }
         }
         assert!(found >= n * 99 / 100, "found {found} of {n}");
-        d.delete(5, 3);
+        // Stamped only: a search at an epoch before the deletion still reaches the node.
+        d.delete(&[5], 3, false);
         d.search(&rows[5 * dim..6 * dim], 3, 32, 2, &mut s, &mut out);
         assert_eq!(
             out[0].0, ids[5],
@@ -561,5 +595,190 @@ mod tests {
         assert!(out.iter().all(|h| h.0 != ids[5]));
         assert_eq!(d.live(3), n - 1);
         assert_eq!(d.live(2), n);
+    }
+
+    /// The lists of every node of an f32 delta.
+    fn lists(d: &Delta) -> Vec<Vec<u32>> {
+        let g = d.inner.read();
+        let AnyRows::F32(r) = &*g else {
+            panic!("an f32 delta")
+        };
+        (0..r.n() as u32)
+            .map(|i| {
+                let mut l = Vec::new();
+                r.graph.neighbors_into(i, &mut l);
+                l
+            })
+            .collect()
+    }
+
+    #[test]
+    fn deleted_delta_nodes_lose_every_in_edge_and_the_rest_stay_findable() {
+        let dim = 8;
+        let n = 1500usize;
+        let rows: Vec<f32> = (0..(n * dim) as u64)
+            .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as f32 / 1e5)
+            .collect();
+        let ids: Vec<u64> = (0..n as u64).collect();
+        // Two deltas fed the same operations (as a writer and a reader replaying its log).
+        let make = || {
+            let d = Delta::new(DType::F32, dim, Metric::L2, cfg());
+            for (c, chunk) in ids.chunks(300).enumerate() {
+                let at = c * 300 * dim;
+                d.insert(
+                    chunk,
+                    &rows[at..at + chunk.len() * dim],
+                    1,
+                    &Control::silent(),
+                )
+                .unwrap();
+            }
+            d
+        };
+        let (d, twin) = (make(), make());
+        // One in seven deleted, in three calls; node 0 (the entry) among them.
+        let gone: Vec<usize> = (0..n).filter(|i| i.is_multiple_of(7)).collect();
+        let is_gone = |v: u32| (v as usize).is_multiple_of(7);
+        let before = lists(&d);
+        let mut got = Unlinked::default();
+        let mut own = vec![Vec::new(); n];
+        for (k, part) in gone.chunks(gone.len() / 3 + 1).enumerate() {
+            // The edges from live nodes to this call's nodes, by a scan of the lists now
+            // (replacements an earlier call added may point to them).
+            let now = lists(&d);
+            for &p in part {
+                own[p].clone_from(&now[p]);
+            }
+            let dead_before = |v: u32| is_gone(v) && (v as usize) < part[0];
+            let mine = |v: u32| part.contains(&(v as usize));
+            let expect: u64 = (0..n as u32)
+                .filter(|&z| !dead_before(z) && !mine(z))
+                .map(|z| now[z as usize].iter().filter(|&&v| mine(v)).count() as u64)
+                .sum();
+            assert!(
+                expect > 200,
+                "{expect} in-edges: too few for the check to mean anything"
+            );
+            let u = d.delete(part, 2 + k as u32, true);
+            assert_eq!(u.in_edges, expect, "every in-edge is found, exactly");
+            assert_eq!(twin.delete(part, 2 + k as u32, true), u);
+            got.replacement_edges += u.replacement_edges;
+        }
+        assert!(got.replacement_edges > 0);
+        let after = lists(&d);
+        assert_eq!(
+            after,
+            lists(&twin),
+            "the same operations give the same graph"
+        );
+        let slots = cfg().slots;
+        for z in (0..n).filter(|&z| !is_gone(z as u32)) {
+            assert!(
+                after[z].iter().all(|&v| !is_gone(v)),
+                "node {z} still points to a deleted node: {:?}",
+                after[z]
+            );
+            assert!(after[z].len() <= slots);
+            if !before[z].iter().any(|&v| is_gone(v)) {
+                assert_eq!(after[z], before[z], "node {z} had no deleted neighbour");
+            }
+        }
+        // Deleted nodes keep their lists as they were at their deletion (node 0 still leads
+        // searches out).
+        for &z in &gone {
+            assert_eq!(after[z], own[z]);
+        }
+        let mut s = SearchScratch::new(0);
+        let mut out = Vec::new();
+        let e = 2 + 3;
+        let live: Vec<usize> = (0..n).filter(|&i| !is_gone(i as u32)).collect();
+        let mut found = 0;
+        for &i in &live {
+            d.search(&rows[i * dim..(i + 1) * dim], 1, 32, e, &mut s, &mut out);
+            if out.first().is_some_and(|h| h.0 == ids[i]) {
+                found += 1;
+            }
+        }
+        assert!(
+            found >= live.len() * 98 / 100,
+            "found {found} of {}",
+            live.len()
+        );
+        assert_eq!(d.live(e), live.len());
+        // A second delete of the same nodes changes nothing.
+        assert_eq!(d.delete(&gone, e + 1, true), Unlinked::default());
+    }
+
+    #[test]
+    fn single_deletes_of_a_large_delta_find_their_in_neighbours_by_search() {
+        let dim = 8;
+        let n = 3000usize;
+        let rows: Vec<f32> = (0..(n * dim) as u64)
+            .map(|i| (i.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / 1e5)
+            .collect();
+        let ids: Vec<u64> = (0..n as u64).collect();
+        let d = Delta::new(DType::F32, dim, Metric::L2, cfg());
+        for (c, chunk) in ids.chunks(300).enumerate() {
+            let at = c * 300 * dim;
+            d.insert(
+                chunk,
+                &rows[at..at + chunk.len() * dim],
+                1,
+                &Control::silent(),
+            )
+            .unwrap();
+        }
+        let gone: Vec<usize> = (1..n).filter(|i| i.is_multiple_of(11)).collect();
+        let (mut truth, mut found) = (0u64, 0u64);
+        for (k, &p) in gone.iter().enumerate() {
+            let now = lists(&d);
+            let dead_before = |v: usize| v.is_multiple_of(11) && v != 0 && v < p;
+            truth += (0..n)
+                .filter(|&z| !dead_before(z) && z != p)
+                .filter(|&z| now[z].contains(&(p as u32)))
+                .count() as u64;
+            let u = d.delete(&[p], 2 + k as u32, true);
+            assert!(u.searched, "one delete of {n} nodes is searched for");
+            found += u.in_edges;
+        }
+        assert!(
+            truth > 500,
+            "{truth} in-edges: too few for the check to mean anything"
+        );
+        assert!(
+            found as f64 >= 0.8 * truth as f64,
+            "the searches found {found} of {truth} in-edges"
+        );
+        let after = lists(&d);
+        let left: u64 = (0..n)
+            .filter(|&z| z == 0 || !z.is_multiple_of(11))
+            .map(|z| {
+                after[z]
+                    .iter()
+                    .filter(|&&v| v != 0 && v.is_multiple_of(11))
+                    .count() as u64
+            })
+            .sum();
+        assert!(
+            left <= truth - found,
+            "{left} edges to deleted nodes left, {} not found",
+            truth - found
+        );
+        let e = 2 + gone.len() as u32;
+        let (mut s, mut out, mut hit) = (SearchScratch::new(0), Vec::new(), 0);
+        let live: Vec<usize> = (0..n)
+            .filter(|&i| i == 0 || !i.is_multiple_of(11))
+            .collect();
+        for &i in &live {
+            d.search(&rows[i * dim..(i + 1) * dim], 1, 32, e, &mut s, &mut out);
+            if out.first().is_some_and(|h| h.0 == ids[i]) {
+                hit += 1;
+            }
+        }
+        assert!(
+            hit >= live.len() * 98 / 100,
+            "found {hit} of {}",
+            live.len()
+        );
     }
 }
