@@ -30,7 +30,7 @@ the example measures
 - search QPS while the merge runs (even rounds: 2 search threads, the merge on 1 thread at
   niceness 10) against idle QPS right after it (both O_DIRECT, the same loop);
 - QPS after the merge against the fresh index, paired (merged, fresh, merged, … 2 s each,
-  3 times each; medians);
+  5 times each; medians);
 - what the merge touched: nodes whose list changed and graph pages rewritten per deleted vector
   and as a share of the graph's pages, in-edges of deleted nodes found and replaced, the delete
   phase's time; bytes written by the merge and the peak RSS.
@@ -238,7 +238,7 @@ def report(paths: list[Path], results: str, argv: list[str]) -> None:
              "the merge alone on all threads (its time against the fresh build's); even rounds: "
              "the merge on one thread at niceness 10 while 2 threads search with O_DIRECT (QPS "
              "against idle QPS measured right after, same loop). QPS after merge / fresh: the "
-             "same loop on the merged and the fresh index in turn, 2 s each, 3 times each "
+             "same loop on the merged and the fresh index in turn, 2 s each, 5 times each "
              "(medians). Touched: nodes whose list the merge changed per deleted vector, and "
              "graph pages rewritten as a share of the graph's pages. Gap = fresh − merged recall "
              "in points (negative: the merged index is the better one); its max is the worst "

@@ -36,7 +36,7 @@
 //!   rounds: the merge on 1 thread at niceness 10 beside 2 search threads, QPS during the merge
 //!   against idle QPS right after it (the same loop: O_DIRECT, batches of 32);
 //! - QPS after the merge against the fresh index, paired: the same loop on the merged index and
-//!   on the fresh one, 2 s each, alternated 3 times (medians and their ratio);
+//!   on the fresh one, 2 s each, alternated 5 times (medians and their ratio);
 //! - what the merge touched (its report, as `merge`): nodes whose list changed and graph pages
 //!   rewritten, per deleted vector and as a share of the graph's pages, the in-edges of the
 //!   deleted nodes found and replaced, the delete phase's time; bytes written and peak RSS.
@@ -825,10 +825,10 @@ fn main() {
         drop(fresh);
 
         // QPS after the merge against the fresh index, paired: the same loop on each in
-        // turn (merged, fresh, merged, …), 2 s each, 3 times each.
+        // turn (merged, fresh, merged, …), 2 s each, 5 times each.
         let fresh_live = LiveIndex::open(&fresh_dir, open_opts(&a), Access::ReadOnly).unwrap();
         let (mut qps_after, mut qps_fresh) = (Vec::new(), Vec::new());
-        for _ in 0..3 {
+        for _ in 0..5 {
             qps_after.push(qps_for(&ix, &queries, &p, a.threads, 2.0));
             qps_fresh.push(qps_for(&fresh_live, &queries, &p, a.threads, 2.0));
         }
