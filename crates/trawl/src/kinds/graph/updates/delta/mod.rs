@@ -597,6 +597,25 @@ mod tests {
         assert_eq!(d.live(2), n);
     }
 
+    /// `n` pseudo-random points of `dim` (row-major, from the multiplier `mult`) and ids 0..n.
+    fn points(n: usize, dim: usize, mult: u64) -> (Vec<f32>, Vec<u64>) {
+        let rows = (0..(n * dim) as u64)
+            .map(|i| (i.wrapping_mul(mult) >> 40) as f32 / 1e5)
+            .collect();
+        (rows, (0..n as u64).collect())
+    }
+
+    /// A delta holding `rows`, inserted 300 at a time at epoch 1.
+    fn filled(rows: &[f32], ids: &[u64], dim: usize) -> Delta {
+        let d = Delta::new(DType::F32, dim, Metric::L2, cfg());
+        for (c, chunk) in ids.chunks(300).enumerate() {
+            let at = c * 300 * dim;
+            let part = &rows[at..at + chunk.len() * dim];
+            d.insert(chunk, part, 1, &Control::silent()).unwrap();
+        }
+        d
+    }
+
     /// The lists of every node of an f32 delta.
     fn lists(d: &Delta) -> Vec<Vec<u32>> {
         let g = d.inner.read();
@@ -614,28 +633,10 @@ mod tests {
 
     #[test]
     fn deleted_delta_nodes_lose_every_in_edge_and_the_rest_stay_findable() {
-        let dim = 8;
-        let n = 1500usize;
-        let rows: Vec<f32> = (0..(n * dim) as u64)
-            .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as f32 / 1e5)
-            .collect();
-        let ids: Vec<u64> = (0..n as u64).collect();
+        let (dim, n) = (8, 1500usize);
+        let (rows, ids) = points(n, dim, 0x9E37_79B9_7F4A_7C15);
         // Two deltas fed the same operations (as a writer and a reader replaying its log).
-        let make = || {
-            let d = Delta::new(DType::F32, dim, Metric::L2, cfg());
-            for (c, chunk) in ids.chunks(300).enumerate() {
-                let at = c * 300 * dim;
-                d.insert(
-                    chunk,
-                    &rows[at..at + chunk.len() * dim],
-                    1,
-                    &Control::silent(),
-                )
-                .unwrap();
-            }
-            d
-        };
-        let (d, twin) = (make(), make());
+        let (d, twin) = (filled(&rows, &ids, dim), filled(&rows, &ids, dim));
         // One in seven deleted, in three calls; node 0 (the entry) among them.
         let gone: Vec<usize> = (0..n).filter(|i| i.is_multiple_of(7)).collect();
         let is_gone = |v: u32| (v as usize).is_multiple_of(7);
@@ -711,23 +712,9 @@ mod tests {
 
     #[test]
     fn single_deletes_of_a_large_delta_find_their_in_neighbours_by_search() {
-        let dim = 8;
-        let n = 3000usize;
-        let rows: Vec<f32> = (0..(n * dim) as u64)
-            .map(|i| (i.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / 1e5)
-            .collect();
-        let ids: Vec<u64> = (0..n as u64).collect();
-        let d = Delta::new(DType::F32, dim, Metric::L2, cfg());
-        for (c, chunk) in ids.chunks(300).enumerate() {
-            let at = c * 300 * dim;
-            d.insert(
-                chunk,
-                &rows[at..at + chunk.len() * dim],
-                1,
-                &Control::silent(),
-            )
-            .unwrap();
-        }
+        let (dim, n) = (8, 3000usize);
+        let (rows, ids) = points(n, dim, 0x2545_F491_4F6C_DD1D);
+        let d = filled(&rows, &ids, dim);
         let gone: Vec<usize> = (1..n).filter(|i| i.is_multiple_of(11)).collect();
         let (mut truth, mut found) = (0u64, 0u64);
         for (k, &p) in gone.iter().enumerate() {
