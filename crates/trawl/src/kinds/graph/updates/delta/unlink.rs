@@ -26,7 +26,7 @@ pub(crate) struct Unlinked {
     pub in_edges: u64,
     /// Replacement edges added.
     pub replacement_edges: u64,
-    /// Live nodes whose list changed.
+    /// Lists rewritten (by searches, a node that links to two deleted nodes counts twice).
     pub touched: u64,
     /// Whether the in-neighbours were found by searches (else by a pass over the lists).
     pub searched: bool,
@@ -40,9 +40,10 @@ pub(crate) struct Unlinked {
 ///
 /// The in-neighbours are found exactly, by one pass over the lists (`n × slots` loads, about
 /// 2 ms for 50,000 nodes), unless the call deletes few nodes of a large delta: then, as in
-/// IP-DiskANN, by a search for each deleted vector (list size `L`), whose expanded nodes that
-/// link to it are its in-neighbours (approximate: an edge not found stays, to a node that is
-/// hidden from results, and the merge drops it).
+/// IP-DiskANN, by a search for each deleted vector (list size `L`): the nodes it expands, and
+/// the deleted node's own out-neighbours (most edges are kept both ways), that link to it are
+/// its in-neighbours (approximate: an edge not found stays, to a node that is hidden from
+/// results, and the merge drops it).
 ///
 /// Deleted nodes' own lists are left as they are. The nodes are visited in a fixed order on
 /// one thread, so the same operations give the same graph (a reader that replays the log gets
