@@ -47,10 +47,10 @@ pub(super) fn insert<T: DeltaElement>(
         // The repaired graph is searched when it keeps a live node (not when every slot is
         // free: deleted now, or by earlier merges).
         // The old graph is searched for candidates (deleted nodes traversed, never returned)
-        // when it keeps a live node, as searches run: from the entry index when there is one.
-        // (A greedy search of the repaired graph in memory was faster, but it starts from the
-        // medoid: on far-apart clusters the new vectors then linked to nodes the searches,
-        // starting from the entry index, never passed.)
+        // when it keeps a live node, as searches run: by PQ distances, from the medoid.
+        // (A greedy search of the repaired graph in memory by exact distances was faster, but
+        // on far-apart clusters the new vectors then linked to nodes the PQ-guided searches
+        // never end at: tests/connectivity.rs.)
         let params = SearchParams {
             k: l.min(n_old.max(1)),
             l,
