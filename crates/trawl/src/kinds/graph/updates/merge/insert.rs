@@ -44,10 +44,9 @@ pub(super) fn insert<T: DeltaElement>(
     let mut new_lists: Vec<Vec<u32>> = vec![Vec::new(); n_new_vectors];
     if n_new_vectors > 0 {
         let l = input.cfg.l.max(10);
-        // The repaired graph is searched when it keeps a live node (not when every slot is
-        // free: deleted now, or by earlier merges).
         // The old graph is searched for candidates (deleted nodes traversed, never returned)
-        // when it keeps a live node, as searches run: by PQ distances, from the medoid.
+        // when it keeps a live node (not when every slot is free: deleted now, or by earlier
+        // merges), as searches run: by PQ distances, from the medoid.
         // (A greedy search of the repaired graph in memory by exact distances was faster, but
         // on far-apart clusters the new vectors then linked to nodes the PQ-guided searches
         // never end at: tests/connectivity.rs.)
