@@ -130,6 +130,7 @@ def summarize(doc: dict) -> dict:
         "max_gap_points": max(100 * (r["recall_fresh"] - r["recall"]) for r in rounds),
         "merge_over_fresh_median": med(alone),
         "merge_over_fresh_max": max(alone) if alone else None,
+        "merge_over_fresh_mean": statistics.mean(alone) if alone else None,
         "qps_ratio_median": med(during),
         "qps_ratio_min": min(during) if during else None,
         "qps_after_over_fresh_median": med(after),
@@ -250,7 +251,7 @@ def report(paths: list[Path], results: str, argv: list[str]) -> None:
         lines += [f"    python3 bench/streaming.py {shlex.join(argv)}"]
     lines += ["",
               "| dataset | layout | pattern | deletes | n live | L | final recall (fresh) "
-              "| gap, points (max over rounds) | merge / fresh build, median (max), merge alone "
+              "| gap, points (max over rounds) | merge / fresh build, median (max; mean), merge alone "
               "| QPS during merge / idle, median (min) | QPS after merge / fresh, median (min) "
               "| nodes touched per deleted vector, median | pages touched share, median "
               "| bytes written per merge, median | peak RSS | other L: final recall (fresh), "
@@ -266,7 +267,8 @@ def report(paths: list[Path], results: str, argv: list[str]) -> None:
             f"| {d['rounds'][-1]['live']:,} | {d['L']} "
             f"| {s['final_recall']:.4f} ({s['final_recall_fresh']:.4f}) "
             f"| {s['final_gap_points']:+.2f} ({s['max_gap_points']:+.2f}) "
-            f"| {f(s['merge_over_fresh_median'], '.3f')} ({f(s['merge_over_fresh_max'], '.3f')}) "
+            f"| {f(s['merge_over_fresh_median'], '.3f')} ({f(s['merge_over_fresh_max'], '.3f')}; "
+            f"mean {f(s['merge_over_fresh_mean'], '.3f')}) "
             f"| {f(s['qps_ratio_median'], '.2f')} ({f(s['qps_ratio_min'], '.2f')}) "
             f"| {f(s['qps_after_over_fresh_median'], '.2f')} "
             f"({f(s['qps_after_over_fresh_min'], '.2f')}) "
@@ -308,6 +310,9 @@ def report(paths: list[Path], results: str, argv: list[str]) -> None:
                      f"({r['qps_after_over_fresh']:.2f})")
             added = ("—" if r.get("recall_added") is None else
                      f"{r['recall_added']:.4f} ({r['recall_added_fresh']:.4f})")
+            carried = (r.get("merge") or {}).get("hot_carried")
+            hot = "" if carried is None else (
+                "; hot order carried" if carried else "; hot order ranked")
             wa, wf = r.get("work_after_merge"), r.get("work_fresh")
             work = ("—" if not wa or not wf else
                     f"{wa['hops']:.1f}, {wa['pages']:.1f} / {wf['hops']:.1f}, {wf['pages']:.1f}")
@@ -315,7 +320,7 @@ def report(paths: list[Path], results: str, argv: list[str]) -> None:
                 f"| {r['round']} | {r['live']:,} | {r['deleted']:,}{ups} | {r['inserted']:,} "
                 f"| {r['recall_before_merge']:.4f} | {r['recall']:.4f} | {r['recall_fresh']:.4f} "
                 f"| {added} "
-                f"| {r['merge_secs']:.1f} ({'alone' if alone else 'beside searches'}) "
+                f"| {r['merge_secs']:.1f} ({'alone' if alone else 'beside searches'}{hot}) "
                 f"| {f(r.get('delete_secs'), '.2f')} "
                 f"| {r['fresh_build_secs']:.1f} | {r['merge_over_fresh']:.3f} "
                 f"| {r['qps_idle']:.0f} | {during} | {ratio} | {after} "

@@ -87,6 +87,12 @@ pub struct MergeArgs {
     /// In-place deletes: edges added per edge to a deleted node.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub replace: u32,
+    /// The merge carries the hot-node order (`hot.trawl`, what a node cache is chosen by)
+    /// over, the deleted vectors taken out, until the vectors deleted or inserted since its
+    /// last ranking would pass this share of the index; then it ranks afresh by sample
+    /// searches. 0 ranks afresh at every merge.
+    #[arg(long, default_value_t = trawl::kinds::graph::hot::RERANK_SHARE, value_parser = parse_share)]
+    pub hot_rerank: f64,
 }
 
 fn parse_share(s: &str) -> std::result::Result<f64, String> {
@@ -229,6 +235,7 @@ pub fn merge(args: &MergeArgs, ctl: &Control) -> Result<()> {
                 ..InPlaceParams::default()
             }),
         },
+        hot_rerank_share: args.hot_rerank,
     };
     let r = pool.install(|| ix.merge_with(&o, ctl))?;
     println!(
@@ -261,6 +268,17 @@ pub fn merge(args: &MergeArgs, ctl: &Control) -> Result<()> {
             r.recall_samples
         );
     }
+    println!(
+        "hot-node order: {}",
+        if r.hot_carried {
+            format!(
+                "carried over ({} vectors deleted or inserted since its ranking)",
+                r.hot_changed
+            )
+        } else {
+            "ranked afresh".into()
+        }
+    );
     if let Some(w) = &r.recall_warning {
         eprintln!("warning: {w}");
     }

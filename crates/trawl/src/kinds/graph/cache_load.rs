@@ -236,8 +236,18 @@ impl DiskIndex {
         threads: usize,
         ctl: &Control,
     ) -> Result<(HotOrder, u64), SearchError> {
+        self.rank_hot_nodes_by(hot::sample_searches(self.n()), threads, ctl)
+    }
+
+    /// [`DiskIndex::rank_hot_nodes`] with `samples` sample searches (at most one per slot).
+    pub fn rank_hot_nodes_by(
+        &mut self,
+        samples: usize,
+        threads: usize,
+        ctl: &Control,
+    ) -> Result<(HotOrder, u64), SearchError> {
         let n = self.n();
-        let samples = hot::sample_searches(n);
+        let samples = samples.min(n);
         // Sample only live slots: a merged index's freed slots hold no vector.
         let ids = crate::kinds::graph::updates::ids::SlotIds::load(self.dir(), n)
             .map_err(|e| SearchError::Internal(e.to_string()))?;
@@ -400,7 +410,14 @@ impl DiskIndex {
             samples
         }
         .clamp(1, n);
-        let picks = sampled_ids(n, samples);
+        // Live slots only, as the hot-node order samples: a merged index's freed slots hold no
+        // vector.
+        let slots = crate::kinds::graph::updates::ids::SlotIds::load(self.dir(), n)
+            .map_err(|e| SearchError::Internal(e.to_string()))?;
+        let picks: Vec<u32> = sampled_ids(n, samples)
+            .into_iter()
+            .filter(|&s| !slots.is_hole(s))
+            .collect();
         let vb = self.packed_file()?.geometry().vector_bytes;
         let mut vectors = vec![0u8; picks.len() * vb];
         let mut pos = std::collections::HashMap::with_capacity(picks.len());

@@ -31,6 +31,11 @@ pub struct MergeOptions {
     pub segments: SegmentPolicy,
     /// How deleted nodes are taken out of the graph (in place by default).
     pub deletes: DeleteRepair,
+    /// The merge carries the hot-node order over (the slots it frees leave it) until the
+    /// slots changed since its last ranking would pass this share of the live vectors, then
+    /// ranks afresh (0: every merge ranks afresh). Default
+    /// [`crate::kinds::graph::hot::RERANK_SHARE`].
+    pub hot_rerank_share: f64,
 }
 
 impl Default for MergeOptions {
@@ -41,6 +46,7 @@ impl Default for MergeOptions {
             nice: 10,
             segments: SegmentPolicy::default(),
             deletes: DeleteRepair::default(),
+            hot_rerank_share: crate::kinds::graph::hot::RERANK_SHARE,
         }
     }
 }
@@ -222,6 +228,7 @@ impl LiveIndex {
             threads,
             segments: decoupled.then_some(o.segments),
             deletes: o.deletes,
+            hot_rerank_share: o.hot_rerank_share,
         };
         let out = crate::kinds::graph::updates::merge::merge(&input, txn.staging(), ctl)?;
         let mut report = out.report;

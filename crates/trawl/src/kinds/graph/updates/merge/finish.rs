@@ -99,17 +99,48 @@ pub(super) fn write_entry<T: DeltaElement>(
     Ok(e.save(&staging.join(entry::FILE_NAME), meta.n, meta.pq_codes_crc)?)
 }
 
+/// The old version's hot-node order carried over this merge, and the slots the merge fills
+/// (see [`crate::kinds::graph::hot`]), when it may be: the old version has a readable one,
+/// keeps its start node `medoid` and has no entry index (a merge samples a new one, and
+/// searches start from its nodes), and the slots changed since the ranking, this merge's
+/// deletes and inserts with them, stay within [`MergeInput::hot_rerank_share`] of the `live`
+/// vectors of the new version. `None`: rank afresh.
+pub(super) fn carried_hot_order<T: DeltaElement>(
+    input: &MergeInput<'_>,
+    plan: &Plan<'_, T>,
+    medoid: u32,
+    live: usize,
+) -> Option<(crate::kinds::graph::hot::HotOrder, Vec<u32>)> {
+    let old = input.old;
+    if old.medoid() != medoid || old.entry().is_some() || input.hot_rerank_share <= 0.0 {
+        return None;
+    }
+    // An unreadable order (damaged, or of another build) is ranked afresh, not an error.
+    let hot = old.hot_order().ok().flatten()?;
+    let deleted = plan.deleted.iter().filter(|&&d| d).count() as u64;
+    let changed = deleted + plan.new_slot.len() as u64;
+    let share = (hot.changed() + changed) as f64 / live.max(1) as f64;
+    (share <= input.hot_rerank_share).then(|| {
+        let kept = hot.carried(|s| (s as usize) < old.n() && !plan.is_free(s), changed);
+        (kept, plan.new_slot.clone())
+    })
+}
+
 /// The recall monitor on the merged version in `staging` (read through the page cache: just
 /// written): its figures and the number of vectors searched. Then the merged version's
-/// hot-node order ([`crate::kinds::graph::hot`]) and, for a decoupled merge of a version that
-/// had them, its refinement codes ([`crate::kinds::graph::refine_file`]), written into
-/// `staging`, and their bytes.
+/// hot-node order ([`crate::kinds::graph::hot`]: the `carried` order and new slots, when
+/// given, refreshed by [`crate::kinds::graph::hot::REFRESH_DIV`]-fold fewer sample searches;
+/// else ranked afresh)
+/// and, for a decoupled merge of a version that had them, its refinement codes
+/// ([`crate::kinds::graph::refine_file`]), written into `staging`; the order's slots changed
+/// since its ranking, and the bytes written.
 pub(super) fn monitor<T: DeltaElement>(
     input: &MergeInput<'_>,
     staging: &Path,
     vectors: &[T],
     ids: &SlotIds,
-) -> Result<(Vec<RecallPoint>, usize, u64), IndexBuildError> {
+    carried: Option<(crate::kinds::graph::hot::HotOrder, Vec<u32>)>,
+) -> Result<(Vec<RecallPoint>, usize, u64, u64), IndexBuildError> {
     let dim = input.old.dim();
     let mut staged = DiskIndex::open(
         staging,
@@ -128,11 +159,28 @@ pub(super) fn monitor<T: DeltaElement>(
         &|s| &vectors[s as usize * dim..(s as usize + 1) * dim],
         &|s| !ids.is_hole(s),
     )?;
-    let mut bytes = staged.save_hot_order(
-        &staging.join(crate::kinds::graph::hot::FILE_NAME),
-        rayon::current_num_threads(),
-        &Control::silent(),
-    )?;
+    let hot_path = staging.join(crate::kinds::graph::hot::FILE_NAME);
+    let (mut bytes, hot_changed) = match carried {
+        Some((hot, new_slots)) => {
+            use crate::kinds::graph::hot;
+            let meta = *staged.meta();
+            let samples = hot::sample_searches(staged.n()) / hot::REFRESH_DIV;
+            let threads = rayon::current_num_threads();
+            let (fresh, _) = staged.rank_hot_nodes_by(samples, threads, &Control::silent())?;
+            let hot = hot.refreshed(&fresh, hot::REFRESH_WEIGHT, &new_slots);
+            (
+                hot.save(&hot_path, meta.n, meta.pq_codes_crc)?,
+                hot.changed(),
+            )
+        }
+        None => {
+            let threads = rayon::current_num_threads();
+            (
+                staged.save_hot_order(&hot_path, threads, &Control::silent())?,
+                0,
+            )
+        }
+    };
     let refine_path = |d: &Path| d.join(crate::kinds::graph::refine_file::FILE_NAME);
     if decoupled(input).is_some() && refine_path(input.old.dir()).is_file() {
         // The refinement codes of the merged version (the old one had them), measured on
@@ -155,7 +203,7 @@ pub(super) fn monitor<T: DeltaElement>(
         )?;
     }
     drop(staged);
-    Ok((measured.0, measured.1, bytes))
+    Ok((measured.0, measured.1, hot_changed, bytes))
 }
 
 /// The attributes of the new version, when the old one or the delta has any: the kept slots'

@@ -117,6 +117,11 @@ pub struct MergeReport {
     pub finish_secs: f64,
     /// Of those, seconds of the recall monitor and the hot-node order on the merged version.
     pub monitor_secs: f64,
+    /// Whether the merge carried the old version's hot-node order over
+    /// ([`crate::kinds::graph::hot::HotOrder::carried`]) instead of ranking afresh.
+    pub hot_carried: bool,
+    /// Slots deleted or filled since the hot-node order was ranked (0 after a fresh ranking).
+    pub hot_changed: u64,
     /// Seconds of the whole merge.
     pub total_secs: f64,
     /// Bytes written (every new file).
@@ -243,6 +248,9 @@ pub(crate) struct MergeInput<'a> {
     pub segments: Option<SegmentPolicy>,
     /// How deleted nodes are taken out of the graph.
     pub deletes: DeleteRepair,
+    /// The hot-node order is ranked afresh once the slots changed since its ranking would
+    /// pass this share of the live vectors (0: every merge ranks afresh).
+    pub hot_rerank_share: f64,
 }
 
 /// How a decoupled merge manages its vector segments (DecoupleVS §3.5).
@@ -388,9 +396,15 @@ fn merge_typed<T: DeltaElement>(
     report.bytes_written += finish::write_entry(old, &ids, &store, &written.meta, staging, ctl)?;
     // The recall monitor on the merged version (read through the page cache: just written).
     let t_mon = Instant::now();
+    let hot = finish::carried_hot_order(input, &plan, medoid, ids.live());
+    report.hot_carried = hot.is_some();
     let hot_bytes;
-    (report.recall, report.recall_samples, hot_bytes) =
-        finish::monitor(input, staging, &read.vectors, &ids)?;
+    (
+        report.recall,
+        report.recall_samples,
+        report.hot_changed,
+        hot_bytes,
+    ) = finish::monitor(input, staging, &read.vectors, &ids, hot)?;
     report.bytes_written += hot_bytes;
     report.monitor_secs = t_mon.elapsed().as_secs_f64();
     report.slots = plan.n_slots as u64;

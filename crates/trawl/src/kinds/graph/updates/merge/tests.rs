@@ -183,3 +183,103 @@ fn every_edge_to_a_deleted_node_is_gone_and_in_place_touches_only_its_neighbours
         );
     }
 }
+
+/// A merge carries the hot-node order over while the slots changed since its ranking stay
+/// within the share, with the deleted nodes out of it, and ranks afresh past the share, when
+/// told to always, and when the start node is deleted.
+#[test]
+fn the_hot_order_is_carried_over_small_merges_and_ranked_afresh_past_the_share() {
+    use crate::kinds::graph::hot::HotOrder;
+    let n = 3000;
+    let (base, _) = generate::<f32>(&SynthParams::new(n + 3000, 1, 16, DType::F32, 4)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let built = dir.path().join("built");
+    let params = IndexParams {
+        metric: Metric::L2,
+        graph: VamanaParams {
+            r: 12,
+            l: 32,
+            ..VamanaParams::default()
+        },
+        pq: PqParams {
+            bytes_per_vector: 8,
+            ..PqParams::default()
+        },
+        // No entry index: a merge samples a new one, so it ranks afresh.
+        entry: None,
+        ..IndexParams::default()
+    };
+    build_index(&base.slice_rows(0, n), &built, &params, &Control::silent()).unwrap();
+    let order = |d: &Path| -> (HotOrder, DiskIndex) {
+        let ix = DiskIndex::open(d, OpenOptions::default()).unwrap();
+        (ix.hot_order().unwrap().expect("a hot order"), ix)
+    };
+    let work = dir.path().join("live");
+    copy_dir(&built, &work);
+    let medoid = order(&work).1.medoid() as u64;
+    let mut ids: Vec<u64> = (0..n as u64).filter(|&i| i != medoid).collect();
+    ids.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(5));
+    let mut next = n;
+    // Deletes `k` vectors (the medoid first when asked) and inserts `k`, then merges.
+    let mut round = |k: usize, medoid_too: bool, share: f64| -> (MergeReport, Vec<u64>) {
+        let live = LiveIndex::open(&work, OpenOptions::default(), Access::ReadWrite).unwrap();
+        let mut gone: Vec<u64> = ids.split_off(ids.len() - k + usize::from(medoid_too));
+        if medoid_too {
+            gone.push(medoid);
+        }
+        live.delete(&gone).unwrap();
+        let new: Vec<u64> = (next as u64..(next + k) as u64).collect();
+        live.insert(Some(&new), base.slice_rows(next, k).as_slice())
+            .unwrap();
+        next += k;
+        ids.extend_from_slice(&new);
+        let o = MergeOptions {
+            threads: 2,
+            nice: 0,
+            hot_rerank_share: share,
+            ..MergeOptions::default()
+        };
+        (live.merge_with(&o, &Control::silent()).unwrap(), gone)
+    };
+    let slots_of = |d: &Path| {
+        SlotIds::load(d, DiskIndex::open(d, OpenOptions::default()).unwrap().n()).unwrap()
+    };
+
+    // 5% + 5%: carried, every deleted slot's old node out of the order (its slot, reused by a
+    // new vector, ranked only by the refresh), no hole ranked.
+    let (before, _) = order(&work);
+    let (r, gone) = round(150, false, 0.25);
+    assert!(r.hot_carried, "{r:?}");
+    assert_eq!(r.hot_changed, 300);
+    let (after, mut ix) = order(&work);
+    assert_eq!(after.changed(), 300);
+    let slots = slots_of(&work);
+    assert!(after.ids().iter().all(|&s| !slots.is_hole(s)));
+    assert_eq!(after.samples(), before.samples());
+    // Not a fresh ranking: a full one of the same index differs.
+    let (full, _) = ix.rank_hot_nodes(2, &Control::silent()).unwrap();
+    assert_ne!(full.ids(), after.ids());
+    assert_eq!(full.changed(), 0);
+    drop(ix);
+    assert_eq!(gone.len(), 150);
+
+    // Another 10% + 10% passes the share (900 of 3000 > 25%): ranked afresh, as a full
+    // ranking of the merged index ranks.
+    let (r, _) = round(300, false, 0.25);
+    assert!(!r.hot_carried && r.hot_changed == 0, "{r:?}");
+    let (after, mut ix) = order(&work);
+    let (full, _) = ix.rank_hot_nodes(2, &Control::silent()).unwrap();
+    assert_eq!(after, full);
+    drop(ix);
+
+    // Told to rank afresh at every merge.
+    let (r, _) = round(30, false, 0.0);
+    assert!(!r.hot_carried, "{r:?}");
+    // The start node deleted: a new one, ranked afresh.
+    let (r, _) = round(30, true, 0.25);
+    assert!(!r.hot_carried, "{r:?}");
+    assert_ne!(order(&work).1.medoid() as u64, medoid);
+    // And carried again after.
+    let (r, _) = round(30, false, 0.25);
+    assert!(r.hot_carried && r.hot_changed == 60, "{r:?}");
+}
