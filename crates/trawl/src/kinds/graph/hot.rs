@@ -46,10 +46,11 @@ pub const VERSION: u32 = 2;
 /// pass this share of the live vectors; below it, it carries the order over and refreshes it.
 /// With 5% deletes and 5% inserts per merge, two merges in three carry it.
 ///
-/// Measured on gen-1M (500,000 vectors, `examples/hot_carry.rs`): a full ranking takes 1.5 s
-/// of a 9 s merge, a refresh 0.6 s. A node cache of 4% of the vectors chosen by the carried
-/// order read 22.6 pages per query at L 20 after one merge and 23.4 after two, against 20.2
-/// and 20.1 for a full ranking of the same index; refreshed, 20.4 and 20.4.
+/// Measured on gen-1M (500,000 vectors, `examples/hot_carry.rs`,
+/// `bench/results/hot-carry-gen-1m.md`): a full ranking takes 1.5 s of a 9 s merge, a refresh
+/// about 0.8 s. A node cache of 4% of the vectors chosen by the carried order read 22.6 pages
+/// per query at L 20 after one merge and 23.4 after two, against 20.2 and 20.1 for a full
+/// ranking of the same index; refreshed, 20.4 and 20.4.
 pub const RERANK_SHARE: f64 = 0.25;
 
 /// A merge's refresh runs this many times fewer sample searches than a full ranking
@@ -57,8 +58,9 @@ pub const RERANK_SHARE: f64 = 0.25;
 /// 20.7 pages per query in the measurement of [`RERANK_SHARE`]; at 2-fold, 20.4 / 20.4.
 pub const REFRESH_DIV: usize = 2;
 
-/// Weight of the refresh's read rates against the carried ones (0.3, 0.5 and 0.8 measured:
-/// 20.63 / 20.67, 20.62 / 20.70, 20.73 / 20.81 pages per query at 5-fold fewer samples).
+/// Weight of the refresh's read rates against the carried ones (0.3, 0.5 and 0.8 measured at
+/// 5-fold fewer samples, new slots weighted too: 20.63 / 20.67, 20.62 / 20.70, 20.73 / 20.81
+/// pages per query).
 pub const REFRESH_WEIGHT: f64 = 0.5;
 
 /// Sample searches a ranking is made from: `n / 10`, between 2,000 and 100,000 (run through
