@@ -247,14 +247,7 @@ impl DiskIndex {
         ctl: &Control,
     ) -> Result<(HotOrder, u64), SearchError> {
         let n = self.n();
-        let samples = samples.min(n);
-        // Sample only live slots: a merged index's freed slots hold no vector.
-        let ids = crate::kinds::graph::updates::ids::SlotIds::load(self.dir(), n)
-            .map_err(|e| SearchError::Internal(e.to_string()))?;
-        let picks: Vec<u32> = sampled_ids(n, samples)
-            .into_iter()
-            .filter(|&s| !ids.is_hole(s))
-            .collect();
+        let picks = self.live_sample(samples.min(n))?;
         let (l, w) = match CachePolicy::default() {
             CachePolicy::Frequency { l, beam_width, .. } => (l, beam_width),
             CachePolicy::Bfs => (15, 4),
@@ -266,6 +259,18 @@ impl DiskIndex {
         let counted = self.without_caches(|ix| ix.sample_visits(&picks, l, w, threads, ctl));
         let (counts, pages) = counted?;
         Ok((HotOrder::from_counts(&counts, picks.len(), l, w), pages))
+    }
+
+    /// The seeded sample of `samples` slots ([`sampled_ids`]) less the free ones: a merged
+    /// index's freed slots hold no vector to search for.
+    fn live_sample(&self, samples: usize) -> Result<Vec<u32>, SearchError> {
+        let n = self.n();
+        let slots = crate::kinds::graph::updates::ids::SlotIds::load(self.dir(), n)
+            .map_err(|e| SearchError::Internal(e.to_string()))?;
+        Ok(sampled_ids(n, samples)
+            .into_iter()
+            .filter(|&s| !slots.is_hole(s))
+            .collect())
     }
 
     /// Runs `f` with the node cache and the list cache taken out (so that every expansion is
@@ -410,14 +415,7 @@ impl DiskIndex {
             samples
         }
         .clamp(1, n);
-        // Live slots only, as the hot-node order samples: a merged index's freed slots hold no
-        // vector.
-        let slots = crate::kinds::graph::updates::ids::SlotIds::load(self.dir(), n)
-            .map_err(|e| SearchError::Internal(e.to_string()))?;
-        let picks: Vec<u32> = sampled_ids(n, samples)
-            .into_iter()
-            .filter(|&s| !slots.is_hole(s))
-            .collect();
+        let picks = self.live_sample(samples)?;
         let vb = self.packed_file()?.geometry().vector_bytes;
         let mut vectors = vec![0u8; picks.len() * vb];
         let mut pos = std::collections::HashMap::with_capacity(picks.len());

@@ -44,6 +44,25 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// R 12, L 32, 8 PQ bytes, no entry index (a merge samples a new one, and then ranks the
+/// hot-node order afresh).
+fn small_params() -> IndexParams {
+    IndexParams {
+        metric: Metric::L2,
+        graph: VamanaParams {
+            r: 12,
+            l: 32,
+            ..VamanaParams::default()
+        },
+        pq: PqParams {
+            bytes_per_vector: 8,
+            ..PqParams::default()
+        },
+        entry: None,
+        ..IndexParams::default()
+    }
+}
+
 fn modes() -> Vec<DeleteRepair> {
     vec![
         DeleteRepair::default(),
@@ -93,23 +112,7 @@ fn every_edge_to_a_deleted_node_is_gone_and_in_place_touches_only_its_neighbours
     let (base, _) = generate::<f32>(&SynthParams::new(n, 1, 16, DType::F32, 4)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let built = dir.path().join("built");
-    let params = IndexParams {
-        metric: Metric::L2,
-        graph: VamanaParams {
-            r: 12,
-            l: 32,
-            ..VamanaParams::default()
-        },
-        pq: PqParams {
-            bytes_per_vector: 8,
-            ..PqParams::default()
-        },
-        quant: Default::default(),
-        entry: None,
-        attrs: None,
-        label_aware: Default::default(),
-    };
-    build_index(&base, &built, &params, &Control::silent()).unwrap();
+    build_index(&base, &built, &small_params(), &Control::silent()).unwrap();
     let old = lists_of(&built);
     for (m, deletes) in modes().into_iter().enumerate() {
         let work = dir.path().join(format!("m{m}"));
@@ -194,22 +197,13 @@ fn the_hot_order_is_carried_over_small_merges_and_ranked_afresh_past_the_share()
     let (base, _) = generate::<f32>(&SynthParams::new(n + 3000, 1, 16, DType::F32, 4)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let built = dir.path().join("built");
-    let params = IndexParams {
-        metric: Metric::L2,
-        graph: VamanaParams {
-            r: 12,
-            l: 32,
-            ..VamanaParams::default()
-        },
-        pq: PqParams {
-            bytes_per_vector: 8,
-            ..PqParams::default()
-        },
-        // No entry index: a merge samples a new one, so it ranks afresh.
-        entry: None,
-        ..IndexParams::default()
-    };
-    build_index(&base.slice_rows(0, n), &built, &params, &Control::silent()).unwrap();
+    build_index(
+        &base.slice_rows(0, n),
+        &built,
+        &small_params(),
+        &Control::silent(),
+    )
+    .unwrap();
     let order = |d: &Path| -> (HotOrder, DiskIndex) {
         let ix = DiskIndex::open(d, OpenOptions::default()).unwrap();
         (ix.hot_order().unwrap().expect("a hot order"), ix)
